@@ -1,0 +1,18 @@
+// Each subcommand adds itself to the app; its callback does the work and returns through
+// CliExit (see main.cc) so that errors map to exit codes in one place.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace rm::cli {
+
+void add_list_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
+void add_sweep_command(CLI::App& app);
+void add_simulate_command(CLI::App& app);
+void add_run_command(CLI::App& app);
+void add_calibrate_command(CLI::App& app);
+void add_tune_command(CLI::App& app);
+void add_validate_command(CLI::App& app);
+
+}  // namespace rm::cli

@@ -1,0 +1,27 @@
+// How fast the blockwise attention kernel runs as a function of its tile sizes.
+//
+// efficiency(bq, bkv, d) = max_efficiency * F / (F + half_flops), F = 4*bq*bkv*d, the
+// FLOPs of one (bq x bkv) tile of one head. The form says "a fixed per-tile cost
+// (softmax bookkeeping, loads, launch) amortised over the tile's FLOPs"; it is linear in
+// 1/F (1/eff = 1/max_eff + half_flops/max_eff * 1/F), so calibration fits it by least
+// squares. Defaults per GPU kind come from published FlashAttention figures (cited in the
+// topology YAML); a calibrated profile replaces them.
+#pragma once
+
+namespace rm {
+
+struct KernelCurve {
+  double max_efficiency = 0;     // fraction of peak reached by very large tiles
+  double half_flops = 0;         // tile FLOPs at which half of max_efficiency is reached
+  double tile_bytes_limit = 0;   // on-chip memory (shared memory / cache) a tile must fit in
+  double backward_factor = 2.5;  // backward FLOPs over forward FLOPs (DESIGN.md)
+
+  // Fraction of peak FLOP/s for tiles of bq x bkv with head dim d; 0 if the tile does
+  // not fit in tile_bytes_limit.
+  double efficiency(int bq, int bkv, int d) const;
+  // Bytes of one tile's working set: Q tile, K and V tiles (bf16) and the fp32 scores.
+  static double tile_bytes(int bq, int bkv, int d);
+  bool fits(int bq, int bkv, int d) const { return tile_bytes(bq, bkv, d) <= tile_bytes_limit; }
+};
+
+}  // namespace rm

@@ -1,0 +1,140 @@
+// A plan: the job a user asked for, the choices the planner made for it, and what the
+// planner predicts. Written as plan.yaml by `ringmaster plan -o`, read back by `simulate`,
+// `run` and `validate`; it holds everything the simulator and the executor need to
+// reproduce the run (the model and topology are named; a user's own spec by path).
+//
+// Shape letters used throughout ringmaster:
+//   N  sequence length (tokens per sequence)   P  ring size (= cp)
+//   c  tokens per rank per sequence = N / P    d  head dim
+//   h  query heads    h_kv  key/value heads    G  GPUs = cp * dp
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace YAML {
+class Node;
+}
+
+namespace rm {
+
+enum class Strategy { kRing, kFlashFsdp, kAllGatherCp, kUlysses };
+enum class Schedule { kFlat, kBidirectional, kHierarchical };
+enum class LoadBalance { kContiguous, kStriped, kZigzag };
+enum class Checkpointing { kNone, kSelective, kFull };
+// What is predicted / run: ring attention alone (forward + backward), one whole layer,
+// or a whole training step.
+enum class Workload { kAttention, kLayer, kStep };
+enum class Passes { kForward, kForwardBackward };
+
+// Canonical spellings used on the command line, in YAML and in JSON
+// ("ring", "flash-fsdp", "allgather-cp", "ulysses"; "flat", "bidirectional",
+// "hierarchical"; "contiguous", "striped", "zigzag"; "none", "selective", "full";
+// "attention", "layer", "step"; "forward", "forward-backward").
+const char* to_string(Strategy v);
+const char* to_string(Schedule v);
+const char* to_string(LoadBalance v);
+const char* to_string(Checkpointing v);
+const char* to_string(Workload v);
+const char* to_string(Passes v);
+// Parse; throw InputError naming `where` and `field` and listing the valid spellings.
+Strategy parse_strategy(const std::string& s, const std::string& where, const std::string& field);
+Schedule parse_schedule(const std::string& s, const std::string& where, const std::string& field);
+LoadBalance parse_load_balance(const std::string& s, const std::string& where, const std::string& field);
+Checkpointing parse_checkpointing(const std::string& s, const std::string& where, const std::string& field);
+Workload parse_workload(const std::string& s, const std::string& where, const std::string& field);
+Passes parse_passes(const std::string& s, const std::string& where, const std::string& field);
+
+// What the user asked for.
+struct Job {
+  std::string model;     // shipped name or path to a model YAML
+  std::string topology;  // shipped name or path to a topology YAML
+  int gpus = 0;
+  int64_t seq_len = 0;
+  int64_t batch_tokens = 0;  // global batch per optimizer step; 0 = default (2M tokens)
+  bool causal = true;
+  Workload workload = Workload::kStep;
+  Passes passes = Passes::kForwardBackward;
+};
+
+// Ring order names: "node-major", "snake" (rail-aware), "searched", "custom".
+struct PlanChoice {
+  Strategy strategy = Strategy::kRing;
+  int cp = 1;  // ring size P
+  int dp = 1;  // data-parallel (FSDP) degree; cp * dp == gpus
+  Schedule schedule = Schedule::kFlat;
+  std::string order_name = "node-major";
+  // A permutation of all G GPU ids; ring k is order[k*cp .. (k+1)*cp). The GPU at
+  // order[k*cp + i] holds ring position i of ring k.
+  std::vector<int> order;
+  LoadBalance load_balance = LoadBalance::kZigzag;
+  int block_q = 128;      // query tile of the blockwise kernel
+  int block_kv = 128;     // key/value tile of the blockwise kernel
+  int kv_subblocks = 1;   // each ring transfer split into this many messages
+  Checkpointing checkpointing = Checkpointing::kNone;
+  int grad_accum = 1;     // micro-steps per optimizer step (sequences per DP rank)
+};
+
+struct MemoryBreakdown {  // bytes per GPU
+  double model_states = 0;     // sharded params, grads, optimizer states
+  double layer_buffers = 0;    // unsharded (all-gathered) layer params and grads
+  double activations = 0;      // stored for the backward pass, all layers
+  double working_set = 0;      // one layer's peak transient buffers (ring buffers, tiles...)
+  double runtime_reserve = 0;  // CUDA context, NCCL buffers
+  double total() const {
+    return model_states + layer_buffers + activations + working_set + runtime_reserve;
+  }
+};
+
+struct Prediction {
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;
+  double comm_overhead = 0;  // fraction of the step in which communication is exposed
+  double memory_bytes_per_gpu = 0;
+  bool fits = false;
+  // Throughput over the throughput of the same GPUs with free communication
+  // (= compute-only step time / step time).
+  double scaling_efficiency = 0;
+  MemoryBreakdown memory;
+  // Breakdown of step_time_s (seconds).
+  double attention_compute_s = 0;
+  double linear_compute_s = 0;
+  double exposed_comm_s = 0;
+  double fsdp_exposed_s = 0;
+  double overlap_threshold_tokens = 0;  // c >= F/B on the ring's bottleneck link
+  std::string why_not;  // set when !fits or the plan is infeasible: the reason, for people
+};
+
+struct Baseline {
+  Strategy strategy;
+  bool feasible = true;  // false when the strategy cannot run this job at all (heads, ...)
+  bool fits = false;
+  double memory_bytes_per_gpu = 0;
+  double tokens_per_s = 0;
+  double step_time_s = 0;
+  int cp = 1, dp = 1;
+  std::string why_not;
+};
+
+struct Plan {
+  Job job;
+  PlanChoice choice;
+  Prediction predicted;
+  std::vector<Baseline> baselines;
+};
+
+// plan.yaml round trip. read_plan throws InputError naming the file and field.
+void write_plan_yaml(const Plan& plan, const std::string& path);  // temp file + rename
+Plan read_plan_yaml(const std::string& path);
+std::string plan_to_yaml_string(const Plan& plan);
+
+// The JSON object `plan` prints and `sweep` lists (a contract; see README):
+// model, topology, gpus, seq_len, plan{...}, predicted{...}, baselines[...].
+nlohmann::json plan_to_json(const Plan& plan);
+
+}  // namespace rm

@@ -1,0 +1,124 @@
+// A cluster as ringmaster models it: the GPU kind, how GPUs are joined inside a node,
+// and how nodes are joined to each other. Loaded from topologies/*.yaml (shipped ones are
+// compiled into the binary; see spec_library.h).
+//
+// Units: bytes, bytes per second (per direction), seconds, FLOP/s. Every link is full
+// duplex and modelled as two directed links of the given bandwidth.
+//
+// Fabric turns a Topology and a GPU count into an explicit directed link graph with
+// exactly one route function, used by the planner's link-sharing model and by the
+// SimGrid platform alike, so both see the same links and the same paths.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "planner/kernel_efficiency.h"
+
+namespace rm {
+
+struct GpuSpec {
+  std::string name;                  // "A100-SXM4-80GB"
+  double memory_bytes = 0;           // HBM capacity
+  double peak_flops = 0;             // dense bf16 tensor-core FLOP/s (fp32 FLOP/s for cpu-local)
+  double hbm_bytes_per_s = 0;
+  double runtime_reserve_bytes = 0;  // CUDA context, NCCL buffers, allocator slack
+  double gemm_efficiency = 0;        // fraction of peak reached by the linear layers' GEMMs
+  int element_bytes = 2;             // activations and K,V: 2 (bf16) on GPUs, 4 (fp32) on cpu-local
+  KernelCurve attention;             // fraction of peak of the blockwise attention kernel vs tile
+};
+
+enum class IntraKind {
+  kNvswitch,      // every GPU has one port to a non-blocking switch (DGX)
+  kPcieTree,      // GPUs under PCIe switches, switches under CPU sockets, sockets joined
+  kSharedMemory,  // cpu-local: cores as devices, copies through shared memory
+  kNone,          // one device per node (TPU-style torus chip, single GPU)
+};
+
+struct IntraNode {
+  IntraKind kind = IntraKind::kNone;
+  double bytes_per_s = 0;  // per GPU port, per direction (NVLink, PCIe x16, memcpy)
+  double latency_s = 0;
+  // kPcieTree only.
+  int gpus_per_switch = 0;
+  double switch_uplink_bytes_per_s = 0;  // PCIe switch <-> CPU root port, per direction
+  double socket_bytes_per_s = 0;         // CPU <-> CPU (UPI / xGMI), per direction
+  double socket_latency_s = 0;
+  int switches_per_socket = 1;
+};
+
+enum class InterKind { kNone, kFatTree, kTorus };
+
+struct InterNode {
+  InterKind kind = InterKind::kNone;
+  double latency_s = 0;  // per hop
+  // kFatTree.
+  int nics_per_node = 0;
+  double nic_bytes_per_s = 0;  // achieved, per NIC per direction
+  bool rail_optimized = true;  // NIC i of every node on the rail-i leaf switch
+  int nodes_per_leaf = 0;      // nodes one leaf switch serves
+  double oversubscription = 1; // leaf down-bandwidth over up-bandwidth (1 = non-blocking)
+  // kTorus: one device per node, nodes laid out x-fastest.
+  std::array<int, 3> torus_dims{0, 0, 0};
+  double torus_link_bytes_per_s = 0;  // per link per direction
+};
+
+struct Topology {
+  std::string name;
+  std::string source;  // file path or "builtin:<name>", for messages
+  std::string note;    // one line shown by `ringmaster list`
+  GpuSpec gpu;
+  int gpus_per_node = 0;
+  int max_nodes = 0;
+  IntraNode intra;
+  InterNode inter;
+
+  int max_gpus() const { return gpus_per_node * max_nodes; }
+};
+
+// The link classes a profile can calibrate separately (alpha, beta per class).
+enum class LinkClass { kNvlink, kPcie, kSocket, kNic, kSpine, kTorus, kSharedMemory };
+const char* to_string(LinkClass c);
+
+struct Link {
+  std::string name;  // "n0.g3.up", "rail2.leaf0.up", ... unique, stable
+  LinkClass cls;
+  double bytes_per_s;  // this direction
+  double latency_s;
+};
+
+class Fabric {
+ public:
+  // Builds the link graph for the first `gpus` devices of `topo`.
+  // Throws InputError if gpus is not in [1, topo.max_gpus()] or not a whole number of
+  // nodes where the topology needs that.
+  Fabric(const Topology& topo, int gpus);
+
+  const Topology& topology() const { return topo_; }
+  int gpus() const { return gpus_; }
+  int nodes() const;
+  int node_of(int gpu) const { return gpu / topo_.gpus_per_node; }
+  int local_of(int gpu) const { return gpu % topo_.gpus_per_node; }
+
+  const std::vector<Link>& links() const { return links_; }
+
+  // The one route function: the directed links a transfer from src to dst crosses, in
+  // order. Empty when src == dst. Deterministic (dimension-order on tori, no ECMP).
+  const std::vector<int>& route(int src, int dst) const;
+  // Sum of link latencies along route(src, dst).
+  double route_latency_s(int src, int dst) const;
+  // Smallest link bandwidth along route(src, dst) (no sharing).
+  double route_bytes_per_s(int src, int dst) const;
+
+ private:
+  Topology topo_;
+  int gpus_;
+  std::vector<Link> links_;
+  mutable std::vector<std::vector<int>> route_cache_;  // gpus*gpus, filled lazily
+  mutable std::vector<char> route_cached_;
+  std::vector<int> compute_route(int src, int dst) const;
+  int add_link(std::string name, LinkClass cls, double bytes_per_s, double latency_s);
+};
+
+}  // namespace rm
