@@ -98,9 +98,9 @@ struct Op {
   // kSend / kRecv / kCollective
   int peer = -1;             // GPU id (send/recv)
   double bytes = 0;          // per message; for a collective, bytes each rank contributes
-  int group = -1;            // collective: index into Schedule::groups
+  int group = -1;            // collective: index into OpSchedule::groups
   int tag = 0;               // matches a send with its recv between the same two GPUs
-  // Buffers (kAlloc/kFree/transfers/compute): ids into Schedule::buffers.
+  // Buffers (kAlloc/kFree/transfers/compute): ids into OpSchedule::buffers.
   int buffer = -1;
   int aux_buffer = -1;
   // Async ops yield a request id (unique within the rank); kWait names one.
@@ -119,7 +119,8 @@ struct RankSchedule {
   std::vector<Op> ops;
 };
 
-struct Schedule {
+// Named OpSchedule, not Schedule: rm::Schedule is the plan's ring-schedule enum (plan.h).
+struct OpSchedule {
   std::vector<RankSchedule> ranks;         // indexed by GPU id
   std::vector<BufferInfo> buffers;         // shared id space; same meaning on every rank
   std::vector<std::vector<int>> groups;    // collective groups (GPU ids)
@@ -138,7 +139,7 @@ struct ScheduleOptions {
 
 // Throws InputError when the plan does not match the fabric (GPU count, order not a
 // permutation, sequence not divisible, heads not divisible...).
-Schedule generate_schedule(const Plan& plan, const ModelSpec& model, const Fabric& fabric,
+OpSchedule generate_schedule(const Plan& plan, const ModelSpec& model, const Fabric& fabric,
                            const ScheduleOptions& options = {});
 
 }  // namespace rm
