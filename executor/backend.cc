@@ -1,0 +1,44 @@
+// Backend factory and the deterministic input generator every backend shares.
+#include "executor/backend.h"
+
+#include "planner/input_error.h"
+
+namespace rm::exec {
+
+namespace {
+
+// splitmix64 (Steele, Lea, Flood 2014): a cheap, well-mixed 64-bit hash, so inputs are
+// reproducible from (seed, tensor, head, token, dim) with no generator state.
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+float input_value(uint64_t seed, InputTensor which, int head, int64_t token, int dim) {
+  uint64_t x = splitmix64(seed ^ (static_cast<uint64_t>(which) << 56));
+  x = splitmix64(x ^ static_cast<uint64_t>(head));
+  x = splitmix64(x ^ static_cast<uint64_t>(token));
+  x = splitmix64(x ^ static_cast<uint64_t>(dim));
+  // Top 24 bits -> [0, 1) exactly representable in float, then [-1, 1).
+  return static_cast<float>(x >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name) {
+  if (name == "cpu") return make_cpu_backend();
+  if (name == "cuda") {
+#ifdef RINGMASTER_HAVE_CUDA
+    return make_cuda_backend();
+#else
+    throw InputError(
+        "--backend: cuda: this ringmaster was built without the CUDA backend (no nvcc or "
+        "NCCL at configure time); use --backend cpu");
+#endif
+  }
+  throw InputError("--backend: expected cpu or cuda (got '" + name + "')");
+}
+
+}  // namespace rm::exec

@@ -1,0 +1,139 @@
+// The backend interface the ring loop drives: tensors, blockwise attention kernels and
+// point-to-point transfers for ONE rank. The ring loop (ring_loop.h) walks this rank's op
+// list from generate_schedule() and calls a backend for each op; a backend knows nothing
+// about schedules, orders or load balance. Backends: `cpu` (MPI + Eigen, fp32; this
+// folder) and `cuda` (NCCL + CUDA kernels, bf16 in / fp32 accumulate; executor/cuda/).
+//
+// Shapes (one sequence per ring; letters as in planner/plan.h):
+//   c     tokens this rank holds (N / P)      d     head dim
+//   h     query heads                         h_kv  key/value heads; query head j reads
+//                                                   kv head j / (h / h_kv) (GQA)
+// Logical tensor layouts (head-major, row-major; the HostTensors below use exactly these):
+//   Q, dO, out, dQ   [h][c][d]        K, V, dK, dV   [h_kv][c][d]        lse, D   [h][c]
+// Every rank's tokens are global token indices (TokenLayout::global_index), increasing;
+// the causal mask is "key index <= query index" on those global indices.
+//
+// Buffers. Local tensors (Q, dO, out, lse, dQ, the rank's own K, V and its final dK, dV)
+// live inside the backend. The schedule's buffers (ids into Schedule::buffers) are the
+// ones that travel or hold partial results, and have one of two contents:
+//   kKv   K then V of one block                       (2 * h_kv * c * d elements)
+//   kDkv  dK then dV of one block, always fp32        (2 * h_kv * c * d floats)
+// Transfers move a byte range [offset, offset + bytes) of a buffer; bytes_of() gives the
+// whole buffer's size in the backend's own element types, so the ring loop can split a
+// transfer into sub-blocks without knowing them.
+//
+// Ordering and timing. Kernels and copies return when their result is complete (the
+// CUDA backend synchronises its compute stream), so the ring loop's clock brackets each
+// compute op. isend/irecv only post the transfer and return a request; wait() blocks
+// until it completes. A backend never reads or writes a buffer with a transfer in flight
+// except as the schedule says (double buffering is the schedule's job).
+//
+// Thread safety: one backend per rank, driven from one thread. The watchdog thread of
+// the ring loop never calls into the backend.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace rm::exec {
+
+enum class BufferRole { kKv, kDkv };
+
+// What one rank computes: the shapes and the kernel's tile sizes from the plan.
+struct AttentionShape {
+  int64_t c = 0;
+  int d = 0;
+  int h = 0;
+  int h_kv = 0;
+  int block_q = 128;   // query tile of the blockwise kernel
+  int block_kv = 128;  // key/value tile of the blockwise kernel
+  bool causal = true;
+};
+
+// Deterministic inputs: element (head, global token t, dim) of tensor `which` is a
+// uniform value in [-1, 1) hashed from (seed, which, head, t, dim), so any process (the
+// reference in verify.cc, another backend) regenerates exactly the same tensors from
+// the global token indices alone. Every backend must initialise its inputs with this.
+enum class InputTensor : uint32_t { kQ = 1, kK = 2, kV = 3, kDout = 4 };
+float input_value(uint64_t seed, InputTensor which, int head, int64_t token, int dim);
+
+// One rank's tensors copied to the host in fp32, layouts as above; for verification.
+struct HostTensors {
+  std::vector<int64_t> tokens;  // c global token indices of this rank
+  std::vector<float> q, k, v, dout;
+  std::vector<float> out, lse;
+  std::vector<float> dq, dk, dv;  // empty when the backward pass did not run
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // Sizes the local tensors and fills Q, K, V, dO of this rank's `tokens` (size c) with
+  // input_value(seed, ...). Called once before any other call.
+  virtual void setup(const AttentionShape& shape, const std::vector<int64_t>& tokens,
+                     uint64_t seed) = 0;
+
+  // --- schedule buffers -------------------------------------------------------------
+  virtual void alloc(int buffer, BufferRole role) = 0;
+  virtual void free(int buffer) = 0;
+  virtual std::size_t bytes_of(int buffer) const = 0;
+  // Copy this rank's own K, V into a kKv buffer (the block a position starts with).
+  virtual void load_own_kv(int buffer) = 0;
+  // Set a kDkv buffer to zero (an accumulator's start).
+  virtual void zero(int buffer) = 0;
+
+  // --- kernels (FLOPs executed are the tile-granular ones the schedule states) -------
+  // Before a forward pass: out = 0, lse = -inf.
+  virtual void begin_forward() = 0;
+  // Blockwise attention of the local Q against the K, V in `kv_buffer`, whose tokens
+  // are `kv_tokens` (size c, global, increasing), at the shape's tile sizes, softmax
+  // scale 1/sqrt(d); tiles the causal mask hides entirely are skipped. The block's
+  // (o, l) is merged into (out, lse) with the log-sum-exp rule:
+  //   lse' = log(exp(lse) + exp(l)),  out' = out * exp(lse - lse') + o * exp(l - lse').
+  virtual void attention_forward(int kv_buffer, const std::vector<int64_t>& kv_tokens) = 0;
+  // Before a backward pass (after the forward pass): dQ = 0, D = rowsum(dO * out).
+  virtual void begin_backward() = 0;
+  // FlashAttention-2 backward of the block in `kv_buffer`: recomputes P from lse,
+  // dQ += dS K * scale (local), and writes the block's partial dK, dV into the kDkv
+  // buffer `dkv_buffer` (overwritten, not accumulated).
+  virtual void attention_backward(int kv_buffer, const std::vector<int64_t>& kv_tokens,
+                                  int dkv_buffer) = 0;
+  // dst += src, both kDkv buffers.
+  virtual void accumulate(int dst_buffer, int src_buffer) = 0;
+  // This rank's final dK, dV (+)= the kDkv buffer (its own block's accumulator, back
+  // home after the ring; `add` for the second stream of a bidirectional ring).
+  virtual void take_own_dkv(int buffer, bool add) = 0;
+
+  // --- transfers ----------------------------------------------------------------------
+  // Post a non-blocking send / receive of bytes [offset, offset + bytes) of `buffer`
+  // to / from rank `peer` with `tag`; returns a request handle (>= 0).
+  virtual int isend(int buffer, std::size_t offset, std::size_t bytes, int peer, int tag) = 0;
+  virtual int irecv(int buffer, std::size_t offset, std::size_t bytes, int peer, int tag) = 0;
+  // Block until the request completes; the handle is then invalid.
+  virtual void wait(int request) = 0;
+
+  // --- clock and results --------------------------------------------------------------
+  // Seconds on a monotonic clock (MPI_Wtime for cpu), comparable within one rank.
+  virtual double now() const = 0;
+  // Block until everything posted so far on this rank's devices has finished.
+  virtual void synchronize() = 0;
+  // This rank's inputs and results, for verification (after the ring loop).
+  virtual HostTensors download() const = 0;
+};
+
+// Backends by name ("cpu", "cuda"). Throws InputError naming the backend when it is
+// unknown or was not built (cuda without nvcc/NCCL at configure time). Backends that
+// talk to peers use MPI_COMM_WORLD (MPI is initialised before this is called).
+std::unique_ptr<Backend> make_backend(const std::string& name);
+
+// Each backend's factory; make_backend dispatches to them.
+std::unique_ptr<Backend> make_cpu_backend();   // executor/cpu_backend.cc
+#ifdef RINGMASTER_HAVE_CUDA
+std::unique_ptr<Backend> make_cuda_backend();  // executor/cuda/, only when built
+#endif
+
+}  // namespace rm::exec
