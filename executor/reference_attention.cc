@@ -1,0 +1,62 @@
+// fp64 reference: one dense score matrix per query head, softmax, and the textbook
+// backward (dS = P (dP - rowsum(dO out))).
+#include "executor/reference_attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include <Eigen/Dense>
+
+namespace rm::exec {
+
+namespace {
+using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using CMap = Eigen::Map<const Mat>;
+using MMap = Eigen::Map<Mat>;
+}  // namespace
+
+ReferenceResult reference_attention(const ReferenceShape& shape, const std::vector<double>& q,
+                                    const std::vector<double>& k, const std::vector<double>& v,
+                                    const std::vector<double>& dout, bool backward) {
+  const int64_t n = shape.n;
+  const int d = shape.d;
+  const int group = shape.h / shape.h_kv;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const int64_t head = n * d;
+  ReferenceResult r;
+  r.out.assign(q.size(), 0.0);
+  r.lse.assign(static_cast<size_t>(shape.h) * n, 0.0);
+  if (backward) {
+    r.dq.assign(q.size(), 0.0);
+    r.dk.assign(k.size(), 0.0);
+    r.dv.assign(v.size(), 0.0);
+  }
+  for (int j = 0; j < shape.h; ++j) {
+    const int g = j / group;
+    const CMap qj(q.data() + j * head, n, d), kg(k.data() + g * head, n, d),
+        vg(v.data() + g * head, n, d);
+    Mat p = (qj * kg.transpose()) * scale;
+    for (int64_t s = 0; s < n; ++s) {
+      if (shape.causal)
+        for (int64_t t = s + 1; t < n; ++t) p(s, t) = -std::numeric_limits<double>::infinity();
+      const double mx = p.row(s).maxCoeff();
+      p.row(s) = (p.row(s).array() - mx).exp().matrix();
+      const double sum = p.row(s).sum();
+      p.row(s) /= sum;
+      r.lse[j * n + s] = mx + std::log(sum);
+    }
+    MMap outj(r.out.data() + j * head, n, d);
+    outj.noalias() = p * vg;
+    if (!backward) continue;
+    const CMap doj(dout.data() + j * head, n, d);
+    const Eigen::VectorXd rowdot = (doj.array() * outj.array()).rowwise().sum();
+    MMap(r.dv.data() + g * head, n, d).noalias() += p.transpose() * doj;
+    Mat ds = doj * vg.transpose();
+    ds = p.array() * (ds.array().colwise() - rowdot.array());
+    MMap(r.dq.data() + j * head, n, d).noalias() = (ds * kg) * scale;
+    MMap(r.dk.data() + g * head, n, d).noalias() += (ds.transpose() * qj) * scale;
+  }
+  return r;
+}
+
+}  // namespace rm::exec

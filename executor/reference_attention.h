@@ -1,0 +1,31 @@
+// The independent reference the executor is verified against: plain full-sequence
+// attention in fp64 (no tiles, no online softmax, no ring), forward and backward.
+//
+// Shapes, in global token order (N tokens of one sequence): q, dout, out, dq [h][N][d];
+// k, v, dk, dv [h_kv][N][d]; lse [h][N]. Query head j uses kv head j / (h / h_kv).
+// Softmax scale 1/sqrt(d); causal: key t visible to query s when t <= s.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace rm::exec {
+
+struct ReferenceShape {
+  int64_t n = 0;
+  int d = 0;
+  int h = 0;
+  int h_kv = 0;
+  bool causal = true;
+};
+
+struct ReferenceResult {
+  std::vector<double> out, lse;
+  std::vector<double> dq, dk, dv;  // empty unless backward was asked for
+};
+
+ReferenceResult reference_attention(const ReferenceShape& shape, const std::vector<double>& q,
+                                    const std::vector<double>& k, const std::vector<double>& v,
+                                    const std::vector<double>& dout, bool backward);
+
+}  // namespace rm::exec
