@@ -1,0 +1,209 @@
+#include "planner/calibration_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <Eigen/Dense>
+
+#include "planner/input_error.h"
+
+namespace rm {
+namespace {
+
+// The k minimising sum(((k * x_i) - t_i) / t_i)^2: a one-parameter proportional fit in
+// relative error.
+double relative_scale(const std::vector<double>& x, const std::vector<double>& t) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    double r = x[i] / t[i];
+    num += r;
+    den += r * r;
+  }
+  return den > 0 ? num / den : 0;
+}
+
+// Weighted least squares t ~ c0 + c1 * x with weights 1/t (relative error). Returns {c0, c1}.
+Eigen::Vector2d relative_line(const std::vector<double>& x, const std::vector<double>& t) {
+  const Eigen::Index n = static_cast<Eigen::Index>(x.size());
+  Eigen::MatrixXd a(n, 2);
+  Eigen::VectorXd y(n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    double w = 1.0 / t[i];
+    a(i, 0) = w;
+    a(i, 1) = w * x[i];
+    y(i) = 1.0;  // w * t_i
+  }
+  return a.colPivHouseholderQr().solve(y);
+}
+
+void require_positive(const std::vector<double>& v, const char* what) {
+  for (double s : v)
+    if (!(s > 0) || !std::isfinite(s))
+      fail_input("calibration", what, "every measured value must be a finite number > 0 (got " +
+                                          std::to_string(s) + ")");
+}
+
+}  // namespace
+
+FitQuality fit_quality(const std::vector<double>& predicted, const std::vector<double>& measured) {
+  FitQuality q;
+  q.points = static_cast<int>(measured.size());
+  if (measured.empty()) return q;
+  double mean = 0;
+  for (double m : measured) mean += m;
+  mean /= measured.size();
+  double ss_res = 0, ss_tot = 0, sum_abs = 0, sum = 0;
+  std::vector<double> abs_rel;
+  for (size_t i = 0; i < measured.size(); ++i) {
+    double e = predicted[i] - measured[i];
+    ss_res += e * e;
+    ss_tot += (measured[i] - mean) * (measured[i] - mean);
+    double rel = e / measured[i];
+    sum += rel;
+    sum_abs += std::abs(rel);
+    abs_rel.push_back(std::abs(rel));
+  }
+  // All points equal (one point, or a constant): R^2 is undefined; report 1 only for a
+  // perfect prediction.
+  q.r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : (ss_res == 0 ? 1.0 : 0.0);
+  q.mape = sum_abs / measured.size();
+  q.mean_residual = sum / measured.size();
+  std::sort(abs_rel.begin(), abs_rel.end());
+  q.max_abs_residual = abs_rel.back();
+  size_t k = static_cast<size_t>(std::ceil(0.9 * abs_rel.size())) - 1;
+  q.p90_abs_residual = abs_rel[std::min(k, abs_rel.size() - 1)];
+  return q;
+}
+
+double predict_kernel_seconds(const KernelCurve& curve, double peak_flops, const KernelSample& s) {
+  double tile_flops = 4.0 * s.block_q * s.block_kv * s.head_dim;
+  double eff = curve.max_efficiency * tile_flops / (tile_flops + curve.half_flops);
+  double t = s.forward_flops / (peak_flops * eff);
+  return s.backward ? t * curve.backward_factor : t;
+}
+
+KernelFit fit_kernel_curve(const std::vector<KernelSample>& samples, double peak_flops) {
+  std::vector<double> inv_f, fwd_t, fwd_flops;
+  std::vector<const KernelSample*> fwd, bwd;
+  std::set<double> distinct;
+  for (const auto& s : samples) {
+    if (s.block_q <= 0 || s.block_kv <= 0 || s.head_dim <= 0 || !(s.forward_flops > 0))
+      fail_input("calibration", "attention kernel sample",
+                 "block_q, block_kv, head_dim and flops must be > 0");
+    (s.backward ? bwd : fwd).push_back(&s);
+  }
+  for (const auto* s : fwd) {
+    double tile_flops = 4.0 * s->block_q * s->block_kv * s->head_dim;
+    inv_f.push_back(1.0 / tile_flops);
+    distinct.insert(tile_flops);
+    // Time per FLOP scaled by peak: 1/eff for this point.
+    fwd_t.push_back(s->seconds * peak_flops / s->forward_flops);
+  }
+  require_positive(fwd_t, "attention kernel seconds");
+  if (distinct.size() < 2)
+    fail_input("calibration", "attention kernel",
+               "needs forward timings of at least 2 different tile sizes (got " +
+                   std::to_string(distinct.size()) + ")");
+
+  // 1/eff = 1/max_eff + (half_flops/max_eff) * (1/F).
+  Eigen::Vector2d c = relative_line(inv_f, fwd_t);
+  KernelFit fit;
+  if (c(1) < 0) {
+    // Larger tiles measured slower (cache spills dominate): no per-tile overhead is
+    // visible, so the curve is flat at the mean efficiency.
+    c(1) = 0;
+    c(0) = relative_scale(std::vector<double>(fwd_t.size(), 1.0), fwd_t);
+  }
+  fit.curve.max_efficiency = 1.0 / c(0);
+  fit.curve.half_flops = c(1) / c(0);
+
+  std::vector<double> pred, meas;
+  for (const auto* s : fwd) {
+    pred.push_back(predict_kernel_seconds(fit.curve, peak_flops, *s));
+    meas.push_back(s->seconds);
+  }
+  fit.forward = fit_quality(pred, meas);
+
+  if (!bwd.empty()) {
+    std::vector<double> bpred, bmeas;
+    KernelCurve fwd_only = fit.curve;
+    fwd_only.backward_factor = 1;
+    for (const auto* s : bwd) {
+      bpred.push_back(predict_kernel_seconds(fwd_only, peak_flops, *s));
+      bmeas.push_back(s->seconds);
+    }
+    require_positive(bmeas, "attention backward seconds");
+    fit.curve.backward_factor = relative_scale(bpred, bmeas);
+    for (double& p : bpred) p *= fit.curve.backward_factor;
+    fit.backward = fit_quality(bpred, bmeas);
+  }
+  return fit;
+}
+
+GemmFit fit_gemm(const std::vector<GemmSample>& samples, double peak_flops) {
+  if (samples.empty()) fail_input("calibration", "gemm", "needs at least 1 timed GEMM");
+  std::vector<double> flops, t;
+  for (const auto& s : samples) {
+    flops.push_back(s.flops);
+    t.push_back(s.seconds);
+  }
+  require_positive(flops, "gemm flops");
+  require_positive(t, "gemm seconds");
+  // t = flops * k with k = 1 / (peak * efficiency).
+  double k = relative_scale(flops, t);
+  GemmFit fit;
+  fit.efficiency = 1.0 / (k * peak_flops);
+  std::vector<double> pred;
+  for (double f : flops) pred.push_back(f * k);
+  fit.quality = fit_quality(pred, t);
+  return fit;
+}
+
+LinkFit fit_link(const std::vector<TransferSample>& samples) {
+  std::vector<double> bytes, t;
+  std::set<double> distinct;
+  for (const auto& s : samples) {
+    bytes.push_back(s.bytes);
+    t.push_back(s.seconds);
+    distinct.insert(s.bytes);
+  }
+  require_positive(t, "transfer seconds");
+  if (distinct.size() < 2)
+    fail_input("calibration", "link", "needs transfers of at least 2 different sizes (got " +
+                                          std::to_string(distinct.size()) + ")");
+  Eigen::Vector2d c = relative_line(bytes, t);
+  LinkFit fit;
+  if (c(0) < 0) {
+    c(0) = 0;
+    c(1) = relative_scale(bytes, t);
+  }
+  if (!(c(1) > 0))
+    fail_input("calibration", "link",
+               "time does not grow with message size; use a wider range of sizes");
+  fit.alpha_s = c(0);
+  fit.beta_bytes_per_s = 1.0 / c(1);
+  std::vector<double> pred;
+  for (double b : bytes) pred.push_back(c(0) + b * c(1));
+  fit.quality = fit_quality(pred, t);
+  return fit;
+}
+
+InterferenceFit fit_interference(const std::vector<InterferenceSample>& samples) {
+  if (samples.empty()) fail_input("calibration", "interference", "needs at least 1 sample");
+  std::vector<double> alone, over;
+  for (const auto& s : samples) {
+    alone.push_back(s.alone_s);
+    over.push_back(s.overlapped_s);
+  }
+  require_positive(alone, "interference alone seconds");
+  require_positive(over, "interference overlapped seconds");
+  InterferenceFit fit;
+  fit.factor = std::max(1.0, relative_scale(alone, over));
+  std::vector<double> pred;
+  for (double a : alone) pred.push_back(a * fit.factor);
+  fit.quality = fit_quality(pred, over);
+  return fit;
+}
+
+}  // namespace rm
