@@ -1,0 +1,81 @@
+// The work the ring does: attention FLOPs per (query block, K,V block) pair, bytes per
+// ring transfer, and the linear layers' FLOPs per token. The one source of these numbers:
+// the cost model sums them in closed form, the schedule generator puts them on its ops,
+// so planner and simulator agree on contention-free cases.
+//
+// Shapes (plan.h): c tokens per rank, d head dim, h query heads, h_kv key/value heads,
+// P ring size. FLOPs are per sequence, per layer, forward unless named backward.
+//
+// Attention FLOPs of a pair: 4·d·h per (query, key) pair the kernel touches (Q·Kᵀ and P·V,
+// 2 FLOPs per multiply-add each). "useful" counts the unmasked pairs only (what MFU counts);
+// "executed" counts what a tiled kernel runs: the local block is cut into block_q x block_kv
+// tiles (the last tile of a dimension is ragged), fully masked tiles are skipped and partly
+// masked ones computed whole. For zigzag each position's block is two half-chunks that the
+// kernel tiles separately (as ring-flash-attention's zigzag does). Backward = the curve's
+// backward_factor (2.5, DESIGN.md) times forward.
+#pragma once
+
+#include <cstdint>
+
+#include "planner/model_spec.h"
+#include "planner/plan.h"
+#include "planner/schedule.h"
+
+namespace rm {
+
+struct AttentionTiles {
+  int block_q = 128;
+  int block_kv = 128;
+};
+
+struct PairFlops {
+  double useful = 0;    // unmasked (query, key) pairs x 4·d·h
+  double executed = 0;  // tile-granularity pairs x 4·d·h
+};
+
+// Forward FLOPs of the query block of ring position q_pos against the K,V block of
+// position kv_pos (all heads). O(log c) per call (closed forms, no per-token loops).
+PairFlops attention_pair_flops(const TokenLayout& layout, int q_pos, int kv_pos, bool causal,
+                               int heads, int head_dim, const AttentionTiles& tiles);
+
+// What the lockstep ring needs per layer, forward, for one sequence: at step 0 every
+// position computes against its own block; at every step s > 0 the slowest position does
+// `step_executed_max` (the same for every s > 0 in all three load balances, see the .cc),
+// so a flat ring's attention compute is own_executed_max + (P-1)·step_executed_max.
+struct RingAttentionWork {
+  double own_executed_max = 0;   // step 0, max over positions
+  double step_executed_max = 0;  // any step s > 0, max over positions
+  double useful_total = 0;       // sum over all P x P pairs (the whole sequence)
+  double executed_total = 0;     // sum over all pairs
+};
+RingAttentionWork ring_attention_work(const TokenLayout& layout, bool causal, int heads,
+                                      int head_dim, const AttentionTiles& tiles);
+
+// Unmasked (query, key) pairs of a whole sequence: N² or N(N+1)/2.
+double attention_pairs(int64_t seq_len, bool causal);
+
+// Bytes of one K,V block: 2·c·d·h_kv·element_bytes.
+double kv_block_bytes(int64_t c, const ModelSpec& m, int element_bytes);
+// Bytes of one dK,dV accumulator block, fp32: 2·c·d·h_kv·4.
+double dkv_block_bytes(int64_t c, const ModelSpec& m);
+
+// Linear layers, FLOPs per token (2 per multiply-add). Backward = 2 x forward (grads of
+// inputs and of weights).
+struct LinearFlops {
+  double qkv = 0;       // 2·hidden·(h·d + 2·h_kv·d)
+  double out_proj = 0;  // 2·h·d·hidden
+  double ffn = 0;       // gated: 3 matrices (2·3·hidden·f); plain: 2 matrices
+  double ffn_recompute_selective = 0;  // FFN up (and gate) projections, redone under selective
+  double logits = 0;    // 2·hidden·vocab, once per model (not per layer)
+  double layer() const { return qkv + out_proj + ffn; }
+};
+LinearFlops linear_flops_per_token(const ModelSpec& m);
+inline constexpr double kLinearBackwardFactor = 2.0;
+
+// Linear-layer FLOPs per token per layer redone in the backward pass by the checkpointing
+// policy: none 0; selective the FFN up/gate projections (its intermediates are not stored,
+// see memory_model.h); full the whole layer forward. Attention recompute under `full`
+// (a whole forward ring pass) is counted by the cost model from RingAttentionWork.
+double linear_recompute_flops_per_token(const ModelSpec& m, Checkpointing ckpt);
+
+}  // namespace rm

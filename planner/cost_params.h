@@ -1,0 +1,51 @@
+// CostParams: every rate the cost model (and the simulator replaying a schedule) charges,
+// in one place. Built from a topology's defaults (the YAML cites where each comes from);
+// a calibrated profile (`--profile`) overwrites fields of the same struct, so no other
+// code reads GPU peaks, efficiencies or link speeds directly.
+//
+// Units: FLOP/s, bytes/s, seconds.
+#pragma once
+
+#include <array>
+
+#include "planner/kernel_efficiency.h"
+#include "planner/topology.h"
+
+namespace rm {
+
+inline constexpr int kLinkClassCount = 7;  // LinkClass enumerators
+
+struct LinkOverride {
+  double alpha_s = 0;           // end-to-end latency of one message; 0 = sum of route latencies
+  double beta_bytes_per_s = 0;  // achieved bandwidth of each link of the class; 0 = topology's
+};
+
+struct CostParams {
+  double peak_flops = 0;       // per GPU
+  KernelCurve attention;       // blockwise attention kernel efficiency vs tile size
+  double gemm_efficiency = 0;  // fraction of peak of the linear layers
+  double hbm_bytes_per_s = 0;  // optimizer update is memory bound
+  // Fixed cost per ring step beyond the transfer's own latency: stream event wait and the
+  // next step's kernel and NCCL group launch. 5 us: NCCL's small-message send/recv
+  // latency is a few us inside a node (nccl-tests sendrecv_perf, 8-byte rows), and a
+  // kernel launch is ~2-5 us (CUDA C++ Best Practices Guide, "Kernel launch overhead").
+  double step_sync_s = 5e-6;
+  // Compute slowdown while transfers run (memory-bandwidth and SM interference); >= 1.
+  double overlap_interference = 1;
+  std::array<LinkOverride, kLinkClassCount> links{};
+
+  static CostParams from_topology(const Topology& topo);
+
+  // Bandwidth of one directed link as the cost model sees it (override or topology).
+  double link_bytes_per_s(const Link& link) const;
+  // Latency of one message from src to dst: the override of the slowest link class on
+  // the route when calibrated, else the sum of the route's link latencies.
+  double route_latency_s(const Fabric& fabric, int src, int dst) const;
+  // FLOP/s the attention kernel reaches with these tiles (peak x efficiency).
+  double attention_flops_per_s(int block_q, int block_kv, int head_dim) const {
+    return peak_flops * attention.efficiency(block_q, block_kv, head_dim);
+  }
+  double gemm_flops_per_s() const { return peak_flops * gemm_efficiency; }
+};
+
+}  // namespace rm

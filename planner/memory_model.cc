@@ -1,0 +1,120 @@
+#include "planner/memory_model.h"
+
+#include <algorithm>
+
+namespace rm {
+
+namespace {
+
+// Stored per token per layer, split as the policies need it (bytes).
+struct ActivationParts {
+  double attention = 0;     // norm in/out, Q, K, V, out, lse
+  double ffn_norm = 0;      // FFN norm in/out
+  double ffn_inter = 0;     // gate, up, activation output
+};
+
+ActivationParts activation_parts(const ModelSpec& m, int e) {
+  const double hq = static_cast<double>(m.heads) * m.head_dim;
+  const double hkv = static_cast<double>(m.kv_heads) * m.head_dim;
+  ActivationParts a;
+  a.attention = e * (2.0 * m.hidden + 2 * hq + 2 * hkv) + 4.0 * m.heads;
+  a.ffn_norm = e * 2.0 * m.hidden;
+  a.ffn_inter = e * (m.gated_ffn ? 3.0 : 2.0) * m.ffn_hidden;
+  return a;
+}
+
+}  // namespace
+
+double activation_bytes_per_token_layer(const ModelSpec& m, Checkpointing ckpt, int e) {
+  const ActivationParts a = activation_parts(m, e);
+  switch (ckpt) {
+    case Checkpointing::kNone: return a.attention + a.ffn_norm + a.ffn_inter;
+    case Checkpointing::kSelective: return a.attention + a.ffn_norm;
+    case Checkpointing::kFull: return static_cast<double>(e) * m.hidden;
+  }
+  return 0;
+}
+
+double RingBuffers::attention_backward_bytes() const {
+  return recompute + grad_stream + kv_ring_buffers * kv_block + dkv_accumulators * dkv_block +
+         dkv_partial + gathered + dq + dout + delta + score_tiles;
+}
+
+double RingBuffers::working_set_bytes() const {
+  return std::max({attention_backward_bytes(), ffn_backward_bytes(), logits_bytes()});
+}
+
+RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
+                         const GpuSpec& gpu) {
+  const int e = gpu.element_bytes;
+  const int P = std::max(1, choice.cp);
+  const int64_t c = seq_len / P;
+  const double cd = static_cast<double>(c);
+  const double hq = static_cast<double>(m.heads) * m.head_dim;
+  RingBuffers b;
+  b.c = c;
+  b.q = cd * hq * e;
+  b.kv_block = kv_block_bytes(c, m, e);
+  b.dkv_block = dkv_block_bytes(c, m);
+  b.dkv_partial = b.dkv_block;
+  b.dq = cd * hq * 4;
+  b.out_acc = cd * hq * 4;
+  b.lse = cd * m.heads * 4;
+  b.dout = cd * hq * e;
+  b.delta = cd * m.heads * 4;
+  b.score_tiles = m.heads * KernelCurve::tile_bytes(choice.block_q, choice.block_kv, m.head_dim);
+  switch (choice.strategy) {
+    case Strategy::kRing:
+      if (P > 1) {
+        const bool two_streams = choice.schedule != Schedule::kFlat;
+        b.kv_ring_buffers = two_streams ? 4 : 2;
+        b.dkv_accumulators = two_streams ? 4 : 2;
+      }
+      break;
+    case Strategy::kFlashFsdp:
+      break;  // cp = 1: the own K,V block only
+    case Strategy::kAllGatherCp:
+      // The whole sequence's K,V (gathered) and dK,dV (fp32, before the reduce-scatter).
+      b.gathered = P * (b.kv_block + b.dkv_block);
+      b.dkv_partial = 0;
+      break;
+    case Strategy::kUlysses: {
+      // After the all-to-all a GPU holds all N tokens of h/P query heads and of
+      // max(h_kv/P, 1) K,V heads (K,V heads replicated when P > h_kv).
+      const double kv_heads_here = std::max(1.0, static_cast<double>(m.kv_heads) / P);
+      const double kv_full = 2.0 * static_cast<double>(seq_len) * m.head_dim * kv_heads_here;
+      b.dkv_partial = kv_full * 4;
+      // Staging of the all-to-all (send + receive) for Q and for K,V.
+      b.gathered = 2 * (b.q + kv_full * e);
+      break;
+    }
+  }
+  const ActivationParts a = activation_parts(m, e);
+  if (choice.checkpointing == Checkpointing::kFull) b.recompute = cd * (a.attention + a.ffn_norm);
+  b.grad_stream = 2 * cd * m.hidden * e;
+  const double ffn_tokens = static_cast<double>(std::min(c, kFfnChunkTokens));
+  b.ffn_chunk = ffn_tokens * a.ffn_inter * 2;
+  const double logit_tokens = static_cast<double>(std::min(c, kLogitsChunkTokens));
+  b.logits_chunk = logit_tokens * m.vocab * 4.0 * 2;
+  return b;
+}
+
+MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
+                                 const GpuSpec& gpu) {
+  const int e = gpu.element_bytes;
+  const int P = std::max(1, choice.cp);
+  const double gpus = static_cast<double>(P) * std::max(1, choice.dp);
+  const double c = static_cast<double>(seq_len / P);
+  MemoryBreakdown mem;
+  mem.model_states = kModelStateBytesPerParam * m.params() / gpus;
+  const double layer_unit = std::max(m.layer_params(), static_cast<double>(m.vocab) * m.hidden);
+  // One GPU holds every parameter unsharded already: nothing to gather.
+  mem.layer_buffers = gpus > 1 ? e * 4.0 * layer_unit : 0;
+  mem.activations = m.layers * c * activation_bytes_per_token_layer(m, choice.checkpointing, e) +
+                    c * m.hidden * e;
+  mem.working_set = ring_buffers(m, choice, seq_len, gpu).working_set_bytes();
+  mem.runtime_reserve = gpu.runtime_reserve_bytes;
+  return mem;
+}
+
+}  // namespace rm

@@ -1,0 +1,99 @@
+// THE memory model: bytes per GPU of a plan (DESIGN.md "Memory model"). The schedule
+// generator allocates exactly the buffers of RingBuffers with these sizes, so the
+// simulator's tracked peak equals MemoryBreakdown::total().
+//
+// Shapes: c tokens per rank (N / P), d head dim, h / h_kv heads, e element bytes (2 bf16),
+// f FFN hidden, V vocab, L layers.
+//
+// Lifetimes (what the schedule generator emits, and why the peak is what it is):
+//   static        model states + layer buffers + runtime reserve, live all run
+//   activations   stored per layer at its forward, freed after its backward; all L
+//                 layers' are live when the backward starts (at the logits / last layer)
+//   backward of a layer, on top of that, the largest of three phases:
+//     attention   recompute (full only) + grad_stream + kv ring buffers + dK,dV
+//                 accumulators + partial dK,dV + dQ + dout + delta + score tiles
+//     FFN         recompute (full only) + grad_stream + ffn_chunk
+//     logits      grad_stream + logits_chunk
+//   The forward's transient buffers (kv ring buffers, fp32 out accumulator) are smaller
+//   than the backward's, so the peak is the backward of the last layer.
+#pragma once
+
+#include <cstdint>
+
+#include "planner/attention_work.h"
+#include "planner/model_spec.h"
+#include "planner/plan.h"
+#include "planner/topology.h"
+
+namespace rm {
+
+// Tokens per chunk of the blockwise FFN and of the chunked logits + loss: bounded
+// transient memory whatever c is (Ring Attention computes its FFN blockwise for the same
+// reason; chunked cross-entropy as in Liger / Megatron's fused loss).
+inline constexpr int64_t kFfnChunkTokens = 8192;
+inline constexpr int64_t kLogitsChunkTokens = 4096;
+// bf16 param + bf16 grad + fp32 master copy + fp32 Adam m and v (ZeRO paper, Sec. 3.1).
+inline constexpr double kModelStateBytesPerParam = 16;
+
+// Sizes in bytes, per GPU, of the buffers one layer's ring attention and its neighbours
+// use. Counts say how many of each the schedule allocates.
+struct RingBuffers {
+  int64_t c = 0;            // tokens of the sequence this GPU computes attention for
+  double q = 0;             // c·h·d·e           (stored activation; listed for the generator)
+  double kv_block = 0;      // 2·c·h_kv·d·e       one K,V block (own or ring buffer)
+  double dkv_block = 0;     // 2·c·h_kv·d·4       one dK,dV accumulator, fp32
+  double dkv_partial = 0;   // 2·c·h_kv·d·4       the kernel's partial dK,dV of one block
+  double dq = 0;            // c·h·d·4            dQ accumulator, fp32
+  double out_acc = 0;       // c·h·d·4            forward running output, fp32
+  double lse = 0;           // c·h·4              log-sum-exp, fp32 (stored activation)
+  double dout = 0;          // c·h·d·e            gradient of the attention output
+  double delta = 0;         // c·h·4              rowsum(dout ∘ out), fp32
+  double score_tiles = 0;   // h · tile_bytes(block_q, block_kv, d)
+  int kv_ring_buffers = 0;  // flat 2 (held + incoming), bidirectional and hierarchical 4
+  int dkv_accumulators = 0; // traveling + incoming per stream: flat 2, bidi / hier 4
+  // Strategy-specific gathered buffers (all-gather CP: the full sequence's K,V and dK,dV;
+  // Ulysses: the all-to-all send + receive staging of Q,K,V).
+  double gathered = 0;
+  double grad_stream = 0;   // 2·c·hidden·e       incoming and outgoing residual grads
+  double ffn_chunk = 0;     // min(c, chunk)·(gated ? 3 : 2)·f·e·2 (values + grads)
+  double logits_chunk = 0;  // min(c, chunk)·V·4·2 (fp32 logits + their grads)
+  double recompute = 0;     // full checkpointing: the layer's rematerialised activations
+
+  double attention_backward_bytes() const;
+  double ffn_backward_bytes() const { return recompute + grad_stream + ffn_chunk; }
+  double logits_bytes() const { return grad_stream + logits_chunk; }
+  // The largest phase (the "working set" of MemoryBreakdown).
+  double working_set_bytes() const;
+};
+
+// Stored activations per token per layer (bytes) under a checkpointing policy:
+//   none       attention part + FFN norm in/out + FFN intermediates
+//              attention part = e·(2·hidden [norm in, out] + 2·h·d [Q, out] + 2·h_kv·d [K, V])
+//                               + 4·h [lse]
+//              FFN intermediates = e·(gated ? 3 : 2)·f (gate, up, activation output)
+//   selective  the FFN intermediates are not stored but recomputed chunk by chunk in the
+//              backward (their up/gate GEMMs again); ring attention is never recomputed
+//   full       the layer input only (e·hidden); the backward reruns the whole layer
+//              forward, ring attention included
+// For llama2-7b (bf16): none ≈ 123 KB, selective ≈ 57 KB, full = 8 KB per token per layer.
+double activation_bytes_per_token_layer(const ModelSpec& m, Checkpointing ckpt, int element_bytes);
+
+RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
+                         const GpuSpec& gpu);
+
+// Memory per GPU of a plan (choice.strategy decides the buffers: the ring, flash-fsdp
+// with cp = 1, all-gather CP, Ulysses).
+//   model_states   16 B/param / (cp·dp): parameters are the same on every rank of a ring
+//                  (CP splits tokens, not weights), so ZeRO-3/FSDP shards them over all
+//                  cp·dp GPUs, as Ring Attention's FSDP setup and Megatron's CP (which
+//                  folds CP into the data-parallel group for grads and optimizer) do.
+//   layer_buffers  e·4·max(layer params, V·hidden): the current and the prefetched
+//                  layer's gathered params, the gradients being computed and those in the
+//                  reduce-scatter.
+//   activations    L·c·activation_bytes_per_token_layer + c·hidden·e (final hidden)
+//   working_set    RingBuffers::working_set_bytes()
+//   runtime_reserve  gpu.runtime_reserve_bytes
+MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
+                                 const GpuSpec& gpu);
+
+}  // namespace rm

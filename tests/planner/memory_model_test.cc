@@ -1,0 +1,115 @@
+// The memory model: hand-computed parts and its shape (monotone in N, falling with CP).
+#include <doctest/doctest.h>
+
+#include "planner/memory_model.h"
+
+using namespace rm;
+
+namespace {
+
+ModelSpec llama2_7b() {
+  ModelSpec m;
+  m.name = "llama2-7b";
+  m.layers = 32;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 32;
+  m.head_dim = 128;
+  m.ffn_hidden = 11008;
+  m.vocab = 32000;
+  return m;
+}
+
+GpuSpec a100() {
+  GpuSpec g;
+  g.name = "A100";
+  g.memory_bytes = 80e9;
+  g.peak_flops = 312e12;
+  g.runtime_reserve_bytes = 3e9;
+  g.element_bytes = 2;
+  g.attention = KernelCurve{0.6, 1e6, 200e3, 2.5};
+  return g;
+}
+
+PlanChoice ring(int cp, int dp, Checkpointing ck = Checkpointing::kNone) {
+  PlanChoice c;
+  c.cp = cp;
+  c.dp = dp;
+  c.checkpointing = ck;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("activation bytes per token per layer, by hand") {
+  const ModelSpec m = llama2_7b();
+  // none: 2·(2·4096 + 2·4096 + 2·4096) + 4·32 + 2·2·4096 + 2·3·11008
+  const double attn = 2.0 * (6 * 4096) + 4 * 32;
+  CHECK(activation_bytes_per_token_layer(m, Checkpointing::kNone, 2) ==
+        attn + 2.0 * 2 * 4096 + 2.0 * 3 * 11008);
+  CHECK(activation_bytes_per_token_layer(m, Checkpointing::kSelective, 2) == attn + 2.0 * 2 * 4096);
+  CHECK(activation_bytes_per_token_layer(m, Checkpointing::kFull, 2) == 2.0 * 4096);
+}
+
+TEST_CASE("ring buffers, by hand") {
+  const ModelSpec m = llama2_7b();
+  PlanChoice c = ring(8, 1);
+  const RingBuffers b = ring_buffers(m, c, 8 * 1024, a100());
+  CHECK(b.c == 1024);
+  CHECK(b.kv_block == 2.0 * 1024 * 128 * 32 * 2);
+  CHECK(b.dkv_block == 2.0 * 1024 * 128 * 32 * 4);
+  CHECK(b.kv_ring_buffers == 2);
+  CHECK(b.dkv_accumulators == 2);
+  c.schedule = Schedule::kBidirectional;
+  CHECK(ring_buffers(m, c, 8 * 1024, a100()).kv_ring_buffers == 4);
+  // The attention phase is the sum of its parts.
+  CHECK(b.attention_backward_bytes() ==
+        doctest::Approx(b.grad_stream + 2 * b.kv_block + 2 * b.dkv_block + b.dkv_partial + b.dq +
+                        b.dout + b.delta + b.score_tiles));
+}
+
+TEST_CASE("model states are sharded over all cp·dp GPUs") {
+  const ModelSpec m = llama2_7b();
+  const MemoryBreakdown a = memory_breakdown(m, ring(8, 16), 8192, a100());
+  const MemoryBreakdown b = memory_breakdown(m, ring(128, 1), 8192 * 16, a100());
+  CHECK(a.model_states == doctest::Approx(16 * m.params() / 128));
+  CHECK(a.model_states == doctest::Approx(b.model_states));
+  CHECK(a.runtime_reserve == 3e9);
+}
+
+TEST_CASE("memory grows with N and falls with CP") {
+  const ModelSpec m = llama2_7b();
+  for (Checkpointing ck : {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull}) {
+    double prev = 0;
+    for (int64_t n = 8192; n <= (int64_t{1} << 20); n *= 2) {
+      const double t = memory_breakdown(m, ring(16, 8), n, a100()).total();
+      CHECK(t > prev);
+      prev = t;
+    }
+    prev = 1e30;
+    for (int cp = 1; cp <= 128; cp *= 2) {
+      const double t = memory_breakdown(m, ring(cp, 128 / cp), int64_t{1} << 20, a100()).total();
+      CHECK(t < prev);
+      prev = t;
+    }
+  }
+  // Checkpointing trades memory: none > selective > full at long sequences.
+  const int64_t n = 256 * 1024;
+  CHECK(memory_breakdown(m, ring(8, 1, Checkpointing::kNone), n, a100()).total() >
+        memory_breakdown(m, ring(8, 1, Checkpointing::kSelective), n, a100()).total());
+  CHECK(memory_breakdown(m, ring(8, 1, Checkpointing::kSelective), n, a100()).total() >
+        memory_breakdown(m, ring(8, 1, Checkpointing::kFull), n, a100()).total());
+}
+
+TEST_CASE("all-gather CP holds the whole sequence's K,V; flash-fsdp the whole sequence") {
+  const ModelSpec m = llama2_7b();
+  PlanChoice r = ring(16, 1);
+  PlanChoice ag = r;
+  ag.strategy = Strategy::kAllGatherCp;
+  const int64_t n = 1 << 20;
+  CHECK(memory_breakdown(m, ag, n, a100()).working_set >
+        memory_breakdown(m, r, n, a100()).working_set);
+  PlanChoice fsdp = ring(1, 16);
+  fsdp.strategy = Strategy::kFlashFsdp;
+  CHECK(memory_breakdown(m, fsdp, n, a100()).total() > 80e9);
+}
