@@ -105,6 +105,8 @@ class Fabric {
 
   // The one route function: the directed links a transfer from src to dst crosses, in
   // order. Empty when src == dst. Deterministic (dimension-order on tori, no ECMP).
+  // Routes are cached per source row on first use, so a Fabric is not safe to query
+  // from several threads at once; give each thread its own copy.
   const std::vector<int>& route(int src, int dst) const;
   // Sum of link latencies along route(src, dst).
   double route_latency_s(int src, int dst) const;
@@ -115,9 +117,18 @@ class Fabric {
   Topology topo_;
   int gpus_;
   std::vector<Link> links_;
-  mutable std::vector<std::vector<int>> route_cache_;  // gpus*gpus, filled lazily
-  mutable std::vector<char> route_cached_;
+  // route_rows_[src] is empty until route(src, *) is first asked, then holds all gpus
+  // routes from src (a 1,024-GPU fabric must not build a million routes up front).
+  mutable std::vector<std::vector<std::vector<int>>> route_rows_;
   std::vector<int> compute_route(int src, int dst) const;
+  // Link ids by role, filled by the constructor for compute_route.
+  std::vector<int> gpu_up_, gpu_down_;        // per GPU, intra-node port
+  std::vector<int> switch_up_, switch_down_;  // kPcieTree: per (node, switch)
+  std::vector<int> socket_links_;             // kPcieTree: per (node, socket a, socket b)
+  std::vector<int> nic_tx_, nic_rx_;          // kFatTree: per (node, nic)
+  std::vector<int> leaf_up_, leaf_down_;      // kFatTree: per leaf
+  std::vector<int> torus_out_;                // kTorus: per (device, direction 0..5), -1 if none
+  int switches_per_node_ = 0, sockets_per_node_ = 0, leaves_per_group_ = 1;
   int add_link(std::string name, LinkClass cls, double bytes_per_s, double latency_s);
 };
 

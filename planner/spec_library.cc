@@ -1,0 +1,231 @@
+// Topology and model YAML: parsing, validation, shipped-name lookup.
+//
+// Units are in the key names: *_gib (GiB = 2^30 bytes), *_kib, *_tflops (1e12 FLOP/s),
+// *_gb_per_s (decimal GB/s = 1e9 bytes/s, per direction), *_us (microseconds, per link
+// crossed). The shipped files repeat this convention in their header comment.
+#include "planner/spec_library.h"
+
+#include <algorithm>
+
+#include "planner/input_error.h"
+#include "planner/shipped_specs.h"
+#include "planner/units.h"
+#include "planner/yaml_reader.h"
+
+namespace rm {
+
+namespace {
+
+bool is_path(const std::string& s) {
+  auto ends_with = [&](const std::string& suf) {
+    return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+  };
+  return s.find('/') != std::string::npos || ends_with(".yaml") || ends_with(".yml");
+}
+
+std::vector<std::string> shipped_names(const char* kind) {
+  std::vector<std::string> names;
+  for (const auto& s : shipped_specs()) {
+    if (std::string(s.kind) == kind) names.push_back(s.name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Finds a shipped spec or throws an InputError listing the shipped names.
+const ShippedSpec& find_shipped(const std::string& name, const char* kind) {
+  for (const auto& s : shipped_specs()) {
+    if (std::string(s.kind) == kind && name == s.name) return s;
+  }
+  std::string list;
+  for (const auto& n : shipped_names(kind)) list += (list.empty() ? "" : ", ") + n;
+  throw InputError(std::string(kind) + " '" + name + "': not a shipped " + kind + " (shipped: " +
+                   list + "); a file of your own is taken by path (contains '/' or ends in .yaml)");
+}
+
+void check_name(const YamlMap& m) {
+  const std::string name = m.str("name");
+  const bool ok = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+  if (!ok) m.fail("name", "expected letters, digits, '-', '_' or '.' (got '" + name + "')");
+}
+
+IntraKind parse_intra_kind(const YamlMap& m) {
+  const std::string k = m.str("kind");
+  if (k == "nvswitch") return IntraKind::kNvswitch;
+  if (k == "pcie-tree") return IntraKind::kPcieTree;
+  if (k == "shared-memory") return IntraKind::kSharedMemory;
+  if (k == "none") return IntraKind::kNone;
+  m.fail("kind", "expected nvswitch, pcie-tree, shared-memory or none (got '" + k + "')");
+}
+
+InterKind parse_inter_kind(const YamlMap& m) {
+  const std::string k = m.str("kind");
+  if (k == "fat-tree") return InterKind::kFatTree;
+  if (k == "torus") return InterKind::kTorus;
+  if (k == "none") return InterKind::kNone;
+  m.fail("kind", "expected fat-tree, torus or none (got '" + k + "')");
+}
+
+GpuSpec parse_gpu(const YamlMap& m) {
+  GpuSpec g;
+  g.name = m.str("name");
+  g.memory_bytes = m.number("memory_gib", Range::positive()) * kGiB;
+  g.peak_flops = m.number("peak_tflops", Range::positive()) * kTera;
+  g.hbm_bytes_per_s = m.number("hbm_gb_per_s", Range::positive()) * kGB;
+  g.runtime_reserve_bytes = m.number("runtime_reserve_gib", Range::non_negative()) * kGiB;
+  if (g.runtime_reserve_bytes >= g.memory_bytes) {
+    m.fail("runtime_reserve_gib", "expected less than memory_gib");
+  }
+  g.gemm_efficiency = m.number("gemm_efficiency", Range::fraction());
+  g.element_bytes = static_cast<int>(m.integer("element_bytes", Range{2, false, 4, false}));
+  if (g.element_bytes != 2 && g.element_bytes != 4) {
+    m.fail("element_bytes", "expected 2 (bf16) or 4 (fp32) (got " + std::to_string(g.element_bytes) + ")");
+  }
+  const YamlMap a = m.map("attention");
+  g.attention.max_efficiency = a.number("max_efficiency", Range::fraction());
+  g.attention.half_flops = a.number("half_flops", Range::non_negative());
+  g.attention.tile_bytes_limit = a.number("tile_kib", Range::positive()) * kKiB;
+  g.attention.backward_factor = a.number_or("backward_factor", 2.5, Range::positive());
+  a.finish();
+  m.finish();
+  return g;
+}
+
+IntraNode parse_intra(const YamlMap& m, int gpus_per_node) {
+  IntraNode in;
+  in.kind = parse_intra_kind(m);
+  if (in.kind == IntraKind::kNone) {
+    if (gpus_per_node != 1) m.fail("kind", "'none' needs gpus_per_node: 1 (got " + std::to_string(gpus_per_node) + ")");
+    m.finish();
+    return in;
+  }
+  in.bytes_per_s = m.number("gb_per_s", Range::positive()) * kGB;
+  in.latency_s = m.number("latency_us", Range::non_negative()) * kMicro;
+  if (in.kind == IntraKind::kPcieTree) {
+    in.gpus_per_switch = static_cast<int>(m.integer("gpus_per_switch", Range::at_least(1)));
+    if (gpus_per_node % in.gpus_per_switch != 0) {
+      m.fail("gpus_per_switch", "expected a divisor of gpus_per_node " + std::to_string(gpus_per_node) +
+                                    " (got " + std::to_string(in.gpus_per_switch) + ")");
+    }
+    const int switches = gpus_per_node / in.gpus_per_switch;
+    in.switches_per_socket = static_cast<int>(m.integer_or("switches_per_socket", 1, Range::at_least(1)));
+    if (switches % in.switches_per_socket != 0) {
+      m.fail("switches_per_socket", "expected a divisor of the " + std::to_string(switches) +
+                                        " PCIe switches (got " + std::to_string(in.switches_per_socket) + ")");
+    }
+    in.switch_uplink_bytes_per_s = m.number("switch_uplink_gb_per_s", Range::positive()) * kGB;
+    const bool two_sockets = switches / in.switches_per_socket > 1;
+    if (two_sockets || m.has("socket_gb_per_s")) {
+      in.socket_bytes_per_s = m.number("socket_gb_per_s", Range::positive()) * kGB;
+      in.socket_latency_s = m.number("socket_latency_us", Range::non_negative()) * kMicro;
+    }
+  }
+  m.finish();
+  return in;
+}
+
+InterNode parse_inter(const YamlMap& m, int gpus_per_node, int max_nodes) {
+  InterNode ex;
+  ex.kind = parse_inter_kind(m);
+  if (ex.kind == InterKind::kNone) {
+    if (max_nodes > 1) m.fail("kind", "'none' needs max_nodes: 1 (got " + std::to_string(max_nodes) + ")");
+    m.finish();
+    return ex;
+  }
+  ex.latency_s = m.number("latency_us", Range::non_negative()) * kMicro;
+  if (ex.kind == InterKind::kFatTree) {
+    ex.nics_per_node = static_cast<int>(m.integer("nics_per_node", Range::at_least(1)));
+    ex.nic_bytes_per_s = m.number("nic_gb_per_s", Range::positive()) * kGB;
+    ex.rail_optimized = m.boolean_or("rail_optimized", true);
+    ex.nodes_per_leaf = static_cast<int>(m.integer_or("nodes_per_leaf", max_nodes, Range::at_least(1)));
+    ex.oversubscription = m.number_or("oversubscription", 1.0, Range::at_least(1));
+  } else {
+    const auto dims = m.int_list("dims", Range::at_least(1));
+    if (dims.size() != 3) m.fail("dims", "expected three sizes [x, y, z] (got " + std::to_string(dims.size()) + ")");
+    ex.torus_dims = {static_cast<int>(dims[0]), static_cast<int>(dims[1]), static_cast<int>(dims[2])};
+    const int64_t product = dims[0] * dims[1] * dims[2];
+    if (product != max_nodes) {
+      m.fail("dims", "expected x*y*z == max_nodes " + std::to_string(max_nodes) + " (got " +
+                         std::to_string(product) + ")");
+    }
+    if (gpus_per_node != 1) m.fail("kind", "a torus has one device per node: expected gpus_per_node: 1");
+    ex.torus_link_bytes_per_s = m.number("link_gb_per_s", Range::positive()) * kGB;
+  }
+  m.finish();
+  return ex;
+}
+
+}  // namespace
+
+Topology parse_topology(const std::string& yaml_text, const std::string& source) {
+  const YamlMap root(load_yaml(yaml_text, source), source);
+  Topology t;
+  t.source = source;
+  check_name(root);
+  t.name = root.str("name");
+  t.note = root.str_or("note", "");
+  t.gpus_per_node = static_cast<int>(root.integer("gpus_per_node", Range::at_least(1)));
+  t.max_nodes = static_cast<int>(root.integer("max_nodes", Range::at_least(1)));
+  t.gpu = parse_gpu(root.map("gpu"));
+  t.intra = parse_intra(root.map("intra"), t.gpus_per_node);
+  if (root.has("inter")) {
+    t.inter = parse_inter(root.map("inter"), t.gpus_per_node, t.max_nodes);
+  } else if (t.max_nodes > 1) {
+    root.fail("inter", "missing: needed when max_nodes > 1 (kind: fat-tree or torus)");
+  }
+  root.finish();
+  return t;
+}
+
+ModelSpec parse_model(const std::string& yaml_text, const std::string& source) {
+  const YamlMap root(load_yaml(yaml_text, source), source);
+  ModelSpec m;
+  m.source = source;
+  check_name(root);
+  m.name = root.str("name");
+  m.note = root.str_or("note", "");
+  auto positive_int = [&](const char* key) {
+    return static_cast<int>(root.integer(key, Range{1, false, 1e9, false}));
+  };
+  m.layers = positive_int("layers");
+  m.hidden = positive_int("hidden");
+  m.heads = positive_int("heads");
+  m.kv_heads = positive_int("kv_heads");
+  m.head_dim = positive_int("head_dim");
+  m.ffn_hidden = positive_int("ffn_hidden");
+  m.vocab = positive_int("vocab");
+  m.gated_ffn = root.boolean_or("gated_ffn", true);
+  if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
+    root.fail("kv_heads", "expected a divisor of heads " + std::to_string(m.heads) + " (got " +
+                              std::to_string(m.kv_heads) + ")");
+  }
+  if (static_cast<int64_t>(m.heads) * m.head_dim != m.hidden) {
+    root.fail("head_dim", "expected heads * head_dim == hidden (" + std::to_string(m.heads) + " * " +
+                              std::to_string(m.head_dim) + " != " + std::to_string(m.hidden) + ")");
+  }
+  root.finish();
+  return m;
+}
+
+Topology load_topology(const std::string& name_or_path) {
+  if (is_path(name_or_path)) return parse_topology(read_text_file(name_or_path), name_or_path);
+  const ShippedSpec& s = find_shipped(name_or_path, "topology");
+  Topology t = parse_topology(s.text, s.path);
+  t.source = std::string("builtin:") + s.name;
+  return t;
+}
+
+ModelSpec load_model(const std::string& name_or_path) {
+  if (is_path(name_or_path)) return parse_model(read_text_file(name_or_path), name_or_path);
+  const ShippedSpec& s = find_shipped(name_or_path, "model");
+  ModelSpec m = parse_model(s.text, s.path);
+  m.source = std::string("builtin:") + s.name;
+  return m;
+}
+
+std::vector<std::string> shipped_topologies() { return shipped_names("topology"); }
+std::vector<std::string> shipped_models() { return shipped_names("model"); }
+
+}  // namespace rm

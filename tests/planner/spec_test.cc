@@ -1,0 +1,126 @@
+// Shipped specs, YAML validation messages, model parameter counts, parse_size.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "planner/input_error.h"
+#include "planner/kernel_efficiency.h"
+#include "planner/shipped_specs.h"
+#include "planner/spec_library.h"
+#include "planner/units.h"
+
+namespace {
+
+std::string error_of(const std::string& yaml, bool topology) {
+  try {
+    if (topology) {
+      rm::parse_topology(yaml, "x.yaml");
+    } else {
+      rm::parse_model(yaml, "x.yaml");
+    }
+  } catch (const rm::InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+const char* kTinyModel = R"(name: m
+layers: 2
+hidden: 256
+heads: 4
+kv_heads: 2
+head_dim: 64
+ffn_hidden: 512
+vocab: 1024
+)";
+
+}  // namespace
+
+TEST_CASE("every shipped spec loads, and its name is its file name") {
+  int topologies = 0, models = 0;
+  for (const auto& s : rm::shipped_specs()) {
+    CAPTURE(s.path);
+    if (std::string(s.kind) == "topology") {
+      const rm::Topology t = rm::load_topology(s.name);
+      CHECK(t.name == s.name);
+      CHECK(t.source == std::string("builtin:") + s.name);
+      CHECK(t.max_gpus() >= 1);
+      CHECK(!t.note.empty());
+      ++topologies;
+    } else {
+      const rm::ModelSpec m = rm::load_model(s.name);
+      CHECK(m.name == s.name);
+      CHECK(m.params() > 0);
+      ++models;
+    }
+  }
+  CHECK(topologies >= 2);
+  CHECK(models >= 2);
+  CHECK(rm::load_topology(rm::kStudyTopology).max_gpus() == 128);
+  CHECK_NOTHROW(rm::load_model(rm::kDefaultModel));
+}
+
+TEST_CASE("the study's cluster carries the published figures") {
+  const rm::Topology t = rm::load_topology("dgx-a100-ib");
+  CHECK(t.gpu.peak_flops == doctest::Approx(312e12));
+  CHECK(t.gpu.memory_bytes == doctest::Approx(80.0 * rm::kGiB));
+  CHECK(t.intra.kind == rm::IntraKind::kNvswitch);
+  CHECK(t.intra.bytes_per_s == doctest::Approx(300e9));
+  CHECK(t.inter.kind == rm::InterKind::kFatTree);
+  CHECK(t.inter.nics_per_node == 8);
+  CHECK(t.inter.rail_optimized);
+  // A 64x64 tile at d = 128 sits near FlashAttention-2's low end, big tiles near its top.
+  CHECK(t.gpu.attention.efficiency(64, 64, 128) == doctest::Approx(0.5).epsilon(0.05));
+  CHECK(t.gpu.attention.efficiency(128, 128, 128) > 0.6);
+  CHECK(t.gpu.attention.efficiency(256, 256, 128) == 0);  // does not fit in shared memory
+}
+
+TEST_CASE("model parameter counts match the published sizes") {
+  // Llama 2 7B: 6.74 B parameters (Touvron et al. 2023).
+  CHECK(rm::load_model("llama2-7b").params() == doctest::Approx(6.74e9).epsilon(0.03));
+  const rm::ModelSpec tiny = rm::parse_model(kTinyModel, "m.yaml");
+  // 2 x (256*256*2 + 2*256*128 + 3*256*512) + 2*1024*256
+  CHECK(tiny.params() == doctest::Approx(2 * (131072 + 65536 + 393216) + 524288));
+}
+
+TEST_CASE("unknown names and paths") {
+  CHECK_THROWS_WITH_AS(rm::load_topology("dgx-z"), doctest::Contains("dgx-a100-ib"), rm::InputError);
+  CHECK_THROWS_WITH_AS(rm::load_model("/nonexistent/m.yaml"),
+                       doctest::Contains("/nonexistent/m.yaml: cannot read file"), rm::InputError);
+}
+
+TEST_CASE("model validation names file, line and field") {
+  CHECK(error_of(std::string(kTinyModel) + "dropout: 0.1\n", false) ==
+        "x.yaml:9: dropout: unknown key; expected one of: ffn_hidden, gated_ffn, head_dim, heads, "
+        "hidden, kv_heads, layers, name, note, vocab");
+  std::string typo = kTinyModel;
+  typo.replace(typo.find("vocab"), 5, "vocabb");
+  CHECK(error_of(typo, false) == "x.yaml:1: vocab: missing (required)");
+  std::string neg = kTinyModel;
+  neg.replace(neg.find("layers: 2"), 9, "layers: -2");
+  CHECK(error_of(neg, false) == "x.yaml:2: layers: expected a whole number in [1, 1e+09] (got -2)");
+  std::string gqa = kTinyModel;
+  gqa.replace(gqa.find("kv_heads: 2"), 11, "kv_heads: 3");
+  CHECK(error_of(gqa, false) == "x.yaml:5: kv_heads: expected a divisor of heads 4 (got 3)");
+  CHECK(error_of("", false) == "x.yaml: file is empty (expected a mapping)");
+  CHECK(error_of("- 1\n- 2\n", false).find("expected a mapping") != std::string::npos);
+  CHECK(error_of("name: [unclosed\n", false).find("x.yaml:") == 0);
+}
+
+TEST_CASE("parse_size: binary suffixes, strict") {
+  CHECK(rm::parse_size("8k", "--seq", "seq") == 8192);
+  CHECK(rm::parse_size("8K", "--seq", "seq") == 8192);
+  CHECK(rm::parse_size("1M", "--seq", "seq") == 1048576);
+  CHECK(rm::parse_size("1m", "--seq", "seq") == 1048576);
+  CHECK(rm::parse_size("2M", "--seq", "seq") == 2097152);
+  CHECK(rm::parse_size("1048576", "--seq", "seq") == 1048576);
+  for (const char* bad : {"0", "-8k", "8kb", "", "k", "1.5M", "abc", "99999999999999999999", "0k"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(rm::parse_size(bad, "--seq", "seq"), doctest::Contains("--seq: seq: expected"),
+                         rm::InputError);
+  }
+  CHECK(rm::format_size(8192) == "8K");
+  CHECK(rm::format_size(1048576) == "1M");
+  CHECK(rm::format_size(1536 * 1024) == "1.5M");
+  CHECK(rm::format_size(3000) == "3000");
+}
