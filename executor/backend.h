@@ -50,6 +50,9 @@ struct AttentionShape {
   int block_q = 128;   // query tile of the blockwise kernel
   int block_kv = 128;  // key/value tile of the blockwise kernel
   bool causal = true;
+  // A rank's c tokens form this many equal runs that tiles never cross: 2 for zigzag
+  // (its two half-chunks, tiled separately as in attention_work.h), 1 otherwise.
+  int segments = 1;
 };
 
 // Deterministic inputs: element (head, global token t, dim) of tensor `which` is a

@@ -40,6 +40,10 @@ class CpuBackend final : public Backend {
     dout_ = make_input(seed, InputTensor::kDout, shape.h);
     out_.assign(q_.size(), 0.0f);
     lse_.assign(static_cast<size_t>(shape.h) * c_, kNegInf);
+    if (shape.segments < 1 || c_ % shape.segments != 0)
+      throw std::runtime_error("cpu backend: c = " + std::to_string(c_) +
+                               " tokens do not split into " + std::to_string(shape.segments) +
+                               " segments");
     block_out_.resize(head_);
     block_lse_.resize(c_);
   }
@@ -71,13 +75,18 @@ class CpuBackend final : public Backend {
   void attention_forward(int kv_buffer, const std::vector<int64_t>& kv_tokens) override {
     const float* kv = get(kv_buffer).data.data();
     const int group = shape_.h / shape_.h_kv;
+    const int64_t d = shape_.d, seg = c_ / shape_.segments;
     for (int j = 0; j < shape_.h; ++j) {
       const int g = j / group;
-      attention_block_forward(q_.data() + j * head_, tokens_.data(), c_, kv + g * head_,
-                              kv + kv_elems() + g * head_, kv_tokens.data(), c_, shape_.d,
-                              scale_, tiles_, block_out_.data(), block_lse_.data());
-      merge_out_lse(out_.data() + j * head_, lse_.data() + j * c_, block_out_.data(),
-                    block_lse_.data(), c_, shape_.d);
+      for (int64_t q0 = 0; q0 < c_; q0 += seg)
+        for (int64_t k0 = 0; k0 < c_; k0 += seg) {
+          attention_block_forward(q_.data() + j * head_ + q0 * d, tokens_.data() + q0, seg,
+                                  kv + g * head_ + k0 * d, kv + kv_elems() + g * head_ + k0 * d,
+                                  kv_tokens.data() + k0, seg, shape_.d, scale_, tiles_,
+                                  block_out_.data(), block_lse_.data());
+          merge_out_lse(out_.data() + j * head_ + q0 * d, lse_.data() + j * c_ + q0,
+                        block_out_.data(), block_lse_.data(), seg, shape_.d);
+        }
     }
   }
 
@@ -96,16 +105,21 @@ class CpuBackend final : public Backend {
   void attention_backward(int kv_buffer, const std::vector<int64_t>& kv_tokens,
                           int dkv_buffer) override {
     const float* kv = get(kv_buffer).data.data();
-    std::vector<float>& dkv = get(dkv_buffer).data;
-    std::fill(dkv.begin(), dkv.end(), 0.0f);
+    float* dkv = get(dkv_buffer).data.data();
+    std::fill(dkv, dkv + 2 * kv_elems(), 0.0f);
     const int group = shape_.h / shape_.h_kv;
+    const int64_t d = shape_.d, seg = c_ / shape_.segments;
     for (int j = 0; j < shape_.h; ++j) {
       const int g = j / group;
-      attention_block_backward(q_.data() + j * head_, dout_.data() + j * head_,
-                               lse_.data() + j * c_, rowdot_.data() + j * c_, tokens_.data(), c_,
-                               kv + g * head_, kv + kv_elems() + g * head_, kv_tokens.data(), c_,
-                               shape_.d, scale_, tiles_, dq_.data() + j * head_,
-                               dkv.data() + g * head_, dkv.data() + kv_elems() + g * head_);
+      for (int64_t q0 = 0; q0 < c_; q0 += seg)
+        for (int64_t k0 = 0; k0 < c_; k0 += seg) {
+          const int64_t qo = j * head_ + q0 * d, ko = g * head_ + k0 * d;
+          attention_block_backward(q_.data() + qo, dout_.data() + qo, lse_.data() + j * c_ + q0,
+                                   rowdot_.data() + j * c_ + q0, tokens_.data() + q0, seg,
+                                   kv + ko, kv + kv_elems() + ko, kv_tokens.data() + k0, seg,
+                                   shape_.d, scale_, tiles_, dq_.data() + qo, dkv + ko,
+                                   dkv + kv_elems() + ko);
+        }
     }
   }
 

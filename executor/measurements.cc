@@ -1,0 +1,210 @@
+// Measurement records: JSON lines IO, the per-iteration summary, and the gather to rank 0.
+#include "executor/measurements.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/atomic_file.h"
+#include "planner/input_error.h"
+
+namespace rm::exec {
+
+nlohmann::json to_json(const Measurement& m) {
+  return {{"rank", m.rank},
+          {"ring", m.ring},
+          {"position", m.position},
+          {"iteration", m.iteration},
+          {"op", m.op},
+          {"pass", m.backward ? "backward" : "forward"},
+          {"layer", m.layer},
+          {"step", m.step},
+          {"kind", m.kind},
+          {"block_q", m.block_q},
+          {"block_kv", m.block_kv},
+          {"head_dim", m.head_dim},
+          {"flops", m.flops},
+          {"useful_flops", m.useful_flops},
+          {"bytes", m.bytes},
+          {"peer", m.peer},
+          {"request", m.request},
+          {"start", m.start},
+          {"seconds", m.seconds}};
+}
+
+namespace {
+
+template <typename T>
+T field(const nlohmann::json& j, const char* key, const std::string& where) {
+  auto it = j.find(key);
+  if (it == j.end()) fail_input(where, key, "missing");
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!it->is_string()) fail_input(where, key, "expected a string");
+  } else if constexpr (std::is_integral_v<T>) {
+    if (!it->is_number_integer()) fail_input(where, key, "expected an integer");
+  } else {
+    if (!it->is_number()) fail_input(where, key, "expected a number");
+  }
+  return it->get<T>();
+}
+
+}  // namespace
+
+Measurement measurement_from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) throw InputError(where + ": expected a JSON object per line");
+  Measurement m;
+  m.rank = field<int>(j, "rank", where);
+  m.ring = field<int>(j, "ring", where);
+  m.position = field<int>(j, "position", where);
+  m.iteration = field<int>(j, "iteration", where);
+  m.op = field<int>(j, "op", where);
+  const auto pass = field<std::string>(j, "pass", where);
+  if (pass != "forward" && pass != "backward")
+    fail_input(where, "pass", "expected forward or backward (got '" + pass + "')");
+  m.backward = pass == "backward";
+  m.layer = field<int>(j, "layer", where);
+  m.step = field<int>(j, "step", where);
+  m.kind = field<std::string>(j, "kind", where);
+  m.block_q = field<int>(j, "block_q", where);
+  m.block_kv = field<int>(j, "block_kv", where);
+  m.head_dim = field<int>(j, "head_dim", where);
+  m.flops = field<double>(j, "flops", where);
+  m.useful_flops = field<double>(j, "useful_flops", where);
+  m.bytes = field<double>(j, "bytes", where);
+  m.peer = field<int>(j, "peer", where);
+  m.request = field<int>(j, "request", where);
+  m.start = field<double>(j, "start", where);
+  m.seconds = field<double>(j, "seconds", where);
+  if (m.seconds < 0) fail_input(where, "seconds", "must be >= 0");
+  return m;
+}
+
+void write_measurements_jsonl(const std::vector<Measurement>& records, const std::string& path) {
+  std::string text;
+  for (const Measurement& m : records) text += to_json(m).dump() + "\n";
+  write_file_atomically(path, text);
+}
+
+std::vector<Measurement> read_measurements_jsonl(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open measurements file");
+  std::vector<Measurement> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(n);
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded()) throw InputError(where + ": not valid JSON");
+    out.push_back(measurement_from_json(j, where));
+  }
+  return out;
+}
+
+std::vector<IterationSummary> summarize(const std::vector<Measurement>& records) {
+  struct RankIter {
+    double begin = 1e300, end = -1e300, compute = 0, wait = 0, flops = 0, useful = 0;
+  };
+  std::map<std::pair<int, int>, RankIter> per;  // (iteration, rank)
+  for (const Measurement& m : records) {
+    RankIter& r = per[{m.iteration, m.rank}];
+    r.begin = std::min(r.begin, m.start);
+    r.end = std::max(r.end, m.start + m.seconds);
+    if (m.kind == "wait") r.wait += m.seconds;
+    if (m.kind == "attention_forward" || m.kind == "attention_backward" ||
+        m.kind == "accumulate") {
+      r.compute += m.seconds;
+      r.flops += m.flops;
+      r.useful += m.useful_flops;
+    }
+  }
+  std::vector<IterationSummary> rows;
+  std::map<int, int> kernel_ranks;  // iteration -> ranks with kernel time
+  for (const auto& [key, r] : per) {
+    if (rows.empty() || rows.back().iteration != key.first) {
+      rows.push_back({});
+      rows.back().iteration = key.first;
+    }
+    IterationSummary& s = rows.back();
+    s.flops += r.flops;
+    s.useful_flops += r.useful;
+    if (r.compute > 0) {
+      s.kernel_flops_per_s += r.flops / r.compute;
+      ++kernel_ranks[key.first];
+    }
+    if (r.end - r.begin > s.step_s) {
+      s.step_s = r.end - r.begin;
+      s.compute_s = r.compute;
+      s.exposed_comm_s = r.wait;
+    }
+  }
+  for (IterationSummary& s : rows)
+    if (kernel_ranks[s.iteration] > 0) s.kernel_flops_per_s /= kernel_ranks[s.iteration];
+  return rows;
+}
+
+std::string format_summary_table(const std::vector<IterationSummary>& rows, int ranks) {
+  std::ostringstream o;
+  char line[256];
+  o << "#  iteration      step    compute   exposed comm    comm     kernel      achieved\n"
+       "#                 (ms)       (ms)           (ms)     (%)  (GFLOP/s)  (GFLOP/s/rank)\n";
+  auto row = [&](const char* label, const IterationSummary& s) {
+    const double pct = s.step_s > 0 ? 100.0 * s.exposed_comm_s / s.step_s : 0.0;
+    const double achieved = s.step_s > 0 ? s.useful_flops / s.step_s / ranks / 1e9 : 0.0;
+    std::snprintf(line, sizeof line, "%12s %9.3f  %9.3f      %9.3f  %6.1f  %9.2f  %12.2f\n",
+                  label, s.step_s * 1e3, s.compute_s * 1e3, s.exposed_comm_s * 1e3, pct,
+                  s.kernel_flops_per_s / 1e9, achieved);
+    o << line;
+  };
+  IterationSummary avg;
+  for (const IterationSummary& s : rows) {
+    row(std::to_string(s.iteration).c_str(), s);
+    avg.step_s += s.step_s / rows.size();
+    avg.compute_s += s.compute_s / rows.size();
+    avg.exposed_comm_s += s.exposed_comm_s / rows.size();
+    avg.useful_flops += s.useful_flops / rows.size();
+    avg.kernel_flops_per_s += s.kernel_flops_per_s / rows.size();
+  }
+  if (!rows.empty()) row("avg", avg);
+  return o.str();
+}
+
+std::vector<Measurement> gather_measurements(const std::vector<Measurement>& mine) {
+  std::string text;
+  for (const Measurement& m : mine) text += to_json(m).dump() + "\n";
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int len = static_cast<int>(text.size());
+  std::vector<int> lens(rank == 0 ? size : 0), displs(rank == 0 ? size : 0);
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::string all;
+  if (rank == 0) {
+    int total = 0;
+    for (int r = 0; r < size; ++r) {
+      displs[r] = total;
+      total += lens[r];
+    }
+    all.resize(static_cast<size_t>(total));
+  }
+  MPI_Gatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
+              MPI_COMM_WORLD);
+  std::vector<Measurement> out;
+  if (rank != 0) return out;
+  std::istringstream in(all);
+  std::string line;
+  while (std::getline(in, line))
+    out.push_back(measurement_from_json(nlohmann::json::parse(line), "gathered measurements"));
+  std::sort(out.begin(), out.end(), [](const Measurement& a, const Measurement& b) {
+    return std::tie(a.iteration, a.rank, a.op) < std::tie(b.iteration, b.rank, b.op);
+  });
+  return out;
+}
+
+}  // namespace rm::exec

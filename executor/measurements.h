@@ -1,0 +1,93 @@
+// What `ringmaster run` measured: one record per executed op of every timed iteration,
+// written as JSON lines (measurements.jsonl), and the summary table printed at the end.
+//
+// Format (one JSON object per line; rank 0 writes the merged file of all ranks, sorted by
+// iteration, rank, then op index; written to a temporary file and renamed):
+//   rank        int     MPI rank (= GPU id in the plan)
+//   ring, position int  which ring (0..dp-1) and the rank's position in it
+//   iteration   int     timed iteration (0..K-1; the warm-up iteration is not recorded)
+//   op          int     index of the op in the rank's op list
+//   pass        string  "forward" | "backward"
+//   layer       int
+//   step        int     ring step within the pass
+//   kind        string  "attention_forward" | "attention_backward" | "accumulate" |
+//                       "send" | "recv" | "wait" | "alloc" | "free"
+//   block_q, block_kv  int   tile sizes of the blockwise kernel (attention ops)
+//   head_dim    int     d of the attention ops (a tile of one head is 4*block_q*block_kv*d
+//                       FLOPs: what calibration fits the kernel curve on); 0 otherwise
+//   flops       number  FLOPs executed (attention ops; tile granularity, 0 otherwise)
+//   useful_flops number FLOPs of unmasked pairs only (attention ops)
+//   bytes       number  bytes moved (send, recv) or allocated (alloc)
+//   peer        int     the other rank (send, recv; -1 otherwise)
+//   request     int     request id (send, recv, wait; -1 otherwise)
+//   start       number  seconds since this rank left the barrier before the timed loop
+//   seconds     number  for compute: the kernel's duration; for wait: time blocked (the
+//                       exposed communication); for send/recv: from posting to the end
+//                       of the wait that retired it (the transfer's latest completion
+//                       time, an upper bound on its duration); alloc/free: the call
+// Clocks of different ranks are only compared through durations, never through `start`
+// (on one machine the starts share MPI_Wtime's clock, across machines they need not).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace rm::exec {
+
+struct Measurement {
+  int rank = 0;
+  int ring = 0;
+  int position = 0;
+  int iteration = 0;
+  int op = 0;
+  bool backward = false;
+  int layer = 0;
+  int step = 0;
+  std::string kind;
+  int block_q = 0;
+  int block_kv = 0;
+  int head_dim = 0;
+  double flops = 0;
+  double useful_flops = 0;
+  double bytes = 0;
+  int peer = -1;
+  int request = -1;
+  double start = 0;
+  double seconds = 0;
+};
+
+nlohmann::json to_json(const Measurement& m);
+// Throws InputError naming `where` (file:line) and the field when a key is missing or
+// has the wrong type.
+Measurement measurement_from_json(const nlohmann::json& j, const std::string& where);
+
+// Writes all records as JSON lines (temp file + rename).
+void write_measurements_jsonl(const std::vector<Measurement>& records, const std::string& path);
+// Reads a measurements file; InputError names the file and line of a bad record.
+std::vector<Measurement> read_measurements_jsonl(const std::string& path);
+
+// Per timed iteration, from the slowest rank of that iteration (it sets the step time).
+struct IterationSummary {
+  int iteration = 0;
+  double step_s = 0;          // slowest rank's time from its first op to its last
+  double compute_s = 0;       // that rank's kernel time (attention, accumulate)
+  double exposed_comm_s = 0;  // that rank's time blocked in wait
+  double flops = 0;           // FLOPs executed, all ranks
+  double useful_flops = 0;    // useful FLOPs, all ranks
+  double kernel_flops_per_s = 0;  // executed FLOPs / kernel time, mean over ranks
+};
+
+std::vector<IterationSummary> summarize(const std::vector<Measurement>& records);
+
+// nccl-tests style table: one row per iteration and an average row, units in the
+// header. `ranks` is the world size (GFLOP/s per rank).
+std::string format_summary_table(const std::vector<IterationSummary>& rows, int ranks);
+
+// Sends this rank's records to rank 0 (MPI_COMM_WORLD); rank 0 returns everyone's,
+// sorted by (iteration, rank, op); other ranks return an empty list.
+std::vector<Measurement> gather_measurements(const std::vector<Measurement>& mine);
+
+}  // namespace rm::exec

@@ -1,0 +1,153 @@
+// Verification against the fp64 reference (see verify.h).
+#include "executor/verify.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <stdexcept>
+
+#include "executor/reference_attention.h"
+
+namespace rm::exec {
+
+bool VerifyResult::ok() const {
+  return std::all_of(checks.begin(), checks.end(), [](const TensorCheck& c) { return c.ok; });
+}
+
+namespace {
+
+// Assembles one head-major tensor [heads][N][width] from the ranks' [heads][c][width].
+std::vector<double> assemble(const std::vector<HostTensors>& ranks,
+                             std::vector<float> HostTensors::*member, int heads, int64_t n,
+                             int width) {
+  std::vector<double> g(static_cast<size_t>(heads) * n * width);
+  for (const HostTensors& r : ranks) {
+    const std::vector<float>& x = r.*member;
+    const int64_t c = static_cast<int64_t>(r.tokens.size());
+    for (int hh = 0; hh < heads; ++hh)
+      for (int64_t i = 0; i < c; ++i)
+        for (int j = 0; j < width; ++j)
+          g[(hh * n + r.tokens[i]) * width + j] = x[(hh * c + i) * width + j];
+  }
+  return g;
+}
+
+TensorCheck compare(const std::string& name, const std::vector<double>& got,
+                    const std::vector<double>& ref, double tolerance) {
+  TensorCheck c;
+  c.tensor = name;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    // NaN anywhere fails: max() would silently drop it.
+    const double e = std::isnan(got[i]) ? INFINITY : std::abs(got[i] - ref[i]);
+    c.max_abs_err = std::max(c.max_abs_err, e);
+    c.max_abs_ref = std::max(c.max_abs_ref, std::abs(ref[i]));
+  }
+  c.rel_err = c.max_abs_ref > 0 ? c.max_abs_err / c.max_abs_ref : c.max_abs_err;
+  c.ok = c.rel_err <= tolerance;
+  return c;
+}
+
+}  // namespace
+
+VerifyResult verify_ring(const std::vector<HostTensors>& ranks, const AttentionShape& shape,
+                         uint64_t seed, bool backward, double tolerance) {
+  int64_t n = 0;
+  for (const HostTensors& r : ranks) n += static_cast<int64_t>(r.tokens.size());
+  std::vector<char> seen(static_cast<size_t>(n), 0);
+  for (const HostTensors& r : ranks)
+    for (int64_t t : r.tokens) {
+      if (t < 0 || t >= n || seen[t])
+        throw std::runtime_error("verify: the ranks' tokens do not tile the sequence (token " +
+                                 std::to_string(t) + ")");
+      seen[t] = 1;
+    }
+  const int d = shape.d;
+  auto get = [&](std::vector<float> HostTensors::*m, int heads, int width) {
+    return assemble(ranks, m, heads, n, width);
+  };
+  const auto q = get(&HostTensors::q, shape.h, d), k = get(&HostTensors::k, shape.h_kv, d),
+             v = get(&HostTensors::v, shape.h_kv, d), dout = get(&HostTensors::dout, shape.h, d);
+  VerifyResult res;
+  auto expected_input = [&](InputTensor which, int heads) {
+    std::vector<double> x(static_cast<size_t>(heads) * n * d);
+    for (int hh = 0; hh < heads; ++hh)
+      for (int64_t t = 0; t < n; ++t)
+        for (int j = 0; j < d; ++j) x[(hh * n + t) * d + j] = input_value(seed, which, hh, t, j);
+    return x;
+  };
+  res.checks.push_back(compare("q", q, expected_input(InputTensor::kQ, shape.h), tolerance));
+  res.checks.push_back(compare("k", k, expected_input(InputTensor::kK, shape.h_kv), tolerance));
+  res.checks.push_back(compare("v", v, expected_input(InputTensor::kV, shape.h_kv), tolerance));
+  if (backward)
+    res.checks.push_back(
+        compare("dout", dout, expected_input(InputTensor::kDout, shape.h), tolerance));
+
+  const ReferenceResult ref =
+      reference_attention({n, d, shape.h, shape.h_kv, shape.causal}, q, k, v, dout, backward);
+  res.checks.push_back(compare("out", get(&HostTensors::out, shape.h, d), ref.out, tolerance));
+  res.checks.push_back(compare("lse", get(&HostTensors::lse, shape.h, 1), ref.lse, tolerance));
+  if (backward) {
+    res.checks.push_back(compare("dq", get(&HostTensors::dq, shape.h, d), ref.dq, tolerance));
+    res.checks.push_back(compare("dk", get(&HostTensors::dk, shape.h_kv, d), ref.dk, tolerance));
+    res.checks.push_back(compare("dv", get(&HostTensors::dv, shape.h_kv, d), ref.dv, tolerance));
+  }
+  return res;
+}
+
+namespace {
+
+void gather_floats(std::vector<float>& mine_then_all, int rank, int size) {
+  const int count = static_cast<int>(mine_then_all.size());
+  std::vector<float> all(rank == 0 ? static_cast<size_t>(count) * size : 0);
+  MPI_Gather(mine_then_all.data(), count, MPI_FLOAT, all.data(), count, MPI_FLOAT, 0,
+             MPI_COMM_WORLD);
+  mine_then_all = std::move(all);
+}
+
+}  // namespace
+
+std::vector<HostTensors> gather_host_tensors(const HostTensors& mine) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::vector<HostTensors> all(rank == 0 ? size : 0);
+  // Tokens travel as int64.
+  std::vector<int64_t> toks(rank == 0 ? mine.tokens.size() * size : 0);
+  MPI_Gather(mine.tokens.data(), static_cast<int>(mine.tokens.size()), MPI_INT64_T, toks.data(),
+             static_cast<int>(mine.tokens.size()), MPI_INT64_T, 0, MPI_COMM_WORLD);
+  if (rank == 0)
+    for (int r = 0; r < size; ++r)
+      all[r].tokens.assign(toks.begin() + r * mine.tokens.size(),
+                           toks.begin() + (r + 1) * mine.tokens.size());
+  for (auto member : {&HostTensors::q, &HostTensors::k, &HostTensors::v, &HostTensors::dout,
+                      &HostTensors::out, &HostTensors::lse, &HostTensors::dq, &HostTensors::dk,
+                      &HostTensors::dv}) {
+    std::vector<float> x = mine.*member;
+    gather_floats(x, rank, size);
+    if (rank != 0) continue;
+    const size_t count = (mine.*member).size();
+    for (int r = 0; r < size; ++r)
+      all[r].*member = std::vector<float>(x.begin() + r * count, x.begin() + (r + 1) * count);
+  }
+  return all;
+}
+
+std::string format_verify_table(const std::vector<VerifyResult>& results, double tolerance) {
+  std::ostringstream o;
+  char line[200];
+  o << "#  ring  tensor   max |err|   max |ref|     rel err   result   (tolerance "
+    << tolerance << ")\n";
+  for (const VerifyResult& r : results)
+    for (const TensorCheck& c : r.checks) {
+      std::snprintf(line, sizeof line, "%7d  %-6s  %10.3e  %10.3e  %10.3e   %s\n", r.ring,
+                    c.tensor.c_str(), c.max_abs_err, c.max_abs_ref, c.rel_err,
+                    c.ok ? "OK" : "FAILED");
+      o << line;
+    }
+  return o.str();
+}
+
+}  // namespace rm::exec

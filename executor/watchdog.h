@@ -1,0 +1,60 @@
+// Bounded failure for `ringmaster run`: a rank whose current op makes no progress for
+// the deadline (a peer died or stalled, so a receive never completes) prints which rank,
+// pass, step and op it was stuck in and exits with status 1. mpirun then terminates the
+// other ranks (it ends the job when one rank exits non-zero), so every rank exits
+// non-zero within about deadline + mpirun's teardown, never hangs.
+//
+// A watchdog thread per rank polls the armed op's start time; the ring loop arms it
+// before every op and disarms it at the end. It never calls MPI (the ranks run with
+// MPI_THREAD_FUNNELED), it writes stderr and calls _Exit.
+//
+// Fault injection for tests (hidden): RINGMASTER_FAULT="kill:rank=R,step=S" makes rank R
+// kill itself with SIGKILL at its first op of ring step S; "stall:rank=R,step=S" makes it
+// sleep forever there (its watchdog and its peers' then fire).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace rm::exec {
+
+class Watchdog {
+ public:
+  Watchdog(int rank, double deadline_s);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // Starts the deadline for an op; `what` names it for the message (kept until disarm).
+  void arm(const std::string& what);
+  void disarm();
+
+ private:
+  void run();
+  int rank_;
+  double deadline_s_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool armed_ = false;
+  double armed_at_ = 0;
+  std::string what_;
+  std::thread thread_;
+};
+
+struct FaultSpec {
+  enum class Kind { kNone, kKill, kStall } kind = Kind::kNone;
+  int rank = -1;
+  int step = -1;
+};
+
+// Parses RINGMASTER_FAULT (unset or empty = none). Throws InputError on a bad value.
+FaultSpec fault_from_env();
+
+// Applies the fault if it targets this rank and step (does not return then).
+void maybe_inject_fault(const FaultSpec& fault, int rank, int step);
+
+}  // namespace rm::exec
