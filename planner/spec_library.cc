@@ -6,6 +6,7 @@
 #include "planner/spec_library.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "planner/input_error.h"
 #include "planner/shipped_specs.h"
@@ -53,18 +54,17 @@ void check_name(const YamlMap& m) {
 
 IntraKind parse_intra_kind(const YamlMap& m) {
   const std::string k = m.str("kind");
-  if (k == "nvswitch") return IntraKind::kNvswitch;
-  if (k == "pcie-tree") return IntraKind::kPcieTree;
-  if (k == "shared-memory") return IntraKind::kSharedMemory;
-  if (k == "none") return IntraKind::kNone;
+  for (IntraKind v : {IntraKind::kNvswitch, IntraKind::kPcieTree, IntraKind::kSharedMemory, IntraKind::kNone}) {
+    if (k == to_string(v)) return v;
+  }
   m.fail("kind", "expected nvswitch, pcie-tree, shared-memory or none (got '" + k + "')");
 }
 
 InterKind parse_inter_kind(const YamlMap& m) {
   const std::string k = m.str("kind");
-  if (k == "fat-tree") return InterKind::kFatTree;
-  if (k == "torus") return InterKind::kTorus;
-  if (k == "none") return InterKind::kNone;
+  for (InterKind v : {InterKind::kFatTree, InterKind::kTorus, InterKind::kNone}) {
+    if (k == to_string(v)) return v;
+  }
   m.fail("kind", "expected fat-tree, torus or none (got '" + k + "')");
 }
 

@@ -20,6 +20,25 @@
 
 namespace rm {
 
+const char* to_string(IntraKind k) {
+  switch (k) {
+    case IntraKind::kNvswitch: return "nvswitch";
+    case IntraKind::kPcieTree: return "pcie-tree";
+    case IntraKind::kSharedMemory: return "shared-memory";
+    case IntraKind::kNone: return "none";
+  }
+  return "?";
+}
+
+const char* to_string(InterKind k) {
+  switch (k) {
+    case InterKind::kFatTree: return "fat-tree";
+    case InterKind::kTorus: return "torus";
+    case InterKind::kNone: return "none";
+  }
+  return "?";
+}
+
 const char* to_string(LinkClass c) {
   switch (c) {
     case LinkClass::kNvlink: return "nvlink";

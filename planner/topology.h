@@ -77,6 +77,10 @@ struct Topology {
   int max_gpus() const { return gpus_per_node * max_nodes; }
 };
 
+// YAML spellings: "nvswitch", "pcie-tree", "shared-memory", "none"; "fat-tree", "torus", "none".
+const char* to_string(IntraKind k);
+const char* to_string(InterKind k);
+
 // The link classes a profile can calibrate separately (alpha, beta per class).
 enum class LinkClass { kNvlink, kPcie, kSocket, kNic, kSpine, kTorus, kSharedMemory };
 const char* to_string(LinkClass c);

@@ -102,6 +102,10 @@ int YamlMap::line_of(const std::string& key) const {
   return node_.Mark().line;
 }
 
+std::string YamlMap::location(const std::string& key) const {
+  return with_line(source_, line_of(key));
+}
+
 void YamlMap::fail(const std::string& key, const std::string& expected) const {
   throw InputError(with_line(source_, line_of(key)) + ": " + field(key) + ": " + expected);
 }
@@ -114,7 +118,16 @@ bool YamlMap::has(const std::string& key) const {
 }
 
 YAML::Node YamlMap::required(const std::string& key) const {
-  if (!has(key)) fail(key, "missing (required)");
+  if (!has(key)) {
+    // A near-miss spelling present in the map is the likely cause: say so.
+    for (auto it = node_.begin(); it != node_.end(); ++it) {
+      const std::string other = it->first.IsScalar() ? it->first.Scalar() : "";
+      if (!other.empty() && other != key && edit_distance(other, key) <= 2) {
+        fail(key, "missing (required); found '" + other + "' (a misspelling?)");
+      }
+    }
+    fail(key, "missing (required)");
+  }
   const YAML::Node& self = node_;
   return self[key];
 }

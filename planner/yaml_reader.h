@@ -65,6 +65,8 @@ class YamlMap {
   void finish() const;
 
   const std::string& source() const { return source_; }
+  // "<source>:<line>" of key (or of this map when key is absent), for messages made elsewhere.
+  std::string location(const std::string& key) const;
   std::string field(const std::string& key) const;  // dotted path
 
  private:

@@ -1,0 +1,402 @@
+// Plan spellings, plan.yaml and the plan JSON object.
+//
+// plan.yaml has the same shape and keys as the JSON object (plan_to_json), plus `format: 1`:
+//   format: 1
+//   model: llama2-7b            # shipped name or path
+//   topology: dgx-a100-ib
+//   gpus: 128
+//   seq_len: 1048576            # sizes also accept 8k / 1M (planner/units.h)
+//   batch_tokens: 2097152
+//   causal: true
+//   workload: step              # attention | layer | step
+//   passes: forward-backward    # forward | forward-backward
+//   plan: {strategy, cp, dp, schedule, order_name, order: [GPU ids in ring order],
+//          load_balance, block_q, block_kv, kv_subblocks, checkpointing, grad_accum}
+//   predicted: {...}            # informational: written, read if present, never required
+//   baselines: [...]            # informational, likewise
+#include <array>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "planner/atomic_file.h"
+#include "planner/input_error.h"
+#include "planner/plan.h"
+#include "planner/units.h"
+#include "planner/yaml_reader.h"
+
+namespace rm {
+
+// ---- enum spellings -------------------------------------------------------------------
+
+namespace {
+
+template <typename E, size_t N>
+const char* spell(E v, const std::array<std::pair<E, const char*>, N>& table) {
+  for (const auto& [e, s] : table) {
+    if (e == v) return s;
+  }
+  return "?";
+}
+
+template <typename E, size_t N>
+E parse_enum(const std::string& s, const std::array<std::pair<E, const char*>, N>& table,
+             const std::string& where, const std::string& field) {
+  std::string valid;
+  for (const auto& [e, name] : table) {
+    if (s == name) return e;
+    valid += (valid.empty() ? "" : ", ") + std::string(name);
+  }
+  fail_input(where, field, "expected one of " + valid + " (got '" + s + "')");
+}
+
+constexpr std::array<std::pair<Strategy, const char*>, 4> kStrategies{{
+    {Strategy::kRing, "ring"},
+    {Strategy::kFlashFsdp, "flash-fsdp"},
+    {Strategy::kAllGatherCp, "allgather-cp"},
+    {Strategy::kUlysses, "ulysses"},
+}};
+constexpr std::array<std::pair<Schedule, const char*>, 3> kSchedules{{
+    {Schedule::kFlat, "flat"},
+    {Schedule::kBidirectional, "bidirectional"},
+    {Schedule::kHierarchical, "hierarchical"},
+}};
+constexpr std::array<std::pair<LoadBalance, const char*>, 3> kLoadBalances{{
+    {LoadBalance::kContiguous, "contiguous"},
+    {LoadBalance::kStriped, "striped"},
+    {LoadBalance::kZigzag, "zigzag"},
+}};
+constexpr std::array<std::pair<Checkpointing, const char*>, 3> kCheckpointings{{
+    {Checkpointing::kNone, "none"},
+    {Checkpointing::kSelective, "selective"},
+    {Checkpointing::kFull, "full"},
+}};
+constexpr std::array<std::pair<Workload, const char*>, 3> kWorkloads{{
+    {Workload::kAttention, "attention"},
+    {Workload::kLayer, "layer"},
+    {Workload::kStep, "step"},
+}};
+constexpr std::array<std::pair<Passes, const char*>, 2> kPasses{{
+    {Passes::kForward, "forward"},
+    {Passes::kForwardBackward, "forward-backward"},
+}};
+
+}  // namespace
+
+const char* to_string(Strategy v) { return spell(v, kStrategies); }
+const char* to_string(Schedule v) { return spell(v, kSchedules); }
+const char* to_string(LoadBalance v) { return spell(v, kLoadBalances); }
+const char* to_string(Checkpointing v) { return spell(v, kCheckpointings); }
+const char* to_string(Workload v) { return spell(v, kWorkloads); }
+const char* to_string(Passes v) { return spell(v, kPasses); }
+
+Strategy parse_strategy(const std::string& s, const std::string& where, const std::string& field) {
+  return parse_enum(s, kStrategies, where, field);
+}
+Schedule parse_schedule(const std::string& s, const std::string& where, const std::string& field) {
+  return parse_enum(s, kSchedules, where, field);
+}
+LoadBalance parse_load_balance(const std::string& s, const std::string& where, const std::string& field) {
+  return parse_enum(s, kLoadBalances, where, field);
+}
+Checkpointing parse_checkpointing(const std::string& s, const std::string& where, const std::string& field) {
+  return parse_enum(s, kCheckpointings, where, field);
+}
+Workload parse_workload(const std::string& s, const std::string& where, const std::string& field) {
+  return parse_enum(s, kWorkloads, where, field);
+}
+Passes parse_passes(const std::string& s, const std::string& where, const std::string& field) {
+  return parse_enum(s, kPasses, where, field);
+}
+
+// ---- JSON -------------------------------------------------------------------------------
+
+namespace {
+
+nlohmann::json memory_json(const MemoryBreakdown& m) {
+  return {{"model_states", m.model_states / kGiB},   {"layer_buffers", m.layer_buffers / kGiB},
+          {"activations", m.activations / kGiB},     {"working_set", m.working_set / kGiB},
+          {"runtime_reserve", m.runtime_reserve / kGiB}, {"total", m.total() / kGiB}};
+}
+
+}  // namespace
+
+nlohmann::json plan_to_json(const Plan& plan) {
+  const Job& j = plan.job;
+  const PlanChoice& c = plan.choice;
+  const Prediction& p = plan.predicted;
+  nlohmann::json out;
+  out["model"] = j.model;
+  out["topology"] = j.topology;
+  out["gpus"] = j.gpus;
+  out["seq_len"] = j.seq_len;
+  out["batch_tokens"] = j.batch_tokens;
+  out["causal"] = j.causal;
+  out["workload"] = to_string(j.workload);
+  out["passes"] = to_string(j.passes);
+  out["plan"] = {{"strategy", to_string(c.strategy)},
+                 {"cp", c.cp},
+                 {"dp", c.dp},
+                 {"schedule", to_string(c.schedule)},
+                 {"order_name", c.order_name},
+                 {"order", c.order},
+                 {"load_balance", to_string(c.load_balance)},
+                 {"block_q", c.block_q},
+                 {"block_kv", c.block_kv},
+                 {"kv_subblocks", c.kv_subblocks},
+                 {"checkpointing", to_string(c.checkpointing)},
+                 {"grad_accum", c.grad_accum}};
+  out["predicted"] = {{"step_time_s", p.step_time_s},
+                      {"tokens_per_s", p.tokens_per_s},
+                      {"mfu", p.mfu},
+                      {"comm_overhead", p.comm_overhead},
+                      {"memory_gib_per_gpu", p.memory_bytes_per_gpu / kGiB},
+                      {"fits", p.fits},
+                      {"scaling_efficiency", p.scaling_efficiency},
+                      {"attention_compute_s", p.attention_compute_s},
+                      {"linear_compute_s", p.linear_compute_s},
+                      {"exposed_comm_s", p.exposed_comm_s},
+                      {"fsdp_exposed_s", p.fsdp_exposed_s},
+                      {"overlap_threshold_tokens", p.overlap_threshold_tokens},
+                      {"memory_gib", memory_json(p.memory)},
+                      {"why_not", p.why_not}};
+  nlohmann::json baselines = nlohmann::json::array();
+  for (const Baseline& b : plan.baselines) {
+    baselines.push_back({{"strategy", to_string(b.strategy)},
+                         {"feasible", b.feasible},
+                         {"fits", b.fits},
+                         {"memory_gib_per_gpu", b.memory_bytes_per_gpu / kGiB},
+                         {"tokens_per_s", b.tokens_per_s},
+                         {"step_time_s", b.step_time_s},
+                         {"cp", b.cp},
+                         {"dp", b.dp},
+                         {"why_not", b.why_not}});
+  }
+  out["baselines"] = std::move(baselines);
+  return out;
+}
+
+// ---- YAML writing -----------------------------------------------------------------------
+
+namespace {
+
+// Predictions are informational: 6 significant digits keep the file readable.
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string plan_to_yaml_string(const Plan& plan) {
+  const Job& j = plan.job;
+  const PlanChoice& c = plan.choice;
+  const Prediction& p = plan.predicted;
+  YAML::Emitter e;
+  e << YAML::Comment("ringmaster plan: read by `ringmaster simulate`, `run` and `validate`") << YAML::Newline;
+  e << YAML::BeginMap;
+  e << YAML::Key << "format" << YAML::Value << 1;
+  e << YAML::Key << "model" << YAML::Value << j.model;
+  e << YAML::Key << "topology" << YAML::Value << j.topology;
+  e << YAML::Key << "gpus" << YAML::Value << j.gpus;
+  e << YAML::Key << "seq_len" << YAML::Value << j.seq_len;
+  if (j.batch_tokens > 0) e << YAML::Key << "batch_tokens" << YAML::Value << j.batch_tokens;
+  e << YAML::Key << "causal" << YAML::Value << j.causal;
+  e << YAML::Key << "workload" << YAML::Value << to_string(j.workload);
+  e << YAML::Key << "passes" << YAML::Value << to_string(j.passes);
+
+  e << YAML::Key << "plan" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "strategy" << YAML::Value << to_string(c.strategy);
+  e << YAML::Key << "cp" << YAML::Value << c.cp;
+  e << YAML::Key << "dp" << YAML::Value << c.dp;
+  e << YAML::Key << "schedule" << YAML::Value << to_string(c.schedule);
+  e << YAML::Key << "order_name" << YAML::Value << c.order_name;
+  e << YAML::Key << "order" << YAML::Value << YAML::Flow << c.order;
+  e << YAML::Key << "load_balance" << YAML::Value << to_string(c.load_balance);
+  e << YAML::Key << "block_q" << YAML::Value << c.block_q;
+  e << YAML::Key << "block_kv" << YAML::Value << c.block_kv;
+  e << YAML::Key << "kv_subblocks" << YAML::Value << c.kv_subblocks;
+  e << YAML::Key << "checkpointing" << YAML::Value << to_string(c.checkpointing);
+  e << YAML::Key << "grad_accum" << YAML::Value << c.grad_accum;
+  e << YAML::EndMap;
+
+  e << YAML::Key << "predicted" << YAML::Value;
+  e << YAML::Comment("informational: what the planner predicted; not needed to run the plan");
+  e << YAML::BeginMap;
+  e << YAML::Key << "step_time_s" << YAML::Value << num(p.step_time_s);
+  e << YAML::Key << "tokens_per_s" << YAML::Value << num(p.tokens_per_s);
+  e << YAML::Key << "mfu" << YAML::Value << num(p.mfu);
+  e << YAML::Key << "comm_overhead" << YAML::Value << num(p.comm_overhead);
+  e << YAML::Key << "memory_gib_per_gpu" << YAML::Value << num(p.memory_bytes_per_gpu / kGiB);
+  e << YAML::Key << "fits" << YAML::Value << p.fits;
+  e << YAML::Key << "scaling_efficiency" << YAML::Value << num(p.scaling_efficiency);
+  e << YAML::Key << "attention_compute_s" << YAML::Value << num(p.attention_compute_s);
+  e << YAML::Key << "linear_compute_s" << YAML::Value << num(p.linear_compute_s);
+  e << YAML::Key << "exposed_comm_s" << YAML::Value << num(p.exposed_comm_s);
+  e << YAML::Key << "fsdp_exposed_s" << YAML::Value << num(p.fsdp_exposed_s);
+  e << YAML::Key << "overlap_threshold_tokens" << YAML::Value << num(p.overlap_threshold_tokens);
+  e << YAML::Key << "memory_gib" << YAML::Value << YAML::BeginMap;
+  const MemoryBreakdown& m = p.memory;
+  e << YAML::Key << "model_states" << YAML::Value << num(m.model_states / kGiB);
+  e << YAML::Key << "layer_buffers" << YAML::Value << num(m.layer_buffers / kGiB);
+  e << YAML::Key << "activations" << YAML::Value << num(m.activations / kGiB);
+  e << YAML::Key << "working_set" << YAML::Value << num(m.working_set / kGiB);
+  e << YAML::Key << "runtime_reserve" << YAML::Value << num(m.runtime_reserve / kGiB);
+  e << YAML::EndMap;
+  e << YAML::Key << "why_not" << YAML::Value << p.why_not;
+  e << YAML::EndMap;
+
+  e << YAML::Key << "baselines" << YAML::Value << YAML::BeginSeq;
+  for (const Baseline& b : plan.baselines) {
+    e << YAML::Flow << YAML::BeginMap;
+    e << YAML::Key << "strategy" << YAML::Value << to_string(b.strategy);
+    e << YAML::Key << "feasible" << YAML::Value << b.feasible;
+    e << YAML::Key << "fits" << YAML::Value << b.fits;
+    e << YAML::Key << "memory_gib_per_gpu" << YAML::Value << num(b.memory_bytes_per_gpu / kGiB);
+    e << YAML::Key << "tokens_per_s" << YAML::Value << num(b.tokens_per_s);
+    e << YAML::Key << "step_time_s" << YAML::Value << num(b.step_time_s);
+    e << YAML::Key << "cp" << YAML::Value << b.cp;
+    e << YAML::Key << "dp" << YAML::Value << b.dp;
+    e << YAML::Key << "why_not" << YAML::Value << b.why_not;
+    e << YAML::EndMap;
+  }
+  e << YAML::EndSeq;
+  e << YAML::EndMap;
+  return std::string(e.c_str()) + "\n";
+}
+
+void write_plan_yaml(const Plan& plan, const std::string& path) {
+  write_file_atomically(path, plan_to_yaml_string(plan));
+}
+
+// ---- YAML reading -----------------------------------------------------------------------
+
+namespace {
+
+int64_t size_field(const YamlMap& m, const std::string& key) {
+  return parse_size(m.str(key), m.location(key), m.field(key));
+}
+
+int int_field(const YamlMap& m, const std::string& key, int64_t lo) {
+  return static_cast<int>(m.integer(key, Range{static_cast<double>(lo), false, 1e9, false}));
+}
+
+PlanChoice read_choice(const YamlMap& m, int gpus) {
+  PlanChoice c;
+  c.strategy = parse_strategy(m.str("strategy"), m.location("strategy"), m.field("strategy"));
+  c.cp = int_field(m, "cp", 1);
+  c.dp = int_field(m, "dp", 1);
+  if (static_cast<int64_t>(c.cp) * c.dp != gpus) {
+    m.fail("dp", "expected cp * dp == gpus " + std::to_string(gpus) + " (got " + std::to_string(c.cp) +
+                     " * " + std::to_string(c.dp) + ")");
+  }
+  c.schedule = parse_schedule(m.str("schedule"), m.location("schedule"), m.field("schedule"));
+  c.order_name = m.str_or("order_name", "custom");
+  const auto order = m.int_list("order", Range::non_negative());
+  if (static_cast<int>(order.size()) != gpus) {
+    m.fail("order", "expected a permutation of the " + std::to_string(gpus) + " GPU ids 0.." +
+                        std::to_string(gpus - 1) + " (got " + std::to_string(order.size()) + " ids)");
+  }
+  std::vector<char> seen(gpus, 0);
+  for (int64_t id : order) {
+    if (id >= gpus || seen[id]) {
+      m.fail("order", "expected a permutation of GPU ids 0.." + std::to_string(gpus - 1) + " (id " +
+                          std::to_string(id) + (id >= gpus ? " is out of range)" : " appears twice)"));
+    }
+    seen[id] = 1;
+    c.order.push_back(static_cast<int>(id));
+  }
+  c.load_balance = parse_load_balance(m.str("load_balance"), m.location("load_balance"), m.field("load_balance"));
+  c.block_q = int_field(m, "block_q", 1);
+  c.block_kv = int_field(m, "block_kv", 1);
+  c.kv_subblocks = int_field(m, "kv_subblocks", 1);
+  c.checkpointing =
+      parse_checkpointing(m.str("checkpointing"), m.location("checkpointing"), m.field("checkpointing"));
+  c.grad_accum = static_cast<int>(m.integer_or("grad_accum", 1, Range{1, false, 1e9, false}));
+  m.finish();
+  return c;
+}
+
+Prediction read_predicted(const YamlMap& m) {
+  const Range any = Range::non_negative();
+  Prediction p;
+  p.step_time_s = m.number_or("step_time_s", 0, any);
+  p.tokens_per_s = m.number_or("tokens_per_s", 0, any);
+  p.mfu = m.number_or("mfu", 0, any);
+  p.comm_overhead = m.number_or("comm_overhead", 0, any);
+  p.memory_bytes_per_gpu = m.number_or("memory_gib_per_gpu", 0, any) * kGiB;
+  p.fits = m.boolean_or("fits", false);
+  p.scaling_efficiency = m.number_or("scaling_efficiency", 0, any);
+  p.attention_compute_s = m.number_or("attention_compute_s", 0, any);
+  p.linear_compute_s = m.number_or("linear_compute_s", 0, any);
+  p.exposed_comm_s = m.number_or("exposed_comm_s", 0, any);
+  p.fsdp_exposed_s = m.number_or("fsdp_exposed_s", 0, any);
+  p.overlap_threshold_tokens = m.number_or("overlap_threshold_tokens", 0, any);
+  if (m.has("memory_gib")) {
+    const YamlMap mem = m.map("memory_gib");
+    p.memory.model_states = mem.number_or("model_states", 0, any) * kGiB;
+    p.memory.layer_buffers = mem.number_or("layer_buffers", 0, any) * kGiB;
+    p.memory.activations = mem.number_or("activations", 0, any) * kGiB;
+    p.memory.working_set = mem.number_or("working_set", 0, any) * kGiB;
+    p.memory.runtime_reserve = mem.number_or("runtime_reserve", 0, any) * kGiB;
+    mem.number_or("total", 0, any);  // derived; accepted and recomputed
+    mem.finish();
+  }
+  p.why_not = m.str_or("why_not", "");
+  m.finish();
+  return p;
+}
+
+Baseline read_baseline(const YamlMap& m) {
+  const Range any = Range::non_negative();
+  Baseline b;
+  b.strategy = parse_strategy(m.str("strategy"), m.location("strategy"), m.field("strategy"));
+  b.feasible = m.boolean_or("feasible", true);
+  b.fits = m.boolean_or("fits", false);
+  b.memory_bytes_per_gpu = m.number_or("memory_gib_per_gpu", 0, any) * kGiB;
+  b.tokens_per_s = m.number_or("tokens_per_s", 0, any);
+  b.step_time_s = m.number_or("step_time_s", 0, any);
+  b.cp = static_cast<int>(m.integer_or("cp", 1, Range{1, false, 1e9, false}));
+  b.dp = static_cast<int>(m.integer_or("dp", 1, Range{1, false, 1e9, false}));
+  b.why_not = m.str_or("why_not", "");
+  m.finish();
+  return b;
+}
+
+}  // namespace
+
+Plan read_plan_yaml(const std::string& path) {
+  const YamlMap root(load_yaml(read_text_file(path), path), path);
+  if (root.has("format") && root.integer("format", Range::at_least(0)) != 1) {
+    root.fail("format", "expected 1 (this ringmaster reads plan format 1)");
+  }
+  Plan plan;
+  Job& j = plan.job;
+  j.model = root.str("model");
+  j.topology = root.str("topology");
+  j.gpus = int_field(root, "gpus", 1);
+  j.seq_len = size_field(root, "seq_len");
+  j.batch_tokens = root.has("batch_tokens") ? size_field(root, "batch_tokens") : 0;
+  j.causal = root.boolean_or("causal", true);
+  j.workload = root.has("workload") ? parse_workload(root.str("workload"), root.location("workload"), root.field("workload"))
+                                    : Workload::kStep;
+  j.passes = root.has("passes") ? parse_passes(root.str("passes"), root.location("passes"), root.field("passes"))
+                                : Passes::kForwardBackward;
+  plan.choice = read_choice(root.map("plan"), j.gpus);
+  if (root.has("predicted")) plan.predicted = read_predicted(root.map("predicted"));
+  if (root.has("baselines")) {
+    const YAML::Node list = root.node("baselines");
+    if (!list.IsSequence()) root.fail("baselines", "expected a list (got " + describe_node(list) + ")");
+    for (size_t i = 0; i < list.size(); ++i) {
+      plan.baselines.push_back(read_baseline(YamlMap(list[i], path, "baselines[" + std::to_string(i) + "]")));
+    }
+  }
+  root.finish();
+  return plan;
+}
+
+}  // namespace rm

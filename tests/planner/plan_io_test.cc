@@ -1,0 +1,165 @@
+// plan.yaml round trip, the plan JSON contract, enum spellings.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "planner/input_error.h"
+#include "planner/plan.h"
+#include "planner/units.h"
+
+namespace {
+
+rm::Plan sample_plan() {
+  rm::Plan p;
+  p.job.model = "llama2-7b";
+  p.job.topology = "dgx-a100-ib";
+  p.job.gpus = 16;
+  p.job.seq_len = 1 << 20;
+  p.job.batch_tokens = 2 << 20;
+  p.job.causal = true;
+  p.job.workload = rm::Workload::kLayer;
+  p.job.passes = rm::Passes::kForward;
+  p.choice.strategy = rm::Strategy::kRing;
+  p.choice.cp = 8;
+  p.choice.dp = 2;
+  p.choice.schedule = rm::Schedule::kHierarchical;
+  p.choice.order_name = "snake";
+  p.choice.order.resize(16);
+  std::iota(p.choice.order.rbegin(), p.choice.order.rend(), 0);  // 15, 14, ..., 0
+  p.choice.load_balance = rm::LoadBalance::kStriped;
+  p.choice.block_q = 64;
+  p.choice.block_kv = 128;
+  p.choice.kv_subblocks = 4;
+  p.choice.checkpointing = rm::Checkpointing::kSelective;
+  p.choice.grad_accum = 3;
+  p.predicted.step_time_s = 12.5;
+  p.predicted.tokens_per_s = 167772.16;
+  p.predicted.mfu = 0.41;
+  p.predicted.fits = true;
+  p.predicted.memory_bytes_per_gpu = 61.5 * rm::kGiB;
+  p.predicted.memory.activations = 40 * rm::kGiB;
+  p.predicted.why_not = "";
+  rm::Baseline b;
+  b.strategy = rm::Strategy::kUlysses;
+  b.feasible = false;
+  b.why_not = "32 kv heads do not split over 16 GPUs' ... ";
+  p.baselines.push_back(b);
+  return p;
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("rm_plan_io_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+}  // namespace
+
+TEST_CASE("every enum spelling round-trips, bad ones list the valid spellings") {
+  using namespace rm;
+  for (auto v : {Strategy::kRing, Strategy::kFlashFsdp, Strategy::kAllGatherCp, Strategy::kUlysses}) {
+    CHECK(parse_strategy(to_string(v), "w", "f") == v);
+  }
+  for (auto v : {Schedule::kFlat, Schedule::kBidirectional, Schedule::kHierarchical}) {
+    CHECK(parse_schedule(to_string(v), "w", "f") == v);
+  }
+  for (auto v : {LoadBalance::kContiguous, LoadBalance::kStriped, LoadBalance::kZigzag}) {
+    CHECK(parse_load_balance(to_string(v), "w", "f") == v);
+  }
+  for (auto v : {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull}) {
+    CHECK(parse_checkpointing(to_string(v), "w", "f") == v);
+  }
+  for (auto v : {Workload::kAttention, Workload::kLayer, Workload::kStep}) {
+    CHECK(parse_workload(to_string(v), "w", "f") == v);
+  }
+  for (auto v : {Passes::kForward, Passes::kForwardBackward}) CHECK(parse_passes(to_string(v), "w", "f") == v);
+  CHECK(std::string(to_string(Strategy::kAllGatherCp)) == "allgather-cp");
+  CHECK(std::string(to_string(Passes::kForwardBackward)) == "forward-backward");
+  CHECK_THROWS_WITH_AS(parse_schedule("ring", "--schedule", "schedule"),
+                       "--schedule: schedule: expected one of flat, bidirectional, hierarchical (got 'ring')",
+                       InputError);
+}
+
+TEST_CASE("plan.yaml round trip") {
+  const rm::Plan p = sample_plan();
+  const std::string path = temp_path("a.yaml");
+  rm::write_plan_yaml(p, path);
+  const rm::Plan q = rm::read_plan_yaml(path);
+  std::filesystem::remove(path);
+  CHECK(q.job.model == p.job.model);
+  CHECK(q.job.topology == p.job.topology);
+  CHECK(q.job.gpus == 16);
+  CHECK(q.job.seq_len == 1048576);
+  CHECK(q.job.batch_tokens == 2097152);
+  CHECK(q.job.workload == rm::Workload::kLayer);
+  CHECK(q.job.passes == rm::Passes::kForward);
+  CHECK(q.choice.order == p.choice.order);
+  CHECK(q.choice.order_name == "snake");
+  CHECK(q.choice.schedule == rm::Schedule::kHierarchical);
+  CHECK(q.choice.load_balance == rm::LoadBalance::kStriped);
+  CHECK(q.choice.checkpointing == rm::Checkpointing::kSelective);
+  CHECK(q.choice.block_q == 64);
+  CHECK(q.choice.block_kv == 128);
+  CHECK(q.choice.kv_subblocks == 4);
+  CHECK(q.choice.grad_accum == 3);
+  CHECK(q.predicted.step_time_s == doctest::Approx(12.5));
+  CHECK(q.predicted.memory_bytes_per_gpu == doctest::Approx(61.5 * rm::kGiB).epsilon(1e-5));
+  CHECK(q.predicted.memory.activations == doctest::Approx(40 * rm::kGiB).epsilon(1e-5));
+  CHECK(q.predicted.fits);
+  REQUIRE(q.baselines.size() == 1);
+  CHECK(q.baselines[0].strategy == rm::Strategy::kUlysses);
+  CHECK_FALSE(q.baselines[0].feasible);
+  CHECK(q.baselines[0].why_not == p.baselines[0].why_not);
+  // Writing what was read gives the same text.
+  CHECK(rm::plan_to_yaml_string(q) == rm::plan_to_yaml_string(p));
+}
+
+TEST_CASE("a plan without predictions reads; sizes may be written 1M") {
+  const std::string path = temp_path("b.yaml");
+  std::ofstream(path) << "model: tiny\ntopology: cpu-local\ngpus: 2\nseq_len: 8k\n"
+                         "plan: {strategy: ring, cp: 2, dp: 1, schedule: flat, order: [1, 0],\n"
+                         "       load_balance: zigzag, block_q: 64, block_kv: 64, kv_subblocks: 1,\n"
+                         "       checkpointing: none}\n";
+  const rm::Plan q = rm::read_plan_yaml(path);
+  std::filesystem::remove(path);
+  CHECK(q.job.seq_len == 8192);
+  CHECK(q.job.batch_tokens == 0);
+  CHECK(q.job.workload == rm::Workload::kStep);
+  CHECK(q.choice.order == std::vector<int>{1, 0});
+  CHECK(q.choice.order_name == "custom");
+  CHECK(q.choice.grad_accum == 1);
+}
+
+TEST_CASE("write_plan_yaml into a missing folder is an InputError and leaves nothing") {
+  CHECK_THROWS_AS(rm::write_plan_yaml(sample_plan(), "/nonexistent-dir/plan.yaml"), rm::InputError);
+}
+
+TEST_CASE("plan JSON carries the contract's keys") {
+  const nlohmann::json j = rm::plan_to_json(sample_plan());
+  for (const char* k : {"model", "topology", "gpus", "seq_len", "plan", "predicted", "baselines",
+                        "batch_tokens", "causal", "workload", "passes"}) {
+    CHECK_MESSAGE(j.contains(k), k);
+  }
+  for (const char* k : {"strategy", "cp", "dp", "schedule", "order", "load_balance", "block_q", "block_kv",
+                        "kv_subblocks", "checkpointing", "grad_accum", "order_name"}) {
+    CHECK_MESSAGE(j["plan"].contains(k), k);
+  }
+  for (const char* k : {"step_time_s", "tokens_per_s", "mfu", "comm_overhead", "memory_gib_per_gpu", "fits",
+                        "scaling_efficiency", "memory_gib"}) {
+    CHECK_MESSAGE(j["predicted"].contains(k), k);
+  }
+  for (const char* k : {"strategy", "feasible", "fits", "memory_gib_per_gpu", "tokens_per_s", "step_time_s",
+                        "cp", "dp", "why_not"}) {
+    CHECK_MESSAGE(j["baselines"][0].contains(k), k);
+  }
+  CHECK(j["plan"]["order"][0] == 15);
+  CHECK(j["plan"]["schedule"] == "hierarchical");
+  CHECK(j["predicted"]["memory_gib_per_gpu"].get<double>() == doctest::Approx(61.5));
+  CHECK(j["seq_len"] == 1048576);
+}
