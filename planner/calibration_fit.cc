@@ -83,61 +83,93 @@ double predict_kernel_seconds(const KernelCurve& curve, double peak_flops, const
   return s.backward ? t * curve.backward_factor : t;
 }
 
-KernelFit fit_kernel_curve(const std::vector<KernelSample>& samples, double peak_flops) {
-  std::vector<double> inv_f, fwd_t, fwd_flops;
-  std::vector<const KernelSample*> fwd, bwd;
-  std::set<double> distinct;
+namespace {
+
+// Splits samples into forward and backward and checks them.
+void split_kernel_samples(const std::vector<KernelSample>& samples,
+                          std::vector<const KernelSample*>& fwd, std::vector<const KernelSample*>& bwd) {
   for (const auto& s : samples) {
     if (s.block_q <= 0 || s.block_kv <= 0 || s.head_dim <= 0 || !(s.forward_flops > 0))
       fail_input("calibration", "attention kernel sample",
                  "block_q, block_kv, head_dim and flops must be > 0");
+    if (!(s.seconds > 0) || !std::isfinite(s.seconds))
+      fail_input("calibration", "attention kernel seconds",
+                 "every measured value must be a finite number > 0 (got " + std::to_string(s.seconds) + ")");
     (s.backward ? bwd : fwd).push_back(&s);
   }
-  for (const auto* s : fwd) {
-    double tile_flops = 4.0 * s->block_q * s->block_kv * s->head_dim;
-    inv_f.push_back(1.0 / tile_flops);
-    distinct.insert(tile_flops);
-    // Time per FLOP scaled by peak: 1/eff for this point.
-    fwd_t.push_back(s->seconds * peak_flops / s->forward_flops);
-  }
-  require_positive(fwd_t, "attention kernel seconds");
-  if (distinct.size() < 2)
-    fail_input("calibration", "attention kernel",
-               "needs forward timings of at least 2 different tile sizes (got " +
-                   std::to_string(distinct.size()) + ")");
+  if (fwd.empty()) fail_input("calibration", "attention kernel", "needs forward timings (got none)");
+}
 
-  // 1/eff = 1/max_eff + (half_flops/max_eff) * (1/F).
-  Eigen::Vector2d c = relative_line(inv_f, fwd_t);
-  KernelFit fit;
-  if (c(1) < 0) {
-    // Larger tiles measured slower (cache spills dominate): no per-tile overhead is
-    // visible, so the curve is flat at the mean efficiency.
-    c(1) = 0;
-    c(0) = relative_scale(std::vector<double>(fwd_t.size(), 1.0), fwd_t);
-  }
-  fit.curve.max_efficiency = 1.0 / c(0);
-  fit.curve.half_flops = c(1) / c(0);
-
+// Quality of the forward curve, then backward_factor and its quality.
+void finish_kernel_fit(KernelFit& fit, double peak_flops, const std::vector<const KernelSample*>& fwd,
+                       const std::vector<const KernelSample*>& bwd) {
   std::vector<double> pred, meas;
   for (const auto* s : fwd) {
     pred.push_back(predict_kernel_seconds(fit.curve, peak_flops, *s));
     meas.push_back(s->seconds);
   }
   fit.forward = fit_quality(pred, meas);
-
-  if (!bwd.empty()) {
-    std::vector<double> bpred, bmeas;
-    KernelCurve fwd_only = fit.curve;
-    fwd_only.backward_factor = 1;
-    for (const auto* s : bwd) {
-      bpred.push_back(predict_kernel_seconds(fwd_only, peak_flops, *s));
-      bmeas.push_back(s->seconds);
-    }
-    require_positive(bmeas, "attention backward seconds");
-    fit.curve.backward_factor = relative_scale(bpred, bmeas);
-    for (double& p : bpred) p *= fit.curve.backward_factor;
-    fit.backward = fit_quality(bpred, bmeas);
+  if (bwd.empty()) return;
+  std::vector<double> bpred, bmeas;
+  KernelCurve fwd_only = fit.curve;
+  fwd_only.backward_factor = 1;
+  for (const auto* s : bwd) {
+    bpred.push_back(predict_kernel_seconds(fwd_only, peak_flops, *s));
+    bmeas.push_back(s->seconds);
   }
+  fit.curve.backward_factor = relative_scale(bpred, bmeas);
+  for (double& p : bpred) p *= fit.curve.backward_factor;
+  fit.backward = fit_quality(bpred, bmeas);
+}
+
+}  // namespace
+
+KernelFit fit_kernel_curve(const std::vector<KernelSample>& samples, double peak_flops) {
+  std::vector<const KernelSample*> fwd, bwd;
+  split_kernel_samples(samples, fwd, bwd);
+  std::vector<double> inv_f, inv_eff;
+  std::set<double> distinct;
+  for (const auto* s : fwd) {
+    double tile_flops = 4.0 * s->block_q * s->block_kv * s->head_dim;
+    inv_f.push_back(1.0 / tile_flops);
+    distinct.insert(tile_flops);
+    inv_eff.push_back(s->seconds * peak_flops / s->forward_flops);  // 1/eff of this point
+  }
+  if (distinct.size() < 2)
+    fail_input("calibration", "attention kernel",
+               "needs forward timings of at least 2 different tile sizes (got " +
+                   std::to_string(distinct.size()) + ")");
+
+  // 1/eff = 1/max_eff + (half_flops/max_eff) * (1/F).
+  Eigen::Vector2d c = relative_line(inv_f, inv_eff);
+  if (c(1) < 0) {
+    // Larger tiles measured slower (cache spills dominate): no per-tile overhead is
+    // visible, so the curve is flat at the mean efficiency.
+    c(1) = 0;
+    c(0) = relative_scale(std::vector<double>(inv_eff.size(), 1.0), inv_eff);
+  }
+  KernelFit fit;
+  fit.curve.max_efficiency = 1.0 / c(0);
+  fit.curve.half_flops = c(1) / c(0);
+  finish_kernel_fit(fit, peak_flops, fwd, bwd);
+  return fit;
+}
+
+KernelFit fit_kernel_height(const std::vector<KernelSample>& samples, double peak_flops,
+                            double half_flops) {
+  std::vector<const KernelSample*> fwd, bwd;
+  split_kernel_samples(samples, fwd, bwd);
+  KernelFit fit;
+  fit.curve.max_efficiency = 1;
+  fit.curve.half_flops = half_flops;
+  std::vector<double> pred, meas;
+  for (const auto* s : fwd) {
+    pred.push_back(predict_kernel_seconds(fit.curve, peak_flops, *s));
+    meas.push_back(s->seconds);
+  }
+  // Seconds scale as 1/max_efficiency.
+  fit.curve.max_efficiency = 1.0 / relative_scale(pred, meas);
+  finish_kernel_fit(fit, peak_flops, fwd, bwd);
   return fit;
 }
 

@@ -59,6 +59,10 @@ struct KernelFit {
 // Needs at least 2 forward samples with distinct tile FLOPs; throws InputError otherwise.
 // `peak_flops` is the device peak the efficiencies are fractions of.
 KernelFit fit_kernel_curve(const std::vector<KernelSample>& samples, double peak_flops);
+// The same fit with half_flops fixed (records of one tile size show the curve's height,
+// not its shape): fits max_efficiency and backward_factor only. Needs 1 forward sample.
+KernelFit fit_kernel_height(const std::vector<KernelSample>& samples, double peak_flops,
+                            double half_flops);
 // Seconds the curve predicts for a sample (the planner's formula, kept next to the fit).
 double predict_kernel_seconds(const KernelCurve& curve, double peak_flops, const KernelSample& s);
 

@@ -1,5 +1,6 @@
 #include "planner/profile.h"
 
+#include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <set>
@@ -92,6 +93,7 @@ Profile parse_profile(const std::string& yaml_text, const std::string& source) {
     }
     links.finish();
     p.overlap_interference = par.number("overlap_interference", Range::at_least(1));
+    p.transfer_overlap = par.number("transfer_overlap", Range{0, false, 1, false});
     par.finish();
   }
   if (top.has("fits")) {
@@ -148,6 +150,8 @@ std::string profile_to_yaml_string(const Profile& p) {
   out << YAML::EndMap;
   out << YAML::Key << "overlap_interference" << YAML::Value << p.overlap_interference
       << YAML::Comment("compute time while transfers run over compute time alone");
+  out << YAML::Key << "transfer_overlap" << YAML::Value << p.transfer_overlap
+      << YAML::Comment("share of a transfer that proceeds while computing (0..1)");
   out << YAML::EndMap;
   out << YAML::Key << "fits" << YAML::Value << YAML::BeginMap;
   for (const auto& [name, q] : p.fits) {
@@ -213,6 +217,28 @@ std::vector<std::string> profile_mismatches(const Profile& p, const Topology& to
                   "'; the topology's values are used for it");
   }
   return why;
+}
+
+void apply_profile(const Profile& p, CostParams& params) {
+  const double rescale = p.peak_flops / params.peak_flops;
+  const double tile_limit = params.attention.tile_bytes_limit;
+  params.attention = p.attention;
+  params.attention.tile_bytes_limit = tile_limit;
+  params.attention.max_efficiency *= rescale;
+  params.gemm_efficiency = p.gemm_efficiency * rescale;
+  params.overlap_interference = p.overlap_interference;
+  params.transfer_overlap = p.transfer_overlap;
+  for (const auto& [cls, l] : p.links)
+    params.links[static_cast<int>(cls)] = {l.alpha_s, l.beta_bytes_per_s};
+}
+
+void load_and_apply_profile(const std::string& path, const Fabric& fabric, CostParams& params) {
+  Profile p = read_profile(path);
+  std::vector<LinkClass> classes;
+  for (const Link& l : fabric.links()) classes.push_back(l.cls);
+  for (const auto& why : profile_mismatches(p, fabric.topology(), classes))
+    std::fprintf(stderr, "ringmaster: warning: %s: %s\n", path.c_str(), why.c_str());
+  apply_profile(p, params);
 }
 
 }  // namespace rm

@@ -17,6 +17,8 @@
 //     links:                        # the link classes it covers (topology.h LinkClass)
 //       shared-memory: {alpha_s: 2.0e-6, beta_bytes_per_s: 5.0e9}
 //     overlap_interference: 1.05   # compute slowdown while transfers run (>= 1)
+//     transfer_overlap: 0.0        # share of a transfer that proceeds during compute
+//                                  # (1: DMA engines / NCCL; ~0: MPI without progress)
 //   fits:                          # per fitted curve; residuals relative, as fractions
 //     attention_forward: {points: 24, r2: 0.99, mape: 0.03, mean_residual: 0.0,
 //                         max_abs_residual: 0.08, p90_abs_residual: 0.05}
@@ -33,6 +35,7 @@
 #include <vector>
 
 #include "planner/calibration_fit.h"
+#include "planner/cost_params.h"
 #include "planner/kernel_efficiency.h"
 #include "planner/topology.h"
 
@@ -59,8 +62,9 @@ struct Profile {
   double gemm_efficiency = 0;
   std::map<LinkClass, LinkParams> links;
   double overlap_interference = 1;
+  double transfer_overlap = 1;
   // Fitted curve name ("attention_forward", "attention_backward", "gemm",
-  // "link_shared-memory", "interference") -> how well it fits.
+  // "link_shared-memory", "interference", "transfer_overlap") -> how well it fits.
   std::map<std::string, FitQuality> fits;
   std::vector<std::string> sources;
 };
@@ -84,5 +88,15 @@ std::string iso8601_now();
 // it matches. One line per reason, for people (the CLI prints them as warnings).
 std::vector<std::string> profile_mismatches(const Profile& p, const Topology& topo,
                                             const std::vector<LinkClass>& fabric_classes);
+
+// Overwrites `params` with the profile's parameters: kernel curve (tile_bytes_limit kept),
+// GEMM efficiency, interference, transfer overlap, and alpha/beta of every link class the profile covers.
+// Efficiencies are rescaled from the profile's peak to params.peak_flops, so the FLOP/s
+// the profile measured is what the cost model charges.
+void apply_profile(const Profile& p, CostParams& params);
+
+// Reads the profile at `path`, applies it for `fabric`, and prints each of
+// profile_mismatches() on stderr as "ringmaster: warning: <path>: ...".
+void load_and_apply_profile(const std::string& path, const Fabric& fabric, CostParams& params);
 
 }  // namespace rm

@@ -59,6 +59,7 @@ parameters:
   links:
     shared-memory: {alpha_s: 2.0e-6, beta_bytes_per_s: 5.0e9}
   overlap_interference: 1.05
+  transfer_overlap: 0.25
 fits:
   gemm: {points: 4, r2: 0.99, mape: 0.01, mean_residual: 0, max_abs_residual: 0.02, p90_abs_residual: 0.02}
 sources: [unit test]
@@ -151,6 +152,7 @@ TEST_CASE("profile round trip through a file") {
   CHECK(q.attention.backward_factor == doctest::Approx(2.9));
   CHECK(q.links.at(LinkClass::kSharedMemory).alpha_s == doctest::Approx(2e-6));
   CHECK(q.overlap_interference == doctest::Approx(1.05));
+  CHECK(q.transfer_overlap == doctest::Approx(0.25));
   CHECK(q.sources == std::vector<std::string>{"unit test"});
   CHECK(q.date == p.date);
 }
@@ -170,7 +172,7 @@ TEST_CASE("bad profiles name file, line and field") {
   CHECK(with("backend: cpu", "backend: tpu").find("p.yaml:2: hardware.backend: expected cpu or cuda") == 0);
   CHECK(with("format: 1", "format: 7").find("p.yaml:1: format:") == 0);
   CHECK(with("  gemm_efficiency: 0.8\n", "").find("parameters.gemm_efficiency") != std::string::npos);
-  CHECK(with("sources:", "colour: red\nsources:").find("p.yaml:14: colour: unknown key") == 0);
+  CHECK(with("sources:", "colour: red\nsources:").find("p.yaml:15: colour: unknown key") == 0);
 }
 
 TEST_CASE("a profile from other hardware is flagged") {

@@ -1,0 +1,206 @@
+#include "executor/calibration.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "planner/calibration_fit.h"
+#include "planner/input_error.h"
+
+namespace rm::exec {
+namespace {
+
+bool is_kernel(const Measurement& m) {
+  return m.kind == "attention_forward" || m.kind == "attention_backward";
+}
+bool is_compute(const Measurement& m) {
+  return is_kernel(m) || m.kind == "accumulate" || m.kind == "gemm";
+}
+bool is_transfer(const Measurement& m) { return m.kind == "send" || m.kind == "recv"; }
+double end_of(const Measurement& m) { return m.start + m.seconds; }
+// Spans that share more than a sliver of time (clock reads around back-to-back ops
+// touch at their ends).
+bool overlaps(const Measurement& a, const Measurement& b) {
+  const double slack = 1e-7;
+  return a.start < end_of(b) - slack && b.start < end_of(a) - slack;
+}
+
+// The link class a transfer from `src` to `dst` is limited by: the slowest link on its
+// route (the route function of topology.h).
+LinkClass route_class(const Fabric& fabric, int src, int dst) {
+  const auto& route = fabric.route(src, dst);
+  if (route.empty())
+    throw InputError("measurements: a recv record from rank " + std::to_string(src) +
+                     " to itself has no link to calibrate");
+  const Link* slowest = &fabric.links()[route.front()];
+  for (int id : route)
+    if (fabric.links()[id].bytes_per_s < slowest->bytes_per_s) slowest = &fabric.links()[id];
+  return slowest->cls;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+Profile fit_profile(const std::vector<Measurement>& records, const Topology& topo,
+                    const ProfileHardware& hardware, const std::vector<std::string>& sources,
+                    std::vector<std::string>* notes) {
+  auto note = [&](const std::string& s) { if (notes) notes->push_back(s); };
+  const double peak = topo.gpu.peak_flops;
+  Profile p;
+  p.hardware = hardware;
+  p.date = iso8601_now();
+  p.device_kind = topo.gpu.name;
+  p.peak_flops = peak;
+  p.attention = topo.gpu.attention;
+  p.gemm_efficiency = topo.gpu.gemm_efficiency;
+  p.sources = sources;
+
+  // Records of one rank and iteration, the unit inside which spans are compared.
+  std::map<std::pair<int, int>, std::vector<const Measurement*>> groups;
+  int max_rank = 0;
+  for (const Measurement& m : records) {
+    groups[{m.rank, m.iteration}].push_back(&m);
+    max_rank = std::max({max_rank, m.rank, m.peer});
+  }
+
+  std::vector<KernelSample> alone;
+  std::vector<std::pair<KernelSample, double>> overlapped;  // sample, measured seconds
+  std::vector<GemmSample> gemms;
+  std::map<LinkClass, std::vector<TransferSample>> pure;
+  struct Busy { LinkClass cls; double bytes, compute, exposed, span; };
+  std::vector<Busy> busy;
+  std::unique_ptr<Fabric> fabric;
+  auto link_class = [&](int src, int dst) {
+    if (!fabric) fabric = std::make_unique<Fabric>(topo, max_rank + 1);
+    return route_class(*fabric, src, dst);
+  };
+
+  for (const auto& [key, g] : groups) {
+    for (const Measurement* m : g) {
+      if (m->seconds <= 0) continue;
+      if (is_kernel(*m)) {
+        if (m->flops <= 0 || m->block_q <= 0 || m->block_kv <= 0 || m->head_dim <= 0) continue;
+        const bool bwd = m->kind == "attention_backward";
+        KernelSample s{m->block_q, m->block_kv, m->head_dim, bwd,
+                       m->flops / (bwd ? kRecordBackwardFlopsFactor : 1.0), m->seconds};
+        const bool in_flight = std::any_of(g.begin(), g.end(), [&](const Measurement* x) {
+          return is_transfer(*x) && overlaps(*x, *m);
+        });
+        if (in_flight)
+          overlapped.push_back({s, m->seconds});
+        else
+          alone.push_back(s);
+      } else if (m->kind == "gemm" && m->flops > 0) {
+        gemms.push_back({m->flops, m->seconds});
+      } else if (m->kind == "recv" && m->bytes > 0 && m->peer >= 0) {
+        double compute = 0, last_end = -1;
+        double bytes = 0;  // all messages arriving in this span share the link
+        for (const Measurement* x : g) {
+          if (is_compute(*x) && overlaps(*x, *m)) {
+            compute += x->seconds;
+            last_end = std::max(last_end, end_of(*x));
+          }
+          if (x->kind == "recv" && overlaps(*x, *m)) bytes += x->bytes;
+        }
+        const LinkClass cls = link_class(m->peer, m->rank);
+        if (compute == 0)
+          pure[cls].push_back({m->bytes, m->seconds});
+        else if (last_end <= end_of(*m))
+          busy.push_back({cls, bytes, compute, end_of(*m) - last_end, m->seconds});
+      }
+    }
+  }
+
+  // Kernel curve.
+  std::set<double> tile_sizes;
+  for (const auto& s : alone)
+    if (!s.backward) tile_sizes.insert(4.0 * s.block_q * s.block_kv * s.head_dim);
+  if (tile_sizes.empty())
+    throw InputError("measurements: no attention_forward record without a transfer in flight "
+                     "(with tile sizes and head_dim): nothing to fit the kernel curve on");
+  const double limit = p.attention.tile_bytes_limit;
+  KernelFit k;
+  if (tile_sizes.size() < 2) {
+    note("one tile size in the records: half_flops kept from the topology (" +
+         std::to_string(p.attention.half_flops) + "), only max_efficiency fitted");
+    k = fit_kernel_height(alone, peak, p.attention.half_flops);
+  } else {
+    k = fit_kernel_curve(alone, peak);
+  }
+  p.attention = k.curve;
+  p.attention.tile_bytes_limit = limit;
+  p.fits["attention_forward"] = k.forward;
+  if (k.backward.points > 0) {
+    p.fits["attention_backward"] = k.backward;
+  } else {
+    p.attention.backward_factor = topo.gpu.attention.backward_factor;
+    note("no attention_backward records: backward_factor kept at " +
+         std::to_string(p.attention.backward_factor));
+  }
+
+  // Interference: kernels with a transfer in flight against the curve.
+  if (!overlapped.empty()) {
+    std::vector<InterferenceSample> s;
+    for (const auto& [k, sec] : overlapped) s.push_back({predict_kernel_seconds(p.attention, peak, k), sec});
+    InterferenceFit f = fit_interference(s);
+    p.overlap_interference = f.factor;
+    p.fits["interference"] = f.quality;
+  } else {
+    note("no kernel ran with a transfer in flight: overlap_interference = 1");
+  }
+
+  if (!gemms.empty()) {
+    GemmFit g = fit_gemm(gemms, peak);
+    p.gemm_efficiency = g.efficiency;
+    p.fits["gemm"] = g.quality;
+  } else {
+    note("no gemm records: gemm_efficiency kept from the topology (" +
+         std::to_string(p.gemm_efficiency) + ")");
+  }
+
+  for (const auto& [cls, samples] : pure) {
+    std::set<double> sizes;
+    for (const auto& s : samples) sizes.insert(s.bytes);
+    if (sizes.size() < 2) {
+      note(std::string("link class ") + to_string(cls) +
+           ": transfers of one size only; alpha and beta need two (not calibrated)");
+      continue;
+    }
+    LinkFit l = fit_link(samples);
+    p.links[cls] = {l.alpha_s, l.beta_bytes_per_s};
+    p.fits[std::string("link_") + to_string(cls)] = l.quality;
+  }
+  if (p.links.empty()) note("no link calibrated (needs recv records of two sizes or more with nothing computing)");
+
+  // Transfer overlap, where the link of the busy transfer was calibrated.
+  std::vector<double> f;
+  std::vector<const Busy*> used;
+  for (const Busy& b : busy) {
+    auto it = p.links.find(b.cls);
+    if (it == p.links.end()) continue;
+    const double t = it->second.alpha_s + b.bytes / it->second.beta_bytes_per_s;
+    f.push_back(std::clamp((t - b.exposed) / std::min(b.compute, t), 0.0, 1.0));
+    used.push_back(&b);
+  }
+  if (!f.empty()) {
+    p.transfer_overlap = median(f);
+    std::vector<double> pred, meas;
+    for (const Busy* b : used) {
+      const LinkParams& l = p.links.at(b->cls);
+      const double t = l.alpha_s + b->bytes / l.beta_bytes_per_s;
+      pred.push_back(b->compute + std::max(0.0, t - p.transfer_overlap * b->compute));
+      meas.push_back(b->span);
+    }
+    p.fits["transfer_overlap"] = fit_quality(pred, meas);
+  } else {
+    note("no transfer overlapped a kernel on a calibrated link: transfer_overlap = 1");
+  }
+  return p;
+}
+
+}  // namespace rm::exec

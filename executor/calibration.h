@@ -1,0 +1,42 @@
+// From measurement records to a calibration profile: the one fitting path behind both
+// `ringmaster calibrate --backend B` (records of calibration_bench.h) and
+// `ringmaster calibrate --from m.jsonl` (records of `ringmaster run`).
+//
+// Which records feed which fit (records of one rank and iteration are compared by their
+// [start, start + seconds] spans):
+//   kernel curve    attention_forward / attention_backward records with no transfer in
+//                   flight (no send/recv span overlaps them); a backward record's forward
+//                   FLOPs are its flops / kRecordBackwardFlopsFactor. With fewer than two
+//                   tile sizes the tile term half_flops cannot be seen: it is kept from
+//                   the topology and only max_efficiency is fitted.
+//   interference    attention records with a transfer in flight, against the curve
+//   gemm            gemm records (calibration benchmarks only)
+//   links           recv records with no compute inside their span (pure transfers), per
+//                   link class of the route peer -> rank on the topology's fabric
+//   transfer overlap recv records with compute inside their span: how much of the
+//                   transfer (predicted by the link fit) went on during the compute:
+//                   overlap = (transfer - exposed) / min(compute, transfer), where exposed
+//                   is the span's end minus the end of the last compute inside it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "executor/measurements.h"
+#include "planner/profile.h"
+#include "planner/topology.h"
+
+namespace rm::exec {
+
+// Backward kernel records carry the backward's executed FLOPs: 10·tq·tkv·d per tile =
+// 2.5 x forward (cpu_attention.h; DESIGN.md).
+inline constexpr double kRecordBackwardFlopsFactor = 2.5;
+
+// Fits a profile for `topo`'s device kind from `records` (all ranks). Parameters the
+// records cannot determine keep the topology's values and get no `fits` entry; each such
+// case is appended to `notes` for people. Throws InputError when nothing can be fitted.
+Profile fit_profile(const std::vector<Measurement>& records, const Topology& topo,
+                    const ProfileHardware& hardware, const std::vector<std::string>& sources,
+                    std::vector<std::string>* notes);
+
+}  // namespace rm::exec

@@ -1,0 +1,339 @@
+#include "executor/calibration_bench.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+#include <Eigen/Core>
+
+#include "planner/attention_work.h"
+
+namespace rm::exec {
+namespace {
+
+constexpr uint64_t kSeed = 2024;
+constexpr int kTagBase = 7100;  // clear of the ring loop's tags: calibration runs alone
+
+struct Clock {
+  double origin = MPI_Wtime();
+  double since() const { return MPI_Wtime() - origin; }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::vector<int64_t> iota_tokens(int64_t c) {
+  std::vector<int64_t> t(static_cast<size_t>(c));
+  std::iota(t.begin(), t.end(), 0);
+  return t;
+}
+
+struct Context {
+  Context(std::string b, const CalibrationGrid& g, const std::function<void(const std::string&)>& p)
+      : backend(std::move(b)), grid(g), progress(p) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+  }
+  std::string backend;
+  const CalibrationGrid& grid;
+  const std::function<void(const std::string&)>& progress;
+  int rank = 0, size = 1;
+  Clock clock;
+  int point = 0;  // benchmark point: the records' `iteration`, so points never mix
+  std::vector<Measurement> out;
+
+  void say(const std::string& s) const {
+    if (rank == 0 && progress) progress(s);
+  }
+  Measurement record(const std::string& kind) const {
+    Measurement m;
+    m.rank = rank;
+    m.position = rank;
+    m.iteration = point;
+    m.op = static_cast<int>(out.size());
+    m.kind = kind;
+    return m;
+  }
+};
+
+// One kernel point: median seconds of `repeats` calls after a warm-up.
+struct KernelPoint {
+  int64_t c;
+  int bq, bkv, d;
+  bool causal, backward;
+};
+
+double time_kernel(Context& ctx, const KernelPoint& p, double* start) {
+  auto be = make_backend(ctx.backend);
+  AttentionShape shape{p.c, p.d, ctx.grid.heads, ctx.grid.kv_heads, p.bq, p.bkv, p.causal};
+  const auto tokens = iota_tokens(p.c);
+  be->setup(shape, tokens, kSeed);
+  be->alloc(0, BufferRole::kKv);
+  be->load_own_kv(0);
+  be->alloc(1, BufferRole::kDkv);
+  be->begin_forward();
+  be->attention_forward(0, tokens);  // warm-up; also the lse the backward needs
+  if (p.backward) {
+    be->begin_backward();
+    be->attention_backward(0, tokens, 1);  // warm-up
+  }
+  be->synchronize();
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::vector<double> t;
+  for (int r = 0; r < ctx.grid.repeats; ++r) {
+    const double t0 = be->now();
+    if (p.backward)
+      be->attention_backward(0, tokens, 1);
+    else
+      be->attention_forward(0, tokens);
+    be->synchronize();
+    t.push_back(be->now() - t0);
+  }
+  *start = ctx.clock.since();
+  return median(t);
+}
+
+void kernel_grid(Context& ctx) {
+  std::vector<KernelPoint> points;
+  for (int64_t c : ctx.grid.tokens)
+    for (int d : ctx.grid.head_dims)
+      for (auto [bq, bkv] : ctx.grid.tiles)
+        for (bool causal : {false, true})
+          for (bool backward : {false, true}) points.push_back({c, bq, bkv, d, causal, backward});
+  int n = 0;
+  for (const KernelPoint& p : points) {
+    double start = 0;
+    const double s = time_kernel(ctx, p, &start);
+    Measurement m = ctx.record(p.backward ? "attention_backward" : "attention_forward");
+    const TokenLayout own{LoadBalance::kContiguous, p.c, 1};
+    const PairFlops f =
+        attention_pair_flops(own, 0, 0, p.causal, ctx.grid.heads, p.d, {p.bq, p.bkv});
+    m.backward = p.backward;
+    m.block_q = p.bq;
+    m.block_kv = p.bkv;
+    m.head_dim = p.d;
+    // The backward record carries forward FLOPs x 2.5 like the ring loop's backward ops
+    // (attention_work.h); calibration divides by the same factor.
+    m.flops = f.executed * (p.backward ? KernelCurve{}.backward_factor : 1.0);
+    m.useful_flops = f.useful * (p.backward ? KernelCurve{}.backward_factor : 1.0);
+    m.start = start;
+    m.seconds = s;
+    ctx.out.push_back(m);
+    ++ctx.point;
+    char line[160];
+    std::snprintf(line, sizeof line, "kernel %d/%zu: c=%lld %dx%d d=%d %s %s: %.3f ms, %.2f GFLOP/s",
+                  ++n, points.size(), static_cast<long long>(p.c), p.bq, p.bkv, p.d,
+                  p.causal ? "causal" : "full", p.backward ? "bwd" : "fwd", s * 1e3,
+                  m.flops / s * 1e-9);
+    ctx.say(line);
+  }
+}
+
+void gemm_grid(Context& ctx) {
+  if (ctx.backend != "cpu") {
+    ctx.say("gemm: skipped (timed for the cpu backend only)");
+    return;
+  }
+  Eigen::setNbThreads(1);
+  int n = 0;
+  for (const auto& [m, k, nn] : ctx.grid.gemms) {
+    Eigen::MatrixXf a = Eigen::MatrixXf::Random(m, k), b = Eigen::MatrixXf::Random(k, nn), c(m, nn);
+    c.noalias() = a * b;  // warm-up
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::vector<double> t;
+    for (int r = 0; r < ctx.grid.repeats; ++r) {
+      const double t0 = MPI_Wtime();
+      c.noalias() = a * b;
+      t.push_back(MPI_Wtime() - t0);
+    }
+    Measurement rec = ctx.record("gemm");
+    rec.flops = 2.0 * m * k * nn;
+    rec.useful_flops = rec.flops;
+    rec.start = ctx.clock.since();
+    rec.seconds = median(t);
+    ctx.out.push_back(rec);
+    ++ctx.point;
+    char line[128];
+    std::snprintf(line, sizeof line, "gemm %d/%zu: %lldx%lldx%lld: %.3f ms, %.2f GFLOP/s", ++n,
+                  ctx.grid.gemms.size(), static_cast<long long>(m), static_cast<long long>(k),
+                  static_cast<long long>(nn), rec.seconds * 1e3, rec.flops / rec.seconds * 1e-9);
+    ctx.say(line);
+  }
+}
+
+// A backend whose K,V buffers hold `bytes`: messages are byte ranges of them.
+std::unique_ptr<Backend> exchange_backend(const std::string& name, double bytes) {
+  auto be = make_backend(name);
+  const int d = 64;
+  // K|V of one kv head: 2 * c * d elements of at least 2 bytes each.
+  const int64_t c = std::max<int64_t>(1, static_cast<int64_t>(bytes / (2.0 * d * 2)) + 1);
+  be->setup({c, d, 1, 1, 64, 64, false}, iota_tokens(c), kSeed);
+  be->alloc(0, BufferRole::kKv);
+  be->alloc(1, BufferRole::kKv);
+  return be;
+}
+
+// One ring exchange of `bytes`: post receive from rank-1 and send to rank+1, wait both.
+double exchange(Context& ctx, Backend& be, double bytes, int tag) {
+  const int next = (ctx.rank + 1) % ctx.size, prev = (ctx.rank + ctx.size - 1) % ctx.size;
+  const double t0 = be.now();
+  const int r = be.irecv(1, 0, static_cast<size_t>(bytes), prev, tag);
+  const int s = be.isend(0, 0, static_cast<size_t>(bytes), next, tag);
+  be.wait(r);
+  be.wait(s);
+  return be.now() - t0;
+}
+
+// Returns the median exchange seconds per size (same order as grid.message_bytes).
+std::vector<double> exchange_grid(Context& ctx) {
+  std::vector<double> medians;
+  if (ctx.size < 2) {
+    ctx.say("ring exchange: skipped (one rank; run with --np 2 or more to calibrate links)");
+    return medians;
+  }
+  const double max_bytes = *std::max_element(ctx.grid.message_bytes.begin(), ctx.grid.message_bytes.end());
+  auto be = exchange_backend(ctx.backend, max_bytes);
+  const int prev = (ctx.rank + ctx.size - 1) % ctx.size;
+  int n = 0;
+  for (double bytes : ctx.grid.message_bytes) {
+    exchange(ctx, *be, bytes, kTagBase);  // warm-up
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::vector<double> t;
+    for (int r = 0; r < ctx.grid.repeats; ++r) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      t.push_back(exchange(ctx, *be, bytes, kTagBase + 1 + r));
+    }
+    Measurement m = ctx.record("recv");
+    m.bytes = bytes;
+    m.peer = prev;
+    m.start = ctx.clock.since();
+    m.seconds = median(t);
+    medians.push_back(m.seconds);
+    ctx.out.push_back(m);
+    ++ctx.point;
+    char line[128];
+    std::snprintf(line, sizeof line, "ring exchange %d/%zu: %.0f bytes: %.1f us, %.2f GB/s", ++n,
+                  ctx.grid.message_bytes.size(), bytes, m.seconds * 1e6, bytes / m.seconds * 1e-9);
+    ctx.say(line);
+  }
+  return medians;
+}
+
+// The kernel point of the grid's middle shape, with the smallest exchange that takes at
+// least as long as the kernel in flight: then a transfer that progresses during compute
+// shows up as a shorter wait, and one that does not as the whole transfer in the wait.
+void overlap_points(Context& ctx, const std::vector<double>& exchange_s) {
+  if (exchange_s.empty()) return;
+  const KernelPoint p{ctx.grid.tokens[ctx.grid.tokens.size() / 2], 64, 64, ctx.grid.head_dims[ctx.grid.head_dims.size() / 2], false, false};
+  double start = 0;
+  const double alone = time_kernel(ctx, p, &start);
+  // Rank 0 picks the size so that every rank posts matching messages.
+  int pick = static_cast<int>(exchange_s.size()) - 1;
+  for (int i = 0; i < static_cast<int>(exchange_s.size()); ++i)
+    if (exchange_s[i] >= alone) { pick = i; break; }
+  MPI_Bcast(&pick, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  const double bytes = ctx.grid.message_bytes[pick];
+
+  auto kbe = make_backend(ctx.backend);
+  const auto tokens = iota_tokens(p.c);
+  kbe->setup({p.c, p.d, ctx.grid.heads, ctx.grid.kv_heads, p.bq, p.bkv, p.causal}, tokens, kSeed);
+  kbe->alloc(0, BufferRole::kKv);
+  kbe->load_own_kv(0);
+  kbe->begin_forward();
+  auto ebe = exchange_backend(ctx.backend, bytes);
+  const int next = (ctx.rank + 1) % ctx.size, prev = (ctx.rank + ctx.size - 1) % ctx.size;
+  const TokenLayout own{LoadBalance::kContiguous, p.c, 1};
+  const PairFlops f = attention_pair_flops(own, 0, 0, p.causal, ctx.grid.heads, p.d, {p.bq, p.bkv});
+
+  struct Rep { double post, kernel, wait; };
+  std::vector<Rep> reps;
+  for (int r = 0; r < ctx.grid.repeats + 1; ++r) {  // the first is the warm-up
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = ctx.clock.since();
+    const int rq = ebe->irecv(1, 0, static_cast<size_t>(bytes), prev, kTagBase + 50 + r);
+    const int sq = ebe->isend(0, 0, static_cast<size_t>(bytes), next, kTagBase + 50 + r);
+    const double t1 = ctx.clock.since();
+    kbe->attention_forward(0, tokens);
+    kbe->synchronize();
+    const double t2 = ctx.clock.since();
+    ebe->wait(rq);
+    ebe->wait(sq);
+    const double t3 = ctx.clock.since();
+    if (r > 0) reps.push_back({t0, t2 - t1, t3 - t2});
+  }
+  std::sort(reps.begin(), reps.end(),
+            [](const Rep& a, const Rep& b) { return a.kernel + a.wait < b.kernel + b.wait; });
+  const Rep& m = reps[reps.size() / 2];
+  Measurement recv = ctx.record("recv");
+  recv.bytes = bytes;
+  recv.peer = prev;
+  recv.start = m.post;
+  recv.seconds = m.kernel + m.wait;
+  ctx.out.push_back(recv);
+  Measurement k = ctx.record("attention_forward");
+  k.block_q = p.bq;
+  k.block_kv = p.bkv;
+  k.head_dim = p.d;
+  k.flops = f.executed;
+  k.useful_flops = f.useful;
+  k.start = m.post;
+  k.seconds = m.kernel;
+  ctx.out.push_back(k);
+  Measurement w = ctx.record("wait");
+  w.start = m.post + m.kernel;
+  w.seconds = m.wait;
+  ctx.out.push_back(w);
+  ++ctx.point;
+  char line[160];
+  std::snprintf(line, sizeof line,
+                "overlap: kernel alone %.3f ms, with a %.0f-byte exchange in flight %.3f ms, then waited %.3f ms (exchange alone %.3f ms)",
+                alone * 1e3, bytes, m.kernel * 1e3, m.wait * 1e3, exchange_s[pick] * 1e3);
+  ctx.say(line);
+}
+
+}  // namespace
+
+CalibrationGrid CalibrationGrid::standard(bool small, int hidden, int ffn_hidden) {
+  CalibrationGrid g;
+  if (small) {
+    g.tokens = {256, 512};
+    g.tiles = {{16, 16}, {32, 32}, {64, 64}, {128, 128}, {32, 128}};
+    g.head_dims = {64};
+    g.message_bytes = {256, 4096, 65536, 1 << 20, 4 << 20, 16 << 20};
+    g.repeats = 3;
+  } else {
+    g.tokens = {256, 512, 1024};
+    g.tiles = {{16, 16}, {32, 32}, {64, 64}, {128, 128}, {256, 256},
+               {32, 128}, {128, 32}, {64, 256}, {256, 64}};
+    g.head_dims = {32, 64, 128};
+    for (double b = 256; b <= 64 << 20; b *= 4) g.message_bytes.push_back(b);
+    g.repeats = 5;
+  }
+  for (int64_t t : g.tokens) {
+    g.gemms.push_back({t, hidden, 3 * hidden});  // QKV projection (MHA shape)
+    g.gemms.push_back({t, hidden, hidden});      // output projection
+    g.gemms.push_back({t, hidden, ffn_hidden});  // FFN up / gate
+    g.gemms.push_back({t, ffn_hidden, hidden});  // FFN down
+  }
+  return g;
+}
+
+std::vector<Measurement> run_calibration_benchmarks(
+    const std::string& backend_name, const CalibrationGrid& grid,
+    const std::function<void(const std::string&)>& progress) {
+  Context ctx(backend_name, grid, progress);
+  MPI_Barrier(MPI_COMM_WORLD);
+  ctx.clock = Clock{};
+  kernel_grid(ctx);
+  gemm_grid(ctx);
+  const std::vector<double> exchange_s = exchange_grid(ctx);
+  overlap_points(ctx, exchange_s);
+  MPI_Barrier(MPI_COMM_WORLD);
+  return std::move(ctx.out);
+}
+
+}  // namespace rm::exec

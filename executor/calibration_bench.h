@@ -1,0 +1,62 @@
+// Calibration micro-benchmarks (`ringmaster calibrate --backend B`): time the pieces the
+// cost model charges for, through the same Backend the ring loop drives, and return them
+// as measurement records (measurements.h), so that benchmark output and the records of
+// `ringmaster run` are refitted by one path (planner/calibration_fit.h through
+// executor/calibration_records.h).
+//
+// Every rank of MPI_COMM_WORLD runs every benchmark at the same time (a barrier before
+// each point), as in a ring run: the ranks contend for caches and memory bandwidth the
+// way they will when the plan runs. Each point: one warm-up call, then `repeats` timed
+// calls; the record holds the median.
+//
+//   kernel grid    attention_forward / attention_backward of a c-token query block
+//                  against a c-token K,V block, for each (c, block_q x block_kv, head dim)
+//                  and causal (the diagonal block) or not; flops = the executed FLOPs
+//                  (planner/attention_work.h)
+//   gemm           C[m x n] = A[m x k] B[k x n] (cpu backend only: the linear layers'
+//                  shapes of the model, in Eigen fp32 like the rest of the cpu backend)
+//   ring exchange  every rank sends `bytes` to rank+1 and receives from rank-1 at once
+//                  (the ring's pattern), timed from posting to both completing; one
+//                  "recv" record per size and rank, with nothing else running
+//   overlap        the same exchange posted, one kernel call, then the wait: an
+//                  "attention_forward" record and a "wait" record (the transfer left when
+//                  the kernel ended) inside the span of a "recv" record; compare with the
+//                  kernel alone and the exchange alone (calibration_records.h)
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "executor/backend.h"
+#include "executor/measurements.h"
+
+namespace rm::exec {
+
+struct CalibrationGrid {
+  std::vector<int64_t> tokens;                     // c, per block
+  std::vector<std::pair<int, int>> tiles;          // (block_q, block_kv)
+  std::vector<int> head_dims;                      // d
+  int heads = 2;                                   // h of every kernel point
+  int kv_heads = 1;                                // h_kv
+  std::vector<std::array<int64_t, 3>> gemms;       // (m, k, n)
+  std::vector<double> message_bytes;               // ring exchange sizes
+  int repeats = 3;
+
+  // The standard grid; `small` (CI=true) keeps the whole run to a few seconds.
+  // hidden/ffn size the GEMMs like the model's linear layers.
+  static CalibrationGrid standard(bool small, int hidden, int ffn_hidden);
+};
+
+// Runs all benchmarks on this rank (every rank must call it) with a fresh backend per
+// kernel shape from `make`. Rank 0 reports progress through `progress` (may be empty).
+// Returns this rank's records; `iteration` numbers the benchmark points (the records of
+// one point share it), `op` the records.
+std::vector<Measurement> run_calibration_benchmarks(
+    const std::string& backend_name, const CalibrationGrid& grid,
+    const std::function<void(const std::string&)>& progress);
+
+}  // namespace rm::exec
