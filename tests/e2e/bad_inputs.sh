@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Every bad spec file in tests/data/bad/ given to the real binary: exit code 2, a message
+# naming the file and the field (the text listed in EXPECTED.tsv), and no output file.
+# Also bad CLI sizes. Usage: bad_inputs.sh <ringmaster> <source-dir>. Exit 77 = skipped.
+set -u
+bin=$1
+src=$2
+bad=$src/tests/data/bad
+if ! "$bin" plan --help >/dev/null 2>&1 || "$bin" plan --help 2>&1 | grep -q "not built yet"; then
+  echo "skipped: 'ringmaster plan' is not built yet"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+checked=0
+
+# expect_bad <expected text> <file named in the message> -- <ringmaster args...>
+expect_bad() {
+  local expected=$1 named=$2
+  shift 3
+  local out rc
+  out=$("$bin" "$@" 2>&1)
+  rc=$?
+  checked=$((checked + 1))
+  if [[ $rc -ne 2 ]]; then
+    echo "FAIL: ringmaster $* -> exit $rc (want 2): $out"
+    failures=$((failures + 1))
+  elif [[ $out != *"$named"* || $out != *"$expected"* ]]; then
+    echo "FAIL: ringmaster $* -> message lacks '$named' or '$expected': $out"
+    failures=$((failures + 1))
+  fi
+}
+
+expected_for() { grep -P "^$1\t" "$bad/EXPECTED.tsv" | cut -f2-; }
+
+for f in "$bad"/model-*.yaml "$bad"/topology-*.yaml; do
+  name=$(basename "$f")
+  exp=$(expected_for "$name")
+  out_file=$tmp/plan.yaml
+  case $name in
+    model-*) expect_bad "$exp" "$f" -- plan --model "$f" --topology dgx-a100-ib --gpus 8 --seq 8k -o "$out_file" ;;
+    topology-*) expect_bad "$exp" "$f" -- plan --model llama2-7b --topology "$f" --gpus 8 --seq 8k -o "$out_file" ;;
+  esac
+  if [[ -e $out_file ]]; then
+    echo "FAIL: $name: an output file was written despite the error"
+    failures=$((failures + 1))
+    rm -f "$out_file"
+  fi
+done
+
+# Bad sizes and counts on the command line.
+for seq in 0 -8k 8kb abc 1.5M; do
+  expect_bad "expected" "seq" -- plan --model llama2-7b --topology dgx-a100-ib --gpus 8 --seq "$seq"
+done
+expect_bad "gpus" "gpus" -- plan --model llama2-7b --topology dgx-a100-ib --gpus 0 --seq 8k
+expect_bad "gpus" "gpus" -- plan --model llama2-7b --topology dgx-a100-ib --gpus 129 --seq 8k
+expect_bad "shipped" "no-such-topology" -- plan --model llama2-7b --topology no-such-topology --gpus 8 --seq 8k
+
+echo "bad inputs: $checked checked, $failures failed"
+[[ $failures -eq 0 ]]
