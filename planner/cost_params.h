@@ -32,6 +32,11 @@ struct CostParams {
   double step_sync_s = 5e-6;
   // Compute slowdown while transfers run (memory-bandwidth and SM interference); >= 1.
   double overlap_interference = 1;
+  // Share of a ring transfer that proceeds while the rank computes (0..1): 1 where DMA
+  // engines move the data (NVLink/NCCL: the step is max(compute, transfer)); about 0 for
+  // MPI over shared memory without a progress thread, where the copy happens inside the
+  // wait (the step is compute + transfer). Calibrated (profile.h); 1 by default.
+  double transfer_overlap = 1;
   std::array<LinkOverride, kLinkClassCount> links{};
 
   static CostParams from_topology(const Topology& topo);
@@ -46,6 +51,14 @@ struct CostParams {
     return peak_flops * attention.efficiency(block_q, block_kv, head_dim);
   }
   double gemm_flops_per_s() const { return peak_flops * gemm_efficiency; }
+  // Adding an fp32 dK,dV partial into its accumulator is memory bound: read both, write
+  // one (3 x bytes over HBM). The schedule's kAccumulate op carries flops = bytes / 4
+  // (one add per element) at accumulate_efficiency(), which gives the same seconds.
+  double accumulate_s(double fp32_bytes) const { return 3 * fp32_bytes / hbm_bytes_per_s; }
+  double accumulate_efficiency() const { return hbm_bytes_per_s / (12 * peak_flops); }
+  // Adam update of `params` parameters: read and write the fp32 master, m and v (24 B)
+  // and the bf16 param, read the bf16 grad (6 B): memory bound.
+  double optimizer_s(double params) const { return 30 * params / hbm_bytes_per_s; }
 };
 
 }  // namespace rm

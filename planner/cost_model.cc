@@ -1,0 +1,466 @@
+#include "planner/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "planner/ring_order.h"
+#include "planner/schedule.h"
+
+namespace rm {
+
+namespace {
+
+// A flow of a pattern: GPUs and bytes per unit; `group` says which PatternCost it feeds.
+struct UnitFlow {
+  int src, dst;
+  double bytes_per_unit;
+  int group;
+};
+
+// Solve the flows together (they share links) and summarise each group's slowest flow
+// as latency + units x seconds-per-unit.
+std::vector<PatternCost> solve(const Fabric& fabric, const CostParams& cost,
+                               const std::vector<UnitFlow>& uf, int groups) {
+  std::vector<Flow> flows;
+  flows.reserve(uf.size());
+  for (const UnitFlow& f : uf) flows.push_back({f.src, f.dst, f.bytes_per_unit});
+  const SharingResult r = share_links(fabric, cost, flows);
+  std::vector<PatternCost> out(groups);
+  for (size_t i = 0; i < uf.size(); ++i) {
+    if (uf[i].src == uf[i].dst) continue;
+    PatternCost& p = out[uf[i].group];
+    const double lat = cost.route_latency_s(fabric, uf[i].src, uf[i].dst);
+    const double stream = r.finish_s[i] - lat;
+    p.latency_s = std::max(p.latency_s, lat);
+    if (stream >= p.s_per_unit) {
+      p.s_per_unit = stream;
+      p.bottleneck_link = r.flow_bottleneck[i];
+    }
+  }
+  return out;
+}
+
+int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
+
+}  // namespace
+
+int64_t sequences_per_step(const Job& job) {
+  const int64_t batch = job.batch_tokens > 0 ? job.batch_tokens : kDefaultBatchTokens;
+  return std::max<int64_t>(1, batch / std::max<int64_t>(1, job.seq_len));
+}
+
+double model_flops_per_step(const ModelSpec& m, const Job& job) {
+  const double n = static_cast<double>(job.seq_len);
+  const double matmul = 6.0 * (m.layers * m.layer_params() + static_cast<double>(m.vocab) * m.hidden) * n;
+  const double attention = 3.0 * m.layers * 4.0 * m.head_dim * m.heads * attention_pairs(job.seq_len, job.causal);
+  return static_cast<double>(sequences_per_step(job)) * (matmul + attention);
+}
+
+double overlap_threshold_tokens(double flops_per_s, double bytes_per_s, int element_bytes,
+                                int heads, int kv_heads) {
+  return flops_per_s * element_bytes * kv_heads / (2.0 * heads * bytes_per_s);
+}
+
+CostModel::CostModel(const ModelSpec& model, const Fabric& fabric, const CostParams& cost)
+    : model_(model), fabric_(fabric), cost_(cost) {}
+
+const RingPatterns& CostModel::ring_patterns(int cp, int dp, Schedule schedule,
+                                             const std::vector<int>& order) {
+  auto key = std::make_tuple(cp, dp, static_cast<int>(schedule), order);
+  auto it = patterns_.find(key);
+  if (it != patterns_.end()) return *it->second;
+  auto pat = std::make_unique<RingPatterns>();
+  const double e = fabric_.topology().gpu.element_bytes;
+  const double acc = 4;  // fp32 accumulator bytes per element
+  const int rings = cp > 0 ? static_cast<int>(order.size()) / cp : 0;
+  auto gpu = [&](int ring, int pos) { return order[ring * cp + ((pos % cp) + cp) % cp]; };
+  if (cp >= 2) {
+    if (schedule == Schedule::kHierarchical) {
+      const int g = fabric_.topology().gpus_per_node;
+      const int n = cp / g;
+      auto inner = [&](int r, int k, int l, int dl) { return gpu(r, k * g + ((l + dl) % g + g) % g); };
+      auto flows = [&](double in_bytes, double in_acc, double out_bytes, double out_acc) {
+        std::vector<UnitFlow> f;
+        for (int r = 0; r < rings; ++r) {
+          for (int k = 0; k < n; ++k) {
+            for (int l = 0; l < g; ++l) {
+              const int me = inner(r, k, l, 0), next = inner(r, k, l, 1);
+              const int outer = gpu(r, ((k + 1) % n) * g + l);
+              if (in_bytes > 0) f.push_back({me, next, in_bytes, 0});
+              if (in_acc > 0) f.push_back({me, next, in_acc, 0});
+              if (out_bytes > 0) f.push_back({me, outer, out_bytes, 1});
+              if (out_acc > 0) f.push_back({me, outer, out_acc, 1});
+            }
+          }
+        }
+        return solve(fabric_, cost_, f, 2);
+      };
+      auto fwd = flows(e, 0, e, 0);
+      pat->kv = fwd[0];
+      pat->outer_kv = fwd[1];
+      auto bwd = flows(e, acc, e, acc);
+      pat->kv_dkv = bwd[0];
+      pat->outer_kv_dkv = bwd[1];
+      pat->dkv = flows(0, acc, 0, 0)[0];
+      pat->outer_dkv = flows(0, 0, 0, acc)[1];
+      pat->home = pat->outer_dkv;
+      pat->kv_single = pat->kv;
+    } else {
+      const bool both = schedule == Schedule::kBidirectional;
+      auto flows = [&](double kv_bytes, double acc_bytes, bool two_ways) {
+        std::vector<UnitFlow> f;
+        for (int r = 0; r < rings; ++r) {
+          for (int i = 0; i < cp; ++i) {
+            for (int dir : {1, -1}) {
+              if (dir < 0 && !two_ways) continue;
+              const int to = gpu(r, i + dir);
+              if (kv_bytes > 0) f.push_back({gpu(r, i), to, kv_bytes, 0});
+              if (acc_bytes > 0) f.push_back({gpu(r, i), to, acc_bytes, 0});
+            }
+          }
+        }
+        return solve(fabric_, cost_, f, 1)[0];
+      };
+      pat->kv = flows(e, 0, both);
+      pat->kv_single = both ? flows(e, 0, false) : pat->kv;
+      pat->kv_dkv = flows(e, acc, both);
+      pat->dkv = flows(0, acc, both);
+      if (both) {
+        // Accumulators go straight home: the clockwise stream's last block is S steps
+        // back, the counter-clockwise one S' steps ahead (S' = S - 1 when P is even).
+        const int S = cp / 2, S2 = (cp - 1) - S;
+        std::vector<UnitFlow> f;
+        for (int r = 0; r < rings; ++r) {
+          for (int i = 0; i < cp; ++i) {
+            f.push_back({gpu(r, i), gpu(r, i - S), acc, 0});
+            if (S2 > 0) f.push_back({gpu(r, i), gpu(r, i + S2), acc, 0});
+          }
+        }
+        pat->home = solve(fabric_, cost_, f, 1)[0];
+      } else {
+        pat->home = pat->dkv;
+      }
+    }
+    const PatternCost& fwd = schedule == Schedule::kHierarchical ? pat->outer_kv : pat->kv;
+    pat->bottleneck_link = fwd.bottleneck_link;
+    pat->bottleneck_bytes_per_s = fwd.s_per_unit > 0 ? e / fwd.s_per_unit : 0;
+  }
+  return *patterns_.emplace(key, std::move(pat)).first->second;
+}
+
+const PatternCost& CostModel::all_to_all_pattern(int cp, int dp, const std::vector<int>& order) {
+  auto key = std::make_tuple(cp, dp, order);
+  auto it = all_to_all_.find(key);
+  if (it != all_to_all_.end()) return it->second;
+  std::vector<UnitFlow> f;
+  for (int r = 0; r < dp; ++r)
+    for (int i = 0; i < cp; ++i)
+      for (int j = 0; j < cp; ++j)
+        if (i != j) f.push_back({order[r * cp + i], order[r * cp + j], 1.0, 0});
+  PatternCost p = cp > 1 ? solve(fabric_, cost_, f, 1)[0] : PatternCost{};
+  return all_to_all_.emplace(key, p).first->second;
+}
+
+double CostModel::fsdp_collective_s(double bytes_per_gpu) {
+  const int G = fabric_.gpus();
+  if (G < 2) return 0;
+  if (!fsdp_ready_) {
+    // NCCL's ring over all GPUs, rail-aligned across nodes (the snake): every GPU sends
+    // one shard per step, G-1 steps.
+    const std::vector<int> order = snake_order(fabric_);
+    std::vector<UnitFlow> f;
+    for (int i = 0; i < G; ++i) f.push_back({order[i], order[(i + 1) % G], 1.0, 0});
+    fsdp_ = solve(fabric_, cost_, f, 1)[0];
+    fsdp_ready_ = true;
+  }
+  return (G - 1) * fsdp_.time(bytes_per_gpu);
+}
+
+int CostModel::fsdp_bottleneck_link() {
+  fsdp_collective_s(1);
+  return fsdp_.bottleneck_link;
+}
+
+std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {
+  const int G = fabric_.gpus();
+  const ModelSpec& m = model_;
+  auto str = [](auto v) { return std::to_string(v); };
+  if (ch.cp < 1 || ch.dp < 1 || ch.cp * ch.dp != G)
+    return "cp x dp must equal the " + str(G) + " GPUs (cp " + str(ch.cp) + ", dp " + str(ch.dp) + ")";
+  if (static_cast<int>(ch.order.size()) != G) return "the order must list all " + str(G) + " GPUs";
+  const int64_t need = ch.load_balance == LoadBalance::kZigzag ? 2 * int64_t{ch.cp} : ch.cp;
+  if (job.seq_len % need != 0)
+    return "sequence length " + str(job.seq_len) + " is not a multiple of " + str(need) + " (" +
+           to_string(ch.load_balance) + " over a ring of " + str(ch.cp) + ")";
+  const int64_t c = job.seq_len / ch.cp;
+  if (ch.block_q < 1 || ch.block_kv < 1) return "tile sizes must be >= 1";
+  if (!cost_.attention.fits(ch.block_q, ch.block_kv, m.head_dim))
+    return "tile " + str(ch.block_q) + "x" + str(ch.block_kv) + " (head dim " + str(m.head_dim) +
+           ") needs " + str(static_cast<int64_t>(KernelCurve::tile_bytes(ch.block_q, ch.block_kv, m.head_dim))) +
+           " bytes of on-chip memory, more than the " +
+           str(static_cast<int64_t>(cost_.attention.tile_bytes_limit)) + " available";
+  if (ch.kv_subblocks < 1 || ch.kv_subblocks > c)
+    return "kv_subblocks must be in [1, " + str(c) + "] (got " + str(ch.kv_subblocks) + ")";
+  if (ch.strategy == Strategy::kRing) {
+    if (ch.schedule == Schedule::kBidirectional && ch.cp < 3)
+      return "a bidirectional ring needs cp >= 3 (a ring of " + str(ch.cp) + " has one neighbour)";
+    if (ch.schedule == Schedule::kHierarchical) {
+      const int g = fabric_.topology().gpus_per_node;
+      if (g < 2 || ch.cp % g != 0 || ch.cp / g < 2)
+        return "a hierarchical ring needs cp a multiple of the " + str(g) +
+               " GPUs per node spanning at least two nodes (cp " + str(ch.cp) + ")";
+      for (int r = 0; r < ch.dp; ++r) {
+        for (int k = 0; k < ch.cp / g; ++k) {
+          const int node = fabric_.node_of(ch.order[r * ch.cp + k * g]);
+          for (int l = 1; l < g; ++l)
+            if (fabric_.node_of(ch.order[r * ch.cp + k * g + l]) != node)
+              return "a hierarchical ring's order must keep each node's " + str(g) +
+                     " GPUs together (ring " + str(r) + ", node group " + str(k) + ")";
+        }
+      }
+    }
+  }
+  if (ch.strategy == Strategy::kFlashFsdp && ch.cp != 1) return "flash-fsdp has cp = 1";
+  if (ch.strategy == Strategy::kUlysses) {
+    if (m.heads % ch.cp != 0)
+      return "Ulysses needs cp to divide the " + str(m.heads) + " query heads (cp " + str(ch.cp) + ")";
+    if (m.kv_heads % ch.cp != 0 && ch.cp % m.kv_heads != 0)
+      return "Ulysses needs cp to divide the " + str(m.kv_heads) +
+             " kv heads or be a multiple of them (K,V heads replicated) (cp " + str(ch.cp) + ")";
+  }
+  return "";
+}
+
+LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const RingPatterns& pat,
+                                  const PatternCost* a2a, bool free_comm) const {
+  const ModelSpec& m = model_;
+  const int P = std::max(1, ch.cp);
+  const int64_t c = job.seq_len / P;
+  const double units = 2.0 * static_cast<double>(c) * m.head_dim * m.kv_heads;  // K,V elements
+  const double F = cost_.attention_flops_per_s(ch.block_q, ch.block_kv, m.head_dim);
+  const double bf = cost_.attention.backward_factor;
+  const double I = free_comm ? 1.0 : cost_.overlap_interference;
+  const double sync = free_comm ? 0.0 : cost_.step_sync_s;
+  const int msgs = std::max(1, ch.kv_subblocks);
+  auto X = [&](const PatternCost& p, double u) { return free_comm ? 0.0 : p.time(u, msgs); };
+  const double acc = cost_.accumulate_s(units * 4);
+  const AttentionTiles tiles{ch.block_q, ch.block_kv};
+  const bool fwd_only = job.passes == Passes::kForward;
+
+  LayerTimes t;
+  if (ch.strategy == Strategy::kUlysses || ch.strategy == Strategy::kAllGatherCp) {
+    // Every GPU computes 1/P of the whole sequence's attention, balanced.
+    const TokenLayout whole{LoadBalance::kContiguous, job.seq_len, 1};
+    const RingAttentionWork w = ring_attention_work(whole, job.causal, m.heads, m.head_dim, tiles);
+    const double cf = w.executed_total / P / F, cb = bf * cf;
+    double comm_f = 0, comm_b = 0;
+    if (ch.strategy == Strategy::kAllGatherCp) {
+      // All-gather K,V (P-1 ring steps of one block) before the forward and again before
+      // the backward; reduce-scatter of the fp32 dK,dV after it. Not overlapped.
+      comm_f = (P - 1) * X(pat.kv, units);
+      comm_b = (P - 1) * (X(pat.kv, units) + X(pat.dkv, units));
+    } else if (P > 1) {
+      // All-to-all of Q,K,V in and of the output back (backward: dout in, dQ,dK,dV out).
+      const double e = fabric_.topology().gpu.element_bytes;
+      const double kv_heads = std::max(m.kv_heads, P);  // replicated up to P
+      const double qkv = static_cast<double>(c) * (m.heads + 2 * kv_heads) * m.head_dim * e;
+      const double out = static_cast<double>(c) * m.heads * m.head_dim * e;
+      comm_f = X(*a2a, qkv / P) + X(*a2a, out / P);
+      comm_b = comm_f;
+    }
+    t.attention_fwd = cf + comm_f;
+    t.attention_bwd = fwd_only ? 0 : cb + comm_b;
+    t.attention_compute_fwd = cf;
+    t.attention_compute = cf + (fwd_only ? 0 : cb);
+    t.ring_busy_fwd = comm_f;
+    t.ring_busy_bwd = fwd_only ? 0 : comm_b;
+  } else {
+    const TokenLayout layout{ch.load_balance, job.seq_len, P};
+    const RingAttentionWork w = ring_attention_work(layout, job.causal, m.heads, m.head_dim, tiles);
+    const double f0 = w.own_executed_max / F, f1 = w.step_executed_max / F * I;
+    const double b0 = bf * w.own_executed_max / F, b1 = bf * w.step_executed_max / F * I + acc;
+    double tf = 0, tb = 0, busy_f = 0, busy_b = 0;
+    if (P == 1) {
+      tf = f0;
+      tb = b0;
+    } else if (ch.schedule == Schedule::kFlat) {
+      const double xkv = X(pat.kv, units), xkd = X(pat.kv_dkv, units), xd = X(pat.dkv, units);
+      tf = std::max(f0, xkv) + (P - 2) * std::max(f1, xkv) + f1 + P * sync;
+      tb = std::max(b0, xkv) + (P - 2) * std::max(b1, xkd) + std::max(b1, xd) + X(pat.home, units) +
+           P * sync;
+      busy_f = (P - 1) * xkv;
+      busy_b = xkv + (P - 2) * xkd + xd + X(pat.home, units);
+    } else if (ch.schedule == Schedule::kBidirectional) {
+      const int S = P / 2;                 // steps after step 0 = ceil((P-1)/2)
+      const int last_blocks = P % 2 == 1 ? 2 : 1;
+      const double x2 = X(pat.kv, units), x1 = X(pat.kv_single, units);
+      const double xlast = last_blocks == 2 ? x2 : x1;
+      const double xkd = X(pat.kv_dkv, units), xd = X(pat.dkv, units), xh = X(pat.home, units);
+      if (S == 1) {
+        tf = std::max(f0, xlast) + last_blocks * f1;
+        tb = std::max(b0, xlast) + std::max(last_blocks * b1, xd);
+      } else {
+        tf = std::max(f0, x2) + (S - 2) * std::max(2 * f1, x2) + std::max(2 * f1, xlast) +
+             last_blocks * f1;
+        tb = std::max(b0, x2) + (S - 1) * std::max(2 * b1, xkd) + std::max(last_blocks * b1, xd);
+      }
+      tf += (S + 1) * sync;
+      tb += xh + (S + 1) * sync;
+      busy_f = (S - 1) * x2 + xlast;
+      busy_b = x2 + (S - 1) * xkd + xd + xh;
+    } else {  // hierarchical
+      const int g = fabric_.topology().gpus_per_node;
+      const int n = P / g;
+      const double xin = X(pat.kv, units), xout = X(pat.outer_kv, units);
+      const double xin_b = X(pat.kv_dkv, units), xin_d = X(pat.dkv, units);
+      const double xout_b = X(pat.outer_kv_dkv, units), xout_d = X(pat.outer_dkv, units);
+      // Inner cycles: the first one holds the own block at its step 0.
+      const double in_f0 = std::max(f0, xin) + (g - 2) * std::max(f1, xin) + f1 + g * sync;
+      const double in_f1 = (g - 1) * std::max(f1, xin) + f1 + g * sync;
+      // Backward: the inner accumulators come back to the GPU that passes the block on
+      // (one more inner transfer, exposed) before the outer send.
+      const double in_b0 = std::max(b0, xin) + (g - 2) * std::max(b1, xin_b) + std::max(b1, xin_d) +
+                           xin_d + g * sync;
+      const double in_b1 = (g - 1) * std::max(b1, xin_b) + std::max(b1, xin_d) + xin_d + g * sync;
+      tf = std::max(in_f0, xout) + (n - 2) * std::max(in_f1, xout) + in_f1;
+      tb = std::max(in_b0, xout_b) + (n - 2) * std::max(in_b1, xout_b) + in_b1 + xout_d;
+      busy_f = (n - 1) * xout;
+      busy_b = (n - 1) * xout_b + xout_d;
+    }
+    t.attention_fwd = tf;
+    t.attention_bwd = fwd_only ? 0 : tb;
+    t.attention_compute_fwd = (w.own_executed_max + (P - 1) * w.step_executed_max) / F;
+    t.attention_compute =
+        t.attention_compute_fwd * (fwd_only ? 1 : 1 + bf) + (fwd_only ? 0 : (P - 1) * acc);
+    t.ring_busy_fwd = busy_f;
+    t.ring_busy_bwd = fwd_only ? 0 : busy_b;
+  }
+
+  const LinearFlops lf = linear_flops_per_token(m);
+  const double Fg = cost_.gemm_flops_per_s();
+  t.linear_fwd = static_cast<double>(c) * lf.layer() / Fg;
+  if (!fwd_only) {
+    t.linear_bwd = kLinearBackwardFactor * t.linear_fwd +
+                   static_cast<double>(c) * linear_recompute_flops_per_token(m, ch.checkpointing) / Fg;
+    if (ch.checkpointing == Checkpointing::kFull) {
+      // The backward reruns the layer's forward: ring attention with its transfers too.
+      t.attention_bwd += t.attention_fwd;
+      t.attention_compute += t.attention_compute_fwd;
+      t.ring_busy_bwd += t.ring_busy_fwd;
+    }
+  }
+  return t;
+}
+
+Prediction CostModel::predict(const Job& job, const PlanChoice& ch) {
+  return predict(job, ch, ring_patterns(ch.cp, ch.dp, ch.schedule, ch.order));
+}
+
+Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPatterns& pat) {
+  const ModelSpec& m = model_;
+  const GpuSpec& gpu = fabric_.topology().gpu;
+  const int G = fabric_.gpus();
+  const int P = std::max(1, ch.cp);
+  const int64_t c = job.seq_len / P;
+  const PatternCost* a2a =
+      ch.strategy == Strategy::kUlysses ? &all_to_all_pattern(ch.cp, ch.dp, ch.order) : nullptr;
+  const LayerTimes real = layer_times(job, ch, pat, a2a, false);
+  const LayerTimes free = layer_times(job, ch, pat, a2a, true);
+  const bool fwd_only = job.passes == Passes::kForward;
+
+  // FSDP collectives per layer, overlapped with the layer's compute.
+  double fsdp_exposed = 0;
+  if (G > 1) {
+    const double shard = m.layer_params() * gpu.element_bytes / G;
+    const double ag = fsdp_collective_s(shard), rs = ag;
+    const int fl = fsdp_bottleneck_link(), rl = pat.bottleneck_link;
+    const bool same_links = fl >= 0 && rl >= 0 &&
+                            fabric_.links()[fl].cls == fabric_.links()[rl].cls;
+    // The collectives hide behind the layer's time, less what the ring itself keeps
+    // the same class of links busy.
+    const double window_f = real.linear_fwd + real.attention_fwd - (same_links ? real.ring_busy_fwd : 0);
+    const double window_b = real.linear_bwd + real.attention_bwd - (same_links ? real.ring_busy_bwd : 0);
+    fsdp_exposed = std::max(0.0, ag - std::max(0.0, window_f));
+    if (!fwd_only) fsdp_exposed += std::max(0.0, ag + rs - std::max(0.0, window_b));
+  }
+
+  const LinearFlops lf = linear_flops_per_token(m);
+  const double logits = static_cast<double>(c) * lf.logits * (fwd_only ? 1 : 3) / cost_.gemm_flops_per_s();
+  const int64_t seqs = sequences_per_step(job);
+  const int accum = ceil_div(seqs, ch.dp);
+  const int64_t active = std::min<int64_t>(seqs, ch.dp);
+  const double L = m.layers;
+  auto layer = [&](const LayerTimes& t, double fsdp) {
+    return t.attention_fwd + t.attention_bwd + t.linear_fwd + t.linear_bwd + fsdp;
+  };
+
+  double time = 0, free_time = 0, tokens = 0, flops = 0, att_compute = 0, lin_compute = 0,
+         fsdp_total = 0;
+  const double att_useful_fwd =
+      4.0 * m.head_dim * m.heads * attention_pairs(job.seq_len, job.causal);  // one layer, one sequence
+  const double pass_factor = fwd_only ? 1 : 3;
+  switch (job.workload) {
+    case Workload::kAttention:
+      time = real.attention_fwd + real.attention_bwd;
+      free_time = free.attention_fwd + free.attention_bwd;
+      tokens = static_cast<double>(active * job.seq_len);
+      flops = active * pass_factor * att_useful_fwd;
+      att_compute = free_time;
+      break;
+    case Workload::kLayer:
+      time = layer(real, fsdp_exposed);
+      free_time = layer(free, 0);
+      tokens = static_cast<double>(active * job.seq_len);
+      flops = active * pass_factor * (2.0 * m.layer_params() * job.seq_len + att_useful_fwd);
+      att_compute = free.attention_compute;
+      lin_compute = free.linear_fwd + free.linear_bwd;
+      fsdp_total = fsdp_exposed;
+      break;
+    case Workload::kStep: {
+      const double opt = fwd_only ? 0 : cost_.optimizer_s(m.params() / G);
+      time = accum * (L * layer(real, fsdp_exposed) + logits) + opt;
+      free_time = accum * (L * layer(free, 0) + logits) + opt;
+      tokens = static_cast<double>(seqs * job.seq_len);
+      flops = model_flops_per_step(m, job) * (fwd_only ? 1.0 / 3.0 : 1.0);
+      att_compute = accum * L * free.attention_compute;
+      lin_compute = accum * (L * (free.linear_fwd + free.linear_bwd) + logits) + opt;
+      fsdp_total = accum * L * fsdp_exposed;
+      break;
+    }
+  }
+
+  Prediction p;
+  p.step_time_s = time;
+  p.tokens_per_s = time > 0 ? tokens / time : 0;
+  p.mfu = time > 0 ? flops / (time * G * cost_.peak_flops) : 0;
+  p.exposed_comm_s = std::max(0.0, time - free_time);
+  p.comm_overhead = time > 0 ? p.exposed_comm_s / time : 0;
+  p.scaling_efficiency = time > 0 ? free_time / time : 0;
+  p.attention_compute_s = att_compute;
+  p.linear_compute_s = lin_compute;
+  p.fsdp_exposed_s = fsdp_total;
+  p.memory = memory_breakdown(m, ch, job.seq_len, gpu);
+  p.memory_bytes_per_gpu = p.memory.total();
+  p.fits = p.memory_bytes_per_gpu <= gpu.memory_bytes;
+  // Tokens per GPU at which one step's compute would just cover its transfer, on this
+  // plan's bottleneck with sharing (hierarchical: the outer transfer over g inner steps).
+  if (ch.strategy == Strategy::kRing && P > 1 && pat.bottleneck_link >= 0) {
+    const double units = 2.0 * static_cast<double>(c) * m.head_dim * m.kv_heads;
+    const TokenLayout layout{ch.load_balance, job.seq_len, P};
+    const RingAttentionWork w =
+        ring_attention_work(layout, job.causal, m.heads, m.head_dim, {ch.block_q, ch.block_kv});
+    const double F = cost_.attention_flops_per_s(ch.block_q, ch.block_kv, m.head_dim);
+    const double steps = ch.schedule == Schedule::kHierarchical ? fabric_.topology().gpus_per_node : 1;
+    const PatternCost& x = ch.schedule == Schedule::kHierarchical ? pat.outer_kv : pat.kv;
+    const double compute = steps * w.step_executed_max / F;
+    if (compute > 0) p.overlap_threshold_tokens = static_cast<double>(c) * units * x.s_per_unit / compute;
+  }
+  if (!p.fits) {
+    p.why_not = "needs " + std::to_string(p.memory_bytes_per_gpu / (1 << 30)).substr(0, 6) +
+                " GiB per GPU, more than the " +
+                std::to_string(gpu.memory_bytes / (1 << 30)).substr(0, 6) + " GiB available";
+  }
+  return p;
+}
+
+}  // namespace rm

@@ -1,0 +1,151 @@
+// The closed-form cost model: step time of a plan, following the step structure of the
+// schedule generator (schedule.h) so the simulator's replay agrees on contention-free
+// cases. Lockstep per ring step:
+//
+//   step time = max(compute of the slowest position, transfer incl. latency and link
+//               sharing) + CostParams::step_sync_s
+//
+// Flat ring, per layer (P >= 2; c_own / c_off: step-0 / later-step compute, x: transfer):
+//   forward   max(c_own, x_kv) + (P-2)·max(c_off, x_kv) + c_off            + P·sync
+//   backward  max(b_own, x_kv) + (P-2)·max(b_off + acc, x_kv+dkv)
+//             + max(b_off + acc, x_dkv) + x_dkv (accumulators home)       + P·sync
+// with b = backward_factor x forward, acc the fp32 accumulate (memory bound), x_kv+dkv
+// the K,V block and the accumulator sent in the same step. Bidirectional: ceil((P-1)/2)
+// steps after step 0 with two blocks each (one in the last when P is even), transfers in
+// both directions, accumulators sent straight home at the end. Hierarchical: n = P/g outer
+// steps of g inner steps each; the outer transfer (all rails at once) hides behind the
+// inner steps: outer step = max(inner steps, x_outer). kv_subblocks = m sends each
+// transfer as m messages: m latencies (the model sees no gain from it; the search keeps it
+// at 1 unless pinned).
+//
+// Linear layers (QKV, output projection, FFN) at GPU peak x gemm_efficiency on c tokens;
+// backward 2x forward, plus the recompute of the checkpointing policy (full: the whole
+// layer forward, ring attention included). Logits once per micro-step. FSDP/ZeRO-3 per
+// layer: all-gather of the layer's bf16 params before its forward and its backward,
+// reduce-scatter of its bf16 grads after the backward, prefetched so they overlap the
+// layer's compute; only what exceeds it is exposed (minus the ring's own transfer time
+// when both use the same bottleneck link class). A step = grad_accum micro-steps (one
+// sequence per ring each) + the optimizer update (memory bound).
+//
+// Prediction fields (plan.h):
+//   comm_overhead       exposed communication / step time, where exposed communication =
+//                       step time - the same step with free communication (transfers,
+//                       latencies, per-step sync and FSDP collectives all zero)
+//   scaling_efficiency  free-communication step time / step time (= 1 - comm_overhead):
+//                       throughput over what the same GPUs reach with free communication
+//   mfu                 model FLOPs / (step time x G x peak), model FLOPs =
+//                       6·(L·layer params + V·hidden)·tokens  [matmuls fwd + bwd]
+//                       + 3·L·4·d·h·(unmasked pairs: N² or N(N+1)/2)·sequences
+//                       [attention fwd + 2x bwd; causal halves it; recompute not counted]
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "planner/attention_work.h"
+#include "planner/cost_params.h"
+#include "planner/link_sharing.h"
+#include "planner/memory_model.h"
+#include "planner/model_spec.h"
+#include "planner/plan.h"
+#include "planner/topology.h"
+
+namespace rm {
+
+// Transfer time of a traffic pattern, linear in the message size:
+// seconds = messages x latency_s + units x s_per_unit. Units are K,V elements of one
+// block (2·c·d·h_kv) for ring patterns and bytes for collectives.
+struct PatternCost {
+  double latency_s = 0;
+  double s_per_unit = 0;
+  int bottleneck_link = -1;  // -1: no transfer
+  double time(double units, int messages = 1) const {
+    return bottleneck_link < 0 ? 0.0 : messages * latency_s + units * s_per_unit;
+  }
+};
+
+// The ring's traffic patterns for one (cp, dp, schedule, order): all rings at once, with
+// link sharing. They do not depend on tiles, load balance or checkpointing, so the search
+// computes them once per (cp, schedule, order).
+struct RingPatterns {
+  PatternCost kv;         // a step's K,V transfer(s) (hierarchical: inner, beside the outer)
+  PatternCost kv_dkv;     // a backward step: K,V and the previous step's accumulator
+  PatternCost dkv;        // the accumulator alone (last step; flat: also the way home)
+  PatternCost kv_single;  // bidirectional: one direction only (last step when P is even)
+  PatternCost home;       // after the last backward step: accumulators to their owners
+  PatternCost outer_kv;   // hierarchical outer transfers
+  PatternCost outer_kv_dkv;
+  PatternCost outer_dkv;
+  int bottleneck_link = -1;  // of the forward transfer (outer for hierarchical)
+  double bottleneck_bytes_per_s = 0;  // effective per-flow rate on it (after sharing)
+};
+
+// Per-layer time parts of one micro-step (one sequence per ring), seconds.
+struct LayerTimes {
+  double attention_fwd = 0, attention_bwd = 0;  // ring attention incl. its transfers
+  double attention_compute_fwd = 0;             // compute part of the forward
+  double attention_compute = 0;                 // compute parts of the two (and recompute)
+  double ring_busy_fwd = 0, ring_busy_bwd = 0;  // time the ring's links carry data
+  double linear_fwd = 0, linear_bwd = 0;        // incl. recompute
+  double fsdp_exposed = 0;
+};
+
+class CostModel {
+ public:
+  CostModel(const ModelSpec& model, const Fabric& fabric, const CostParams& cost);
+
+  const ModelSpec& model() const { return model_; }
+  const Fabric& fabric() const { return fabric_; }
+  const CostParams& cost() const { return cost_; }
+
+  // Cached by (cp, dp, schedule, order).
+  const RingPatterns& ring_patterns(int cp, int dp, Schedule schedule, const std::vector<int>& order);
+  // The FSDP collectives' ring over all G GPUs (NCCL-style, rail-aligned): seconds for
+  // one all-gather or reduce-scatter of `bytes_per_gpu` (each GPU's shard).
+  double fsdp_collective_s(double bytes_per_gpu);
+  int fsdp_bottleneck_link();
+
+  // Evaluate a ring plan (or the flash-fsdp / all-gather CP / Ulysses baselines, by
+  // choice.strategy). `patterns` must be ring_patterns() of the same choice. Checks
+  // nothing: the search only builds valid choices; use validate_choice for user input.
+  Prediction predict(const Job& job, const PlanChoice& choice, const RingPatterns& patterns);
+  // Convenience: looks the patterns up.
+  Prediction predict(const Job& job, const PlanChoice& choice);
+
+  // Why `choice` cannot run `job` on this fabric (divisibility, heads, tiles, schedule
+  // shape), or "" when it can. Memory is not checked here (predict sets fits).
+  std::string why_invalid(const Job& job, const PlanChoice& choice) const;
+
+ private:
+  // `a2a`: the all-to-all pattern, Ulysses only.
+  LayerTimes layer_times(const Job& job, const PlanChoice& choice, const RingPatterns& pat,
+                         const PatternCost* a2a, bool free_comm) const;
+  const PatternCost& all_to_all_pattern(int cp, int dp, const std::vector<int>& order);
+
+  ModelSpec model_;
+  const Fabric& fabric_;
+  CostParams cost_;
+  std::map<std::tuple<int, int, int, std::vector<int>>, std::unique_ptr<RingPatterns>> patterns_;
+  std::map<std::tuple<int, int, std::vector<int>>, PatternCost> all_to_all_;
+  bool fsdp_ready_ = false;
+  PatternCost fsdp_;
+};
+
+// Sequences per optimizer step: batch_tokens / N (2M tokens when 0), at least one.
+int64_t sequences_per_step(const Job& job);
+inline constexpr int64_t kDefaultBatchTokens = int64_t{2} << 20;  // Ring Attention paper (A100)
+
+// Model FLOPs of one optimizer step (the MFU numerator, see above).
+double model_flops_per_step(const ModelSpec& m, const Job& job);
+
+// Overlap threshold in tokens per GPU (the Ring Attention paper's Table 2): the block
+// size c at which computing one block pair (4·c²·d·h FLOPs at F FLOP/s) takes as long as
+// sending one K,V block (2·c·d·h_kv·e bytes at B bytes/s): c = F·e·h_kv / (2·h·B).
+// For MHA in bf16 (e = 2, h_kv = h) this is the paper's c >= F/B.
+double overlap_threshold_tokens(double flops_per_s, double bytes_per_s, int element_bytes,
+                                int heads, int kv_heads);
+
+}  // namespace rm

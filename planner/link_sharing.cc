@@ -1,0 +1,112 @@
+#include "planner/link_sharing.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace rm {
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}
+
+std::vector<double> max_min_rates(const Fabric& fabric, const CostParams& cost,
+                                  const std::vector<const std::vector<int>*>& routes,
+                                  std::vector<int>* bottleneck) {
+  const auto& links = fabric.links();
+  const size_t nf = routes.size();
+  std::vector<double> rate(nf, kInf);
+  if (bottleneck) bottleneck->assign(nf, -1);
+  // Remaining capacity and unfixed flow count per used link.
+  std::vector<double> cap(links.size(), 0);
+  std::vector<int> users(links.size(), 0);
+  std::vector<int> used;
+  for (size_t f = 0; f < nf; ++f) {
+    for (int l : *routes[f]) {
+      if (users[l]++ == 0) {
+        used.push_back(l);
+        cap[l] = cost.link_bytes_per_s(links[l]);
+      }
+    }
+  }
+  // Flows per link, so fixing a link's flows does not scan every flow.
+  std::vector<std::vector<int>> on_link(links.size());
+  for (size_t f = 0; f < nf; ++f)
+    for (int l : *routes[f]) on_link[l].push_back(static_cast<int>(f));
+  std::vector<char> fixed(nf, 0);
+  // Progressive filling: the link with the smallest fair share fixes its flows at that
+  // share; their rates leave the other links' capacities.
+  while (true) {
+    int best = -1;
+    double share = kInf;
+    for (int l : used) {
+      if (users[l] > 0 && cap[l] / users[l] < share) {
+        share = cap[l] / users[l];
+        best = l;
+      }
+    }
+    if (best < 0) break;
+    for (int f : on_link[best]) {
+      if (fixed[f]) continue;
+      fixed[f] = 1;
+      rate[f] = share;
+      if (bottleneck) (*bottleneck)[f] = best;
+      for (int l : *routes[f]) {
+        cap[l] = std::max(0.0, cap[l] - share);
+        --users[l];
+      }
+    }
+  }
+  return rate;
+}
+
+SharingResult share_links(const Fabric& fabric, const CostParams& cost,
+                          const std::vector<Flow>& flows) {
+  const size_t nf = flows.size();
+  SharingResult res;
+  res.finish_s.assign(nf, 0);
+  std::vector<double> left(nf);
+  std::vector<size_t> active;
+  for (size_t f = 0; f < nf; ++f) {
+    left[f] = flows[f].bytes;
+    if (flows[f].src != flows[f].dst && flows[f].bytes > 0) active.push_back(f);
+  }
+  double now = 0;
+  bool first = true;
+  std::vector<int>& first_bottleneck = res.flow_bottleneck;
+  first_bottleneck.assign(nf, -1);
+  while (!active.empty()) {
+    std::vector<const std::vector<int>*> routes;
+    routes.reserve(active.size());
+    for (size_t f : active) routes.push_back(&fabric.route(flows[f].src, flows[f].dst));
+    std::vector<int> bn;
+    const std::vector<double> rate = max_min_rates(fabric, cost, routes, &bn);
+    if (first) {
+      for (size_t i = 0; i < active.size(); ++i) first_bottleneck[active[i]] = bn[i];
+      first = false;
+    }
+    double dt = kInf;
+    for (size_t i = 0; i < active.size(); ++i) dt = std::min(dt, left[active[i]] / rate[i]);
+    std::vector<size_t> still;
+    for (size_t i = 0; i < active.size(); ++i) {
+      const size_t f = active[i];
+      left[f] -= rate[i] * dt;
+      // Relative tolerance: flows finishing together leave together.
+      if (left[f] <= 1e-9 * flows[f].bytes) res.finish_s[f] = now + dt;
+      else still.push_back(f);
+    }
+    now += dt;
+    active.swap(still);
+  }
+  for (size_t f = 0; f < nf; ++f) {
+    if (flows[f].src == flows[f].dst || flows[f].bytes <= 0) continue;
+    res.finish_s[f] += cost.route_latency_s(fabric, flows[f].src, flows[f].dst);
+    if (res.finish_s[f] > res.makespan_s) {
+      res.makespan_s = res.finish_s[f];
+      res.slowest_flow = static_cast<int>(f);
+      res.bottleneck_link = first_bottleneck[f];
+    }
+  }
+  return res;
+}
+
+}  // namespace rm

@@ -1,0 +1,161 @@
+#include "planner/ring_order.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "planner/input_error.h"
+
+namespace rm {
+
+std::vector<int> node_major_order(int gpus) {
+  std::vector<int> o(gpus);
+  std::iota(o.begin(), o.end(), 0);
+  return o;
+}
+
+std::vector<int> snake_order(const Fabric& fabric) {
+  const int g = fabric.topology().gpus_per_node;
+  std::vector<int> o;
+  o.reserve(fabric.gpus());
+  for (int n = 0; n < fabric.nodes(); ++n) {
+    const int first = n * g, count = std::min(g, fabric.gpus() - first);
+    for (int i = 0; i < count; ++i) o.push_back(first + (n % 2 == 0 ? i : count - 1 - i));
+  }
+  return o;
+}
+
+std::vector<Flow> ring_step_flows(const std::vector<int>& order, int cp, bool both_directions,
+                                  double bytes) {
+  std::vector<Flow> flows;
+  if (cp < 2) return flows;
+  const int rings = static_cast<int>(order.size()) / cp;
+  for (int r = 0; r < rings; ++r) {
+    const int* ring = order.data() + r * cp;
+    for (int i = 0; i < cp; ++i) {
+      flows.push_back({ring[i], ring[(i + 1) % cp], bytes});
+      // A ring of two has one neighbour each way: the same wire pair, already covered.
+      if (both_directions && cp > 2) flows.push_back({ring[i], ring[(i + cp - 1) % cp], bytes});
+    }
+  }
+  return flows;
+}
+
+namespace {
+
+// Per-link load (flows crossing it) of an order, updated edge by edge by the search.
+struct LinkLoad {
+  const Fabric& fabric;
+  std::vector<double> inv_bw;  // seconds per byte of each link
+  std::vector<double> load;    // flows crossing each link
+
+  LinkLoad(const Fabric& f, const CostParams& cost) : fabric(f) {
+    for (const Link& l : f.links()) inv_bw.push_back(1.0 / cost.link_bytes_per_s(l));
+    load.assign(f.links().size(), 0);
+  }
+  void edge(int src, int dst, double w) {
+    for (int l : fabric.route(src, dst)) load[l] += w;
+  }
+  // (max, sum) of load x seconds-per-byte.
+  std::pair<double, double> score() const {
+    double mx = 0, sum = 0;
+    for (size_t l = 0; l < load.size(); ++l) {
+      const double t = load[l] * inv_bw[l];
+      mx = std::max(mx, t);
+      sum += t;
+    }
+    return {mx, sum};
+  }
+};
+
+void add_ring_edges(LinkLoad& ll, const std::vector<int>& order, int cp, bool both, double w) {
+  for (const Flow& f : ring_step_flows(order, cp, both, 1.0)) ll.edge(f.src, f.dst, w);
+}
+
+}  // namespace
+
+double max_link_load_s_per_byte(const Fabric& fabric, const CostParams& cost,
+                                const std::vector<int>& order, int cp, bool both_directions) {
+  LinkLoad ll(fabric, cost);
+  add_ring_edges(ll, order, cp, both_directions, 1.0);
+  return ll.score().first;
+}
+
+bool fabric_is_irregular(const Topology& topo) {
+  if (topo.intra.kind == IntraKind::kPcieTree) return true;
+  if (topo.inter.kind == InterKind::kTorus) return true;
+  if (topo.inter.kind == InterKind::kFatTree &&
+      (!topo.inter.rail_optimized || topo.inter.oversubscription > 1)) {
+    return true;
+  }
+  return false;
+}
+
+std::vector<int> search_order(const Fabric& fabric, const CostParams& cost, int cp,
+                              bool both_directions, std::vector<int> order) {
+  const int G = static_cast<int>(order.size());
+  if (cp < 3) return order;  // a ring of 2 (or 1) has nothing to reorder within it
+  LinkLoad ll(fabric, cost);
+  add_ring_edges(ll, order, cp, both_directions, 1.0);
+  auto best = ll.score();
+  // Edges are named by their sending position and direction: (p, +1) is p -> next(p),
+  // (p, -1) is p -> prev(p). Moving position p changes (p, ±1), (prev(p), +1) and
+  // (next(p), -1); a swap touches the union for both positions, each edge once.
+  auto step = [&](int p, int dir) {
+    const int base = p / cp * cp;
+    return base + (p - base + cp + dir) % cp;
+  };
+  std::vector<std::pair<int, int>> edges;
+  auto collect = [&](int p) {
+    const std::pair<int, int> mine[4] = {{p, 1}, {step(p, -1), 1}, {p, -1}, {step(p, 1), -1}};
+    for (int k = 0; k < (both_directions ? 4 : 2); ++k) {
+      if (std::find(edges.begin(), edges.end(), mine[k]) == edges.end()) edges.push_back(mine[k]);
+    }
+  };
+  auto apply = [&](double w) {
+    for (auto [p, dir] : edges) ll.edge(order[p], order[step(p, dir)], w);
+  };
+  constexpr int kMaxPasses = 8;
+  for (int pass = 0; pass < kMaxPasses; ++pass) {
+    bool improved = false;
+    for (int a = 0; a < G; ++a) {
+      for (int b = a + 1; b < G; ++b) {
+        edges.clear();
+        collect(a);
+        collect(b);
+        apply(-1);
+        std::swap(order[a], order[b]);
+        apply(+1);
+        const auto s = ll.score();
+        const bool better = s.first < best.first * (1 - 1e-12) ||
+                            (s.first <= best.first * (1 + 1e-12) && s.second < best.second * (1 - 1e-12));
+        if (better) {
+          best = s;
+          improved = true;
+        } else {
+          apply(-1);
+          std::swap(order[a], order[b]);
+          apply(+1);
+        }
+      }
+    }
+    if (!improved) break;
+  }
+  return order;
+}
+
+void check_order(const std::vector<int>& order, int gpus, const std::string& where) {
+  if (static_cast<int>(order.size()) != gpus) {
+    fail_input(where, "order", "must list all " + std::to_string(gpus) + " GPU ids (got " +
+                                   std::to_string(order.size()) + ")");
+  }
+  std::vector<char> seen(gpus, 0);
+  for (int g : order) {
+    if (g < 0 || g >= gpus || seen[g]) {
+      fail_input(where, "order", "must be a permutation of 0.." + std::to_string(gpus - 1) +
+                                     " (bad or repeated id " + std::to_string(g) + ")");
+    }
+    seen[g] = 1;
+  }
+}
+
+}  // namespace rm

@@ -1,0 +1,261 @@
+#include "planner/search.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "planner/input_error.h"
+#include "planner/ring_order.h"
+
+namespace rm {
+
+std::vector<int> divisors(int n) {
+  std::vector<int> d;
+  for (int i = 1; i <= n; ++i)
+    if (n % i == 0) d.push_back(i);
+  return d;
+}
+
+Planner::Planner(const ModelSpec& model, const Fabric& fabric, const CostParams& cost)
+    : model_(model), fabric_(fabric), cost_(model, fabric, cost) {}
+
+std::vector<std::pair<std::string, std::vector<int>>> Planner::orders(int cp, Schedule schedule,
+                                                                      const SearchPins& pins) {
+  std::vector<std::pair<std::string, std::vector<int>>> out;
+  const int G = fabric_.gpus();
+  auto want = [&](const char* name) { return !pins.order || *pins.order == name; };
+  std::vector<int> nm = node_major_order(G), sn = snake_order(fabric_);
+  // The snake is listed first so that on a tie (rings inside one node) it is kept.
+  const bool same = nm == sn || cp == 1;
+  if (want("snake") && !same) out.emplace_back("snake", sn);
+  if (want("node-major")) out.emplace_back("node-major", nm);
+  if (want("snake") && same && pins.order) out.emplace_back("snake", sn);
+  const bool both = schedule == Schedule::kBidirectional;
+  if (want("searched") && schedule != Schedule::kHierarchical && cp >= 3 &&
+      (fabric_is_irregular(fabric_.topology()) || pins.order)) {
+    auto it = std::find_if(searched_.begin(), searched_.end(), [&](const auto& s) {
+      return std::get<0>(s) == cp && std::get<1>(s) == both;
+    });
+    if (it == searched_.end()) {
+      const CostParams& c = cost_.cost();
+      const std::vector<int>& start =
+          max_link_load_s_per_byte(fabric_, c, sn, cp, both) <= max_link_load_s_per_byte(fabric_, c, nm, cp, both)
+              ? sn
+              : nm;
+      searched_.emplace_back(cp, both, search_order(fabric_, c, cp, both, start));
+      it = std::prev(searched_.end());
+    }
+    out.emplace_back("searched", std::get<2>(*it));
+  }
+  return out;
+}
+
+namespace {
+
+struct Best {
+  Plan plan;
+  bool have = false;
+  bool have_fit = false;
+  void offer(const Job& job, const PlanChoice& ch, const Prediction& p) {
+    bool take;
+    if (!have) take = true;
+    else if (p.fits != plan.predicted.fits) take = p.fits;
+    else if (p.fits) take = p.step_time_s < plan.predicted.step_time_s * (1 - 1e-9);
+    else take = p.memory_bytes_per_gpu < plan.predicted.memory_bytes_per_gpu;
+    if (!take) return;
+    plan.job = job;
+    plan.choice = ch;
+    plan.predicted = p;
+    have = true;
+    have_fit = have_fit || p.fits;
+  }
+};
+
+template <typename T>
+std::vector<T> pinned_or(const std::optional<T>& pin, std::vector<T> all) {
+  if (pin) return {*pin};
+  return all;
+}
+
+}  // namespace
+
+Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats* stats) {
+  const int G = fabric_.gpus();
+  const int64_t seqs = sequences_per_step(job);
+  Best best;
+  std::string first_reason;
+  SearchStats local;
+  const std::vector<int> cps = pins.cp ? std::vector<int>{*pins.cp} : divisors(G);
+  std::vector<Schedule> schedules = pinned_or<Schedule>(
+      pins.schedule, {Schedule::kFlat, Schedule::kBidirectional, Schedule::kHierarchical});
+  std::vector<LoadBalance> lbs = pinned_or<LoadBalance>(
+      pins.load_balance,
+      job.causal ? std::vector<LoadBalance>{LoadBalance::kZigzag, LoadBalance::kStriped, LoadBalance::kContiguous}
+                 : std::vector<LoadBalance>{LoadBalance::kContiguous});
+  std::vector<int> bqs = pins.block_q ? std::vector<int>{*pins.block_q}
+                                      : std::vector<int>(std::begin(kTileSizes), std::end(kTileSizes));
+  std::vector<int> bkvs = pins.block_kv ? std::vector<int>{*pins.block_kv}
+                                        : std::vector<int>(std::begin(kTileSizes), std::end(kTileSizes));
+  std::vector<int> subs = pins.kv_subblocks ? std::vector<int>{*pins.kv_subblocks} : std::vector<int>{1};
+  std::vector<Checkpointing> ckpts = pinned_or<Checkpointing>(
+      pins.checkpointing, {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull});
+  const int64_t unpinned_subs = pins.kv_subblocks ? 1 : std::size(kKvSubblocks);
+
+  for (int cp : cps) {
+    if (cp < 1 || G % cp != 0) {
+      if (first_reason.empty())
+        first_reason = "cp " + std::to_string(cp) + " does not divide the " + std::to_string(G) + " GPUs";
+      continue;
+    }
+    for (Schedule sched : schedules) {
+      // A ring of one GPU has no schedule: evaluate it once, as flat.
+      if (cp == 1 && sched != Schedule::kFlat && !pins.schedule) continue;
+      for (const auto& [order_name, order] : orders(cp, sched, pins)) {
+        PlanChoice ch;
+        ch.strategy = Strategy::kRing;
+        ch.cp = cp;
+        ch.dp = G / cp;
+        ch.schedule = sched;
+        ch.order_name = order_name;
+        ch.order = order;
+        ch.grad_accum = static_cast<int>((seqs + ch.dp - 1) / ch.dp);
+        const RingPatterns* pat = nullptr;
+        for (LoadBalance lb : lbs) {
+          ch.load_balance = lb;
+          for (int bq : bqs) {
+            for (int bkv : bkvs) {
+              ch.block_q = bq;
+              ch.block_kv = bkv;
+              for (int sub : subs) {
+                ch.kv_subblocks = sub;
+                local.candidates += static_cast<int64_t>(ckpts.size()) * unpinned_subs;
+                ch.checkpointing = ckpts.front();
+                const std::string why = cost_.why_invalid(job, ch);
+                if (!why.empty()) {
+                  if (first_reason.empty()) first_reason = why;
+                  continue;
+                }
+                if (!pat) pat = &cost_.ring_patterns(cp, ch.dp, sched, order);
+                for (Checkpointing ck : ckpts) {
+                  ch.checkpointing = ck;
+                  const Prediction p = cost_.predict(job, ch, *pat);
+                  ++local.evaluated;
+                  best.offer(job, ch, p);
+                  if (p.fits) break;  // later policies only add recompute
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (stats) {
+    stats->candidates += local.candidates;
+    stats->evaluated += local.evaluated;
+  }
+  if (!best.have) {
+    throw InputError("no ring plan can run this job" +
+                     std::string(first_reason.empty() ? "" : ": " + first_reason));
+  }
+  return best.plan;
+}
+
+std::vector<Baseline> Planner::baselines(const Job& job) {
+  const int G = fabric_.gpus();
+  const int64_t seqs = sequences_per_step(job);
+  std::vector<Baseline> out;
+  for (Strategy s : {Strategy::kFlashFsdp, Strategy::kAllGatherCp, Strategy::kUlysses}) {
+    Best best;
+    std::string reason;
+    const std::vector<int> cps = s == Strategy::kFlashFsdp ? std::vector<int>{1} : divisors(G);
+    for (int cp : cps) {
+      if (s != Strategy::kFlashFsdp && cp == 1) continue;  // that is flash-fsdp
+      PlanChoice ch;
+      ch.strategy = s;
+      ch.cp = cp;
+      ch.dp = G / cp;
+      ch.schedule = Schedule::kFlat;
+      ch.order_name = "snake";
+      ch.order = snake_order(fabric_);
+      ch.load_balance = s == Strategy::kAllGatherCp && job.causal ? LoadBalance::kZigzag : LoadBalance::kContiguous;
+      ch.block_q = 128;
+      ch.block_kv = 128;
+      ch.grad_accum = static_cast<int>((seqs + ch.dp - 1) / ch.dp);
+      const std::string why = cost_.why_invalid(job, ch);
+      if (!why.empty()) {
+        if (reason.empty()) reason = why;
+        continue;
+      }
+      const RingPatterns& pat = cost_.ring_patterns(cp, ch.dp, ch.schedule, ch.order);
+      for (Checkpointing ck : {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull}) {
+        ch.checkpointing = ck;
+        const Prediction p = cost_.predict(job, ch, pat);
+        best.offer(job, ch, p);
+        if (p.fits) break;
+      }
+    }
+    Baseline b;
+    b.strategy = s;
+    if (!best.have) {
+      b.feasible = false;
+      b.why_not = reason;
+    } else {
+      const Prediction& p = best.plan.predicted;
+      b.fits = p.fits;
+      b.memory_bytes_per_gpu = p.memory_bytes_per_gpu;
+      b.tokens_per_s = p.tokens_per_s;
+      b.step_time_s = p.step_time_s;
+      b.cp = best.plan.choice.cp;
+      b.dp = best.plan.choice.dp;
+      b.why_not = p.why_not;
+    }
+    out.push_back(b);
+  }
+  return out;
+}
+
+Plan Planner::plan(const Job& job, const SearchPins& pins, SearchStats* stats) {
+  Plan p = best_ring_plan(job, pins, stats);
+  p.baselines = baselines(job);
+  return p;
+}
+
+Plan Planner::max_seq(const Job& job, const SearchPins& pins, SearchStats* stats) {
+  const int64_t step = 2 * static_cast<int64_t>(fabric_.gpus());
+  auto fits = [&](int64_t n, Plan* out) {
+    Job j = job;
+    j.seq_len = n;
+    try {
+      Plan p = best_ring_plan(j, pins, stats);
+      if (out) *out = p;
+      return p.predicted.fits;
+    } catch (const InputError&) {
+      return false;  // e.g. a pinned cp that this length cannot be split over
+    }
+  };
+  Plan best;
+  int64_t lo = step;
+  if (!fits(lo, &best)) {
+    throw InputError("not even " + std::to_string(lo) +
+                     " tokens fit: the model states and buffers alone exceed GPU memory" +
+                     (best.predicted.why_not.empty() ? "" : " (" + best.predicted.why_not + ")"));
+  }
+  // Double until it no longer fits (a 2^40-token cap keeps this finite), then bisect on
+  // multiples of `step`.
+  int64_t hi = lo * 2;
+  while (hi < (int64_t{1} << 40) && fits(hi, &best)) {
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > step) {
+    const int64_t mid = (lo + (hi - lo) / 2) / step * step;
+    if (mid <= lo) break;
+    if (fits(mid, nullptr)) lo = mid;
+    else hi = mid;
+  }
+  fits(lo, &best);
+  best.baselines = baselines(best.job);
+  return best;
+}
+
+}  // namespace rm

@@ -1,0 +1,80 @@
+// The plan search: over ring size and DP degree, schedule, ring order, causal load
+// balance, tile sizes, KV sub-blocks and checkpointing, the fastest plan that fits in
+// GPU memory, with the baselines on the same job; and the capacity search (--max-seq).
+//
+// Pins restrict the search to the user's choice. A pin that cannot work at all
+// (divisibility, heads, tile too big, schedule shape) throws InputError with the reason;
+// one that works but does not fit in memory gives the least-memory such plan with
+// fits = false and why_not set: never a silent replacement.
+//
+// Pruning (exact under the cost model, so the pick is the same as the full sweep's):
+// checkpointing is tried none -> selective -> full and stops at the first that fits
+// (each adds recompute and nothing else), kv_subblocks > 1 only when pinned (more
+// messages, the same bytes). `candidates` counts every combination the search covered,
+// `evaluated` those it priced.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/cost_model.h"
+#include "planner/plan.h"
+
+namespace rm {
+
+struct SearchPins {
+  std::optional<int> cp;
+  std::optional<Schedule> schedule;
+  std::optional<std::string> order;  // "node-major", "snake", "searched"
+  std::optional<LoadBalance> load_balance;
+  std::optional<int> block_q;
+  std::optional<int> block_kv;
+  std::optional<int> kv_subblocks;
+  std::optional<Checkpointing> checkpointing;
+};
+
+struct SearchStats {
+  int64_t candidates = 0;
+  int64_t evaluated = 0;
+};
+
+// Tile sizes the search tries for block_q and block_kv (those that fit on chip).
+inline constexpr int kTileSizes[] = {64, 128, 256};
+inline constexpr int kKvSubblocks[] = {1, 2, 4};
+
+class Planner {
+ public:
+  Planner(const ModelSpec& model, const Fabric& fabric, const CostParams& cost);
+
+  // The fastest ring plan for `job` (fits preferred), with baselines filled.
+  Plan plan(const Job& job, const SearchPins& pins = {}, SearchStats* stats = nullptr);
+  // The ring plan alone (no baselines): what plan() and the benchmark time.
+  Plan best_ring_plan(const Job& job, const SearchPins& pins, SearchStats* stats = nullptr);
+  // Flash-fsdp, all-gather CP and Ulysses on the same job, each at its best degree and
+  // checkpointing.
+  std::vector<Baseline> baselines(const Job& job);
+  // The longest sequence that fits (powers of two, then refined on multiples of 2·G so
+  // every ring size and zigzag divide it) and its plan. Throws InputError if not even
+  // 2·G tokens fit.
+  Plan max_seq(const Job& job, const SearchPins& pins = {}, SearchStats* stats = nullptr);
+
+  // The named orders for a ring size and schedule ("node-major", "snake", "searched").
+  std::vector<std::pair<std::string, std::vector<int>>> orders(int cp, Schedule schedule,
+                                                               const SearchPins& pins);
+
+  CostModel& cost_model() { return cost_; }
+
+ private:
+  const ModelSpec& model_;
+  const Fabric& fabric_;
+  CostModel cost_;
+  // Searched orders per (cp, bidirectional).
+  std::vector<std::tuple<int, bool, std::vector<int>>> searched_;
+};
+
+// Divisors of n, ascending.
+std::vector<int> divisors(int n);
+
+}  // namespace rm
