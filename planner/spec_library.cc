@@ -209,20 +209,27 @@ ModelSpec parse_model(const std::string& yaml_text, const std::string& source) {
   return m;
 }
 
+namespace {
+
+// A user's file by path, else a shipped spec by name (its source becomes "builtin:<name>").
+template <typename Spec>
+Spec load_spec(const std::string& name_or_path, const char* kind,
+               Spec (*parse)(const std::string&, const std::string&)) {
+  if (is_path(name_or_path)) return parse(read_text_file(name_or_path), name_or_path);
+  const ShippedSpec& s = find_shipped(name_or_path, kind);
+  Spec spec = parse(s.text, s.path);
+  spec.source = std::string("builtin:") + s.name;
+  return spec;
+}
+
+}  // namespace
+
 Topology load_topology(const std::string& name_or_path) {
-  if (is_path(name_or_path)) return parse_topology(read_text_file(name_or_path), name_or_path);
-  const ShippedSpec& s = find_shipped(name_or_path, "topology");
-  Topology t = parse_topology(s.text, s.path);
-  t.source = std::string("builtin:") + s.name;
-  return t;
+  return load_spec(name_or_path, "topology", &parse_topology);
 }
 
 ModelSpec load_model(const std::string& name_or_path) {
-  if (is_path(name_or_path)) return parse_model(read_text_file(name_or_path), name_or_path);
-  const ShippedSpec& s = find_shipped(name_or_path, "model");
-  ModelSpec m = parse_model(s.text, s.path);
-  m.source = std::string("builtin:") + s.name;
-  return m;
+  return load_spec(name_or_path, "model", &parse_model);
 }
 
 std::vector<std::string> shipped_topologies() { return shipped_names("topology"); }

@@ -31,6 +31,18 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+// A scalar converted to T; false for lists, mappings, null and text that is not a T.
+template <typename T>
+bool scalar_as(const YAML::Node& n, T& out) {
+  if (!n.IsScalar()) return false;
+  try {
+    out = n.as<T>();
+  } catch (const YAML::BadConversion&) {
+    return false;
+  }
+  return true;
+}
+
 std::string with_line(const std::string& source, int line0) {
   return line0 >= 0 ? source + ":" + std::to_string(line0 + 1) : source;
 }
@@ -147,14 +159,7 @@ std::string YamlMap::str_or(const std::string& key, const std::string& fallback)
 double YamlMap::number(const std::string& key, Range range) const {
   const YAML::Node v = required(key);
   double x = 0;
-  bool ok = v.IsScalar();
-  if (ok) {
-    try {
-      x = v.as<double>();
-    } catch (const YAML::BadConversion&) {
-      ok = false;
-    }
-  }
+  const bool ok = scalar_as(v, x);
   if (!ok || !std::isfinite(x)) fail(key, "expected a number " + range.describe() + " (got " + describe_node(v) + ")");
   if (!range.contains(x)) fail(key, "expected a number " + range.describe() + " (got " + v.Scalar() + ")");
   return x;
@@ -167,15 +172,7 @@ double YamlMap::number_or(const std::string& key, double fallback, Range range) 
 int64_t YamlMap::integer(const std::string& key, Range range) const {
   const YAML::Node v = required(key);
   long long x = 0;
-  bool ok = v.IsScalar();
-  if (ok) {
-    try {
-      x = v.as<long long>();
-    } catch (const YAML::BadConversion&) {
-      ok = false;
-    }
-  }
-  if (!ok) fail(key, "expected a whole number " + range.describe() + " (got " + describe_node(v) + ")");
+  if (!scalar_as(v, x)) fail(key, "expected a whole number " + range.describe() + " (got " + describe_node(v) + ")");
   if (!range.contains(static_cast<double>(x))) {
     fail(key, "expected a whole number " + range.describe() + " (got " + v.Scalar() + ")");
   }
@@ -188,16 +185,8 @@ int64_t YamlMap::integer_or(const std::string& key, int64_t fallback, Range rang
 
 bool YamlMap::boolean(const std::string& key) const {
   const YAML::Node v = required(key);
-  bool ok = v.IsScalar();
   bool x = false;
-  if (ok) {
-    try {
-      x = v.as<bool>();
-    } catch (const YAML::BadConversion&) {
-      ok = false;
-    }
-  }
-  if (!ok) fail(key, "expected true or false (got " + describe_node(v) + ")");
+  if (!scalar_as(v, x)) fail(key, "expected true or false (got " + describe_node(v) + ")");
   return x;
 }
 
@@ -212,15 +201,7 @@ std::vector<int64_t> YamlMap::int_list(const std::string& key, Range range) cons
   for (size_t i = 0; i < v.size(); ++i) {
     const YAML::Node e = v[i];
     long long x = 0;
-    bool ok = e.IsScalar();
-    if (ok) {
-      try {
-        x = e.as<long long>();
-      } catch (const YAML::BadConversion&) {
-        ok = false;
-      }
-    }
-    if (!ok || !range.contains(static_cast<double>(x))) {
+    if (!scalar_as(e, x) || !range.contains(static_cast<double>(x))) {
       fail(key, "expected a list of whole numbers " + range.describe() + " (item " +
                     std::to_string(i) + " is " + describe_node(e) + ")");
     }
