@@ -38,12 +38,50 @@
 // (chunks i and 2P-1-i of 2P chunks of c/2). Attention ops carry the FLOPs the kernel
 // executes at tile granularity (fully masked tiles skipped, partly masked ones computed
 // whole) and the useful FLOPs (unmasked pairs only, for MFU).
+//
+// Details the generator fixes (schedule.cc; tests/planner/schedule_test.cc runs every
+// variant symbolically and checks them):
+// - Buffers. Ring: "kv0".."kv3" (receive buffers; flat uses 2: held + incoming, the own
+//   block is the stored "kv_own.L<l>"), "dkv_acc0".."dkv_acc3" (fp32 accumulators),
+//   "dkv_partial". Flat: the block held at step s >= 1 is kv[(s-1) % 2]; the accumulator
+//   of step s is dkv_acc[s % 2]; the own dK,dV comes back into dkv_acc[P % 2].
+//   Bidirectional: clockwise uses kv0/kv1 and dkv_acc0/1, counter-clockwise kv2/kv3 and
+//   dkv_acc2/3 (same indexing); the own dK,dV ends in dkv_acc[(P/2 + 1) % 2] after adding
+//   the counter-clockwise one into it. Hierarchical: outer blocks kv0/kv1, inner kv2/kv3,
+//   inner accumulators dkv_acc0/1, outer dkv_acc2/3.
+//   Per layer: "q.L<l>", "kv_own.L<l>", "out.L<l>", "lse.L<l>", "act.L<l>" (the rest of the
+//   layer's stored activations); under full checkpointing only "act.L<l>" (the layer
+//   input) is stored and "q", "kv_own", "out", "lse", "recompute" live while the layer's
+//   forward runs or reruns. Accounting only (an executor need not back them): model_states,
+//   layer_buffers, runtime_reserve, activations.other, act.*, recompute, grad_stream,
+//   ffn_chunk, logits_chunk, final_hidden, out_acc, score_tiles, dq, dout, delta.
+//   Sizes are the memory model's (memory_model.h), so the peak of the alloc/free ops is
+//   MemoryBreakdown::total().
+// - kAttentionBackward writes (overwrites) the block's partial dK,dV into aux_buffer and
+//   adds its dQ into the local dQ; kAccumulate adds aux_buffer into buffer. Where a fresh
+//   accumulator starts (step 0, or step 1 of the counter-clockwise stream) the op is
+//   emitted even for a fully masked block, with 0 FLOPs, so the accumulator holds zeros.
+//   An accumulator is received at the start of the step that adds to it.
+// - Tags are unique per (src, dst) pair over the whole schedule and < 2^31 (see the top
+//   of schedule.cc). kv_subblocks > 1 splits each K,V and dK,dV transfer into that many
+//   messages with consecutive tags, each with its own request.
+// - Collectives (FSDP over all cp·dp GPUs, group 0 in plan order): `bytes` is one rank's
+//   shard (all-gather: what it contributes; reduce-scatter: what it keeps); `tag` is the
+//   collective's sequence number on its group, the same on every member. Each unit (a
+//   layer, the embedding, the head) is all-gathered one ahead and reduce-scattered after
+//   its backward, one in flight.
+// - Ops of the backward pass have backward = true, recompute included (recomputed work
+//   has useful_flops = 0). layer = -1: embedding, head (logits), optimizer.
+// - Workloads: attention = one layer's ring attention forward (+ backward); layer = one
+//   layer with its GEMMs and FSDP collectives; step = grad_accum micro-steps of all layers,
+//   logits, then the optimizer. Memory allocs stand for the whole model in every workload.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "planner/cost_params.h"
 #include "planner/model_spec.h"
 #include "planner/plan.h"
 #include "planner/topology.h"
@@ -135,6 +173,11 @@ struct ScheduleOptions {
   int max_layers = 0;
   // Emit only these GPUs' op lists (empty = all): the executor needs its own rank only.
   std::vector<int> only_gpus;
+  // Rates for the ops' efficiencies; null = CostParams::from_topology(fabric.topology()).
+  // Pass the calibrated one when a profile is in use.
+  const CostParams* costs = nullptr;
+  // Names the plan in InputError messages ("plan.yaml").
+  std::string where = "plan";
 };
 
 // Throws InputError when the plan does not match the fabric (GPU count, order not a

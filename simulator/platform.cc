@@ -1,0 +1,53 @@
+#include "simulator/platform.h"
+
+#include <simgrid/s4u.hpp>
+
+namespace sg4 = simgrid::s4u;
+
+namespace rm::sim {
+
+void configure_network_model() {
+  // SimGrid's default LV08 model is fitted to TCP over Ethernet: it multiplies latencies by
+  // 13.01, scales bandwidth by 0.97 and charges reverse-direction cross traffic for ACKs.
+  // NVLink, PCIe and InfiniBand RDMA have none of that, and the planner charges link
+  // bandwidth and latency as given, so: plain max-min sharing (CM02) with both factors 1,
+  // no cross traffic, and no TCP window bound (TCP-gamma 0); calibration tunes the links.
+  sg4::Engine::set_config("network/model:CM02");
+  sg4::Engine::set_config("network/latency-factor:1");
+  sg4::Engine::set_config("network/bandwidth-factor:1");
+  sg4::Engine::set_config("network/crosstraffic:0");
+  sg4::Engine::set_config("network/TCP-gamma:0");
+}
+
+Platform::Platform(const Fabric& fabric, const CostParams& costs)
+    : fabric_(fabric), has_route_(fabric.gpus()) {
+  zone_ = sg4::create_full_zone("fabric");
+  for (int g = 0; g < fabric.gpus(); ++g) {
+    hosts_.push_back(zone_->create_host("gpu" + std::to_string(g), costs.peak_flops));
+  }
+  for (const Link& l : fabric.links()) {
+    // Full duplex is already two directed Fabric links, so each is one SHARED SimGrid link.
+    sg4::Link* link = zone_->create_link(l.name, costs.link_bytes_per_s(l));
+    link->set_latency(l.latency_s);
+    link->set_sharing_policy(sg4::Link::SharingPolicy::SHARED);
+    link->seal();
+    links_.push_back(link);
+  }
+}
+
+void Platform::add_route(int src, int dst) {
+  if (src == dst) return;
+  auto& row = has_route_[src];
+  if (row.empty()) row.assign(fabric_.gpus(), 0);
+  if (row[dst]) return;
+  row[dst] = 1;
+  std::vector<sg4::LinkInRoute> path;
+  for (int id : fabric_.route(src, dst)) path.emplace_back(links_[id]);
+  zone_->add_route(hosts_[src]->get_netpoint(), hosts_[dst]->get_netpoint(), nullptr, nullptr,
+                   path, /*symmetrical=*/false);
+  ++routes_;
+}
+
+void Platform::seal() { zone_->seal(); }
+
+}  // namespace rm::sim

@@ -1,0 +1,447 @@
+// The schedule generator, checked by running every rank's op list symbolically: buffers
+// carry which K,V block or which dK,dV contributions they hold, sends and receives meet by
+// (src, dst, tag) with rendezvous semantics, and the run must finish without deadlock,
+// without touching a buffer while a transfer on it is in flight, and with every position
+// holding its own complete dK,dV at the end of each backward pass.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "planner/attention_work.h"
+#include "planner/input_error.h"
+#include "planner/memory_model.h"
+#include "planner/schedule.h"
+#include "planner/spec_library.h"
+
+namespace rm {
+namespace {
+
+ModelSpec small_model(int heads, int kv_heads, int layers = 2) {
+  ModelSpec m;
+  m.name = "test";
+  m.source = "test";
+  m.layers = layers;
+  m.hidden = heads * 64;
+  m.heads = heads;
+  m.kv_heads = kv_heads;
+  m.head_dim = 64;
+  m.ffn_hidden = 4 * m.hidden;
+  m.vocab = 1000;
+  return m;
+}
+
+Plan make_plan(int gpus, int cp, Schedule sched, LoadBalance lb, bool causal, int64_t seq,
+               Workload wl = Workload::kAttention) {
+  Plan p;
+  p.job.model = "test";
+  p.job.topology = "dgx-a100-ib";
+  p.job.gpus = gpus;
+  p.job.seq_len = seq;
+  p.job.causal = causal;
+  p.job.workload = wl;
+  p.choice.cp = cp;
+  p.choice.dp = gpus / cp;
+  p.choice.schedule = sched;
+  p.choice.load_balance = lb;
+  p.choice.block_q = 64;
+  p.choice.block_kv = 64;
+  for (int i = 0; i < gpus; ++i) p.choice.order.push_back(i);
+  return p;
+}
+
+// What a buffer holds, symbolically.
+struct Content {
+  int kv = -1;                // K,V block of this ring position
+  int dkv = -1;               // dK,dV of this ring position's block ...
+  std::set<int> contrib;      // ... summed over these query positions
+};
+
+struct Checker {
+  const OpSchedule& s;
+  const Plan& plan;
+  const ModelSpec& m;
+  int P;
+  std::vector<std::vector<PairFlops>> pairs;  // [q][kv]
+  // Results.
+  std::map<std::tuple<int, int, bool, int, int>, int> visits;  // gpu, layer, bwd, kind, owner
+  std::vector<int> completions;  // backward phases that ended with the own dK,dV complete
+  std::vector<double> peak, executed_fwd, executed_bwd, useful_fwd;
+  double sent_bytes = 0;
+  int messages = 0;
+
+  Checker(const OpSchedule& sched, const Plan& p, const ModelSpec& model)
+      : s(sched), plan(p), m(model), P(p.choice.cp) {
+    TokenLayout layout{p.choice.load_balance, p.job.seq_len, P};
+    pairs.assign(P, std::vector<PairFlops>(P));
+    for (int q = 0; q < P; ++q)
+      for (int k = 0; k < P; ++k)
+        pairs[q][k] = attention_pair_flops(layout, q, k, p.job.causal, m.heads, m.head_dim,
+                                           {p.choice.block_q, p.choice.block_kv});
+  }
+
+  std::set<int> expected_contrib(int owner) const {
+    std::set<int> e;
+    for (int q = 0; q < P; ++q)
+      if (pairs[q][owner].executed > 0) e.insert(q);
+    return e;
+  }
+
+  struct Req {
+    OpKind kind;
+    int gpu, peer, tag, buffer;
+    double bytes;
+    bool matched = false;
+    Content payload;  // sends: snapshot at post
+  };
+  struct RankState {
+    size_t pc = 0;
+    std::map<int, Req*> reqs;
+    std::map<int, Content> content;
+    std::map<int, int> pending_send, pending_recv;
+    std::set<int> allocated;
+    double mem = 0;
+    bool own_complete = false;
+  };
+
+  void run() {
+    const int G = static_cast<int>(s.ranks.size());
+    std::vector<RankState> st(G);
+    std::vector<std::unique_ptr<Req>> all;
+    std::map<std::tuple<int, int, int>, Req*> open_sends, open_recvs;  // (src, dst, tag)
+    std::map<std::pair<int, int>, std::vector<Req*>> colls;            // (group, tag)
+    completions.assign(G, 0);
+    peak.assign(G, 0);
+    executed_fwd.assign(G, 0);
+    executed_bwd.assign(G, 0);
+    useful_fwd.assign(G, 0);
+    auto pos_of = [&](int gpu) { return s.ranks[gpu].position; };
+    auto label = [&](int id) { return s.buffers.at(id).label; };
+
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      for (int g = 0; g < G; ++g) {
+        RankState& r = st[g];
+        const auto& ops = s.ranks[g].ops;
+        while (r.pc < ops.size()) {
+          const Op& op = ops[r.pc];
+          INFO("gpu " << g << " op " << r.pc << " kind " << static_cast<int>(op.kind)
+                      << " layer " << op.layer << " step " << op.step);
+          bool blocked = false;
+          switch (op.kind) {
+            case OpKind::kAlloc:
+              REQUIRE(r.allocated.insert(op.buffer).second);
+              r.mem += op.bytes;
+              CHECK(op.bytes == doctest::Approx(s.buffers.at(op.buffer).bytes));
+              peak[g] = std::max(peak[g], r.mem);
+              r.content[op.buffer] = {};
+              if (label(op.buffer).rfind("kv_own", 0) == 0) r.content[op.buffer].kv = pos_of(g);
+              break;
+            case OpKind::kFree:
+              REQUIRE(r.allocated.erase(op.buffer) == 1);
+              // A backward phase ends by freeing its buffers (dkv_partial last of the
+              // dK,dV ones): the own dK,dV must be complete in one of them by then.
+              if (is_complete(g, r.content[op.buffer])) r.own_complete = true;
+              if (label(op.buffer) == "dkv_partial") {
+                completions[g] += r.own_complete ? 1 : 0;
+                r.own_complete = false;
+              }
+              REQUIRE(r.pending_send[op.buffer] == 0);
+              REQUIRE(r.pending_recv[op.buffer] == 0);
+              r.mem -= s.buffers.at(op.buffer).bytes;
+              break;
+            case OpKind::kSend:
+            case OpKind::kRecv: {
+              REQUIRE(r.allocated.count(op.buffer));
+              REQUIRE(!r.reqs.count(op.request));
+              auto req = std::make_unique<Req>(Req{op.kind, g, op.peer, op.tag, op.buffer, op.bytes, false, {}});
+              Req* q = req.get();
+              all.push_back(std::move(req));
+              r.reqs[op.request] = q;
+              if (op.kind == OpKind::kSend) {
+                REQUIRE(r.pending_recv[op.buffer] == 0);  // sending what is still arriving
+                r.pending_send[op.buffer]++;
+                q->payload = r.content[op.buffer];
+                auto key = std::make_tuple(g, op.peer, op.tag);
+                REQUIRE(!open_sends.count(key));  // tags unique per pair
+                open_sends[key] = q;
+                if (auto it = open_recvs.find(key); it != open_recvs.end()) {
+                  CHECK(it->second->bytes == doctest::Approx(op.bytes));
+                  it->second->payload = q->payload;
+                  it->second->matched = q->matched = true;
+                }
+                sent_bytes += op.bytes;
+                ++messages;
+              } else {
+                REQUIRE(r.pending_send[op.buffer] == 0);  // overwriting what is being sent
+                r.pending_recv[op.buffer]++;
+                auto key = std::make_tuple(op.peer, g, op.tag);
+                REQUIRE(!open_recvs.count(key));
+                open_recvs[key] = q;
+                if (auto it = open_sends.find(key); it != open_sends.end()) {
+                  CHECK(it->second->bytes == doctest::Approx(op.bytes));
+                  q->payload = it->second->payload;
+                  it->second->matched = q->matched = true;
+                }
+              }
+              break;
+            }
+            case OpKind::kCollective: {
+              REQUIRE(!r.reqs.count(op.request));
+              auto req = std::make_unique<Req>(Req{op.kind, g, op.group, op.tag, op.buffer, op.bytes, false, {}});
+              Req* q = req.get();
+              all.push_back(std::move(req));
+              r.reqs[op.request] = q;
+              auto& members = colls[{op.group, op.tag}];
+              members.push_back(q);
+              if (members.size() == s.groups.at(op.group).size()) {
+                for (Req* x : members) {
+                  CHECK(x->bytes == doctest::Approx(op.bytes));
+                  x->matched = true;
+                }
+              }
+              break;
+            }
+            case OpKind::kWait: {
+              REQUIRE(r.reqs.count(op.request));
+              Req* q = r.reqs[op.request];
+              if (!q->matched) {
+                blocked = true;
+                break;
+              }
+              if (q->kind == OpKind::kSend) r.pending_send[q->buffer]--;
+              if (q->kind == OpKind::kRecv) {
+                r.pending_recv[q->buffer]--;
+                r.content[q->buffer] = q->payload;
+
+              }
+              r.reqs.erase(op.request);
+              break;
+            }
+            case OpKind::kCompute:
+              compute(g, op, r);
+              break;
+          }
+          if (blocked) break;
+          ++r.pc;
+          progress = true;
+        }
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      INFO("gpu " << g);
+      CHECK_MESSAGE(st[g].pc == s.ranks[g].ops.size(), "deadlock: stuck at op " << st[g].pc);
+      CHECK(st[g].reqs.empty());
+      CHECK(st[g].allocated.empty());
+      CHECK(st[g].mem == doctest::Approx(0).epsilon(1e-9));
+    }
+    CHECK(open_sends.size() == open_recvs.size());
+  }
+
+  bool is_complete(int gpu, const Content& c) const {
+    const int pos = s.ranks[gpu].position;
+    return c.dkv == pos && c.contrib == expected_contrib(pos);
+  }
+
+  void compute(int g, const Op& op, RankState& r) {
+    auto check_readable = [&](int id) {
+      REQUIRE(r.allocated.count(id));
+      REQUIRE(r.pending_recv[id] == 0);
+    };
+    auto check_writable = [&](int id) {
+      check_readable(id);
+      REQUIRE(r.pending_send[id] == 0);
+    };
+    const int pos = s.ranks[g].position;
+    switch (op.compute) {
+      case ComputeKind::kAttentionForward:
+      case ComputeKind::kAttentionBackward: {
+        const bool bwd = op.compute == ComputeKind::kAttentionBackward;
+        check_readable(op.buffer);
+        CHECK(r.content[op.buffer].kv == op.kv_owner);
+        const PairFlops& f = pairs[pos][op.kv_owner];
+        if (f.executed > 0) visits[{g, op.layer, op.backward, static_cast<int>(op.compute), op.kv_owner}]++;
+        (bwd ? executed_bwd : executed_fwd)[g] += op.flops;
+        if (!bwd) useful_fwd[g] += op.useful_flops;
+        if (bwd) {
+          check_writable(op.aux_buffer);
+          Content c;
+          c.dkv = op.kv_owner;
+          if (f.executed > 0) c.contrib = {pos};
+          r.content[op.aux_buffer] = c;
+        }
+        break;
+      }
+      case ComputeKind::kAccumulate: {
+        check_writable(op.buffer);
+        check_readable(op.aux_buffer);
+        Content& into = r.content[op.buffer];
+        const Content& from = r.content[op.aux_buffer];
+        REQUIRE(into.dkv >= 0);
+        CHECK(into.dkv == from.dkv);
+        for (int q : from.contrib) CHECK_MESSAGE(into.contrib.insert(q).second, "position " << q << " added twice");
+        break;
+      }
+      default:
+        break;
+    }
+  }
+};
+
+// Runs the checker and the per-pass visit/FLOP assertions for an attention workload.
+void check_attention(const Plan& plan, const ModelSpec& m) {
+  const Topology topo = load_topology("dgx-a100-ib");
+  const Fabric fabric(topo, plan.job.gpus);
+  const OpSchedule s = generate_schedule(plan, m, fabric);
+  Checker ck(s, plan, m);
+  ck.run();
+  const int P = plan.choice.cp;
+  const bool full = plan.choice.checkpointing == Checkpointing::kFull;
+  for (int g = 0; g < plan.job.gpus; ++g) {
+    const int pos = s.ranks[g].position;
+    INFO("gpu " << g << " position " << pos);
+    CHECK(ck.completions[g] == 1);  // own dK,dV complete exactly once
+    for (int k = 0; k < P; ++k) {
+      const int want = ck.pairs[pos][k].executed > 0 ? 1 : 0;
+      INFO("kv owner " << k);
+      CHECK(ck.visits[{g, 0, false, static_cast<int>(ComputeKind::kAttentionForward), k}] == want);
+      CHECK(ck.visits[{g, 0, true, static_cast<int>(ComputeKind::kAttentionBackward), k}] == want);
+      CHECK(ck.visits[{g, 0, true, static_cast<int>(ComputeKind::kAttentionForward), k}] ==
+            (full ? want : 0));
+    }
+  }
+  // Executed FLOPs summed over the ring equal the closed form (per ring = per sequence).
+  const RingAttentionWork w = ring_attention_work({plan.choice.load_balance, plan.job.seq_len, P},
+                                                  plan.job.causal, m.heads, m.head_dim,
+                                                  {plan.choice.block_q, plan.choice.block_kv});
+  double fwd = 0, bwd = 0, useful = 0;
+  for (int g = 0; g < plan.job.gpus; ++g) {
+    fwd += ck.executed_fwd[g];
+    bwd += ck.executed_bwd[g];
+    useful += ck.useful_fwd[g];
+  }
+  const int rings = plan.choice.dp;
+  CHECK(fwd == doctest::Approx(rings * w.executed_total * (full ? 2 : 1)));
+  CHECK(bwd == doctest::Approx(rings * w.executed_total * topo.gpu.attention.backward_factor));
+  CHECK(useful == doctest::Approx(rings * w.useful_total));
+}
+
+TEST_CASE("schedule: every variant's ring passes are complete, matched and hazard-free") {
+  for (Schedule sched : {Schedule::kFlat, Schedule::kBidirectional}) {
+    for (LoadBalance lb : {LoadBalance::kContiguous, LoadBalance::kStriped, LoadBalance::kZigzag}) {
+      for (bool causal : {true, false}) {
+        for (int P : {1, 2, 3, 4, 5, 8}) {
+          CAPTURE(std::string(to_string(sched)));
+          CAPTURE(std::string(to_string(lb)));
+          CAPTURE(causal);
+          CAPTURE(P);
+          check_attention(make_plan(P, P, sched, lb, causal, 256 * P), small_model(8, 2));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("schedule: hierarchical ring over several nodes, with sub-blocks and DP") {
+  for (LoadBalance lb : {LoadBalance::kContiguous, LoadBalance::kZigzag}) {
+    for (int gpus : {8, 16, 24}) {
+      CAPTURE(std::string(to_string(lb)));
+      CAPTURE(gpus);
+      Plan p = make_plan(gpus, gpus, Schedule::kHierarchical, lb, true, 128 * gpus);
+      p.choice.kv_subblocks = 2;
+      check_attention(p, small_model(4, 4));
+    }
+  }
+  // Two rings of 8 (DP 2), flat and bidirectional, full checkpointing (recompute pass).
+  for (Schedule sched : {Schedule::kFlat, Schedule::kBidirectional, Schedule::kHierarchical}) {
+    CAPTURE(std::string(to_string(sched)));
+    Plan p = make_plan(16, 8, sched, LoadBalance::kStriped, true, 1024);
+    p.choice.checkpointing = Checkpointing::kFull;
+    std::reverse(p.choice.order.begin(), p.choice.order.end());  // any permutation
+    check_attention(p, small_model(8, 2));
+  }
+}
+
+TEST_CASE("schedule: step workload tracks the memory model's peak and balances alloc/free") {
+  const Topology topo = load_topology("dgx-a100-ib");
+  for (Checkpointing ck : {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull}) {
+    for (Schedule sched : {Schedule::kFlat, Schedule::kHierarchical}) {
+      CAPTURE(std::string(to_string(ck)));
+      CAPTURE(std::string(to_string(sched)));
+      const ModelSpec m = small_model(8, 2, 3);
+      Plan p = make_plan(16, 8, sched, LoadBalance::kZigzag, true, 8192, Workload::kStep);
+      p.choice.checkpointing = ck;
+      p.choice.grad_accum = 2;
+      const Fabric fabric(topo, 16);
+      const OpSchedule s = generate_schedule(p, m, fabric);
+      Checker c(s, p, m);
+      c.run();
+      const double want = memory_breakdown(m, p.choice, p.job.seq_len, topo.gpu).total();
+      for (int g = 0; g < 16; ++g) {
+        CHECK(c.peak[g] == doctest::Approx(want).epsilon(1e-9));
+        CHECK(c.completions[g] == 2 * m.layers);  // each layer's backward, each micro-step
+      }
+      // One layer emitted stands for all three: same peak.
+      ScheduleOptions one;
+      one.max_layers = 1;
+      const OpSchedule s1 = generate_schedule(p, m, fabric, one);
+      CHECK(s1.layers_emitted == 1);
+      CHECK(s1.layer_multiplier == 3);
+      Checker c1(s1, p, m);
+      c1.run();
+      CHECK(c1.peak[0] == doctest::Approx(want).epsilon(1e-9));
+    }
+  }
+}
+
+TEST_CASE("schedule: only_gpus emits the same ops for the chosen ranks") {
+  const Topology topo = load_topology("dgx-a100-ib");
+  const Fabric fabric(topo, 8);
+  const ModelSpec m = small_model(8, 2);
+  const Plan p = make_plan(8, 8, Schedule::kBidirectional, LoadBalance::kZigzag, true, 2048,
+                           Workload::kLayer);
+  const OpSchedule all = generate_schedule(p, m, fabric);
+  ScheduleOptions o;
+  o.only_gpus = {3};
+  const OpSchedule one = generate_schedule(p, m, fabric, o);
+  REQUIRE(one.ranks.size() == 8);
+  CHECK(one.ranks[0].ops.empty());
+  REQUIRE(one.ranks[3].ops.size() == all.ranks[3].ops.size());
+  for (size_t i = 0; i < all.ranks[3].ops.size(); ++i) {
+    const Op& a = all.ranks[3].ops[i];
+    const Op& b = one.ranks[3].ops[i];
+    CHECK(std::tie(a.kind, a.peer, a.tag, a.buffer, a.request) ==
+          std::tie(b.kind, b.peer, b.tag, b.buffer, b.request));
+  }
+}
+
+TEST_CASE("schedule: a plan that does not match its topology is bad input") {
+  const Topology topo = load_topology("dgx-a100-ib");
+  const Fabric fabric(topo, 8);
+  const ModelSpec m = small_model(8, 2);
+  Plan p = make_plan(8, 8, Schedule::kFlat, LoadBalance::kZigzag, true, 2048);
+  SUBCASE("GPU count") {
+    p.job.gpus = 16;
+    CHECK_THROWS_WITH_AS(generate_schedule(p, m, fabric), doctest::Contains("gpus"), InputError);
+  }
+  SUBCASE("order not a permutation") {
+    p.choice.order[3] = 0;
+    CHECK_THROWS_WITH_AS(generate_schedule(p, m, fabric), doctest::Contains("permutation"), InputError);
+  }
+  SUBCASE("sequence not divisible") {
+    p.job.seq_len = 2048 + 8;
+    CHECK_THROWS_WITH_AS(generate_schedule(p, m, fabric), doctest::Contains("multiple of 16"), InputError);
+  }
+  SUBCASE("hierarchical ring smaller than a node") {
+    p = make_plan(8, 4, Schedule::kHierarchical, LoadBalance::kZigzag, true, 2048);
+    CHECK_THROWS_WITH_AS(generate_schedule(p, m, fabric), doctest::Contains("hierarchical"), InputError);
+  }
+}
+
+}  // namespace
+}  // namespace rm
