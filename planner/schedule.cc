@@ -19,6 +19,7 @@
 #include "planner/attention_work.h"
 #include "planner/input_error.h"
 #include "planner/memory_model.h"
+#include "planner/ring_order.h"
 
 namespace rm {
 
@@ -62,6 +63,12 @@ class RankEmitter {
   int layer = 0;
   int step = 0;
   bool backward = false;
+
+  // A ring step starts: the next op carries the step's fixed sync cost (overhead_s).
+  void begin_step(int s, double sync_s) {
+    step = s;
+    pending_sync_ += sync_s;
+  }
 
   // Restores layer, step and backward when it goes out of scope.
   class Scope {
@@ -132,9 +139,12 @@ class RankEmitter {
  private:
   RankSchedule& rs_;
   int next_request_ = 0;
+  double pending_sync_ = 0;
 
-  Op base(OpKind kind) const {
+  Op base(OpKind kind) {
     Op op;
+    op.overhead_s = pending_sync_;
+    pending_sync_ = 0;
     op.kind = kind;
     op.layer = layer;
     op.step = step;
@@ -163,6 +173,7 @@ struct RingContext {
   double dkv_bytes = 0;
   double attention_efficiency = 0;
   double accumulate_efficiency = 0;  // memory-bound add, expressed as a fraction of peak
+  double sync_s = 0;                 // per ring step (CostParams::step_sync_s)
   double backward_factor = 2.5;
   const std::vector<int>* ring_gpus = nullptr;  // GPU id of each position
   int tag_stride = 0;
@@ -229,10 +240,13 @@ class RingPass {
   bool attend(int owner, int kv, int aux, bool always = false) {
     const PairFlops& f = pairs_[mod(owner, ctx_.P)];
     if (f.executed <= 0 && !always) return false;
+    // The kernel's backward reruns the scores (backward_factor x forward); model FLOPs
+    // count the backward as 2x the forward, as the cost model's MFU does.
     const double factor = bwd_ ? ctx_.backward_factor : 1.0;
+    const double useful = f.useful * (bwd_ ? kLinearBackwardFactor : 1.0) * useful_scale_;
     em_.compute(bwd_ ? ComputeKind::kAttentionBackward : ComputeKind::kAttentionForward,
-                f.executed * factor, f.useful * factor * useful_scale_, ctx_.attention_efficiency,
-                kv, aux, mod(owner, ctx_.P));
+                f.executed * factor, useful, ctx_.attention_efficiency, kv, aux,
+                mod(owner, ctx_.P));
     return true;
   }
   // Backward of a block whose accumulator starts here (fresh `acc`).
@@ -257,7 +271,7 @@ class RingPass {
     const int i = pos_;
     std::vector<int> kv_reqs, acc_recv, acc_send_prev, acc_send;
     for (int s = 0; s < P; ++s) {
-      em_.step = s;
+      em_.begin_step(s, ctx_.sync_s);
       if (s < P - 1) {
         recv(i - 1, ctx_.kv_bytes, flat_kv(s + 1), kKvCw, s, kv_reqs);
         send(i + 1, ctx_.kv_bytes, flat_kv(s), kKvCw, s, kv_reqs);
@@ -302,7 +316,7 @@ class RingPass {
     const int last_ccw = (P - 1) / 2;   // floor((P-1)/2)
     std::vector<int> kv_reqs, acc_recv, send_prev, send_now;
     for (int s = 0; s <= last_cw; ++s) {
-      em_.step = s;
+      em_.begin_step(s, ctx_.sync_s);
       if (s < last_cw) {
         recv(i - 1, ctx_.kv_bytes, cw_kv(s + 1), kKvCw, s, kv_reqs);
         send(i + 1, ctx_.kv_bytes, cw_kv(s), kKvCw, s, kv_reqs);
@@ -388,7 +402,7 @@ class RingPass {
       std::vector<int> kv_reqs, acc_recv, send_prev, send_now;
       for (int t = 0; t < g; ++t) {
         const int step = o * g + t;
-        em_.step = step;
+        em_.begin_step(step, ctx_.sync_s);
         if (t < g - 1) {
           recv(at(k, l - 1), ctx_.kv_bytes, inner_kv(t + 1), kKvCw, step, kv_reqs);
           send(at(k, l + 1), ctx_.kv_bytes, inner_kv(t), kKvCw, step, kv_reqs);
@@ -528,19 +542,7 @@ class Generator {
     if (choice_.strategy == Strategy::kFlashFsdp && choice_.cp != 1) {
       fail_input(w, "cp", "must be 1 for flash-fsdp (got " + num(choice_.cp) + ")");
     }
-    const auto& order = choice_.order;
-    if (static_cast<int>(order.size()) != job_.gpus) {
-      fail_input(w, "order", "must list all " + num(job_.gpus) + " GPU ids (got " +
-                                 num(order.size()) + ")");
-    }
-    std::vector<char> seen(job_.gpus, 0);
-    for (int id : order) {
-      if (id < 0 || id >= job_.gpus) {
-        fail_input(w, "order", "GPU ids must be in [0, " + num(job_.gpus - 1) + "] (got " +
-                                   num(id) + ")");
-      }
-      if (seen[id]++) fail_input(w, "order", "must be a permutation (GPU " + num(id) + " twice)");
-    }
+    check_order(choice_.order, job_.gpus, w);
     TokenLayout::check_divisible(choice_.load_balance, job_.seq_len, choice_.cp, w);
     if (m_.heads < 1 || m_.kv_heads < 1 || m_.heads % m_.kv_heads != 0) {
       fail_input(m_.source, "kv_heads", "must divide heads (" + num(m_.heads) + ")");
@@ -596,7 +598,9 @@ class Generator {
     for (int r = 0; r < choice_.dp; ++r) {
       ring_gpus_[r].assign(choice_.order.begin() + r * P_, choice_.order.begin() + (r + 1) * P_);
     }
-    if (G_ > 1) out_.groups.push_back(choice_.order);  // FSDP shards over all cp·dp GPUs
+    // FSDP shards over all cp·dp GPUs; NCCL's ring for it is rail-aligned (the snake), as
+    // in CostModel::fsdp_collective_s.
+    if (G_ > 1) out_.groups.push_back(snake_order(fabric_));
 
     ring_.P = P_;
     ring_.g = choice_.schedule == Schedule::kHierarchical ? fabric_.topology().gpus_per_node : 1;
@@ -606,8 +610,8 @@ class Generator {
     ring_.dkv_bytes = rb_.dkv_block;
     ring_.attention_efficiency =
         costs_.attention.efficiency(choice_.block_q, choice_.block_kv, m_.head_dim);
-    // An fp32 add reads two operands and writes one (12 bytes per element) at HBM speed.
-    ring_.accumulate_efficiency = costs_.hbm_bytes_per_s / (12.0 * costs_.peak_flops);
+    ring_.accumulate_efficiency = costs_.accumulate_efficiency();
+    ring_.sync_s = costs_.step_sync_s;
     ring_.backward_factor = costs_.attention.backward_factor;
     ring_.tag_stride = kStreamCount * (P_ + 2) * choice_.kv_subblocks;
   }
@@ -668,11 +672,11 @@ class Generator {
     em.layer = -1;
     em.step = 0;
     if (job_.workload == Workload::kStep && bwd) {
-      // Adam on this GPU's shard: memory bound, every model-state byte read and written.
+      // Adam on this GPU's shard, memory bound: flops = parameters, at the efficiency that
+      // gives CostParams::optimizer_s.
       const double shard_params = m_.params() / G_;
       em.compute(ComputeKind::kOptimizer, shard_params, 0,
-                 costs_.hbm_bytes_per_s / (2 * kModelStateBytesPerParam * costs_.peak_flops),
-                 states, -1);
+                 1 / (costs_.optimizer_s(1) * costs_.peak_flops), states, -1);
     }
     em.free(layer_bufs);
     em.free(states);

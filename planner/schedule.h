@@ -71,7 +71,11 @@
 //   layer, the embedding, the head) is all-gathered one ahead and reduce-scattered after
 //   its backward, one in flight.
 // - Ops of the backward pass have backward = true, recompute included (recomputed work
-//   has useful_flops = 0). layer = -1: embedding, head (logits), optimizer.
+//   has useful_flops = 0). layer = -1: embedding, head (logits), optimizer. useful_flops
+//   of a backward is 2x the forward's (model FLOPs, as the cost model's MFU counts them);
+//   flops of an attention backward is backward_factor x the forward's (what the kernel
+//   runs). kAccumulate and kOptimizer are memory bound: flops = elements / parameters,
+//   efficiency chosen so the time is CostParams::accumulate_s / optimizer_s.
 // - Workloads: attention = one layer's ring attention forward (+ backward); layer = one
 //   layer with its GEMMs and FSDP collectives; step = grad_accum micro-steps of all layers,
 //   logits, then the optimizer. Memory allocs stand for the whole model in every workload.
@@ -143,6 +147,10 @@ struct Op {
   int aux_buffer = -1;
   // Async ops yield a request id (unique within the rank); kWait names one.
   int request = -1;
+  // Fixed seconds the cost model charges before this op starts: the first op of each ring
+  // step carries CostParams::step_sync_s (stream event wait, the step's launches). The
+  // simulator waits it out; an executor ignores it (it pays the real ones).
+  double overhead_s = 0;
 };
 
 struct BufferInfo {
