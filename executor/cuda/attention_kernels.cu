@@ -162,14 +162,28 @@ __device__ __forceinline__ void load_tile(bf16* tile, const bf16* mat, int row0,
   }
 }
 
-// Number of leading K,V tiles of size BN a query range ending at token `q_last_tok`
-// needs: the rest start after it (causal) and are skipped.
-__device__ __forceinline__ int kv_tiles_needed(const int32_t* kv_tok, int c_kv, int bn,
-                                               bool causal, int32_t q_last_tok) {
-  const int n = (c_kv + bn - 1) / bn;
+// A rank's tokens are `segments` equal runs of seg_len rows that tiles never cross
+// (zigzag: its two half-chunks). Tile `idx` of size B covers rows [begin, end).
+struct TileRows {
+  int begin, end;
+};
+__device__ __forceinline__ TileRows tile_rows(int idx, int seg_len, int B) {
+  const int per_seg = (seg_len + B - 1) / B, seg = idx / per_seg;
+  const int begin = seg * seg_len + (idx % per_seg) * B;
+  return {begin, min(begin + B, (seg + 1) * seg_len)};
+}
+__device__ __forceinline__ int tile_count(int rows, int seg_len, int B) {
+  return rows / seg_len * ((seg_len + B - 1) / B);
+}
+
+// Number of leading K,V tiles a query range ending at token `q_last_tok` needs: tokens
+// increase, so under the causal mask the tiles that start after it are a suffix.
+__device__ __forceinline__ int kv_tiles_needed(const int32_t* kv_tok, int c_kv, int seg_kv,
+                                               int bn, bool causal, int32_t q_last_tok) {
+  const int n = tile_count(c_kv, seg_kv, bn);
   if (!causal) return n;
   int j = 0;
-  while (j < n && kv_tok[j * bn] <= q_last_tok) ++j;
+  while (j < n && kv_tok[tile_rows(j, seg_kv, bn).begin] <= q_last_tok) ++j;
   return j;
 }
 
@@ -181,6 +195,7 @@ struct KernelArgs {
   const float* lse_in;
   float *dq, *dk, *dv;
   int h, h_kv, c_q, c_kv;
+  int seg_q, seg_kv;  // segment lengths (c / segments)
   float scale, scale_log2;
   bool causal, merge;
 };
@@ -207,7 +222,8 @@ __global__ void __launch_bounds__(FwdCfg<D, BM, BN>::kThreads)
   int32_t* sKtok = reinterpret_cast<int32_t*>(sV + BN * LD);
 
   const int hq = blockIdx.y, hk = hq / (p.h / p.h_kv);
-  const int q0 = blockIdx.x * BM;
+  const TileRows qt = tile_rows(blockIdx.x, p.seg_q, BM);
+  const int q0 = qt.begin;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const bf16* qh = p.q + static_cast<int64_t>(hq) * p.c_q * D;
   const bf16* kh = p.k + static_cast<int64_t>(hk) * p.c_kv * D;
@@ -216,23 +232,24 @@ __global__ void __launch_bounds__(FwdCfg<D, BM, BN>::kThreads)
   const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
   int32_t tq[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) tq[r] = row[r] < p.c_q ? p.q_tok[row[r]] : INT_MAX;
+  for (int r = 0; r < 2; ++r) tq[r] = row[r] < qt.end ? p.q_tok[row[r]] : INT_MAX;
   const int32_t tq_first = p.q_tok[q0];
-  const int32_t tq_last = p.q_tok[min(q0 + BM, p.c_q) - 1];
-  const int n_tiles = kv_tiles_needed(p.kv_tok, p.c_kv, BN, p.causal, tq_last);
+  const int32_t tq_last = p.q_tok[qt.end - 1];
+  const int n_tiles = kv_tiles_needed(p.kv_tok, p.c_kv, p.seg_kv, BN, p.causal, tq_last);
 
-  auto load_kv_tokens = [&](int k0) {
+  auto load_kv_tokens = [&](TileRows kt) {
     for (int i = threadIdx.x; i < BN; i += THREADS)
-      sKtok[i] = k0 + i < p.c_kv ? p.kv_tok[k0 + i] : INT_MAX;
+      sKtok[i] = kt.begin + i < kt.end ? p.kv_tok[kt.begin + i] : INT_MAX;
   };
 
   // Pipeline: group 0 = Q + K_0, group 1 = V_0; each iteration commits K_{j+1} after
   // Q K^T and V_{j+1} after P V (possibly empty groups), so "wait_group 1" always means
   // "the tile needed next has landed".
-  load_tile<BM, D, LD, THREADS>(sQ, qh, q0, p.c_q);
-  if (n_tiles > 0) load_tile<BN, D, LD, THREADS>(sK, kh, 0, p.c_kv);
+  const TileRows kt0 = tile_rows(0, p.seg_kv, BN);
+  load_tile<BM, D, LD, THREADS>(sQ, qh, q0, qt.end);
+  if (n_tiles > 0) load_tile<BN, D, LD, THREADS>(sK, kh, kt0.begin, kt0.end);
   cp_async_commit();
-  if (n_tiles > 0) load_tile<BN, D, LD, THREADS>(sV, vh, 0, p.c_kv);
+  if (n_tiles > 0) load_tile<BN, D, LD, THREADS>(sV, vh, kt0.begin, kt0.end);
   cp_async_commit();
 
   float o[D / 8][4];
@@ -240,8 +257,9 @@ __global__ void __launch_bounds__(FwdCfg<D, BM, BN>::kThreads)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
   for (int j = 0; j < n_tiles; ++j) {
-    const int k0 = j * BN;
-    load_kv_tokens(k0);
+    const TileRows kt = tile_rows(j, p.seg_kv, BN);
+    const TileRows kt_next = tile_rows(j + 1, p.seg_kv, BN);
+    load_kv_tokens(kt);
     cp_async_wait<1>();
     __syncthreads();  // Q, K_j and the K_j tokens visible to all warps
 
@@ -249,9 +267,9 @@ __global__ void __launch_bounds__(FwdCfg<D, BM, BN>::kThreads)
     zero_acc(s);
     mma_smem_smem<D / 16, BN / 8, true>(s, sQ + warp * 16 * LD, LD, sK, LD);
 
-    // Masking is needed only on the K,V edge or where a key follows the first query.
-    const bool need_mask = k0 + BN > p.c_kv ||
-                           (p.causal && sKtok[min(BN, p.c_kv - k0) - 1] > tq_first);
+    // Masking is needed only on a ragged tile or where a key follows the first query.
+    const bool need_mask =
+        kt.end - kt.begin < BN || (p.causal && sKtok[kt.end - kt.begin - 1] > tq_first);
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nt = 0; nt < BN / 8; ++nt) {
@@ -267,7 +285,7 @@ __global__ void __launch_bounds__(FwdCfg<D, BM, BN>::kThreads)
       }
     }
     __syncthreads();  // every warp is done with sK and sKtok
-    if (j + 1 < n_tiles) load_tile<BN, D, LD, THREADS>(sK, kh, k0 + BN, p.c_kv);
+    if (j + 1 < n_tiles) load_tile<BN, D, LD, THREADS>(sK, kh, kt_next.begin, kt_next.end);
     cp_async_commit();
 
     float alpha[2];
@@ -307,7 +325,7 @@ __global__ void __launch_bounds__(FwdCfg<D, BM, BN>::kThreads)
     __syncthreads();  // V_j visible
     mma_reg_smem<BN / 16, D / 8>(o, pa, sV, LD);
     __syncthreads();  // every warp is done with sV
-    if (j + 1 < n_tiles) load_tile<BN, D, LD, THREADS>(sV, vh, k0 + BN, p.c_kv);
+    if (j + 1 < n_tiles) load_tile<BN, D, LD, THREADS>(sV, vh, kt_next.begin, kt_next.end);
     cp_async_commit();
   }
   cp_async_wait<0>();
@@ -322,12 +340,12 @@ __global__ void __launch_bounds__(FwdCfg<D, BM, BN>::kThreads)
   if (p.merge) {
 #pragma unroll
     for (int r = 0; r < 2; ++r)
-      if (row[r] < p.c_q) lse_old[r] = p.lse[static_cast<int64_t>(hq) * p.c_q + row[r]];
+      if (row[r] < qt.end) lse_old[r] = p.lse[static_cast<int64_t>(hq) * p.c_q + row[r]];
   }
   __syncwarp();  // all quad lanes read lse before lane t == 0 rewrites it
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    if (row[r] >= p.c_q) continue;
+    if (row[r] >= qt.end) continue;
     const float lse_b = l[r] > 0.f ? (m[r] + log2f(l[r])) * kLn2 : -INFINITY;
     float a_old = 0.f, a_b = l[r] > 0.f ? 1.f / l[r] : 0.f, lse_new = lse_b;
     if (p.merge) {
@@ -377,7 +395,8 @@ __global__ void __launch_bounds__(DqCfg<D, BM, BN>::kThreads) dq_kernel(const Ke
   int32_t* sKtok = reinterpret_cast<int32_t*>(sV + BN * LD);
 
   const int hq = blockIdx.y, hk = hq / (p.h / p.h_kv);
-  const int q0 = blockIdx.x * BM;
+  const TileRows qt = tile_rows(blockIdx.x, p.seg_q, BM);
+  const int q0 = qt.begin;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t qbase = static_cast<int64_t>(hq) * p.c_q;
   const bf16* kh = p.k + static_cast<int64_t>(hk) * p.c_kv * D;
@@ -388,7 +407,7 @@ __global__ void __launch_bounds__(DqCfg<D, BM, BN>::kThreads) dq_kernel(const Ke
   float lse2[2], delta[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const bool ok = row[r] < p.c_q;
+    const bool ok = row[r] < qt.end;
     tq[r] = ok ? p.q_tok[row[r]] : INT_MAX;
     // lse2 = +inf makes P = 0 for rows past the edge (and rows that saw no key).
     const float lse = ok ? p.lse_in[qbase + row[r]] : -INFINITY;
@@ -396,22 +415,22 @@ __global__ void __launch_bounds__(DqCfg<D, BM, BN>::kThreads) dq_kernel(const Ke
     delta[r] = ok ? p.delta[qbase + row[r]] : 0.f;
   }
   const int32_t tq_first = p.q_tok[q0];
-  const int32_t tq_last = p.q_tok[min(q0 + BM, p.c_q) - 1];
-  const int n_tiles = kv_tiles_needed(p.kv_tok, p.c_kv, BN, p.causal, tq_last);
+  const int32_t tq_last = p.q_tok[qt.end - 1];
+  const int n_tiles = kv_tiles_needed(p.kv_tok, p.c_kv, p.seg_kv, BN, p.causal, tq_last);
 
-  load_tile<BM, D, LD, THREADS>(sQ, p.q + qbase * D, q0, p.c_q);
-  load_tile<BM, D, LD, THREADS>(sdO, p.dout + qbase * D, q0, p.c_q);
+  load_tile<BM, D, LD, THREADS>(sQ, p.q + qbase * D, q0, qt.end);
+  load_tile<BM, D, LD, THREADS>(sdO, p.dout + qbase * D, q0, qt.end);
   cp_async_commit();
 
   float dq[D / 8][4];
   zero_acc(dq);
   for (int j = 0; j < n_tiles; ++j) {
-    const int k0 = j * BN;
-    load_tile<BN, D, LD, THREADS>(sK, kh, k0, p.c_kv);
-    load_tile<BN, D, LD, THREADS>(sV, vh, k0, p.c_kv);
+    const TileRows kt = tile_rows(j, p.seg_kv, BN);
+    load_tile<BN, D, LD, THREADS>(sK, kh, kt.begin, kt.end);
+    load_tile<BN, D, LD, THREADS>(sV, vh, kt.begin, kt.end);
     cp_async_commit();
     for (int i = threadIdx.x; i < BN; i += THREADS)
-      sKtok[i] = k0 + i < p.c_kv ? p.kv_tok[k0 + i] : INT_MAX;
+      sKtok[i] = kt.begin + i < kt.end ? p.kv_tok[kt.begin + i] : INT_MAX;
     cp_async_wait<0>();
     __syncthreads();
 
@@ -420,8 +439,8 @@ __global__ void __launch_bounds__(DqCfg<D, BM, BN>::kThreads) dq_kernel(const Ke
     zero_acc(dp);
     mma_smem_smem<D / 16, BN / 8, true>(s, sQ + warp * 16 * LD, LD, sK, LD);
     mma_smem_smem<D / 16, BN / 8, true>(dp, sdO + warp * 16 * LD, LD, sV, LD);
-    const bool need_mask = k0 + BN > p.c_kv ||
-                           (p.causal && sKtok[min(BN, p.c_kv - k0) - 1] > tq_first);
+    const bool need_mask =
+        kt.end - kt.begin < BN || (p.causal && sKtok[kt.end - kt.begin - 1] > tq_first);
 #pragma unroll
     for (int nt = 0; nt < BN / 8; ++nt) {
 #pragma unroll
@@ -443,7 +462,7 @@ __global__ void __launch_bounds__(DqCfg<D, BM, BN>::kThreads) dq_kernel(const Ke
 
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    if (row[r] >= p.c_q) continue;
+    if (row[r] >= qt.end) continue;
     float* drow = p.dq + (qbase + row[r]) * D;
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) {
@@ -481,25 +500,26 @@ __global__ void __launch_bounds__(DkdvCfg<D, BM, BN>::kThreads)
   int32_t* sQtok = reinterpret_cast<int32_t*>(sDelta + BM);
 
   const int hk = blockIdx.y, group = p.h / p.h_kv;
-  const int k0 = blockIdx.x * BN;
+  const TileRows kt = tile_rows(blockIdx.x, p.seg_kv, BN);
+  const int k0 = kt.begin;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t kbase = static_cast<int64_t>(hk) * p.c_kv;
 
   const int key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
   int32_t tk[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) tk[r] = key[r] < p.c_kv ? p.kv_tok[key[r]] : INT_MAX;
+  for (int r = 0; r < 2; ++r) tk[r] = key[r] < kt.end ? p.kv_tok[key[r]] : INT_MAX;
   const int32_t tk_first = p.kv_tok[k0];
-  const int32_t tk_last = p.kv_tok[min(k0 + BN, p.c_kv) - 1];
-  const int n_q_tiles = (p.c_q + BM - 1) / BM;
+  const int32_t tk_last = p.kv_tok[kt.end - 1];
+  const int n_q_tiles = tile_count(p.c_q, p.seg_q, BM);
   // Leading query tiles that end before this K,V tile's first key are fully masked.
   int i_begin = 0;
   if (p.causal)
-    while (i_begin < n_q_tiles && p.q_tok[min((i_begin + 1) * BM, p.c_q) - 1] < tk_first)
+    while (i_begin < n_q_tiles && p.q_tok[tile_rows(i_begin, p.seg_q, BM).end - 1] < tk_first)
       ++i_begin;
 
-  load_tile<BN, D, LD, THREADS>(sK, p.k + kbase * D, k0, p.c_kv);
-  load_tile<BN, D, LD, THREADS>(sV, p.v + kbase * D, k0, p.c_kv);
+  load_tile<BN, D, LD, THREADS>(sK, p.k + kbase * D, k0, kt.end);
+  load_tile<BN, D, LD, THREADS>(sV, p.v + kbase * D, k0, kt.end);
   cp_async_commit();
 
   float dk[D / 8][4], dv[D / 8][4];
@@ -508,12 +528,13 @@ __global__ void __launch_bounds__(DkdvCfg<D, BM, BN>::kThreads)
   for (int hq = hk * group; hq < (hk + 1) * group; ++hq) {
     const int64_t qbase = static_cast<int64_t>(hq) * p.c_q;
     for (int i = i_begin; i < n_q_tiles; ++i) {
-      const int q0 = i * BM;
-      load_tile<BM, D, LD, THREADS>(sQ, p.q + qbase * D, q0, p.c_q);
-      load_tile<BM, D, LD, THREADS>(sdO, p.dout + qbase * D, q0, p.c_q);
+      const TileRows qt = tile_rows(i, p.seg_q, BM);
+      const int q0 = qt.begin;
+      load_tile<BM, D, LD, THREADS>(sQ, p.q + qbase * D, q0, qt.end);
+      load_tile<BM, D, LD, THREADS>(sdO, p.dout + qbase * D, q0, qt.end);
       cp_async_commit();
       for (int x = threadIdx.x; x < BM; x += THREADS) {
-        const bool ok = q0 + x < p.c_q;
+        const bool ok = q0 + x < qt.end;
         const float lse = ok ? p.lse_in[qbase + q0 + x] : -INFINITY;
         sLse2[x] = lse == -INFINITY ? INFINITY : lse * kLog2e;  // P = 0 past the edge
         sDelta[x] = ok ? p.delta[qbase + q0 + x] : 0.f;
@@ -552,7 +573,7 @@ __global__ void __launch_bounds__(DkdvCfg<D, BM, BN>::kThreads)
 
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    if (key[r] >= p.c_kv) continue;
+    if (key[r] >= kt.end) continue;
     float* krow = p.dk + (kbase + key[r]) * D;
     float* vrow = p.dv + (kbase + key[r]) * D;
 #pragma unroll
@@ -614,8 +635,14 @@ __global__ void fill_kernel(float* x, float value, int64_t n) {
 
 // ---- launchers ----------------------------------------------------------------------------
 
+int host_tile_count(int rows, int seg_len, int b) {
+  return rows / seg_len * ((seg_len + b - 1) / b);
+}
+
 KernelArgs make_args(const AttentionDims& dims) {
   KernelArgs a{};
+  a.seg_q = dims.c_q / dims.segments;
+  a.seg_kv = dims.c_kv / dims.segments;
   a.h = dims.h;
   a.h_kv = dims.h_kv;
   a.c_q = dims.c_q;
@@ -630,11 +657,13 @@ void check_dims(const AttentionDims& dims, const char* op) {
   if (!head_dim_supported(dims.d))
     throw CudaError(std::string(op) + ": head dim " + std::to_string(dims.d) +
                     " is not supported by the cuda kernels (32, 64 or 128)");
-  if (dims.h <= 0 || dims.h_kv <= 0 || dims.h % dims.h_kv != 0 || dims.c_q <= 0 ||
-      dims.c_kv <= 0)
+  if (dims.h <= 0 || dims.h_kv <= 0 || dims.h % dims.h_kv != 0 || dims.segments <= 0 ||
+      dims.c_q <= 0 || dims.c_kv <= 0 || dims.c_q % dims.segments != 0 ||
+      dims.c_kv % dims.segments != 0)
     throw CudaError(std::string(op) + ": bad shape (h " + std::to_string(dims.h) + ", h_kv " +
                     std::to_string(dims.h_kv) + ", c_q " + std::to_string(dims.c_q) +
-                    ", c_kv " + std::to_string(dims.c_kv) + ")");
+                    ", c_kv " + std::to_string(dims.c_kv) + ", segments " +
+                    std::to_string(dims.segments) + ")");
 }
 
 // Launches `kernel` with `smem` bytes of dynamic shared memory (above 48 KB needs the
@@ -651,7 +680,8 @@ void launch(Kernel kernel, dim3 grid, int threads, int smem, cudaStream_t stream
 template <int D, int BM, int BN>
 void launch_fwd(const AttentionDims& dims, const KernelArgs& a, cudaStream_t stream) {
   using Cfg = FwdCfg<D, BM, BN>;
-  launch(fwd_kernel<D, BM, BN>, dim3((dims.c_q + BM - 1) / BM, dims.h), Cfg::kThreads,
+  launch(fwd_kernel<D, BM, BN>, dim3(host_tile_count(dims.c_q, a.seg_q, BM), dims.h),
+         Cfg::kThreads,
          Cfg::kSmem, stream, a, "attention_forward");
 }
 
@@ -672,9 +702,10 @@ void launch_bwd(const AttentionDims& dims, const KernelArgs& a, cudaStream_t str
   constexpr int kBmDq = 64, kBnDq = 64;
   using CfgDq = DqCfg<D, kBmDq, kBnDq>;
   using CfgKv = DkdvCfg<D, kBmDkdv, kBnDkdv>;
-  launch(dq_kernel<D, kBmDq, kBnDq>, dim3((dims.c_q + kBmDq - 1) / kBmDq, dims.h),
+  launch(dq_kernel<D, kBmDq, kBnDq>, dim3(host_tile_count(dims.c_q, a.seg_q, kBmDq), dims.h),
          CfgDq::kThreads, CfgDq::kSmem, stream, a, "attention_backward (dq)");
-  launch(dkdv_kernel<D, kBmDkdv, kBnDkdv>, dim3((dims.c_kv + kBnDkdv - 1) / kBnDkdv, dims.h_kv),
+  launch(dkdv_kernel<D, kBmDkdv, kBnDkdv>,
+         dim3(host_tile_count(dims.c_kv, a.seg_kv, kBnDkdv), dims.h_kv),
          CfgKv::kThreads, CfgKv::kSmem, stream, a, "attention_backward (dk, dv)");
 }
 

@@ -64,6 +64,10 @@ bool head_dim_supported(int d);
 struct AttentionDims {
   int h = 0, h_kv = 0, d = 0;
   int c_q = 0, c_kv = 0;
+  // The tokens of each side are this many equal runs that tiles never cross (2 for
+  // zigzag's two half-chunks, see planner/attention_work.h), so the tiles, and the FLOPs
+  // they execute, are the ones the schedule counts.
+  int segments = 1;
   bool causal = true;
   float scale = 0;  // softmax scale, 1/sqrt(d)
 };
