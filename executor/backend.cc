@@ -1,6 +1,7 @@
 // Backend factory and the deterministic input generator every backend shares.
 #include "executor/backend.h"
 
+#include "executor/verify.h"
 #include "planner/input_error.h"
 
 namespace rm::exec {
@@ -27,18 +28,27 @@ float input_value(uint64_t seed, InputTensor which, int head, int64_t token, int
   return static_cast<float>(x >> 40) * (2.0f / 16777216.0f) - 1.0f;
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& name) {
-  if (name == "cpu") return make_cpu_backend();
+double Backend::verify_tolerance() const { return kVerifyTolerance; }
+
+void check_backend_available(const std::string& name) {
+  if (name == "cpu") return;
   if (name == "cuda") {
-#ifdef RINGMASTER_HAVE_CUDA
-    return make_cuda_backend();
-#else
+#ifndef RINGMASTER_HAVE_CUDA
     throw InputError(
         "--backend: cuda: this ringmaster was built without the CUDA backend (no nvcc or "
         "NCCL at configure time); use --backend cpu");
 #endif
+    return;
   }
   throw InputError("--backend: expected cpu or cuda (got '" + name + "')");
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name) {
+  check_backend_available(name);
+#ifdef RINGMASTER_HAVE_CUDA
+  if (name == "cuda") return make_cuda_backend();
+#endif
+  return make_cpu_backend();
 }
 
 }  // namespace rm::exec

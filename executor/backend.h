@@ -79,6 +79,14 @@ class Backend {
   // input_value(seed, ...). Called once before any other call.
   virtual void setup(const AttentionShape& shape, const std::vector<int64_t>& tokens,
                      uint64_t seed) = 0;
+  // The ranks this rank's op list exchanges messages with (either direction), once after
+  // setup() and before the first transfer; each of them makes the same call naming this
+  // rank. The cuda backend creates its NCCL links here (executor/cuda/nccl_transport.h);
+  // the cpu backend needs nothing.
+  virtual void connect(const std::vector<int>& peers) { (void)peers; }
+  // The largest relative error (verify.h's measure) `--verify` accepts from this
+  // backend's arithmetic: kVerifyTolerance for fp32; more for bf16 inputs (cuda).
+  virtual double verify_tolerance() const;
 
   // --- schedule buffers -------------------------------------------------------------
   virtual void alloc(int buffer, BufferRole role) = 0;
@@ -132,6 +140,8 @@ class Backend {
 // unknown or was not built (cuda without nvcc/NCCL at configure time). Backends that
 // talk to peers use MPI_COMM_WORLD (MPI is initialised before this is called).
 std::unique_ptr<Backend> make_backend(const std::string& name);
+// The same check without constructing the backend (before ranks are launched).
+void check_backend_available(const std::string& name);
 
 // Each backend's factory; make_backend dispatches to them.
 std::unique_ptr<Backend> make_cpu_backend();   // executor/cpu_backend.cc

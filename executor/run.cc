@@ -1,0 +1,215 @@
+// One rank of `ringmaster run` (see run.h).
+#include "executor/run.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include "executor/backend.h"
+#include "executor/measurements.h"
+#include "executor/ring_loop.h"
+#include "executor/verify.h"
+#include "executor/watchdog.h"
+#include "planner/input_error.h"
+#include "planner/schedule.h"
+#include "planner/spec_library.h"
+
+namespace rm::exec {
+
+LoadedPlan load_plan_for_run(const std::string& plan_path, const std::string& backend) {
+  LoadedPlan lp;
+  lp.plan = read_plan_yaml(plan_path);
+  const Plan& p = lp.plan;
+  check_backend_available(backend);
+  if (p.choice.strategy != Strategy::kRing)
+    fail_input(plan_path, "plan.strategy",
+               std::string("run executes ring-attention plans (got '") + to_string(p.choice.strategy) +
+                   "')");
+  if (p.job.workload != Workload::kAttention)
+    fail_input(plan_path, "workload",
+               std::string("the executor runs workload 'attention' (ring attention, forward or "
+                           "forward-backward) only; '") +
+                   to_string(p.job.workload) +
+                   "' also needs the linear layers and FSDP collectives, which it does not "
+                   "run: re-plan with --workload attention");
+  lp.model = load_model(p.job.model);
+  lp.topology = load_topology(p.job.topology);
+  if (backend == "cpu" && lp.topology.intra.kind != IntraKind::kSharedMemory)
+    fail_input(plan_path, "topology",
+               "the cpu backend runs plans made for a CPU topology (shared-memory devices, "
+               "e.g. cpu-local); this plan is for '" + lp.topology.name +
+                   "': re-plan with --topology cpu-local, or run it with --backend cuda");
+  return lp;
+}
+
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+std::string describe_plan(const std::string& path, const LoadedPlan& lp, int ranks) {
+  const Plan& p = lp.plan;
+  const ModelSpec& m = lp.model;
+  std::ostringstream o;
+  o << "# ringmaster run: " << path << ": " << m.name << " on " << lp.topology.name << ", "
+    << ranks << " ranks = ring " << p.choice.cp << " x dp " << p.choice.dp << ", "
+    << to_string(p.choice.schedule) << " ring (" << p.choice.order_name << " order), "
+    << to_string(p.choice.load_balance) << ", " << (p.job.causal ? "causal" : "non-causal")
+    << "\n#   N = " << p.job.seq_len << " tokens (c = " << p.job.seq_len / p.choice.cp
+    << " per rank), d = " << m.head_dim << ", h = " << m.heads << ", h_kv = " << m.kv_heads
+    << ", tiles " << p.choice.block_q << " x " << p.choice.block_kv << ", kv sub-blocks "
+    << p.choice.kv_subblocks << ", attention " << to_string(p.job.passes) << "\n";
+  return o.str();
+}
+
+// Ring and position of every rank, from the plan's order.
+void ring_of(const Plan& p, int rank, int& ring, int& position) {
+  const auto& order = p.choice.order;
+  const auto it = std::find(order.begin(), order.end(), rank);
+  const int idx = static_cast<int>(it - order.begin());
+  ring = idx / p.choice.cp;
+  position = idx % p.choice.cp;
+}
+
+int run_body(const RunOptions& opt, int rank, int size) {
+  const LoadedPlan lp = load_plan_for_run(opt.plan_path, opt.backend);
+  const Plan& plan = lp.plan;
+  if (size != plan.job.gpus)
+    fail_input(opt.plan_path, "gpus",
+               "the plan is for " + std::to_string(plan.job.gpus) + " ranks (ring " +
+                   std::to_string(plan.choice.cp) + " x dp " + std::to_string(plan.choice.dp) +
+                   ") but the MPI world has " + std::to_string(size) + "; run with --np " +
+                   std::to_string(plan.job.gpus));
+  const Fabric fabric(lp.topology, plan.job.gpus);
+  ScheduleOptions so;
+  so.only_gpus = {rank};
+  so.where = opt.plan_path;
+  const OpSchedule sched = generate_schedule(plan, lp.model, fabric, so);
+  const RankSchedule& me = sched.ranks.at(static_cast<size_t>(rank));
+
+  const TokenLayout layout{plan.choice.load_balance, plan.job.seq_len, plan.choice.cp};
+  AttentionShape shape;
+  shape.c = layout.tokens_per_rank();
+  shape.d = lp.model.head_dim;
+  shape.h = lp.model.heads;
+  shape.h_kv = lp.model.kv_heads;
+  shape.block_q = plan.choice.block_q;
+  shape.block_kv = plan.choice.block_kv;
+  shape.causal = plan.job.causal;
+  shape.segments = plan.choice.load_balance == LoadBalance::kZigzag ? 2 : 1;
+  std::vector<int64_t> tokens(static_cast<size_t>(shape.c));
+  for (int64_t i = 0; i < shape.c; ++i) tokens[i] = layout.global_index(me.position, i);
+
+  std::unique_ptr<Backend> backend = make_backend(opt.backend);
+  backend->setup(shape, tokens, opt.seed + static_cast<uint64_t>(me.ring));
+  Watchdog watchdog(rank, opt.timeout_s);
+  RingLoop loop(*backend, sched, rank, layout, shape, &watchdog, fault_from_env());
+
+  // Barrier, untimed warm-up, barrier, timed loop (nccl-tests order).
+  auto barrier = [&](const char* what) {
+    watchdog.arm(what);
+    MPI_Barrier(MPI_COMM_WORLD);
+    watchdog.disarm();
+  };
+  barrier("the barrier before the warm-up iteration");
+  const double warm0 = backend->now();
+  loop.run(-1, warm0, nullptr);
+  const double warmup_s = backend->now() - warm0;
+  barrier("the barrier before the timed iterations");
+  std::vector<Measurement> records;
+  const double epoch = backend->now();
+  for (int k = 0; k < opt.iters; ++k) {
+    loop.run(k, epoch, &records);
+    if (rank == 0 && warmup_s > 2.0)
+      std::fprintf(stderr, "ringmaster run: iteration %d/%d done\n", k + 1, opt.iters);
+  }
+  backend->synchronize();
+
+  watchdog.arm("gathering measurements to rank 0");
+  const std::vector<Measurement> all = gather_measurements(records);
+  std::vector<HostTensors> gathered;
+  if (opt.verify) gathered = gather_host_tensors(backend->download());
+  watchdog.disarm();
+  if (rank != 0) return 0;
+
+  std::string out = describe_plan(opt.plan_path, lp, size);
+  out += "# backend " + backend->name() +
+         ": 1 thread per rank (Eigen single-threaded, OMP_NUM_THREADS=1); 1 warm-up + " +
+         std::to_string(opt.iters) + " timed iterations\n";
+  const auto rows = summarize(all);
+  out += format_summary_table(rows, size);
+  double avg_step = 0;
+  for (const auto& r : rows) avg_step += r.step_s / rows.size();
+  char line[256];
+  if (plan.predicted.step_time_s > 0) {
+    std::snprintf(line, sizeof line,
+                  "# planner predicted %.3f ms per iteration; measured %.3f ms (%+.0f %%)\n",
+                  plan.predicted.step_time_s * 1e3, avg_step * 1e3,
+                  100.0 * (avg_step / plan.predicted.step_time_s - 1.0));
+    out += line;
+  }
+  bool ok = true;
+  if (opt.verify) {
+    std::vector<VerifyResult> results;
+    for (int k = 0; k < plan.choice.dp; ++k) {
+      std::vector<HostTensors> ring;
+      for (int r = 0; r < size; ++r) {
+        int rr = 0, pos = 0;
+        ring_of(plan, r, rr, pos);
+        if (rr == k) ring.push_back(gathered[static_cast<size_t>(r)]);
+      }
+      results.push_back(verify_ring(ring, shape, opt.seed + static_cast<uint64_t>(k),
+                                    loop.has_backward()));
+      results.back().ring = k;
+    }
+    out += format_verify_table(results, kVerifyTolerance);
+    double worst = 0;
+    for (const auto& r : results) {
+      ok = ok && r.ok();
+      for (const auto& c : r.checks) worst = std::max(worst, c.rel_err);
+    }
+    std::snprintf(line, sizeof line, "# verification: %s (max rel err %.2e, tolerance %.0e)\n",
+                  ok ? "OK" : "FAILED", worst, kVerifyTolerance);
+    out += line;
+  } else {
+    out += "# verification: not run (add --verify)\n";
+  }
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+  if (!opt.measurements_path.empty()) write_measurements_jsonl(all, opt.measurements_path);
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int run_rank(const RunOptions& options) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int rank = world_rank();
+  int code = 0;
+  try {
+    code = run_body(options, rank, size);
+  } catch (const InputError& e) {
+    // Every rank reads the same plan and fails the same way: one message is enough.
+    if (rank == 0) std::fprintf(stderr, "ringmaster: %s\n", e.what());
+    code = kExitBadInput;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringmaster run: rank %d: error: %s\n", rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return code;
+}
+
+}  // namespace rm::exec

@@ -1,0 +1,44 @@
+// One rank of `ringmaster run`: load and check the plan, build this rank's op list, run
+// a warm-up iteration and K timed ones through the ring loop, then (rank 0) merge the
+// measurements, print the summary, verify, and write the files.
+//
+// Measurement order (as nccl-tests): barrier, one untimed warm-up iteration, barrier,
+// K timed iterations back to back; each iteration runs the plan's whole op list.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "planner/model_spec.h"
+#include "planner/plan.h"
+#include "planner/topology.h"
+
+namespace rm::exec {
+
+struct RunOptions {
+  std::string plan_path;
+  int iters = 5;             // timed iterations (after one warm-up)
+  bool verify = false;
+  std::string measurements_path;  // empty = none
+  std::string trace_path;         // empty = none
+  std::string backend = "cpu";
+  double timeout_s = 60;     // watchdog deadline per op (watchdog.h)
+  uint64_t seed = 20240601;  // inputs of ring k use seed + k
+};
+
+// The plan and its specs, checked for what `run` can execute with `backend`; throws
+// InputError naming the plan file and field otherwise (strategy other than ring,
+// workload other than attention, a non-CPU topology for the cpu backend, ...).
+struct LoadedPlan {
+  Plan plan;
+  ModelSpec model;
+  Topology topology;
+};
+LoadedPlan load_plan_for_run(const std::string& plan_path, const std::string& backend);
+
+// Runs this process as one rank: initialises MPI, runs, finalises. Returns the exit
+// code: 0, 1 (verification failed, a run-time failure) or 2 (bad input: the plan does
+// not match the MPI world).
+int run_rank(const RunOptions& options);
+
+}  // namespace rm::exec
