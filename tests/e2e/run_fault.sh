@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Faults in `ringmaster run`: a rank killed mid-ring, or stalled, must make every rank exit,
+# non-zero, within a bound (the --timeout-s deadline plus mpirun's teardown), with a
+# message naming a rank and the step; no rank may be left running. Faults are injected
+# with the hidden RINGMASTER_FAULT variable (executor/watchdog.h). Also: a plan whose GPU
+# count differs from --np, and a plan made for a GPU topology, are refused with exit 2.
+# Usage: run_fault.sh <ringmaster> <source-dir>. Exit 77 = skipped.
+set -u
+bin=$1
+if ! command -v mpirun >/dev/null; then
+  echo "skipped: mpirun not found"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+
+write_plan() {  # <file> <topology>
+  cat > "$1" <<EOF
+format: 1
+model: tiny
+topology: $2
+gpus: 3
+seq_len: 96
+causal: true
+workload: attention
+passes: forward-backward
+plan:
+  strategy: ring
+  cp: 3
+  dp: 1
+  schedule: flat
+  order_name: node-major
+  order: [0, 1, 2]
+  load_balance: zigzag
+  block_q: 16
+  block_kv: 16
+  kv_subblocks: 1
+  checkpointing: none
+  grad_accum: 1
+EOF
+}
+write_plan plan.yaml cpu-local
+
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+timeout_s=3
+bound_s=30  # deadline + watchdog poll + mpirun teardown, with room for a loaded machine
+for fault in kill stall; do
+  t0=$(date +%s)
+  out=$(RINGMASTER_FAULT="$fault:rank=1,step=1" timeout 120 "$bin" run --plan "$tmp/plan.yaml" \
+        --iters 2 --timeout-s $timeout_s 2>&1)
+  rc=$?
+  elapsed=$(($(date +%s) - t0))
+  [[ $rc -eq 0 ]] && fail "$fault: exit 0, want non-zero"
+  [[ $rc -eq 124 ]] && fail "$fault: hung (killed by the test's 120 s timeout)"
+  [[ $elapsed -gt $bound_s ]] && fail "$fault: took ${elapsed} s, bound ${bound_s} s"
+  if [[ $out != *"rank 1: injected fault ($fault) at step 1"* ]]; then
+    fail "$fault: no injection message"
+  fi
+  if [[ $fault == stall && ! $out =~ rank\ [0-9]:\ no\ progress\ for.*step\ [0-9] ]]; then
+    fail "stall: no watchdog message naming a rank and a step"
+  fi
+  if pgrep -f "$tmp/plan.yaml" >/dev/null; then
+    fail "$fault: ranks still running after mpirun exited"
+  fi
+  echo "$fault: exit $rc after ${elapsed} s"
+  echo "$out" | grep -E "injected|no progress|exited on signal|non-zero" | head -4
+done
+
+# Refusals: exit 2 with a message, before any rank starts.
+out=$("$bin" run --plan plan.yaml --np 2 2>&1)
+rc=$?
+[[ $rc -eq 2 && $out == *"plan.yaml: gpus"*"--np is 2"* ]] || fail "--np mismatch: exit $rc: $out"
+write_plan gpu.yaml dgx-a100-ib
+out=$("$bin" run --plan gpu.yaml 2>&1)
+rc=$?
+[[ $rc -eq 2 && $out == *"gpu.yaml: topology"*"cpu backend"* ]] || fail "GPU topology: exit $rc: $out"
+sed -i 's/^workload: attention/workload: step/' gpu.yaml
+out=$("$bin" run --plan gpu.yaml 2>&1)
+rc=$?
+[[ $rc -eq 2 && $out == *"workload"* ]] || fail "workload step: exit $rc: $out"
+# Under mpirun directly (as with a hostfile): every rank refuses a world of the wrong size.
+mpirun_flags=(-np 2 --oversubscribe)
+[[ $(id -u) -eq 0 ]] && mpirun_flags+=(--allow-run-as-root)
+out=$(timeout 60 mpirun "${mpirun_flags[@]}" "$bin" run --plan plan.yaml 2>&1)
+rc=$?
+[[ $rc -ne 0 && $out == *"MPI world has 2"* ]] || fail "world size mismatch under mpirun: exit $rc: $out"
+
+[[ $failures -eq 0 ]] && echo "all fault checks passed"
+[[ $failures -eq 0 ]]

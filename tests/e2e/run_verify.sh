@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# `ringmaster run --verify` on real MPI ranks (oversubscribed) over a matrix of plans:
+# P = 1..4; flat, bidirectional and hierarchical schedules; causal and not; MHA and GQA;
+# contiguous, striped and zigzag load balance; whole and split (kv_subblocks 2) transfers;
+# a data-parallel case (2 rings of 2). Every run must print "verification: OK" and exit 0.
+# Plans are written by hand (the plan.yaml format, planner/plan_io.cc) so every schedule
+# is pinned. Usage: run_verify.sh <ringmaster> <source-dir>. Exit 77 = skipped.
+set -u
+bin=$1
+src=$2
+if ! command -v mpirun >/dev/null; then
+  echo "skipped: mpirun not found"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+
+# MHA variant of the shipped tiny model (tiny itself is GQA: 4 heads, 2 kv heads).
+sed -e 's/^name: tiny/name: tiny-mha/' -e 's/^kv_heads: .*/kv_heads: 4/' \
+  "$src/models/tiny.yaml" > tiny-mha.yaml
+# cpu-local split into nodes of g devices (hierarchical rings need nodes); the nodes are
+# joined by a small fat tree only so that the topology is complete.
+node_topology() {  # <g> <nodes>
+  sed -e "s/^name: cpu-local/name: cpu-nodes-$1x$2/" -e "s/^gpus_per_node: .*/gpus_per_node: $1/" \
+    -e "s/^max_nodes: .*/max_nodes: $2/" "$src/topologies/cpu-local.yaml" > "cpu-$1x$2.yaml"
+  if [[ $2 -gt 1 ]]; then
+    cat >> "cpu-$1x$2.yaml" <<EOF
+inter:
+  kind: fat-tree
+  latency_us: 1
+  nics_per_node: $1
+  nic_gb_per_s: 5
+  rail_optimized: true
+  nodes_per_leaf: $2
+  oversubscription: 1
+EOF
+  fi
+}
+
+# write_plan <file> <model> <topology> <P> <dp> <schedule> <lb> <causal> <subblocks>
+write_plan() {
+  local gpus=$(($4 * $5)) order
+  order=$(seq -s ', ' 0 $((gpus - 1)))
+  cat > "$1" <<EOF
+format: 1
+model: $2
+topology: $3
+gpus: $gpus
+seq_len: 48
+causal: $8
+workload: attention
+passes: forward-backward
+plan:
+  strategy: ring
+  cp: $4
+  dp: $5
+  schedule: $6
+  order_name: custom
+  order: [$order]
+  load_balance: $7
+  block_q: 4
+  block_kv: 8
+  kv_subblocks: $9
+  checkpointing: none
+  grad_accum: 1
+EOF
+}
+
+failures=0
+runs=0
+start=$(date +%s)
+# check <label> <plan args...>
+check() {
+  local label=$1
+  shift
+  write_plan plan.yaml "$@"
+  runs=$((runs + 1))
+  local out rc
+  out=$(timeout 60 "$bin" run --plan plan.yaml --verify --iters 1 --timeout-s 20 2>&1)
+  rc=$?
+  if [[ $rc -ne 0 || $out != *"verification: OK"* ]]; then
+    echo "FAIL ($label): exit $rc"
+    echo "$out" | tail -15
+    failures=$((failures + 1))
+  else
+    echo "ok   ($label): $(echo "$out" | grep -o 'max rel err [0-9.e+-]*')"
+  fi
+}
+
+for P in 1 2 3 4; do
+  # Hierarchical: nodes of 2 devices when P is even, of 1 otherwise.
+  g=$((P % 2 == 0 ? 2 : 1))
+  node_topology $g $((P / g))
+  for sched in flat bidirectional hierarchical; do
+    topo=cpu-local
+    [[ $sched == hierarchical ]] && topo=$tmp/cpu-${g}x$((P / g)).yaml
+    check "P=$P $sched causal GQA zigzag" tiny "$topo" $P 1 $sched zigzag true 1
+    check "P=$P $sched causal MHA contiguous" "$tmp/tiny-mha.yaml" "$topo" $P 1 $sched contiguous true 1
+    check "P=$P $sched non-causal MHA striped" "$tmp/tiny-mha.yaml" "$topo" $P 1 $sched striped false 1
+    check "P=$P $sched causal GQA striped, 2 sub-blocks" tiny "$topo" $P 1 $sched striped true 2
+  done
+done
+# Hierarchical with every device its own node (outer ring only), and two rings (dp = 2).
+node_topology 1 4
+check "P=4 hierarchical 4 nodes of 1, causal GQA zigzag" tiny "$tmp/cpu-1x4.yaml" 4 1 hierarchical zigzag true 1
+check "P=2 x dp=2 flat causal GQA zigzag" tiny cpu-local 2 2 flat zigzag true 1
+
+echo "$runs runs, $failures failed, $(($(date +%s) - start)) s"
+[[ $failures -eq 0 ]]
