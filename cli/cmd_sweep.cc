@@ -1,13 +1,127 @@
-// `ringmaster sweep`: placeholder until its issue lands.
-#include <stdexcept>
+// `ringmaster sweep`: plan a grid of GPU counts x sequence lengths. With no options it is
+// the study's suite: 8K..1M tokens on 16..128 GPUs of the DGX A100 cluster with Llama-2
+// 7B, the 7B-class model the Ring Attention paper trains on A100s (and MHA, so the paper's
+// c >= F/B threshold applies unchanged): 24 rows.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/plan_report.h"
+#include "cli/sweep.h"
+#include "planner/input_error.h"
+#include "planner/search.h"
+#include "planner/spec_library.h"
+#include "planner/units.h"
 
 namespace rm::cli {
 
+std::vector<SweepRow> plan_sweep(const JobOptions& options, const std::vector<int>& gpus,
+                                 const std::vector<int64_t>& seqs, bool progress) {
+  std::vector<SweepRow> rows;
+  const size_t total = gpus.size() * seqs.size();
+  for (int g : gpus) {
+    // One planner per GPU count: its traffic patterns are reused across lengths.
+    ResolvedJob r = resolve_job(options, g, seqs.front());
+    Planner planner(r.model, *r.fabric, r.cost);
+    for (int64_t n : seqs) {
+      const auto t0 = std::chrono::steady_clock::now();
+      Job job = r.job;
+      job.seq_len = n;
+      SweepRow row;
+      row.plan = planner.plan(job, r.pins);
+      row.plan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      rows.push_back(std::move(row));
+      if (progress) {
+        const Plan& p = rows.back().plan;
+        std::fprintf(stderr, "sweep: [%zu/%zu] %d GPUs, %s tokens: cp %d x dp %d %s, %.1f ms\n",
+                     rows.size(), total, g, format_size(n).c_str(), p.choice.cp, p.choice.dp,
+                     to_string(p.choice.schedule), 1e3 * rows.back().plan_seconds);
+      }
+    }
+  }
+  return rows;
+}
+
+namespace {
+
+struct SweepOptions {
+  JobOptions job;
+  std::string seqs;
+  std::string gpus;
+  std::string format = "table";
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(item);
+  return out;
+}
+
+void run_sweep(const SweepOptions& o) {
+  std::vector<int64_t> seqs = kStudySeqs;
+  if (!o.seqs.empty()) {
+    seqs.clear();
+    for (const auto& s : split(o.seqs)) seqs.push_back(parse_size(s, "command line", "--seqs"));
+    if (seqs.empty()) fail_input("command line", "--seqs", "expected a list like 8k,32k,1M");
+  }
+  std::vector<int> gpus;
+  if (!o.gpus.empty()) {
+    for (const auto& s : split(o.gpus)) {
+      const int64_t g = parse_size(s, "command line", "--gpus");
+      if (g > (int64_t{1} << 30)) fail_input("command line", "--gpus", "too large (got " + s + ")");
+      gpus.push_back(static_cast<int>(g));
+    }
+    if (gpus.empty()) fail_input("command line", "--gpus", "expected a list like 16,32,64");
+  } else {
+    // The study's counts, as far as the topology reaches.
+    const int max = load_topology(o.job.topology.empty() ? kStudyTopology : o.job.topology).max_gpus();
+    for (int g : kStudyGpus)
+      if (g <= max) gpus.push_back(g);
+    if (gpus.empty()) gpus.push_back(max);
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<SweepRow> rows = plan_sweep(o.job, gpus, seqs, true);
+  // (Columns from other passes over `rows`, e.g. a simulation, go here.)
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  if (o.format == "json") {
+    nlohmann::json plans = nlohmann::json::array();
+    for (const SweepRow& r : rows) plans.push_back(plan_to_json(r.plan));
+    std::printf("%s\n", nlohmann::json{{"plans", plans}}.dump(2).c_str());
+  } else {
+    Table t(sweep_columns());
+    for (const SweepRow& r : rows) t.add_row(sweep_cells(r.plan));
+    const Plan& first = rows.front().plan;
+    std::printf("ringmaster sweep: %s on %s, %s, batch %s tokens per step\n%s",
+                first.job.model.c_str(), first.job.topology.c_str(),
+                first.job.causal ? "causal" : "full attention",
+                format_size(first.job.batch_tokens > 0 ? first.job.batch_tokens : kDefaultBatchTokens).c_str(),
+                t.render().c_str());
+  }
+  std::fprintf(stderr, "sweep: %zu plans in %.2f s\n", rows.size(), secs);
+}
+
+}  // namespace
+
 void add_sweep_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("sweep", "(not built yet)");
-  cmd->callback([] { throw std::runtime_error("'sweep' is not implemented yet"); });
+  auto opts = std::make_shared<SweepOptions>();
+  auto* cmd = app.add_subcommand(
+      "sweep",
+      "Plan every GPU count x sequence length. Default: the study's suite, 8K..1M tokens on 16..128 "
+      "GPUs of dgx-a100-ib with llama2-7b (the 7B-class MHA model of the Ring Attention paper's A100 runs)");
+  add_job_options(cmd, opts->job, false);
+  cmd->add_option("--seqs", opts->seqs, "sequence lengths, e.g. 8k,32k,128k,256k,512k,1M");
+  cmd->add_option("--gpus", opts->gpus, "GPU counts, e.g. 16,32,64,128");
+  cmd->add_option("--format", opts->format, "table or json")->check(CLI::IsMember({"table", "json"}));
+  cmd->callback([opts] { run_sweep(*opts); });
 }
 
 }  // namespace rm::cli

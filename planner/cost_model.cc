@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "planner/ring_order.h"
 #include "planner/schedule.h"
@@ -59,6 +60,24 @@ double model_flops_per_step(const ModelSpec& m, const Job& job) {
 double overlap_threshold_tokens(double flops_per_s, double bytes_per_s, int element_bytes,
                                 int heads, int kv_heads) {
   return flops_per_s * element_bytes * kv_heads / (2.0 * heads * bytes_per_s);
+}
+
+std::vector<LinkThreshold> overlap_thresholds(const Topology& topo, const CostParams& cost,
+                                              const ModelSpec& model) {
+  const Fabric fabric(topo, topo.max_gpus());
+  std::vector<LinkThreshold> out;
+  for (const Link& l : fabric.links()) {
+    if (l.cls == LinkClass::kSpine) continue;
+    const double bw = cost.link_bytes_per_s(l);
+    auto it = std::find_if(out.begin(), out.end(), [&](const LinkThreshold& t) { return t.cls == l.cls; });
+    if (it == out.end()) out.push_back({l.cls, bw, 0});
+    else it->bytes_per_s = std::min(it->bytes_per_s, bw);
+  }
+  for (LinkThreshold& t : out) {
+    t.tokens = overlap_threshold_tokens(cost.peak_flops, t.bytes_per_s, topo.gpu.element_bytes,
+                                        model.heads, model.kv_heads);
+  }
+  return out;
 }
 
 CostModel::CostModel(const ModelSpec& model, const Fabric& fabric, const CostParams& cost)
@@ -245,6 +264,11 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   auto X = [&](const PatternCost& p, double u) { return free_comm ? 0.0 : p.time(u, msgs); };
   const double acc = cost_.accumulate_s(units * 4);
   const AttentionTiles tiles{ch.block_q, ch.block_kv};
+  // A ring step with compute c and transfer x: max(c, x) when the transfer proceeds during
+  // compute (DMA engines), c + x when it only moves inside the wait; calibrated between.
+  auto ov = [&](double c, double x) {
+    return c + x - cost_.transfer_overlap * std::min(c, x);
+  };
   const bool fwd_only = job.passes == Passes::kForward;
 
   LayerTimes t;
@@ -285,8 +309,8 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       tb = b0;
     } else if (ch.schedule == Schedule::kFlat) {
       const double xkv = X(pat.kv, units), xkd = X(pat.kv_dkv, units), xd = X(pat.dkv, units);
-      tf = std::max(f0, xkv) + (P - 2) * std::max(f1, xkv) + f1 + P * sync;
-      tb = std::max(b0, xkv) + (P - 2) * std::max(b1, xkd) + std::max(b1, xd) + X(pat.home, units) +
+      tf = ov(f0, xkv) + (P - 2) * ov(f1, xkv) + f1 + P * sync;
+      tb = ov(b0, xkv) + (P - 2) * ov(b1, xkd) + ov(b1, xd) + X(pat.home, units) +
            P * sync;
       busy_f = (P - 1) * xkv;
       busy_b = xkv + (P - 2) * xkd + xd + X(pat.home, units);
@@ -297,12 +321,12 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       const double xlast = last_blocks == 2 ? x2 : x1;
       const double xkd = X(pat.kv_dkv, units), xd = X(pat.dkv, units), xh = X(pat.home, units);
       if (S == 1) {
-        tf = std::max(f0, xlast) + last_blocks * f1;
-        tb = std::max(b0, xlast) + std::max(last_blocks * b1, xd);
+        tf = ov(f0, xlast) + last_blocks * f1;
+        tb = ov(b0, xlast) + ov(last_blocks * b1, xd);
       } else {
-        tf = std::max(f0, x2) + (S - 2) * std::max(2 * f1, x2) + std::max(2 * f1, xlast) +
+        tf = ov(f0, x2) + (S - 2) * ov(2 * f1, x2) + ov(2 * f1, xlast) +
              last_blocks * f1;
-        tb = std::max(b0, x2) + (S - 1) * std::max(2 * b1, xkd) + std::max(last_blocks * b1, xd);
+        tb = ov(b0, x2) + (S - 1) * ov(2 * b1, xkd) + ov(last_blocks * b1, xd);
       }
       tf += (S + 1) * sync;
       tb += xh + (S + 1) * sync;
@@ -315,15 +339,15 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       const double xin_b = X(pat.kv_dkv, units), xin_d = X(pat.dkv, units);
       const double xout_b = X(pat.outer_kv_dkv, units), xout_d = X(pat.outer_dkv, units);
       // Inner cycles: the first one holds the own block at its step 0.
-      const double in_f0 = std::max(f0, xin) + (g - 2) * std::max(f1, xin) + f1 + g * sync;
-      const double in_f1 = (g - 1) * std::max(f1, xin) + f1 + g * sync;
+      const double in_f0 = ov(f0, xin) + (g - 2) * ov(f1, xin) + f1 + g * sync;
+      const double in_f1 = (g - 1) * ov(f1, xin) + f1 + g * sync;
       // Backward: the inner accumulators come back to the GPU that passes the block on
       // (one more inner transfer, exposed) before the outer send.
-      const double in_b0 = std::max(b0, xin) + (g - 2) * std::max(b1, xin_b) + std::max(b1, xin_d) +
+      const double in_b0 = ov(b0, xin) + (g - 2) * ov(b1, xin_b) + ov(b1, xin_d) +
                            xin_d + g * sync;
-      const double in_b1 = (g - 1) * std::max(b1, xin_b) + std::max(b1, xin_d) + xin_d + g * sync;
-      tf = std::max(in_f0, xout) + (n - 2) * std::max(in_f1, xout) + in_f1;
-      tb = std::max(in_b0, xout_b) + (n - 2) * std::max(in_b1, xout_b) + in_b1 + xout_d;
+      const double in_b1 = (g - 1) * ov(b1, xin_b) + ov(b1, xin_d) + xin_d + g * sync;
+      tf = ov(in_f0, xout) + (n - 2) * ov(in_f1, xout) + in_f1;
+      tb = ov(in_b0, xout_b) + (n - 2) * ov(in_b1, xout_b) + in_b1 + xout_d;
       busy_f = (n - 1) * xout;
       busy_b = (n - 1) * xout_b + xout_d;
     }
@@ -456,9 +480,10 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
     if (compute > 0) p.overlap_threshold_tokens = static_cast<double>(c) * units * x.s_per_unit / compute;
   }
   if (!p.fits) {
-    p.why_not = "needs " + std::to_string(p.memory_bytes_per_gpu / (1 << 30)).substr(0, 6) +
-                " GiB per GPU, more than the " +
-                std::to_string(gpu.memory_bytes / (1 << 30)).substr(0, 6) + " GiB available";
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "needs %.1f GiB per GPU, more than the %.1f GiB available",
+                  p.memory_bytes_per_gpu / (1 << 30), gpu.memory_bytes / (1 << 30));
+    p.why_not = buf;
   }
   return p;
 }

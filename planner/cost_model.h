@@ -5,6 +5,9 @@
 //   step time = max(compute of the slowest position, transfer incl. latency and link
 //               sharing) + CostParams::step_sync_s
 //
+// (max(c, x) is c + x - transfer_overlap·min(c, x): a calibrated transfer_overlap < 1 says
+// the transfer only partly proceeds during compute, e.g. MPI without a progress thread.)
+//
 // Flat ring, per layer (P >= 2; c_own / c_off: step-0 / later-step compute, x: transfer):
 //   forward   max(c_own, x_kv) + (P-2)·max(c_off, x_kv) + c_off            + P·sync
 //   backward  max(b_own, x_kv) + (P-2)·max(b_off + acc, x_kv+dkv)
@@ -147,5 +150,16 @@ double model_flops_per_step(const ModelSpec& m, const Job& job);
 // For MHA in bf16 (e = 2, h_kv = h) this is the paper's c >= F/B.
 double overlap_threshold_tokens(double flops_per_s, double bytes_per_s, int element_bytes,
                                 int heads, int kv_heads);
+
+// The threshold per link class of a topology at the GPU's peak (the paper's definition),
+// for `model`'s heads: what `ringmaster plan` prints. Spine links are left out: they are
+// shared uplinks, never one ring hop's own link.
+struct LinkThreshold {
+  LinkClass cls;
+  double bytes_per_s = 0;  // the class's slowest link (override applied)
+  double tokens = 0;
+};
+std::vector<LinkThreshold> overlap_thresholds(const Topology& topo, const CostParams& cost,
+                                              const ModelSpec& model);
 
 }  // namespace rm

@@ -114,7 +114,15 @@ std::vector<int> search_order(const Fabric& fabric, const CostParams& cost, int 
   auto apply = [&](double w) {
     for (auto [p, dir] : edges) ll.edge(order[p], order[step(p, dir)], w);
   };
+  auto better = [&](const std::pair<double, double>& s) {
+    return s.first < best.first * (1 - 1e-12) ||
+           (s.first <= best.first * (1 + 1e-12) && s.second < best.second * (1 - 1e-12));
+  };
+  // Swaps of any two positions (moves GPUs between rings), then segment reversals
+  // (2-opt) inside each ring for rings of up to kMaxTwoOptRing positions (a reversal
+  // re-routes the whole segment: O(cp) per move).
   constexpr int kMaxPasses = 8;
+  constexpr int kMaxTwoOptRing = 32;
   for (int pass = 0; pass < kMaxPasses; ++pass) {
     bool improved = false;
     for (int a = 0; a < G; ++a) {
@@ -126,15 +134,35 @@ std::vector<int> search_order(const Fabric& fabric, const CostParams& cost, int 
         std::swap(order[a], order[b]);
         apply(+1);
         const auto s = ll.score();
-        const bool better = s.first < best.first * (1 - 1e-12) ||
-                            (s.first <= best.first * (1 + 1e-12) && s.second < best.second * (1 - 1e-12));
-        if (better) {
+        if (better(s)) {
           best = s;
           improved = true;
         } else {
           apply(-1);
           std::swap(order[a], order[b]);
           apply(+1);
+        }
+      }
+    }
+    if (cp <= kMaxTwoOptRing) {
+      for (int base = 0; base + cp <= G; base += cp) {
+        for (int i = base + 1; i < base + cp; ++i) {
+          for (int j = i + 1; j < base + cp; ++j) {
+            edges.clear();
+            for (int p = i - 1; p <= j; ++p) collect(p);
+            apply(-1);
+            std::reverse(order.begin() + i, order.begin() + j + 1);
+            apply(+1);
+            const auto s = ll.score();
+            if (better(s)) {
+              best = s;
+              improved = true;
+            } else {
+              apply(-1);
+              std::reverse(order.begin() + i, order.begin() + j + 1);
+              apply(+1);
+            }
+          }
         }
       }
     }

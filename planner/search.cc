@@ -178,8 +178,8 @@ std::vector<Baseline> Planner::baselines(const Job& job) {
       ch.order_name = "snake";
       ch.order = snake_order(fabric_);
       ch.load_balance = s == Strategy::kAllGatherCp && job.causal ? LoadBalance::kZigzag : LoadBalance::kContiguous;
-      ch.block_q = 128;
-      ch.block_kv = 128;
+      ch.block_q = kTileSizes[0];
+      ch.block_kv = kTileSizes[0];
       ch.grad_accum = static_cast<int>((seqs + ch.dp - 1) / ch.dp);
       const std::string why = cost_.why_invalid(job, ch);
       if (!why.empty()) {
@@ -187,11 +187,18 @@ std::vector<Baseline> Planner::baselines(const Job& job) {
         continue;
       }
       const RingPatterns& pat = cost_.ring_patterns(cp, ch.dp, ch.schedule, ch.order);
-      for (Checkpointing ck : {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull}) {
-        ch.checkpointing = ck;
-        const Prediction p = cost_.predict(job, ch, pat);
-        best.offer(job, ch, p);
-        if (p.fits) break;
+      for (int bq : kTileSizes) {
+        for (int bkv : kTileSizes) {
+          ch.block_q = bq;
+          ch.block_kv = bkv;
+          if (!cost_.cost().attention.fits(bq, bkv, model_.head_dim)) continue;
+          for (Checkpointing ck : {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull}) {
+            ch.checkpointing = ck;
+            const Prediction p = cost_.predict(job, ch, pat);
+            best.offer(job, ch, p);
+            if (p.fits) break;
+          }
+        }
       }
     }
     Baseline b;

@@ -1,0 +1,79 @@
+#include "cli/job_options.h"
+
+#include "planner/input_error.h"
+#include "planner/profile.h"
+#include "planner/spec_library.h"
+#include "planner/units.h"
+
+namespace rm::cli {
+
+namespace {
+constexpr const char* kWhere = "command line";
+}
+
+void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
+  cmd->add_option("--model", o.model,
+                  std::string("model: a shipped name or a YAML path (default ") + kDefaultModel + ")");
+  cmd->add_option("--topology", o.topology,
+                  std::string("cluster: a shipped name or a YAML path (default ") + kStudyTopology + ")");
+  if (with_job_size) {
+    cmd->add_option("--gpus", o.gpus, "number of GPUs")->required();
+    cmd->add_option("--seq", o.seq, "sequence length in tokens: 8k, 1M or 1048576");
+  }
+  cmd->add_option("--batch-tokens", o.batch_tokens,
+                  "global batch per optimizer step in tokens (default 2M, the Ring Attention paper's A100 "
+                  "batch; at least one sequence)");
+  cmd->add_flag("--causal,!--no-causal", o.causal, "causal mask (default) or full attention");
+  cmd->add_option("--workload", o.workload,
+                  "what is predicted: attention (ring attention fwd+bwd), layer, or step (default)");
+  cmd->add_option("--profile", o.profile, "calibrated profile YAML from `ringmaster calibrate`");
+  auto* pins = cmd->add_option_group("pins", "fix a choice; the search works around it");
+  pins->add_option("--cp", o.cp, "ring size (cp); dp = gpus / cp");
+  pins->add_option("--schedule", o.schedule, "flat, bidirectional or hierarchical");
+  pins->add_option("--order", o.order, "ring order: node-major, snake (rail-aware) or searched");
+  pins->add_option("--load-balance", o.load_balance, "contiguous, striped or zigzag");
+  pins->add_option("--block-q", o.block_q, "query tile of the attention kernel");
+  pins->add_option("--block-kv", o.block_kv, "key/value tile of the attention kernel");
+  pins->add_option("--kv-subblocks", o.kv_subblocks, "messages per ring transfer");
+  pins->add_option("--checkpointing", o.checkpointing, "none, selective or full");
+}
+
+ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
+  ResolvedJob r;
+  r.job.model = o.model.empty() ? kDefaultModel : o.model;
+  r.job.topology = o.topology.empty() ? kStudyTopology : o.topology;
+  r.model = load_model(r.job.model);
+  r.topology = load_topology(r.job.topology);
+  if (gpus < 1) fail_input(kWhere, "--gpus", "must be >= 1 (got " + std::to_string(gpus) + ")");
+  r.job.gpus = gpus;
+  r.job.seq_len = seq_len > 0 ? seq_len : (o.seq.empty() ? 0 : parse_size(o.seq, kWhere, "--seq"));
+  r.job.batch_tokens = o.batch_tokens.empty() ? 0 : parse_size(o.batch_tokens, kWhere, "--batch-tokens");
+  r.job.causal = o.causal;
+  r.job.workload = parse_workload(o.workload, kWhere, "--workload");
+  r.fabric = std::make_unique<Fabric>(r.topology, gpus);
+  r.cost = CostParams::from_topology(r.topology);
+  if (!o.profile.empty()) load_and_apply_profile(o.profile, *r.fabric, r.cost);
+
+  SearchPins& p = r.pins;
+  auto positive = [](int v, const char* name) {
+    if (v < 0) fail_input(kWhere, name, "must be >= 1 (got " + std::to_string(v) + ")");
+    return v > 0;
+  };
+  if (positive(o.cp, "--cp")) p.cp = o.cp;
+  if (positive(o.block_q, "--block-q")) p.block_q = o.block_q;
+  if (positive(o.block_kv, "--block-kv")) p.block_kv = o.block_kv;
+  if (positive(o.kv_subblocks, "--kv-subblocks")) p.kv_subblocks = o.kv_subblocks;
+  if (!o.schedule.empty()) p.schedule = parse_schedule(o.schedule, kWhere, "--schedule");
+  if (!o.load_balance.empty()) p.load_balance = parse_load_balance(o.load_balance, kWhere, "--load-balance");
+  if (!o.checkpointing.empty()) p.checkpointing = parse_checkpointing(o.checkpointing, kWhere, "--checkpointing");
+  if (!o.order.empty()) {
+    if (o.order != "node-major" && o.order != "snake" && o.order != "searched")
+      fail_input(kWhere, "--order", "expected one of node-major, snake, searched (got '" + o.order + "')");
+    p.order = o.order;
+  }
+  if (p.cp && gpus % *p.cp != 0)
+    fail_input(kWhere, "--cp", "must divide --gpus " + std::to_string(gpus) + " (got " + std::to_string(*p.cp) + ")");
+  return r;
+}
+
+}  // namespace rm::cli

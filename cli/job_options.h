@@ -1,0 +1,55 @@
+// Job options shared by `plan`, `sweep`, `simulate` and `tune`: which model on which
+// cluster, the sequence and batch, what is predicted, an optional calibrated profile, and
+// the pins that restrict the plan search. Values are kept as text until resolve(), so a
+// bad one is reported naming its option (exit 2).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "planner/cost_params.h"
+#include "planner/model_spec.h"
+#include "planner/plan.h"
+#include "planner/search.h"
+#include "planner/topology.h"
+
+namespace rm::cli {
+
+struct JobOptions {
+  std::string model;     // default: the study's model (spec_library.h)
+  std::string topology;  // default: the study's cluster
+  int gpus = 0;
+  std::string seq;           // "8k", "1M", "1048576"
+  std::string batch_tokens;  // global batch per optimizer step; default 2M tokens
+  bool causal = true;
+  std::string workload = "step";
+  std::string profile;       // calibrated profile YAML (ringmaster calibrate)
+  // Pins.
+  int cp = 0;
+  std::string schedule, order, load_balance, checkpointing;
+  int block_q = 0, block_kv = 0, kv_subblocks = 0;
+};
+
+// What the options say, loaded and checked. `fabric` refers to `topology`.
+struct ResolvedJob {
+  ModelSpec model;
+  Topology topology;
+  std::unique_ptr<Fabric> fabric;
+  CostParams cost;
+  Job job;
+  SearchPins pins;
+};
+
+// Adds --model --topology --batch-tokens --causal/--no-causal --workload --profile and the
+// pins (--cp --schedule --order --load-balance --block-q --block-kv --kv-subblocks
+// --checkpointing). `with_job_size` adds --gpus and --seq too (sweep has lists instead).
+void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size);
+
+// Loads the specs, parses sizes and pins, builds the fabric for `gpus` and the cost
+// parameters (the topology's defaults, then the profile). `seq_len` 0 = from o.seq.
+// Throws InputError naming the option or file.
+ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len = 0);
+
+}  // namespace rm::cli

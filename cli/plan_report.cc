@@ -1,0 +1,149 @@
+#include "cli/plan_report.h"
+
+#include <algorithm>
+
+#include "planner/cost_model.h"
+#include "planner/units.h"
+
+namespace rm::cli {
+
+namespace {
+
+std::string pct(double f) { return fixed(100 * f, 1); }
+
+std::string gib(double bytes) { return fixed(bytes / kGiB, 1); }
+
+std::string order_text(const PlanChoice& c) {
+  std::string s = c.order_name + " (ring 0:";
+  const int shown = std::min(c.cp, 16);
+  for (int i = 0; i < shown; ++i) s += " " + std::to_string(c.order[i]);
+  if (c.cp > shown) s += " ...";
+  return s + ")";
+}
+
+std::string baseline_name(Strategy s) {
+  switch (s) {
+    case Strategy::kFlashFsdp: return "flash-fsdp (FlashAttention + FSDP, no sequence parallelism)";
+    case Strategy::kAllGatherCp: return "allgather-cp (Llama 3 style)";
+    case Strategy::kUlysses: return "ulysses (all-to-all over heads)";
+    case Strategy::kRing: return "ring";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string overlap_threshold_table(const Topology& topo, const CostParams& cost, const ModelSpec& model) {
+  Table t({{"link class", "", Align::kLeft},
+           {"bandwidth", "GB/s", Align::kRight},
+           {"overlap threshold", "tokens per GPU", Align::kRight}});
+  for (const LinkThreshold& th : overlap_thresholds(topo, cost, model)) {
+    t.add_row({to_string(th.cls), sig(th.bytes_per_s / kGB), format_size(static_cast<int64_t>(th.tokens))});
+  }
+  return t.render();
+}
+
+std::string plan_report(const Plan& plan, const Topology& topo, const CostParams& cost,
+                        const ModelSpec& model, bool max_seq) {
+  const Job& j = plan.job;
+  const PlanChoice& c = plan.choice;
+  const Prediction& p = plan.predicted;
+  std::string out;
+  out += "ringmaster plan: " + model.name + " on " + topo.name + ", " + std::to_string(j.gpus) +
+         " GPUs, " + format_size(j.seq_len) + " tokens per sequence" +
+         (max_seq ? " (the longest that fits)" : "") + ", " + (j.causal ? "causal" : "full attention") +
+         ", workload " + to_string(j.workload) + "\n\n";
+
+  Table choice({{"choice", "", Align::kLeft}, {"value", "", Align::kLeft}});
+  choice.add_row({"strategy", to_string(c.strategy)});
+  choice.add_row({"ring size x data parallel", std::to_string(c.cp) + " x " + std::to_string(c.dp)});
+  choice.add_row({"schedule", to_string(c.schedule)});
+  choice.add_row({"order", order_text(c)});
+  choice.add_row({"load balance", to_string(c.load_balance)});
+  choice.add_row({"tiles (q x kv)", std::to_string(c.block_q) + " x " + std::to_string(c.block_kv)});
+  choice.add_row({"kv sub-blocks", std::to_string(c.kv_subblocks)});
+  choice.add_row({"checkpointing", to_string(c.checkpointing)});
+  choice.add_row({"grad accumulation", std::to_string(c.grad_accum) + " micro-steps"});
+  out += choice.render() + "\n";
+
+  Table pred({{"predicted", "", Align::kLeft}, {"value", "", Align::kRight}, {"unit", "", Align::kLeft}});
+  pred.add_row({"step time", sig(p.step_time_s, 4), "s"});
+  pred.add_row({"throughput", fixed(p.tokens_per_s, 0), "tokens/s"});
+  pred.add_row({"MFU", pct(p.mfu), "%"});
+  pred.add_row({"comm overhead (exposed)", pct(p.comm_overhead), "% of step"});
+  pred.add_row({"scaling efficiency", pct(p.scaling_efficiency), "% of free-comm throughput"});
+  pred.add_row({"attention compute", sig(p.attention_compute_s, 4), "s"});
+  pred.add_row({"linear compute", sig(p.linear_compute_s, 4), "s"});
+  pred.add_row({"exposed comm", sig(p.exposed_comm_s, 4), "s"});
+  pred.add_row({"  of which FSDP", sig(p.fsdp_exposed_s, 4), "s"});
+  pred.add_row({"overlap threshold (this plan)", format_size(static_cast<int64_t>(p.overlap_threshold_tokens)),
+                "tokens per GPU (c = " + format_size(j.seq_len / std::max(1, c.cp)) + ")"});
+  pred.add_row({"memory per GPU", gib(p.memory_bytes_per_gpu), "GiB of " + gib(topo.gpu.memory_bytes)});
+  pred.add_row({"  model states", gib(p.memory.model_states), "GiB"});
+  pred.add_row({"  layer buffers", gib(p.memory.layer_buffers), "GiB"});
+  pred.add_row({"  activations", gib(p.memory.activations), "GiB"});
+  pred.add_row({"  working set", gib(p.memory.working_set), "GiB"});
+  pred.add_row({"  runtime reserve", gib(p.memory.runtime_reserve), "GiB"});
+  pred.add_row({"fits", p.fits ? "yes" : "NO", p.why_not});
+  out += pred.render() + "\n";
+
+  Table base({{"baseline", "", Align::kLeft},
+              {"cp x dp", "", Align::kRight},
+              {"fits", "", Align::kLeft},
+              {"memory", "GiB", Align::kRight},
+              {"throughput", "tokens/s", Align::kRight},
+              {"vs plan", "x", Align::kRight},
+              {"why not", "", Align::kLeft}});
+  for (const Baseline& b : plan.baselines) {
+    if (!b.feasible) {
+      base.add_row({baseline_name(b.strategy), "-", "no", "-", "-", "-", b.why_not});
+      continue;
+    }
+    base.add_row({baseline_name(b.strategy), std::to_string(b.cp) + " x " + std::to_string(b.dp),
+                  b.fits ? "yes" : "NO", gib(b.memory_bytes_per_gpu), fixed(b.tokens_per_s, 0),
+                  p.tokens_per_s > 0 ? fixed(b.tokens_per_s / p.tokens_per_s, 2) : "-", b.why_not});
+  }
+  out += base.render() + "\n";
+  out += "Overlap thresholds of " + topo.name + " (peak FLOP/s over link bytes/s, Ring Attention Table 2):\n";
+  out += overlap_threshold_table(topo, cost, model);
+  return out;
+}
+
+std::vector<Column> sweep_columns() {
+  return {{"GPUs", "", Align::kRight},        {"seq", "tokens", Align::kRight},
+          {"cp x dp", "", Align::kRight},     {"schedule", "", Align::kLeft},
+          {"order", "", Align::kLeft},        {"balance", "", Align::kLeft},
+          {"tiles", "", Align::kRight},       {"ckpt", "", Align::kLeft},
+          {"step", "s", Align::kRight},       {"throughput", "tokens/s", Align::kRight},
+          {"MFU", "%", Align::kRight},        {"comm", "% exposed", Align::kRight},
+          {"scaling", "%", Align::kRight},    {"memory", "GiB", Align::kRight},
+          {"fits", "", Align::kLeft},         {"flash-fsdp", "GiB / fits", Align::kRight}};
+}
+
+std::vector<std::string> sweep_cells(const Plan& plan) {
+  const PlanChoice& c = plan.choice;
+  const Prediction& p = plan.predicted;
+  std::string fsdp = "-";
+  for (const Baseline& b : plan.baselines) {
+    if (b.strategy == Strategy::kFlashFsdp && b.feasible)
+      fsdp = gib(b.memory_bytes_per_gpu) + (b.fits ? " / yes" : " / NO");
+  }
+  return {std::to_string(plan.job.gpus),
+          format_size(plan.job.seq_len),
+          std::to_string(c.cp) + " x " + std::to_string(c.dp),
+          to_string(c.schedule),
+          c.order_name,
+          to_string(c.load_balance),
+          std::to_string(c.block_q) + "x" + std::to_string(c.block_kv),
+          to_string(c.checkpointing),
+          sig(p.step_time_s, 4),
+          fixed(p.tokens_per_s, 0),
+          pct(p.mfu),
+          pct(p.comm_overhead),
+          pct(p.scaling_efficiency),
+          gib(p.memory_bytes_per_gpu),
+          p.fits ? "yes" : "NO",
+          fsdp};
+}
+
+}  // namespace rm::cli

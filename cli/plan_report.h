@@ -1,0 +1,28 @@
+// The human rendering of plans: one plan in detail (`plan`), many as one row each
+// (`sweep`). `--format json` prints plan_to_json instead; these are only the tables.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli/table.h"
+#include "planner/cost_params.h"
+#include "planner/model_spec.h"
+#include "planner/plan.h"
+#include "planner/topology.h"
+
+namespace rm::cli {
+
+// The choice, the prediction with its memory breakdown, the baselines, and the overlap
+// threshold of each link class of the topology.
+std::string plan_report(const Plan& plan, const Topology& topo, const CostParams& cost,
+                        const ModelSpec& model, bool max_seq);
+
+// The per-link-class overlap thresholds (c >= F/B, the Ring Attention paper's Table 2).
+std::string overlap_threshold_table(const Topology& topo, const CostParams& cost, const ModelSpec& model);
+
+// One row per plan: the sweep table's columns. Callers may add columns after these.
+std::vector<Column> sweep_columns();
+std::vector<std::string> sweep_cells(const Plan& plan);
+
+}  // namespace rm::cli

@@ -1,0 +1,278 @@
+// Cost model: the Ring Attention paper's Table 2 thresholds, hand-computed ring steps,
+// link sharing and ring orders on small fabrics built in code.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cmath>
+
+#include "planner/cost_model.h"
+#include "planner/link_sharing.h"
+#include "planner/ring_order.h"
+
+using namespace rm;
+
+namespace {
+
+ModelSpec mha_model() {
+  ModelSpec m;
+  m.name = "mha";
+  m.layers = 2;
+  m.hidden = 1024;
+  m.heads = 8;
+  m.kv_heads = 8;
+  m.head_dim = 128;
+  m.ffn_hidden = 4096;
+  m.vocab = 1000;
+  return m;
+}
+
+// Nodes of `gpn` GPUs on a non-blocking switch, nodes on a fat tree; round numbers.
+Topology cluster(int gpn, int nodes, bool rail_optimized = true, double oversub = 1) {
+  Topology t;
+  t.name = "test";
+  t.source = "test";
+  t.gpu.name = "G";
+  t.gpu.memory_bytes = 80e9;
+  t.gpu.peak_flops = 100e12;
+  t.gpu.hbm_bytes_per_s = 2e12;
+  t.gpu.gemm_efficiency = 0.5;
+  t.gpu.element_bytes = 2;
+  t.gpu.attention = KernelCurve{0.5, 0, 1e9, 2.5};  // flat 50 % whatever the tile
+  t.gpus_per_node = gpn;
+  t.max_nodes = nodes;
+  t.intra.kind = IntraKind::kNvswitch;
+  t.intra.bytes_per_s = 100e9;
+  t.intra.latency_s = 0;
+  if (nodes > 1) {
+    t.inter.kind = InterKind::kFatTree;
+    t.inter.nics_per_node = gpn;
+    t.inter.nic_bytes_per_s = 10e9;
+    t.inter.latency_s = 1e-6;
+    t.inter.rail_optimized = rail_optimized;
+    t.inter.nodes_per_leaf = nodes;
+    t.inter.oversubscription = oversub;
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("Table 2 of the Ring Attention paper: c >= F/B for MHA") {
+  // A100: 312 TFLOP/s bf16; NVLink 300 GB/s -> 1.0K tokens; 12.5 GB/s InfiniBand -> 24.5K.
+  const double nvlink = overlap_threshold_tokens(312e12, 300e9, 2, 32, 32);
+  const double ib = overlap_threshold_tokens(312e12, 12.5e9, 2, 32, 32);
+  CHECK(std::abs(nvlink / 1000 - 1) < 0.05);
+  CHECK(std::abs(ib / 24500 - 1) < 0.05);
+  // GQA sends h/h_kv times fewer bytes: the threshold falls by that factor.
+  CHECK(overlap_threshold_tokens(312e12, 300e9, 2, 32, 8) == doctest::Approx(nvlink / 4));
+  // Per topology: the NVSwitch class of an A100 box at 300 GB/s.
+  Topology t = cluster(8, 1);
+  t.gpu.peak_flops = 312e12;
+  t.intra.bytes_per_s = 300e9;
+  const auto th = overlap_thresholds(t, CostParams::from_topology(t), mha_model());
+  REQUIRE(th.size() == 1);
+  CHECK(th[0].cls == LinkClass::kNvlink);
+  CHECK(std::abs(th[0].tokens / 1000 - 1) < 0.05);
+}
+
+TEST_CASE("max-min sharing: flows on one link split it, a finished flow frees its share") {
+  const Topology t = cluster(4, 1);
+  const Fabric f(t, 4);
+  CostParams cost = CostParams::from_topology(t);
+  // 0->1 and 0->2 share 0's up port (100 GB/s): 50 GB/s each; 3->2 shares 2's down port
+  // with 0->2. Progressive filling: 0's port and 2's port both give 50 each.
+  const SharingResult r = share_links(f, cost, {{0, 1, 1e9}, {0, 2, 1e9}, {3, 2, 1e9}});
+  CHECK(r.finish_s[0] == doctest::Approx(0.02));
+  CHECK(r.finish_s[1] == doctest::Approx(0.02));
+  CHECK(r.finish_s[2] == doctest::Approx(0.02));
+  // Unequal sizes: the small flow leaves at 10 ms, then the big one gets the full port.
+  const SharingResult u = share_links(f, cost, {{0, 1, 0.5e9}, {0, 2, 2e9}});
+  CHECK(u.finish_s[0] == doctest::Approx(0.01));
+  CHECK(u.finish_s[1] == doctest::Approx(0.01 + 1.5e9 / 100e9));
+  CHECK(u.makespan_s == doctest::Approx(0.025));
+  CHECK(u.slowest_flow == 1);
+  CHECK(f.links()[u.bottleneck_link].cls == LinkClass::kNvlink);
+}
+
+TEST_CASE("flat ring attention time, by hand") {
+  // 4 GPUs on one switch, non-causal, c = 4096 tokens per rank, 8 heads of 128.
+  const Topology t = cluster(4, 1);
+  const Fabric f(t, 4);
+  CostParams cost = CostParams::from_topology(t);
+  cost.step_sync_s = 0;
+  const ModelSpec m = mha_model();
+  CostModel cm(m, f, cost);
+  Job job;
+  job.gpus = 4;
+  job.seq_len = 4 * 4096;
+  job.causal = false;
+  job.workload = Workload::kAttention;
+  PlanChoice ch;
+  ch.cp = 4;
+  ch.dp = 1;
+  ch.order = node_major_order(4);
+  ch.load_balance = LoadBalance::kContiguous;
+  const Prediction p = cm.predict(job, ch);
+  const double c = 4096;
+  const double step_flops = 4 * c * c * 128 * 8;  // 68.7 GFLOP
+  const double F = 100e12 * 0.5;
+  const double comp = step_flops / F;                  // 1.37 ms
+  const double kv = 2 * c * 128 * 8 * 2;               // 16.8 MB
+  const double x_kv = kv / 100e9;                      // 0.17 ms: hidden
+  const double x_acc = 2 * c * 128 * 8 * 4 / 100e9;    // dK,dV fp32 home: exposed
+  const double acc = 3 * (2 * c * 128 * 8 * 4) / 2e12; // accumulate
+  CHECK(x_kv < comp);
+  const double fwd = 4 * comp;
+  const double bwd = 4 * 2.5 * comp + 3 * acc + x_acc;
+  CHECK(p.step_time_s == doctest::Approx(fwd + bwd).epsilon(1e-9));
+  CHECK(p.exposed_comm_s == doctest::Approx(x_acc).epsilon(1e-6));
+  CHECK(p.scaling_efficiency == doctest::Approx((fwd + bwd - x_acc) / (fwd + bwd)));
+  CHECK(p.comm_overhead + p.scaling_efficiency == doctest::Approx(1));
+  // Transfer-bound: a 1000x slower switch makes every step wait for the K,V block.
+  Topology slow = t;
+  slow.intra.bytes_per_s = 100e6;
+  const Fabric fs(slow, 4);
+  CostModel cs(m, fs, CostParams::from_topology(slow));
+  CostParams cp0 = CostParams::from_topology(slow);
+  cp0.step_sync_s = 0;
+  CostModel cs0(m, fs, cp0);
+  const Prediction q = cs0.predict(job, ch);
+  const double xs_kv = kv / 100e6, xs_kd = (kv + 2 * kv) / 100e6, xs_d = 2 * kv / 100e6;
+  CHECK(q.step_time_s == doctest::Approx(3 * xs_kv + comp +  // forward: 3 transfers + last step
+                                         xs_kv + 2 * xs_kd + xs_d + xs_d)  // backward
+                             .epsilon(1e-6));
+  // kv_subblocks adds one latency per extra message and nothing else.
+  PlanChoice sub = ch;
+  sub.kv_subblocks = 4;
+  CHECK(cm.predict(job, sub).step_time_s >= p.step_time_s);
+}
+
+TEST_CASE("causal: zigzag and striped balance the ring, contiguous waits for the busiest") {
+  const Topology t = cluster(8, 1);
+  const Fabric f(t, 8);
+  CostModel cm(mha_model(), f, CostParams::from_topology(t));
+  Job job;
+  job.gpus = 8;
+  job.seq_len = 8 * 8192;
+  job.workload = Workload::kAttention;
+  PlanChoice ch;
+  ch.cp = 8;
+  ch.dp = 1;
+  ch.order = node_major_order(8);
+  double time[3];
+  for (LoadBalance lb : {LoadBalance::kContiguous, LoadBalance::kStriped, LoadBalance::kZigzag}) {
+    ch.load_balance = lb;
+    time[static_cast<int>(lb)] = cm.predict(job, ch).step_time_s;
+  }
+  CHECK(time[1] < 0.6 * time[0]);
+  CHECK(time[2] < 0.6 * time[0]);
+}
+
+// One device per node on a torus of `dims`; links of `bytes_per_s` per direction.
+Topology torus(std::array<int, 3> dims, double bytes_per_s) {
+  Topology t = cluster(1, dims[0] * dims[1] * dims[2]);
+  t.intra.kind = IntraKind::kNone;
+  t.inter = InterNode{};
+  t.inter.kind = InterKind::kTorus;
+  t.inter.torus_dims = dims;
+  t.inter.torus_link_bytes_per_s = bytes_per_s;
+  t.inter.latency_s = 1e-6;
+  return t;
+}
+
+int total_route_links(const Fabric& f, const std::vector<int>& order, int cp) {
+  int n = 0;
+  for (const Flow& fl : ring_step_flows(order, cp, false, 1)) n += f.route(fl.src, fl.dst).size();
+  return n;
+}
+
+TEST_CASE("GQA sends fewer bytes; bidirectional halves the steps on point-to-point links") {
+  // A ring of 8 torus links, transfer bound so the schedule shows.
+  const Topology t = torus({8, 1, 1}, 1e9);
+  const Fabric f(t, 8);
+  CostModel cm(mha_model(), f, CostParams::from_topology(t));
+  Job job;
+  job.gpus = 8;
+  job.seq_len = 8 * 4096;
+  job.causal = false;
+  job.workload = Workload::kAttention;
+  job.passes = Passes::kForward;
+  PlanChoice ch;
+  ch.cp = 8;
+  ch.dp = 1;
+  ch.order = node_major_order(8);
+  ch.load_balance = LoadBalance::kContiguous;
+  const double flat = cm.predict(job, ch).step_time_s;
+  ch.schedule = Schedule::kBidirectional;
+  const double bidi = cm.predict(job, ch).step_time_s;
+  // Flat: 7 transfers in a row; bidirectional: 4 steps, +x and -x links both busy.
+  CHECK(bidi < 0.65 * flat);
+  // On a switch both directions leave through the same port: no gain there.
+  const Topology sw = cluster(8, 1);
+  Topology slow = sw;
+  slow.intra.bytes_per_s = 1e9;
+  const Fabric fs(slow, 8);
+  CostModel cs(mha_model(), fs, CostParams::from_topology(slow));
+  const double sw_bidi = cs.predict(job, ch).step_time_s;
+  ch.schedule = Schedule::kFlat;
+  CHECK(sw_bidi >= 0.95 * cs.predict(job, ch).step_time_s);
+  ModelSpec gqa = mha_model();
+  gqa.kv_heads = 2;
+  CostModel cg(gqa, f, CostParams::from_topology(t));
+  CHECK(cg.predict(job, ch).step_time_s < 0.3 * flat);
+}
+
+TEST_CASE("the order search shortens rings on a torus") {
+  // 4x4 torus, rings of 8: node-major wraps rows with two-hop routes.
+  const Topology t = torus({4, 4, 1}, 50e9);
+  const Fabric f(t, 16);
+  const CostParams cost = CostParams::from_topology(t);
+  const std::vector<int> nm = node_major_order(16);
+  const std::vector<int> s = search_order(f, cost, 8, false, nm);
+  CHECK_NOTHROW(check_order(s, 16, "x"));
+  CHECK(max_link_load_s_per_byte(f, cost, s, 8, false) <= max_link_load_s_per_byte(f, cost, nm, 8, false));
+  CHECK(total_route_links(f, s, 8) < total_route_links(f, nm, 8));
+  CHECK(total_route_links(f, s, 8) == 16);  // every hop one link: Hamiltonian cycles
+}
+
+TEST_CASE("rings that share a NIC slow each other down") {
+  // Not rail-optimised, 2:1 oversubscribed leaves: the search's link loads see it.
+  const Topology t = cluster(4, 4, false, 2.0);
+  const Fabric f(t, 16);
+  const CostParams cost = CostParams::from_topology(t);
+  // Rings of 4 across the 4 nodes (GPU l of every node): every NIC carries one flow out.
+  std::vector<int> across;
+  for (int l = 0; l < 4; ++l)
+    for (int n = 0; n < 4; ++n) across.push_back(n * 4 + l);
+  const double across_load = max_link_load_s_per_byte(f, cost, across, 4, false);
+  const double inside_load = max_link_load_s_per_byte(f, cost, node_major_order(16), 4, false);
+  CHECK(inside_load < across_load);
+  // From the bad order the swaps move GPUs back towards their node's ring.
+  const std::vector<int> searched = search_order(f, cost, 4, false, across);
+  CHECK_NOTHROW(check_order(searched, 16, "x"));
+  CHECK(max_link_load_s_per_byte(f, cost, searched, 4, false) <= across_load);
+  auto crossings = [&](const std::vector<int>& o) {
+    int n = 0;
+    for (const Flow& fl : ring_step_flows(o, 4, false, 1)) n += f.node_of(fl.src) != f.node_of(fl.dst);
+    return n;
+  };
+  CHECK(crossings(searched) < crossings(across));
+  // From the better regular order (what the planner starts from) it keeps the optimum.
+  const std::vector<int> kept = search_order(f, cost, 4, false, node_major_order(16));
+  CHECK(max_link_load_s_per_byte(f, cost, kept, 4, false) == doctest::Approx(inside_load));
+}
+
+TEST_CASE("snake order keeps node-crossing hops on one rail") {
+  const Topology t = cluster(8, 4);
+  const Fabric f(t, 32);
+  const std::vector<int> s = snake_order(f);
+  CHECK(s[7] == 7);
+  CHECK(s[8] == 15);
+  CHECK(s[15] == 8);
+  CHECK(s[16] == 16);
+  // Every node-crossing hop of the 32-ring (incl. the wrap) joins GPUs of one local index.
+  for (int i = 0; i < 32; ++i) {
+    const int a = s[i], b = s[(i + 1) % 32];
+    if (f.node_of(a) != f.node_of(b)) CHECK(f.local_of(a) == f.local_of(b));
+  }
+}
