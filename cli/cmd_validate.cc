@@ -1,13 +1,203 @@
-// `ringmaster validate`: placeholder until its issue lands.
-#include <stdexcept>
+// `ringmaster validate --profile p.yaml plan.yaml [more plans] [--iters K] [--format
+// table|json]`: how well the calibrated cost model predicts real runs.
+//
+// For each plan: predict it with the profile (the planner's cost model, CostParams from
+// the plan's topology then the profile), run it with `ringmaster run --measurements`
+// (a child process with its own mpirun), and compare per iteration summary
+// (measurements.h): step time, compute, exposed communication. The measured figure is
+// the median over the K timed iterations (one noisy iteration on a shared machine
+// should not decide the verdict). error = (predicted - measured) / measured.
+//
+// --format json prints exactly
+//   {"plans": [{"plan": <path>, "predicted_s": ..., "measured_s": ..., "error": ...}],
+//    "mean_abs_error": ..., "max_abs_error": ...}
+// with errors as fractions (0.05 = 5 %).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/self_launch.h"
+#include "cli/table.h"
+#include "executor/measurements.h"
+#include "planner/cost_model.h"
+#include "planner/input_error.h"
+#include "planner/profile.h"
+#include "planner/spec_library.h"
 
 namespace rm::cli {
+namespace {
+
+struct ValidateOptions {
+  std::string profile;
+  std::vector<std::string> plans;
+  int iters = 5;
+  std::string format = "table";
+  std::string keep;  // folder to keep each run's measurements in
+};
+
+struct Figures {
+  double step_s = 0, compute_s = 0, exposed_s = 0;
+};
+
+struct Row {
+  std::string plan;
+  Figures predicted, measured;
+  double error() const { return (predicted.step_s - measured.step_s) / measured.step_s; }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Figures predict(const std::string& plan_path, const std::string& profile_path) {
+  const Plan plan = read_plan_yaml(plan_path);
+  const ModelSpec model = load_model(plan.job.model);
+  const Topology topo = load_topology(plan.job.topology);
+  const Fabric fabric(topo, plan.job.gpus);
+  CostParams cost = CostParams::from_topology(topo);
+  load_and_apply_profile(profile_path, fabric, cost);
+  CostModel cm(model, fabric, cost);
+  const Prediction p = cm.predict(plan.job, plan.choice);
+  return {p.step_time_s, p.attention_compute_s + p.linear_compute_s, p.exposed_comm_s};
+}
+
+// A private scratch folder for the runs' files, removed at the end.
+struct Scratch {
+  std::string dir;
+  Scratch() {
+    const char* t = std::getenv("TMPDIR");
+    std::string tmpl = std::string(t ? t : "/tmp") + "/ringmaster-validate-XXXXXX";
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a folder under " + tmpl);
+    dir = tmpl;
+  }
+  ~Scratch() {
+    for (const char* f : {"/m.jsonl", "/run.log"}) std::remove((dir + f).c_str());
+    rmdir(dir.c_str());
+  }
+};
+
+Figures measure(const std::string& plan_path, const ValidateOptions& o, const Scratch& s, int index) {
+  const std::string m = o.keep.empty() ? s.dir + "/m.jsonl"
+                                       : o.keep + "/" + std::to_string(index) + ".jsonl";
+  const std::string log = s.dir + "/run.log";
+  const int code = run_child({"run", "--plan", plan_path, "--iters", std::to_string(o.iters),
+                              "--measurements", m},
+                             log);
+  if (code != 0) {
+    std::ifstream in(log);
+    std::fprintf(stderr, "%s", std::string(std::istreambuf_iterator<char>(in), {}).c_str());
+    if (code == kExitBadInput) throw InputError(plan_path + ": `ringmaster run` refused the plan (see above)");
+    throw std::runtime_error(plan_path + ": `ringmaster run` failed with exit status " + std::to_string(code));
+  }
+  const auto rows = exec::summarize(exec::read_measurements_jsonl(m));
+  if (rows.empty()) throw std::runtime_error(plan_path + ": the run wrote no measurements");
+  std::vector<double> step, compute, exposed;
+  for (const auto& r : rows) {
+    step.push_back(r.step_s);
+    compute.push_back(r.compute_s);
+    exposed.push_back(r.exposed_comm_s);
+  }
+  return {median(step), median(compute), median(exposed)};
+}
+
+std::string ms(double s) { return fixed(s * 1e3, 2); }
+std::string pct(double f) { return fixed(f * 100, 1); }
+
+void print_table(const std::vector<Row>& rows) {
+  Table t({{"plan", "", Align::kLeft},
+           {"step pred", "ms", Align::kRight},
+           {"step meas", "ms", Align::kRight},
+           {"error", "%", Align::kRight},
+           {"compute pred", "ms", Align::kRight},
+           {"compute meas", "ms", Align::kRight},
+           {"exposed pred", "ms", Align::kRight},
+           {"exposed meas", "ms", Align::kRight}});
+  Figures tp, tm;
+  for (const Row& r : rows) {
+    t.add_row({r.plan, ms(r.predicted.step_s), ms(r.measured.step_s), pct(r.error()),
+               ms(r.predicted.compute_s), ms(r.measured.compute_s), ms(r.predicted.exposed_s),
+               ms(r.measured.exposed_s)});
+    tp.step_s += r.predicted.step_s;
+    tp.compute_s += r.predicted.compute_s;
+    tp.exposed_s += r.predicted.exposed_s;
+    tm.step_s += r.measured.step_s;
+    tm.compute_s += r.measured.compute_s;
+    tm.exposed_s += r.measured.exposed_s;
+  }
+  t.add_row({"total", ms(tp.step_s), ms(tm.step_s), pct((tp.step_s - tm.step_s) / tm.step_s),
+             ms(tp.compute_s), ms(tm.compute_s), ms(tp.exposed_s), ms(tm.exposed_s)});
+  std::fputs(t.render().c_str(), stdout);
+}
+
+void run_validate(const ValidateOptions& o) {
+  if (o.plans.empty()) fail_input("command line", "plans", "name at least one plan.yaml to validate");
+  read_profile(o.profile);  // a bad profile fails before any run
+  if (!o.keep.empty()) check_output_path(o.keep + "/x", "--keep-measurements");
+  Scratch scratch;
+  std::vector<Row> rows;
+  for (size_t i = 0; i < o.plans.size(); ++i) {
+    Row r;
+    r.plan = o.plans[i];
+    r.predicted = predict(r.plan, o.profile);
+    std::fprintf(stderr, "validate: [%zu/%zu] running %s (predicted %.2f ms)\n", i + 1,
+                 o.plans.size(), r.plan.c_str(), r.predicted.step_s * 1e3);
+    r.measured = measure(r.plan, o, scratch, static_cast<int>(i));
+    std::fprintf(stderr, "validate: [%zu/%zu] measured %.2f ms (error %+.1f %%)\n", i + 1,
+                 o.plans.size(), r.measured.step_s * 1e3, r.error() * 100);
+    rows.push_back(r);
+  }
+  double sum = 0, worst = 0;
+  for (const Row& r : rows) {
+    sum += std::abs(r.error());
+    worst = std::max(worst, std::abs(r.error()));
+  }
+  const double mean = sum / rows.size();
+  if (o.format == "json") {
+    nlohmann::json plans = nlohmann::json::array();
+    for (const Row& r : rows)
+      plans.push_back({{"plan", r.plan},
+                       {"predicted_s", r.predicted.step_s},
+                       {"measured_s", r.measured.step_s},
+                       {"error", r.error()}});
+    nlohmann::json out = {{"plans", plans}, {"mean_abs_error", mean}, {"max_abs_error", worst}};
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    print_table(rows);
+    std::printf("\nstep time error over %zu plans: mean |error| %.1f %%, max |error| %.1f %%\n",
+                rows.size(), mean * 100, worst * 100);
+  }
+}
+
+}  // namespace
 
 void add_validate_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("validate", "(not built yet)");
-  cmd->callback([] { throw std::runtime_error("'validate' is not implemented yet"); });
+  auto* cmd = app.add_subcommand(
+      "validate", "Run plans and compare the calibrated prediction with what they measure");
+  auto o = std::make_shared<ValidateOptions>();
+  cmd->add_option("--profile", o->profile, "calibrated profile (ringmaster calibrate)")->required();
+  cmd->add_option("plans", o->plans, "plan.yaml files (ringmaster plan/tune -o)")->required();
+  cmd->add_option("--iters", o->iters, "timed iterations per run (the median is compared)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--format", o->format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  cmd->add_option("--keep-measurements", o->keep,
+                  "folder to keep each run's measurements in (<index>.jsonl), e.g. for calibrate --from");
+  cmd->callback([o] { run_validate(*o); });
 }
 
 }  // namespace rm::cli
