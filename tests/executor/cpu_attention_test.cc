@@ -168,7 +168,7 @@ TEST_CASE("a block whose keys are all hidden contributes nothing to the merge") 
   CHECK(lse[1] == 1.0f);
 }
 
-TEST_CASE("input_value is deterministic, in [-1, 1), and differs across tensors") {
+TEST_CASE("input_value is deterministic, lies between -1 and 1, and differs across tensors") {
   CHECK(input_value(1, InputTensor::kQ, 0, 5, 3) == input_value(1, InputTensor::kQ, 0, 5, 3));
   CHECK(input_value(1, InputTensor::kQ, 0, 5, 3) != input_value(1, InputTensor::kK, 0, 5, 3));
   CHECK(input_value(1, InputTensor::kQ, 0, 5, 3) != input_value(2, InputTensor::kQ, 0, 5, 3));
