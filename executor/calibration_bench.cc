@@ -172,6 +172,10 @@ std::unique_ptr<Backend> exchange_backend(const std::string& name, double bytes)
   // K|V of one kv head: 2 * c * d elements of at least 2 bytes each.
   const int64_t c = std::max<int64_t>(1, static_cast<int64_t>(bytes / (2.0 * d * 2)) + 1);
   be->setup({c, d, 1, 1, 64, 64, false}, iota_tokens(c), kSeed);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  be->connect({(rank + 1) % size, (rank + size - 1) % size});  // the ring's two neighbours
   be->alloc(0, BufferRole::kKv);
   be->alloc(1, BufferRole::kKv);
   return be;

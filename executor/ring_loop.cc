@@ -48,7 +48,9 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
       watchdog_(watchdog),
       fault_(fault),
       buffers_(schedule.buffers.size()) {
+  std::vector<int> peers;
   for (const Op& op : ops_.ops) {
+    if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) peers.push_back(op.peer);
     if (op.kind == OpKind::kCompute && op.compute != ComputeKind::kAttentionForward &&
         op.compute != ComputeKind::kAttentionBackward && op.compute != ComputeKind::kAccumulate)
       throw std::runtime_error(std::string("ring loop: the op list has '") + kind_name(op) +
@@ -72,6 +74,11 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
     for (int64_t i = 0; i < layout.tokens_per_rank(); ++i) t[i] = layout.global_index(pos, i);
     owner_tokens_.push_back(std::move(t));
   }
+  // Every rank builds its loop at the same point, so the backend can set up its links
+  // (NCCL communicators) to exactly the peers of the op list.
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  be_.connect(peers);
 }
 
 void RingLoop::ensure_allocated(int buffer) {

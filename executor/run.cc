@@ -167,17 +167,17 @@ int run_body(const RunOptions& opt, int rank, int size) {
         if (rr == k) ring.push_back(gathered[static_cast<size_t>(r)]);
       }
       results.push_back(verify_ring(ring, shape, opt.seed + static_cast<uint64_t>(k),
-                                    loop.has_backward()));
+                                    loop.has_backward(), backend->verify_tolerance()));
       results.back().ring = k;
     }
-    out += format_verify_table(results, kVerifyTolerance);
+    out += format_verify_table(results, backend->verify_tolerance());
     double worst = 0;
     for (const auto& r : results) {
       ok = ok && r.ok();
       for (const auto& c : r.checks) worst = std::max(worst, c.rel_err);
     }
     std::snprintf(line, sizeof line, "# verification: %s (max rel err %.2e, tolerance %.0e)\n",
-                  ok ? "OK" : "FAILED", worst, kVerifyTolerance);
+                  ok ? "OK" : "FAILED", worst, backend->verify_tolerance());
     out += line;
   } else {
     out += "# verification: not run (add --verify)\n";

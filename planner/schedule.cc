@@ -396,8 +396,9 @@ class RingPass {
       if (bwd && o >= 1) {
         recv(at(k - 1, l), ctx_.dkv_bytes, b_.acc[2 + o % 2], kAccOuter, o - 1, outer_acc_recv);
       }
-      // The inner cycle's result for the outer block lands here.
-      const int result = o == 0 ? b_.acc[2] : b_.acc[g % 2];
+      // The inner cycle's result for the outer block lands here. A ring of one has no
+      // accumulators (memory model): its dK,dV stay in the partial, as in the flat ring.
+      const int result = ctx_.P == 1 ? b_.dkv_partial : o == 0 ? b_.acc[2] : b_.acc[g % 2];
       auto inner_kv = [&](int t) { return t == 0 ? outer_kv(o) : b_.kv[2 + (t - 1) % 2]; };
       std::vector<int> kv_reqs, acc_recv, send_prev, send_now;
       for (int t = 0; t < g; ++t) {
@@ -587,8 +588,10 @@ class Generator {
       E_ = opt_.max_layers;
       while (m_.layers % E_ != 0) --E_;
     }
-    out_.layers_emitted = job_.workload == Workload::kStep ? E_ : 1;
-    out_.layer_multiplier = m_.layers / out_.layers_emitted;
+    // The attention and layer workloads are one layer by definition: nothing to extrapolate.
+    const bool step = job_.workload == Workload::kStep;
+    out_.layers_emitted = step ? E_ : 1;
+    out_.layer_multiplier = step ? m_.layers / E_ : 1;
     if (out_.layer_multiplier > 1) {
       out_.note = std::to_string(out_.layers_emitted) + " of " + std::to_string(m_.layers) +
                   " identical layers emitted";

@@ -5,6 +5,7 @@
 #include <nccl.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -59,7 +60,7 @@ class NcclTransport final : public Transport {
 
   void connect(const std::vector<int>& peers) override {
     std::vector<int> fresh;
-    for (int p : peers)
+    for (int p : std::set<int>(peers.begin(), peers.end()))
       if (p != rank_ && links().count({rank_, p}) == 0) fresh.push_back(p);
     if (fresh.empty()) return;
     // The sending end of each link draws its id; sends first, so no rank blocks in a
