@@ -1,13 +1,205 @@
-// `ringmaster simulate`: placeholder until its issue lands.
-#include <stdexcept>
+// `ringmaster simulate`: replay a plan on a SimGrid cluster built from its topology and
+// print the simulated step time, overlap and memory beside the planner's prediction.
+// Steps: parse options, get the plan (read --plan, or plan the job like `plan`), predict
+// it with the same costs, simulate, print, and write the trace.
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/job_options.h"
+#include "cli/table.h"
+#include "planner/cost_model.h"
+#include "planner/input_error.h"
+#include "planner/profile.h"
+#include "planner/search.h"
+#include "planner/spec_library.h"
+#include "planner/units.h"
+#include "simulator/simulate.h"
 
 namespace rm::cli {
 
+namespace {
+
+constexpr const char* kWhere = "command line";
+// Above this many GPUs the table lists the spread (min, mean, max) instead of every GPU.
+constexpr int kMaxGpuRows = 16;
+
+struct SimulateCliOptions {
+  std::string plan_path;
+  JobOptions job;  // when no --plan: plan this job first
+  int gpus = 0;
+  std::string format = "table";
+  std::string trace;
+  int layers = 4;
+};
+
+// The plan to simulate with the specs, fabric and costs it runs on.
+struct Subject {
+  Plan plan;
+  std::string where;  // names the plan in messages
+  ModelSpec model;
+  Topology topology;
+  std::unique_ptr<Fabric> fabric;
+  CostParams cost;
+};
+
+Subject from_plan_file(const SimulateCliOptions& o) {
+  if (o.gpus > 0 || !o.job.seq.empty()) {
+    fail_input(kWhere, "--plan", "the plan fixes the GPUs and the sequence: drop --gpus and --seq");
+  }
+  Subject s;
+  s.where = o.plan_path;
+  s.plan = read_plan_yaml(o.plan_path);
+  s.model = load_model(s.plan.job.model);
+  s.topology = load_topology(s.plan.job.topology);
+  const int max = s.topology.max_gpus();
+  if (s.plan.job.gpus < 1 || s.plan.job.gpus > max) {
+    fail_input(o.plan_path, "gpus", "must be in [1, " + std::to_string(max) + "], the GPUs of topology " +
+                                        s.topology.name + " (got " + std::to_string(s.plan.job.gpus) + ")");
+  }
+  s.fabric = std::make_unique<Fabric>(s.topology, s.plan.job.gpus);
+  s.cost = CostParams::from_topology(s.topology);
+  if (!o.job.profile.empty()) load_and_apply_profile(o.job.profile, *s.fabric, s.cost);
+  return s;
+}
+
+Subject from_job(const SimulateCliOptions& o) {
+  if (o.gpus < 1) fail_input(kWhere, "--gpus", "required without --plan (the number of GPUs)");
+  if (o.job.seq.empty()) fail_input(kWhere, "--seq", "required without --plan (tokens per sequence)");
+  ResolvedJob r = resolve_job(o.job, o.gpus);
+  Subject s;
+  s.where = "the planned job";
+  s.plan = Planner(r.model, *r.fabric, r.cost).plan(r.job, r.pins);
+  s.model = std::move(r.model);
+  s.topology = std::move(r.topology);
+  s.fabric = std::move(r.fabric);
+  s.cost = r.cost;
+  return s;
+}
+
+std::string pct(double f) { return fixed(100 * f, 1); }
+std::string diff_pct(double sim, double pred) {
+  return pred > 0 ? fixed(100 * (sim - pred) / pred, 2) : "-";
+}
+
+std::string report(const Subject& s, const Prediction& p, const sim::Simulation& sim) {
+  const Plan& plan = s.plan;
+  const PlanChoice& c = plan.choice;
+  std::string out = "ringmaster simulate: " + s.model.name + " on " + s.topology.name + ", " +
+                    std::to_string(plan.job.gpus) + " GPUs, " + format_size(plan.job.seq_len) +
+                    " tokens, workload " + to_string(plan.job.workload) + "; " + to_string(c.schedule) +
+                    " ring cp " + std::to_string(c.cp) + " x dp " + std::to_string(c.dp) + ", order " +
+                    c.order_name + ", " + to_string(c.load_balance) + "\n";
+  if (!sim.note.empty()) {
+    out += "(" + sim.note + ": times, FLOPs and throughput extrapolated to all layers)\n";
+  }
+  out += "\n";
+  Table t({{"figure", "", Align::kLeft},
+           {"predicted", "", Align::kRight},
+           {"simulated", "", Align::kRight},
+           {"sim - pred", "%", Align::kRight},
+           {"unit", "", Align::kLeft}});
+  t.add_row({"step time", sig(p.step_time_s, 5), sig(sim.step_time_s, 5),
+             diff_pct(sim.step_time_s, p.step_time_s), "s"});
+  t.add_row({"free-comm step time", sig(p.step_time_s * p.scaling_efficiency, 5),
+             sig(sim.free_comm_time_s, 5),
+             diff_pct(sim.free_comm_time_s, p.step_time_s * p.scaling_efficiency), "s"});
+  t.add_row({"throughput", fixed(p.tokens_per_s, 0), fixed(sim.tokens_per_s, 0),
+             diff_pct(sim.tokens_per_s, p.tokens_per_s), "tokens/s"});
+  t.add_row({"MFU", pct(p.mfu), pct(sim.mfu), diff_pct(sim.mfu, p.mfu), "%"});
+  t.add_row({"comm overhead (exposed)", pct(p.comm_overhead), pct(sim.comm_overhead), "-", "% of step"});
+  t.add_row({"peak memory per GPU", fixed(p.memory_bytes_per_gpu / kGiB, 2),
+             fixed(sim.memory_bytes_per_gpu / kGiB, 2),
+             diff_pct(sim.memory_bytes_per_gpu, p.memory_bytes_per_gpu), "GiB"});
+  out += t.render() + "\n";
+
+  const auto& gpus = sim.replay.gpus;
+  Table g({{"GPU", "", Align::kRight},
+           {"busy", "s", Align::kRight},
+           {"exposed comm", "s", Align::kRight},
+           {"idle", "s", Align::kRight},
+           {"peak memory", "GiB", Align::kRight}});
+  auto row = [&](const std::string& name, auto field) {
+    std::vector<std::string> cells{name};
+    for (auto f : {&sim::GpuTimes::busy_s, &sim::GpuTimes::exposed_comm_s, &sim::GpuTimes::idle_s}) {
+      cells.push_back(sig(field(f), 4));
+    }
+    cells.push_back(fixed(field(&sim::GpuTimes::peak_memory_bytes) / kGiB, 2));
+    g.add_row(cells);
+  };
+  if (static_cast<int>(gpus.size()) <= kMaxGpuRows) {
+    for (size_t i = 0; i < gpus.size(); ++i) row(std::to_string(i), [&](auto f) { return gpus[i].*f; });
+  } else {
+    auto reduce = [&](auto f, double init, auto op) {
+      double v = init;
+      for (const auto& x : gpus) v = op(v, x.*f);
+      return v;
+    };
+    const double inf = std::numeric_limits<double>::infinity();
+    row("min", [&](auto f) { return reduce(f, inf, [](double a, double b) { return std::min(a, b); }); });
+    row("mean", [&](auto f) { return reduce(f, 0.0, std::plus<double>()) / gpus.size(); });
+    row("max", [&](auto f) { return reduce(f, -inf, [](double a, double b) { return std::max(a, b); }); });
+  }
+  out += "Per GPU (busy: computing; exposed comm: waiting for transfers, collectives and step syncs;\n"
+         "idle: done early, waiting for the step to end):\n" + g.render() + "\n";
+
+  const sim::ReplayResult& r = sim.replay;
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "SimGrid: %lld ops, %lld simulated activities in %.2f s (%.0f activities/s), %d routes\n",
+                static_cast<long long>(r.ops), static_cast<long long>(r.activities), r.wall_s,
+                r.wall_s > 0 ? r.activities / r.wall_s : 0.0, r.routes);
+  out += buf;
+  return out;
+}
+
+void run_simulate(const SimulateCliOptions& o) {
+  Subject s = o.plan_path.empty() ? from_job(o) : from_plan_file(o);
+  if (o.layers < 0) fail_input(kWhere, "--layers", "must be >= 0 (0 = all layers)");
+  sim::SimulateOptions so;
+  so.max_layers = o.layers;
+  so.replay.trace_path = o.trace;
+  so.replay.progress = true;
+  const sim::Simulation result = sim::simulate_plan(s.plan, s.model, *s.fabric, s.cost, so, s.where);
+  // The prediction with the same costs (a plan file's own figures may come from others).
+  const Prediction p = CostModel(s.model, *s.fabric, s.cost).predict(s.plan.job, s.plan.choice);
+
+  if (o.format == "json") {
+    Plan shown = s.plan;
+    shown.predicted = p;
+    nlohmann::json j = plan_to_json(shown);
+    j["simulated"] = sim::simulation_to_json(result, true);
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::fputs(report(s, p, result).c_str(), stdout);
+  }
+  if (!o.trace.empty()) std::fprintf(stderr, "ringmaster: wrote %s\n", o.trace.c_str());
+}
+
+}  // namespace
+
 void add_simulate_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("simulate", "(not built yet)");
-  cmd->callback([] { throw std::runtime_error("'simulate' is not implemented yet"); });
+  auto o = std::make_shared<SimulateCliOptions>();
+  auto* cmd = app.add_subcommand(
+      "simulate",
+      "Replay a plan op by op on a SimGrid cluster built from its topology: step time, overlap, "
+      "memory per GPU, beside the planner's prediction");
+  cmd->add_option("--plan", o->plan_path, "plan.yaml from `ringmaster plan -o` (or plan the job given "
+                                          "by the options below)");
+  add_job_options(cmd, o->job, false);
+  cmd->add_option("--gpus", o->gpus, "number of GPUs (without --plan)");
+  cmd->add_option("--seq", o->job.seq, "sequence length in tokens (without --plan): 8k, 1M or 1048576");
+  cmd->add_option("--layers", o->layers,
+                  "layers to simulate, extrapolated to all (they are identical; replay.h); 0 = all (default 4)");
+  cmd->add_option("--trace", o->trace, "write a Chrome trace-event JSON timeline (opens in Perfetto)");
+  cmd->add_option("--format", o->format, "table or json")->check(CLI::IsMember({"table", "json"}));
+  cmd->callback([o] { run_simulate(*o); });
 }
 
 }  // namespace rm::cli

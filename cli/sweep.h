@@ -11,10 +11,6 @@
 
 namespace rm::cli {
 
-// The study's suite: 6 lengths x 4 GPU counts on kStudyTopology with kDefaultModel.
-inline const std::vector<int64_t> kStudySeqs = {8192, 32768, 131072, 262144, 524288, 1048576};
-inline const std::vector<int> kStudyGpus = {16, 32, 64, 128};
-
 struct SweepRow {
   Plan plan;
   double plan_seconds = 0;  // how long the search took

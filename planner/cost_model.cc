@@ -30,6 +30,8 @@ std::vector<PatternCost> solve(const Fabric& fabric, const CostParams& cost,
   for (size_t i = 0; i < uf.size(); ++i) {
     if (uf[i].src == uf[i].dst) continue;
     PatternCost& p = out[uf[i].group];
+    for (int l : fabric.route(uf[i].src, uf[i].dst))
+      p.link_classes |= 1u << static_cast<int>(fabric.links()[l].cls);
     const double lat = cost.route_latency_s(fabric, uf[i].src, uf[i].dst);
     const double stream = r.finish_s[i] - lat;
     p.latency_s = std::max(p.latency_s, lat);
@@ -162,6 +164,7 @@ const RingPatterns& CostModel::ring_patterns(int cp, int dp, Schedule schedule,
     }
     const PatternCost& fwd = schedule == Schedule::kHierarchical ? pat->outer_kv : pat->kv;
     pat->bottleneck_link = fwd.bottleneck_link;
+    pat->link_classes = fwd.link_classes;
     pat->bottleneck_bytes_per_s = fwd.s_per_unit > 0 ? e / fwd.s_per_unit : 0;
   }
   return *patterns_.emplace(key, std::move(pat)).first->second;
@@ -397,9 +400,9 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
   if (G > 1) {
     const double shard = m.layer_params() * gpu.element_bytes / G;
     const double ag = fsdp_collective_s(shard), rs = ag;
-    const int fl = fsdp_bottleneck_link(), rl = pat.bottleneck_link;
-    const bool same_links = fl >= 0 && rl >= 0 &&
-                            fabric_.links()[fl].cls == fabric_.links()[rl].cls;
+    const int fl = fsdp_bottleneck_link();
+    const bool same_links =
+        fl >= 0 && (pat.link_classes >> static_cast<int>(fabric_.links()[fl].cls) & 1u) != 0;
     // The collectives hide behind the layer's time, less what the ring itself keeps
     // the same class of links busy.
     const double window_f = real.linear_fwd + real.attention_fwd - (same_links ? real.ring_busy_fwd : 0);

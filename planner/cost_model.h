@@ -27,7 +27,9 @@
 // layer: all-gather of the layer's bf16 params before its forward and its backward,
 // reduce-scatter of its bf16 grads after the backward, prefetched so they overlap the
 // layer's compute; only what exceeds it is exposed (minus the ring's own transfer time
-// when both use the same bottleneck link class). A step = grad_accum micro-steps (one
+// when the ring's transfers cross links of the class the collectives bottleneck on: on a
+// tie the ring's own bottleneck may be named on another class, e.g. a spine link, while
+// it still loads the same NICs). A step = grad_accum micro-steps (one
 // sequence per ring each) + the optimizer update (memory bound).
 //
 // Prediction fields (plan.h):
@@ -65,6 +67,7 @@ struct PatternCost {
   double latency_s = 0;
   double s_per_unit = 0;
   int bottleneck_link = -1;  // -1: no transfer
+  unsigned link_classes = 0;  // bit 1 << LinkClass for every class its flows cross
   double time(double units, int messages = 1) const {
     return bottleneck_link < 0 ? 0.0 : messages * latency_s + units * s_per_unit;
   }
@@ -83,6 +86,7 @@ struct RingPatterns {
   PatternCost outer_kv_dkv;
   PatternCost outer_dkv;
   int bottleneck_link = -1;  // of the forward transfer (outer for hierarchical)
+  unsigned link_classes = 0;  // classes the forward transfer crosses (outer for hierarchical)
   double bottleneck_bytes_per_s = 0;  // effective per-flow rate on it (after sharing)
 };
 

@@ -28,33 +28,42 @@ std::vector<double> max_min_rates(const Fabric& fabric, const CostParams& cost,
       }
     }
   }
-  // Flows per link, so fixing a link's flows does not scan every flow.
-  std::vector<std::vector<int>> on_link(links.size());
+  // Flows per link (CSR over the used links), so fixing a link's flows does not scan
+  // every flow.
+  std::vector<int> start(links.size() + 1, 0);
   for (size_t f = 0; f < nf; ++f)
-    for (int l : *routes[f]) on_link[l].push_back(static_cast<int>(f));
+    for (int l : *routes[f]) ++start[l + 1];
+  for (size_t l = 0; l < links.size(); ++l) start[l + 1] += start[l];
+  std::vector<int> on_link(start.back()), fill(start.begin(), start.end() - 1);
+  for (size_t f = 0; f < nf; ++f)
+    for (int l : *routes[f]) on_link[fill[l]++] = static_cast<int>(f);
   std::vector<char> fixed(nf, 0);
-  // Progressive filling: the link with the smallest fair share fixes its flows at that
-  // share; their rates leave the other links' capacities.
+  // Progressive filling: the links with the smallest fair share fix their flows at that
+  // share; their rates leave the other links' capacities. Links tied at the smallest
+  // share saturate together (fixing one's flows leaves the others' share unchanged and
+  // only raises the rest), so one round fixes them all: ring patterns are symmetric and
+  // have many such ties.
   while (true) {
-    int best = -1;
     double share = kInf;
+    for (int l : used)
+      if (users[l] > 0) share = std::min(share, cap[l] / users[l]);
+    if (share == kInf) break;
+    const double tied = share * (1 + 1e-12);
     for (int l : used) {
-      if (users[l] > 0 && cap[l] / users[l] < share) {
-        share = cap[l] / users[l];
-        best = l;
+      if (users[l] == 0 || cap[l] / users[l] > tied) continue;
+      for (int i = start[l]; i < start[l + 1]; ++i) {
+        const int f = on_link[i];
+        if (fixed[f]) continue;
+        fixed[f] = 1;
+        rate[f] = share;
+        if (bottleneck) (*bottleneck)[f] = l;
+        for (int k : *routes[f]) {
+          cap[k] = std::max(0.0, cap[k] - share);
+          --users[k];
+        }
       }
     }
-    if (best < 0) break;
-    for (int f : on_link[best]) {
-      if (fixed[f]) continue;
-      fixed[f] = 1;
-      rate[f] = share;
-      if (bottleneck) (*bottleneck)[f] = best;
-      for (int l : *routes[f]) {
-        cap[l] = std::max(0.0, cap[l] - share);
-        --users[l];
-      }
-    }
+    used.erase(std::remove_if(used.begin(), used.end(), [&](int l) { return users[l] == 0; }), used.end());
   }
   return rate;
 }

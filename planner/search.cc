@@ -157,6 +157,9 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
     throw InputError("no ring plan can run this job" +
                      std::string(first_reason.empty() ? "" : ": " + first_reason));
   }
+  // The batch the plan was priced on (whole sequences, at least one), so a plan file
+  // says it and re-predicting it gives the same step.
+  best.plan.job.batch_tokens = seqs * job.seq_len;
   return best.plan;
 }
 

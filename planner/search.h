@@ -48,7 +48,9 @@ class Planner {
  public:
   Planner(const ModelSpec& model, const Fabric& fabric, const CostParams& cost);
 
-  // The fastest ring plan for `job` (fits preferred), with baselines filled.
+  // The fastest ring plan for `job` (fits preferred), with baselines filled. The plan's
+  // job.batch_tokens is the effective batch: whole sequences of the requested batch
+  // (default 2M tokens), at least one; every candidate is priced on it.
   Plan plan(const Job& job, const SearchPins& pins = {}, SearchStats* stats = nullptr);
   // The ring plan alone (no baselines): what plan() and the benchmark time.
   Plan best_ring_plan(const Job& job, const SearchPins& pins, SearchStats* stats = nullptr);

@@ -1,0 +1,70 @@
+#include "simulator/simulate.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/cost_model.h"
+#include "planner/schedule.h"
+#include "planner/units.h"
+
+namespace rm::sim {
+
+Simulation simulate_plan(const Plan& plan, const ModelSpec& model, const Fabric& fabric,
+                         const CostParams& costs, const SimulateOptions& options,
+                         const std::string& where) {
+  ScheduleOptions so;
+  so.max_layers = options.max_layers;
+  so.costs = &costs;
+  so.where = where;
+  const OpSchedule schedule = generate_schedule(plan, model, fabric, so);
+
+  Simulation s;
+  s.replay = replay(schedule, fabric, costs, options.replay);
+  s.note = schedule.note;
+  s.step_time_s = s.replay.time_s;
+  s.free_comm_time_s = s.replay.time_free_comm_s;
+  s.memory_bytes_per_gpu = s.replay.peak_memory_bytes;
+  if (s.step_time_s > 0) {
+    s.comm_overhead = std::max(0.0, s.step_time_s - s.free_comm_time_s) / s.step_time_s;
+    // Tokens as the cost model counts them: a step trains all its sequences, the
+    // attention and layer workloads one sequence per ring.
+    const Job& job = plan.job;
+    const int64_t seqs = sequences_per_step(job);
+    const int64_t sequences = job.workload == Workload::kStep ? seqs : std::min<int64_t>(seqs, plan.choice.dp);
+    s.tokens_per_s = static_cast<double>(sequences * job.seq_len) / s.step_time_s;
+    s.mfu = s.replay.useful_flops / (s.step_time_s * fabric.gpus() * costs.peak_flops);
+  }
+  return s;
+}
+
+nlohmann::json simulation_to_json(const Simulation& s, bool per_gpu) {
+  const ReplayResult& r = s.replay;
+  nlohmann::json j = {{"step_time_s", s.step_time_s},
+                      {"free_comm_step_time_s", s.free_comm_time_s},
+                      {"comm_overhead", s.comm_overhead},
+                      {"tokens_per_s", s.tokens_per_s},
+                      {"mfu", s.mfu},
+                      {"memory_gib_per_gpu", s.memory_bytes_per_gpu / kGiB},
+                      {"note", s.note}};
+  j["simulation"] = {{"activities", r.activities},
+                     {"ops", r.ops},
+                     {"wall_s", r.wall_s},
+                     {"events_per_s", r.wall_s > 0 ? r.activities / r.wall_s : 0.0},
+                     {"routes", r.routes}};
+  if (per_gpu) {
+    nlohmann::json gpus = nlohmann::json::array();
+    for (size_t g = 0; g < r.gpus.size(); ++g) {
+      const GpuTimes& t = r.gpus[g];
+      gpus.push_back({{"gpu", g},
+                      {"busy_s", t.busy_s},
+                      {"idle_s", t.idle_s},
+                      {"exposed_comm_s", t.exposed_comm_s},
+                      {"peak_memory_gib", t.peak_memory_bytes / kGiB}});
+    }
+    j["gpus"] = std::move(gpus);
+  }
+  return j;
+}
+
+}  // namespace rm::sim

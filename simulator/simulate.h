@@ -1,0 +1,53 @@
+// Simulating a plan: generate its schedule (the one generator), replay it on SimGrid
+// (replay.h) and derive the figures the planner predicts, so the two can sit side by side
+// (`ringmaster simulate`, `ringmaster sweep --simulate`, the agreement tests).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "planner/cost_params.h"
+#include "planner/model_spec.h"
+#include "planner/plan.h"
+#include "planner/topology.h"
+#include "simulator/replay.h"
+
+namespace rm::sim {
+
+struct SimulateOptions {
+  // Layers the schedule emits (0 = all). A model's layers are identical, so 4 of them
+  // (first, two steady-state, last; extrapolated as replay.h says) give the step time of
+  // all of them at a fraction of the simulation time.
+  int max_layers = 4;
+  ReplayOptions replay;
+};
+
+// The simulated counterparts of Prediction's fields (plan.h), with the same definitions
+// (cost_model.h): comm_overhead = (step - free-comm step) / step, MFU from the op lists'
+// useful FLOPs.
+struct Simulation {
+  double step_time_s = 0;
+  double free_comm_time_s = 0;
+  double comm_overhead = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;
+  double memory_bytes_per_gpu = 0;  // peak of the alloc/free ops, max over GPUs
+  std::string note;                 // "1 of 32 identical layers emitted" when extrapolated
+  ReplayResult replay;
+};
+
+// Throws InputError when the plan does not match the fabric or model (GPU count, order,
+// divisibility: the schedule generator's checks; `where` names the plan), and
+// std::runtime_error when the simulation fails.
+Simulation simulate_plan(const Plan& plan, const ModelSpec& model, const Fabric& fabric,
+                         const CostParams& costs, const SimulateOptions& options = {},
+                         const std::string& where = "plan");
+
+// The `simulated` object of `simulate --format json` and of each `sweep --simulate` row:
+// step_time_s, free_comm_step_time_s, comm_overhead, tokens_per_s, mfu,
+// memory_gib_per_gpu, note, and `simulation` (activities, ops, wall_s, events_per_s,
+// routes). `per_gpu` adds `gpus`: [{gpu, busy_s, idle_s, exposed_comm_s, peak_memory_gib}].
+nlohmann::json simulation_to_json(const Simulation& s, bool per_gpu);
+
+}  // namespace rm::sim

@@ -1,0 +1,164 @@
+// The plan search on the study's cluster (shipped dgx-a100-ib, llama2-7b).
+#include <doctest/doctest.h>
+
+#include "planner/input_error.h"
+#include "planner/search.h"
+#include "planner/spec_library.h"
+
+using namespace rm;
+
+namespace {
+
+struct Study {
+  Topology topo = load_topology(kStudyTopology);
+  ModelSpec model = load_model(kDefaultModel);
+};
+
+}  // namespace
+
+TEST_CASE("8K tokens on 128 GPUs: a small ring inside one NVLink node, data parallel for the rest") {
+  Study s;
+  const Fabric f(s.topo, 128);
+  Planner pl(s.model, f, CostParams::from_topology(s.topo));
+  const Plan p = pl.plan(study_job(128, 8192));
+  CHECK(p.choice.cp <= 8);
+  CHECK(p.choice.cp * p.choice.dp == 128);
+  for (int i = 1; i < p.choice.cp; ++i) CHECK(f.node_of(p.choice.order[i]) == f.node_of(p.choice.order[0]));
+  CHECK(p.predicted.fits);
+  // A 128-GPU ring is far slower for so short a sequence.
+  SearchPins big;
+  big.cp = 128;
+  CHECK(pl.best_ring_plan(study_job(128, 8192), big).predicted.step_time_s > 1.5 * p.predicted.step_time_s);
+}
+
+TEST_CASE("causal masks: striped or zigzag, never contiguous") {
+  Study s;
+  const Fabric f(s.topo, 64);
+  Planner pl(s.model, f, CostParams::from_topology(s.topo));
+  for (int64_t n : {int64_t{131072}, int64_t{524288}}) {
+    SearchPins pins;
+    pins.cp = 16;
+    const Plan p = pl.best_ring_plan(study_job(64, n), pins);
+    CHECK(p.choice.load_balance != LoadBalance::kContiguous);
+    pins.load_balance = LoadBalance::kContiguous;
+    const Plan c = pl.best_ring_plan(study_job(64, n), pins);
+    CHECK(c.choice.load_balance == LoadBalance::kContiguous);
+    CHECK(c.predicted.step_time_s > 1.2 * p.predicted.step_time_s);
+  }
+}
+
+TEST_CASE("rail-optimised fat tree: flat rings across nodes take the rail-aware order") {
+  // Node-major hops from GPU 7 of a node to GPU 0 of the next: rail 7 to rail 0, through
+  // the spine. The snake's hops stay on one rail leaf. The study's spine is non-blocking,
+  // so both rings stream at the NIC's rate and the node-major one pays the two extra
+  // spine crossings' latency each step (and the same NIC contention with FSDP: its
+  // bottleneck may be named on a spine link, its bytes still cross the NICs).
+  Study s;
+  const Fabric f(s.topo, 128);
+  Planner pl(s.model, f, CostParams::from_topology(s.topo));
+  SearchPins pins;
+  pins.cp = 32;
+  pins.schedule = Schedule::kFlat;
+  const Plan p = pl.best_ring_plan(study_job(128, 262144), pins);
+  CHECK(p.choice.order_name == "snake");
+  pins.order = "node-major";
+  const Plan nm = pl.best_ring_plan(study_job(128, 262144), pins);
+  CHECK(nm.predicted.step_time_s > p.predicted.step_time_s);
+  CHECK(nm.predicted.fsdp_exposed_s >= p.predicted.fsdp_exposed_s);
+  const unsigned spine = 1u << static_cast<int>(LinkClass::kSpine);
+  CostModel& cm = pl.cost_model();
+  CHECK((cm.ring_patterns(32, 4, Schedule::kFlat, p.choice.order).link_classes & spine) == 0);
+  CHECK((cm.ring_patterns(32, 4, Schedule::kFlat, nm.choice.order).link_classes & spine) != 0);
+}
+
+TEST_CASE("1M tokens on 128 A100s: the ring plan fits in 80 GB, FlashAttention + FSDP does not") {
+  Study s;
+  const Fabric f(s.topo, 128);
+  Planner pl(s.model, f, CostParams::from_topology(s.topo));
+  const Plan p = pl.plan(study_job(128, 1 << 20));
+  CHECK(p.predicted.fits);
+  CHECK(p.predicted.memory_bytes_per_gpu <= 80.0 * (1 << 30));
+  REQUIRE(p.baselines.size() == 3);
+  CHECK(p.baselines[0].strategy == Strategy::kFlashFsdp);
+  CHECK_FALSE(p.baselines[0].fits);
+  // The study's headline at this size: 8.4 % communication overhead, 0.84x linear.
+  CHECK(p.predicted.comm_overhead < 0.084);
+  CHECK(p.predicted.scaling_efficiency > 0.84);
+  CHECK(p.predicted.mfu > 0.3);
+}
+
+TEST_CASE("the plan stores the effective batch: whole sequences, at least one") {
+  Study s;
+  const Fabric f(s.topo, 16);
+  Planner pl(s.model, f, CostParams::from_topology(s.topo));
+  const int64_t M = int64_t{1} << 20;
+  CHECK(pl.best_ring_plan(study_job(16, M), {}).job.batch_tokens == 2 * M);  // default 2M
+  Job j = study_job(16, M);
+  j.batch_tokens = 3 * M / 2;  // 1.5 sequences: one
+  const Plan one = pl.best_ring_plan(j, {});
+  CHECK(one.job.batch_tokens == M);
+  CHECK(one.predicted.tokens_per_s * one.predicted.step_time_s == doctest::Approx(M));
+  j.batch_tokens = M / 2;  // less than a sequence: still one
+  CHECK(pl.best_ring_plan(j, {}).job.batch_tokens == M);
+}
+
+TEST_CASE("pins: impossible ones are explained, memory-bound ones are kept and say why") {
+  Study s;
+  const Fabric f(s.topo, 16);
+  Planner pl(s.model, f, CostParams::from_topology(s.topo));
+  SearchPins bad;
+  bad.cp = 2;
+  bad.schedule = Schedule::kBidirectional;
+  CHECK_THROWS_WITH_AS(pl.best_ring_plan(study_job(16, 65536), bad), doctest::Contains("bidirectional"), InputError);
+  // 16,008 tokens do not split over a pinned ring of 16 with any load balance.
+  SearchPins odd;
+  odd.cp = 16;
+  CHECK_THROWS_WITH_AS(pl.best_ring_plan(study_job(16, 16 * 1000 + 8), odd), doctest::Contains("multiple"), InputError);
+  SearchPins tile;
+  tile.block_q = 256;
+  tile.block_kv = 256;
+  CHECK_THROWS_WITH_AS(pl.best_ring_plan(study_job(16, 65536), tile), doctest::Contains("on-chip"), InputError);
+  SearchPins one;
+  one.cp = 1;
+  const Plan p = pl.best_ring_plan(study_job(16, 1 << 20), one);
+  CHECK(p.choice.cp == 1);
+  CHECK_FALSE(p.predicted.fits);
+  CHECK(p.predicted.why_not.find("GiB") != std::string::npos);
+}
+
+TEST_CASE("Ulysses is infeasible when no ring size divides the heads, and says so") {
+  Study s;
+  ModelSpec m = s.model;
+  m.heads = 3;
+  m.kv_heads = 3;
+  m.hidden = 3 * 128;
+  const Fabric f(s.topo, 16);
+  Planner pl(m, f, CostParams::from_topology(s.topo));
+  const auto b = pl.baselines(study_job(16, 65536));
+  REQUIRE(b.size() == 3);
+  CHECK(b[2].strategy == Strategy::kUlysses);
+  CHECK_FALSE(b[2].feasible);
+  CHECK(b[2].why_not.find("heads") != std::string::npos);
+}
+
+TEST_CASE("capacity search: the longest sequence that fits") {
+  Study s;
+  const Fabric f(s.topo, 16);
+  Planner pl(s.model, f, CostParams::from_topology(s.topo));
+  const Plan p = pl.max_seq(study_job(16, 0));
+  CHECK(p.predicted.fits);
+  CHECK(p.job.seq_len % 32 == 0);
+  CHECK(p.job.seq_len >= 1 << 20);  // 16 A100s hold at least 1M tokens of a 7B model
+  CHECK_FALSE(pl.best_ring_plan(study_job(16, p.job.seq_len + 2 * 16 * 64), {}).predicted.fits);
+}
+
+TEST_CASE("the search covers the whole space and stays fast enough to count") {
+  Study s;
+  const Fabric f(s.topo, 128);
+  Planner pl(s.model, f, CostParams::from_topology(s.topo));
+  SearchStats st;
+  pl.best_ring_plan(study_job(128, 1 << 20), {}, &st);
+  CHECK(st.candidates > 10000);
+  CHECK(st.evaluated > 0);
+  CHECK(st.evaluated <= st.candidates);
+}
