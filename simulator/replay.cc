@@ -31,16 +31,16 @@ namespace {
 // --- What both replays share ------------------------------------------------------------
 
 // How many of the model's layers the ops of each emitted layer stand for (replay.h):
-// with E >= 3 emitted layers the first and last keep their boundary effects (the first
-// all-gather is exposed, the last backward's reduce-scatter drains) and the E-2 middle,
-// steady-state ones stand for all the others; with fewer, each stands for L/E.
+// with E >= kMinEmittedLayers the middle layer m = E/2 - 1, in steady state, also stands
+// for the L - E layers not emitted; the others count once, keeping their boundary effects.
+// With fewer, each emitted layer stands for L/E.
 class LayerWeights {
  public:
   explicit LayerWeights(const OpSchedule& s) : w_(std::max(1, s.layers_emitted), 1.0) {
     const int E = s.layers_emitted, L = E * s.layer_multiplier;
     if (L == E) return;
-    if (E >= 3) {
-      for (int l = 1; l <= E - 2; ++l) w_[l] = static_cast<double>(L - 2) / (E - 2);
+    if (E >= kMinEmittedLayers) {
+      w_[E / 2 - 1] += L - E;
     } else {
       for (double& w : w_) w = s.layer_multiplier;
     }

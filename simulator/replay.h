@@ -11,12 +11,15 @@
 // further step latencies. One comm per member instead of D-1 keeps 128-GPU steps fast.
 //
 // When the schedule emits E of the model's L identical layers (OpSchedule::
-// layer_multiplier > 1), the figures are extrapolated to all layers: with E >= 3 the
-// first and last emitted layer count once (the first all-gather is exposed, the last
-// reduce-scatter drains) and the E-2 steady-state middle ones stand for the other L-2;
-// with E < 3 every emitted layer stands for L/E (boundary effects then count L/E times,
-// so simulate() emits 4). Ops outside the layers (embedding, head, optimizer) count once.
-// replayed_time_s is the makespan of the op lists as emitted.
+// layer_multiplier > 1), the figures are extrapolated to all layers. Layers at either end
+// differ from the rest: the first all-gather is exposed, and the last backward layers
+// share links with the head's reduce-scatter (in a 16-GPU step of llama2-7b the last
+// three take 2.5 % longer, up to four on some GPUs as waits shift between layers). So with
+// E >= kMinEmittedLayers the middle layer E/2 - 1, four or more layers from either end,
+// stands for itself and the L - E layers not emitted, the others for themselves; with
+// fewer, every emitted layer stands for L/E (boundary effects then count L/E times). Ops
+// outside the layers (embedding, head, optimizer) count once. replayed_time_s is the
+// makespan of the op lists as emitted.
 //
 // A SimGrid engine can be run once per process (its clock and models are global), so
 // replay() runs it in a forked child process and reads the results back; the caller's
@@ -33,6 +36,8 @@
 #include "planner/trace_events.h"
 
 namespace rm::sim {
+
+inline constexpr int kMinEmittedLayers = 8;  // see above
 
 struct GpuTimes {
   double end_s = 0;            // when its last op finished (extrapolated)

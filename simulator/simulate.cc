@@ -17,7 +17,13 @@ Simulation simulate_plan(const Plan& plan, const ModelSpec& model, const Fabric&
   so.max_layers = options.max_layers;
   so.costs = &costs;
   so.where = where;
-  const OpSchedule schedule = generate_schedule(plan, model, fabric, so);
+  OpSchedule schedule = generate_schedule(plan, model, fabric, so);
+  if (schedule.layer_multiplier > 1 && schedule.layers_emitted < kMinEmittedLayers &&
+      options.max_layers >= kMinEmittedLayers) {
+    // No steady-state layers to extrapolate from (replay.h): simulate them all.
+    so.max_layers = 0;
+    schedule = generate_schedule(plan, model, fabric, so);
+  }
 
   Simulation s;
   s.replay = replay(schedule, fabric, costs, options.replay);
