@@ -135,23 +135,51 @@ Profile fit_profile(const std::vector<Measurement>& records, const Topology& top
   p.attention = k.curve;
   p.attention.tile_bytes_limit = limit;
   p.fits["attention_forward"] = k.forward;
-  if (k.backward.points > 0) {
-    p.fits["attention_backward"] = k.backward;
-  } else {
-    p.attention.backward_factor = topo.gpu.attention.backward_factor;
-    note("no attention_backward records: backward_factor kept at " +
-         std::to_string(p.attention.backward_factor));
-  }
 
-  // Interference: kernels with a transfer in flight against the curve.
-  if (!overlapped.empty()) {
+  // Interference: kernels with a transfer in flight against the curve. Forward ones when
+  // there are any; backward ones too once the backward factor is known from backward
+  // kernels alone. In a ring run every backward step has a transfer in flight (K,V and
+  // dK,dV travel until the last step), so there the backward factor comes from the
+  // in-flight backward kernels divided by the interference, the one factor both share.
+  std::vector<std::pair<KernelSample, double>> in_flight_fwd, in_flight_bwd;
+  for (const auto& o : overlapped) (o.first.backward ? in_flight_bwd : in_flight_fwd).push_back(o);
+  const bool bwd_alone = k.backward.points > 0;
+  if (bwd_alone)
+    p.fits["attention_backward"] = k.backward;
+  else
+    p.attention.backward_factor = topo.gpu.attention.backward_factor;  // until fitted below
+  auto predicted = [&](const std::vector<std::pair<KernelSample, double>>& v) {
     std::vector<InterferenceSample> s;
-    for (const auto& [k, sec] : overlapped) s.push_back({predict_kernel_seconds(p.attention, peak, k), sec});
-    InterferenceFit f = fit_interference(s);
+    for (const auto& [ks, sec] : v) s.push_back({predict_kernel_seconds(p.attention, peak, ks), sec});
+    return s;
+  };
+  std::vector<InterferenceSample> with_transfer = predicted(in_flight_fwd);
+  if (bwd_alone || in_flight_fwd.empty()) {
+    const auto b = predicted(in_flight_bwd);
+    with_transfer.insert(with_transfer.end(), b.begin(), b.end());
+  }
+  if (!with_transfer.empty()) {
+    InterferenceFit f = fit_interference(with_transfer);
     p.overlap_interference = f.factor;
     p.fits["interference"] = f.quality;
   } else {
     note("no kernel ran with a transfer in flight: overlap_interference = 1");
+  }
+  if (!bwd_alone && !in_flight_bwd.empty() && !in_flight_fwd.empty()) {
+    // measured = backward_factor * interference * forward curve.
+    std::vector<double> fwd_time, meas;
+    KernelCurve fwd_only = p.attention;
+    fwd_only.backward_factor = p.overlap_interference;
+    for (const auto& [ks, sec] : in_flight_bwd) {
+      fwd_time.push_back(predict_kernel_seconds(fwd_only, peak, ks));
+      meas.push_back(sec);
+    }
+    const ScaleFit scale = fit_scale(fwd_time, meas);
+    p.attention.backward_factor = scale.factor;
+    p.fits["attention_backward"] = scale.quality;
+  } else if (!bwd_alone) {
+    note("no attention_backward records to fit: backward_factor kept at " +
+         std::to_string(p.attention.backward_factor));
   }
 
   if (!gemms.empty()) {

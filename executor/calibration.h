@@ -10,6 +10,9 @@
 //                   tile sizes the tile term half_flops cannot be seen: it is kept from
 //                   the topology and only max_efficiency is fitted.
 //   interference    attention records with a transfer in flight, against the curve
+//                   (forward ones; backward ones too when some ran alone). Where every
+//                   backward record had a transfer in flight (ring runs), the backward
+//                   factor is fitted on them over curve x interference.
 //   gemm            gemm records (calibration benchmarks only)
 //   links           recv records with no compute inside their span (pure transfers), per
 //                   link class of the route peer -> rank on the topology's fabric

@@ -242,6 +242,7 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
         if (op.compute != ComputeKind::kAccumulate) {
           m.block_q = shape_.block_q;
           m.block_kv = shape_.block_kv;
+          m.head_dim = shape_.d;  // calibrate --from needs the tile's d (measurements.h)
         }
       }
       if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv || op.kind == OpKind::kAlloc)

@@ -221,6 +221,18 @@ LinkFit fit_link(const std::vector<TransferSample>& samples) {
   return fit;
 }
 
+ScaleFit fit_scale(const std::vector<double>& x, const std::vector<double>& measured) {
+  if (x.empty()) fail_input("calibration", "scale", "needs at least 1 sample");
+  require_positive(x, "predicted seconds");
+  require_positive(measured, "measured seconds");
+  ScaleFit fit;
+  fit.factor = relative_scale(x, measured);
+  std::vector<double> pred;
+  for (double v : x) pred.push_back(v * fit.factor);
+  fit.quality = fit_quality(pred, measured);
+  return fit;
+}
+
 InterferenceFit fit_interference(const std::vector<InterferenceSample>& samples) {
   if (samples.empty()) fail_input("calibration", "interference", "needs at least 1 sample");
   std::vector<double> alone, over;

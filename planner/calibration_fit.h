@@ -90,6 +90,13 @@ struct LinkFit {
 // latency is below the timer's resolution) is clamped to 0 and beta refitted.
 LinkFit fit_link(const std::vector<TransferSample>& samples);
 
+// measured ~ factor * x (a time predicted up to one factor), minimising relative error.
+struct ScaleFit {
+  double factor = 0;
+  FitQuality quality;
+};
+ScaleFit fit_scale(const std::vector<double>& x, const std::vector<double>& measured);
+
 // Compute time of the same work alone and while a transfer is in flight.
 struct InterferenceSample {
   double alone_s = 0;

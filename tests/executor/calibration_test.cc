@@ -1,0 +1,72 @@
+// fit_profile on synthetic records laid out like a ring run's: which record feeds which fit.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "executor/calibration.h"
+#include "planner/spec_library.h"
+
+namespace rm::exec {
+namespace {
+
+constexpr double kPeak = 8e10;  // cpu-local's peak (topologies/cpu-local.yaml)
+constexpr double kEff = 0.25, kHalf = 5e4, kBwd = 2.2, kInterference = 1.1;
+constexpr int kD = 64;
+
+double kernel_s(int bq, int bkv, double fwd_flops) {
+  const double tile = 4.0 * bq * bkv * kD;
+  return fwd_flops / (kPeak * kEff * tile / (tile + kHalf));
+}
+
+Measurement kernel(int iteration, bool backward, int tile, double start, double fwd_flops, bool in_flight) {
+  Measurement m;
+  m.iteration = iteration;
+  m.kind = backward ? "attention_backward" : "attention_forward";
+  m.backward = backward;
+  m.block_q = m.block_kv = tile;
+  m.head_dim = kD;
+  m.flops = fwd_flops * (backward ? kRecordBackwardFlopsFactor : 1.0);
+  m.start = start;
+  m.seconds = kernel_s(tile, tile, fwd_flops) * (backward ? kBwd : 1.0) * (in_flight ? kInterference : 1.0);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("fit_profile: ring-run records where every backward kernel has a transfer in flight") {
+  const Topology topo = load_topology("cpu-local");
+  std::vector<Measurement> records;
+  int it = 0;
+  for (int tile : {16, 32, 64, 128}) {
+    const double flops = 1e8 * (1 + tile / 64.0);
+    // Forward: step 0 with the next block in flight (a recv spanning the kernel), step 1 alone.
+    Measurement f0 = kernel(it, false, tile, 0.0, flops, true);
+    Measurement recv;
+    recv.iteration = it;
+    recv.kind = "recv";
+    recv.bytes = 1 << 20;
+    recv.peer = 1;
+    recv.start = 0.0;
+    recv.seconds = f0.seconds + 1e-4;
+    Measurement f1 = kernel(it, false, tile, recv.seconds + 1e-3, flops, false);
+    // Backward: the transfer of K,V and dK,dV spans the kernel too.
+    const double b_start = f1.start + f1.seconds + 1e-3;
+    Measurement b0 = kernel(it, true, tile, b_start, flops, true);
+    Measurement brecv = recv;
+    brecv.start = b_start;
+    brecv.seconds = b0.seconds + 1e-4;
+    records.insert(records.end(), {f0, recv, f1, b0, brecv});
+    ++it;
+  }
+  std::vector<std::string> notes;
+  const Profile p = fit_profile(records, topo, local_cpu_hardware(2), {"test"}, &notes);
+  CHECK(p.attention.max_efficiency == doctest::Approx(kEff).epsilon(1e-6));
+  CHECK(p.attention.half_flops == doctest::Approx(kHalf).epsilon(1e-6));
+  CHECK(p.overlap_interference == doctest::Approx(kInterference).epsilon(1e-6));
+  // Fitted on the in-flight backward kernels over curve x interference, not left at 2.5.
+  CHECK(p.attention.backward_factor == doctest::Approx(kBwd).epsilon(1e-6));
+  REQUIRE(p.fits.count("attention_backward") == 1);
+  CHECK(p.fits.at("attention_backward").mape < 1e-9);
+}
+
+}  // namespace rm::exec
