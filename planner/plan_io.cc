@@ -25,6 +25,7 @@
 #include "planner/atomic_file.h"
 #include "planner/input_error.h"
 #include "planner/plan.h"
+#include "planner/schedule.h"
 #include "planner/units.h"
 #include "planner/yaml_reader.h"
 
@@ -387,6 +388,7 @@ Plan read_plan_yaml(const std::string& path) {
   j.passes = root.has("passes") ? parse_passes(root.str("passes"), root.location("passes"), root.field("passes"))
                                 : Passes::kForwardBackward;
   plan.choice = read_choice(root.map("plan"), j.gpus);
+  TokenLayout::check_divisible(plan.choice.load_balance, j.seq_len, plan.choice.cp, root.location("seq_len"));
   if (root.has("predicted")) plan.predicted = read_predicted(root.map("predicted"));
   if (root.has("baselines")) {
     const YAML::Node list = root.node("baselines");

@@ -51,22 +51,25 @@ std::vector<std::pair<std::string, std::vector<int>>> Planner::orders(int cp, Sc
 
 namespace {
 
+// The best plan offered so far: one that fits beats one that does not; among those that
+// fit the higher throughput wins (for the step workload every candidate prices the same
+// batch, so that is the shorter step; for attention and layer a step is one micro-step of
+// min(sequences, dp) sequences, so step times of different dp do not compare); among
+// those that do not, the smaller memory.
 struct Best {
   Plan plan;
   bool have = false;
-  bool have_fit = false;
   void offer(const Job& job, const PlanChoice& ch, const Prediction& p) {
     bool take;
     if (!have) take = true;
     else if (p.fits != plan.predicted.fits) take = p.fits;
-    else if (p.fits) take = p.step_time_s < plan.predicted.step_time_s * (1 - 1e-9);
+    else if (p.fits) take = p.tokens_per_s > plan.predicted.tokens_per_s * (1 + 1e-9);
     else take = p.memory_bytes_per_gpu < plan.predicted.memory_bytes_per_gpu;
     if (!take) return;
     plan.job = job;
     plan.choice = ch;
     plan.predicted = p;
     have = true;
-    have_fit = have_fit || p.fits;
   }
 };
 

@@ -1,6 +1,7 @@
 // The plan search: over ring size and DP degree, schedule, ring order, causal load
-// balance, tile sizes, KV sub-blocks and checkpointing, the fastest plan that fits in
-// GPU memory, with the baselines on the same job; and the capacity search (--max-seq).
+// balance, tile sizes, KV sub-blocks and checkpointing, the fastest plan (highest
+// tokens/s on the same batch) that fits in GPU memory, with the baselines on the same
+// job; and the capacity search (--max-seq).
 //
 // Pins restrict the search to the user's choice. A pin that cannot work at all
 // (divisibility, heads, tile too big, schedule shape) throws InputError with the reason;
