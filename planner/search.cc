@@ -79,13 +79,34 @@ std::vector<T> pinned_or(const std::optional<T>& pin, std::vector<T> all) {
   return all;
 }
 
+// " with --cp 16 --schedule flat" for the pins set, "" for none: the options to revisit.
+std::string pins_text(const SearchPins& p) {
+  std::string s;
+  auto add = [&s](const char* opt, const std::string& v) { s += std::string(" ") + opt + " " + v; };
+  if (p.cp) add("--cp", std::to_string(*p.cp));
+  if (p.schedule) add("--schedule", to_string(*p.schedule));
+  if (p.order) add("--order", *p.order);
+  if (p.load_balance) add("--load-balance", to_string(*p.load_balance));
+  if (p.block_q) add("--block-q", std::to_string(*p.block_q));
+  if (p.block_kv) add("--block-kv", std::to_string(*p.block_kv));
+  if (p.kv_subblocks) add("--kv-subblocks", std::to_string(*p.kv_subblocks));
+  if (p.checkpointing) add("--checkpointing", to_string(*p.checkpointing));
+  return s.empty() ? s : " with" + s;
+}
+
 }  // namespace
 
 Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats* stats) {
   const int G = fabric_.gpus();
   const int64_t seqs = sequences_per_step(job);
   Best best;
-  std::string first_reason;
+  // Why candidates were invalid: the first few distinct reasons, for the message when
+  // none is valid.
+  std::vector<std::string> reasons;
+  auto note = [&reasons](const std::string& why) {
+    if (reasons.size() < 3 && std::find(reasons.begin(), reasons.end(), why) == reasons.end())
+      reasons.push_back(why);
+  };
   SearchStats local;
   const std::vector<int> cps = pins.cp ? std::vector<int>{*pins.cp} : divisors(G);
   std::vector<Schedule> schedules = pinned_or<Schedule>(
@@ -105,8 +126,7 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
 
   for (int cp : cps) {
     if (cp < 1 || G % cp != 0) {
-      if (first_reason.empty())
-        first_reason = "cp " + std::to_string(cp) + " does not divide the " + std::to_string(G) + " GPUs";
+      note("cp " + std::to_string(cp) + " does not divide the " + std::to_string(G) + " GPUs");
       continue;
     }
     for (Schedule sched : schedules) {
@@ -134,7 +154,7 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
                 ch.checkpointing = ckpts.front();
                 const std::string why = cost_.why_invalid(job, ch);
                 if (!why.empty()) {
-                  if (first_reason.empty()) first_reason = why;
+                  note(why);
                   continue;
                 }
                 if (!pat) pat = &cost_.ring_patterns(cp, ch.dp, sched, order);
@@ -157,8 +177,9 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
     stats->evaluated += local.evaluated;
   }
   if (!best.have) {
-    throw InputError("no ring plan can run this job" +
-                     std::string(first_reason.empty() ? "" : ": " + first_reason));
+    std::string msg = "no ring plan can run this job" + pins_text(pins);
+    for (size_t i = 0; i < reasons.size(); ++i) msg += (i == 0 ? ": " : "; ") + reasons[i];
+    throw InputError(msg);
   }
   // The batch the plan was priced on (whole sequences, at least one), so a plan file
   // says it and re-predicting it gives the same step.

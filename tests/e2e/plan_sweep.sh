@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# `ringmaster plan` and `sweep` through the real binary: the default sweep's JSON contract
+# (24 rows, every key) in under 2 s, the 1M-token / 128-GPU claim (the ring plan fits in
+# 80 GB, FlashAttention + FSDP does not), plan -o read back, --max-seq, pins that cannot
+# work, and bad plan files (exit 2, the plan_io message). Usage: plan_sweep.sh <ringmaster>
+# <source-dir>. Exit 77 = skipped.
+set -u
+bin=$1
+src=$2
+bad=$src/tests/data/bad
+if ! command -v python3 >/dev/null; then
+  echo "skipped: python3 is needed to parse the JSON"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+checked=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# ---- the default sweep: 24 rows with the contract keys, in under 2 s --------------------
+start=$(date +%s.%N)
+"$bin" sweep --format json >"$tmp/sweep.json" 2>"$tmp/sweep.err" || fail "sweep --format json exited $?: $(tail -3 "$tmp/sweep.err")"
+end=$(date +%s.%N)
+checked=$((checked + 1))
+python3 - "$tmp/sweep.json" "$start" "$end" <<'EOF' || fail "sweep JSON (see above)"
+import json, sys
+rows = json.load(open(sys.argv[1]))["plans"]
+elapsed = float(sys.argv[3]) - float(sys.argv[2])
+errors = []
+if len(rows) != 24:
+    errors.append(f"{len(rows)} rows, want 24")
+top = ["model", "topology", "gpus", "seq_len", "plan", "predicted", "baselines"]
+plan = ["strategy", "cp", "dp", "schedule", "order", "load_balance", "block_q", "block_kv",
+        "kv_subblocks", "checkpointing"]
+pred = ["step_time_s", "tokens_per_s", "mfu", "comm_overhead", "memory_gib_per_gpu", "fits",
+        "scaling_efficiency"]
+base = ["strategy", "fits", "memory_gib_per_gpu", "tokens_per_s"]
+for r in rows:
+    where = f"{r.get('gpus')} GPUs x {r.get('seq_len')} tokens"
+    for k in top:
+        if k not in r: errors.append(f"{where}: no '{k}'")
+    for k in plan:
+        if k not in r.get("plan", {}): errors.append(f"{where}: no 'plan.{k}'")
+    for k in pred:
+        if k not in r.get("predicted", {}): errors.append(f"{where}: no 'predicted.{k}'")
+    for b in r.get("baselines", []):
+        for k in base:
+            if k not in b: errors.append(f"{where}: no 'baselines[].{k}'")
+    p = r.get("plan", {})
+    if p.get("cp", 0) * p.get("dp", 0) != r.get("gpus"): errors.append(f"{where}: cp x dp != gpus")
+grid = sorted((r["gpus"], r["seq_len"]) for r in rows)
+want = sorted((g, n) for g in (16, 32, 64, 128) for n in (8192, 32768, 131072, 262144, 524288, 1048576))
+if grid != want: errors.append(f"rows cover {grid}, want 6 lengths x 4 GPU counts")
+if {r["model"] for r in rows} != {"llama2-7b"} or {r["topology"] for r in rows} != {"dgx-a100-ib"}:
+    errors.append("the default sweep is not llama2-7b on dgx-a100-ib")
+# The headline: 1M tokens on 128 A100s.
+big = [r for r in rows if r["gpus"] == 128 and r["seq_len"] == 1 << 20]
+if big:
+    r = big[0]
+    if not r["predicted"]["fits"] or r["predicted"]["memory_gib_per_gpu"] > 80:
+        errors.append(f"1M/128: the ring plan does not fit ({r['predicted']['memory_gib_per_gpu']:.1f} GiB)")
+    fa = [b for b in r["baselines"] if b["strategy"] == "flash-fsdp"]
+    if not fa or fa[0]["fits"]:
+        errors.append("1M/128: FlashAttention + FSDP fits (or is missing); the study says it does not")
+if elapsed >= 2.0:
+    errors.append(f"sweep took {elapsed:.2f} s (want < 2 s)")
+for e in errors: print("  " + e)
+print(f"sweep: {len(rows)} rows, all keys checked, {elapsed:.2f} s")
+sys.exit(1 if errors else 0)
+EOF
+
+# ---- plan -o, read back ------------------------------------------------------------------
+checked=$((checked + 1))
+if "$bin" plan --gpus 32 --seq 128k --format json -o "$tmp/p.yaml" >"$tmp/p.json" 2>"$tmp/p.err"; then
+  # The YAML file carries the same job and plan as the JSON printed beside it.
+  python3 - "$tmp/p.yaml" "$tmp/p.json" <<'EOF' || fail "plan -o: the file differs from the printed plan"
+import json, sys, yaml
+y, j = yaml.safe_load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+diff = [k for k in ("model", "topology", "gpus", "seq_len", "batch_tokens", "causal", "workload")
+        if y.get(k) != j.get(k)]
+diff += ["plan." + k for k in j["plan"] if y["plan"].get(k) != j["plan"][k]]
+if j["batch_tokens"] != 2 << 20: diff.append(f"batch_tokens {j['batch_tokens']} (want the effective 2M)")
+for d in diff: print("  " + d)
+sys.exit(1 if diff else 0)
+EOF
+  # ringmaster reads it back: the simulator replays the file's plan unchanged.
+  if "$bin" simulate --help >/dev/null 2>&1; then
+    if "$bin" simulate --plan "$tmp/p.yaml" --layers 1 --format json >"$tmp/s.json" 2>"$tmp/s.err"; then
+      python3 -c '
+import json, sys
+s, j = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+sys.exit(0 if s["plan"] == j["plan"] and s["seq_len"] == j["seq_len"] else 1)' "$tmp/s.json" "$tmp/p.json" ||
+        fail "simulate --plan: the plan read back differs from the one written"
+    else
+      fail "simulate --plan $tmp/p.yaml exited non-zero: $(tail -3 "$tmp/s.err")"
+    fi
+  fi
+else
+  fail "plan -o exited non-zero: $(cat "$tmp/p.err")"
+fi
+
+# ---- --max-seq -----------------------------------------------------------------------------
+checked=$((checked + 1))
+if "$bin" plan --gpus 16 --max-seq --format json >"$tmp/m.json" 2>"$tmp/m.err"; then
+  n=$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+ok = d["predicted"]["fits"] and d["seq_len"] >= 1 << 20 and d["seq_len"] % 32 == 0
+print(d["seq_len"] if ok else 0)' "$tmp/m.json")
+  if [[ $n -eq 0 ]]; then
+    fail "--max-seq on 16 GPUs: not a fitting length >= 1M on multiples of 32: $(head -c 300 "$tmp/m.json")"
+  else
+    # The next length on the search's grid (2 x 16 tokens more) does not fit.
+    more=$("$bin" plan --gpus 16 --seq $((n + 32)) --format json 2>/dev/null |
+      python3 -c 'import json, sys; print(json.load(sys.stdin)["predicted"]["fits"])')
+    [[ $more == False ]] || fail "--max-seq gave $n tokens but $((n + 32)) fit too"
+    echo "max-seq: $n tokens on 16 GPUs"
+  fi
+else
+  fail "plan --max-seq exited non-zero: $(cat "$tmp/m.err")"
+fi
+
+# ---- refusals: exit 2 and a message naming the file or option --------------------------
+# expect_bad <expected text> <named> -- <ringmaster args...>
+expect_bad() {
+  local expected=$1 named=$2
+  shift 3
+  local out rc
+  out=$("$bin" "$@" 2>&1)
+  rc=$?
+  checked=$((checked + 1))
+  if [[ $rc -ne 2 ]]; then
+    fail "ringmaster $* -> exit $rc (want 2): $out"
+  elif [[ $out != *"$named"* || $out != *"$expected"* ]]; then
+    fail "ringmaster $* -> message lacks '$named' or '$expected': $out"
+  fi
+}
+expect_bad "is not a multiple of 16" "--cp 16" -- plan --gpus 16 --seq 16008 --cp 16
+expect_bad "must divide" "--cp" -- plan --gpus 16 --seq 64k --cp 5
+expect_bad "bidirectional ring needs cp >= 3" "cp" -- plan --gpus 16 --seq 64k --cp 2 --schedule bidirectional
+expect_bad "--max-seq" "drop --seq" -- plan --gpus 16 --seq 64k --max-seq
+# Bad plan files, through the loader every consumer uses (run checks the plan first).
+for f in plan-cp-dp-mismatch plan-order-not-permutation plan-seq-not-divisible; do
+  exp=$(grep -P "^$f.yaml\t" "$bad/EXPECTED.tsv" | cut -f2-)
+  expect_bad "$exp" "$bad/$f.yaml" -- run --plan "$bad/$f.yaml"
+done
+
+echo "plan/sweep: $checked checked, $failures failed"
+[[ $failures -eq 0 ]]
