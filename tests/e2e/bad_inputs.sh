@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every bad spec file in tests/data/bad/ given to the real binary: exit code 2, a message
+# Every bad spec and plan file in tests/data/bad/ given to the real binary: exit code 2, a message
 # naming the file and the field (the text listed in EXPECTED.tsv), and no output file.
 # Also bad CLI sizes. Usage: bad_inputs.sh <ringmaster> <source-dir>. Exit 77 = skipped.
 set -u
@@ -15,22 +15,7 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 checked=0
 
-# expect_bad <expected text> <file named in the message> -- <ringmaster args...>
-expect_bad() {
-  local expected=$1 named=$2
-  shift 3
-  local out rc
-  out=$("$bin" "$@" 2>&1)
-  rc=$?
-  checked=$((checked + 1))
-  if [[ $rc -ne 2 ]]; then
-    echo "FAIL: ringmaster $* -> exit $rc (want 2): $out"
-    failures=$((failures + 1))
-  elif [[ $out != *"$named"* || $out != *"$expected"* ]]; then
-    echo "FAIL: ringmaster $* -> message lacks '$named' or '$expected': $out"
-    failures=$((failures + 1))
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib/expect_bad.bash"
 
 expected_for() { grep -P "^$1\t" "$bad/EXPECTED.tsv" | cut -f2-; }
 
@@ -47,6 +32,11 @@ for f in "$bad"/model-*.yaml "$bad"/topology-*.yaml; do
     failures=$((failures + 1))
     rm -f "$out_file"
   fi
+done
+
+# Bad plan files, through the loader every consumer uses (run checks the plan first).
+for f in "$bad"/plan-*.yaml; do
+  expect_bad "$(expected_for "$(basename "$f")")" "$f" -- run --plan "$f"
 done
 
 # Bad sizes and counts on the command line.

@@ -125,20 +125,7 @@ else
 fi
 
 # ---- refusals: exit 2 and a message naming the file or option --------------------------
-# expect_bad <expected text> <named> -- <ringmaster args...>
-expect_bad() {
-  local expected=$1 named=$2
-  shift 3
-  local out rc
-  out=$("$bin" "$@" 2>&1)
-  rc=$?
-  checked=$((checked + 1))
-  if [[ $rc -ne 2 ]]; then
-    fail "ringmaster $* -> exit $rc (want 2): $out"
-  elif [[ $out != *"$named"* || $out != *"$expected"* ]]; then
-    fail "ringmaster $* -> message lacks '$named' or '$expected': $out"
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib/expect_bad.bash"
 expect_bad "is not a multiple of 16" "--cp 16" -- plan --gpus 16 --seq 16008 --cp 16
 expect_bad "must divide" "--cp" -- plan --gpus 16 --seq 64k --cp 5
 expect_bad "bidirectional ring needs cp >= 3" "cp" -- plan --gpus 16 --seq 64k --cp 2 --schedule bidirectional

@@ -1,0 +1,19 @@
+# Sourced by tests/e2e/*.sh (not a test itself: ctest runs tests/e2e/*.sh only).
+# expect_bad <expected text> <named text> -- <ringmaster args...>: the command must exit 2
+# with a message holding both texts (e.g. the rule broken and the file or option named).
+# Uses $bin; counts into $checked and $failures.
+expect_bad() {
+  local expected=$1 named=$2
+  shift 3
+  local out rc
+  out=$("$bin" "$@" 2>&1)
+  rc=$?
+  checked=$((checked + 1))
+  if [[ $rc -ne 2 ]]; then
+    echo "FAIL: ringmaster $* -> exit $rc (want 2): $out"
+    failures=$((failures + 1))
+  elif [[ $out != *"$named"* || $out != *"$expected"* ]]; then
+    echo "FAIL: ringmaster $* -> message lacks '$named' or '$expected': $out"
+    failures=$((failures + 1))
+  fi
+}
