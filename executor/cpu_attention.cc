@@ -39,9 +39,16 @@ void apply_mask(RowMat& s, const int64_t* q_tok, const int64_t* k_tok) {
       if (k_tok[j] > q_tok[i]) s(i, j) = kNegInf;
 }
 
+// s(i, :) = exp(s(i, :) - m(i)) row by row: rows of a row-major tile are contiguous, so
+// the exp vectorises (a broadcast over a row-major tile falls back to scalar expf).
+template <typename V>
+void exp_rows_minus(RowMat& s, const V& m) {
+  for (Eigen::Index i = 0; i < s.rows(); ++i) s.row(i).array() = (s.row(i).array() - m[i]).exp();
+}
+
 // Per-thread scratch tiles (one rank = one thread, but tests may run kernels anywhere).
 struct Scratch {
-  RowMat qs, s, p, dp, acc;
+  RowMat qs, s, dp, acc;
   Vec m, m_new, sum, alpha;
 };
 Scratch& scratch() {
@@ -73,12 +80,13 @@ double attention_block_forward(const float* q, const int64_t* q_tok, int64_t cq,
       w.m_new = w.m.cwiseMax(w.s.rowwise().maxCoeff());
       w.m_new = (w.m_new.array() == kNegInf).select(0.0f, w.m_new);
       w.alpha = (w.m - w.m_new).array().exp();
-      w.p = (w.s.array().colwise() - w.m_new.array()).exp();
-      w.sum = w.sum.cwiseProduct(w.alpha) + w.p.rowwise().sum();
+      exp_rows_minus(w.s, w.m_new);  // s becomes P
+      w.sum = w.sum.cwiseProduct(w.alpha) + w.s.rowwise().sum();
       w.acc = w.alpha.asDiagonal() * w.acc;
-      w.acc.noalias() += w.p * CMap(v + k0 * d, tk, d);
+      w.acc.noalias() += w.s * CMap(v + k0 * d, tk, d);
       w.m = w.m_new;
       flops += 4.0 * static_cast<double>(tq) * static_cast<double>(tk) * d;
+      if (tiles.between_tiles) tiles.between_tiles();
     }
     MMap out(o + q0 * d, tq, d);
     for (int64_t i = 0; i < tq; ++i) {
@@ -133,13 +141,15 @@ double attention_block_backward(const float* q, const float* dout, const float* 
       w.s.noalias() = (qt * scale) * kt.transpose();
       if (mask == TileMask::kPartial) apply_mask(w.s, q_tok + q0, k_tok + k0);
       // P from the forward pass's lse (every query sees at least itself, so lse is finite).
-      w.p = (w.s.array().colwise() - lse_t.array()).exp();
-      dvt.noalias() += w.p.transpose() * dot;
+      exp_rows_minus(w.s, lse_t);  // s becomes P
+      dvt.noalias() += w.s.transpose() * dot;
       w.dp.noalias() = dot * vt.transpose();
-      w.dp = w.p.array() * (w.dp.array().colwise() - d_t.array());  // dS
-      MMap(dq + q0 * d, tq, d).noalias() += (w.dp * kt) * scale;
-      dkt.noalias() += (w.dp.transpose() * qt) * scale;
+      for (Eigen::Index i = 0; i < tq; ++i)  // dS = P (dP - D), row by row (contiguous)
+        w.dp.row(i).array() = w.s.row(i).array() * (w.dp.row(i).array() - d_t[i]);
+      MMap(dq + q0 * d, tq, d).noalias() += scale * (w.dp * kt);
+      dkt.noalias() += scale * (w.dp.transpose() * qt);
       flops += 10.0 * static_cast<double>(tq) * static_cast<double>(tk) * d;
+      if (tiles.between_tiles) tiles.between_tiles();
     }
   }
   return flops;

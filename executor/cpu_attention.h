@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace rm::exec {
 
@@ -17,6 +18,10 @@ struct TileShape {
   int block_q = 128;
   int block_kv = 128;
   bool causal = true;
+  // Called after every computed tile when set: the cpu backend drives MPI progress there,
+  // so a transfer posted before the kernel moves while it computes (Open MPI moves large
+  // shared-memory messages only inside MPI calls).
+  std::function<void()> between_tiles;
 };
 
 // Forward with online softmax over the kv tiles. Writes the block's normalised output

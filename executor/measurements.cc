@@ -14,6 +14,7 @@
 
 #include "planner/atomic_file.h"
 #include "planner/input_error.h"
+#include "planner/trace_events.h"
 
 namespace rm::exec {
 
@@ -173,6 +174,35 @@ std::string format_summary_table(const std::vector<IterationSummary>& rows, int 
   }
   if (!rows.empty()) row("avg", avg);
   return o.str();
+}
+
+void write_measurements_trace(const std::vector<Measurement>& records, const std::string& path,
+                              const std::string& plan_path) {
+  TraceWriter trace("measured");
+  trace.set_metadata("plan", plan_path);
+  trace.set_metadata("clock", "seconds since each rank left the barrier before the timed loop");
+  for (const Measurement& m : records) {
+    TraceEvent e;
+    if (m.kind == "send" || m.kind == "recv") {
+      e.name = "transfer";  // the simulator's name, so the two timelines line up
+      e.track = m.kind == "send" ? TraceTrack::kSend : TraceTrack::kRecv;
+      e.peer = m.peer;
+      e.bytes = m.bytes;
+    } else if (m.kind == "attention_forward" || m.kind == "attention_backward" ||
+               m.kind == "accumulate") {
+      e.name = m.kind;
+      e.flops = m.flops;
+    } else {
+      continue;  // wait, alloc, free: no work of their own
+    }
+    e.gpu = m.rank;
+    e.start_s = m.start;
+    e.duration_s = m.seconds;
+    e.layer = m.layer;
+    e.step = m.step;
+    trace.add(std::move(e));
+  }
+  trace.write(path);
 }
 
 std::vector<Measurement> gather_measurements(const std::vector<Measurement>& mine) {

@@ -86,6 +86,12 @@ std::vector<IterationSummary> summarize(const std::vector<Measurement>& records)
 // header. `ranks` is the world size (GFLOP/s per rank).
 std::string format_summary_table(const std::vector<IterationSummary>& rows, int ranks);
 
+// The measured timeline as the simulator's trace-event JSON (planner/trace_events.h):
+// attention and accumulate ops on each rank's compute track, transfers (post to retiring
+// wait) on its send and recv tracks; waits show as gaps. `plan_path` goes into the metadata.
+void write_measurements_trace(const std::vector<Measurement>& records, const std::string& path,
+                              const std::string& plan_path);
+
 // Sends this rank's records to rank 0 (MPI_COMM_WORLD); rank 0 returns everyone's,
 // sorted by (iteration, rank, op); other ranks return an empty list.
 std::vector<Measurement> gather_measurements(const std::vector<Measurement>& mine);

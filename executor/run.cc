@@ -185,6 +185,7 @@ int run_body(const RunOptions& opt, int rank, int size) {
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
   if (!opt.measurements_path.empty()) write_measurements_jsonl(all, opt.measurements_path);
+  if (!opt.trace_path.empty()) write_measurements_trace(all, opt.trace_path, opt.plan_path);
   return ok ? 0 : 1;
 }
 
