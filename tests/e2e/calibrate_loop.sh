@@ -9,7 +9,7 @@
 # 10 % / 20 % closed-loop figures come from examples/closed_loop.sh (README).
 # Usage: calibrate_loop.sh <ringmaster> <source-dir>. Exit 77 = skipped.
 set -u
-bin=$1
+bin=$(realpath "$1")  # the test works in a scratch folder
 if ! command -v mpirun >/dev/null; then
   echo "skipped: mpirun not found"
   exit 77
