@@ -5,8 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -51,34 +51,24 @@ namespace {
 
 struct SweepOptions {
   JobOptions job;
-  std::string seqs;
-  std::string gpus;
+  std::vector<std::string> seqs;  // "8k,32k" or "8k 32k"
+  std::vector<std::string> gpus;
   std::string format = "table";
 };
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) out.push_back(item);
-  return out;
-}
 
 void run_sweep(const SweepOptions& o) {
   std::vector<int64_t> seqs = kStudySeqs;
   if (!o.seqs.empty()) {
     seqs.clear();
-    for (const auto& s : split(o.seqs)) seqs.push_back(parse_size(s, "command line", "--seqs"));
-    if (seqs.empty()) fail_input("command line", "--seqs", "expected a list like 8k,32k,1M");
+    for (const auto& s : o.seqs) seqs.push_back(parse_size(s, "command line", "--seqs"));
   }
   std::vector<int> gpus;
   if (!o.gpus.empty()) {
-    for (const auto& s : split(o.gpus)) {
+    for (const auto& s : o.gpus) {
       const int64_t g = parse_size(s, "command line", "--gpus");
       if (g > (int64_t{1} << 30)) fail_input("command line", "--gpus", "too large (got " + s + ")");
       gpus.push_back(static_cast<int>(g));
     }
-    if (gpus.empty()) fail_input("command line", "--gpus", "expected a list like 16,32,64");
   } else {
     // The study's counts, as far as the topology reaches.
     const int max = load_topology(o.job.topology.empty() ? kStudyTopology : o.job.topology).max_gpus();
@@ -118,8 +108,9 @@ void add_sweep_command(CLI::App& app) {
       "Plan every GPU count x sequence length. Default: the study's suite, 8K..1M tokens on 16..128 "
       "GPUs of dgx-a100-ib with llama2-7b (the 7B-class MHA model of the Ring Attention paper's A100 runs)");
   add_job_options(cmd, opts->job, false);
-  cmd->add_option("--seqs", opts->seqs, "sequence lengths, e.g. 8k,32k,128k,256k,512k,1M");
-  cmd->add_option("--gpus", opts->gpus, "GPU counts, e.g. 16,32,64,128");
+  cmd->add_option("--seqs", opts->seqs, "sequence lengths, e.g. 8k,32k,128k,256k,512k,1M (or space separated)")
+      ->delimiter(',');
+  cmd->add_option("--gpus", opts->gpus, "GPU counts, e.g. 16,32,64,128 (or space separated)")->delimiter(',');
   cmd->add_option("--format", opts->format, "table or json")->check(CLI::IsMember({"table", "json"}));
   cmd->callback([opts] { run_sweep(*opts); });
 }

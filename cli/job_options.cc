@@ -55,14 +55,14 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   if (!o.profile.empty()) load_and_apply_profile(o.profile, *r.fabric, r.cost);
 
   SearchPins& p = r.pins;
-  auto positive = [](int v, const char* name) {
-    if (v < 0) fail_input(kWhere, name, "must be >= 1 (got " + std::to_string(v) + ")");
-    return v > 0;
+  auto positive = [](const std::optional<int>& v, const char* name) {
+    if (v && *v < 1) fail_input(kWhere, name, "must be >= 1 (got " + std::to_string(*v) + ")");
+    return v;
   };
-  if (positive(o.cp, "--cp")) p.cp = o.cp;
-  if (positive(o.block_q, "--block-q")) p.block_q = o.block_q;
-  if (positive(o.block_kv, "--block-kv")) p.block_kv = o.block_kv;
-  if (positive(o.kv_subblocks, "--kv-subblocks")) p.kv_subblocks = o.kv_subblocks;
+  p.cp = positive(o.cp, "--cp");
+  p.block_q = positive(o.block_q, "--block-q");
+  p.block_kv = positive(o.block_kv, "--block-kv");
+  p.kv_subblocks = positive(o.kv_subblocks, "--kv-subblocks");
   if (!o.schedule.empty()) p.schedule = parse_schedule(o.schedule, kWhere, "--schedule");
   if (!o.load_balance.empty()) p.load_balance = parse_load_balance(o.load_balance, kWhere, "--load-balance");
   if (!o.checkpointing.empty()) p.checkpointing = parse_checkpointing(o.checkpointing, kWhere, "--checkpointing");

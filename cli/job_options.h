@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -26,10 +27,10 @@ struct JobOptions {
   bool causal = true;
   std::string workload = "step";
   std::string profile;       // calibrated profile YAML (ringmaster calibrate)
-  // Pins.
-  int cp = 0;
+  // Pins (unset = searched; a given 0 is refused, not taken as unset).
+  std::optional<int> cp;
   std::string schedule, order, load_balance, checkpointing;
-  int block_q = 0, block_kv = 0, kv_subblocks = 0;
+  std::optional<int> block_q, block_kv, kv_subblocks;
 };
 
 // What the options say, loaded and checked. `fabric` refers to `topology`.

@@ -73,6 +73,12 @@ print(f"sweep: {len(rows)} rows, all keys checked, {elapsed:.2f} s")
 sys.exit(1 if errors else 0)
 EOF
 
+# Lists take commas or spaces.
+checked=$((checked + 1))
+rows=$("$bin" sweep --seqs 8k,32k --gpus 16 32 --format json 2>/dev/null |
+  python3 -c 'import json, sys; print(len(json.load(sys.stdin)["plans"]))')
+[[ $rows == 4 ]] || fail "sweep --seqs 8k,32k --gpus 16 32: $rows rows (want 4)"
+
 # ---- plan -o, read back ------------------------------------------------------------------
 checked=$((checked + 1))
 if "$bin" plan --gpus 32 --seq 128k --format json -o "$tmp/p.yaml" >"$tmp/p.json" 2>"$tmp/p.err"; then
@@ -128,6 +134,7 @@ fi
 source "$(dirname "${BASH_SOURCE[0]}")/lib/expect_bad.bash"
 expect_bad "is not a multiple of 16" "--cp 16" -- plan --gpus 16 --seq 16008 --cp 16
 expect_bad "must divide" "--cp" -- plan --gpus 16 --seq 64k --cp 5
+expect_bad "must be >= 1 (got 0)" "--cp" -- plan --gpus 16 --seq 64k --cp 0
 expect_bad "bidirectional ring needs cp >= 3" "cp" -- plan --gpus 16 --seq 64k --cp 2 --schedule bidirectional
 expect_bad "--max-seq" "drop --seq" -- plan --gpus 16 --seq 64k --max-seq
 # Bad plan files, through the loader every consumer uses (run checks the plan first).
