@@ -107,6 +107,7 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
     if (reasons.size() < 3 && std::find(reasons.begin(), reasons.end(), why) == reasons.end())
       reasons.push_back(why);
   };
+  std::string tile_reason;
   SearchStats local;
   const std::vector<int> cps = pins.cp ? std::vector<int>{*pins.cp} : divisors(G);
   std::vector<Schedule> schedules = pinned_or<Schedule>(
@@ -132,7 +133,13 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
     for (Schedule sched : schedules) {
       // A ring of one GPU has no schedule: evaluate it once, as flat.
       if (cp == 1 && sched != Schedule::kFlat && !pins.schedule) continue;
-      for (const auto& [order_name, order] : orders(cp, sched, pins)) {
+      const auto ords = orders(cp, sched, pins);
+      if (ords.empty() && pins.order) {  // only "searched" can be empty
+        note(sched == Schedule::kHierarchical
+                 ? "the searched order is for flat and bidirectional rings (not hierarchical)"
+                 : "the searched order needs cp >= 3 (cp " + std::to_string(cp) + ")");
+      }
+      for (const auto& [order_name, order] : ords) {
         PlanChoice ch;
         ch.strategy = Strategy::kRing;
         ch.cp = cp;
@@ -154,7 +161,14 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
                 ch.checkpointing = ckpts.front();
                 const std::string why = cost_.why_invalid(job, ch);
                 if (!why.empty()) {
-                  note(why);
+                  // Tiles too big for on-chip memory are the grid's doing, not the
+                  // user's: said only when nothing else explains a failed search.
+                  if (!(pins.block_q && pins.block_kv) &&
+                      !cost_.cost().attention.fits(bq, bkv, model_.head_dim)) {
+                    if (tile_reason.empty()) tile_reason = why;
+                  } else {
+                    note(why);
+                  }
                   continue;
                 }
                 if (!pat) pat = &cost_.ring_patterns(cp, ch.dp, sched, order);
@@ -177,6 +191,7 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
     stats->evaluated += local.evaluated;
   }
   if (!best.have) {
+    if (reasons.empty() && !tile_reason.empty()) reasons.push_back(tile_reason);
     std::string msg = "no ring plan can run this job" + pins_text(pins);
     for (size_t i = 0; i < reasons.size(); ++i) msg += (i == 0 ? ": " : "; ") + reasons[i];
     throw InputError(msg);

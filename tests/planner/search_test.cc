@@ -114,6 +114,12 @@ TEST_CASE("pins: impossible ones are explained, memory-bound ones are kept and s
   SearchPins odd;
   odd.cp = 16;
   CHECK_THROWS_WITH_AS(pl.best_ring_plan(study_job(16, 16 * 1000 + 8), odd), doctest::Contains("multiple"), InputError);
+  SearchPins searched;
+  searched.cp = 16;
+  searched.schedule = Schedule::kHierarchical;
+  searched.order = "searched";
+  CHECK_THROWS_WITH_AS(pl.best_ring_plan(study_job(16, 65536), searched),
+                       doctest::Contains("searched order is for flat and bidirectional"), InputError);
   SearchPins tile;
   tile.block_q = 256;
   tile.block_kv = 256;
