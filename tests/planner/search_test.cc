@@ -20,15 +20,21 @@ TEST_CASE("8K tokens on 128 GPUs: a small ring inside one NVLink node, data para
   Study s;
   const Fabric f(s.topo, 128);
   Planner pl(s.model, f, CostParams::from_topology(s.topo));
-  const Plan p = pl.plan(study_job(128, 8192));
-  CHECK(p.choice.cp <= 8);
-  CHECK(p.choice.cp * p.choice.dp == 128);
-  for (int i = 1; i < p.choice.cp; ++i) CHECK(f.node_of(p.choice.order[i]) == f.node_of(p.choice.order[0]));
-  CHECK(p.predicted.fits);
-  // A 128-GPU ring is far slower for so short a sequence.
-  SearchPins big;
-  big.cp = 128;
-  CHECK(pl.best_ring_plan(study_job(128, 8192), big).predicted.step_time_s > 1.5 * p.predicted.step_time_s);
+  // 8K tokens of a 7B model fit on one GPU without checkpointing: the ring is one GPU
+  // (a ring only adds steps); 32K do not, and the ring grows, inside one node.
+  for (int64_t n : {int64_t{8192}, int64_t{32768}}) {
+    CAPTURE(n);
+    const Plan p = pl.plan(study_job(128, n));
+    CHECK(p.choice.cp <= 8);
+    CHECK((n == 8192 || p.choice.cp >= 2));
+    CHECK(p.choice.cp * p.choice.dp == 128);
+    for (int i = 1; i < p.choice.cp; ++i) CHECK(f.node_of(p.choice.order[i]) == f.node_of(p.choice.order[0]));
+    CHECK(p.predicted.fits);
+    // A 128-GPU ring is far slower for so short a sequence.
+    SearchPins big;
+    big.cp = 128;
+    CHECK(pl.best_ring_plan(study_job(128, n), big).predicted.step_time_s > 1.5 * p.predicted.step_time_s);
+  }
 }
 
 TEST_CASE("causal masks: striped or zigzag, never contiguous") {
