@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -192,6 +193,10 @@ int run_body(const RunOptions& opt, int rank, int size) {
 }  // namespace
 
 int run_rank(const RunOptions& options) {
+  // A waiting rank yields its core (Open MPI spins otherwise) unless the user chose: when
+  // ranks share cores with other work, a spinning rank holds the core its peer needs and
+  // every exchange waits for a scheduler tick (4-8 ms, measured: BENCHMARKS.md).
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   int size = 1;
