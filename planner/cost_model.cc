@@ -128,25 +128,31 @@ const RingPatterns& CostModel::ring_patterns(int cp, int dp, Schedule schedule,
       pat->kv_single = pat->kv;
     } else {
       const bool both = schedule == Schedule::kBidirectional;
-      auto flows = [&](double kv_bytes, double acc_bytes, bool two_ways) {
+      // K,V and accumulators in 0, 1 (clockwise) or 2 directions.
+      auto ways = [&](int kv_ways, int acc_ways) {
         std::vector<UnitFlow> f;
         for (int r = 0; r < rings; ++r) {
           for (int i = 0; i < cp; ++i) {
             for (int dir : {1, -1}) {
-              if (dir < 0 && !two_ways) continue;
+              const int n = dir > 0 ? 1 : 2;  // directions needed for this one
               const int to = gpu(r, i + dir);
-              if (kv_bytes > 0) f.push_back({gpu(r, i), to, kv_bytes, 0});
-              if (acc_bytes > 0) f.push_back({gpu(r, i), to, acc_bytes, 0});
+              if (kv_ways >= n) f.push_back({gpu(r, i), to, e, 0});
+              if (acc_ways >= n) f.push_back({gpu(r, i), to, acc, 0});
             }
           }
         }
         return solve(fabric_, cost_, f, 1)[0];
+      };
+      auto flows = [&](double kv_bytes, double acc_bytes, bool two_ways) {
+        return ways(kv_bytes > 0 ? 1 + two_ways : 0, acc_bytes > 0 ? 1 + two_ways : 0);
       };
       pat->kv = flows(e, 0, both);
       pat->kv_single = both ? flows(e, 0, false) : pat->kv;
       pat->kv_dkv = flows(e, acc, both);
       pat->dkv = flows(0, acc, both);
       if (both) {
+        for (int k = 0; k < 3; ++k)
+          for (int a = 0; a < 3; ++a) pat->bidi[k][a] = k + a > 0 ? ways(k, a) : PatternCost{};
         // Accumulators go straight home: the clockwise stream's last block is S steps
         // back, the counter-clockwise one S' steps ahead (S' = S - 1 when P is even).
         const int S = cp / 2, S2 = (cp - 1) - S;
@@ -323,16 +329,32 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       const double x2 = X(pat.kv, units), x1 = X(pat.kv_single, units);
       const double xlast = last_blocks == 2 ? x2 : x1;
       const double xkd = X(pat.kv_dkv, units), xd = X(pat.dkv, units), xh = X(pat.home, units);
+      // Backward step s = 1..S (schedule.h): K,V travel clockwise while s < S and
+      // counter-clockwise while s < last_ccw; the clockwise accumulator arrives every step,
+      // the counter-clockwise one from step 2 to last_ccw. A step with two blocks computes
+      // the clockwise partial, waits for its accumulator and adds it before the
+      // counter-clockwise block (one partial buffer), so only the first partial hides the
+      // transfers: ov(bp, x) + acc + bp, plus the second add unless that accumulator
+      // starts here (s = 1).
+      const int last_ccw = (P - 1) / 2;
+      const double bp = b1 - acc;
+      tb = ov(b0, x2);
+      for (int s = 1; s <= S; ++s) {
+        const int kv_ways = (s < S) + (s < last_ccw);
+        const int acc_ways = 1 + (s >= 2 && s <= last_ccw);
+        const double x = X(pat.bidi[kv_ways][acc_ways], units);
+        tb += ov(bp, x) + acc;
+        if (s <= last_ccw) tb += bp + (s == 1 ? 0 : acc);
+      }
       if (S == 1) {
         tf = ov(f0, xlast) + last_blocks * f1;
-        tb = ov(b0, xlast) + ov(last_blocks * b1, xd);
       } else {
         tf = ov(f0, x2) + (S - 2) * ov(2 * f1, x2) + ov(2 * f1, xlast) +
              last_blocks * f1;
-        tb = ov(b0, x2) + (S - 1) * ov(2 * b1, xkd) + ov(last_blocks * b1, xd);
       }
       tf += (S + 1) * sync;
-      tb += xh + (S + 1) * sync;
+      // The home transfers, then the two streams' own dK,dV added together.
+      tb += xh + acc + (S + 1) * sync;
       busy_f = (S - 1) * x2 + xlast;
       busy_b = x2 + (S - 1) * xkd + xd + xh;
     } else {  // hierarchical

@@ -15,7 +15,9 @@
 // with b = backward_factor x forward, acc the fp32 accumulate (memory bound), x_kv+dkv
 // the K,V block and the accumulator sent in the same step. Bidirectional: ceil((P-1)/2)
 // steps after step 0 with two blocks each (one in the last when P is even), transfers in
-// both directions, accumulators sent straight home at the end. Hierarchical: n = P/g outer
+// both directions, accumulators sent straight home at the end; in the backward only the
+// first block's compute hides the step's transfers (the second waits for the first's
+// accumulator: one partial buffer). Hierarchical: n = P/g outer
 // steps of g inner steps each; the outer transfer (all rails at once) hides behind the
 // inner steps: outer step = max(inner steps, x_outer). kv_subblocks = m sends each
 // transfer as m messages: m latencies (the model sees no gain from it; the search keeps it
@@ -81,6 +83,9 @@ struct RingPatterns {
   PatternCost kv_dkv;     // a backward step: K,V and the previous step's accumulator
   PatternCost dkv;        // the accumulator alone (last step; flat: also the way home)
   PatternCost kv_single;  // bidirectional: one direction only (last step when P is even)
+  // Bidirectional backward steps: [K,V directions][accumulator directions], 0 = none,
+  // 1 = clockwise only, 2 = both (the streams start and end a step apart).
+  PatternCost bidi[3][3];
   PatternCost home;       // after the last backward step: accumulators to their owners
   PatternCost outer_kv;   // hierarchical outer transfers
   PatternCost outer_kv_dkv;

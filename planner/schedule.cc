@@ -331,23 +331,28 @@ class RingPass {
       } else if (P == 1) {
         attend_into(i, b_.kv_own, b_.dkv_partial);
       } else {
-        // Clockwise stream: the own block's accumulator starts here at s = 0.
         const int acw = b_.acc[s % 2];
+        const bool ccw = s >= 1 && s <= last_ccw;
+        const int accw = b_.acc[2 + s % 2];
+        // Both streams' accumulators are received from the step's start, beside the K,V
+        // transfers (the cost model's kv_dkv pattern), not the second one after the first
+        // block's compute.
+        std::vector<int> ccw_recv;
+        if (s >= 1) recv(i - 1, ctx_.dkv_bytes, acw, kAccCw, s - 1, acc_recv);
+        if (ccw && s >= 2) recv(i + 1, ctx_.dkv_bytes, accw, kAccCcw, s - 1, ccw_recv);
+        // Clockwise stream: the own block's accumulator starts here at s = 0.
         if (s == 0) {
           attend_into(i, cw_kv(0), acw);
         } else {
-          recv(i - 1, ctx_.dkv_bytes, acw, kAccCw, s - 1, acc_recv);
           attend_and_add(i - s, cw_kv(s), acw, acc_recv);
         }
         if (s < last_cw) send(i + 1, ctx_.dkv_bytes, acw, kAccCw, s, send_now);
         // Counter-clockwise stream: accumulators start at s = 1, one position past the owner.
-        if (s >= 1 && s <= last_ccw) {
-          const int accw = b_.acc[2 + s % 2];
+        if (ccw) {
           if (s == 1) {
             attend_into(i + s, ccw_kv(s), accw);
           } else {
-            recv(i + 1, ctx_.dkv_bytes, accw, kAccCcw, s - 1, acc_recv);
-            attend_and_add(i + s, ccw_kv(s), accw, acc_recv);
+            attend_and_add(i + s, ccw_kv(s), accw, ccw_recv);
           }
           if (s < last_ccw) send(i - 1, ctx_.dkv_bytes, accw, kAccCcw, s, send_now);
         }

@@ -1,0 +1,262 @@
+// The simulator against the planner: one schedule, two consumers. On contention-free
+// fabrics (one NVSwitch node; the rail-optimised fat tree with the rail-aware order) the
+// replayed step time and peak memory must match the closed-form prediction within 2 %;
+// on contended ones (an oversubscribed spine, a naive order on the PCIe box) the replay
+// shows the slowdown and the planner's link-sharing model stays within 10 % of it.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "planner/cost_model.h"
+#include "planner/input_error.h"
+#include "planner/ring_order.h"
+#include "planner/search.h"
+#include "planner/spec_library.h"
+#include "simulator/simulate.h"
+
+using namespace rm;
+
+namespace {
+
+struct Compared {
+  Prediction predicted;
+  sim::Simulation simulated;
+  double time_error() const {
+    return std::abs(simulated.step_time_s - predicted.step_time_s) / predicted.step_time_s;
+  }
+  double memory_error() const {
+    return std::abs(simulated.memory_bytes_per_gpu - predicted.memory_bytes_per_gpu) /
+           predicted.memory_bytes_per_gpu;
+  }
+};
+
+Job job(const Topology& topo, int gpus, int64_t seq, Workload w) {
+  Job j;
+  j.model = kDefaultModel;
+  j.topology = topo.name;
+  j.gpus = gpus;
+  j.seq_len = seq;
+  j.workload = w;
+  return j;
+}
+
+// The planner's best plan under the pins, then its replay.
+Compared plan_and_simulate(const Topology& topo, const ModelSpec& model, const Job& j,
+                           const SearchPins& pins) {
+  const Fabric fabric(topo, j.gpus);
+  const CostParams cost = CostParams::from_topology(topo);
+  const Plan plan = Planner(model, fabric, cost).best_ring_plan(j, pins);
+  return {plan.predicted, sim::simulate_plan(plan, model, fabric, cost)};
+}
+
+// A given choice (custom orders), predicted and replayed.
+Compared predict_and_simulate(const Topology& topo, const ModelSpec& model, const Job& j,
+                              const PlanChoice& choice) {
+  const Fabric fabric(topo, j.gpus);
+  const CostParams cost = CostParams::from_topology(topo);
+  Plan plan;
+  plan.job = j;
+  plan.choice = choice;
+  REQUIRE(CostModel(model, fabric, cost).why_invalid(j, choice) == "");
+  plan.predicted = CostModel(model, fabric, cost).predict(j, choice);
+  return {plan.predicted, sim::simulate_plan(plan, model, fabric, cost)};
+}
+
+// Largest errors over a grid, printed so CI logs show the margin.
+struct Worst {
+  const char* what;
+  double time = 0, memory = 0;
+  void add(const Compared& c, bool memory_too) {
+    time = std::max(time, c.time_error());
+    if (memory_too) memory = std::max(memory, c.memory_error());
+  }
+  ~Worst() {
+    std::printf("%s: largest step-time error %.3f %%, peak-memory error %.3f %%\n", what, 100 * time,
+                100 * memory);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("one NVSwitch node: step time within 2 % over lengths, GPU counts, schedules, load balances") {
+  const Topology topo = load_topology("a100-nvlink-box");
+  const ModelSpec model = load_model(kDefaultModel);
+  Worst worst{"a100-nvlink-box attention grid"};
+  for (int gpus : {4, 8}) {
+    for (int64_t seq : {int64_t{16384}, int64_t{131072}}) {
+      for (Schedule sched : {Schedule::kFlat, Schedule::kBidirectional}) {
+        for (LoadBalance lb : {LoadBalance::kContiguous, LoadBalance::kStriped, LoadBalance::kZigzag}) {
+          CAPTURE(gpus);
+          CAPTURE(seq);
+          CAPTURE(std::string(to_string(sched)));
+          CAPTURE(std::string(to_string(lb)));
+          SearchPins pins;
+          pins.cp = gpus;
+          pins.schedule = sched;
+          pins.load_balance = lb;
+          const Compared c = plan_and_simulate(topo, model, job(topo, gpus, seq, Workload::kAttention), pins);
+          CHECK(c.time_error() < 0.02);
+          worst.add(c, false);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("rail-optimised fat tree, rail-aware order: step time within 2 %") {
+  const Topology topo = load_topology(kStudyTopology);
+  const ModelSpec model = load_model(kDefaultModel);
+  Worst worst{"dgx-a100-ib snake-order attention grid"};
+  for (int gpus : {16, 32}) {
+    for (int64_t seq : {int64_t{65536}, int64_t{524288}}) {
+      for (Schedule sched : {Schedule::kFlat, Schedule::kBidirectional, Schedule::kHierarchical}) {
+        for (LoadBalance lb : {LoadBalance::kStriped, LoadBalance::kZigzag}) {
+          CAPTURE(gpus);
+          CAPTURE(seq);
+          CAPTURE(std::string(to_string(sched)));
+          CAPTURE(std::string(to_string(lb)));
+          SearchPins pins;
+          pins.cp = gpus;
+          pins.schedule = sched;
+          pins.load_balance = lb;
+          pins.order = sched == Schedule::kHierarchical ? "node-major" : "snake";
+          const Compared c = plan_and_simulate(topo, model, job(topo, gpus, seq, Workload::kAttention), pins);
+          CHECK(c.time_error() < 0.02);
+          worst.add(c, false);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("training steps (FSDP, all layers extrapolated): step time and peak memory within 2 %") {
+  const ModelSpec model = load_model(kDefaultModel);
+  Worst worst{"training steps"};
+  struct StepCase {
+    const char* topo;
+    int gpus;
+    int64_t seq;
+  };
+  for (const StepCase sc : {StepCase{"a100-nvlink-box", 8, 32768}, StepCase{kStudyTopology, 16, 131072},
+                            StepCase{kStudyTopology, 32, 524288}}) {
+    CAPTURE(sc.topo);
+    CAPTURE(sc.gpus);
+    CAPTURE(sc.seq);
+    const Topology topo = load_topology(sc.topo);
+    const Compared c = plan_and_simulate(topo, model, job(topo, sc.gpus, sc.seq, Workload::kStep), {});
+    CHECK(c.time_error() < 0.02);
+    CHECK(c.memory_error() < 0.02);
+    worst.add(c, true);
+    // The same free-communication step on both sides (cost_model.h's definition).
+    CHECK(c.simulated.free_comm_time_s ==
+          doctest::Approx(c.predicted.step_time_s * c.predicted.scaling_efficiency).epsilon(0.02));
+    CHECK(c.simulated.mfu == doctest::Approx(c.predicted.mfu).epsilon(0.02));
+  }
+}
+
+TEST_CASE("the layer extrapolation matches simulating every layer") {
+  const Topology topo = load_topology(kStudyTopology);
+  const ModelSpec model = load_model(kDefaultModel);
+  const Fabric fabric(topo, 16);
+  const CostParams cost = CostParams::from_topology(topo);
+  const Plan plan = Planner(model, fabric, cost).best_ring_plan(job(topo, 16, 131072, Workload::kStep), {});
+  sim::SimulateOptions all;
+  all.max_layers = 0;
+  const sim::Simulation full = sim::simulate_plan(plan, model, fabric, cost, all);
+  const sim::Simulation part = sim::simulate_plan(plan, model, fabric, cost);
+  CHECK(part.replay.layer_multiplier > 1);
+  CHECK(full.replay.layer_multiplier == 1);
+  CHECK(part.step_time_s == doctest::Approx(full.step_time_s).epsilon(1e-6));
+  CHECK(part.memory_bytes_per_gpu == full.memory_bytes_per_gpu);
+  CHECK(part.replay.activities < full.replay.activities / 2);
+}
+
+// Contended: every ring hop of a naive order crosses an oversubscribed spine. The
+// study's cluster with two nodes per leaf and 4:1 oversubscription: a rail's leaf uplink
+// is 2 x 24 / 4 = 12 GB/s. Rings {r, 16+r, 8+r, 24+r} go node 0 -> 2 -> 1 -> 3 -> 0 on
+// rail r, so each leaf uplink carries two flows (6 GB/s each); the rail-aligned order
+// node 0 -> 1 -> 2 -> 3 crosses the spine on two hops with one flow each (12 GB/s).
+TEST_CASE("oversubscribed spine: the replay shows the slowdown, the planner within 10 %") {
+  Topology topo = load_topology(kStudyTopology);
+  topo.inter.nodes_per_leaf = 2;
+  topo.inter.oversubscription = 4;
+  const ModelSpec model = load_model(kDefaultModel);
+  PlanChoice ch;
+  ch.cp = 4;
+  ch.dp = 8;
+  ch.load_balance = LoadBalance::kZigzag;
+  ch.order_name = "custom";
+  auto rings = [&](std::array<int, 4> nodes) {
+    std::vector<int> order;
+    for (int r = 0; r < 8; ++r)
+      for (int n : nodes) order.push_back(8 * n + r);
+    return order;
+  };
+  const Job j = job(topo, 32, 32768, Workload::kAttention);
+  ch.order = rings({0, 2, 1, 3});
+  const Compared naive = predict_and_simulate(topo, model, j, ch);
+  ch.order = rings({0, 1, 2, 3});
+  const Compared aligned = predict_and_simulate(topo, model, j, ch);
+  std::printf("oversubscribed spine: naive order simulated %.3f ms (planner %.3f ms, %.2f %% off), "
+              "rail-aligned %.3f ms (planner %.3f ms, %.2f %% off)\n",
+              1e3 * naive.simulated.step_time_s, 1e3 * naive.predicted.step_time_s, 100 * naive.time_error(),
+              1e3 * aligned.simulated.step_time_s, 1e3 * aligned.predicted.step_time_s,
+              100 * aligned.time_error());
+  CHECK(naive.simulated.step_time_s > 1.3 * aligned.simulated.step_time_s);
+  CHECK(naive.simulated.comm_overhead > aligned.simulated.comm_overhead);
+  CHECK(naive.time_error() < 0.10);
+  CHECK(aligned.time_error() < 0.10);
+}
+
+// Contended: on the PCIe box (two switches of four GPUs, one per CPU socket) the order
+// 0 4 1 5 2 6 3 7 crosses the sockets on every hop: each switch uplink carries four flows.
+TEST_CASE("naive order on the PCIe box: the replay shows the slowdown, the planner within 10 %") {
+  const Topology topo = load_topology("pcie-8gpu-box");
+  const ModelSpec model = load_model(kDefaultModel);
+  const Job j = job(topo, 8, 65536, Workload::kAttention);
+  PlanChoice ch;
+  ch.cp = 8;
+  ch.dp = 1;
+  ch.load_balance = LoadBalance::kZigzag;
+  ch.order_name = "custom";
+  ch.order = {0, 4, 1, 5, 2, 6, 3, 7};
+  const Compared naive = predict_and_simulate(topo, model, j, ch);
+  ch.order_name = "node-major";
+  ch.order = node_major_order(8);
+  const Compared good = predict_and_simulate(topo, model, j, ch);
+  std::printf("pcie box: naive order simulated %.3f ms (planner %.3f ms, %.2f %% off), node-major "
+              "%.3f ms (planner %.3f ms, %.2f %% off)\n",
+              1e3 * naive.simulated.step_time_s, 1e3 * naive.predicted.step_time_s, 100 * naive.time_error(),
+              1e3 * good.simulated.step_time_s, 1e3 * good.predicted.step_time_s, 100 * good.time_error());
+  CHECK(naive.simulated.step_time_s > 1.3 * good.simulated.step_time_s);
+  CHECK(naive.time_error() < 0.10);
+  CHECK(good.time_error() < 0.10);
+}
+
+TEST_CASE("a plan that does not match its topology is an InputError naming the field") {
+  const Topology topo = load_topology("a100-nvlink-box");
+  const ModelSpec model = load_model(kDefaultModel);
+  const Fabric fabric(topo, 8);
+  const CostParams cost = CostParams::from_topology(topo);
+  Plan plan = Planner(model, fabric, cost).best_ring_plan(job(topo, 8, 32768, Workload::kAttention), {});
+  auto message = [&](const Plan& p) {
+    try {
+      sim::simulate_plan(p, model, fabric, cost, {}, "bad.yaml");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Plan wrong_gpus = plan;
+  wrong_gpus.job.gpus = 16;
+  CHECK(message(wrong_gpus).find("bad.yaml: gpus") == 0);
+  Plan not_permutation = plan;
+  not_permutation.choice.order[1] = not_permutation.choice.order[0];
+  CHECK(message(not_permutation).find("bad.yaml") == 0);
+  CHECK(message(not_permutation).find("order") != std::string::npos);
+  Plan indivisible = plan;
+  indivisible.job.seq_len = 32768 + 1;
+  CHECK(message(indivisible).find("bad.yaml: seq_len") == 0);
+}
