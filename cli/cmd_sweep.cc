@@ -17,6 +17,7 @@
 #include "planner/search.h"
 #include "planner/spec_library.h"
 #include "planner/units.h"
+#include "simulator/simulate.h"
 
 namespace rm::cli {
 
@@ -54,7 +55,23 @@ struct SweepOptions {
   std::vector<std::string> seqs;  // "8k,32k" or "8k 32k"
   std::vector<std::string> gpus;
   std::string format = "table";
+  bool simulate = false;
 };
+
+// Replays every row's plan on SimGrid (simulate.h), progress on stderr.
+std::vector<sim::Simulation> simulate_rows(const JobOptions& options, const std::vector<SweepRow>& rows) {
+  std::vector<sim::Simulation> out;
+  for (const SweepRow& row : rows) {
+    const Plan& p = row.plan;
+    const ResolvedJob r = resolve_job(options, p.job.gpus, p.job.seq_len);
+    out.push_back(sim::simulate_plan(p, r.model, *r.fabric, r.cost));
+    const sim::Simulation& s = out.back();
+    std::fprintf(stderr, "sweep: simulated [%zu/%zu] %d GPUs, %s tokens: %.4g s (planner %.4g s), %.2f s wall\n",
+                 out.size(), rows.size(), p.job.gpus, format_size(p.job.seq_len).c_str(), s.step_time_s,
+                 p.predicted.step_time_s, s.replay.wall_s);
+  }
+  return out;
+}
 
 void run_sweep(const SweepOptions& o) {
   std::vector<int64_t> seqs = kStudySeqs;
@@ -79,16 +96,35 @@ void run_sweep(const SweepOptions& o) {
 
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<SweepRow> rows = plan_sweep(o.job, gpus, seqs, true);
-  // (Columns from other passes over `rows`, e.g. a simulation, go here.)
+  const std::vector<sim::Simulation> sims = o.simulate ? simulate_rows(o.job, rows) : std::vector<sim::Simulation>{};
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   if (o.format == "json") {
     nlohmann::json plans = nlohmann::json::array();
-    for (const SweepRow& r : rows) plans.push_back(plan_to_json(r.plan));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      plans.push_back(plan_to_json(rows[i].plan));
+      if (o.simulate) plans.back()["simulated"] = sim::simulation_to_json(sims[i], false);
+    }
     std::printf("%s\n", nlohmann::json{{"plans", plans}}.dump(2).c_str());
   } else {
-    Table t(sweep_columns());
-    for (const SweepRow& r : rows) t.add_row(sweep_cells(r.plan));
+    std::vector<Column> columns = sweep_columns();
+    if (o.simulate) {
+      columns.insert(columns.end(), {{"sim step", "s", Align::kRight},
+                                     {"sim - pred", "%", Align::kRight},
+                                     {"sim comm", "% exposed", Align::kRight},
+                                     {"sim memory", "GiB", Align::kRight}});
+    }
+    Table t(columns);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::vector<std::string> cells = sweep_cells(rows[i].plan);
+      if (o.simulate) {
+        const sim::Simulation& s = sims[i];
+        const double pred = rows[i].plan.predicted.step_time_s;
+        cells.insert(cells.end(), {sig(s.step_time_s, 4), fixed(100 * (s.step_time_s - pred) / pred, 2),
+                                   fixed(100 * s.comm_overhead, 1), fixed(s.memory_bytes_per_gpu / kGiB, 1)});
+      }
+      t.add_row(cells);
+    }
     const Plan& first = rows.front().plan;
     std::printf("ringmaster sweep: %s on %s, %s, batch %s tokens per step\n%s",
                 first.job.model.c_str(), first.job.topology.c_str(),
@@ -96,7 +132,7 @@ void run_sweep(const SweepOptions& o) {
                 format_size(first.job.batch_tokens > 0 ? first.job.batch_tokens : kDefaultBatchTokens).c_str(),
                 t.render().c_str());
   }
-  std::fprintf(stderr, "sweep: %zu plans in %.2f s\n", rows.size(), secs);
+  std::fprintf(stderr, "sweep: %zu plans%s in %.2f s\n", rows.size(), o.simulate ? " (planned and simulated)" : "", secs);
 }
 
 }  // namespace
@@ -112,6 +148,8 @@ void add_sweep_command(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--gpus", opts->gpus, "GPU counts, e.g. 16,32,64,128 (or space separated)")->delimiter(',');
   cmd->add_option("--format", opts->format, "table or json")->check(CLI::IsMember({"table", "json"}));
+  cmd->add_flag("--simulate", opts->simulate,
+                "also replay each plan on SimGrid (like `simulate`): simulated step time, comm overhead, memory");
   cmd->callback([opts] { run_sweep(*opts); });
 }
 
