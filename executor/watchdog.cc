@@ -1,10 +1,12 @@
 // Watchdog and fault injection (see watchdog.h).
 #include "executor/watchdog.h"
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <regex>
 #include <unistd.h>
 
@@ -19,10 +21,39 @@ double monotonic_s() {
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
+// What this rank is doing, for the SIGTERM handler: arm() writes the spare buffer and then
+// publishes it, so the handler always reads a whole, NUL-terminated message.
+char g_where[2][512];
+std::atomic<const char*> g_current{nullptr};
+int g_spare = 0;
+
+// mpirun terminates the other ranks (SIGTERM, then SIGKILL) when one fails: each says where
+// it was, so every rank's exit names its rank and step. Only async-signal-safe calls.
+extern "C" void on_sigterm(int) {
+  const char* msg = g_current.load();
+  if (msg != nullptr) {
+    ssize_t unused = write(STDERR_FILENO, msg, std::strlen(msg));
+    (void)unused;
+  }
+  _exit(1);
+}
+
+void publish_where(int rank, const std::string& what) {
+  char* buf = g_where[g_spare];
+  std::snprintf(buf, sizeof g_where[0],
+                "ringmaster run: rank %d: terminated (a peer rank failed or the job was "
+                "stopped) in %s\n",
+                rank, what.c_str());
+  g_current.store(buf);
+  g_spare ^= 1;
+}
+
 }  // namespace
 
 Watchdog::Watchdog(int rank, double deadline_s)
-    : rank_(rank), deadline_s_(deadline_s), thread_([this] { run(); }) {}
+    : rank_(rank), deadline_s_(deadline_s), thread_([this] { run(); }) {
+  std::signal(SIGTERM, on_sigterm);
+}
 
 Watchdog::~Watchdog() {
   {
@@ -34,6 +65,7 @@ Watchdog::~Watchdog() {
 }
 
 void Watchdog::arm(const std::string& what) {
+  publish_where(rank_, what);
   std::lock_guard<std::mutex> lock(mu_);
   armed_ = true;
   armed_at_ = monotonic_s();

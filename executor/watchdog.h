@@ -6,7 +6,8 @@
 //
 // A watchdog thread per rank polls the armed op's start time; the ring loop arms it
 // before every op and disarms it at the end. It never calls MPI (the ranks run with
-// MPI_THREAD_FUNNELED), it writes stderr and calls _Exit.
+// MPI_THREAD_FUNNELED), it writes stderr and calls _Exit. A rank that mpirun terminates
+// (SIGTERM, after another rank died) also prints the op it was in before it exits.
 //
 // Fault injection for tests (hidden): RINGMASTER_FAULT="kill:rank=R,step=S" makes rank R
 // kill itself with SIGKILL at its first op of ring step S; "stall:rank=R,step=S" makes it

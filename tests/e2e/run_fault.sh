@@ -65,11 +65,15 @@ for fault in kill stall; do
   if [[ $fault == stall && ! $out =~ rank\ [0-9]:\ no\ progress\ for.*step\ [0-9] ]]; then
     fail "stall: no watchdog message naming a rank and a step"
   fi
+  # The survivors, terminated by mpirun (or their watchdog), say where they were.
+  if [[ $fault == kill && ! $out =~ rank\ [02]:\ (terminated|no\ progress).*step\ [0-9] ]]; then
+    fail "kill: no survivor message naming a rank and a step"
+  fi
   if pgrep -f "$tmp/plan.yaml" >/dev/null; then
     fail "$fault: ranks still running after mpirun exited"
   fi
   echo "$fault: exit $rc after ${elapsed} s"
-  echo "$out" | grep -E "injected|no progress|exited on signal|non-zero" | head -4
+  echo "$out" | grep -E "injected|no progress|terminated|exited on signal" | head -5
 done
 
 # Refusals: exit 2 with a message, before any rank starts.
