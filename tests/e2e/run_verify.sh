@@ -2,7 +2,8 @@
 # `ringmaster run --verify` on real MPI ranks (oversubscribed) over a matrix of plans:
 # P = 1..4; flat, bidirectional and hierarchical schedules; causal and not; MHA and GQA;
 # contiguous, striped and zigzag load balance; whole and split (kv_subblocks 2) transfers;
-# a data-parallel case (2 rings of 2). Every run must print "verification: OK" and exit 0.
+# a data-parallel case (2 rings of 2); rings over permuted rank orders. Every run must print
+# "verification: OK" and exit 0.
 # Plans are written by hand (the plan.yaml format, planner/plan_io.cc) so every schedule
 # is pinned. Usage: run_verify.sh <ringmaster> <source-dir>. Exit 77 = skipped.
 set -u
@@ -38,10 +39,10 @@ EOF
   fi
 }
 
-# write_plan <file> <model> <topology> <P> <dp> <schedule> <lb> <causal> <subblocks>
+# write_plan <file> <model> <topology> <P> <dp> <schedule> <lb> <causal> <subblocks> [order]
 write_plan() {
-  local gpus=$(($4 * $5)) order
-  order=$(seq -s ', ' 0 $((gpus - 1)))
+  local gpus=$(($4 * $5)) order=${10:-}
+  [[ -n $order ]] || order=$(seq -s ', ' 0 $((gpus - 1)))
   cat > "$1" <<EOF
 format: 1
 model: $2
@@ -105,6 +106,9 @@ done
 node_topology 1 4
 check "P=4 hierarchical 4 nodes of 1, causal GQA zigzag" tiny "$tmp/cpu-1x4.yaml" 4 1 hierarchical zigzag true 1
 check "P=2 x dp=2 flat causal GQA zigzag" tiny cpu-local 2 2 flat zigzag true 1
+# Rings in any order of the ranks.
+check "P=4 flat order 2 0 3 1, causal GQA zigzag" tiny cpu-local 4 1 flat zigzag true 1 "2, 0, 3, 1"
+check "P=3 bidirectional order 1 2 0, causal MHA striped" "$tmp/tiny-mha.yaml" cpu-local 3 1 bidirectional striped true 1 "1, 2, 0"
 
 echo "$runs runs, $failures failed, $(($(date +%s) - start)) s"
 [[ $failures -eq 0 ]]
