@@ -75,7 +75,7 @@ double run_case(const Case& cs) {
       for (int j = 0; j < d; ++j) r[i * d + j] = static_cast<float>(x[(hh * n + tok[i]) * d + j]);
     return r;
   };
-  const TileShape tiles{cs.bq, cs.bkv, cs.causal};
+  const TileShape tiles{cs.bq, cs.bkv, cs.causal, {}};
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   std::vector<float> out(ref.out.size()), lse(ref.lse.size()), dq(ref.dq.size()),
       dk(ref.dk.size(), 0.0f), dv(ref.dv.size(), 0.0f);
@@ -157,7 +157,7 @@ TEST_CASE("a block whose keys are all hidden contributes nothing to the merge") 
   const std::vector<int64_t> qt{0, 1}, kt{5, 6};
   std::vector<float> q(2 * d, 0.5f), k(2 * d, 0.5f), v(2 * d, 1.0f), o(2 * d, 9.0f), l(2, 0.0f);
   const double flops = attention_block_forward(q.data(), qt.data(), 2, k.data(), v.data(),
-                                               kt.data(), 2, d, 0.5f, {8, 8, true}, o.data(),
+                                               kt.data(), 2, d, 0.5f, {8, 8, true, {}}, o.data(),
                                                l.data());
   CHECK(flops == 0.0);
   CHECK(std::isinf(l[0]));
