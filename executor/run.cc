@@ -192,13 +192,17 @@ int run_body(const RunOptions& opt, int rank, int size) {
 
 }  // namespace
 
-int run_rank(const RunOptions& options) {
+void init_mpi_rank() {
   // A waiting rank yields its core (Open MPI spins otherwise) unless the user chose: when
   // ranks share cores with other work, a spinning rank holds the core its peer needs and
   // every exchange waits for a scheduler tick (4-8 ms, measured: BENCHMARKS.md).
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+}
+
+int run_rank(const RunOptions& options) {
+  init_mpi_rank();
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int rank = world_rank();

@@ -36,6 +36,10 @@ struct LoadedPlan {
 };
 LoadedPlan load_plan_for_run(const std::string& plan_path, const std::string& backend);
 
+// MPI_Init_thread (FUNNELED: the watchdog thread never calls MPI) with waiting ranks
+// yielding their core; for every command whose ranks run the executor (run, calibrate).
+void init_mpi_rank();
+
 // Runs this process as one rank: initialises MPI, runs, finalises. Returns the exit
 // code: 0, 1 (verification failed, a run-time failure) or 2 (bad input: the plan does
 // not match the MPI world).
