@@ -404,7 +404,7 @@ class SimGridReplay {
   }
 
   void progress() {
-    if (!opt_.progress || (++ops_ & 0xFFF) != 0) return;
+    if ((++ops_ & 0xFFF) != 0 || !opt_.progress) return;
     const auto now = std::chrono::steady_clock::now();
     if (now - wall_last_ < std::chrono::seconds(1)) return;
     wall_last_ = now;
