@@ -18,9 +18,11 @@
 #include "cli/commands.h"
 #include "cli/self_launch.h"
 #include "cli/table.h"
+#include "executor/backend.h"
 #include "executor/calibration.h"
 #include "executor/calibration_bench.h"
 #include "executor/measurements.h"
+#include "executor/run.h"
 #include "planner/input_error.h"
 #include "planner/profile.h"
 #include "planner/spec_library.h"
@@ -110,8 +112,7 @@ void refit(const CalibrateOptions& o) {
 int benchmark_rank(const CalibrateOptions& o) {
   const Topology topo = load_topology(o.topology);
   const ModelSpec model = load_model(o.model);
-  int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  exec::init_mpi_rank();  // yielding waits, like `run`: otherwise the exchanges time spinning
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -183,11 +184,7 @@ void add_calibrate_command(CLI::App& app) {
     }
     check_output_path(o->output, "--output");
     check_output_path(o->measurements, "--measurements");
-#ifndef RINGMASTER_HAVE_CUDA
-    if (o->backend == "cuda")
-      throw InputError("--backend: cuda: this ringmaster was built without the CUDA backend (no "
-                       "nvcc or NCCL at configure time); use --backend cpu");
-#endif
+    exec::check_backend_available(o->backend);
     const Topology topo = load_topology(o->topology);  // bad names fail before mpirun
     load_model(o->model);
     if (o->backend == "cuda" && topo.intra.kind == IntraKind::kSharedMemory)

@@ -97,6 +97,22 @@ double time_kernel(Context& ctx, const KernelPoint& p, double* start) {
   return median(t);
 }
 
+// The record of one kernel call at point p (start and seconds left to the caller).
+Measurement kernel_record(const Context& ctx, const KernelPoint& p) {
+  Measurement m = ctx.record(p.backward ? "attention_backward" : "attention_forward");
+  const TokenLayout own{LoadBalance::kContiguous, p.c, 1};
+  const PairFlops f = attention_pair_flops(own, 0, 0, p.causal, ctx.grid.heads, p.d, {p.bq, p.bkv});
+  m.backward = p.backward;
+  m.block_q = p.bq;
+  m.block_kv = p.bkv;
+  m.head_dim = p.d;
+  // The backward record carries forward FLOPs x 2.5 like the ring loop's backward ops
+  // (attention_work.h); calibration divides by the same factor.
+  m.flops = f.executed * (p.backward ? KernelCurve{}.backward_factor : 1.0);
+  m.useful_flops = f.useful * (p.backward ? KernelCurve{}.backward_factor : 1.0);
+  return m;
+}
+
 void kernel_grid(Context& ctx) {
   std::vector<KernelPoint> points;
   for (int64_t c : ctx.grid.tokens)
@@ -108,18 +124,7 @@ void kernel_grid(Context& ctx) {
   for (const KernelPoint& p : points) {
     double start = 0;
     const double s = time_kernel(ctx, p, &start);
-    Measurement m = ctx.record(p.backward ? "attention_backward" : "attention_forward");
-    const TokenLayout own{LoadBalance::kContiguous, p.c, 1};
-    const PairFlops f =
-        attention_pair_flops(own, 0, 0, p.causal, ctx.grid.heads, p.d, {p.bq, p.bkv});
-    m.backward = p.backward;
-    m.block_q = p.bq;
-    m.block_kv = p.bkv;
-    m.head_dim = p.d;
-    // The backward record carries forward FLOPs x 2.5 like the ring loop's backward ops
-    // (attention_work.h); calibration divides by the same factor.
-    m.flops = f.executed * (p.backward ? KernelCurve{}.backward_factor : 1.0);
-    m.useful_flops = f.useful * (p.backward ? KernelCurve{}.backward_factor : 1.0);
+    Measurement m = kernel_record(ctx, p);
     m.start = start;
     m.seconds = s;
     ctx.out.push_back(m);
@@ -192,12 +197,10 @@ double exchange(Context& ctx, Backend& be, double bytes, int tag) {
   return be.now() - t0;
 }
 
-// Returns the median exchange seconds per size (same order as grid.message_bytes).
-std::vector<double> exchange_grid(Context& ctx) {
-  std::vector<double> medians;
+void exchange_grid(Context& ctx) {
   if (ctx.size < 2) {
     ctx.say("ring exchange: skipped (one rank; run with --np 2 or more to calibrate links)");
-    return medians;
+    return;
   }
   const double max_bytes = *std::max_element(ctx.grid.message_bytes.begin(), ctx.grid.message_bytes.end());
   auto be = exchange_backend(ctx.backend, max_bytes);
@@ -216,7 +219,6 @@ std::vector<double> exchange_grid(Context& ctx) {
     m.peer = prev;
     m.start = ctx.clock.since();
     m.seconds = median(t);
-    medians.push_back(m.seconds);
     ctx.out.push_back(m);
     ++ctx.point;
     char line[128];
@@ -224,79 +226,87 @@ std::vector<double> exchange_grid(Context& ctx) {
                   ctx.grid.message_bytes.size(), bytes, m.seconds * 1e6, bytes / m.seconds * 1e-9);
     ctx.say(line);
   }
-  return medians;
 }
 
-// The kernel point of the grid's middle shape, with the smallest exchange that takes at
-// least as long as the kernel in flight: then a transfer that progresses during compute
-// shows up as a shorter wait, and one that does not as the whole transfer in the wait.
-void overlap_points(Context& ctx, const std::vector<double>& exchange_s) {
-  if (exchange_s.empty()) return;
-  const KernelPoint p{ctx.grid.tokens[ctx.grid.tokens.size() / 2], 64, 64, ctx.grid.head_dims[ctx.grid.head_dims.size() / 2], false, false};
-  double start = 0;
-  const double alone = time_kernel(ctx, p, &start);
-  // Rank 0 picks the size so that every rank posts matching messages.
-  int pick = static_cast<int>(exchange_s.size()) - 1;
-  for (int i = 0; i < static_cast<int>(exchange_s.size()); ++i)
-    if (exchange_s[i] >= alone) { pick = i; break; }
-  MPI_Bcast(&pick, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  const double bytes = ctx.grid.message_bytes[pick];
-
-  auto kbe = make_backend(ctx.backend);
-  const auto tokens = iota_tokens(p.c);
-  kbe->setup({p.c, p.d, ctx.grid.heads, ctx.grid.kv_heads, p.bq, p.bkv, p.causal}, tokens, kSeed);
-  kbe->alloc(0, BufferRole::kKv);
-  kbe->load_own_kv(0);
-  kbe->begin_forward();
-  auto ebe = exchange_backend(ctx.backend, bytes);
+// Ring steps as `run` makes them: ONE backend posts the exchange of its K,V block (send to
+// rank+1, receive the next block from rank-1), runs the kernel on the block it holds, then
+// waits. The cpu backend moves its own transfers between kernel tiles (MPI_Testsome), so the
+// kernel's slowdown and what is left in the wait are the ones a run sees. One point per
+// grid block size c (tiles 64x64, the grid's middle head dim), forward and backward.
+void overlap_points(Context& ctx) {
+  if (ctx.size < 2) return;
   const int next = (ctx.rank + 1) % ctx.size, prev = (ctx.rank + ctx.size - 1) % ctx.size;
-  const TokenLayout own{LoadBalance::kContiguous, p.c, 1};
-  const PairFlops f = attention_pair_flops(own, 0, 0, p.causal, ctx.grid.heads, p.d, {p.bq, p.bkv});
+  const int d = ctx.grid.head_dims[ctx.grid.head_dims.size() / 2];
+  for (int64_t c : ctx.grid.tokens) {
+    for (bool backward : {false, true}) {
+      const KernelPoint p{c, 64, 64, d, false, backward};
+      auto be = make_backend(ctx.backend);
+      const auto tokens = iota_tokens(p.c);
+      be->setup({p.c, p.d, ctx.grid.heads, ctx.grid.kv_heads, p.bq, p.bkv, p.causal}, tokens, kSeed);
+      be->connect({next, prev});
+      be->alloc(0, BufferRole::kKv);  // the block held: computed on and sent
+      be->load_own_kv(0);
+      be->alloc(1, BufferRole::kKv);  // the next block, arriving
+      be->alloc(2, BufferRole::kDkv);
+      be->begin_forward();
+      be->attention_forward(0, tokens);  // the lse the backward needs
+      if (backward) be->begin_backward();
+      const size_t bytes = be->bytes_of(0);
+      auto kernel = [&] {
+        if (backward)
+          be->attention_backward(0, tokens, 2);
+        else
+          be->attention_forward(0, tokens);
+        be->synchronize();
+      };
 
-  struct Rep { double post, kernel, wait; };
-  std::vector<Rep> reps;
-  for (int r = 0; r < ctx.grid.repeats + 1; ++r) {  // the first is the warm-up
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double t0 = ctx.clock.since();
-    const int rq = ebe->irecv(1, 0, static_cast<size_t>(bytes), prev, kTagBase + 50 + r);
-    const int sq = ebe->isend(0, 0, static_cast<size_t>(bytes), next, kTagBase + 50 + r);
-    const double t1 = ctx.clock.since();
-    kbe->attention_forward(0, tokens);
-    kbe->synchronize();
-    const double t2 = ctx.clock.since();
-    ebe->wait(rq);
-    ebe->wait(sq);
-    const double t3 = ctx.clock.since();
-    if (r > 0) reps.push_back({t0, t2 - t1, t3 - t2});
+      struct Rep { double post, kernel, wait; };
+      std::vector<Rep> reps;
+      std::vector<double> alone;
+      for (int r = 0; r < ctx.grid.repeats + 1; ++r) {  // the first of each is the warm-up
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = ctx.clock.since();
+        kernel();
+        if (r > 0) alone.push_back(ctx.clock.since() - t0);
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = ctx.clock.since();
+        const int rq = be->irecv(1, 0, bytes, prev, kTagBase + 50);
+        const int sq = be->isend(0, 0, bytes, next, kTagBase + 50);
+        const double t1 = ctx.clock.since();
+        kernel();
+        const double t2 = ctx.clock.since();
+        be->wait(rq);
+        be->wait(sq);
+        const double t3 = ctx.clock.since();
+        if (r > 0) reps.push_back({t0, t2 - t1, t3 - t2});
+      }
+      std::sort(reps.begin(), reps.end(),
+                [](const Rep& a, const Rep& b) { return a.kernel + a.wait < b.kernel + b.wait; });
+      const Rep& m = reps[reps.size() / 2];
+      Measurement recv = ctx.record("recv");
+      recv.bytes = static_cast<double>(bytes);
+      recv.peer = prev;
+      recv.start = m.post;
+      recv.seconds = m.kernel + m.wait;
+      ctx.out.push_back(recv);
+      Measurement k = kernel_record(ctx, p);
+      k.start = m.post;
+      k.seconds = m.kernel;
+      ctx.out.push_back(k);
+      Measurement w = ctx.record("wait");
+      w.start = m.post + m.kernel;
+      w.seconds = m.wait;
+      ctx.out.push_back(w);
+      ++ctx.point;
+      char line[200];
+      std::snprintf(line, sizeof line,
+                    "overlap: c=%lld %s: kernel alone %.3f ms, with its %zu-byte K,V exchange in "
+                    "flight %.3f ms, then waited %.3f ms",
+                    static_cast<long long>(c), backward ? "bwd" : "fwd", median(alone) * 1e3, bytes,
+                    m.kernel * 1e3, m.wait * 1e3);
+      ctx.say(line);
+    }
   }
-  std::sort(reps.begin(), reps.end(),
-            [](const Rep& a, const Rep& b) { return a.kernel + a.wait < b.kernel + b.wait; });
-  const Rep& m = reps[reps.size() / 2];
-  Measurement recv = ctx.record("recv");
-  recv.bytes = bytes;
-  recv.peer = prev;
-  recv.start = m.post;
-  recv.seconds = m.kernel + m.wait;
-  ctx.out.push_back(recv);
-  Measurement k = ctx.record("attention_forward");
-  k.block_q = p.bq;
-  k.block_kv = p.bkv;
-  k.head_dim = p.d;
-  k.flops = f.executed;
-  k.useful_flops = f.useful;
-  k.start = m.post;
-  k.seconds = m.kernel;
-  ctx.out.push_back(k);
-  Measurement w = ctx.record("wait");
-  w.start = m.post + m.kernel;
-  w.seconds = m.wait;
-  ctx.out.push_back(w);
-  ++ctx.point;
-  char line[160];
-  std::snprintf(line, sizeof line,
-                "overlap: kernel alone %.3f ms, with a %.0f-byte exchange in flight %.3f ms, then waited %.3f ms (exchange alone %.3f ms)",
-                alone * 1e3, bytes, m.kernel * 1e3, m.wait * 1e3, exchange_s[pick] * 1e3);
-  ctx.say(line);
 }
 
 }  // namespace
@@ -334,8 +344,8 @@ std::vector<Measurement> run_calibration_benchmarks(
   ctx.clock = Clock{};
   kernel_grid(ctx);
   gemm_grid(ctx);
-  const std::vector<double> exchange_s = exchange_grid(ctx);
-  overlap_points(ctx, exchange_s);
+  exchange_grid(ctx);
+  overlap_points(ctx);
   MPI_Barrier(MPI_COMM_WORLD);
   return std::move(ctx.out);
 }

@@ -1,8 +1,8 @@
 // Calibration micro-benchmarks (`ringmaster calibrate --backend B`): time the pieces the
 // cost model charges for, through the same Backend the ring loop drives, and return them
 // as measurement records (measurements.h), so that benchmark output and the records of
-// `ringmaster run` are refitted by one path (planner/calibration_fit.h through
-// executor/calibration_records.h).
+// `ringmaster run` are refitted by one path (executor/calibration.h, then
+// planner/calibration_fit.h).
 //
 // Every rank of MPI_COMM_WORLD runs every benchmark at the same time (a barrier before
 // each point), as in a ring run: the ranks contend for caches and memory bandwidth the
@@ -18,10 +18,13 @@
 //   ring exchange  every rank sends `bytes` to rank+1 and receives from rank-1 at once
 //                  (the ring's pattern), timed from posting to both completing; one
 //                  "recv" record per size and rank, with nothing else running
-//   overlap        the same exchange posted, one kernel call, then the wait: an
-//                  "attention_forward" record and a "wait" record (the transfer left when
-//                  the kernel ended) inside the span of a "recv" record; compare with the
-//                  kernel alone and the exchange alone (calibration_records.h)
+//   overlap        ring steps as `run` makes them: one backend posts the exchange of its
+//                  K,V block, runs the kernel (forward or backward, each grid c, 64x64
+//                  tiles) on the block it holds, then waits; its progress calls between
+//                  tiles move its own transfer, as in a run. An attention record and a
+//                  "wait" record (the transfer left when the kernel ended) inside the span
+//                  of a "recv" record; compared with the kernel alone and the exchange
+//                  alone (calibration.h)
 #pragma once
 
 #include <array>
