@@ -10,9 +10,10 @@
 # Environment: GRID=small|full (calibration grid, default full), ITERS (timed iterations per
 # run, default 5), FORMAT=table|json (validate's output).
 #
-# Needs Open MPI (mpirun) and 2 cores; about 2-3 minutes. On a busy machine the measurements
-# are noisy: the timed figures are medians, but other work competing for the same cores still
-# shows up as error.
+# Needs Open MPI (mpirun) and 2 cores; about 95 s with the full grid. Other work on the same
+# cores slows kernels 2-3x at random (the timed figures are medians, but that still shows up
+# as error); as root, start it in its own scheduler autogroup at nice -10 (BENCHMARKS.md):
+#   setsid bash -c 'echo -10 > /proc/self/autogroup; exec examples/closed_loop.sh ...'
 set -euo pipefail
 rm_bin=${1:-ringmaster}
 out=${2:-closed-loop}
