@@ -1,6 +1,7 @@
 // Replaying a schedule on SimGrid: one actor per GPU walks its op list on the platform
-// built from the same Fabric (platform.h). Compute ops busy the GPU's host for
-// flops / efficiency at peak; sends and receives are asynchronous SimGrid comms that meet
+// built from the same Fabric (platform.h). Compute ops keep the GPU's actor busy for
+// flops / efficiency at peak (a timed sleep: one actor per host, nothing shares its CPU,
+// and SimGrid execs cost O(GPUs) each, replay.cc); sends and receives are asynchronous SimGrid comms that meet
 // by (src, dst, tag) and share links by max-min fairness; a wait blocks the actor until
 // its comm is done, so transfers overlap compute exactly as the op list says. Alloc and
 // free ops are tracked in program order for each GPU's peak memory.
