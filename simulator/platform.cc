@@ -20,7 +20,8 @@ void configure_network_model() {
 }
 
 Platform::Platform(const Fabric& fabric, const CostParams& costs)
-    : fabric_(fabric), has_route_(fabric.gpus()) {
+    : fabric_(fabric), costs_(costs), has_route_(fabric.gpus()) {
+  for (const LinkOverride& o : costs.links) calibrated_latency_ = calibrated_latency_ || o.alpha_s > 0;
   zone_ = sg4::create_full_zone("fabric");
   for (int g = 0; g < fabric.gpus(); ++g) {
     hosts_.push_back(zone_->create_host("gpu" + std::to_string(g), costs.peak_flops));
@@ -28,7 +29,9 @@ Platform::Platform(const Fabric& fabric, const CostParams& costs)
   for (const Link& l : fabric.links()) {
     // Full duplex is already two directed Fabric links, so each is one SHARED SimGrid link.
     sg4::Link* link = zone_->create_link(l.name, costs.link_bytes_per_s(l));
-    link->set_latency(l.latency_s);
+    // A calibrated alpha is a whole route's latency (CostParams::route_latency_s): the
+    // route then carries it on a link of its own (add_route) and these carry none.
+    link->set_latency(calibrated_latency_ ? 0 : l.latency_s);
     link->set_sharing_policy(sg4::Link::SharingPolicy::SHARED);
     link->seal();
     links_.push_back(link);
@@ -43,6 +46,14 @@ void Platform::add_route(int src, int dst) {
   row[dst] = 1;
   std::vector<sg4::LinkInRoute> path;
   for (int id : fabric_.route(src, dst)) path.emplace_back(links_[id]);
+  if (calibrated_latency_) {
+    // Latency only: a fat pipe far faster than any fabric link never limits a flow.
+    sg4::Link* lat = zone_->create_link("latency." + std::to_string(src) + "." + std::to_string(dst), 1e18);
+    lat->set_latency(costs_.route_latency_s(fabric_, src, dst));
+    lat->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE);
+    lat->seal();
+    path.emplace_back(lat);
+  }
   zone_->add_route(hosts_[src]->get_netpoint(), hosts_[dst]->get_netpoint(), nullptr, nullptr,
                    path, /*symmetrical=*/false);
   ++routes_;

@@ -247,6 +247,8 @@ struct Transfer {
 struct Request {
   std::shared_ptr<Transfer> a, b;  // b: a collective's incoming flow
   double extra_latency_s = 0;      // a collective's further ring-step latencies
+  double busy_at_post_s = 0;       // the GPU's compute seconds when it posted this
+  int post_group = 0;              // compute ops run before it was posted (see kWait)
 };
 
 struct GpuState {
@@ -429,6 +431,15 @@ class SimGridReplay {
     const auto& ops = s_.ranks[g].ops;
     std::vector<Request> reqs;
     int in_flight = 0;  // transfers posted and not yet waited for (interference)
+    double busy_s = 0;  // compute seconds so far (unweighted)
+    int computes = 0;   // compute ops run so far
+    // Partial overlap (CostParams::transfer_overlap o < 1): the planner charges a ring step
+    // c + x - o·min(c, x), i.e. max(c, x) + (1 - o)·min(c, x), where x is the step's
+    // transfer and c the compute it overlaps. The replay already gives max(c, x), so each
+    // wait adds (1 - o)·min(c, x) for its transfer, c being the compute run between its
+    // post and the wait. Transfers posted together (no compute between: one step's sends
+    // and receives) pay once, the largest of theirs: paid_by_group tracks what was paid.
+    std::unordered_map<int, double> paid_by_group;
     auto request = [&](int id) -> Request& {
       if (id >= static_cast<int>(reqs.size())) reqs.resize(id + 1);
       return reqs[id];
@@ -457,6 +468,8 @@ class SimGridReplay {
           ++activities_;
           const double dur = sg4::Engine::get_clock() - start;
           st.busy.add(weights_, op, dur);
+          busy_s += dur;
+          ++computes;
           if (!opt_.trace_path.empty()) {
             TraceEvent e;
             e.gpu = g;
@@ -471,13 +484,16 @@ class SimGridReplay {
           break;
         }
         case OpKind::kSend:
-          request(op.request).a = post(p2p_key(G_, g, op.peer, op.tag), g, op.peer, op.bytes, op);
+        case OpKind::kRecv: {
+          const bool send = op.kind == OpKind::kSend;
+          const int src = send ? g : op.peer, dst = send ? op.peer : g;
+          Request& r = request(op.request);
+          r.a = post(p2p_key(G_, src, dst, op.tag), src, dst, op.bytes, op);
+          r.busy_at_post_s = busy_s;
+          r.post_group = computes;
           ++in_flight;
           break;
-        case OpKind::kRecv:
-          request(op.request).a = post(p2p_key(G_, op.peer, g, op.tag), op.peer, g, op.bytes, op);
-          ++in_flight;
-          break;
+        }
         case OpKind::kCollective: {
           const RingNeighbours& n = rings_[op.group][g];
           const double flow = (n.size - 1) * op.bytes;
@@ -492,8 +508,18 @@ class SimGridReplay {
           const double start = sg4::Engine::get_clock();
           if (r.a) wait(*r.a);
           if (r.b) wait(*r.b);
-          if (r.extra_latency_s > 0) {
-            sg4::this_actor::sleep_for(r.extra_latency_s);
+          double extra_s = r.extra_latency_s;
+          if (!r.b && r.a && costs_.transfer_overlap < 1) {
+            const double x = r.a->comm->get_finish_time() - r.a->comm->get_start_time();
+            const double due = (1 - costs_.transfer_overlap) * std::min(busy_s - r.busy_at_post_s, x);
+            double& paid = paid_by_group[r.post_group];
+            if (due > paid) {
+              extra_s += due - paid;
+              paid = due;
+            }
+          }
+          if (extra_s > 0) {
+            sg4::this_actor::sleep_for(extra_s);
             ++activities_;
           }
           if (!r.b) --in_flight;
