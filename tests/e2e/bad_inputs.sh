@@ -6,16 +6,9 @@ set -u
 bin=$1
 src=$2
 bad=$src/tests/data/bad
-if ! "$bin" plan --help >/dev/null 2>&1 || "$bin" plan --help 2>&1 | grep -q "not built yet"; then
-  echo "skipped: 'ringmaster plan' is not built yet"
-  exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-checked=0
-
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 source "$(dirname "${BASH_SOURCE[0]}")/lib/expect_bad.bash"
+checked=0
 
 expected_for() { grep -P "^$1\t" "$bad/EXPECTED.tsv" | cut -f2-; }
 

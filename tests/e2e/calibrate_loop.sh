@@ -10,22 +10,10 @@
 # Usage: calibrate_loop.sh <ringmaster> <source-dir>. Exit 77 = skipped.
 set -u
 bin=$(realpath "$1")  # the test works in a scratch folder
-if ! command -v mpirun >/dev/null; then
-  echo "skipped: mpirun not found"
-  exit 77
-fi
-if ! command -v python3 >/dev/null; then
-  echo "skipped: python3 not found (needed to read the JSON)"
-  exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+need mpirun
+need python3 "needed to read the JSON"
 cd "$tmp"
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 # expect_exit <want> <log> <command...>: runs the command, stdout+stderr to <log>.
 expect_exit() {
   local want=$1 log=$2

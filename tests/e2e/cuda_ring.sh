@@ -12,15 +12,13 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep
   echo "skipped: no CUDA device"
   exit 77
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 probe=$("$bin" run --plan "$tmp/none.yaml" --backend cuda 2>&1)
 if [[ $probe == *"built without the CUDA backend"* ]]; then
   echo "skipped: this ringmaster was built without the cuda backend"
   exit 77
 fi
 
-failures=0
 runs=0
 # check <model> <gpus> <seq> <plan options...>
 check() {

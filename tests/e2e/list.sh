@@ -5,7 +5,7 @@
 set -u
 bin=$1
 src=$2
-failures=0
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 table=$("$bin" list) || { echo "FAIL: ringmaster list exited $?"; exit 1; }
 json=$("$bin" list --format json) || { echo "FAIL: ringmaster list --format json exited $?"; exit 1; }
 for f in "$src"/topologies/*.yaml "$src"/models/*.yaml; do

@@ -8,18 +8,9 @@ set -u
 bin=$1
 src=$2
 bad=$src/tests/data/bad
-if ! command -v python3 >/dev/null; then
-  echo "skipped: python3 is needed to parse the JSON"
-  exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+need python3 "needed to parse the JSON"
 checked=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 
 # ---- the default sweep: 24 rows with the contract keys, in under 2 s --------------------
 start=$(date +%s.%N)

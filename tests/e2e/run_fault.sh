@@ -7,12 +7,8 @@
 # Usage: run_fault.sh <ringmaster> <source-dir>. Exit 77 = skipped.
 set -u
 bin=$1
-if ! command -v mpirun >/dev/null; then
-  echo "skipped: mpirun not found"
-  exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+need mpirun
 cd "$tmp"
 
 write_plan() {  # <file> <topology>
@@ -41,12 +37,6 @@ plan:
 EOF
 }
 write_plan plan.yaml cpu-local
-
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 
 timeout_s=3
 bound_s=30  # deadline + watchdog poll + mpirun teardown, with room for a loaded machine

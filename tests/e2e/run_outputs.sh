@@ -6,19 +6,9 @@
 # transfer events of both ranks. Usage: run_outputs.sh <ringmaster> <source-dir>. Exit 77 = skipped.
 set -u
 bin=$1
-if ! command -v mpirun >/dev/null; then
-  echo "skipped: mpirun not found"
-  exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+need mpirun
 cd "$tmp"
-
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 
 "$bin" plan --model tiny --topology cpu-local --gpus 2 --cp 2 --seq 256 --workload attention \
   --block-q 32 --block-kv 32 -o plan.yaml >/dev/null || fail "plan: exit $?"

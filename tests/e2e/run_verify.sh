@@ -9,12 +9,8 @@
 set -u
 bin=$1
 src=$2
-if ! command -v mpirun >/dev/null; then
-  echo "skipped: mpirun not found"
-  exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+need mpirun
 cd "$tmp"
 
 # MHA variant of the shipped tiny model (tiny itself is GQA: 4 heads, 2 kv heads).
@@ -68,7 +64,6 @@ plan:
 EOF
 }
 
-failures=0
 runs=0
 start=$(date +%s)
 # check <label> <plan args...>

@@ -7,11 +7,8 @@
 # Usage: simulate.sh <ringmaster> <source-dir>.
 set -u
 bin=$1
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-command -v python3 >/dev/null || { echo "skipped: python3 not found"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+need python3
 
 "$bin" plan --gpus 16 --seq 128k -o "$tmp/plan.yaml" >/dev/null 2>&1 || fail "plan -o exited $?"
 out=$("$bin" simulate --plan "$tmp/plan.yaml" --trace "$tmp/trace.json" 2>"$tmp/err") || fail "simulate --plan exited $?"
