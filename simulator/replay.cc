@@ -233,19 +233,29 @@ struct FreeWalk {
 
 // --- The SimGrid replay -------------------------------------------------------------------
 
-// Both sides of a transfer hold it; the comm starts when the second side posts.
+// Both sides of a transfer hold it. Each side posts its half (a put or a get) on the
+// mailbox the first poster took from the pool; SimGrid starts the comm when the second
+// half arrives, and each side waits for its own half. A mailbox holds one half-posted
+// transfer at a time, so its first-come matching pairs exactly the two halves the table
+// paired; the second poster returns it to the pool. (Host-to-host Comm::sendto_async
+// would need no mailbox, but SimGrid 3.32 keeps all of those comms in one list and
+// removes each from it by a linear scan: ~G² activities x O(G) at 1,024 GPUs.)
 struct Transfer {
   int src = 0, dst = 0;
   double bytes = 0;
   const Op* op = nullptr;  // the first poster's op (trace names)
-  sg4::CommPtr comm;
-  sg4::Actor* waiters[2] = {nullptr, nullptr};
-  int n_waiters = 0;
+  sg4::Mailbox* mailbox = nullptr;
+  void* received = nullptr;  // the get's payload slot (SimGrid writes it on completion)
   bool traced = false;
 };
 
+struct Half {
+  std::shared_ptr<Transfer> t;
+  sg4::CommPtr comm;  // this side's put or get
+};
+
 struct Request {
-  std::shared_ptr<Transfer> a, b;  // b: a collective's incoming flow
+  Half a, b;                       // b: a collective's incoming flow
   double extra_latency_s = 0;      // a collective's further ring-step latencies
   double busy_at_post_s = 0;       // the GPU's compute seconds when it posted this
   int post_group = 0;              // compute ops run before it was posted (see kWait)
@@ -335,6 +345,8 @@ class SimGridReplay {
   TraceWriter trace_;
   Platform* platform_ = nullptr;
   std::unordered_map<Key, std::shared_ptr<Transfer>, KeyHash> half_posted_;
+  std::vector<sg4::Mailbox*> free_mailboxes_;
+  int mailboxes_ = 0;
   int64_t activities_ = 0, ops_ = 0, ops_total_ = 0;
   std::chrono::steady_clock::time_point wall_last_;
 
@@ -349,40 +361,51 @@ class SimGridReplay {
     }
   }
 
-  std::shared_ptr<Transfer> post(const Key& k, int src, int dst, double bytes, const Op& op) {
+  // Posts GPU `self`'s half of the transfer src -> dst.
+  Half post(const Key& k, int self, int src, int dst, double bytes, const Op& op) {
+    // Creating a mailbox is a simcall, during which other actors run and may post the
+    // other half: so first, before the table is read.
+    if (free_mailboxes_.empty()) {
+      free_mailboxes_.push_back(sg4::Mailbox::by_name(std::to_string(mailboxes_++)));
+    }
     auto [it, added] = half_posted_.try_emplace(k);
+    std::shared_ptr<Transfer> t;
     if (added) {
       it->second = std::make_shared<Transfer>();
-      Transfer& t = *it->second;
-      t.src = src;
-      t.dst = dst;
-      t.bytes = bytes;
-      t.op = &op;
-      return it->second;
+      t = it->second;
+      t->src = src;
+      t->dst = dst;
+      t->bytes = bytes;
+      t->op = &op;
+      t->mailbox = free_mailboxes_.back();
+      free_mailboxes_.pop_back();
+    } else {
+      t = std::move(it->second);
+      half_posted_.erase(it);
+      if (std::abs(t->bytes - bytes) > 1e-6 * std::max(1.0, bytes)) {
+        throw std::runtime_error("GPU " + std::to_string(src) + " -> " + std::to_string(dst) +
+                                 ": the two sides of a transfer disagree on its size (" +
+                                 std::to_string(t->bytes) + " and " + std::to_string(bytes) + " bytes)");
+      }
+      free_mailboxes_.push_back(t->mailbox);  // empty again once this half matches
+      ++activities_;
     }
-    std::shared_ptr<Transfer> t = std::move(it->second);
-    half_posted_.erase(it);
-    if (std::abs(t->bytes - bytes) > 1e-6 * std::max(1.0, bytes)) {
-      throw std::runtime_error("GPU " + std::to_string(src) + " -> " + std::to_string(dst) +
-                               ": the two sides of a transfer disagree on its size (" +
-                               std::to_string(t->bytes) + " and " + std::to_string(bytes) + " bytes)");
+    Half h{t, nullptr};
+    // A GPU's transfer to itself (a one-member collective) posts the put, then the get.
+    if (src != dst ? self == src : added) {
+      h.comm = t->mailbox->put_async(t.get(), static_cast<uint64_t>(std::llround(bytes)));
+    } else {
+      h.comm = t->mailbox->get_async<void>(&t->received);
     }
-    t->comm = sg4::Comm::sendto_async(platform_->host(src), platform_->host(dst),
-                                      static_cast<uint64_t>(std::llround(bytes)));
-    ++activities_;
-    for (int w = 0; w < t->n_waiters; ++w) t->waiters[w]->resume();
-    return t;
+    return h;
   }
 
-  void wait(Transfer& t) {
-    if (!t.comm) {
-      t.waiters[t.n_waiters++] = sg4::Actor::self();
-      sg4::this_actor::suspend();
-    }
-    t.comm->wait();
+  void wait(const Half& h) {
+    h.comm->wait();
+    Transfer& t = *h.t;
     if (!opt_.trace_path.empty() && !t.traced) {
       t.traced = true;
-      const double start = t.comm->get_start_time(), dur = t.comm->get_finish_time() - start;
+      const double start = h.comm->get_start_time(), dur = h.comm->get_finish_time() - start;
       const bool coll = t.op->kind == OpKind::kCollective;
       const char* name = !coll ? "transfer"
                          : t.op->collective == CollectiveKind::kAllGather ? "all-gather"
@@ -488,7 +511,7 @@ class SimGridReplay {
           const bool send = op.kind == OpKind::kSend;
           const int src = send ? g : op.peer, dst = send ? op.peer : g;
           Request& r = request(op.request);
-          r.a = post(p2p_key(G_, src, dst, op.tag), src, dst, op.bytes, op);
+          r.a = post(p2p_key(G_, src, dst, op.tag), g, src, dst, op.bytes, op);
           r.busy_at_post_s = busy_s;
           r.post_group = computes;
           ++in_flight;
@@ -498,19 +521,19 @@ class SimGridReplay {
           const RingNeighbours& n = rings_[op.group][g];
           const double flow = (n.size - 1) * op.bytes;
           Request& r = request(op.request);
-          r.a = post(collective_key(G_, g, n.succ, op.tag), g, n.succ, flow, op);
-          r.b = post(collective_key(G_, n.pred, g, op.tag), n.pred, g, flow, op);
+          r.a = post(collective_key(G_, g, n.succ, op.tag), g, g, n.succ, flow, op);
+          r.b = post(collective_key(G_, n.pred, g, op.tag), g, n.pred, g, flow, op);
           r.extra_latency_s = (n.size - 2) * costs_.route_latency_s(fabric_, g, n.succ);
           break;
         }
         case OpKind::kWait: {
           Request& r = request(op.request);
           const double start = sg4::Engine::get_clock();
-          if (r.a) wait(*r.a);
-          if (r.b) wait(*r.b);
+          if (r.a.t) wait(r.a);
+          if (r.b.t) wait(r.b);
           double extra_s = r.extra_latency_s;
-          if (!r.b && r.a && costs_.transfer_overlap < 1) {
-            const double x = r.a->comm->get_finish_time() - r.a->comm->get_start_time();
+          if (!r.b.t && r.a.t && costs_.transfer_overlap < 1) {
+            const double x = r.a.comm->get_finish_time() - r.a.comm->get_start_time();
             const double due = (1 - costs_.transfer_overlap) * std::min(busy_s - r.busy_at_post_s, x);
             double& paid = paid_by_group[r.post_group];
             if (due > paid) {
@@ -522,7 +545,7 @@ class SimGridReplay {
             sg4::this_actor::sleep_for(extra_s);
             ++activities_;
           }
-          if (!r.b) --in_flight;
+          if (!r.b.t) --in_flight;
           st.exposed.add(weights_, op, sg4::Engine::get_clock() - start);
           r = Request{};
           break;
