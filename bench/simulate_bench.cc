@@ -1,7 +1,7 @@
 // Simulator scale: one training step of llama2-7b at 1M tokens replayed on SimGrid, on the
 // study's 128-GPU DGX A100 cluster and on 64..1,024 H100 GPUs (the shipped dgx-h100-ib
 // scaled to 128 nodes: 4 leaf groups of 32 nodes per rail under a non-blocking spine).
-// Counters: simulated step time, SimGrid activities (execs, comms, sleeps) and ops, and
+// Counters: simulated step time, SimGrid activities (comms; sleeps for computes and step syncs) and ops, and
 // activities per wall second. The 128-GPU step is replayed with 8 of the 32 identical
 // layers and extrapolated (replay.h; "layers" counter) or with all of them (AllLayers);
 // the GPU-count series with one layer forward and backward standing for all 32 (the

@@ -484,9 +484,9 @@ class SimGridReplay {
           if (attention && op.step > 0 && in_flight > 0) flops *= costs_.overlap_interference;
           const double start = sg4::Engine::get_clock();
           // Each host runs one actor and its ops in sequence, so a compute op never shares
-          // the CPU: a sleep of flops / peak takes exactly as long as the exec would, and
-          // SimGrid 3.32 registers every exec in the maestro's activity list, whose linear
-          // removal made each exec cost O(GPUs) (perf: 45 % of a 512-GPU replay).
+          // the CPU: a sleep of flops / peak takes exactly as long as the exec would, at a
+          // third of the cost in SimGrid 3.32 (an exec's activity bookkeeping and CPU
+          // model update; the 512-GPU replay took half the time).
           sg4::this_actor::sleep_for(flops / costs_.peak_flops);
           ++activities_;
           const double dur = sg4::Engine::get_clock() - start;

@@ -1,10 +1,12 @@
 // Replaying a schedule on SimGrid: one actor per GPU walks its op list on the platform
 // built from the same Fabric (platform.h). Compute ops keep the GPU's actor busy for
-// flops / efficiency at peak (a timed sleep: one actor per host, nothing shares its CPU,
-// and SimGrid execs cost O(GPUs) each, replay.cc); sends and receives are asynchronous SimGrid comms that meet
-// by (src, dst, tag) and share links by max-min fairness; a wait blocks the actor until
-// its comm is done, so transfers overlap compute exactly as the op list says. Alloc and
-// free ops are tracked in program order for each GPU's peak memory.
+// flops / efficiency at peak (a timed sleep: one actor per host, nothing shares its CPU);
+// sends and receives are asynchronous SimGrid comms that meet by (src, dst, tag) and
+// share links by max-min fairness; a wait blocks the actor until its comm is done, so
+// transfers overlap compute exactly as the op list says. A calibrated profile's
+// transfer_overlap < 1 and per-class latencies apply as in the planner's cost model
+// (replay.cc, platform.h). Alloc and free ops are tracked in program order for each
+// GPU's peak memory.
 //
 // Collectives (FSDP) are modelled as NCCL's ring over the group: each member sends its
 // (D-1) shards to its ring successor as one flow of (D-1)·bytes (the same links, the same
@@ -58,7 +60,7 @@ struct ReplayResult {
   double peak_memory_bytes = 0;      // max over GPUs
   double useful_flops = 0;           // all GPUs, extrapolated
   int64_t ops = 0;                   // ops replayed
-  int64_t activities = 0;            // SimGrid execs and comms simulated
+  int64_t activities = 0;            // SimGrid comms and sleeps simulated
   int routes = 0;                    // routes added to the platform
   double wall_s = 0;                 // wall-clock seconds of the SimGrid run
 };
