@@ -2,7 +2,7 @@
 // study's 128-GPU DGX A100 cluster and on 64..1,024 H100 GPUs (the shipped dgx-h100-ib
 // scaled to 128 nodes: 4 leaf groups of 32 nodes per rail under a non-blocking spine).
 // Counters: simulated step time, SimGrid activities (comms; sleeps for computes and step syncs) and ops, and
-// activities per wall second. The 128-GPU step is replayed with 8 of the 32 identical
+// activities per wall second. The 128-GPU step is replayed with 16 of the 32 identical
 // layers and extrapolated (replay.h; "layers" counter) or with all of them (AllLayers);
 // the GPU-count series with one layer forward and backward standing for all 32 (the
 // planner picks rings of G/2 there, and a ring's simulated work grows as P^2).
@@ -51,7 +51,7 @@ void simulate_step(benchmark::State& state, const Topology& topo, int gpus, int 
 }
 
 void BM_StudyStep128(benchmark::State& state) {
-  simulate_step(state, load_topology(kStudyTopology), 128, 10);
+  simulate_step(state, load_topology(kStudyTopology), 128, 16);
 }
 void BM_StudyStep128AllLayers(benchmark::State& state) {
   simulate_step(state, load_topology(kStudyTopology), 128, 0);

@@ -36,7 +36,7 @@ struct SimulateCliOptions {
   int gpus = 0;
   std::string format = "table";
   std::string trace;
-  int layers = 10;
+  int layers = 16;
 };
 
 // The plan to simulate with the specs, fabric and costs it runs on.
@@ -196,7 +196,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--gpus", o->gpus, "number of GPUs (without --plan)");
   cmd->add_option("--seq", o->job.seq, "sequence length in tokens (without --plan): 8k, 1M or 1048576");
   cmd->add_option("--layers", o->layers,
-                  "layers to simulate, extrapolated to all (they are identical; replay.h); 0 = all (default 10)");
+                  "layers to simulate, extrapolated to all (they are identical; replay.h); 0 = all (default 16)");
   cmd->add_option("--trace", o->trace, "write a Chrome trace-event JSON timeline (opens in Perfetto)");
   cmd->add_option("--format", o->format, "table or json")->check(CLI::IsMember({"table", "json"}));
   cmd->callback([o] { run_simulate(*o); });

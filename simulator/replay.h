@@ -17,9 +17,11 @@
 // layer_multiplier > 1), the figures are extrapolated to all layers. Layers at either end
 // differ from the rest: the first all-gather is exposed, and the last backward layers
 // share links with the head's reduce-scatter (in a 16-GPU step of llama2-7b the last
-// three take 2.5 % longer, up to four on some GPUs as waits shift between layers). So with
-// E >= kMinEmittedLayers the middle layer E/2 - 1, four or more layers from either end,
-// stands for itself and the L - E layers not emitted, the others for themselves; with
+// three take 2.5 % longer, up to four on some GPUs as waits shift between layers; in an
+// 8K-token FSDP step, where the collectives nearly fill each layer's compute, the shifts
+// reach the middle of 8 emitted layers: 8.5 % over the full replay, 16 layers match it
+// to 1e-6). So with E >= kMinEmittedLayers the middle layer E/2 - 1, seven or more layers
+// from either end, stands for itself and the L - E layers not emitted, the others for themselves; with
 // fewer, every emitted layer stands for L/E (boundary effects then count L/E times). Ops
 // outside the layers (embedding, head, optimizer) count once. replayed_time_s is the
 // makespan of the op lists as emitted.
@@ -40,7 +42,7 @@
 
 namespace rm::sim {
 
-inline constexpr int kMinEmittedLayers = 8;  // see above
+inline constexpr int kMinEmittedLayers = 16;  // see above
 
 struct GpuTimes {
   double end_s = 0;            // when its last op finished (extrapolated)

@@ -191,16 +191,21 @@ TEST_CASE("the layer extrapolation matches simulating every layer") {
   const ModelSpec model = load_model(kDefaultModel);
   const Fabric fabric(topo, 16);
   const CostParams cost = CostParams::from_topology(topo);
-  const Plan plan = Planner(model, fabric, cost).best_ring_plan(job(topo, 16, 131072, Workload::kStep), {});
-  sim::SimulateOptions all;
-  all.max_layers = 0;
-  const sim::Simulation full = sim::simulate_plan(plan, model, fabric, cost, all);
-  const sim::Simulation part = sim::simulate_plan(plan, model, fabric, cost);
-  CHECK(part.replay.layer_multiplier > 1);
-  CHECK(full.replay.layer_multiplier == 1);
-  CHECK(part.step_time_s == doctest::Approx(full.step_time_s).epsilon(1e-6));
-  CHECK(part.memory_bytes_per_gpu == full.memory_bytes_per_gpu);
-  CHECK(part.replay.activities < full.replay.activities / 2);
+  // 128K: a ring step; 8K: FSDP-bound (collectives nearly fill each layer's compute), where
+  // boundary effects reach furthest into the emitted layers (replay.h).
+  for (int64_t seq : {int64_t{131072}, int64_t{8192}}) {
+    CAPTURE(seq);
+    const Plan plan = Planner(model, fabric, cost).best_ring_plan(job(topo, 16, seq, Workload::kStep), {});
+    sim::SimulateOptions all;
+    all.max_layers = 0;
+    const sim::Simulation full = sim::simulate_plan(plan, model, fabric, cost, all);
+    const sim::Simulation part = sim::simulate_plan(plan, model, fabric, cost);
+    CHECK(part.replay.layer_multiplier > 1);
+    CHECK(full.replay.layer_multiplier == 1);
+    CHECK(part.step_time_s == doctest::Approx(full.step_time_s).epsilon(1e-6));
+    CHECK(part.memory_bytes_per_gpu == full.memory_bytes_per_gpu);
+    CHECK(part.replay.activities < 0.6 * full.replay.activities);
+  }
 }
 
 // Contended: every ring hop of a naive order crosses an oversubscribed spine. The
