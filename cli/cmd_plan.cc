@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/job_options.h"
 #include "cli/plan_report.h"
+#include "cli/self_launch.h"
 #include "planner/input_error.h"
 #include "planner/search.h"
 #include "planner/units.h"
@@ -32,6 +33,7 @@ void run_plan(const PlanOptions& o) {
   if (o.max_seq && !o.job.seq.empty()) {
     fail_input("command line", "--max-seq", "searches the sequence length: drop --seq");
   }
+  check_output_path(o.out, "--output");  // before printing a plan that cannot be saved
   ResolvedJob r = resolve_job(o.job, o.job.gpus, o.max_seq ? 1 : 0);
   Planner planner(r.model, *r.fabric, r.cost);
   const Plan plan = o.max_seq ? planner.max_seq(r.job, r.pins) : planner.plan(r.job, r.pins);

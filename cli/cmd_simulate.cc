@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/job_options.h"
+#include "cli/self_launch.h"
 #include "cli/table.h"
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
@@ -162,6 +163,7 @@ std::string report(const Subject& s, const Prediction& p, const sim::Simulation&
 void run_simulate(const SimulateCliOptions& o) {
   Subject s = o.plan_path.empty() ? from_job(o) : from_plan_file(o);
   if (o.layers < 0) fail_input(kWhere, "--layers", "must be >= 0 (0 = all layers)");
+  check_output_path(o.trace, "--trace");  // before a long simulation, not after it
   sim::SimulateOptions so;
   so.max_layers = o.layers;
   so.replay.trace_path = o.trace;
