@@ -86,22 +86,17 @@ class RankEmitter {
     bool bwd_;
   };
 
-  int send(int peer, double bytes, int buffer, int tag) {
-    return post(OpKind::kSend, peer, bytes, buffer, tag);
-  }
-  int recv(int peer, double bytes, int buffer, int tag) {
-    return post(OpKind::kRecv, peer, bytes, buffer, tag);
+  // A send or receive (`kind`) with `peer`.
+  int transfer(OpKind kind, int peer, double bytes, int buffer, int tag) {
+    Op op = base(kind);
+    op.peer = peer;
+    return post(op, bytes, buffer, tag);
   }
   int collective(CollectiveKind kind, int group, double bytes, int buffer, int tag) {
     Op op = base(OpKind::kCollective);
     op.collective = kind;
     op.group = group;
-    op.bytes = bytes;
-    op.buffer = buffer;
-    op.tag = tag;
-    op.request = next_request_++;
-    rs_.ops.push_back(op);
-    return op.request;
+    return post(op, bytes, buffer, tag);
   }
   void wait(int request) {
     Op op = base(OpKind::kWait);
@@ -151,9 +146,8 @@ class RankEmitter {
     op.backward = backward;
     return op;
   }
-  int post(OpKind kind, int peer, double bytes, int buffer, int tag) {
-    Op op = base(kind);
-    op.peer = peer;
+  // Appends a non-blocking op; returns the request id that wait() takes.
+  int post(Op op, double bytes, int buffer, int tag) {
     op.bytes = bytes;
     op.buffer = buffer;
     op.tag = tag;
@@ -221,18 +215,22 @@ class RingPass {
   int tag(Stream stream, int step, int sub) const {
     return unit_ * ctx_.tag_stride + (stream * (ctx_.P + 2) + step) * ctx_.subblocks + sub;
   }
-  // A transfer split into `subblocks` messages; appends their requests.
+  // A send or receive (`kind`) split into `subblocks` messages; appends their requests.
+  void transfer(OpKind kind, int peer_pos, double bytes, int buffer, Stream stream, int step,
+                std::vector<int>& reqs) {
+    const int n = ctx_.subblocks;
+    for (int k = 0; k < n; ++k) {
+      reqs.push_back(
+          em_.transfer(kind, ctx_.gpu(peer_pos), bytes / n, buffer, tag(stream, step, k)));
+    }
+  }
   void send(int peer_pos, double bytes, int buffer, Stream stream, int step,
             std::vector<int>& reqs) {
-    const int n = ctx_.subblocks;
-    for (int k = 0; k < n; ++k)
-      reqs.push_back(em_.send(ctx_.gpu(peer_pos), bytes / n, buffer, tag(stream, step, k)));
+    transfer(OpKind::kSend, peer_pos, bytes, buffer, stream, step, reqs);
   }
   void recv(int peer_pos, double bytes, int buffer, Stream stream, int step,
             std::vector<int>& reqs) {
-    const int n = ctx_.subblocks;
-    for (int k = 0; k < n; ++k)
-      reqs.push_back(em_.recv(ctx_.gpu(peer_pos), bytes / n, buffer, tag(stream, step, k)));
+    transfer(OpKind::kRecv, peer_pos, bytes, buffer, stream, step, reqs);
   }
   // Attention against the block of `owner` held in `kv`; backward writes dK,dV into `aux`.
   // A fully masked block is skipped unless `always` (then it runs with 0 FLOPs, so a
@@ -262,9 +260,12 @@ class RingPass {
     em_.compute(ComputeKind::kAccumulate, elements, 0, ctx_.accumulate_efficiency, into, from);
   }
 
+  // Held K,V block at step s: own at s = 0, then the stream's two ring buffers alternately
+  // (clockwise, also the flat ring: kv[0..1]; counter-clockwise: kv[2..3]).
+  int cw_kv(int s) const { return s == 0 ? b_.kv_own : b_.kv[(s - 1) % 2]; }
+  int ccw_kv(int s) const { return s == 0 ? b_.kv_own : b_.kv[2 + (s - 1) % 2]; }
+
   // --- Flat ring --------------------------------------------------------------------
-  // Held block at step s: own at s = 0, then the ring buffers alternately.
-  int flat_kv(int s) const { return s == 0 ? b_.kv_own : b_.kv[(s - 1) % 2]; }
 
   void flat(bool bwd) {
     const int P = ctx_.P;
@@ -273,21 +274,21 @@ class RingPass {
     for (int s = 0; s < P; ++s) {
       em_.begin_step(s, ctx_.sync_s);
       if (s < P - 1) {
-        recv(i - 1, ctx_.kv_bytes, flat_kv(s + 1), kKvCw, s, kv_reqs);
-        send(i + 1, ctx_.kv_bytes, flat_kv(s), kKvCw, s, kv_reqs);
+        recv(i - 1, ctx_.kv_bytes, cw_kv(s + 1), kKvCw, s, kv_reqs);
+        send(i + 1, ctx_.kv_bytes, cw_kv(s), kKvCw, s, kv_reqs);
       }
       const int owner = i - s;
       if (!bwd) {
-        attend(owner, flat_kv(s), -1);
+        attend(owner, cw_kv(s), -1);
       } else if (P == 1) {
-        attend_into(owner, flat_kv(s), b_.dkv_partial);
+        attend_into(owner, cw_kv(s), b_.dkv_partial);
       } else {
         const int acc = b_.acc[s % 2];
         if (s == 0) {
-          attend_into(owner, flat_kv(s), acc);
+          attend_into(owner, cw_kv(s), acc);
         } else {
           recv(i - 1, ctx_.dkv_bytes, acc, kAccCw, s - 1, acc_recv);
-          attend_and_add(owner, flat_kv(s), acc, acc_recv);
+          attend_and_add(owner, cw_kv(s), acc, acc_recv);
         }
         // After step P-1 this goes to the block's owner (i + 1).
         send(i + 1, ctx_.dkv_bytes, acc, kAccCw, s, acc_send);
@@ -306,8 +307,6 @@ class RingPass {
   }
 
   // --- Bidirectional ring -----------------------------------------------------------
-  int cw_kv(int s) const { return s == 0 ? b_.kv_own : b_.kv[(s - 1) % 2]; }
-  int ccw_kv(int s) const { return s == 0 ? b_.kv_own : b_.kv[2 + (s - 1) % 2]; }
 
   void bidirectional(bool bwd) {
     const int P = ctx_.P;
@@ -825,14 +824,19 @@ class Generator {
 
   // --- Layers ------------------------------------------------------------------------------
 
+  // A layer's forward or backward starts: prefetch the `prefetch` bytes all-gather (none at
+  // 0), then wait for this layer's parameters.
+  void begin_layer(Rank& r, int layer, bool backward, double prefetch) {
+    r.em.layer = layer;
+    r.em.backward = backward;
+    r.em.step = 0;
+    if (prefetch > 0) gather(r, prefetch);
+    wait_gather(r);
+  }
+
   // Forward of one layer; `next_gather` is what to prefetch (the next layer or the head).
   LayerStore layer_forward(Rank& r, int layer, double next_gather) {
-    RankEmitter& em = r.em;
-    em.layer = layer;
-    em.backward = false;
-    em.step = 0;
-    if (next_gather > 0) gather(r, next_gather);
-    wait_gather(r);
+    begin_layer(r, layer, false, next_gather);
     const LayerStore s = alloc_layer_store(r, layer);
     const LayerStore live = full_ckpt() ? alloc_transient_store(r) : s;
     gemm(r, lin_.qkv);
@@ -845,12 +849,7 @@ class Generator {
 
   // Backward of one layer; `prev_gather` is the previous layer's all-gather to prefetch.
   void layer_backward(Rank& r, int layer, const LayerStore& s, double prev_gather) {
-    RankEmitter& em = r.em;
-    em.layer = layer;
-    em.backward = true;
-    em.step = 0;
-    if (prev_gather > 0) gather(r, prev_gather);
-    wait_gather(r);
+    begin_layer(r, layer, true, prev_gather);
     LayerStore live = s;
     if (full_ckpt()) {
       live = alloc_transient_store(r);
