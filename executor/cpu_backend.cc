@@ -74,20 +74,15 @@ class CpuBackend final : public Backend {
 
   void attention_forward(int kv_buffer, const std::vector<int64_t>& kv_tokens) override {
     const float* kv = get(kv_buffer).data.data();
-    const int group = shape_.h / shape_.h_kv;
-    const int64_t d = shape_.d, seg = c_ / shape_.segments;
-    for (int j = 0; j < shape_.h; ++j) {
-      const int g = j / group;
-      for (int64_t q0 = 0; q0 < c_; q0 += seg)
-        for (int64_t k0 = 0; k0 < c_; k0 += seg) {
-          attention_block_forward(q_.data() + j * head_ + q0 * d, tokens_.data() + q0, seg,
-                                  kv + g * head_ + k0 * d, kv + kv_elems() + g * head_ + k0 * d,
-                                  kv_tokens.data() + k0, seg, shape_.d, scale_, tiles_,
-                                  block_out_.data(), block_lse_.data());
-          merge_out_lse(out_.data() + j * head_ + q0 * d, lse_.data() + j * c_ + q0,
-                        block_out_.data(), block_lse_.data(), seg, shape_.d);
-        }
-    }
+    const int64_t d = shape_.d;
+    for_each_block([&](int j, int g, int64_t q0, int64_t k0, int64_t seg) {
+      attention_block_forward(q_.data() + j * head_ + q0 * d, tokens_.data() + q0, seg,
+                              kv + g * head_ + k0 * d, kv + kv_elems() + g * head_ + k0 * d,
+                              kv_tokens.data() + k0, seg, shape_.d, scale_, tiles_,
+                              block_out_.data(), block_lse_.data());
+      merge_out_lse(out_.data() + j * head_ + q0 * d, lse_.data() + j * c_ + q0,
+                    block_out_.data(), block_lse_.data(), seg, shape_.d);
+    });
   }
 
   void begin_backward() override {
@@ -107,20 +102,15 @@ class CpuBackend final : public Backend {
     const float* kv = get(kv_buffer).data.data();
     float* dkv = get(dkv_buffer).data.data();
     std::fill(dkv, dkv + 2 * kv_elems(), 0.0f);
-    const int group = shape_.h / shape_.h_kv;
-    const int64_t d = shape_.d, seg = c_ / shape_.segments;
-    for (int j = 0; j < shape_.h; ++j) {
-      const int g = j / group;
-      for (int64_t q0 = 0; q0 < c_; q0 += seg)
-        for (int64_t k0 = 0; k0 < c_; k0 += seg) {
-          const int64_t qo = j * head_ + q0 * d, ko = g * head_ + k0 * d;
-          attention_block_backward(q_.data() + qo, dout_.data() + qo, lse_.data() + j * c_ + q0,
-                                   rowdot_.data() + j * c_ + q0, tokens_.data() + q0, seg,
-                                   kv + ko, kv + kv_elems() + ko, kv_tokens.data() + k0, seg,
-                                   shape_.d, scale_, tiles_, dq_.data() + qo, dkv + ko,
-                                   dkv + kv_elems() + ko);
-        }
-    }
+    const int64_t d = shape_.d;
+    for_each_block([&](int j, int g, int64_t q0, int64_t k0, int64_t seg) {
+      const int64_t qo = j * head_ + q0 * d, ko = g * head_ + k0 * d;
+      attention_block_backward(q_.data() + qo, dout_.data() + qo, lse_.data() + j * c_ + q0,
+                               rowdot_.data() + j * c_ + q0, tokens_.data() + q0, seg,
+                               kv + ko, kv + kv_elems() + ko, kv_tokens.data() + k0, seg,
+                               shape_.d, scale_, tiles_, dq_.data() + qo, dkv + ko,
+                               dkv + kv_elems() + ko);
+    });
   }
 
   void accumulate(int dst_buffer, int src_buffer) override {
@@ -138,18 +128,10 @@ class CpuBackend final : public Backend {
   }
 
   int isend(int buffer, std::size_t offset, std::size_t bytes, int peer, int tag) override {
-    char* p = region(buffer, offset, bytes);
-    MPI_Request r;
-    check(MPI_Isend(p, static_cast<int>(bytes), MPI_BYTE, peer, tag, MPI_COMM_WORLD, &r),
-          "MPI_Isend", peer);
-    return keep(r);
+    return post(MPI_Isend, "MPI_Isend", buffer, offset, bytes, peer, tag);
   }
   int irecv(int buffer, std::size_t offset, std::size_t bytes, int peer, int tag) override {
-    char* p = region(buffer, offset, bytes);
-    MPI_Request r;
-    check(MPI_Irecv(p, static_cast<int>(bytes), MPI_BYTE, peer, tag, MPI_COMM_WORLD, &r),
-          "MPI_Irecv", peer);
-    return keep(r);
+    return post(MPI_Irecv, "MPI_Irecv", buffer, offset, bytes, peer, tag);
   }
   void wait(int request) override {
     MPI_Request& r = requests_.at(static_cast<size_t>(request));
@@ -193,6 +175,17 @@ class CpuBackend final : public Backend {
 
   size_t kv_elems() const { return static_cast<size_t>(shape_.h_kv) * head_; }
 
+  // Calls body(j, g, q0, k0, seg) for each query head j (reading K,V head g) and each pair
+  // of segments: queries q0 .. q0+seg-1 against keys k0 .. k0+seg-1.
+  template <class F>
+  void for_each_block(F body) const {
+    const int group = shape_.h / shape_.h_kv;
+    const int64_t seg = c_ / shape_.segments;
+    for (int j = 0; j < shape_.h; ++j)
+      for (int64_t q0 = 0; q0 < c_; q0 += seg)
+        for (int64_t k0 = 0; k0 < c_; k0 += seg) body(j, j / group, q0, k0, seg);
+  }
+
   std::vector<float> make_input(uint64_t seed, InputTensor which, int heads) const {
     std::vector<float> x(static_cast<size_t>(heads) * head_);
     for (int hh = 0; hh < heads; ++hh)
@@ -218,6 +211,17 @@ class CpuBackend final : public Backend {
                                " bytes at offset " + std::to_string(offset) + " exceeds buffer " +
                                std::to_string(buffer));
     return reinterpret_cast<char*>(b.data()) + offset;
+  }
+
+  // A non-blocking transfer: `start` is MPI_Isend or MPI_Irecv (named `what` in errors).
+  template <class Start>
+  int post(Start start, const char* what, int buffer, std::size_t offset, std::size_t bytes,
+           int peer, int tag) {
+    MPI_Request r;
+    check(start(region(buffer, offset, bytes), static_cast<int>(bytes), MPI_BYTE, peer, tag,
+                MPI_COMM_WORLD, &r),
+          what, peer);
+    return keep(r);
   }
 
   int keep(MPI_Request r) {
