@@ -118,6 +118,22 @@ std::vector<int> search_order(const Fabric& fabric, const CostParams& cost, int 
     return s.first < best.first * (1 - 1e-12) ||
            (s.first <= best.first * (1 + 1e-12) && s.second < best.second * (1 - 1e-12));
   };
+  // Applies `move` (its own inverse) to the edges collected; keeps it if the score
+  // improves, else undoes it. Returns whether it was kept.
+  auto try_move = [&](auto move) {
+    apply(-1);
+    move();
+    apply(+1);
+    const auto s = ll.score();
+    if (better(s)) {
+      best = s;
+      return true;
+    }
+    apply(-1);
+    move();
+    apply(+1);
+    return false;
+  };
   // Swaps of any two positions (moves GPUs between rings), then segment reversals
   // (2-opt) inside each ring for rings of up to kMaxTwoOptRing positions (a reversal
   // re-routes the whole segment: O(cp) per move).
@@ -130,18 +146,7 @@ std::vector<int> search_order(const Fabric& fabric, const CostParams& cost, int 
         edges.clear();
         collect(a);
         collect(b);
-        apply(-1);
-        std::swap(order[a], order[b]);
-        apply(+1);
-        const auto s = ll.score();
-        if (better(s)) {
-          best = s;
-          improved = true;
-        } else {
-          apply(-1);
-          std::swap(order[a], order[b]);
-          apply(+1);
-        }
+        if (try_move([&] { std::swap(order[a], order[b]); })) improved = true;
       }
     }
     if (cp <= kMaxTwoOptRing) {
@@ -150,17 +155,8 @@ std::vector<int> search_order(const Fabric& fabric, const CostParams& cost, int 
           for (int j = i + 1; j < base + cp; ++j) {
             edges.clear();
             for (int p = i - 1; p <= j; ++p) collect(p);
-            apply(-1);
-            std::reverse(order.begin() + i, order.begin() + j + 1);
-            apply(+1);
-            const auto s = ll.score();
-            if (better(s)) {
-              best = s;
+            if (try_move([&] { std::reverse(order.begin() + i, order.begin() + j + 1); })) {
               improved = true;
-            } else {
-              apply(-1);
-              std::reverse(order.begin() + i, order.begin() + j + 1);
-              apply(+1);
             }
           }
         }
