@@ -44,12 +44,18 @@ const ShippedSpec& find_shipped(const std::string& name, const char* kind) {
                    list + "); a file of your own is taken by path (contains '/' or ends in .yaml)");
 }
 
-void check_name(const YamlMap& m) {
+// The fields every spec file starts with: its name (letters, digits, '-', '_' or '.') and
+// an optional note; `source` is where it was read from.
+template <class Spec>
+void parse_head(const YamlMap& m, const std::string& source, Spec& spec) {
   const std::string name = m.str("name");
   const bool ok = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
   });
   if (!ok) m.fail("name", "expected letters, digits, '-', '_' or '.' (got '" + name + "')");
+  spec.source = source;
+  spec.name = name;
+  spec.note = m.str_or("note", "");
 }
 
 IntraKind parse_intra_kind(const YamlMap& m) {
@@ -162,10 +168,7 @@ InterNode parse_inter(const YamlMap& m, int gpus_per_node, int max_nodes) {
 Topology parse_topology(const std::string& yaml_text, const std::string& source) {
   const YamlMap root(load_yaml(yaml_text, source), source);
   Topology t;
-  t.source = source;
-  check_name(root);
-  t.name = root.str("name");
-  t.note = root.str_or("note", "");
+  parse_head(root, source, t);
   t.gpus_per_node = static_cast<int>(root.integer("gpus_per_node", Range::at_least(1)));
   t.max_nodes = static_cast<int>(root.integer("max_nodes", Range::at_least(1)));
   t.gpu = parse_gpu(root.map("gpu"));
@@ -182,10 +185,7 @@ Topology parse_topology(const std::string& yaml_text, const std::string& source)
 ModelSpec parse_model(const std::string& yaml_text, const std::string& source) {
   const YamlMap root(load_yaml(yaml_text, source), source);
   ModelSpec m;
-  m.source = source;
-  check_name(root);
-  m.name = root.str("name");
-  m.note = root.str_or("note", "");
+  parse_head(root, source, m);
   auto positive_int = [&](const char* key) {
     return static_cast<int>(root.integer(key, Range{1, false, 1e9, false}));
   };
