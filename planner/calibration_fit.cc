@@ -44,6 +44,23 @@ void require_positive(const std::vector<double>& v, const char* what) {
                                           std::to_string(s) + ")");
 }
 
+// relative_scale for measured ~ x * factor, after checking that both are positive (named
+// `x_what` and `measured_what` in the message).
+double positive_scale(const std::vector<double>& x, const std::vector<double>& measured,
+                      const char* x_what, const char* measured_what) {
+  require_positive(x, x_what);
+  require_positive(measured, measured_what);
+  return relative_scale(x, measured);
+}
+
+// How well measured ~ x * factor fits.
+FitQuality scale_quality(const std::vector<double>& x, double factor,
+                         const std::vector<double>& measured) {
+  std::vector<double> pred;
+  for (double v : x) pred.push_back(v * factor);
+  return fit_quality(pred, measured);
+}
+
 }  // namespace
 
 FitQuality fit_quality(const std::vector<double>& predicted, const std::vector<double>& measured) {
@@ -180,15 +197,11 @@ GemmFit fit_gemm(const std::vector<GemmSample>& samples, double peak_flops) {
     flops.push_back(s.flops);
     t.push_back(s.seconds);
   }
-  require_positive(flops, "gemm flops");
-  require_positive(t, "gemm seconds");
   // t = flops * k with k = 1 / (peak * efficiency).
-  double k = relative_scale(flops, t);
+  const double k = positive_scale(flops, t, "gemm flops", "gemm seconds");
   GemmFit fit;
   fit.efficiency = 1.0 / (k * peak_flops);
-  std::vector<double> pred;
-  for (double f : flops) pred.push_back(f * k);
-  fit.quality = fit_quality(pred, t);
+  fit.quality = scale_quality(flops, k, t);
   return fit;
 }
 
@@ -223,13 +236,9 @@ LinkFit fit_link(const std::vector<TransferSample>& samples) {
 
 ScaleFit fit_scale(const std::vector<double>& x, const std::vector<double>& measured) {
   if (x.empty()) fail_input("calibration", "scale", "needs at least 1 sample");
-  require_positive(x, "predicted seconds");
-  require_positive(measured, "measured seconds");
   ScaleFit fit;
-  fit.factor = relative_scale(x, measured);
-  std::vector<double> pred;
-  for (double v : x) pred.push_back(v * fit.factor);
-  fit.quality = fit_quality(pred, measured);
+  fit.factor = positive_scale(x, measured, "predicted seconds", "measured seconds");
+  fit.quality = scale_quality(x, fit.factor, measured);
   return fit;
 }
 
@@ -240,13 +249,10 @@ InterferenceFit fit_interference(const std::vector<InterferenceSample>& samples)
     alone.push_back(s.alone_s);
     over.push_back(s.overlapped_s);
   }
-  require_positive(alone, "interference alone seconds");
-  require_positive(over, "interference overlapped seconds");
   InterferenceFit fit;
-  fit.factor = std::max(1.0, relative_scale(alone, over));
-  std::vector<double> pred;
-  for (double a : alone) pred.push_back(a * fit.factor);
-  fit.quality = fit_quality(pred, over);
+  fit.factor = std::max(
+      1.0, positive_scale(alone, over, "interference alone seconds", "interference overlapped seconds"));
+  fit.quality = scale_quality(alone, fit.factor, over);
   return fit;
 }
 
