@@ -9,17 +9,21 @@ using namespace rm;
 
 namespace {
 
+// The study's cluster cut to `gpus` GPUs, and its planner with the topology's default costs.
 struct Study {
+  explicit Study(int gpus)
+      : fabric(topo, gpus), planner(model, fabric, CostParams::from_topology(topo)) {}
   Topology topo = load_topology(kStudyTopology);
   ModelSpec model = load_model(kDefaultModel);
+  Fabric fabric;    // refers to topo
+  Planner planner;  // refers to model and fabric
 };
 
 }  // namespace
 
 TEST_CASE("8K tokens on 128 GPUs: a small ring inside one NVLink node, data parallel for the rest") {
-  Study s;
-  const Fabric f(s.topo, 128);
-  Planner pl(s.model, f, CostParams::from_topology(s.topo));
+  Study s(128);
+  Planner& pl = s.planner;
   // 8K tokens of a 7B model fit on one GPU without checkpointing: the ring is one GPU
   // (a ring only adds steps); 32K do not, and the ring grows, inside one node.
   for (int64_t n : {int64_t{8192}, int64_t{32768}}) {
@@ -28,7 +32,9 @@ TEST_CASE("8K tokens on 128 GPUs: a small ring inside one NVLink node, data para
     CHECK(p.choice.cp <= 8);
     CHECK((n == 8192 || p.choice.cp >= 2));
     CHECK(p.choice.cp * p.choice.dp == 128);
-    for (int i = 1; i < p.choice.cp; ++i) CHECK(f.node_of(p.choice.order[i]) == f.node_of(p.choice.order[0]));
+    for (int i = 1; i < p.choice.cp; ++i) {
+      CHECK(s.fabric.node_of(p.choice.order[i]) == s.fabric.node_of(p.choice.order[0]));
+    }
     CHECK(p.predicted.fits);
     // A 128-GPU ring is far slower for so short a sequence.
     SearchPins big;
@@ -38,9 +44,8 @@ TEST_CASE("8K tokens on 128 GPUs: a small ring inside one NVLink node, data para
 }
 
 TEST_CASE("causal masks: striped or zigzag, never contiguous") {
-  Study s;
-  const Fabric f(s.topo, 64);
-  Planner pl(s.model, f, CostParams::from_topology(s.topo));
+  Study s(64);
+  Planner& pl = s.planner;
   for (int64_t n : {int64_t{131072}, int64_t{524288}}) {
     SearchPins pins;
     pins.cp = 16;
@@ -59,9 +64,8 @@ TEST_CASE("rail-optimised fat tree: flat rings across nodes take the rail-aware 
   // so both rings stream at the NIC's rate and the node-major one pays the two extra
   // spine crossings' latency each step (and the same NIC contention with FSDP: its
   // bottleneck may be named on a spine link, its bytes still cross the NICs).
-  Study s;
-  const Fabric f(s.topo, 128);
-  Planner pl(s.model, f, CostParams::from_topology(s.topo));
+  Study s(128);
+  Planner& pl = s.planner;
   SearchPins pins;
   pins.cp = 32;
   pins.schedule = Schedule::kFlat;
@@ -78,9 +82,8 @@ TEST_CASE("rail-optimised fat tree: flat rings across nodes take the rail-aware 
 }
 
 TEST_CASE("1M tokens on 128 A100s: the ring plan fits in 80 GB, FlashAttention + FSDP does not") {
-  Study s;
-  const Fabric f(s.topo, 128);
-  Planner pl(s.model, f, CostParams::from_topology(s.topo));
+  Study s(128);
+  Planner& pl = s.planner;
   const Plan p = pl.plan(study_job(128, 1 << 20));
   CHECK(p.predicted.fits);
   CHECK(p.predicted.memory_bytes_per_gpu <= 80.0 * (1 << 30));
@@ -94,9 +97,8 @@ TEST_CASE("1M tokens on 128 A100s: the ring plan fits in 80 GB, FlashAttention +
 }
 
 TEST_CASE("the plan stores the effective batch: whole sequences, at least one") {
-  Study s;
-  const Fabric f(s.topo, 16);
-  Planner pl(s.model, f, CostParams::from_topology(s.topo));
+  Study s(16);
+  Planner& pl = s.planner;
   const int64_t M = int64_t{1} << 20;
   CHECK(pl.best_ring_plan(study_job(16, M), {}).job.batch_tokens == 2 * M);  // default 2M
   Job j = study_job(16, M);
@@ -109,9 +111,8 @@ TEST_CASE("the plan stores the effective batch: whole sequences, at least one") 
 }
 
 TEST_CASE("pins: impossible ones are explained, memory-bound ones are kept and say why") {
-  Study s;
-  const Fabric f(s.topo, 16);
-  Planner pl(s.model, f, CostParams::from_topology(s.topo));
+  Study s(16);
+  Planner& pl = s.planner;
   SearchPins bad;
   bad.cp = 2;
   bad.schedule = Schedule::kBidirectional;
@@ -139,13 +140,12 @@ TEST_CASE("pins: impossible ones are explained, memory-bound ones are kept and s
 }
 
 TEST_CASE("Ulysses is infeasible when no ring size divides the heads, and says so") {
-  Study s;
+  Study s(16);
   ModelSpec m = s.model;
   m.heads = 3;
   m.kv_heads = 3;
   m.hidden = 3 * 128;
-  const Fabric f(s.topo, 16);
-  Planner pl(m, f, CostParams::from_topology(s.topo));
+  Planner pl(m, s.fabric, CostParams::from_topology(s.topo));
   const auto b = pl.baselines(study_job(16, 65536));
   REQUIRE(b.size() == 3);
   CHECK(b[2].strategy == Strategy::kUlysses);
@@ -154,9 +154,8 @@ TEST_CASE("Ulysses is infeasible when no ring size divides the heads, and says s
 }
 
 TEST_CASE("capacity search: the longest sequence that fits") {
-  Study s;
-  const Fabric f(s.topo, 16);
-  Planner pl(s.model, f, CostParams::from_topology(s.topo));
+  Study s(16);
+  Planner& pl = s.planner;
   const Plan p = pl.max_seq(study_job(16, 0));
   CHECK(p.predicted.fits);
   CHECK(p.job.seq_len % 32 == 0);
@@ -165,9 +164,8 @@ TEST_CASE("capacity search: the longest sequence that fits") {
 }
 
 TEST_CASE("the search covers the whole space and stays fast enough to count") {
-  Study s;
-  const Fabric f(s.topo, 128);
-  Planner pl(s.model, f, CostParams::from_topology(s.topo));
+  Study s(128);
+  Planner& pl = s.planner;
   SearchStats st;
   pl.best_ring_plan(study_job(128, 1 << 20), {}, &st);
   CHECK(st.candidates > 10000);
