@@ -139,8 +139,10 @@ std::vector<IterationSummary> summarize(const std::vector<Measurement>& records)
       s.kernel_flops_per_s += r.flops / r.compute;
       ++kernel_ranks[key.first];
     }
-    if (r.end - r.begin > s.step_s) {
-      s.step_s = r.end - r.begin;
+    s.step_s = std::max(s.step_s, r.end - r.begin);
+    // The busiest rank is the critical path: under an imbalanced load (contiguous causal)
+    // the light rank ends at the same time only because it waits for the heavy one.
+    if (r.compute > s.compute_s) {
       s.compute_s = r.compute;
       s.exposed_comm_s = r.wait;
     }

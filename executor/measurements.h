@@ -69,12 +69,13 @@ void write_measurements_jsonl(const std::vector<Measurement>& records, const std
 // Reads a measurements file; InputError names the file and line of a bad record.
 std::vector<Measurement> read_measurements_jsonl(const std::string& path);
 
-// Per timed iteration, from the slowest rank of that iteration (it sets the step time).
+// Per timed iteration: the step time of the slowest rank, the compute and exposed
+// communication of the busiest rank (the critical path; the planner predicts that rank).
 struct IterationSummary {
   int iteration = 0;
   double step_s = 0;          // slowest rank's time from its first op to its last
-  double compute_s = 0;       // that rank's kernel time (attention, accumulate)
-  double exposed_comm_s = 0;  // that rank's time blocked in wait
+  double compute_s = 0;       // busiest rank's kernel time (attention, accumulate)
+  double exposed_comm_s = 0;  // busiest rank's time blocked in wait
   double flops = 0;           // FLOPs executed, all ranks
   double useful_flops = 0;    // useful FLOPs, all ranks
   double kernel_flops_per_s = 0;  // executed FLOPs / kernel time, mean over ranks
