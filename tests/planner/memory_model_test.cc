@@ -82,13 +82,13 @@ TEST_CASE("memory grows with N and falls with CP") {
   for (Checkpointing ck : {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull}) {
     double prev = 0;
     for (int64_t n = 8192; n <= (int64_t{1} << 20); n *= 2) {
-      const double t = memory_breakdown(m, ring(16, 8), n, a100()).total();
+      const double t = memory_breakdown(m, ring(16, 8, ck), n, a100()).total();
       CHECK(t > prev);
       prev = t;
     }
     prev = 1e30;
     for (int cp = 1; cp <= 128; cp *= 2) {
-      const double t = memory_breakdown(m, ring(cp, 128 / cp), int64_t{1} << 20, a100()).total();
+      const double t = memory_breakdown(m, ring(cp, 128 / cp, ck), int64_t{1} << 20, a100()).total();
       CHECK(t < prev);
       prev = t;
     }
