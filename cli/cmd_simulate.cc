@@ -17,9 +17,7 @@
 #include "cli/table.h"
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
-#include "planner/profile.h"
 #include "planner/search.h"
-#include "planner/spec_library.h"
 #include "planner/units.h"
 #include "simulator/simulate.h"
 
@@ -41,33 +39,15 @@ struct SimulateCliOptions {
 };
 
 // The plan to simulate with the specs, fabric and costs it runs on.
-struct Subject {
-  Plan plan;
+struct Subject : LoadedPlanFile {
   std::string where;  // names the plan in messages
-  ModelSpec model;
-  Topology topology;
-  std::unique_ptr<Fabric> fabric;
-  CostParams cost;
 };
 
 Subject from_plan_file(const SimulateCliOptions& o) {
   if (o.gpus > 0 || !o.job.seq.empty()) {
     fail_input(kWhere, "--plan", "the plan fixes the GPUs and the sequence: drop --gpus and --seq");
   }
-  Subject s;
-  s.where = o.plan_path;
-  s.plan = read_plan_yaml(o.plan_path);
-  s.model = load_model(s.plan.job.model);
-  s.topology = load_topology(s.plan.job.topology);
-  const int max = s.topology.max_gpus();
-  if (s.plan.job.gpus < 1 || s.plan.job.gpus > max) {
-    fail_input(o.plan_path, "gpus", "must be in [1, " + std::to_string(max) + "], the GPUs of topology " +
-                                        s.topology.name + " (got " + std::to_string(s.plan.job.gpus) + ")");
-  }
-  s.fabric = std::make_unique<Fabric>(s.topology, s.plan.job.gpus);
-  s.cost = CostParams::from_topology(s.topology);
-  if (!o.job.profile.empty()) load_and_apply_profile(o.job.profile, *s.fabric, s.cost);
-  return s;
+  return {load_plan_file(o.plan_path, o.job.profile), o.plan_path};
 }
 
 Subject from_job(const SimulateCliOptions& o) {

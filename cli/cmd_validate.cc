@@ -27,13 +27,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/job_options.h"
 #include "cli/self_launch.h"
 #include "cli/table.h"
 #include "executor/measurements.h"
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
 #include "planner/profile.h"
-#include "planner/spec_library.h"
 
 namespace rm::cli {
 namespace {
@@ -63,14 +63,8 @@ double median(std::vector<double> v) {
 }
 
 Figures predict(const std::string& plan_path, const std::string& profile_path) {
-  const Plan plan = read_plan_yaml(plan_path);
-  const ModelSpec model = load_model(plan.job.model);
-  const Topology topo = load_topology(plan.job.topology);
-  const Fabric fabric(topo, plan.job.gpus);
-  CostParams cost = CostParams::from_topology(topo);
-  load_and_apply_profile(profile_path, fabric, cost);
-  CostModel cm(model, fabric, cost);
-  const Prediction p = cm.predict(plan.job, plan.choice);
+  const LoadedPlanFile l = load_plan_file(plan_path, profile_path);
+  const Prediction p = CostModel(l.model, *l.fabric, l.cost).predict(l.plan.job, l.plan.choice);
   return {p.step_time_s, p.attention_compute_s + p.linear_compute_s, p.exposed_comm_s};
 }
 

@@ -8,8 +8,19 @@
 namespace rm::cli {
 
 namespace {
+
 constexpr const char* kWhere = "command line";
+
+// The fabric for `gpus` GPUs of `topology` and its costs: the topology's defaults, then the
+// profile's calibrated values when one is given.
+void build_fabric_and_costs(const Topology& topology, int gpus, const std::string& profile,
+                            std::unique_ptr<Fabric>& fabric, CostParams& cost) {
+  fabric = std::make_unique<Fabric>(topology, gpus);
+  cost = CostParams::from_topology(topology);
+  if (!profile.empty()) load_and_apply_profile(profile, *fabric, cost);
 }
+
+}  // namespace
 
 void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   cmd->add_option("--model", o.model,
@@ -50,9 +61,7 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   r.job.batch_tokens = o.batch_tokens.empty() ? 0 : parse_size(o.batch_tokens, kWhere, "--batch-tokens");
   r.job.causal = o.causal;
   r.job.workload = parse_workload(o.workload, kWhere, "--workload");
-  r.fabric = std::make_unique<Fabric>(r.topology, gpus);
-  r.cost = CostParams::from_topology(r.topology);
-  if (!o.profile.empty()) load_and_apply_profile(o.profile, *r.fabric, r.cost);
+  build_fabric_and_costs(r.topology, gpus, o.profile, r.fabric, r.cost);
 
   SearchPins& p = r.pins;
   auto positive = [](const std::optional<int>& v, const char* name) {
@@ -74,6 +83,21 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   if (p.cp && gpus % *p.cp != 0)
     fail_input(kWhere, "--cp", "must divide --gpus " + std::to_string(gpus) + " (got " + std::to_string(*p.cp) + ")");
   return r;
+}
+
+LoadedPlanFile load_plan_file(const std::string& path, const std::string& profile) {
+  LoadedPlanFile l;
+  l.plan = read_plan_yaml(path);
+  l.model = load_model(l.plan.job.model);
+  l.topology = load_topology(l.plan.job.topology);
+  // The plan is what is wrong when its GPU count does not fit its topology: name it.
+  const int max = l.topology.max_gpus();
+  if (l.plan.job.gpus < 1 || l.plan.job.gpus > max) {
+    fail_input(path, "gpus", "must be in [1, " + std::to_string(max) + "], the GPUs of topology " +
+                                 l.topology.name + " (got " + std::to_string(l.plan.job.gpus) + ")");
+  }
+  build_fabric_and_costs(l.topology, l.plan.job.gpus, profile, l.fabric, l.cost);
+  return l;
 }
 
 }  // namespace rm::cli

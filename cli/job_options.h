@@ -53,4 +53,16 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size);
 // Throws InputError naming the option or file.
 ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len = 0);
 
+// A plan file with what it runs on: its specs, the fabric for its GPUs and the cost
+// parameters (the topology's defaults, then `profile` when not empty). Used by `simulate`
+// and `validate`. Throws InputError naming the plan file (or the spec or profile file).
+struct LoadedPlanFile {
+  Plan plan;
+  ModelSpec model;
+  Topology topology;
+  std::unique_ptr<Fabric> fabric;
+  CostParams cost;
+};
+LoadedPlanFile load_plan_file(const std::string& path, const std::string& profile);
+
 }  // namespace rm::cli
