@@ -417,8 +417,9 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
   const LayerTimes free = layer_times(job, ch, pat, a2a, true);
   const bool fwd_only = job.passes == Passes::kForward;
 
-  // FSDP collectives per layer, overlapped with the layer's compute.
-  double fsdp_exposed = 0;
+  // FSDP collectives per layer, overlapped with the layer's compute, and at each
+  // micro-step's ends (step workload), where nothing computes to hide them.
+  double fsdp_exposed = 0, fsdp_ends = 0;
   if (G > 1) {
     const double shard = m.layer_params() * gpu.element_bytes / G;
     const double ag = fsdp_collective_s(shard), rs = ag;
@@ -431,19 +432,16 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
     const double window_b = real.linear_bwd + real.attention_bwd - (same_links ? real.ring_busy_bwd : 0);
     fsdp_exposed = std::max(0.0, ag - std::max(0.0, window_f));
     if (!fwd_only) fsdp_exposed += std::max(0.0, ag + rs - std::max(0.0, window_b));
-  }
-  // A micro-step's ends compute nothing to hide FSDP behind (schedule.cc step_workload):
-  // it starts on the embedding's and layer 0's all-gathers, sharing links (layer 0's rest
-  // then shares them with layer 1's prefetch: 2·ag in all when the layer's is the larger),
-  // and ends on layer 0's and the embedding's reduce-scatters, sharing links (their sum).
-  // 3-3.5 % of an 8K step with pure data parallelism on dgx-a100-ib (short layers, many
-  // micro-steps).
-  double fsdp_ends = 0;
-  if (G > 1 && job.workload == Workload::kStep) {
-    const double ag = fsdp_collective_s(m.layer_params() * gpu.element_bytes / G);
-    const double ag_vocab =
-        fsdp_collective_s(static_cast<double>(m.vocab) * m.hidden * gpu.element_bytes / G);
-    fsdp_ends = std::max(2 * ag, ag + ag_vocab) + (fwd_only ? 0 : ag + ag_vocab);
+    // The ends (schedule.cc step_workload): a micro-step starts on the embedding's and
+    // layer 0's all-gathers, sharing links (layer 0's rest then shares them with layer 1's
+    // prefetch: 2·ag in all when the layer's is the larger), and ends on layer 0's and the
+    // embedding's reduce-scatters, sharing links (their sum). 3-3.5 % of an 8K step with
+    // pure data parallelism on dgx-a100-ib (short layers, many micro-steps).
+    if (job.workload == Workload::kStep) {
+      const double ag_vocab =
+          fsdp_collective_s(static_cast<double>(m.vocab) * m.hidden * gpu.element_bytes / G);
+      fsdp_ends = std::max(2 * ag, ag + ag_vocab) + (fwd_only ? 0 : rs + ag_vocab);
+    }
   }
 
   const LinearFlops lf = linear_flops_per_token(m);
