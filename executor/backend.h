@@ -79,9 +79,9 @@ class Backend {
   // input_value(seed, ...). Called once before any other call.
   virtual void setup(const AttentionShape& shape, const std::vector<int64_t>& tokens,
                      uint64_t seed) = 0;
-  // The ranks this rank's op list exchanges messages with (either direction), once after
-  // setup() and before the first transfer; each of them makes the same call naming this
-  // rank. The cuda backend creates its NCCL links here (executor/cuda/nccl_transport.h);
+  // The ranks this rank's op list exchanges messages with (either direction; a rank may
+  // appear more than once), once after setup() and before the first transfer; each of them
+  // makes the same call naming this rank. The cuda backend creates its NCCL links here (executor/cuda/nccl_transport.h);
   // the cpu backend needs nothing.
   virtual void connect(const std::vector<int>& peers) { (void)peers; }
   // The largest relative error (verify.h's measure) `--verify` accepts from this

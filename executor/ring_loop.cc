@@ -76,8 +76,6 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
   }
   // Every rank builds its loop at the same point, so the backend can set up its links
   // (NCCL communicators) to exactly the peers of the op list.
-  std::sort(peers.begin(), peers.end());
-  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
   be_.connect(peers);
 }
 

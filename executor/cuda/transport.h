@@ -31,7 +31,8 @@ class Transport {
   virtual ~Transport() = default;
   virtual std::string name() const = 0;
   // Sets up links to `peers` (ranks this rank will exchange messages with, either
-  // direction). Collective among those peers: each of them calls it with this rank.
+  // direction; repeats allowed). Collective among those peers: each of them calls it
+  // with this rank.
   virtual void connect(const std::vector<int>& peers) = 0;
   // Post a transfer; returns a request id. The region's producer has finished (the
   // backend's kernels are synchronous), so no stream ordering is needed before it.
