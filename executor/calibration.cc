@@ -119,7 +119,7 @@ Profile fit_profile(const std::vector<Measurement>& records, const Topology& top
   // Kernel curve.
   std::set<double> tile_sizes;
   for (const auto& s : alone)
-    if (!s.backward) tile_sizes.insert(4.0 * s.block_q * s.block_kv * s.head_dim);
+    if (!s.backward) tile_sizes.insert(KernelCurve::tile_flops(s.block_q, s.block_kv, s.head_dim));
   if (tile_sizes.empty())
     throw InputError("measurements: no attention_forward record without a transfer in flight "
                      "(with tile sizes and head_dim): nothing to fit the kernel curve on");

@@ -94,9 +94,8 @@ FitQuality fit_quality(const std::vector<double>& predicted, const std::vector<d
 }
 
 double predict_kernel_seconds(const KernelCurve& curve, double peak_flops, const KernelSample& s) {
-  double tile_flops = 4.0 * s.block_q * s.block_kv * s.head_dim;
-  double eff = curve.max_efficiency * tile_flops / (tile_flops + curve.half_flops);
-  double t = s.forward_flops / (peak_flops * eff);
+  const double eff = curve.efficiency_at(KernelCurve::tile_flops(s.block_q, s.block_kv, s.head_dim));
+  const double t = s.forward_flops / (peak_flops * eff);
   return s.backward ? t * curve.backward_factor : t;
 }
 
@@ -147,7 +146,7 @@ KernelFit fit_kernel_curve(const std::vector<KernelSample>& samples, double peak
   std::vector<double> inv_f, inv_eff;
   std::set<double> distinct;
   for (const auto* s : fwd) {
-    double tile_flops = 4.0 * s->block_q * s->block_kv * s->head_dim;
+    const double tile_flops = KernelCurve::tile_flops(s->block_q, s->block_kv, s->head_dim);
     inv_f.push_back(1.0 / tile_flops);
     distinct.insert(tile_flops);
     inv_eff.push_back(s->seconds * peak_flops / s->forward_flops);  // 1/eff of this point

@@ -9,8 +9,7 @@ double KernelCurve::tile_bytes(int bq, int bkv, int d) {
 
 double KernelCurve::efficiency(int bq, int bkv, int d) const {
   if (bq < 1 || bkv < 1 || d < 1 || !fits(bq, bkv, d)) return 0;
-  const double f = 4.0 * bq * bkv * d;
-  return max_efficiency * f / (f + half_flops);
+  return efficiency_at(tile_flops(bq, bkv, d));
 }
 
 }  // namespace rm

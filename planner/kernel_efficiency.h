@@ -19,6 +19,13 @@ struct KernelCurve {
   // Fraction of peak FLOP/s for tiles of bq x bkv with head dim d; 0 if the tile does
   // not fit in tile_bytes_limit.
   double efficiency(int bq, int bkv, int d) const;
+  // The curve alone at F = tile_flops(bq, bkv, d), without the on-chip fit check (the
+  // calibration fits use it while tile_bytes_limit is still unset).
+  double efficiency_at(double tile_flops) const {
+    return max_efficiency * tile_flops / (tile_flops + half_flops);
+  }
+  // F: the FLOPs of one (bq x bkv) tile of one head.
+  static double tile_flops(int bq, int bkv, int d) { return 4.0 * bq * bkv * d; }
   // Bytes of one tile's working set: Q tile, K and V tiles (bf16) and the fp32 scores.
   static double tile_bytes(int bq, int bkv, int d);
   bool fits(int bq, int bkv, int d) const { return tile_bytes(bq, bkv, d) <= tile_bytes_limit; }
