@@ -67,31 +67,49 @@ struct KernelPoint {
   bool causal, backward;
 };
 
-double time_kernel(Context& ctx, const KernelPoint& p, double* start) {
-  auto be = make_backend(ctx.backend);
-  AttentionShape shape{p.c, p.d, ctx.grid.heads, ctx.grid.kv_heads, p.bq, p.bkv, p.causal};
-  const auto tokens = iota_tokens(p.c);
-  be->setup(shape, tokens, kSeed);
-  be->alloc(0, BufferRole::kKv);
-  be->load_own_kv(0);
-  be->alloc(1, BufferRole::kDkv);
-  be->begin_forward();
-  be->attention_forward(0, tokens);  // warm-up; also the lse the backward needs
-  if (p.backward) {
-    be->begin_backward();
-    be->attention_backward(0, tokens, 1);  // warm-up
-  }
-  be->synchronize();
-  MPI_Barrier(MPI_COMM_WORLD);
-  std::vector<double> t;
-  for (int r = 0; r < ctx.grid.repeats; ++r) {
-    const double t0 = be->now();
-    if (p.backward)
-      be->attention_backward(0, tokens, 1);
+// A backend set up for kernel point p: its own K,V in buffer 0, `arriving` more K,V
+// buffers after it (blocks in flight), then the dK,dV buffer; the forward run once (the lse
+// a backward needs, and a warm-up) and, for a backward point, switched to backward.
+struct KernelBench {
+  std::unique_ptr<Backend> be;
+  std::vector<int64_t> tokens;
+  bool backward = false;
+  int dkv = 0;
+  // One kernel call at the point, finished.
+  void call() {
+    if (backward)
+      be->attention_backward(0, tokens, dkv);
     else
       be->attention_forward(0, tokens);
     be->synchronize();
-    t.push_back(be->now() - t0);
+  }
+};
+
+KernelBench kernel_bench(const Context& ctx, const KernelPoint& p, int arriving) {
+  KernelBench k{make_backend(ctx.backend), iota_tokens(p.c), p.backward, 1 + arriving};
+  k.be->setup({p.c, p.d, ctx.grid.heads, ctx.grid.kv_heads, p.bq, p.bkv, p.causal}, k.tokens, kSeed);
+  k.be->alloc(0, BufferRole::kKv);
+  k.be->load_own_kv(0);
+  for (int b = 1; b <= arriving; ++b) k.be->alloc(b, BufferRole::kKv);
+  k.be->alloc(k.dkv, BufferRole::kDkv);
+  k.be->begin_forward();
+  k.be->attention_forward(0, k.tokens);
+  if (p.backward) k.be->begin_backward();
+  return k;
+}
+
+double time_kernel(Context& ctx, const KernelPoint& p, double* start) {
+  KernelBench k = kernel_bench(ctx, p, 0);
+  if (p.backward)
+    k.call();  // warm-up (the forward's was kernel_bench's)
+  else
+    k.be->synchronize();
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::vector<double> t;
+  for (int r = 0; r < ctx.grid.repeats; ++r) {
+    const double t0 = k.be->now();
+    k.call();
+    t.push_back(k.be->now() - t0);
   }
   *start = ctx.clock.since();
   return median(t);
@@ -240,25 +258,10 @@ void overlap_points(Context& ctx) {
   for (int64_t c : ctx.grid.tokens) {
     for (bool backward : {false, true}) {
       const KernelPoint p{c, 64, 64, d, false, backward};
-      auto be = make_backend(ctx.backend);
-      const auto tokens = iota_tokens(p.c);
-      be->setup({p.c, p.d, ctx.grid.heads, ctx.grid.kv_heads, p.bq, p.bkv, p.causal}, tokens, kSeed);
+      KernelBench k = kernel_bench(ctx, p, 1);  // buffer 1: the next block, arriving
+      Backend* be = k.be.get();
       be->connect({next, prev});
-      be->alloc(0, BufferRole::kKv);  // the block held: computed on and sent
-      be->load_own_kv(0);
-      be->alloc(1, BufferRole::kKv);  // the next block, arriving
-      be->alloc(2, BufferRole::kDkv);
-      be->begin_forward();
-      be->attention_forward(0, tokens);  // the lse the backward needs
-      if (backward) be->begin_backward();
-      const size_t bytes = be->bytes_of(0);
-      auto kernel = [&] {
-        if (backward)
-          be->attention_backward(0, tokens, 2);
-        else
-          be->attention_forward(0, tokens);
-        be->synchronize();
-      };
+      const size_t bytes = be->bytes_of(0);  // the block held: computed on and sent
 
       struct Rep { double post, kernel, wait; };
       std::vector<Rep> reps;
@@ -266,14 +269,14 @@ void overlap_points(Context& ctx) {
       for (int r = 0; r < ctx.grid.repeats + 1; ++r) {  // the first of each is the warm-up
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = ctx.clock.since();
-        kernel();
+        k.call();
         if (r > 0) alone.push_back(ctx.clock.since() - t0);
         MPI_Barrier(MPI_COMM_WORLD);
         t0 = ctx.clock.since();
         const int rq = be->irecv(1, 0, bytes, prev, kTagBase + 50);
         const int sq = be->isend(0, 0, bytes, next, kTagBase + 50);
         const double t1 = ctx.clock.since();
-        kernel();
+        k.call();
         const double t2 = ctx.clock.since();
         be->wait(rq);
         be->wait(sq);
@@ -289,10 +292,10 @@ void overlap_points(Context& ctx) {
       recv.start = m.post;
       recv.seconds = m.kernel + m.wait;
       ctx.out.push_back(recv);
-      Measurement k = kernel_record(ctx, p);
-      k.start = m.post;
-      k.seconds = m.kernel;
-      ctx.out.push_back(k);
+      Measurement kr = kernel_record(ctx, p);
+      kr.start = m.post;
+      kr.seconds = m.kernel;
+      ctx.out.push_back(kr);
       Measurement w = ctx.record("wait");
       w.start = m.post + m.kernel;
       w.seconds = m.wait;
