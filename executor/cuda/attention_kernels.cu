@@ -696,10 +696,11 @@ void launch_fwd_tiles(const AttentionDims& dims, Tiles tiles, const KernelArgs& 
 
 // Backward tiles: 64 keys per dK,dV CTA (4 warps); query tiles of 64 (d <= 64) or 32
 // (d = 128, to keep the dK, dV, S^T and dP^T accumulators in registers).
+constexpr int kBmDq = 64, kBnDq = 64;
+
 template <int D>
 void launch_bwd(const AttentionDims& dims, const KernelArgs& a, cudaStream_t stream) {
   constexpr int kBmDkdv = D <= 64 ? 64 : 32, kBnDkdv = 64;
-  constexpr int kBmDq = 64, kBnDq = 64;
   using CfgDq = DqCfg<D, kBmDq, kBnDq>;
   using CfgKv = DkdvCfg<D, kBmDkdv, kBnDkdv>;
   launch(dq_kernel<D, kBmDq, kBnDq>, dim3(host_tile_count(dims.c_q, a.seg_q, kBmDq), dims.h),
@@ -726,6 +727,8 @@ void throw_cuda_error(const char* op, const std::string& reason, const char* fil
 Tiles forward_tiles(Tiles requested) {
   return {requested.block_q >= 128 ? 128 : 64, requested.block_kv >= 128 ? 128 : 64};
 }
+
+Tiles backward_tiles() { return {kBmDq, kBnDq}; }
 
 bool head_dim_supported(int d) { return d == 32 || d == 64 || d == 128; }
 

@@ -58,6 +58,9 @@ struct Tiles {
 };
 // The tiles the forward kernel really runs for a request (what the measurements record).
 Tiles forward_tiles(Tiles requested);
+// The tiles of the backward's dQ kernel (its dK,dV kernel tiles keys by 64 and queries by
+// 64 or 32, see attention_kernels.cu); whatever the plan requested.
+Tiles backward_tiles();
 // Head dims the kernels are instantiated for.
 bool head_dim_supported(int d);
 

@@ -25,6 +25,7 @@ namespace rm::exec {
 namespace {
 
 using gpu::bf16;
+using gpu::check_mpi;
 using gpu::CudaError;
 
 // bf16 <-> fp32 on the host: bf16 is the top half of an fp32 (round to nearest even).
@@ -56,10 +57,6 @@ double timeout_from_env() {
     throw InputError("RINGMASTER_CUDA_TIMEOUT: expected a positive number of seconds (got '" +
                      std::string(s) + "')");
   return v;
-}
-
-void check_mpi(int rc, const char* op) {
-  if (rc != MPI_SUCCESS) gpu::throw_cuda_error(op, "MPI error " + std::to_string(rc), __FILE__, __LINE__);
 }
 
 // One cudaMalloc'd allocation, freed with the owner.
@@ -149,9 +146,14 @@ class CudaBackend final : public Backend {
     RM_CUDA_CHECK(cudaMallocHost(&kv_tok_host_, kv_tok_.bytes()), "cudaMallocHost (tokens)");
   }
 
-  void connect(const std::vector<int>& peers) override { transport_->connect(peers); }
+  void connect(const std::vector<int>& group) override { transport_->connect(group); }
 
   double verify_tolerance() const override { return kBf16VerifyTolerance; }
+
+  AttentionTiles tiles_run(bool backward) const override {
+    const gpu::Tiles t = backward ? gpu::backward_tiles() : gpu::forward_tiles(tiles_);
+    return {t.block_q, t.block_kv};
+  }
 
   // --- schedule buffers -----------------------------------------------------------------
 
@@ -257,6 +259,9 @@ class CudaBackend final : public Backend {
   }
 
   // --- transfers --------------------------------------------------------------------------
+
+  void begin_phase() override { transport_->begin_phase(); }
+  void end_phase() override { transport_->end_phase(); }
 
   int isend(int buffer, std::size_t offset, std::size_t bytes, int peer, int tag) override {
     return transport_->isend(region(buffer, offset, bytes), peer, tag);

@@ -8,6 +8,9 @@
 //   transport  = RINGMASTER_CUDA_TRANSPORT (nccl | local) when set; otherwise local when
 //                the job is one node whose ranks outnumber its GPUs, else nccl (which
 //                refuses ranks sharing a GPU: NCCL needs one GPU per rank)
+// connect() hands the ring's ranks to the transport (nccl: the ring's communicator), and
+// begin_phase()/end_phase() bracket each posting phase (nccl: one ncclGroupStart/End on
+// the communication stream; the compute stream never joins a group).
 // Kernels run on the rank's compute stream and the calls return when they finish
 // (backend.h); while waiting, the backend keeps the transport progressing, so local
 // copies overlap the kernels. A transfer that makes no progress for the timeout

@@ -18,7 +18,7 @@ void run_one_rank(AttentionShape shape) {
   const uint64_t seed = 3;
   auto be = make_backend("cuda");
   be->setup(shape, tokens, seed);
-  be->connect({});
+  be->connect({0});  // a ring of one: this rank
   const int kv = 0, acc = 1, partial = 2;
   be->alloc(kv, BufferRole::kKv);
   be->alloc(acc, BufferRole::kDkv);

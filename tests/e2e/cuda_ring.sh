@@ -3,7 +3,8 @@
 # cuda --verify` for flat and bidirectional rings (contiguous, striped, zigzag; causal and
 # not; GQA and MHA; sub-blocked transfers) and the hierarchical ring (two 8-GPU nodes).
 # On a machine with fewer GPUs than ranks the ranks share them through the local
-# transport (executor/cuda/local_transport.h), so one GPU runs all of it.
+# transport (executor/cuda/local_transport.h), so one GPU runs all of it. Last, a ring with
+# two receives swapped must stop with the message contract's error (local transport).
 # Usage: cuda_ring.sh <ringmaster> <source-dir>. Exit 77 = skipped (no GPU, or a build
 # without the cuda backend).
 set -u
@@ -53,6 +54,20 @@ check tiny 4 1024 --schedule flat --load-balance zigzag --causal --kv-subblocks 
 check llama2-7b 2 2048 --schedule flat --load-balance zigzag --causal --block-q 64 --block-kv 64
 check tiny 16 2048 --schedule hierarchical --load-balance zigzag --causal
 check tiny 16 2048 --schedule hierarchical --load-balance contiguous --no-causal
+
+# The message contract is enforced on the GPU too: the local transport (a ring of 4 on one
+# GPU) stops a ring whose rank 1 posts two receives in swapped order, naming the link.
+runs=$((runs + 1))
+"$bin" plan --model tiny --topology dgx-h200-ib --gpus 4 --cp 4 --seq 1024 --workload attention \
+  --schedule flat --load-balance zigzag --causal -o "$tmp/plan.yaml" >"$tmp/plan.out" 2>&1
+out=$(CUDA_VISIBLE_DEVICES=0 RINGMASTER_CUDA_TRANSPORT=local "RINGMASTER_FAULT=swap:rank=1,step=1" \
+      timeout 120 "$bin" run --plan "$tmp/plan.yaml" --backend cuda --iters 1 --timeout-s 30 2>&1)
+rc=$?
+if [[ $rc -ne 0 && $rc -ne 124 && $out =~ message\ contract\ broken\ on\ link\ [0-9]+\ -\>\ 1 ]]; then
+  echo "ok: swapped receives stopped: $(grep -m1 -o 'message contract broken.*' <<<"$out")"
+else
+  fail "swapped receives on the local transport: exit $rc, no contract error: $(tail -5 <<<"$out")"
+fi
 
 echo "cuda ring: $runs runs, $failures failed"
 [[ $failures -eq 0 ]]
