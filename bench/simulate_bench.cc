@@ -3,7 +3,7 @@
 // scaled to 128 nodes: 4 leaf groups of 32 nodes per rail under a non-blocking spine).
 // Counters: simulated step time, SimGrid activities (comms; sleeps for computes and step syncs) and ops, and
 // activities per wall second. The 128-GPU step is replayed with 16 of the 32 identical
-// layers and extrapolated (replay.h; "layers" counter) or with all of them (AllLayers);
+// layers and extrapolated (layer_weights.h; "layers" counter) or with all of them (AllLayers);
 // the GPU-count series with one layer forward and backward standing for all 32 (the
 // planner picks rings of G/2 there, and a ring's simulated work grows as P^2).
 //

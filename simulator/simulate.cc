@@ -7,6 +7,7 @@
 #include "planner/cost_model.h"
 #include "planner/schedule.h"
 #include "planner/units.h"
+#include "simulator/layer_weights.h"
 
 namespace rm::sim {
 
@@ -20,7 +21,7 @@ Simulation simulate_plan(const Plan& plan, const ModelSpec& model, const Fabric&
   OpSchedule schedule = generate_schedule(plan, model, fabric, so);
   if (schedule.layer_multiplier > 1 && schedule.layers_emitted < kMinEmittedLayers &&
       options.max_layers >= kMinEmittedLayers) {
-    // No steady-state layers to extrapolate from (replay.h): simulate them all.
+    // No steady-state layers to extrapolate from (layer_weights.h): simulate them all.
     so.max_layers = 0;
     schedule = generate_schedule(plan, model, fabric, so);
   }

@@ -17,7 +17,7 @@ namespace rm::sim {
 
 struct SimulateOptions {
   // Layers the schedule emits (0 = all). A model's layers are identical, so 16 of
-  // them, extrapolated as replay.h says, give the step time of all of them at a fraction
+  // them, extrapolated as layer_weights.h says, give the step time of all of them at a fraction
   // of the simulation time. The generator emits a divisor of the model's layer count;
   // where none is in [kMinEmittedLayers, max_layers], all layers are simulated.
   int max_layers = 16;

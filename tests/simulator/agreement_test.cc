@@ -15,6 +15,7 @@
 #include "planner/search.h"
 #include "planner/spec_library.h"
 #include "simulator/simulate.h"
+#include "tests/simulator/test_jobs.h"
 
 using namespace rm;
 
@@ -31,16 +32,6 @@ struct Compared {
            predicted.memory_bytes_per_gpu;
   }
 };
-
-Job job(const Topology& topo, int gpus, int64_t seq, Workload w) {
-  Job j;
-  j.model = kDefaultModel;
-  j.topology = topo.name;
-  j.gpus = gpus;
-  j.seq_len = seq;
-  j.workload = w;
-  return j;
-}
 
 // The planner's best plan under the pins, then its replay.
 // `cost` defaults to the topology's (a calibrated profile's fields otherwise).
@@ -92,7 +83,7 @@ void check_attention(const Topology& topo, const ModelSpec& model, int gpus, int
   pins.schedule = sched;
   pins.load_balance = lb;
   if (!order.empty()) pins.order = order;
-  const Compared c = plan_and_simulate(topo, model, job(topo, gpus, seq, Workload::kAttention), pins);
+  const Compared c = plan_and_simulate(topo, model, make_job(topo, gpus, seq, Workload::kAttention), pins);
   CHECK(c.time_error() < 0.02);
   worst.add(c, false);
 }
@@ -134,7 +125,7 @@ TEST_CASE("a calibrated profile's transfer overlap and link latency: step time w
         pins.schedule = sched;
         pins.load_balance = LoadBalance::kZigzag;
         const Compared c =
-            plan_and_simulate(topo, model, job(topo, 8, 131072, Workload::kAttention), pins, &cost);
+            plan_and_simulate(topo, model, make_job(topo, 8, 131072, Workload::kAttention), pins, &cost);
         // Bidirectional backward steps compute two blocks while K,V travel; the planner
         // lets only the first hide them (cost_model.cc), the replay charges each transfer
         // against the compute actually between its post and wait: 3.5 % apart at o = 0.
@@ -175,7 +166,7 @@ TEST_CASE("training steps (FSDP, all layers extrapolated): step time and peak me
     CAPTURE(sc.gpus);
     CAPTURE(sc.seq);
     const Topology topo = load_topology(sc.topo);
-    const Compared c = plan_and_simulate(topo, model, job(topo, sc.gpus, sc.seq, Workload::kStep), {});
+    const Compared c = plan_and_simulate(topo, model, make_job(topo, sc.gpus, sc.seq, Workload::kStep), {});
     CHECK(c.time_error() < 0.02);
     CHECK(c.memory_error() < 0.02);
     worst.add(c, true);
@@ -195,7 +186,7 @@ TEST_CASE("the layer extrapolation matches simulating every layer") {
   // boundary effects reach furthest into the emitted layers (replay.h).
   for (int64_t seq : {int64_t{131072}, int64_t{8192}}) {
     CAPTURE(seq);
-    const Plan plan = Planner(model, fabric, cost).best_ring_plan(job(topo, 16, seq, Workload::kStep), {});
+    const Plan plan = Planner(model, fabric, cost).best_ring_plan(make_job(topo, 16, seq, Workload::kStep), {});
     sim::SimulateOptions all;
     all.max_layers = 0;
     const sim::Simulation full = sim::simulate_plan(plan, model, fabric, cost, all);
@@ -229,7 +220,7 @@ TEST_CASE("oversubscribed spine: the replay shows the slowdown, the planner with
       for (int n : nodes) order.push_back(8 * n + r);
     return order;
   };
-  const Job j = job(topo, 32, 32768, Workload::kAttention);
+  const Job j = make_job(topo, 32, 32768, Workload::kAttention);
   ch.order = rings({0, 2, 1, 3});
   const Compared naive = predict_and_simulate(topo, model, j, ch);
   ch.order = rings({0, 1, 2, 3});
@@ -250,7 +241,7 @@ TEST_CASE("oversubscribed spine: the replay shows the slowdown, the planner with
 TEST_CASE("naive order on the PCIe box: the replay shows the slowdown, the planner within 10 %") {
   const Topology topo = load_topology("pcie-8gpu-box");
   const ModelSpec model = load_model(kDefaultModel);
-  const Job j = job(topo, 8, 65536, Workload::kAttention);
+  const Job j = make_job(topo, 8, 65536, Workload::kAttention);
   PlanChoice ch;
   ch.cp = 8;
   ch.dp = 1;
@@ -275,7 +266,7 @@ TEST_CASE("a plan that does not match its topology is an InputError naming the f
   const ModelSpec model = load_model(kDefaultModel);
   const Fabric fabric(topo, 8);
   const CostParams cost = CostParams::from_topology(topo);
-  Plan plan = Planner(model, fabric, cost).best_ring_plan(job(topo, 8, 32768, Workload::kAttention), {});
+  Plan plan = Planner(model, fabric, cost).best_ring_plan(make_job(topo, 8, 32768, Workload::kAttention), {});
   auto message = [&](const Plan& p) {
     try {
       sim::simulate_plan(p, model, fabric, cost, {}, "bad.yaml");

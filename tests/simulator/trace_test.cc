@@ -16,6 +16,7 @@
 #include "planner/spec_library.h"
 #include "planner/trace_events.h"
 #include "simulator/simulate.h"
+#include "tests/simulator/test_jobs.h"
 
 using namespace rm;
 
@@ -24,13 +25,8 @@ TEST_CASE("simulate --trace: valid trace-event JSON, one process per GPU, comput
   const ModelSpec model = load_model(kDefaultModel);
   const Fabric fabric(topo, 16);
   const CostParams cost = CostParams::from_topology(topo);
-  Job job;
-  job.model = kDefaultModel;
-  job.topology = topo.name;
-  job.gpus = 16;
-  job.seq_len = 131072;
-  job.workload = Workload::kLayer;
-  const Plan plan = Planner(model, fabric, cost).best_ring_plan(job, {});
+  const Plan plan =
+      Planner(model, fabric, cost).best_ring_plan(make_job(topo, 16, 131072, Workload::kLayer), {});
   const std::string path = "/tmp/rm_trace_test_" + std::to_string(::getpid()) + ".json";
   sim::SimulateOptions so;
   so.replay.trace_path = path;

@@ -1,0 +1,299 @@
+// The SimGrid replay (see simgrid_replay.h): one actor per GPU walks its op list.
+#include "simulator/simgrid_replay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+#include <simgrid/s4u.hpp>
+
+#include "simulator/collective_ring.h"
+#include "simulator/layer_weights.h"
+#include "simulator/message_matching.h"
+#include "simulator/platform.h"
+#include "simulator/replay_trace.h"
+
+namespace sg4 = simgrid::s4u;
+
+namespace rm::sim {
+
+namespace {
+
+// Both sides of a transfer hold it. Each side posts its half (a put or a get) on the
+// mailbox the first poster took from the pool; SimGrid starts the comm when the second
+// half arrives, and each side waits for its own half. A mailbox holds one half-posted
+// transfer at a time, so its first-come matching pairs exactly the two halves the table
+// (message_matching.h) paired; the second poster returns it to the pool. (Host-to-host
+// Comm::sendto_async would need no mailbox, but SimGrid 3.32 keeps all of those comms in
+// one list and removes each from it by a linear scan: ~G² activities x O(G) at 1,024 GPUs.)
+struct Transfer {
+  int src = 0, dst = 0;
+  double bytes = 0;
+  const Op* op = nullptr;  // the first poster's op (trace names)
+  sg4::Mailbox* mailbox = nullptr;
+  void* received = nullptr;  // the get's payload slot (SimGrid writes it on completion)
+  bool traced = false;
+};
+
+struct Half {
+  std::shared_ptr<Transfer> t;
+  sg4::CommPtr comm;  // this side's put or get
+};
+
+struct Request {
+  Half a, b;                       // b: a collective's incoming flow
+  double extra_latency_s = 0;      // a collective's further ring-step latencies
+  double busy_at_post_s = 0;       // the GPU's compute seconds when it posted this
+  int post_group = 0;              // compute ops run before it was posted (see kWait)
+};
+
+struct GpuState {
+  Weighted elapsed, busy, exposed;
+  bool finished = false;
+};
+
+class SimGridReplay {
+ public:
+  SimGridReplay(const OpSchedule& s, const Fabric& f, const CostParams& c, const ReplayOptions& o)
+      : s_(s), fabric_(f), costs_(c), opt_(o), G_(f.gpus()), weights_(s), rings_(collective_rings(s, G_)),
+        gpus_(G_), trace_(o.trace_path, o.trace_title), messages_(G_) {}
+
+  SimGridFigures run() {
+    const auto wall0 = std::chrono::steady_clock::now();
+    wall_last_ = wall0;
+    int argc = 2;
+    // SimGrid's informational lines (configuration changes) would clutter ringmaster's
+    // output; its warnings and errors still show.
+    char arg0[] = "ringmaster", arg1[] = "--log=root.thres:warning";
+    char* argv[] = {arg0, arg1, nullptr};
+    // Never destroyed: the child _exits after reporting, and tearing SimGrid down only
+    // prints warnings about activities the actors left to the refcounts.
+    auto* engine = new sg4::Engine(&argc, argv);
+    configure_network_model();
+    // Actors only walk op lists: small stacks keep 1,024 of them cheap.
+    sg4::Engine::set_config("contexts/stack-size:256");
+    Platform platform(fabric_, costs_);
+    add_routes(platform);
+    platform.seal();
+    for (int g = 0; g < G_; ++g) {
+      sg4::Actor::create("gpu" + std::to_string(g), platform.host(g), [this, g] { gpu(g); });
+    }
+    engine->run();
+
+    SimGridFigures out;
+    SimGridScalars& sc = out.scalars;
+    sc.replayed_time_s = sg4::Engine::get_clock();
+    sc.routes = platform.routes();
+    sc.activities = activities_;
+    sc.ops = ops_;
+    out.gpus.resize(G_);
+    for (int g = 0; g < G_; ++g) {
+      if (!gpus_[g].finished) {
+        throw std::runtime_error("the simulation stopped with GPU " + std::to_string(g) +
+                                 " still waiting: a transfer whose other side is never posted");
+      }
+      GpuTimes& t = out.gpus[g];
+      t.end_s = gpus_[g].elapsed.sum;
+      t.busy_s = gpus_[g].busy.sum;
+      t.exposed_comm_s = gpus_[g].exposed.sum;
+      sc.time_s = std::max(sc.time_s, t.end_s);
+    }
+    trace_.write(s_);
+    sc.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    return out;
+  }
+
+ private:
+  // What it replays, on what, at what rates, with what output.
+  const OpSchedule& s_;
+  const Fabric& fabric_;
+  const CostParams& costs_;
+  const ReplayOptions& opt_;
+  int G_;
+  LayerWeights weights_;
+  std::vector<std::vector<RingNeighbours>> rings_;
+  std::vector<GpuState> gpus_;
+  ReplayTrace trace_;
+  MessageTable<std::shared_ptr<Transfer>> messages_;  // half-posted transfers
+  std::vector<sg4::Mailbox*> free_mailboxes_;
+  int mailboxes_ = 0;
+  int64_t activities_ = 0, ops_ = 0, ops_total_ = 0;
+  std::chrono::steady_clock::time_point wall_last_;
+
+  // Only the pairs the op lists use get a route (platform.h).
+  void add_routes(Platform& p) {
+    for (const RankSchedule& r : s_.ranks) {
+      ops_total_ += static_cast<int64_t>(r.ops.size());
+      for (const Op& op : r.ops) {
+        if (op.kind == OpKind::kSend) p.add_route(r.gpu, op.peer);
+        if (op.kind == OpKind::kCollective) p.add_route(r.gpu, rings_[op.group][r.gpu].succ);
+      }
+    }
+  }
+
+  // Posts end `e` of a transfer: a put from its source, a get at its destination.
+  Half post(const MessageEnd& e, const Op& op) {
+    // Creating a mailbox is a simcall, during which other actors run and may post the
+    // other half: so first, before the table is read.
+    if (free_mailboxes_.empty()) {
+      free_mailboxes_.push_back(sg4::Mailbox::by_name(std::to_string(mailboxes_++)));
+    }
+    auto [t, first] = messages_.post(e, [&] {
+      auto made = std::make_shared<Transfer>();
+      made->src = e.src;
+      made->dst = e.dst;
+      made->bytes = e.bytes;
+      made->op = &op;
+      made->mailbox = free_mailboxes_.back();
+      free_mailboxes_.pop_back();
+      return made;
+    });
+    if (!first) {
+      free_mailboxes_.push_back(t->mailbox);  // empty again once this half matches
+      ++activities_;
+    }
+    Half h{t, nullptr};
+    // The source's end is the put, the destination's the get (a GPU's transfer to itself,
+    // a one-member collective, posts the put, then the get).
+    if (e.sender) {
+      h.comm = t->mailbox->put_async(t.get(), static_cast<uint64_t>(std::llround(e.bytes)));
+    } else {
+      h.comm = t->mailbox->get_async<void>(&t->received);
+    }
+    return h;
+  }
+
+  void wait(const Half& h) {
+    h.comm->wait();
+    Transfer& t = *h.t;
+    if (trace_.on() && !t.traced) {
+      t.traced = true;
+      const double start = h.comm->get_start_time();
+      trace_.transfer(*t.op, t.src, t.dst, t.bytes, start, h.comm->get_finish_time() - start);
+    }
+  }
+
+  void progress() {
+    if ((++ops_ & 0xFFF) != 0 || !opt_.progress) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - wall_last_ < std::chrono::seconds(1)) return;
+    wall_last_ = now;
+    std::fprintf(stderr, "simulate: %3.0f%% of %lld ops, simulated clock %.3f s\n",
+                 100.0 * ops_ / ops_total_, static_cast<long long>(ops_total_), sg4::Engine::get_clock());
+  }
+
+  // One GPU's actor: its op list in order.
+  void gpu(int g) {
+    GpuState& st = gpus_[g];
+    const auto& ops = s_.ranks[g].ops;
+    std::vector<Request> reqs;
+    int in_flight = 0;  // transfers posted and not yet waited for (interference)
+    double busy_s = 0;  // compute seconds so far (unweighted)
+    int computes = 0;   // compute ops run so far
+    // Partial overlap (CostParams::transfer_overlap o < 1): the planner charges a ring step
+    // c + x - o·min(c, x), i.e. max(c, x) + (1 - o)·min(c, x), where x is the step's
+    // transfer and c the compute it overlaps. The replay already gives max(c, x), so each
+    // wait adds (1 - o)·min(c, x) for its transfer, c being the compute run between its
+    // post and the wait. Transfers posted together (no compute between: one step's sends
+    // and receives) pay once, the largest of theirs: paid_by_group tracks what was paid.
+    std::unordered_map<int, double> paid_by_group;
+    auto request = [&](int id) -> Request& {
+      if (id >= static_cast<int>(reqs.size())) reqs.resize(id + 1);
+      return reqs[id];
+    };
+    for (const Op& op : ops) {
+      const double t0 = sg4::Engine::get_clock();
+      if (op.overhead_s > 0) {
+        sg4::this_actor::sleep_for(op.overhead_s);
+        ++activities_;
+        st.exposed.add(weights_, op, op.overhead_s);
+      }
+      switch (op.kind) {
+        case OpKind::kCompute: {
+          if (op.flops <= 0) break;
+          double flops = op.flops / op.efficiency;
+          // The cost model slows ring-step compute beside a transfer (cost_params.h).
+          const bool attention = op.compute == ComputeKind::kAttentionForward ||
+                                 op.compute == ComputeKind::kAttentionBackward;
+          if (attention && op.step > 0 && in_flight > 0) flops *= costs_.overlap_interference;
+          const double start = sg4::Engine::get_clock();
+          // Each host runs one actor and its ops in sequence, so a compute op never shares
+          // the CPU: a sleep of flops / peak takes exactly as long as the exec would, at a
+          // third of the cost in SimGrid 3.32 (an exec's activity bookkeeping and CPU
+          // model update; the 512-GPU replay took half the time).
+          sg4::this_actor::sleep_for(flops / costs_.peak_flops);
+          ++activities_;
+          const double dur = sg4::Engine::get_clock() - start;
+          st.busy.add(weights_, op, dur);
+          busy_s += dur;
+          ++computes;
+          trace_.compute(g, op, start, dur);
+          break;
+        }
+        case OpKind::kSend:
+        case OpKind::kRecv: {
+          Request& r = request(op.request);
+          r.a = post(transfer_end(g, op), op);
+          r.busy_at_post_s = busy_s;
+          r.post_group = computes;
+          ++in_flight;
+          break;
+        }
+        case OpKind::kCollective: {
+          const RingNeighbours& n = rings_[op.group][g];
+          const auto [out, in] = collective_flows(n, g, op);
+          Request& r = request(op.request);
+          r.a = post(out, op);
+          r.b = post(in, op);
+          r.extra_latency_s = (n.size - 2) * costs_.route_latency_s(fabric_, g, n.succ);
+          break;
+        }
+        case OpKind::kWait: {
+          Request& r = request(op.request);
+          const double start = sg4::Engine::get_clock();
+          if (r.a.t) wait(r.a);
+          if (r.b.t) wait(r.b);
+          double extra_s = r.extra_latency_s;
+          if (!r.b.t && r.a.t && costs_.transfer_overlap < 1) {
+            const double x = r.a.comm->get_finish_time() - r.a.comm->get_start_time();
+            const double due = (1 - costs_.transfer_overlap) * std::min(busy_s - r.busy_at_post_s, x);
+            double& paid = paid_by_group[r.post_group];
+            if (due > paid) {
+              extra_s += due - paid;
+              paid = due;
+            }
+          }
+          if (extra_s > 0) {
+            sg4::this_actor::sleep_for(extra_s);
+            ++activities_;
+          }
+          if (!r.b.t) --in_flight;
+          st.exposed.add(weights_, op, sg4::Engine::get_clock() - start);
+          r = Request{};
+          break;
+        }
+        case OpKind::kAlloc:
+        case OpKind::kFree:
+        case OpKind::kBeginPass:  // no time, no memory
+        case OpKind::kOwnGrad: break;
+      }
+      st.elapsed.add(weights_, op, sg4::Engine::get_clock() - t0);
+      progress();
+    }
+    st.finished = true;
+  }
+};
+
+}  // namespace
+
+SimGridFigures replay_on_simgrid(const OpSchedule& schedule, const Fabric& fabric,
+                                 const CostParams& costs, const ReplayOptions& options) {
+  return SimGridReplay(schedule, fabric, costs, options).run();
+}
+
+}  // namespace rm::sim
