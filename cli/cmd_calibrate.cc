@@ -3,7 +3,7 @@
 // `ringmaster calibrate --from m.jsonl [more.jsonl ...] -o profile.yaml`: refits from
 // measurements `ringmaster run --measurements` (or calibrate --measurements) wrote.
 //
-// Both end in executor/calibration.h's fit_profile; the table of fits goes to stdout,
+// Both end in planner/profile_fit.h's fit_profile; the table of fits goes to stdout,
 // progress to stderr, the profile to -o (temp file + rename). Outside an MPI job the
 // benchmark form replaces itself with `mpirun -np P ringmaster calibrate ...` (like
 // `run`); rank 0 gathers every rank's records, fits and writes.
@@ -19,12 +19,12 @@
 #include "cli/self_launch.h"
 #include "cli/table.h"
 #include "executor/backend.h"
-#include "executor/calibration.h"
 #include "executor/calibration_bench.h"
 #include "executor/measurements.h"
 #include "executor/run.h"
 #include "planner/input_error.h"
 #include "planner/profile.h"
+#include "planner/profile_fit.h"
 #include "planner/spec_library.h"
 
 namespace rm::cli {
@@ -76,11 +76,30 @@ void print_fits(const Profile& p, const std::vector<std::string>& notes) {
   for (const auto& n : notes) std::fprintf(stderr, "calibrate: note: %s\n", n.c_str());
 }
 
+// The executor's records as the profile fit reads them.
+std::vector<CalibrationRecord> calibration_records(const std::vector<exec::Measurement>& records) {
+  std::vector<CalibrationRecord> out;
+  out.reserve(records.size());
+  for (const exec::Measurement& m : records)
+    out.push_back({.rank = m.rank,
+                   .iteration = m.iteration,
+                   .kind = m.kind,
+                   .block_q = m.block_q,
+                   .block_kv = m.block_kv,
+                   .head_dim = m.head_dim,
+                   .flops = m.flops,
+                   .bytes = m.bytes,
+                   .peer = m.peer,
+                   .start = m.start,
+                   .seconds = m.seconds});
+  return out;
+}
+
 void fit_and_write(const std::vector<exec::Measurement>& records, const Topology& topo,
                    const ProfileHardware& hw, const std::vector<std::string>& sources,
                    const std::string& output) {
   std::vector<std::string> notes;
-  const Profile p = exec::fit_profile(records, topo, hw, sources, &notes);
+  const Profile p = fit_profile(calibration_records(records), topo, hw, sources, &notes);
   print_fits(p, notes);
   write_profile(p, output);
   std::fprintf(stderr, "calibrate: wrote %s\n", output.c_str());

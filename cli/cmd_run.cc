@@ -49,7 +49,7 @@ void add_run_command(CLI::App& app) {
     }
     check_output_path(o->measurements_path, "--measurements");
     check_output_path(o->trace_path, "--trace");
-    const exec::LoadedPlan lp = exec::load_plan_for_run(o->plan_path, o->backend);
+    const LoadedPlanFile lp = exec::load_plan_for_run(o->plan_path, o->backend);
     if (*np != 0 && *np != lp.plan.job.gpus)
       fail_input(o->plan_path, "gpus",
                  "the plan is for " + std::to_string(lp.plan.job.gpus) + " ranks but --np is " +

@@ -17,6 +17,7 @@
 #include "cli/table.h"
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
+#include "planner/plan_loader.h"
 #include "planner/search.h"
 #include "planner/units.h"
 #include "simulator/simulate.h"

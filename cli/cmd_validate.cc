@@ -5,8 +5,8 @@
 // the plan's topology then the profile), run it with `ringmaster run --measurements`
 // (a child process with its own mpirun), and compare per iteration summary
 // (measurements.h): step time, compute, exposed communication. The measured figure is
-// the median over the K timed iterations (one noisy iteration on a shared machine
-// should not decide the verdict). error = (predicted - measured) / measured.
+// the median over the K timed iterations (planner/stats.h; one noisy iteration on a
+// shared machine should not decide the verdict). error = (predicted - measured) / measured.
 //
 // --format json prints exactly
 //   {"plans": [{"plan": <path>, "predicted_s": ..., "measured_s": ..., "error": ...}],
@@ -27,13 +27,14 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "cli/job_options.h"
 #include "cli/self_launch.h"
 #include "cli/table.h"
 #include "executor/measurements.h"
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
+#include "planner/plan_loader.h"
 #include "planner/profile.h"
+#include "planner/stats.h"
 
 namespace rm::cli {
 namespace {
@@ -55,12 +56,6 @@ struct Row {
   Figures predicted, measured;
   double error() const { return (predicted.step_s - measured.step_s) / measured.step_s; }
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 Figures predict(const std::string& plan_path, const std::string& profile_path) {
   const LoadedPlanFile l = load_plan_file(plan_path, profile_path);

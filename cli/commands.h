@@ -10,6 +10,7 @@ void add_list_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
+void add_schedule_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_tune_command(CLI::App& app);

@@ -1,7 +1,7 @@
 #include "cli/job_options.h"
 
 #include "planner/input_error.h"
-#include "planner/profile.h"
+#include "planner/plan_loader.h"
 #include "planner/spec_library.h"
 #include "planner/units.h"
 
@@ -10,15 +10,6 @@ namespace rm::cli {
 namespace {
 
 constexpr const char* kWhere = "command line";
-
-// The fabric for `gpus` GPUs of `topology` and its costs: the topology's defaults, then the
-// profile's calibrated values when one is given.
-void build_fabric_and_costs(const Topology& topology, int gpus, const std::string& profile,
-                            std::unique_ptr<Fabric>& fabric, CostParams& cost) {
-  fabric = std::make_unique<Fabric>(topology, gpus);
-  cost = CostParams::from_topology(topology);
-  if (!profile.empty()) load_and_apply_profile(profile, *fabric, cost);
-}
 
 }  // namespace
 
@@ -83,21 +74,6 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   if (p.cp && gpus % *p.cp != 0)
     fail_input(kWhere, "--cp", "must divide --gpus " + std::to_string(gpus) + " (got " + std::to_string(*p.cp) + ")");
   return r;
-}
-
-LoadedPlanFile load_plan_file(const std::string& path, const std::string& profile) {
-  LoadedPlanFile l;
-  l.plan = read_plan_yaml(path);
-  l.model = load_model(l.plan.job.model);
-  l.topology = load_topology(l.plan.job.topology);
-  // The plan is what is wrong when its GPU count does not fit its topology: name it.
-  const int max = l.topology.max_gpus();
-  if (l.plan.job.gpus < 1 || l.plan.job.gpus > max) {
-    fail_input(path, "gpus", "must be in [1, " + std::to_string(max) + "], the GPUs of topology " +
-                                 l.topology.name + " (got " + std::to_string(l.plan.job.gpus) + ")");
-  }
-  build_fabric_and_costs(l.topology, l.plan.job.gpus, profile, l.fabric, l.cost);
-  return l;
 }
 
 }  // namespace rm::cli

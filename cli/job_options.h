@@ -49,20 +49,9 @@ struct ResolvedJob {
 void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size);
 
 // Loads the specs, parses sizes and pins, builds the fabric for `gpus` and the cost
-// parameters (the topology's defaults, then the profile). `seq_len` 0 = from o.seq.
+// parameters (the topology's defaults, then the profile; build_fabric_and_costs of
+// planner/plan_loader.h, as for a plan file). `seq_len` 0 = from o.seq.
 // Throws InputError naming the option or file.
 ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len = 0);
-
-// A plan file with what it runs on: its specs, the fabric for its GPUs and the cost
-// parameters (the topology's defaults, then `profile` when not empty). Used by `simulate`
-// and `validate`. Throws InputError naming the plan file (or the spec or profile file).
-struct LoadedPlanFile {
-  Plan plan;
-  ModelSpec model;
-  Topology topology;
-  std::unique_ptr<Fabric> fabric;
-  CostParams cost;
-};
-LoadedPlanFile load_plan_file(const std::string& path, const std::string& profile);
 
 }  // namespace rm::cli

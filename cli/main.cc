@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   rm::cli::add_plan_command(app);
   rm::cli::add_sweep_command(app);
   rm::cli::add_simulate_command(app);
+  rm::cli::add_schedule_command(app);
   rm::cli::add_run_command(app);
   rm::cli::add_calibrate_command(app);
   rm::cli::add_tune_command(app);

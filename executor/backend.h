@@ -37,8 +37,12 @@
 #include <string>
 #include <vector>
 
+#include "planner/attention_work.h"
+
 namespace rm::exec {
 
+// How the backend stores a schedule buffer (planner/op_list.h's BufferRole says what it
+// holds; the ring loop maps kKvOwn and kKvRing to kKv, the dK,dV roles to kDkv).
 enum class BufferRole { kKv, kDkv };
 
 // What one rank computes: the shapes and the kernel's tile sizes from the plan.
@@ -79,11 +83,12 @@ class Backend {
   // input_value(seed, ...). Called once before any other call.
   virtual void setup(const AttentionShape& shape, const std::vector<int64_t>& tokens,
                      uint64_t seed) = 0;
-  // The ranks this rank's op list exchanges messages with (either direction; a rank may
-  // appear more than once), once after setup() and before the first transfer; each of them
-  // makes the same call naming this rank. The cuda backend creates its NCCL links here (executor/cuda/nccl_transport.h);
-  // the cpu backend needs nothing.
-  virtual void connect(const std::vector<int>& peers) { (void)peers; }
+  // The ranks of this rank's ring (its process group), in ring-position order, this rank
+  // included; once after setup() and before the first transfer, and every member makes
+  // the same call with the same list (it may be collective). Transfers go to members
+  // only. The cuda backend creates the ring's NCCL communicator here
+  // (executor/cuda/nccl_transport.h); the cpu backend needs nothing.
+  virtual void connect(const std::vector<int>& group) { (void)group; }
   // The largest relative error (verify.h's measure) `--verify` accepts from this
   // backend's arithmetic: kVerifyTolerance for fp32; more for bf16 inputs (cuda).
   virtual double verify_tolerance() const;
@@ -119,9 +124,21 @@ class Backend {
   // home after the ring; `add` for the second stream of a bidirectional ring).
   virtual void take_own_dkv(int buffer, bool add) = 0;
 
+  // The tiles the kernel of a forward or backward pass really runs for the shape's
+  // requested ones (the cuda kernels round to their instantiations and the backward uses
+  // its own): what the measurements record and the kernel curve is fitted on.
+  virtual AttentionTiles tiles_run(bool backward) const = 0;
+
   // --- transfers ----------------------------------------------------------------------
+  // Transfers pair by posting order on each link, never by tag (the message contract,
+  // planner/op_list.h): the n-th isend to a peer meets the peer's n-th irecv from this
+  // rank, and a transport checks that both name the same tag and size. The transfers of
+  // one posting phase come between begin_phase() and end_phase() (cuda: one
+  // ncclGroupStart/End on the communication stream); no wait() comes between them.
+  virtual void begin_phase() {}
+  virtual void end_phase() {}
   // Post a non-blocking send / receive of bytes [offset, offset + bytes) of `buffer`
-  // to / from rank `peer` with `tag`; returns a request handle (>= 0).
+  // to / from rank `peer`, stating the schedule's `tag`; returns a request handle (>= 0).
   virtual int isend(int buffer, std::size_t offset, std::size_t bytes, int peer, int tag) = 0;
   virtual int irecv(int buffer, std::size_t offset, std::size_t bytes, int peer, int tag) = 0;
   // Block until the request completes; the handle is then invalid.

@@ -9,6 +9,8 @@
 #include <Eigen/Core>
 
 #include "planner/attention_work.h"
+#include "planner/kernel_efficiency.h"
+#include "planner/stats.h"
 
 namespace rm::exec {
 namespace {
@@ -21,15 +23,17 @@ struct Clock {
   double since() const { return MPI_Wtime() - origin; }
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 std::vector<int64_t> iota_tokens(int64_t c) {
   std::vector<int64_t> t(static_cast<size_t>(c));
   std::iota(t.begin(), t.end(), 0);
   return t;
+}
+
+// Ranks 0 .. size-1: the calibration's one ring (Backend::connect's group).
+std::vector<int> world_group(int size) {
+  std::vector<int> g(static_cast<size_t>(size));
+  std::iota(g.begin(), g.end(), 0);
+  return g;
 }
 
 struct Context {
@@ -124,10 +128,11 @@ Measurement kernel_record(const Context& ctx, const KernelPoint& p) {
   m.block_q = p.bq;
   m.block_kv = p.bkv;
   m.head_dim = p.d;
-  // The backward record carries forward FLOPs x 2.5 like the ring loop's backward ops
-  // (attention_work.h); calibration divides by the same factor.
-  m.flops = f.executed * (p.backward ? KernelCurve{}.backward_factor : 1.0);
-  m.useful_flops = f.useful * (p.backward ? KernelCurve{}.backward_factor : 1.0);
+  // The backward record carries forward FLOPs x kBackwardFlopsFactor like the ring loop's
+  // backward ops (attention_work.h); calibration divides by the same factor.
+  const double factor = p.backward ? kBackwardFlopsFactor : 1.0;
+  m.flops = f.executed * factor;
+  m.useful_flops = f.useful * factor;
   return m;
 }
 
@@ -198,7 +203,7 @@ std::unique_ptr<Backend> exchange_backend(const std::string& name, double bytes)
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  be->connect({(rank + 1) % size, (rank + size - 1) % size});  // the ring's two neighbours
+  be->connect(world_group(size));  // one ring of every rank
   be->alloc(0, BufferRole::kKv);
   be->alloc(1, BufferRole::kKv);
   return be;
@@ -260,7 +265,7 @@ void overlap_points(Context& ctx) {
       const KernelPoint p{c, 64, 64, d, false, backward};
       KernelBench k = kernel_bench(ctx, p, 1);  // buffer 1: the next block, arriving
       Backend* be = k.be.get();
-      be->connect({next, prev});
+      be->connect(world_group(ctx.size));
       const size_t bytes = be->bytes_of(0);  // the block held: computed on and sent
 
       struct Rep { double post, kernel, wait; };

@@ -2,9 +2,6 @@
 // layouts of backend.h; schedule buffers are keyed by buffer id.
 #include "executor/cpu_backend.h"
 
-#include <mpi.h>
-
-#include <climits>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -14,6 +11,7 @@
 #include <Eigen/Core>
 
 #include "executor/cpu_attention.h"
+#include "executor/mpi_transport.h"
 
 namespace rm::exec {
 
@@ -128,25 +126,17 @@ class CpuBackend final : public Backend {
   }
 
   int isend(int buffer, std::size_t offset, std::size_t bytes, int peer, int tag) override {
-    return post(MPI_Isend, "MPI_Isend", buffer, offset, bytes, peer, tag);
+    return transport_.isend(region(buffer, offset, bytes), bytes, peer, tag);
   }
   int irecv(int buffer, std::size_t offset, std::size_t bytes, int peer, int tag) override {
-    return post(MPI_Irecv, "MPI_Irecv", buffer, offset, bytes, peer, tag);
+    return transport_.irecv(region(buffer, offset, bytes), bytes, peer, tag);
   }
-  void wait(int request) override {
-    MPI_Request& r = requests_.at(static_cast<size_t>(request));
-    check(MPI_Wait(&r, MPI_STATUS_IGNORE), "MPI_Wait", -1);
-    free_requests_.push_back(request);
-  }
-  // Between kernel tiles: lets the posted transfers move (completed ones become
-  // MPI_REQUEST_NULL, which their later wait returns at once).
-  void progress() {
-    if (requests_.size() == free_requests_.size()) return;  // nothing in flight
-    int done = 0;
-    done_.resize(requests_.size());
-    check(MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &done, done_.data(),
-                       MPI_STATUSES_IGNORE),
-          "MPI_Testsome", -1);
+  void wait(int request) override { transport_.wait(request); }
+  // Between kernel tiles: lets the posted transfers move.
+  void progress() { transport_.progress(); }
+  AttentionTiles tiles_run(bool backward) const override {
+    (void)backward;  // the Eigen kernels run any tile, forward and backward alike
+    return {shape_.block_q, shape_.block_kv};
   }
 
   double now() const override { return MPI_Wtime(); }
@@ -206,42 +196,11 @@ class CpuBackend final : public Backend {
 
   char* region(int buffer, std::size_t offset, std::size_t bytes) {
     std::vector<float>& b = get(buffer).data;
-    if (offset + bytes > b.size() * sizeof(float) || bytes > static_cast<std::size_t>(INT_MAX))
+    if (offset + bytes > b.size() * sizeof(float))
       throw std::runtime_error("cpu backend: transfer of " + std::to_string(bytes) +
                                " bytes at offset " + std::to_string(offset) + " exceeds buffer " +
                                std::to_string(buffer));
     return reinterpret_cast<char*>(b.data()) + offset;
-  }
-
-  // A non-blocking transfer: `start` is MPI_Isend or MPI_Irecv (named `what` in errors).
-  template <class Start>
-  int post(Start start, const char* what, int buffer, std::size_t offset, std::size_t bytes,
-           int peer, int tag) {
-    MPI_Request r;
-    check(start(region(buffer, offset, bytes), static_cast<int>(bytes), MPI_BYTE, peer, tag,
-                MPI_COMM_WORLD, &r),
-          what, peer);
-    return keep(r);
-  }
-
-  int keep(MPI_Request r) {
-    if (!free_requests_.empty()) {
-      const int id = free_requests_.back();
-      free_requests_.pop_back();
-      requests_[static_cast<size_t>(id)] = r;
-      return id;
-    }
-    requests_.push_back(r);
-    return static_cast<int>(requests_.size()) - 1;
-  }
-
-  static void check(int rc, const char* what, int peer) {
-    if (rc == MPI_SUCCESS) return;
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    throw std::runtime_error(std::string(what) + (peer >= 0 ? " (peer " + std::to_string(peer) + ")" : "") +
-                             ": " + std::string(msg, static_cast<size_t>(len)));
   }
 
   AttentionShape shape_;
@@ -252,9 +211,7 @@ class CpuBackend final : public Backend {
   std::vector<float> q_, k_, v_, dout_, out_, lse_, rowdot_, dq_, dk_, dv_;
   std::vector<float> block_out_, block_lse_;
   std::unordered_map<int, Buffer> buffers_;
-  std::vector<MPI_Request> requests_;  // free slots hold MPI_REQUEST_NULL
-  std::vector<int> free_requests_;
-  std::vector<int> done_;  // MPI_Testsome's index output
+  MpiTransport transport_;
 };
 
 }  // namespace

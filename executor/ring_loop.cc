@@ -5,36 +5,8 @@
 #include <cmath>
 #include <map>
 #include <stdexcept>
-#include <tuple>
 
 namespace rm::exec {
-
-namespace {
-
-const char* kind_name(const Op& op) {
-  switch (op.kind) {
-    case OpKind::kCompute:
-      switch (op.compute) {
-        case ComputeKind::kAttentionForward: return "attention_forward";
-        case ComputeKind::kAttentionBackward: return "attention_backward";
-        case ComputeKind::kAccumulate: return "accumulate";
-        case ComputeKind::kGemm: return "gemm";
-        case ComputeKind::kOptimizer: return "optimizer";
-      }
-      break;
-    case OpKind::kSend: return "send";
-    case OpKind::kRecv: return "recv";
-    case OpKind::kCollective: return "collective";
-    case OpKind::kWait: return "wait";
-    case OpKind::kAlloc: return "alloc";
-    case OpKind::kFree: return "free";
-  }
-  return "?";
-}
-
-bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
-
-}  // namespace
 
 RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
                    const TokenLayout& layout, const AttentionShape& shape, Watchdog* watchdog,
@@ -48,12 +20,10 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
       watchdog_(watchdog),
       fault_(fault),
       buffers_(schedule.buffers.size()) {
-  std::vector<int> peers;
   for (const Op& op : ops_.ops) {
-    if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) peers.push_back(op.peer);
     if (op.kind == OpKind::kCompute && op.compute != ComputeKind::kAttentionForward &&
         op.compute != ComputeKind::kAttentionBackward && op.compute != ComputeKind::kAccumulate)
-      throw std::runtime_error(std::string("ring loop: the op list has '") + kind_name(op) +
+      throw std::runtime_error(std::string("ring loop: the op list has '") + op_name(op) +
                                "' ops, which the executor does not run (attention only)");
     if (op.kind == OpKind::kCollective)
       throw std::runtime_error("ring loop: the op list has collectives (FSDP), which the "
@@ -62,21 +32,24 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
       has_backward_ = true;
   }
   for (size_t i = 0; i < buffers_.size(); ++i) {
-    const std::string& label = schedule.buffers[i].label;
+    const rm::BufferRole role = schedule.buffers[i].role;
     Buffer& b = buffers_[i];
     b.sched_bytes = schedule.buffers[i].bytes;
-    if (starts_with(label, "kv")) b.content = Content::kKv;
-    if (starts_with(label, "acc") || starts_with(label, "dkv")) b.content = Content::kDkv;
-    b.own_kv = starts_with(label, "kv_own");  // "kv_own.L<layer>"
+    if (holds_kv(role)) b.content = Content::kKv;
+    if (holds_dkv(role)) b.content = Content::kDkv;
+    b.own_kv = role == rm::BufferRole::kKvOwn;
   }
   for (int pos = 0; pos < layout.ring; ++pos) {
     std::vector<int64_t> t(static_cast<size_t>(layout.tokens_per_rank()));
     for (int64_t i = 0; i < layout.tokens_per_rank(); ++i) t[i] = layout.global_index(pos, i);
     owner_tokens_.push_back(std::move(t));
   }
-  // Every rank builds its loop at the same point, so the backend can set up its links
-  // (NCCL communicators) to exactly the peers of the op list.
-  be_.connect(peers);
+  // Every rank builds its loop at the same point, so the backend can set up its ring's
+  // communication (one NCCL communicator per ring) collectively.
+  std::vector<int> ring(static_cast<size_t>(layout.ring), -1);
+  for (const RankSchedule& rs : schedule.ranks)
+    if (rs.ring == ops_.ring) ring.at(static_cast<size_t>(rs.position)) = rs.gpu;
+  be_.connect(ring);
 }
 
 void RingLoop::ensure_allocated(int buffer) {
@@ -112,18 +85,12 @@ void RingLoop::region(int buffer, double bytes, bool recv, std::size_t& offset,
   cursor = last ? 0 : end;
 }
 
-void RingLoop::take_own_dkv() {
-  if (last_dkv_written_ < 0) return;
-  be_.take_own_dkv(last_dkv_written_, false);
-  last_dkv_written_ = -1;
-}
-
 std::string RingLoop::describe(const Op& op, int index) const {
   std::string s = (iteration_ < 0 ? std::string("the warm-up iteration")
                                   : "iteration " + std::to_string(iteration_)) + ", " +
                   (op.backward ? "backward" : "forward") + " pass, layer " +
                   std::to_string(op.layer) + ", step " + std::to_string(op.step) + ", op " +
-                  std::to_string(index) + " (" + kind_name(op);
+                  std::to_string(index) + " (" + op_name(op);
   if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv)
     s += (op.kind == OpKind::kSend ? " to rank " : " from rank ") + std::to_string(op.peer);
   if (op.kind == OpKind::kWait) {
@@ -143,14 +110,15 @@ std::string RingLoop::describe(const Op& op, int index) const {
 void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* records) {
   iteration_ = iteration;
   std::map<int, int> backend_request;  // schedule request id -> backend request
-  std::map<int, Posted> posted;        // schedule request id -> what posted it
   std::map<int, size_t> posted_record; // schedule request id -> index in records
-  // (layer, pass, kernel) of the last attention op: a change starts a pass.
-  std::tuple<int, bool, ComputeKind> pass{-1, false, ComputeKind::kGemm};
-  bool in_backward = false;
-  last_dkv_written_ = -1;
 
   const auto& ops = ops_.ops;
+  // Whether op `i` (possibly out of range) is a transfer of `phase`.
+  auto same_phase = [&](size_t i, int phase) {
+    if (i >= ops.size()) return false;
+    const Op& o = ops[i];
+    return (o.kind == OpKind::kSend || o.kind == OpKind::kRecv) && o.phase == phase;
+  };
   for (size_t idx = 0; idx < ops.size(); ++idx) {
     const Op& op = ops[idx];
     const int index = static_cast<int>(idx);
@@ -164,7 +132,6 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
         break;
       case OpKind::kFree: {
         Buffer& b = buffers_.at(static_cast<size_t>(op.buffer));
-        if (op.buffer == last_dkv_written_) take_own_dkv();
         if (b.allocated) be_.free(op.buffer);
         b.allocated = false;
         break;
@@ -174,9 +141,11 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
         std::size_t offset = 0, size = 0;
         const bool recv = op.kind == OpKind::kRecv;
         region(op.buffer, op.bytes, recv, offset, size);
+        // A phase's transfers are consecutive ops (planner/message_contract.h checks it).
+        if (!same_phase(idx - 1, op.phase)) be_.begin_phase();
         backend_request[op.request] = recv ? be_.irecv(op.buffer, offset, size, op.peer, op.tag)
                                            : be_.isend(op.buffer, offset, size, op.peer, op.tag);
-        posted[op.request] = {index, op.buffer, recv, t0};
+        if (!same_phase(idx + 1, op.phase)) be_.end_phase();
         break;
       }
       case OpKind::kWait: {
@@ -186,27 +155,22 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
                                    std::to_string(op.request) + " that was never posted");
         be_.wait(it->second);
         backend_request.erase(it);
-        const Posted& p = posted.at(op.request);
-        if (p.recv && buffers_[static_cast<size_t>(p.buffer)].content == Content::kDkv &&
-            in_backward)
-          last_dkv_written_ = p.buffer;
         break;
       }
+      case OpKind::kBeginPass:
+        if (op.compute == ComputeKind::kAttentionBackward) be_.begin_backward();
+        else be_.begin_forward();
+        break;
+      case OpKind::kOwnGrad:
+        ensure_allocated(op.buffer);
+        be_.take_own_dkv(op.buffer, false);
+        break;
       case OpKind::kCompute: {
         if (op.compute == ComputeKind::kAccumulate) {
           ensure_allocated(op.buffer);
           ensure_allocated(op.aux_buffer);
           be_.accumulate(op.buffer, op.aux_buffer);
-          last_dkv_written_ = op.buffer;
           break;
-        }
-        const std::tuple<int, bool, ComputeKind> key{op.layer, op.backward, op.compute};
-        if (key != pass) {
-          if (in_backward) take_own_dkv();
-          in_backward = op.compute == ComputeKind::kAttentionBackward;
-          if (in_backward) be_.begin_backward();
-          else be_.begin_forward();
-          pass = key;
         }
         ensure_allocated(op.buffer);
         const auto& tokens = owner_tokens_.at(static_cast<size_t>(op.kv_owner));
@@ -215,7 +179,6 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
         } else {
           ensure_allocated(op.aux_buffer);
           be_.attention_backward(op.buffer, tokens, op.aux_buffer);
-          last_dkv_written_ = op.aux_buffer;
         }
         break;
       }
@@ -233,14 +196,17 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
       m.backward = op.backward;
       m.layer = op.layer;
       m.step = op.step;
-      m.kind = kind_name(op);
+      m.kind = op_name(op);
       if (op.kind == OpKind::kCompute) {
         m.flops = op.flops;
         m.useful_flops = op.useful_flops;
         if (op.compute != ComputeKind::kAccumulate) {
-          m.block_q = shape_.block_q;
-          m.block_kv = shape_.block_kv;
-          m.head_dim = shape_.d;  // calibrate --from needs the tile's d (measurements.h)
+          // The tiles the backend's kernel ran, which may differ from the plan's request
+          // (calibrate --from fits the kernel curve on these; measurements.h).
+          const AttentionTiles ran = be_.tiles_run(op.compute == ComputeKind::kAttentionBackward);
+          m.block_q = ran.block_q;
+          m.block_kv = ran.block_kv;
+          m.head_dim = shape_.d;
         }
       }
       if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv || op.kind == OpKind::kAlloc)
@@ -265,7 +231,6 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
       records->push_back(m);
     }
   }
-  if (in_backward) take_own_dkv();
   if (watchdog_) watchdog_->disarm();
 }
 

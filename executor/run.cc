@@ -18,13 +18,11 @@
 #include "executor/watchdog.h"
 #include "planner/input_error.h"
 #include "planner/schedule.h"
-#include "planner/spec_library.h"
 
 namespace rm::exec {
 
-LoadedPlan load_plan_for_run(const std::string& plan_path, const std::string& backend) {
-  LoadedPlan lp;
-  lp.plan = read_plan_yaml(plan_path);
+LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string& backend) {
+  LoadedPlanFile lp = load_plan_file(plan_path);
   const Plan& p = lp.plan;
   check_backend_available(backend);
   if (p.choice.strategy != Strategy::kRing)
@@ -38,8 +36,6 @@ LoadedPlan load_plan_for_run(const std::string& plan_path, const std::string& ba
                    to_string(p.job.workload) +
                    "' also needs the linear layers and FSDP collectives, which it does not "
                    "run: re-plan with --workload attention");
-  lp.model = load_model(p.job.model);
-  lp.topology = load_topology(p.job.topology);
   if (backend == "cpu" && lp.topology.intra.kind != IntraKind::kSharedMemory)
     fail_input(plan_path, "topology",
                "the cpu backend runs plans made for a CPU topology (shared-memory devices, "
@@ -56,7 +52,7 @@ int world_rank() {
   return r;
 }
 
-std::string describe_plan(const std::string& path, const LoadedPlan& lp, int ranks) {
+std::string describe_plan(const std::string& path, const LoadedPlanFile& lp, int ranks) {
   const Plan& p = lp.plan;
   const ModelSpec& m = lp.model;
   std::ostringstream o;
@@ -81,7 +77,7 @@ void ring_of(const Plan& p, int rank, int& ring, int& position) {
 }
 
 int run_body(const RunOptions& opt, int rank, int size) {
-  const LoadedPlan lp = load_plan_for_run(opt.plan_path, opt.backend);
+  const LoadedPlanFile lp = load_plan_for_run(opt.plan_path, opt.backend);
   const Plan& plan = lp.plan;
   if (size != plan.job.gpus)
     fail_input(opt.plan_path, "gpus",
@@ -89,11 +85,12 @@ int run_body(const RunOptions& opt, int rank, int size) {
                    std::to_string(plan.choice.cp) + " x dp " + std::to_string(plan.choice.dp) +
                    ") but the MPI world has " + std::to_string(size) + "; run with --np " +
                    std::to_string(plan.job.gpus));
-  const Fabric fabric(lp.topology, plan.job.gpus);
   ScheduleOptions so;
   so.only_gpus = {rank};
   so.where = opt.plan_path;
-  const OpSchedule sched = generate_schedule(plan, lp.model, fabric, so);
+  OpSchedule sched = generate_schedule(plan, lp.model, *lp.fabric, so);
+  const FaultSpec fault = fault_from_env();
+  maybe_swap_posts(fault, sched.ranks.at(static_cast<size_t>(rank)));
   const RankSchedule& me = sched.ranks.at(static_cast<size_t>(rank));
 
   const TokenLayout layout{plan.choice.load_balance, plan.job.seq_len, plan.choice.cp};
@@ -112,7 +109,7 @@ int run_body(const RunOptions& opt, int rank, int size) {
   std::unique_ptr<Backend> backend = make_backend(opt.backend);
   backend->setup(shape, tokens, opt.seed + static_cast<uint64_t>(me.ring));
   Watchdog watchdog(rank, opt.timeout_s);
-  RingLoop loop(*backend, sched, rank, layout, shape, &watchdog, fault_from_env());
+  RingLoop loop(*backend, sched, rank, layout, shape, &watchdog, fault);
 
   // Barrier, untimed warm-up, barrier, timed loop (nccl-tests order).
   auto barrier = [&](const char* what) {

@@ -9,9 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "planner/model_spec.h"
-#include "planner/plan.h"
-#include "planner/topology.h"
+#include "planner/plan_loader.h"
 
 namespace rm::exec {
 
@@ -26,15 +24,11 @@ struct RunOptions {
   uint64_t seed = 20240601;  // inputs of ring k use seed + k
 };
 
-// The plan and its specs, checked for what `run` can execute with `backend`; throws
-// InputError naming the plan file and field otherwise (strategy other than ring,
-// workload other than attention, a non-CPU topology for the cpu backend, ...).
-struct LoadedPlan {
-  Plan plan;
-  ModelSpec model;
-  Topology topology;
-};
-LoadedPlan load_plan_for_run(const std::string& plan_path, const std::string& backend);
+// The plan file as every command loads it (planner/plan_loader.h: specs, GPU count, fabric),
+// then checked for what `run` can execute with `backend`; throws InputError naming the
+// plan file and field otherwise (strategy other than ring, workload other than attention,
+// a non-CPU topology for the cpu backend, ...).
+LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string& backend);
 
 // MPI_Init_thread (FUNNELED: the watchdog thread never calls MPI) with waiting ranks
 // yielding their core; for every command whose ranks run the executor (run, calibrate).

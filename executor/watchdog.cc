@@ -96,23 +96,42 @@ FaultSpec fault_from_env() {
   FaultSpec f;
   const char* env = std::getenv("RINGMASTER_FAULT");
   if (env == nullptr || *env == '\0') return f;
-  static const std::regex re(R"((kill|stall):rank=(\d+),step=(\d+))");
+  static const std::regex re(R"((kill|stall|swap):rank=(\d+),step=(\d+))");
   std::cmatch m;
   if (!std::regex_match(env, m, re))
-    fail_input("RINGMASTER_FAULT", env, "expected kill:rank=R,step=S or stall:rank=R,step=S");
-  f.kind = m[1] == "kill" ? FaultSpec::Kind::kKill : FaultSpec::Kind::kStall;
+    fail_input("RINGMASTER_FAULT", env, "expected kill|stall|swap:rank=R,step=S");
+  f.kind = m[1] == "kill"    ? FaultSpec::Kind::kKill
+           : m[1] == "stall" ? FaultSpec::Kind::kStall
+                             : FaultSpec::Kind::kSwap;
   f.rank = std::stoi(m[2]);
   f.step = std::stoi(m[3]);
   return f;
 }
 
 void maybe_inject_fault(const FaultSpec& fault, int rank, int step) {
-  if (fault.kind == FaultSpec::Kind::kNone || fault.rank != rank || fault.step != step) return;
+  if (fault.kind != FaultSpec::Kind::kKill && fault.kind != FaultSpec::Kind::kStall) return;
+  if (fault.rank != rank || fault.step != step) return;
   std::fprintf(stderr, "ringmaster run: rank %d: injected fault (%s) at step %d\n", rank,
                fault.kind == FaultSpec::Kind::kKill ? "kill" : "stall", step);
   std::fflush(stderr);
   if (fault.kind == FaultSpec::Kind::kKill) std::raise(SIGKILL);
   for (;;) pause();
+}
+
+void maybe_swap_posts(const FaultSpec& fault, RankSchedule& rank) {
+  if (fault.kind != FaultSpec::Kind::kSwap || fault.rank != rank.gpu) return;
+  auto& ops = rank.ops;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].kind != OpKind::kRecv || ops[i].step < fault.step) continue;
+    for (size_t j = i + 1; j < ops.size() && ops[j].phase == ops[i].phase; ++j) {
+      if (ops[j].kind == OpKind::kRecv && ops[j].peer == ops[i].peer) {
+        std::fprintf(stderr, "ringmaster run: rank %d: injected fault (swap) of ops %zu and %zu\n",
+                     rank.gpu, i, j);
+        std::swap(ops[i], ops[j]);
+        return;
+      }
+    }
+  }
 }
 
 }  // namespace rm::exec

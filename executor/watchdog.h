@@ -11,7 +11,9 @@
 //
 // Fault injection for tests (hidden): RINGMASTER_FAULT="kill:rank=R,step=S" makes rank R
 // kill itself with SIGKILL at its first op of ring step S; "stall:rank=R,step=S" makes it
-// sleep forever there (its watchdog and its peers' then fire).
+// sleep forever there (its watchdog and its peers' then fire); "swap:rank=R,step=S" swaps
+// rank R's first two receives from one peer in a posting phase of step S or later, which
+// breaks the message contract (its transport then reports the link and both messages).
 #pragma once
 
 #include <atomic>
@@ -19,6 +21,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include "planner/op_list.h"
 
 namespace rm::exec {
 
@@ -47,7 +51,7 @@ class Watchdog {
 };
 
 struct FaultSpec {
-  enum class Kind { kNone, kKill, kStall } kind = Kind::kNone;
+  enum class Kind { kNone, kKill, kStall, kSwap } kind = Kind::kNone;
   int rank = -1;
   int step = -1;
 };
@@ -55,7 +59,9 @@ struct FaultSpec {
 // Parses RINGMASTER_FAULT (unset or empty = none). Throws InputError on a bad value.
 FaultSpec fault_from_env();
 
-// Applies the fault if it targets this rank and step (does not return then).
+// Applies a kill or stall fault if it targets this rank and step (does not return then).
 void maybe_inject_fault(const FaultSpec& fault, int rank, int step);
+// Applies a swap fault to the rank's op list if it targets this rank.
+void maybe_swap_posts(const FaultSpec& fault, RankSchedule& rank);
 
 }  // namespace rm::exec

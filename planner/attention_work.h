@@ -19,7 +19,7 @@
 
 #include "planner/model_spec.h"
 #include "planner/plan.h"
-#include "planner/schedule.h"
+#include "planner/token_layout.h"
 
 namespace rm {
 

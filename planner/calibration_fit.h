@@ -46,7 +46,7 @@ struct KernelSample {
   int block_kv = 0;
   int head_dim = 0;
   bool backward = false;
-  double forward_flops = 0;  // forward FLOPs of the work timed (the backward does 2.5x these)
+  double forward_flops = 0;  // forward FLOPs of the work timed (a backward runs 2.5x: kBackwardFlopsFactor)
   double seconds = 0;
 };
 

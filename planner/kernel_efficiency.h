@@ -10,11 +10,22 @@
 
 namespace rm {
 
+// FLOPs of the attention backward over the forward's, for the same tiles: 2.5. Per
+// (bq x bkv) tile of one head the forward runs two products, S = Q·Kᵀ and O += P·V
+// (4·bq·bkv·d FLOPs); the FlashAttention-2 backward runs five, S again, dV += Pᵀ·dO,
+// dP = dO·Vᵀ, dQ += dS·K and dK += dSᵀ·Q (10·bq·bkv·d) (Dao 2023, "FlashAttention-2",
+// Algorithm 2; the cpu kernels count exactly these, executor/cpu_attention.h). Measurement
+// records carry backward FLOPs = this x forward, and calibration divides them back.
+inline constexpr double kBackwardFlopsFactor = 2.5;
+
 struct KernelCurve {
   double max_efficiency = 0;     // fraction of peak reached by very large tiles
   double half_flops = 0;         // tile FLOPs at which half of max_efficiency is reached
   double tile_bytes_limit = 0;   // on-chip memory (shared memory / cache) a tile must fit in
-  double backward_factor = 2.5;  // backward FLOPs over forward FLOPs (DESIGN.md)
+  // Backward time over forward time at the same tiles. Until calibrated: the FLOP ratio
+  // (the backward assumed as efficient as the forward); a fit replaces it with what the
+  // backward kernel really takes.
+  double backward_factor = kBackwardFlopsFactor;
 
   // Fraction of peak FLOP/s for tiles of bq x bkv with head dim d; 0 if the tile does
   // not fit in tile_bytes_limit.

@@ -1,4 +1,4 @@
-#include "executor/calibration.h"
+#include "planner/profile_fit.h"
 
 #include <algorithm>
 #include <map>
@@ -7,21 +7,23 @@
 
 #include "planner/calibration_fit.h"
 #include "planner/input_error.h"
+#include "planner/kernel_efficiency.h"
+#include "planner/stats.h"
 
-namespace rm::exec {
+namespace rm {
 namespace {
 
-bool is_kernel(const Measurement& m) {
+bool is_kernel(const CalibrationRecord& m) {
   return m.kind == "attention_forward" || m.kind == "attention_backward";
 }
-bool is_compute(const Measurement& m) {
+bool is_compute(const CalibrationRecord& m) {
   return is_kernel(m) || m.kind == "accumulate" || m.kind == "gemm";
 }
-bool is_transfer(const Measurement& m) { return m.kind == "send" || m.kind == "recv"; }
-double end_of(const Measurement& m) { return m.start + m.seconds; }
+bool is_transfer(const CalibrationRecord& m) { return m.kind == "send" || m.kind == "recv"; }
+double end_of(const CalibrationRecord& m) { return m.start + m.seconds; }
 // Spans that share more than a sliver of time (clock reads around back-to-back ops
 // touch at their ends).
-bool overlaps(const Measurement& a, const Measurement& b) {
+bool overlaps(const CalibrationRecord& a, const CalibrationRecord& b) {
   const double slack = 1e-7;
   return a.start < end_of(b) - slack && b.start < end_of(a) - slack;
 }
@@ -39,14 +41,9 @@ LinkClass route_class(const Fabric& fabric, int src, int dst) {
   return slowest->cls;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 }  // namespace
 
-Profile fit_profile(const std::vector<Measurement>& records, const Topology& topo,
+Profile fit_profile(const std::vector<CalibrationRecord>& records, const Topology& topo,
                     const ProfileHardware& hardware, const std::vector<std::string>& sources,
                     std::vector<std::string>* notes) {
   auto note = [&](const std::string& s) { if (notes) notes->push_back(s); };
@@ -61,9 +58,9 @@ Profile fit_profile(const std::vector<Measurement>& records, const Topology& top
   p.sources = sources;
 
   // Records of one rank and iteration, the unit inside which spans are compared.
-  std::map<std::pair<int, int>, std::vector<const Measurement*>> groups;
+  std::map<std::pair<int, int>, std::vector<const CalibrationRecord*>> groups;
   int max_rank = 0;
-  for (const Measurement& m : records) {
+  for (const CalibrationRecord& m : records) {
     groups[{m.rank, m.iteration}].push_back(&m);
     max_rank = std::max({max_rank, m.rank, m.peer});
   }
@@ -81,14 +78,14 @@ Profile fit_profile(const std::vector<Measurement>& records, const Topology& top
   };
 
   for (const auto& [key, g] : groups) {
-    for (const Measurement* m : g) {
+    for (const CalibrationRecord* m : g) {
       if (m->seconds <= 0) continue;
       if (is_kernel(*m)) {
         if (m->flops <= 0 || m->block_q <= 0 || m->block_kv <= 0 || m->head_dim <= 0) continue;
         const bool bwd = m->kind == "attention_backward";
         KernelSample s{m->block_q, m->block_kv, m->head_dim, bwd,
-                       m->flops / (bwd ? kRecordBackwardFlopsFactor : 1.0), m->seconds};
-        const bool in_flight = std::any_of(g.begin(), g.end(), [&](const Measurement* x) {
+                       m->flops / (bwd ? kBackwardFlopsFactor : 1.0), m->seconds};
+        const bool in_flight = std::any_of(g.begin(), g.end(), [&](const CalibrationRecord* x) {
           return is_transfer(*x) && overlaps(*x, *m);
         });
         if (in_flight)
@@ -100,7 +97,7 @@ Profile fit_profile(const std::vector<Measurement>& records, const Topology& top
       } else if (m->kind == "recv" && m->bytes > 0 && m->peer >= 0) {
         double compute = 0, last_end = -1;
         double bytes = 0;  // all messages arriving in this span share the link
-        for (const Measurement* x : g) {
+        for (const CalibrationRecord* x : g) {
           if (is_compute(*x) && overlaps(*x, *m)) {
             compute += x->seconds;
             last_end = std::max(last_end, end_of(*x));
@@ -231,4 +228,4 @@ Profile fit_profile(const std::vector<Measurement>& records, const Topology& top
   return p;
 }
 
-}  // namespace rm::exec
+}  // namespace rm

@@ -1,13 +1,6 @@
-// The schedule generator (semantics in schedule.h). Each rank's op list is built by the
-// same code for every rank, from the rank's ring position alone, so a rank can generate
-// its own list (the executor) and still agree with its peers on every tag.
-//
-// Tags: every ring pass (one layer's attention forward, backward or recompute) is a
-// "unit" numbered in emission order; a message's tag is
-//   unit * stride + (stream * (P + 2) + step) * subblocks + subblock,
-// with the step of the sender. Units are emitted in the same order on every rank of a
-// ring, so the sender and the receiver compute the same tag, and no two messages between
-// the same two GPUs share one.
+// The schedule generator's whole-model part (semantics in schedule.h): buffers and
+// memory, the workloads (attention, layer, step), FSDP collectives, checkpointing; the
+// ring passes themselves come from ring_pass.h.
 #include "planner/schedule.h"
 
 #include <algorithm>
@@ -19,450 +12,11 @@
 #include "planner/attention_work.h"
 #include "planner/input_error.h"
 #include "planner/memory_model.h"
+#include "planner/op_emitter.h"
 #include "planner/ring_order.h"
+#include "planner/ring_pass.h"
 
 namespace rm {
-
-namespace {
-
-// Message streams of a ring pass (part of the tag).
-enum Stream {
-  kKvCw,       // K,V clockwise (flat ring, bidirectional cw, hierarchical inner)
-  kKvCcw,      // K,V counter-clockwise (bidirectional)
-  kAccCw,      // dK,dV accumulators along kKvCw
-  kAccCcw,     // dK,dV accumulators along kKvCcw
-  kKvOuter,    // hierarchical: K,V between nodes
-  kAccOuter,   // hierarchical: dK,dV between nodes
-  kReturnCw,   // bidirectional: final accumulators straight to their owners
-  kReturnCcw,
-  kStreamCount
-};
-
-int mod(int a, int m) { return ((a % m) + m) % m; }
-
-// Buffer ids by label: the same label means the same buffer id on every rank.
-class BufferTable {
- public:
-  explicit BufferTable(std::vector<BufferInfo>& list) : list_(list) {}
-  int id(const std::string& label, double bytes) {
-    auto [it, added] = ids_.emplace(label, static_cast<int>(list_.size()));
-    if (added) list_.push_back({label, bytes});
-    return it->second;
-  }
-
- private:
-  std::vector<BufferInfo>& list_;
-  std::map<std::string, int> ids_;
-};
-
-// Appends ops to one rank's list; tracks the request ids.
-class RankEmitter {
- public:
-  explicit RankEmitter(RankSchedule& rs) : rs_(rs) {}
-
-  int layer = 0;
-  int step = 0;
-  bool backward = false;
-
-  // A ring step starts: the next op carries the step's fixed sync cost (overhead_s).
-  void begin_step(int s, double sync_s) {
-    step = s;
-    pending_sync_ += sync_s;
-  }
-
-  // Restores layer, step and backward when it goes out of scope.
-  class Scope {
-   public:
-    explicit Scope(RankEmitter& em) : em_(em), layer_(em.layer), step_(em.step), bwd_(em.backward) {}
-    ~Scope() {
-      em_.layer = layer_;
-      em_.step = step_;
-      em_.backward = bwd_;
-    }
-
-   private:
-    RankEmitter& em_;
-    int layer_, step_;
-    bool bwd_;
-  };
-
-  // A send or receive (`kind`) with `peer`.
-  int transfer(OpKind kind, int peer, double bytes, int buffer, int tag) {
-    Op op = base(kind);
-    op.peer = peer;
-    return post(op, bytes, buffer, tag);
-  }
-  int collective(CollectiveKind kind, int group, double bytes, int buffer, int tag) {
-    Op op = base(OpKind::kCollective);
-    op.collective = kind;
-    op.group = group;
-    return post(op, bytes, buffer, tag);
-  }
-  void wait(int request) {
-    Op op = base(OpKind::kWait);
-    op.request = request;
-    rs_.ops.push_back(op);
-  }
-  void wait_all(std::vector<int>& requests) {
-    for (int r : requests) wait(r);
-    requests.clear();
-  }
-  void compute(ComputeKind kind, double flops, double useful, double efficiency, int buffer,
-               int aux_buffer, int kv_owner = -1) {
-    Op op = base(OpKind::kCompute);
-    op.compute = kind;
-    op.flops = flops;
-    op.useful_flops = useful;
-    op.efficiency = efficiency;
-    op.buffer = buffer;
-    op.aux_buffer = aux_buffer;
-    op.kv_owner = kv_owner;
-    rs_.ops.push_back(op);
-  }
-  void alloc(int buffer, double bytes) {
-    Op op = base(OpKind::kAlloc);
-    op.buffer = buffer;
-    op.bytes = bytes;
-    rs_.ops.push_back(op);
-  }
-  void free(int buffer) {
-    Op op = base(OpKind::kFree);
-    op.buffer = buffer;
-    rs_.ops.push_back(op);
-  }
-
- private:
-  RankSchedule& rs_;
-  int next_request_ = 0;
-  double pending_sync_ = 0;
-
-  Op base(OpKind kind) {
-    Op op;
-    op.overhead_s = pending_sync_;
-    pending_sync_ = 0;
-    op.kind = kind;
-    op.layer = layer;
-    op.step = step;
-    op.backward = backward;
-    return op;
-  }
-  // Appends a non-blocking op; returns the request id that wait() takes.
-  int post(Op op, double bytes, int buffer, int tag) {
-    op.bytes = bytes;
-    op.buffer = buffer;
-    op.tag = tag;
-    op.request = next_request_++;
-    rs_.ops.push_back(op);
-    return op.request;
-  }
-};
-
-// Everything one ring pass needs that is the same for every position and layer.
-struct RingContext {
-  int P = 1;
-  int g = 1;  // hierarchical: positions per node
-  Schedule schedule = Schedule::kFlat;
-  int subblocks = 1;
-  double kv_bytes = 0;
-  double dkv_bytes = 0;
-  double attention_efficiency = 0;
-  double accumulate_efficiency = 0;  // memory-bound add, expressed as a fraction of peak
-  double sync_s = 0;                 // per ring step (CostParams::step_sync_s)
-  double backward_factor = 2.5;
-  const std::vector<int>* ring_gpus = nullptr;  // GPU id of each position
-  int tag_stride = 0;
-  int gpu(int pos) const { return (*ring_gpus)[mod(pos, P)]; }
-};
-
-// Buffer ids one rank uses in a ring pass.
-struct RingBufferIds {
-  int kv_own = -1;       // the position's own K,V (a stored or recomputed activation)
-  int kv[4] = {-1, -1, -1, -1};   // ring receive buffers (flat uses 0..1)
-  int acc[4] = {-1, -1, -1, -1};  // dK,dV accumulators (flat uses 0..1)
-  int dkv_partial = -1;
-};
-
-// One rank's ring passes (forward and backward) for one layer.
-class RingPass {
- public:
-  // `useful_scale`: 0 while recomputing (MFU counts model FLOPs once), else 1.
-  RingPass(const RingContext& ctx, const RingBufferIds& ids, const std::vector<PairFlops>& pairs,
-           int pos, RankEmitter& em, double useful_scale)
-      : ctx_(ctx), b_(ids), pairs_(pairs), pos_(pos), em_(em), useful_scale_(useful_scale) {}
-
-  // One pass: forward (attention forward, also the recompute under full checkpointing)
-  // or backward. `unit`: the pass's number in emission order (see the tags at the top).
-  void run(bool backward, int unit) {
-    unit_ = unit;
-    bwd_ = backward;
-    switch (ctx_.schedule) {
-      case Schedule::kFlat: flat(backward); break;
-      case Schedule::kBidirectional: bidirectional(backward); break;
-      case Schedule::kHierarchical: hierarchical(backward); break;
-    }
-  }
-
- private:
-  const RingContext& ctx_;
-  const RingBufferIds& b_;
-  const std::vector<PairFlops>& pairs_;  // forward FLOPs against each owner's block
-  int pos_;
-  RankEmitter& em_;
-  double useful_scale_;
-  int unit_ = 0;
-  bool bwd_ = false;
-
-  int tag(Stream stream, int step, int sub) const {
-    return unit_ * ctx_.tag_stride + (stream * (ctx_.P + 2) + step) * ctx_.subblocks + sub;
-  }
-  // A send or receive (`kind`) split into `subblocks` messages; appends their requests.
-  void transfer(OpKind kind, int peer_pos, double bytes, int buffer, Stream stream, int step,
-                std::vector<int>& reqs) {
-    const int n = ctx_.subblocks;
-    for (int k = 0; k < n; ++k) {
-      reqs.push_back(
-          em_.transfer(kind, ctx_.gpu(peer_pos), bytes / n, buffer, tag(stream, step, k)));
-    }
-  }
-  void send(int peer_pos, double bytes, int buffer, Stream stream, int step,
-            std::vector<int>& reqs) {
-    transfer(OpKind::kSend, peer_pos, bytes, buffer, stream, step, reqs);
-  }
-  void recv(int peer_pos, double bytes, int buffer, Stream stream, int step,
-            std::vector<int>& reqs) {
-    transfer(OpKind::kRecv, peer_pos, bytes, buffer, stream, step, reqs);
-  }
-  // Attention against the block of `owner` held in `kv`; backward writes dK,dV into `aux`.
-  // A fully masked block is skipped unless `always` (then it runs with 0 FLOPs, so a
-  // fresh accumulator is written with zeros). Returns whether an op was emitted.
-  bool attend(int owner, int kv, int aux, bool always = false) {
-    const PairFlops& f = pairs_[mod(owner, ctx_.P)];
-    if (f.executed <= 0 && !always) return false;
-    // The kernel's backward reruns the scores (backward_factor x forward); model FLOPs
-    // count the backward as 2x the forward, as the cost model's MFU does.
-    const double factor = bwd_ ? ctx_.backward_factor : 1.0;
-    const double useful = f.useful * (bwd_ ? kLinearBackwardFactor : 1.0) * useful_scale_;
-    em_.compute(bwd_ ? ComputeKind::kAttentionBackward : ComputeKind::kAttentionForward,
-                f.executed * factor, useful, ctx_.attention_efficiency, kv, aux,
-                mod(owner, ctx_.P));
-    return true;
-  }
-  // Backward of a block whose accumulator starts here (fresh `acc`).
-  void attend_into(int owner, int kv, int acc) { attend(owner, kv, acc, true); }
-  // Backward of a block whose accumulator arrives by `acc_reqs`: partial, wait, add.
-  void attend_and_add(int owner, int kv, int acc, std::vector<int>& acc_reqs) {
-    const bool computed = attend(owner, kv, b_.dkv_partial);
-    em_.wait_all(acc_reqs);
-    if (computed) accumulate(acc, b_.dkv_partial);
-  }
-  void accumulate(int into, int from) {
-    const double elements = ctx_.dkv_bytes / 4;
-    em_.compute(ComputeKind::kAccumulate, elements, 0, ctx_.accumulate_efficiency, into, from);
-  }
-
-  // Held K,V block at step s: own at s = 0, then the stream's two ring buffers alternately
-  // (clockwise, also the flat ring: kv[0..1]; counter-clockwise: kv[2..3]).
-  int cw_kv(int s) const { return s == 0 ? b_.kv_own : b_.kv[(s - 1) % 2]; }
-  int ccw_kv(int s) const { return s == 0 ? b_.kv_own : b_.kv[2 + (s - 1) % 2]; }
-
-  // --- Flat ring --------------------------------------------------------------------
-
-  void flat(bool bwd) {
-    const int P = ctx_.P;
-    const int i = pos_;
-    std::vector<int> kv_reqs, acc_recv, acc_send_prev, acc_send;
-    for (int s = 0; s < P; ++s) {
-      em_.begin_step(s, ctx_.sync_s);
-      if (s < P - 1) {
-        recv(i - 1, ctx_.kv_bytes, cw_kv(s + 1), kKvCw, s, kv_reqs);
-        send(i + 1, ctx_.kv_bytes, cw_kv(s), kKvCw, s, kv_reqs);
-      }
-      const int owner = i - s;
-      if (!bwd) {
-        attend(owner, cw_kv(s), -1);
-      } else if (P == 1) {
-        attend_into(owner, cw_kv(s), b_.dkv_partial);
-      } else {
-        const int acc = b_.acc[s % 2];
-        if (s == 0) {
-          attend_into(owner, cw_kv(s), acc);
-        } else {
-          recv(i - 1, ctx_.dkv_bytes, acc, kAccCw, s - 1, acc_recv);
-          attend_and_add(owner, cw_kv(s), acc, acc_recv);
-        }
-        // After step P-1 this goes to the block's owner (i + 1).
-        send(i + 1, ctx_.dkv_bytes, acc, kAccCw, s, acc_send);
-      }
-      em_.wait_all(kv_reqs);
-      em_.wait_all(acc_send_prev);
-      std::swap(acc_send_prev, acc_send);
-    }
-    if (bwd && P > 1) {
-      em_.step = P;
-      // Own dK,dV back from i - 1, sent after its step P-1.
-      recv(i - 1, ctx_.dkv_bytes, b_.acc[P % 2], kAccCw, P - 1, acc_recv);
-      em_.wait_all(acc_recv);
-      em_.wait_all(acc_send_prev);
-    }
-  }
-
-  // --- Bidirectional ring -----------------------------------------------------------
-
-  void bidirectional(bool bwd) {
-    const int P = ctx_.P;
-    const int i = pos_;
-    const int last_cw = P / 2;          // ceil((P-1)/2)
-    const int last_ccw = (P - 1) / 2;   // floor((P-1)/2)
-    std::vector<int> kv_reqs, acc_recv, send_prev, send_now;
-    for (int s = 0; s <= last_cw; ++s) {
-      em_.begin_step(s, ctx_.sync_s);
-      if (s < last_cw) {
-        recv(i - 1, ctx_.kv_bytes, cw_kv(s + 1), kKvCw, s, kv_reqs);
-        send(i + 1, ctx_.kv_bytes, cw_kv(s), kKvCw, s, kv_reqs);
-      }
-      if (s < last_ccw) {
-        recv(i + 1, ctx_.kv_bytes, ccw_kv(s + 1), kKvCcw, s, kv_reqs);
-        send(i - 1, ctx_.kv_bytes, ccw_kv(s), kKvCcw, s, kv_reqs);
-      }
-      if (!bwd) {
-        attend(i - s, cw_kv(s), -1);
-        if (s >= 1 && s <= last_ccw) attend(i + s, ccw_kv(s), -1);
-      } else if (P == 1) {
-        attend_into(i, b_.kv_own, b_.dkv_partial);
-      } else {
-        const int acw = b_.acc[s % 2];
-        const bool ccw = s >= 1 && s <= last_ccw;
-        const int accw = b_.acc[2 + s % 2];
-        // Both streams' accumulators are received from the step's start, beside the K,V
-        // transfers (the cost model's kv_dkv pattern), not the second one after the first
-        // block's compute.
-        std::vector<int> ccw_recv;
-        if (s >= 1) recv(i - 1, ctx_.dkv_bytes, acw, kAccCw, s - 1, acc_recv);
-        if (ccw && s >= 2) recv(i + 1, ctx_.dkv_bytes, accw, kAccCcw, s - 1, ccw_recv);
-        // Clockwise stream: the own block's accumulator starts here at s = 0.
-        if (s == 0) {
-          attend_into(i, cw_kv(0), acw);
-        } else {
-          attend_and_add(i - s, cw_kv(s), acw, acc_recv);
-        }
-        if (s < last_cw) send(i + 1, ctx_.dkv_bytes, acw, kAccCw, s, send_now);
-        // Counter-clockwise stream: accumulators start at s = 1, one position past the owner.
-        if (ccw) {
-          if (s == 1) {
-            attend_into(i + s, ccw_kv(s), accw);
-          } else {
-            attend_and_add(i + s, ccw_kv(s), accw, ccw_recv);
-          }
-          if (s < last_ccw) send(i - 1, ctx_.dkv_bytes, accw, kAccCcw, s, send_now);
-        }
-      }
-      em_.wait_all(kv_reqs);
-      em_.wait_all(send_prev);
-      std::swap(send_prev, send_now);
-    }
-    if (bwd && P > 1) {
-      // Each stream's last accumulator goes straight to its owner; the own ones come back
-      // from the positions that computed last with them (one exposed transfer).
-      em_.step = last_cw + 1;
-      std::vector<int> reqs;
-      send(i - last_cw, ctx_.dkv_bytes, b_.acc[last_cw % 2], kReturnCw, 0, reqs);
-      const int own_cw = b_.acc[(last_cw + 1) % 2];
-      recv(i + last_cw, ctx_.dkv_bytes, own_cw, kReturnCw, 0, reqs);
-      int own_ccw = -1;
-      if (last_ccw >= 1) {
-        send(i + last_ccw, ctx_.dkv_bytes, b_.acc[2 + last_ccw % 2], kReturnCcw, 0, reqs);
-        own_ccw = b_.acc[2 + (last_ccw + 1) % 2];
-        recv(i - last_ccw, ctx_.dkv_bytes, own_ccw, kReturnCcw, 0, reqs);
-      }
-      em_.wait_all(send_prev);
-      em_.wait_all(reqs);
-      if (own_ccw >= 0) accumulate(own_cw, own_ccw);
-    }
-  }
-
-  // --- Hierarchical (double) ring ---------------------------------------------------
-  // Position p = k*g + l; outer buffers kv[0..1], inner buffers kv[2..3]; inner
-  // accumulators acc[0..1], outer accumulators acc[2..3].
-  void hierarchical(bool bwd) {
-    const int g = ctx_.g;
-    const int n = ctx_.P / g;
-    const int k = pos_ / g;
-    const int l = pos_ % g;
-    auto at = [&](int node, int local) { return mod(node, n) * g + mod(local, g); };
-    auto outer_kv = [&](int o) { return o == 0 ? b_.kv_own : b_.kv[(o - 1) % 2]; };
-    std::vector<int> outer_reqs, outer_acc_recv, outer_send_prev, outer_send_now;
-    for (int o = 0; o < n; ++o) {
-      em_.step = o * g;
-      if (o < n - 1) {
-        recv(at(k - 1, l), ctx_.kv_bytes, outer_kv(o + 1), kKvOuter, o, outer_reqs);
-        send(at(k + 1, l), ctx_.kv_bytes, outer_kv(o), kKvOuter, o, outer_reqs);
-      }
-      if (bwd && o >= 1) {
-        recv(at(k - 1, l), ctx_.dkv_bytes, b_.acc[2 + o % 2], kAccOuter, o - 1, outer_acc_recv);
-      }
-      // The inner cycle's result for the outer block lands here. A ring of one has no
-      // accumulators (memory model): its dK,dV stay in the partial, as in the flat ring.
-      const int result = ctx_.P == 1 ? b_.dkv_partial : o == 0 ? b_.acc[2] : b_.acc[g % 2];
-      auto inner_kv = [&](int t) { return t == 0 ? outer_kv(o) : b_.kv[2 + (t - 1) % 2]; };
-      std::vector<int> kv_reqs, acc_recv, send_prev, send_now;
-      for (int t = 0; t < g; ++t) {
-        const int step = o * g + t;
-        em_.begin_step(step, ctx_.sync_s);
-        if (t < g - 1) {
-          recv(at(k, l - 1), ctx_.kv_bytes, inner_kv(t + 1), kKvCw, step, kv_reqs);
-          send(at(k, l + 1), ctx_.kv_bytes, inner_kv(t), kKvCw, step, kv_reqs);
-        }
-        const int owner = at(k - o, l - t);
-        if (!bwd) {
-          attend(owner, inner_kv(t), -1);
-        } else if (g == 1) {
-          attend_into(owner, inner_kv(t), result);
-        } else {
-          const int acc = b_.acc[t % 2];
-          if (t == 0) {
-            attend_into(owner, inner_kv(t), acc);
-          } else {
-            recv(at(k, l - 1), ctx_.dkv_bytes, acc, kAccCw, step - 1, acc_recv);
-            attend_and_add(owner, inner_kv(t), acc, acc_recv);
-          }
-          // A full inner cycle: after t = g-1 this reaches the GPU passing the block on.
-          send(at(k, l + 1), ctx_.dkv_bytes, acc, kAccCw, step, send_now);
-        }
-        em_.wait_all(kv_reqs);
-        em_.wait_all(send_prev);
-        std::swap(send_prev, send_now);
-      }
-      if (!bwd) {
-        em_.wait_all(outer_reqs);
-        continue;
-      }
-      if (g > 1) {
-        recv(at(k, l - 1), ctx_.dkv_bytes, result, kAccCw, o * g + g - 1, acc_recv);
-        em_.wait_all(acc_recv);
-        em_.wait_all(send_prev);
-      }
-      // Outer accumulator: the inner cycle's result plus what the previous node summed.
-      const int outer_acc = b_.acc[2 + o % 2];
-      if (o >= 1) {
-        em_.wait_all(outer_acc_recv);
-        accumulate(outer_acc, result);
-      }
-      if (n > 1) send(at(k + 1, l), ctx_.dkv_bytes, outer_acc, kAccOuter, o, outer_send_now);
-      em_.wait_all(outer_reqs);
-      em_.wait_all(outer_send_prev);
-      std::swap(outer_send_prev, outer_send_now);
-    }
-    if (bwd && n > 1) {
-      // Own dK,dV back from the previous node after its last outer step.
-      em_.step = ctx_.P;
-      recv(at(k - 1, l), ctx_.dkv_bytes, b_.acc[2 + n % 2], kAccOuter, n - 1, outer_acc_recv);
-      em_.wait_all(outer_acc_recv);
-      em_.wait_all(outer_send_prev);
-    }
-  }
-};
-
-}  // namespace
 
 // --- Whole-schedule generation ----------------------------------------------------------
 
@@ -620,7 +174,6 @@ class Generator {
     ring_.accumulate_efficiency = costs_.accumulate_efficiency();
     ring_.sync_s = costs_.step_sync_s;
     ring_.backward_factor = costs_.attention.backward_factor;
-    ring_.tag_stride = kStreamCount * (P_ + 2) * choice_.kv_subblocks;
   }
 
 
@@ -640,7 +193,9 @@ class Generator {
     double useful_scale = 1;       // 0 while recomputing (MFU does not count recompute)
   };
 
-  int buf(const std::string& label, double bytes) { return table_.id(label, bytes); }
+  int buf(const std::string& label, double bytes, BufferRole role = BufferRole::kAccounting) {
+    return table_.id(label, bytes, role);
+  }
   int buf_l(const char* name, int layer, double bytes) {
     return buf(std::string(name) + ".L" + std::to_string(layer), bytes);
   }
@@ -653,11 +208,13 @@ class Generator {
     for (int j = 0; j < P_; ++j) {
       r.pairs[j] = attention_pair_flops(layout_, pos, j, job_.causal, m_.heads, m_.head_dim, tiles);
     }
-    for (int k = 0; k < rb_.kv_ring_buffers; ++k) r.ids.kv[k] = buf("kv" + std::to_string(k), rb_.kv_block);
-    for (int k = 0; k < rb_.dkv_accumulators; ++k) {
-      r.ids.acc[k] = buf("dkv_acc" + std::to_string(k), rb_.dkv_block);
+    for (int k = 0; k < rb_.kv_ring_buffers; ++k) {
+      r.ids.kv[k] = buf("kv" + std::to_string(k), rb_.kv_block, BufferRole::kKvRing);
     }
-    r.ids.dkv_partial = buf("dkv_partial", rb_.dkv_partial);
+    for (int k = 0; k < rb_.dkv_accumulators; ++k) {
+      r.ids.acc[k] = buf("dkv_acc" + std::to_string(k), rb_.dkv_block, BufferRole::kDkvAccumulator);
+    }
+    r.ids.dkv_partial = buf("dkv_partial", rb_.dkv_partial, BufferRole::kDkvPartial);
 
     RankEmitter& em = r.em;
     em.layer = -1;
@@ -711,7 +268,7 @@ class Generator {
   LayerStore alloc_store(Rank& r, const std::string& suffix, double rest_bytes, const char* rest) {
     LayerStore s;
     s.q = buf("q" + suffix, rb_.q);
-    s.kv = buf("kv_own" + suffix, rb_.kv_block);
+    s.kv = buf("kv_own" + suffix, rb_.kv_block, BufferRole::kKvOwn);
     s.out = buf("out" + suffix, rb_.q);
     s.lse = buf("lse" + suffix, rb_.lse);
     s.rest = buf(rest + suffix, rest_bytes);
@@ -780,7 +337,7 @@ class Generator {
 
   void ring_pass(Rank& r, bool backward) {
     const RankEmitter::Scope keep(r.em);
-    RingPass(r.ctx, r.ids, r.pairs, r.pos, r.em, r.useful_scale).run(backward, r.units++);
+    emit_ring_pass(r.ctx, r.ids, r.pairs, r.pos, r.em, r.useful_scale, backward, r.units++);
   }
 
   int alloc_grad_stream(Rank& r) {

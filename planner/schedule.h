@@ -12,26 +12,29 @@
 // masked), merging into (out, lse); then waits for both transfers.
 //
 // Backward, flat ring. K,V travel as in the forward pass; dQ stays local; each block
-// travels with an fp32 dK,dV accumulator. At step s: post KV send/recv (unless s == P-1);
-// compute the block's partial dQ, dK, dV; wait for the held block's accumulator (sent by
-// i-1 after its step s-1; at s == 0 the accumulator starts at zero); add the partial;
-// send the accumulator to i+1; wait for KV. After step P-1 the accumulator sent to i+1
-// is that block's owner's: each position then waits for its own dK,dV to arrive.
+// travels with an fp32 dK,dV accumulator. At step s the post (one phase, see op_list.h)
+// holds the K,V send/recv (unless s == P-1) and, for s >= 1, the send of the accumulator
+// this position finished in step s-1 and the receive of the one i-1 finished; then the
+// block's partial dQ, dK, dV; wait for the arriving accumulator (at s == 0 it starts at
+// zero); add the partial; wait for the step's transfers. A last post (step P) sends the
+// accumulator of step P-1 to its owner i+1 and receives this position's own dK,dV.
 //
 // Bidirectional: each block is sent both ways; at step s >= 1 position i receives the
 // blocks of i-s (clockwise) and i+s (counter-clockwise) and computes both, so ceil((P-1)/2)
 // steps after step 0 (the last step has one block when P is even). Backward: each stream
-// carries its accumulators as in the flat ring; at the end each position sends the two
-// accumulators it holds straight to their owners (one exposed transfer).
+// carries its accumulators as in the flat ring; a last post sends the two accumulators
+// each position holds straight to their owners (one exposed transfer).
 //
-// Hierarchical (double ring): the ring is g = GPUs-per-node positions per node times
-// n = P / g nodes; position i = node k * g + local l. Outer step o = 0..n-1 handles the g
-// blocks of node (k - o); at its start each GPU posts the outer send of the block it will
-// pass on to GPU (k+1, l) and the outer recv from (k-1, l) (all rails at once), then runs
-// g inner steps, rotating copies over the inner ring (l -> l+1) inside the node. The
-// outer transfer hides behind g inner steps. Backward: inner accumulators make a full
+// Hierarchical (two-level, "double ring"): the ring is g = GPUs-per-node positions per
+// node times n = P / g nodes; position i = node k * g + local l. Outer step o = 0..n-1
+// handles the g blocks of node (k - o); its first inner step also posts the outer send of
+// the block it will pass on to GPU (k+1, l) and the outer recv from (k-1, l) (all rails at
+// once), then g inner steps rotate copies over the inner ring (l -> l+1) inside the node.
+// The outer transfer hides behind g inner steps. Backward: inner accumulators make a full
 // inner cycle (g transfers) and return to the GPU that passes the block on; the outer
-// accumulator is sent after the inner cycle and is awaited one outer step later.
+// accumulator is sent after the inner cycle and is added to one outer step later.
+// ring_pass.h gives the step pattern all three follow, which makes the message contract
+// (op_list.h) hold by construction; message_contract.h checks it.
 //
 // Load balance decides which tokens a position holds (see TokenLayout): contiguous
 // (position i holds [i*c, (i+1)*c)), striped (tokens i, i+P, i+2P, ...), zigzag
@@ -39,7 +42,7 @@
 // executes at tile granularity (fully masked tiles skipped, partly masked ones computed
 // whole) and the useful FLOPs (unmasked pairs only, for MFU).
 //
-// Details the generator fixes (schedule.cc; tests/planner/schedule_test.cc runs every
+// Details the generator fixes (schedule.cc, ring_pass.cc; tests/planner/schedule_test.cc runs every
 // variant symbolically and checks them):
 // - Buffers. Ring: "kv0".."kv3" (receive buffers; flat uses 2: held + incoming, the own
 //   block is the stored "kv_own.L<l>"), "dkv_acc0".."dkv_acc3" (fp32 accumulators),
@@ -61,10 +64,12 @@
 //   adds its dQ into the local dQ; kAccumulate adds aux_buffer into buffer. Where a fresh
 //   accumulator starts (step 0, or step 1 of the counter-clockwise stream) the op is
 //   emitted even for a fully masked block, with 0 FLOPs, so the accumulator holds zeros.
-//   An accumulator is received at the start of the step that adds to it.
+//   An accumulator is received at the start of the step that adds to it. Each buffer's
+//   BufferRole says what it holds; each pass starts with kBeginPass, and each backward
+//   pass ends with kOwnGrad naming the buffer that holds the rank's own dK,dV.
 // - Tags are unique per (src, dst) pair over the whole schedule and < 2^31 (see the top
-//   of schedule.cc). kv_subblocks > 1 splits each K,V and dK,dV transfer into that many
-//   messages with consecutive tags, each with its own request.
+//   of ring_pass.cc); phases likewise. kv_subblocks > 1 splits each K,V and dK,dV
+//   transfer into that many messages with consecutive tags, each with its own request.
 // - Collectives (FSDP over all cp·dp GPUs, group 0 in plan order): `bytes` is one rank's
 //   shard (all-gather: what it contributes; reduce-scatter: what it keeps); `tag` is the
 //   collective's sequence number on its group, the same on every member. Each unit (a
@@ -81,99 +86,17 @@
 //   logits, then the optimizer. Memory allocs stand for the whole model in every workload.
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "planner/cost_params.h"
 #include "planner/model_spec.h"
+#include "planner/op_list.h"
 #include "planner/plan.h"
+#include "planner/token_layout.h"
 #include "planner/topology.h"
 
 namespace rm {
-
-// Which global token indices a ring position holds (per sequence).
-struct TokenLayout {
-  LoadBalance lb;
-  int64_t seq_len;  // N
-  int ring;         // P
-  int64_t tokens_per_rank() const { return seq_len / ring; }  // c
-  // Global index of the `local`-th token (0..c-1) held by ring position `pos`;
-  // increasing in `local`.
-  int64_t global_index(int pos, int64_t local) const;
-  // Throws InputError if N is not divisible as the load balance needs (P, or 2P for zigzag).
-  static void check_divisible(LoadBalance lb, int64_t seq_len, int ring, const std::string& where);
-};
-
-enum class OpKind {
-  kCompute,     // busy the device for flops / (peak * efficiency)
-  kSend,        // post a non-blocking send of `bytes` from `buffer` to `peer`; yields `request`
-  kRecv,        // post a non-blocking receive of `bytes` into `buffer` from `peer`; yields `request`
-  kCollective,  // post a non-blocking collective over `group` (FSDP); yields `request`
-  kWait,        // block until `request` completes
-  kAlloc,       // allocate `bytes` as `buffer` (memory tracking; executor allocates it)
-  kFree,        // free `buffer`
-};
-
-enum class ComputeKind {
-  kAttentionForward,   // local Q against the K,V in `buffer`; merge into (out, lse)
-  kAttentionBackward,  // partial dQ (local), dK, dV (into `aux_buffer`) for the K,V in `buffer`
-  kAccumulate,         // add `aux_buffer` into the accumulator `buffer` (dK, dV)
-  kGemm,               // linear layers (QKV, output projection, FFN, logits), forward or backward
-  kOptimizer,          // optimizer update of this GPU's parameter shard
-};
-
-enum class CollectiveKind { kAllGather, kReduceScatter };
-
-struct Op {
-  OpKind kind = OpKind::kCompute;
-  ComputeKind compute = ComputeKind::kGemm;
-  CollectiveKind collective = CollectiveKind::kAllGather;
-  int layer = 0;   // layer index (0-based); -1 for embedding/head/optimizer
-  int step = 0;    // ring step within the pass (attention ops and their transfers)
-  bool backward = false;
-  // kCompute
-  double flops = 0;          // FLOPs executed (tile granularity for attention)
-  double useful_flops = 0;   // FLOPs the model needs (MFU counts these)
-  double efficiency = 0;     // fraction of peak the cost model assumes for this op
-  int kv_owner = -1;         // attention: ring position whose K,V block is used
-  // kSend / kRecv / kCollective
-  int peer = -1;             // GPU id (send/recv)
-  double bytes = 0;          // per message; for a collective, bytes each rank contributes
-  int group = -1;            // collective: index into OpSchedule::groups
-  int tag = 0;               // matches a send with its recv between the same two GPUs
-  // Buffers (kAlloc/kFree/transfers/compute): ids into OpSchedule::buffers.
-  int buffer = -1;
-  int aux_buffer = -1;
-  // Async ops yield a request id (unique within the rank); kWait names one.
-  int request = -1;
-  // Fixed seconds the cost model charges before this op starts: the first op of each ring
-  // step carries CostParams::step_sync_s (stream event wait, the step's launches). The
-  // simulator waits it out; an executor ignores it (it pays the real ones).
-  double overhead_s = 0;
-};
-
-struct BufferInfo {
-  std::string label;  // "kv0", "kv1", "dkv_acc0", "q", "out", ...
-  double bytes = 0;
-};
-
-struct RankSchedule {
-  int gpu = 0;            // global GPU id (= MPI rank in the executor)
-  int ring = 0;           // which ring (0..dp-1)
-  int position = 0;       // position within the ring (0..P-1)
-  std::vector<Op> ops;
-};
-
-// Named OpSchedule, not Schedule: rm::Schedule is the plan's ring-schedule enum (plan.h).
-struct OpSchedule {
-  std::vector<RankSchedule> ranks;         // indexed by GPU id
-  std::vector<BufferInfo> buffers;         // shared id space; same meaning on every rank
-  std::vector<std::vector<int>> groups;    // collective groups (GPU ids)
-  int layers_emitted = 0;                  // layers present in the op lists
-  int layer_multiplier = 1;                // identical layers each emitted layer stands for
-  std::string note;                        // e.g. "1 of 32 identical layers emitted"
-};
 
 struct ScheduleOptions {
   // Emit only this many layers (0 = all) and report the multiplier: lets the simulator

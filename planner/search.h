@@ -41,8 +41,12 @@ struct SearchStats {
   int64_t evaluated = 0;
 };
 
-// Tile sizes the search tries for block_q and block_kv (those that fit on chip).
-inline constexpr int kTileSizes[] = {64, 128, 256};
+// Tile sizes the search tries for block_q and block_kv (those that also fit on chip):
+// the ones every backend really runs. The CUDA forward kernel is instantiated for 64 and
+// 128 (executor/cuda/attention_kernels.cuh) and the Eigen kernels run any size, so a
+// searched plan never asks for a tile that a GPU would silently round. A pin (--block-q)
+// may still ask for another size; measurements record what ran (Backend::tiles_run).
+inline constexpr int kTileSizes[] = {64, 128};
 inline constexpr int kKvSubblocks[] = {1, 2, 4};
 
 class Planner {

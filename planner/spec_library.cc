@@ -9,6 +9,7 @@
 #include <cctype>
 
 #include "planner/input_error.h"
+#include "planner/kernel_efficiency.h"
 #include "planner/shipped_specs.h"
 #include "planner/units.h"
 #include "planner/yaml_reader.h"
@@ -93,7 +94,7 @@ GpuSpec parse_gpu(const YamlMap& m) {
   g.attention.max_efficiency = a.number("max_efficiency", Range::fraction());
   g.attention.half_flops = a.number("half_flops", Range::non_negative());
   g.attention.tile_bytes_limit = a.number("tile_kib", Range::positive()) * kKiB;
-  g.attention.backward_factor = a.number_or("backward_factor", 2.5, Range::positive());
+  g.attention.backward_factor = a.number_or("backward_factor", kBackwardFlopsFactor, Range::positive());
   a.finish();
   m.finish();
   return g;

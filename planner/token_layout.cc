@@ -1,8 +1,9 @@
-// TokenLayout: which global token indices a ring position holds (see schedule.h).
+// TokenLayout: which global token indices a ring position holds (token_layout.h).
+#include "planner/token_layout.h"
+
 #include <string>
 
 #include "planner/input_error.h"
-#include "planner/schedule.h"
 
 namespace rm {
 

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "executor/cuda/cuda_backend.h"
+#include "planner/kernel_efficiency.h"
+#include "planner/stats.h"
 
 namespace rm::gpu {
 
@@ -60,8 +62,7 @@ double time_median(cudaStream_t stream, int repeats, Body body) {
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  return times[times.size() / 2];
+  return median(times);
 }
 
 }  // namespace
@@ -101,7 +102,7 @@ KernelTiming time_attention_kernels(const AttentionDims& dims, Tiles tiles, int 
   RM_CUDA_CHECK(cudaStreamSynchronize(stream), "cudaStreamSynchronize (kernel timing)");
   cudaStreamDestroy(stream);
   t.forward_flops = 4.0 * dims.c_q * dims.c_kv * dims.d * dims.h * (dims.causal ? 0.5 : 1.0);
-  t.backward_flops = 2.5 * t.forward_flops;
+  t.backward_flops = kBackwardFlopsFactor * t.forward_flops;
   return t;
 }
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Faults in `ringmaster run`: a rank killed mid-ring, or stalled, must make every rank exit,
+# Faults in `ringmaster run`: a rank killed mid-ring, or stalled, or posting two receives in
+# swapped order (a broken message contract), must make every rank exit,
 # non-zero, within a bound (the --timeout-s deadline plus mpirun's teardown), with a
 # message naming a rank and the step; no rank may be left running. Faults are injected
 # with the hidden RINGMASTER_FAULT variable (executor/watchdog.h). Also: a plan whose GPU
@@ -65,6 +66,20 @@ for fault in kill stall; do
   echo "$fault: exit $rc after ${elapsed} s"
   echo "$out" | grep -E "injected|no progress|terminated|exited on signal" | head -5
 done
+
+# A broken message contract (two receives posted in swapped order, executor/watchdog.h):
+# the MPI transport pairs by posting order as NCCL does and must stop with an error naming
+# the link, the message and both tags and sizes, never pair them silently or hang.
+out=$(RINGMASTER_FAULT="swap:rank=1,step=1" timeout 120 "$bin" run --plan "$tmp/plan.yaml" \
+      --iters 1 --timeout-s 20 2>&1)
+rc=$?
+[[ $rc -eq 0 ]] && fail "swap: exit 0, want non-zero"
+[[ $rc -eq 124 ]] && fail "swap: hung (killed by the test's 120 s timeout)"
+if [[ ! $out =~ message\ contract\ broken\ on\ link\ 0\ -\>\ 1,\ message\ [0-9]+:\ the\ sender\ posted\ tag\ [0-9]+\ \([0-9]+\ bytes\),\ the\ receiver\ expects\ tag\ [0-9]+\ \([0-9]+\ bytes\) ]]; then
+  fail "swap: no contract message naming link, message, tags and sizes: $out"
+fi
+echo "swap: exit $rc"
+echo "$out" | grep -E "injected|message contract" | head -3
 
 # Refusals: exit 2 with a message, before any rank starts.
 out=$("$bin" run --plan plan.yaml --np 2 2>&1)

@@ -3,10 +3,10 @@
 
 #include <cmath>
 
-#include "executor/calibration.h"
+#include "planner/profile_fit.h"
 #include "planner/spec_library.h"
 
-namespace rm::exec {
+namespace rm {
 namespace {
 
 constexpr double kPeak = 8e10;  // cpu-local's peak (topologies/cpu-local.yaml)
@@ -18,14 +18,13 @@ double kernel_s(int bq, int bkv, double fwd_flops) {
   return fwd_flops / (kPeak * kEff * tile / (tile + kHalf));
 }
 
-Measurement kernel(int iteration, bool backward, int tile, double start, double fwd_flops, bool in_flight) {
-  Measurement m;
+CalibrationRecord kernel(int iteration, bool backward, int tile, double start, double fwd_flops, bool in_flight) {
+  CalibrationRecord m;
   m.iteration = iteration;
   m.kind = backward ? "attention_backward" : "attention_forward";
-  m.backward = backward;
   m.block_q = m.block_kv = tile;
   m.head_dim = kD;
-  m.flops = fwd_flops * (backward ? kRecordBackwardFlopsFactor : 1.0);
+  m.flops = fwd_flops * (backward ? kBackwardFlopsFactor : 1.0);
   m.start = start;
   m.seconds = kernel_s(tile, tile, fwd_flops) * (backward ? kBwd : 1.0) * (in_flight ? kInterference : 1.0);
   return m;
@@ -35,24 +34,24 @@ Measurement kernel(int iteration, bool backward, int tile, double start, double 
 
 TEST_CASE("fit_profile: ring-run records where every backward kernel has a transfer in flight") {
   const Topology topo = load_topology("cpu-local");
-  std::vector<Measurement> records;
+  std::vector<CalibrationRecord> records;
   int it = 0;
   for (int tile : {16, 32, 64, 128}) {
     const double flops = 1e8 * (1 + tile / 64.0);
     // Forward: step 0 with the next block in flight (a recv spanning the kernel), step 1 alone.
-    Measurement f0 = kernel(it, false, tile, 0.0, flops, true);
-    Measurement recv;
+    CalibrationRecord f0 = kernel(it, false, tile, 0.0, flops, true);
+    CalibrationRecord recv;
     recv.iteration = it;
     recv.kind = "recv";
     recv.bytes = 1 << 20;
     recv.peer = 1;
     recv.start = 0.0;
     recv.seconds = f0.seconds + 1e-4;
-    Measurement f1 = kernel(it, false, tile, recv.seconds + 1e-3, flops, false);
+    CalibrationRecord f1 = kernel(it, false, tile, recv.seconds + 1e-3, flops, false);
     // Backward: the transfer of K,V and dK,dV spans the kernel too.
     const double b_start = f1.start + f1.seconds + 1e-3;
-    Measurement b0 = kernel(it, true, tile, b_start, flops, true);
-    Measurement brecv = recv;
+    CalibrationRecord b0 = kernel(it, true, tile, b_start, flops, true);
+    CalibrationRecord brecv = recv;
     brecv.start = b_start;
     brecv.seconds = b0.seconds + 1e-4;
     records.insert(records.end(), {f0, recv, f1, b0, brecv});
@@ -69,4 +68,4 @@ TEST_CASE("fit_profile: ring-run records where every backward kernel has a trans
   CHECK(p.fits.at("attention_backward").mape < 1e-9);
 }
 
-}  // namespace rm::exec
+}  // namespace rm

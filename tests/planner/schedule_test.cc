@@ -1,6 +1,7 @@
 // The schedule generator, checked by running every rank's op list symbolically: buffers
 // carry which K,V block or which dK,dV contributions they hold, sends and receives meet by
-// (src, dst, tag) with rendezvous semantics, and the run must finish without deadlock,
+// posting order on their link (the message contract, planner/op_list.h: what NCCL does)
+// with rendezvous semantics and must agree on tag and size, and the run must finish without deadlock,
 // without touching a buffer while a transfer on it is in flight, and with every position
 // holding its own complete dK,dV at the end of each backward pass.
 #include <doctest/doctest.h>
@@ -15,6 +16,7 @@
 #include "planner/attention_work.h"
 #include "planner/input_error.h"
 #include "planner/memory_model.h"
+#include "planner/message_contract.h"
 #include "planner/schedule.h"
 #include "planner/spec_library.h"
 
@@ -95,6 +97,7 @@ struct Checker {
     OpKind kind;
     int gpu, peer, tag, buffer;
     double bytes;
+    int phase = -1;
     bool matched = false;
     Content payload;  // sends: snapshot at post
   };
@@ -105,14 +108,17 @@ struct Checker {
     std::map<int, int> pending_send, pending_recv;
     std::set<int> allocated;
     double mem = 0;
-    bool own_complete = false;
+    bool in_pass = false;
+    bool pass_backward = false;
   };
 
   void run() {
     const int G = static_cast<int>(s.ranks.size());
     std::vector<RankState> st(G);
     std::vector<std::unique_ptr<Req>> all;
-    std::map<std::tuple<int, int, int>, Req*> open_sends, open_recvs;  // (src, dst, tag)
+    // (src, dst, n-th message on the link): pairing by posting order.
+    std::map<std::tuple<int, int, int>, Req*> open_sends, open_recvs;
+    std::map<std::pair<int, int>, int> sends_on_link, recvs_on_link;
     std::map<std::pair<int, int>, std::vector<Req*>> colls;            // (group, tag)
     completions.assign(G, 0);
     peak.assign(G, 0);
@@ -140,17 +146,10 @@ struct Checker {
               CHECK(op.bytes == doctest::Approx(s.buffers.at(op.buffer).bytes));
               peak[g] = std::max(peak[g], r.mem);
               r.content[op.buffer] = {};
-              if (label(op.buffer).rfind("kv_own", 0) == 0) r.content[op.buffer].kv = pos_of(g);
+              if (s.buffers.at(op.buffer).role == BufferRole::kKvOwn) r.content[op.buffer].kv = pos_of(g);
               break;
             case OpKind::kFree:
               REQUIRE(r.allocated.erase(op.buffer) == 1);
-              // A backward phase ends by freeing its buffers (dkv_partial last of the
-              // dK,dV ones): the own dK,dV must be complete in one of them by then.
-              if (is_complete(g, r.content[op.buffer])) r.own_complete = true;
-              if (label(op.buffer) == "dkv_partial") {
-                completions[g] += r.own_complete ? 1 : 0;
-                r.own_complete = false;
-              }
               REQUIRE(r.pending_send[op.buffer] == 0);
               REQUIRE(r.pending_recv[op.buffer] == 0);
               r.mem -= s.buffers.at(op.buffer).bytes;
@@ -159,19 +158,24 @@ struct Checker {
             case OpKind::kRecv: {
               REQUIRE(r.allocated.count(op.buffer));
               REQUIRE(!r.reqs.count(op.request));
-              auto req = std::make_unique<Req>(Req{op.kind, g, op.peer, op.tag, op.buffer, op.bytes, false, {}});
+              auto req = std::make_unique<Req>(Req{op.kind, g, op.peer, op.tag, op.buffer, op.bytes, op.phase, false, {}});
               Req* q = req.get();
               all.push_back(std::move(req));
               r.reqs[op.request] = q;
+              // Both ends must state the same message (NCCL would truncate or hang).
+              auto agree = [&](const Req* a, const Req* b) {
+                CHECK(a->tag == b->tag);
+                CHECK(a->bytes == doctest::Approx(b->bytes));
+                CHECK(a->phase == b->phase);
+              };
               if (op.kind == OpKind::kSend) {
                 REQUIRE(r.pending_recv[op.buffer] == 0);  // sending what is still arriving
                 r.pending_send[op.buffer]++;
                 q->payload = r.content[op.buffer];
-                auto key = std::make_tuple(g, op.peer, op.tag);
-                REQUIRE(!open_sends.count(key));  // tags unique per pair
+                auto key = std::make_tuple(g, op.peer, sends_on_link[{g, op.peer}]++);
                 open_sends[key] = q;
                 if (auto it = open_recvs.find(key); it != open_recvs.end()) {
-                  CHECK(it->second->bytes == doctest::Approx(op.bytes));
+                  agree(q, it->second);
                   it->second->payload = q->payload;
                   it->second->matched = q->matched = true;
                 }
@@ -180,11 +184,10 @@ struct Checker {
               } else {
                 REQUIRE(r.pending_send[op.buffer] == 0);  // overwriting what is being sent
                 r.pending_recv[op.buffer]++;
-                auto key = std::make_tuple(op.peer, g, op.tag);
-                REQUIRE(!open_recvs.count(key));
+                auto key = std::make_tuple(op.peer, g, recvs_on_link[{op.peer, g}]++);
                 open_recvs[key] = q;
                 if (auto it = open_sends.find(key); it != open_sends.end()) {
-                  CHECK(it->second->bytes == doctest::Approx(op.bytes));
+                  agree(it->second, q);
                   q->payload = it->second->payload;
                   it->second->matched = q->matched = true;
                 }
@@ -193,7 +196,7 @@ struct Checker {
             }
             case OpKind::kCollective: {
               REQUIRE(!r.reqs.count(op.request));
-              auto req = std::make_unique<Req>(Req{op.kind, g, op.group, op.tag, op.buffer, op.bytes, false, {}});
+              auto req = std::make_unique<Req>(Req{op.kind, g, op.group, op.tag, op.buffer, op.bytes, -1, false, {}});
               Req* q = req.get();
               all.push_back(std::move(req));
               r.reqs[op.request] = q;
@@ -224,7 +227,27 @@ struct Checker {
               break;
             }
             case OpKind::kCompute:
+              if (op.compute == ComputeKind::kAttentionForward ||
+                  op.compute == ComputeKind::kAttentionBackward) {
+                // Inside a pass of the same direction (kBeginPass says where it starts).
+                CHECK(r.in_pass);
+                CHECK(r.pass_backward == (op.compute == ComputeKind::kAttentionBackward));
+              }
               compute(g, op, r);
+              break;
+            case OpKind::kBeginPass:
+              r.in_pass = true;
+              r.pass_backward = op.compute == ComputeKind::kAttentionBackward;
+              break;
+            case OpKind::kOwnGrad:
+              // The backward pass names the buffer that holds the own complete dK,dV.
+              REQUIRE(r.allocated.count(op.buffer));
+              REQUIRE(r.pending_recv[op.buffer] == 0);
+              CHECK(r.pass_backward);
+              CHECK_MESSAGE(is_complete(g, r.content[op.buffer]),
+                            "own dK,dV incomplete in " << label(op.buffer));
+              if (is_complete(g, r.content[op.buffer])) completions[g]++;
+              r.in_pass = false;
               break;
           }
           if (blocked) break;
@@ -335,7 +358,7 @@ TEST_CASE("schedule: every variant's ring passes are complete, matched and hazar
   for (Schedule sched : {Schedule::kFlat, Schedule::kBidirectional}) {
     for (LoadBalance lb : {LoadBalance::kContiguous, LoadBalance::kStriped, LoadBalance::kZigzag}) {
       for (bool causal : {true, false}) {
-        for (int P : {1, 2, 3, 4, 5, 8}) {
+        for (int P : {1, 2, 3, 4, 5, 6, 7, 8, 16}) {
           CAPTURE(std::string(to_string(sched)));
           CAPTURE(std::string(to_string(lb)));
           CAPTURE(causal);
@@ -365,6 +388,86 @@ TEST_CASE("schedule: hierarchical ring over several nodes, with sub-blocks and D
     std::reverse(p.choice.order.begin(), p.choice.order.end());  // any permutation
     check_attention(p, small_model(8, 2));
   }
+}
+
+// The message contract (planner/op_list.h) for every schedule, load balance, sub-blocking,
+// pass set and checkpointing policy up to 16 ranks; the two-level ring at 16 and 32.
+TEST_CASE("schedule: every link pairs its sends and receives in posting order") {
+  // Any ring size fits cpu-local's one 64-rank node; the two-level ring needs DGX nodes.
+  const Topology one_node = load_topology("cpu-local");
+  const Topology dgx = load_topology("dgx-a100-ib");
+  int checked = 0;
+  auto check = [&](const Plan& p, const ModelSpec& m) {
+    const Fabric fabric(p.choice.schedule == Schedule::kHierarchical ? dgx : one_node, p.job.gpus);
+    const OpSchedule s = generate_schedule(p, m, fabric);
+    const std::string v = message_contract_violation(s);
+    CHECK_MESSAGE(v.empty(), v);
+    ++checked;
+  };
+  for (Schedule sched : {Schedule::kFlat, Schedule::kBidirectional}) {
+    for (LoadBalance lb : {LoadBalance::kContiguous, LoadBalance::kStriped, LoadBalance::kZigzag}) {
+      for (int P = 1; P <= 16; ++P) {
+        for (int sub : {1, 2, 3}) {
+          for (Passes passes : {Passes::kForward, Passes::kForwardBackward}) {
+            for (Checkpointing ck : {Checkpointing::kNone, Checkpointing::kFull}) {
+              CAPTURE(std::string(to_string(sched)));
+              CAPTURE(std::string(to_string(lb)));
+              CAPTURE(P);
+              CAPTURE(sub);
+              Plan p = make_plan(P, P, sched, lb, true, 64 * P);
+              p.job.passes = passes;
+              p.choice.kv_subblocks = sub;
+              p.choice.checkpointing = ck;
+              check(p, small_model(4, 2));
+            }
+          }
+        }
+      }
+    }
+  }
+  for (int gpus : {16, 32}) {
+    for (int sub : {1, 2}) {
+      CAPTURE(gpus);
+      CAPTURE(sub);
+      Plan p = make_plan(gpus, gpus, Schedule::kHierarchical, LoadBalance::kZigzag, true, 64 * gpus);
+      p.choice.kv_subblocks = sub;
+      check(p, small_model(4, 2));
+      // DP 2 and a whole training step (FSDP collectives beside the rings).
+      Plan q = make_plan(gpus, gpus / 2, Schedule::kHierarchical, LoadBalance::kStriped, true,
+                         64 * gpus, Workload::kStep);
+      q.choice.kv_subblocks = sub;
+      check(q, small_model(4, 2));
+    }
+  }
+  CHECK(checked == 2 * 3 * 16 * 3 * 2 * 2 + 8);
+}
+
+TEST_CASE("schedule: two swapped receives break the contract, named by link and message") {
+  const Topology topo = load_topology("dgx-a100-ib");
+  const Fabric fabric(topo, 4);
+  const Plan p = make_plan(4, 4, Schedule::kFlat, LoadBalance::kZigzag, true, 1024);
+  OpSchedule s = generate_schedule(p, small_model(4, 2), fabric);
+  REQUIRE(message_contract_violation(s).empty());
+  // Rank 1's first phase with two receives from rank 0 (backward: K,V and accumulator).
+  auto& ops = s.ranks[1].ops;
+  size_t a = ops.size(), b = ops.size();
+  for (size_t i = 0; i < ops.size() && b == ops.size(); ++i) {
+    if (ops[i].kind != OpKind::kRecv || ops[i].peer != 0) continue;
+    for (size_t j = i + 1; j < ops.size() && ops[j].phase == ops[i].phase; ++j) {
+      if (ops[j].kind == OpKind::kRecv && ops[j].peer == 0) {
+        a = i;
+        b = j;
+        break;
+      }
+    }
+  }
+  REQUIRE(b < ops.size());
+  CHECK(ops[a].bytes != ops[b].bytes);  // K,V (bf16) against dK,dV (fp32)
+  std::swap(ops[a], ops[b]);
+  const std::string v = message_contract_violation(s);
+  CHECK(v.find("link 0 -> 1, message ") == 0);
+  CHECK(v.find("the sender posts tag") != std::string::npos);
+  CHECK(v.find("the receiver tag") != std::string::npos);
 }
 
 TEST_CASE("schedule: step workload tracks the memory model's peak and balances alloc/free") {

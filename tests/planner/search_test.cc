@@ -168,7 +168,7 @@ TEST_CASE("the search covers the whole space and stays fast enough to count") {
   Planner& pl = s.planner;
   SearchStats st;
   pl.best_ring_plan(study_job(128, 1 << 20), {}, &st);
-  CHECK(st.candidates > 10000);
+  CHECK(st.candidates > 4000);  // 2 x 2 tile sizes (kTileSizes) x orders x schedules x ...
   CHECK(st.evaluated > 0);
   CHECK(st.evaluated <= st.candidates);
 }

@@ -1,0 +1,77 @@
+// Building blocks of the schedule generator: the table of buffer ids shared by all ranks,
+// and the emitter that appends one rank's ops (request ids, the step's sync cost, the
+// current layer / step / pass stamped on every op).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "planner/op_list.h"
+
+namespace rm {
+
+// Buffer ids by label: the same label means the same buffer id (and role) on every rank.
+class BufferTable {
+ public:
+  explicit BufferTable(std::vector<BufferInfo>& list) : list_(list) {}
+  int id(const std::string& label, double bytes, BufferRole role = BufferRole::kAccounting);
+
+ private:
+  std::vector<BufferInfo>& list_;
+  std::map<std::string, int> ids_;
+};
+
+// Appends ops to one rank's list; tracks the request ids.
+class RankEmitter {
+ public:
+  explicit RankEmitter(RankSchedule& rs) : rs_(rs) {}
+
+  int layer = 0;
+  int step = 0;
+  bool backward = false;
+
+  // A ring step starts: the next op carries the step's fixed sync cost (overhead_s).
+  void begin_step(int s, double sync_s) {
+    step = s;
+    pending_sync_ += sync_s;
+  }
+
+  // Restores layer, step and backward when it goes out of scope.
+  class Scope {
+   public:
+    explicit Scope(RankEmitter& em) : em_(em), layer_(em.layer), step_(em.step), bwd_(em.backward) {}
+    ~Scope() {
+      em_.layer = layer_;
+      em_.step = step_;
+      em_.backward = bwd_;
+    }
+
+   private:
+    RankEmitter& em_;
+    int layer_, step_;
+    bool bwd_;
+  };
+
+  // A send or receive (`kind`) with `peer` in posting phase `phase`; returns its request.
+  int transfer(OpKind kind, int peer, double bytes, int buffer, int tag, int phase);
+  int collective(CollectiveKind kind, int group, double bytes, int buffer, int tag);
+  void wait(int request);
+  void wait_all(std::vector<int>& requests);
+  void compute(ComputeKind kind, double flops, double useful, double efficiency, int buffer,
+               int aux_buffer, int kv_owner = -1);
+  void alloc(int buffer, double bytes);
+  void free(int buffer);
+  void begin_pass(bool backward_pass);  // kBeginPass (a recompute is a forward pass)
+  void own_grad(int buffer);  // kOwnGrad
+
+ private:
+  RankSchedule& rs_;
+  int next_request_ = 0;
+  double pending_sync_ = 0;
+
+  Op base(OpKind kind);
+  int post(Op op, double bytes, int buffer, int tag);
+};
+
+}  // namespace rm

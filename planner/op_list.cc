@@ -1,0 +1,41 @@
+// Names of op kinds and buffer roles (see op_list.h).
+#include "planner/op_list.h"
+
+namespace rm {
+
+const char* op_name(const Op& op) {
+  switch (op.kind) {
+    case OpKind::kCompute:
+      switch (op.compute) {
+        case ComputeKind::kAttentionForward: return "attention_forward";
+        case ComputeKind::kAttentionBackward: return "attention_backward";
+        case ComputeKind::kAccumulate: return "accumulate";
+        case ComputeKind::kGemm: return "gemm";
+        case ComputeKind::kOptimizer: return "optimizer";
+      }
+      break;
+    case OpKind::kSend: return "send";
+    case OpKind::kRecv: return "recv";
+    case OpKind::kCollective:
+      return op.collective == CollectiveKind::kAllGather ? "all_gather" : "reduce_scatter";
+    case OpKind::kWait: return "wait";
+    case OpKind::kAlloc: return "alloc";
+    case OpKind::kFree: return "free";
+    case OpKind::kBeginPass: return "begin_pass";
+    case OpKind::kOwnGrad: return "own_grad";
+  }
+  return "?";
+}
+
+const char* to_string(BufferRole role) {
+  switch (role) {
+    case BufferRole::kAccounting: return "accounting";
+    case BufferRole::kKvOwn: return "kv_own";
+    case BufferRole::kKvRing: return "kv_ring";
+    case BufferRole::kDkvAccumulator: return "dkv_accumulator";
+    case BufferRole::kDkvPartial: return "dkv_partial";
+  }
+  return "?";
+}
+
+}  // namespace rm

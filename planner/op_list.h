@@ -1,0 +1,119 @@
+// The op list: what the schedule generator (schedule.h) hands to its three consumers, the
+// planner's tests, the simulator and the executor. Every fact a consumer needs is a field
+// or an op here, never inferred from a buffer's label or from the order of ops:
+//   - what a buffer holds is its BufferRole;
+//   - where a ring pass starts is a kBeginPass op;
+//   - which buffer holds the rank's own dK,dV after a backward pass is a kOwnGrad op;
+//   - which sends and receives are posted together is their `phase`.
+//
+// The message contract (message_contract.h checks it; every transport enforces it):
+// on every directed link src -> dst, the n-th send src posts pairs with the n-th receive
+// dst posts, with equal tag, bytes and phase. NCCL point-to-point has no tags, so this is
+// the only pairing rule that holds on every transport. Transfers of one phase are posted
+// back to back (one ncclGroupStart/End on one stream), phases never decrease along a
+// rank's list, and no op waits on a phase's transfer before the phase is fully posted;
+// so a transport that runs each phase as one group cannot deadlock.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace rm {
+
+enum class OpKind {
+  kCompute,     // busy the device for flops / (peak * efficiency)
+  kSend,        // post a non-blocking send of `bytes` from `buffer` to `peer`; yields `request`
+  kRecv,        // post a non-blocking receive of `bytes` into `buffer` from `peer`; yields `request`
+  kCollective,  // post a non-blocking collective over `group` (FSDP); yields `request`
+  kWait,        // block until `request` completes
+  kAlloc,       // allocate `bytes` as `buffer` (memory tracking; executor allocates it)
+  kFree,        // free `buffer`
+  kBeginPass,   // a ring pass starts; `compute` says which: kAttentionForward (forward or
+                // recompute: resets out, lse) or kAttentionBackward (resets dQ, computes
+                // D = rowsum(dO * out)). No time, no memory.
+  kOwnGrad,     // `buffer` now holds this rank's own complete dK,dV (end of a backward
+                // pass): the executor takes it as the rank's result. No time, no memory.
+};
+
+enum class ComputeKind {
+  kAttentionForward,   // local Q against the K,V in `buffer`; merge into (out, lse)
+  kAttentionBackward,  // partial dQ (local), dK, dV (into `aux_buffer`) for the K,V in `buffer`
+  kAccumulate,         // add `aux_buffer` into the accumulator `buffer` (dK, dV)
+  kGemm,               // linear layers (QKV, output projection, FFN, logits), forward or backward
+  kOptimizer,          // optimizer update of this GPU's parameter shard
+};
+
+enum class CollectiveKind { kAllGather, kReduceScatter };
+
+// What a schedule buffer holds. An executor backs the K,V and dK,dV roles with real
+// memory; kAccounting buffers exist for memory tracking only (activations, model states).
+enum class BufferRole {
+  kAccounting,       // tracked bytes only
+  kKvOwn,            // this rank's own K,V of a layer: filled with them when allocated
+  kKvRing,           // a K,V block received from the ring (double/quad buffered)
+  kDkvAccumulator,   // fp32 dK,dV of one block, travelling with it around the ring
+  kDkvPartial,       // one backward kernel's partial dK,dV (overwritten, then added)
+};
+
+struct Op {
+  OpKind kind = OpKind::kCompute;
+  ComputeKind compute = ComputeKind::kGemm;
+  CollectiveKind collective = CollectiveKind::kAllGather;
+  int layer = 0;   // layer index (0-based); -1 for embedding/head/optimizer
+  int step = 0;    // ring step within the pass (attention ops and their transfers)
+  bool backward = false;
+  // kCompute
+  double flops = 0;          // FLOPs executed (tile granularity for attention)
+  double useful_flops = 0;   // FLOPs the model needs (MFU counts these)
+  double efficiency = 0;     // fraction of peak the cost model assumes for this op
+  int kv_owner = -1;         // attention: ring position whose K,V block is used
+  // kSend / kRecv / kCollective
+  int peer = -1;             // GPU id (send/recv)
+  double bytes = 0;          // per message; for a collective, bytes each rank contributes
+  int group = -1;            // collective: index into OpSchedule::groups
+  int tag = 0;               // unique per (src, dst) pair; both ends state it (checked)
+  int phase = -1;            // send/recv: posting phase, equal at both ends (see above)
+  // Buffers (kAlloc/kFree/transfers/compute/kOwnGrad): ids into OpSchedule::buffers.
+  int buffer = -1;
+  int aux_buffer = -1;
+  // Async ops yield a request id (unique within the rank); kWait names one.
+  int request = -1;
+  // Fixed seconds the cost model charges before this op starts: the first op of each ring
+  // step carries CostParams::step_sync_s (stream event wait, the step's launches). The
+  // simulator waits it out; an executor ignores it (it pays the real ones).
+  double overhead_s = 0;
+};
+
+struct BufferInfo {
+  std::string label;  // "kv0", "dkv_acc0", "q.L3", ...: for people and traces only
+  double bytes = 0;
+  BufferRole role = BufferRole::kAccounting;
+};
+
+struct RankSchedule {
+  int gpu = 0;            // global GPU id (= MPI rank in the executor)
+  int ring = 0;           // which ring (0..dp-1)
+  int position = 0;       // position within the ring (0..P-1)
+  std::vector<Op> ops;
+};
+
+// Named OpSchedule, not Schedule: rm::Schedule is the plan's ring-schedule enum (plan.h).
+struct OpSchedule {
+  std::vector<RankSchedule> ranks;         // indexed by GPU id
+  std::vector<BufferInfo> buffers;         // shared id space; same meaning on every rank
+  std::vector<std::vector<int>> groups;    // collective groups (GPU ids)
+  int layers_emitted = 0;                  // layers present in the op lists
+  int layer_multiplier = 1;                // identical layers each emitted layer stands for
+  std::string note;                        // e.g. "1 of 32 identical layers emitted"
+};
+
+// Names used in output, traces and measurements ("attention_forward", "send", "kv_ring").
+const char* op_name(const Op& op);
+const char* to_string(BufferRole role);
+// Whether the role is K,V or dK,dV (an executor backs it with real memory).
+inline bool holds_kv(BufferRole r) { return r == BufferRole::kKvOwn || r == BufferRole::kKvRing; }
+inline bool holds_dkv(BufferRole r) {
+  return r == BufferRole::kDkvAccumulator || r == BufferRole::kDkvPartial;
+}
+
+}  // namespace rm

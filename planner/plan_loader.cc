@@ -1,0 +1,31 @@
+#include "planner/plan_loader.h"
+
+#include "planner/input_error.h"
+#include "planner/profile.h"
+#include "planner/spec_library.h"
+
+namespace rm {
+
+void build_fabric_and_costs(const Topology& topology, int gpus, const std::string& profile,
+                            std::unique_ptr<Fabric>& fabric, CostParams& cost) {
+  fabric = std::make_unique<Fabric>(topology, gpus);
+  cost = CostParams::from_topology(topology);
+  if (!profile.empty()) load_and_apply_profile(profile, *fabric, cost);
+}
+
+LoadedPlanFile load_plan_file(const std::string& path, const std::string& profile) {
+  LoadedPlanFile l;
+  l.plan = read_plan_yaml(path);
+  l.model = load_model(l.plan.job.model);
+  l.topology = load_topology(l.plan.job.topology);
+  // The plan is what is wrong when its GPU count does not fit its topology: name it.
+  const int max = l.topology.max_gpus();
+  if (l.plan.job.gpus < 1 || l.plan.job.gpus > max) {
+    fail_input(path, "gpus", "must be in [1, " + std::to_string(max) + "], the GPUs of topology " +
+                                 l.topology.name + " (got " + std::to_string(l.plan.job.gpus) + ")");
+  }
+  build_fabric_and_costs(l.topology, l.plan.job.gpus, profile, l.fabric, l.cost);
+  return l;
+}
+
+}  // namespace rm

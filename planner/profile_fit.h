@@ -1,0 +1,61 @@
+// From timed records to a calibration profile: the one fitting path behind both
+// `ringmaster calibrate --backend B` (records of executor/calibration_bench.h) and
+// `ringmaster calibrate --from m.jsonl` (records of `ringmaster run`). Pure data
+// processing: it sorts records into the samples of calibration_fit.h's fits and
+// assembles their results into a Profile (profile.h, which the fits' quality type keeps
+// apart from this file).
+//
+// Which records feed which fit (records of one rank and iteration are compared by their
+// [start, start + seconds] spans):
+//   kernel curve    attention_forward / attention_backward records with no transfer in
+//                   flight (no send/recv span overlaps them); a backward record's forward
+//                   FLOPs are its flops / kBackwardFlopsFactor. With fewer than two
+//                   tile sizes the tile term half_flops cannot be seen: it is kept from
+//                   the topology and only max_efficiency is fitted.
+//   interference    attention records with a transfer in flight, against the curve
+//                   (forward ones; backward ones too when some ran alone). Where every
+//                   backward record had a transfer in flight (ring runs), the backward
+//                   factor is fitted on them over curve x interference.
+//   gemm            gemm records (calibration benchmarks only)
+//   links           recv records with no compute inside their span (pure transfers), per
+//                   link class of the route peer -> rank on the topology's fabric
+//   transfer overlap recv records with compute inside their span: how much of the
+//                   transfer (predicted by the link fit) went on during the compute:
+//                   overlap = (transfer - exposed) / min(compute, transfer), where exposed
+//                   is the span's end minus the end of the last compute inside it; the
+//                   profile takes the median (stats.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "planner/profile.h"
+#include "planner/topology.h"
+
+namespace rm {
+
+// One timed op or benchmark call as the fit reads it: the fields of a measurement record
+// (executor/measurements.h, the measurements.jsonl format) that calibration uses.
+struct CalibrationRecord {
+  int rank = 0;
+  int iteration = 0;
+  std::string kind;  // "attention_forward", "attention_backward", "accumulate", "gemm",
+                     // "send", "recv"; other kinds are ignored
+  int block_q = 0;   // tile sizes and head dim of attention records
+  int block_kv = 0;
+  int head_dim = 0;
+  double flops = 0;  // executed (a backward's: kBackwardFlopsFactor x its forward's)
+  double bytes = 0;  // send, recv
+  int peer = -1;     // send, recv: the other rank
+  double start = 0;  // seconds on the rank's clock
+  double seconds = 0;
+};
+
+// Fits a profile for `topo`'s device kind from `records` (all ranks). Parameters the
+// records cannot determine keep the topology's values and get no `fits` entry; each such
+// case is appended to `notes` for people. Throws InputError when nothing can be fitted.
+Profile fit_profile(const std::vector<CalibrationRecord>& records, const Topology& topo,
+                    const ProfileHardware& hardware, const std::vector<std::string>& sources,
+                    std::vector<std::string>* notes);
+
+}  // namespace rm

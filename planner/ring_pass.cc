@@ -1,0 +1,351 @@
+// The three ring algorithms (see ring_pass.h and schedule.h).
+//
+// Tags: a message's tag is
+//   unit * tag_stride + (stream * (P + 2) + step) * subblocks + subblock,
+// with `step` the step in which the sender computed what it sends. Units are emitted in
+// the same order on every rank of a ring, so the sender and the receiver compute the same
+// tag, and no two messages between the same two GPUs share one. Phases:
+//   unit * phase_stride + step * kPhasesPerStep + sub   (sub 0: step start, 1-2: after it).
+#include "planner/ring_pass.h"
+
+#include <algorithm>
+
+namespace rm {
+
+namespace {
+
+// Message streams of a ring pass (part of the tag, and the order of a phase's posts).
+enum Stream {
+  kKvCw,       // K,V clockwise (flat ring, bidirectional cw, two-level inner)
+  kKvCcw,      // K,V counter-clockwise (bidirectional)
+  kAccCw,      // dK,dV accumulators along kKvCw
+  kAccCcw,     // dK,dV accumulators along kKvCcw
+  kKvOuter,    // two-level: K,V between nodes
+  kAccOuter,   // two-level: dK,dV between nodes
+  kReturnCw,   // bidirectional: final accumulators straight to their owners
+  kReturnCcw,
+  kStreamCount
+};
+
+int mod(int a, int m) { return ((a % m) + m) % m; }
+
+class RingPass {
+ public:
+  RingPass(const RingContext& ctx, const RingBufferIds& ids, const std::vector<PairFlops>& pairs,
+           int pos, RankEmitter& em, double useful_scale, bool backward, int unit)
+      : ctx_(ctx), b_(ids), pairs_(pairs), pos_(pos), em_(em), useful_scale_(useful_scale),
+        bwd_(backward), unit_(unit) {}
+
+  void run() {
+    em_.begin_pass(bwd_);
+    switch (ctx_.schedule) {
+      case Schedule::kFlat: flat(); break;
+      case Schedule::kBidirectional: bidirectional(); break;
+      case Schedule::kHierarchical: two_level(); break;
+    }
+  }
+
+ private:
+  // A message waiting for its phase's post (flush).
+  struct Pending {
+    OpKind kind;
+    int peer_pos;
+    double bytes;
+    int buffer;
+    Stream stream;
+    int step;                 // the step whose data it carries (tag)
+    std::vector<int>* reqs;   // where its requests go
+  };
+
+  const RingContext& ctx_;
+  const RingBufferIds& b_;
+  const std::vector<PairFlops>& pairs_;  // forward FLOPs against each owner's block
+  int pos_;
+  RankEmitter& em_;
+  double useful_scale_;
+  bool bwd_;
+  int unit_;
+  std::vector<Pending> batch_;
+
+  int tag(Stream stream, int step, int sub) const {
+    return unit_ * ctx_.tag_stride() + (stream * (ctx_.P + 2) + step) * ctx_.subblocks + sub;
+  }
+  void send(int peer_pos, double bytes, int buffer, Stream stream, int step,
+            std::vector<int>& reqs) {
+    batch_.push_back({OpKind::kSend, peer_pos, bytes, buffer, stream, step, &reqs});
+  }
+  void recv(int peer_pos, double bytes, int buffer, Stream stream, int step,
+            std::vector<int>& reqs) {
+    batch_.push_back({OpKind::kRecv, peer_pos, bytes, buffer, stream, step, &reqs});
+  }
+  // Posts the batch as phase (`step`, `sub`): by stream, sends before receives, each
+  // split into `subblocks` messages in order. Both ends of a link sort the same way.
+  void flush(int step, int sub) {
+    std::stable_sort(batch_.begin(), batch_.end(), [](const Pending& a, const Pending& b) {
+      return a.stream != b.stream ? a.stream < b.stream : a.kind < b.kind;
+    });
+    const int phase = unit_ * ctx_.phase_stride() + step * kPhasesPerStep + sub;
+    const int n = ctx_.subblocks;
+    for (const Pending& p : batch_) {
+      for (int k = 0; k < n; ++k) {
+        p.reqs->push_back(em_.transfer(p.kind, ctx_.gpu(p.peer_pos), p.bytes / n, p.buffer,
+                                       tag(p.stream, p.step, k), phase));
+      }
+    }
+    batch_.clear();
+  }
+
+  // Attention against the block of `owner` held in `kv`; backward writes dK,dV into `aux`.
+  // A fully masked block is skipped unless `always` (then it runs with 0 FLOPs, so a
+  // fresh accumulator is written with zeros). Returns whether an op was emitted.
+  bool attend(int owner, int kv, int aux, bool always = false) {
+    const PairFlops& f = pairs_[mod(owner, ctx_.P)];
+    if (f.executed <= 0 && !always) return false;
+    // The kernel's backward reruns the scores (backward_factor x forward); model FLOPs
+    // count the backward as 2x the forward, as the cost model's MFU does.
+    const double factor = bwd_ ? ctx_.backward_factor : 1.0;
+    const double useful = f.useful * (bwd_ ? kLinearBackwardFactor : 1.0) * useful_scale_;
+    em_.compute(bwd_ ? ComputeKind::kAttentionBackward : ComputeKind::kAttentionForward,
+                f.executed * factor, useful, ctx_.attention_efficiency, kv, aux,
+                mod(owner, ctx_.P));
+    return true;
+  }
+  // Backward of a block whose accumulator starts here (fresh `acc`).
+  void attend_into(int owner, int kv, int acc) { attend(owner, kv, acc, true); }
+  // Backward of a block whose accumulator arrives by `acc_reqs`: partial, wait, add.
+  void attend_and_add(int owner, int kv, int acc, std::vector<int>& acc_reqs) {
+    const bool computed = attend(owner, kv, b_.dkv_partial);
+    em_.wait_all(acc_reqs);
+    if (computed) accumulate(acc, b_.dkv_partial);
+  }
+  void accumulate(int into, int from) {
+    const double elements = ctx_.dkv_bytes / 4;
+    em_.compute(ComputeKind::kAccumulate, elements, 0, ctx_.accumulate_efficiency, into, from);
+  }
+
+  // Held K,V block at step s: own at s = 0, then the stream's two ring buffers alternately
+  // (clockwise, also the flat ring: kv[0..1]; counter-clockwise: kv[2..3]).
+  int cw_kv(int s) const { return s == 0 ? b_.kv_own : b_.kv[(s - 1) % 2]; }
+  int ccw_kv(int s) const { return s == 0 ? b_.kv_own : b_.kv[2 + (s - 1) % 2]; }
+
+  // --- Flat ring --------------------------------------------------------------------
+  // The accumulator of step s is acc[s % 2]: received (from i-1, its step s-1) in the
+  // post of step s, added to, sent on (to i+1) in the post of step s+1. After step P-1
+  // the one sent goes home to its owner i+1; the own dK,dV arrives in acc[P % 2].
+
+  void flat() {
+    const int P = ctx_.P;
+    const int i = pos_;
+    const bool ring_bwd = bwd_ && P > 1;
+    std::vector<int> reqs, acc_recv;
+    for (int s = 0; s < P; ++s) {
+      em_.begin_step(s, ctx_.sync_s);
+      if (s < P - 1) {
+        recv(i - 1, ctx_.kv_bytes, cw_kv(s + 1), kKvCw, s, reqs);
+        send(i + 1, ctx_.kv_bytes, cw_kv(s), kKvCw, s, reqs);
+      }
+      if (ring_bwd && s >= 1) {
+        send(i + 1, ctx_.dkv_bytes, b_.acc[(s - 1) % 2], kAccCw, s - 1, reqs);
+        recv(i - 1, ctx_.dkv_bytes, b_.acc[s % 2], kAccCw, s - 1, acc_recv);
+      }
+      flush(s, 0);
+      const int owner = i - s;
+      if (!bwd_) {
+        attend(owner, cw_kv(s), -1);
+      } else if (P == 1) {
+        attend_into(owner, cw_kv(s), b_.dkv_partial);
+      } else if (s == 0) {
+        attend_into(owner, cw_kv(s), b_.acc[0]);
+      } else {
+        attend_and_add(owner, cw_kv(s), b_.acc[s % 2], acc_recv);
+      }
+      em_.wait_all(reqs);
+    }
+    if (!bwd_) return;
+    if (P == 1) {
+      em_.own_grad(b_.dkv_partial);
+      return;
+    }
+    em_.begin_step(P, 0);
+    send(i + 1, ctx_.dkv_bytes, b_.acc[(P - 1) % 2], kAccCw, P - 1, reqs);
+    recv(i - 1, ctx_.dkv_bytes, b_.acc[P % 2], kAccCw, P - 1, reqs);
+    flush(P, 0);
+    em_.wait_all(reqs);
+    em_.own_grad(b_.acc[P % 2]);
+  }
+
+  // --- Bidirectional ring -----------------------------------------------------------
+  // Clockwise as the flat ring (acc[0..1]); counter-clockwise accumulators (acc[2..3])
+  // start at step 1, one position past the owner, and travel i -> i-1. After the last
+  // step each stream's last accumulator goes straight to its owner (one exposed
+  // transfer); the own dK,dV is the clockwise one plus the counter-clockwise one.
+
+  void bidirectional() {
+    const int P = ctx_.P;
+    const int i = pos_;
+    const int last_cw = P / 2;          // ceil((P-1)/2)
+    const int last_ccw = (P - 1) / 2;   // floor((P-1)/2)
+    const bool ring_bwd = bwd_ && P > 1;
+    std::vector<int> reqs, cw_recv, ccw_recv;
+    for (int s = 0; s <= last_cw; ++s) {
+      em_.begin_step(s, ctx_.sync_s);
+      if (s < last_cw) {
+        recv(i - 1, ctx_.kv_bytes, cw_kv(s + 1), kKvCw, s, reqs);
+        send(i + 1, ctx_.kv_bytes, cw_kv(s), kKvCw, s, reqs);
+      }
+      if (s < last_ccw) {
+        recv(i + 1, ctx_.kv_bytes, ccw_kv(s + 1), kKvCcw, s, reqs);
+        send(i - 1, ctx_.kv_bytes, ccw_kv(s), kKvCcw, s, reqs);
+      }
+      const bool ccw = s >= 1 && s <= last_ccw;
+      if (ring_bwd && s >= 1) {
+        send(i + 1, ctx_.dkv_bytes, b_.acc[(s - 1) % 2], kAccCw, s - 1, reqs);
+        recv(i - 1, ctx_.dkv_bytes, b_.acc[s % 2], kAccCw, s - 1, cw_recv);
+      }
+      if (ring_bwd && ccw && s >= 2) {
+        send(i - 1, ctx_.dkv_bytes, b_.acc[2 + (s - 1) % 2], kAccCcw, s - 1, reqs);
+        recv(i + 1, ctx_.dkv_bytes, b_.acc[2 + s % 2], kAccCcw, s - 1, ccw_recv);
+      }
+      flush(s, 0);
+      if (!bwd_) {
+        attend(i - s, cw_kv(s), -1);
+        if (ccw) attend(i + s, ccw_kv(s), -1);
+      } else if (P == 1) {
+        attend_into(i, b_.kv_own, b_.dkv_partial);
+      } else {
+        if (s == 0) {
+          attend_into(i, cw_kv(0), b_.acc[0]);
+        } else {
+          attend_and_add(i - s, cw_kv(s), b_.acc[s % 2], cw_recv);
+        }
+        if (ccw && s == 1) attend_into(i + s, ccw_kv(s), b_.acc[2 + s % 2]);
+        if (ccw && s >= 2) attend_and_add(i + s, ccw_kv(s), b_.acc[2 + s % 2], ccw_recv);
+      }
+      em_.wait_all(reqs);
+    }
+    if (!bwd_) return;
+    if (P == 1) {
+      em_.own_grad(b_.dkv_partial);
+      return;
+    }
+    em_.begin_step(last_cw + 1, 0);
+    send(i - last_cw, ctx_.dkv_bytes, b_.acc[last_cw % 2], kReturnCw, last_cw, reqs);
+    const int own_cw = b_.acc[(last_cw + 1) % 2];
+    recv(i + last_cw, ctx_.dkv_bytes, own_cw, kReturnCw, last_cw, reqs);
+    int own_ccw = -1;
+    if (last_ccw >= 1) {
+      send(i + last_ccw, ctx_.dkv_bytes, b_.acc[2 + last_ccw % 2], kReturnCcw, last_ccw, reqs);
+      own_ccw = b_.acc[2 + (last_ccw + 1) % 2];
+      recv(i - last_ccw, ctx_.dkv_bytes, own_ccw, kReturnCcw, last_ccw, reqs);
+    }
+    flush(last_cw + 1, 0);
+    em_.wait_all(reqs);
+    if (own_ccw >= 0) accumulate(own_cw, own_ccw);
+    em_.own_grad(own_cw);
+  }
+
+  // --- Two-level (double) ring ------------------------------------------------------
+  // Position p = k*g + l (node k, local l). Outer step o = 0..n-1 handles the g blocks of
+  // node k-o: its first inner step also posts the outer K,V transfer to (k+1, l), which
+  // hides behind the g inner steps. Outer blocks kv[0..1], inner blocks kv[2..3]; inner
+  // accumulators acc[0..1], outer accumulators acc[2..3].
+  // Backward: the inner accumulators make a full inner cycle; after the outer step's last
+  // inner step (phase 1) the last one comes home as `result`; result plus the outer
+  // accumulator from (k-1, l) goes to (k+1, l) (phase 2), which receives it in the same
+  // phase and adds to it one outer step later. After step P-1 that lands at the owner.
+
+  void two_level() {
+    const int g = ctx_.g;
+    const int n = ctx_.P / g;
+    const int k = pos_ / g;
+    const int l = pos_ % g;
+    auto at = [&](int node, int local) { return mod(node, n) * g + mod(local, g); };
+    auto outer_kv = [&](int o) { return o == 0 ? b_.kv_own : b_.kv[(o - 1) % 2]; };
+    std::vector<int> outer_reqs, outer_acc_recv, outer_send;
+    int own = ctx_.P == 1 ? b_.dkv_partial : -1;
+    for (int o = 0; o < n; ++o) {
+      // The inner cycle's result for the outer block lands here. A ring of one has no
+      // accumulators (memory model): its dK,dV stay in the partial, as in the flat ring.
+      const int result = ctx_.P == 1 ? b_.dkv_partial : o == 0 ? b_.acc[2] : b_.acc[g % 2];
+      auto inner_kv = [&](int t) { return t == 0 ? outer_kv(o) : b_.kv[2 + (t - 1) % 2]; };
+      std::vector<int> reqs, acc_recv;
+      for (int t = 0; t < g; ++t) {
+        const int step = o * g + t;
+        em_.begin_step(step, ctx_.sync_s);
+        if (t == 0 && o < n - 1) {
+          recv(at(k - 1, l), ctx_.kv_bytes, outer_kv(o + 1), kKvOuter, o, outer_reqs);
+          send(at(k + 1, l), ctx_.kv_bytes, outer_kv(o), kKvOuter, o, outer_reqs);
+        }
+        if (t < g - 1) {
+          recv(at(k, l - 1), ctx_.kv_bytes, inner_kv(t + 1), kKvCw, step, reqs);
+          send(at(k, l + 1), ctx_.kv_bytes, inner_kv(t), kKvCw, step, reqs);
+        }
+        if (bwd_ && g > 1 && t >= 1) {
+          send(at(k, l + 1), ctx_.dkv_bytes, b_.acc[(t - 1) % 2], kAccCw, step - 1, reqs);
+          recv(at(k, l - 1), ctx_.dkv_bytes, b_.acc[t % 2], kAccCw, step - 1, acc_recv);
+        }
+        flush(step, 0);
+        const int owner = at(k - o, l - t);
+        if (!bwd_) {
+          attend(owner, inner_kv(t), -1);
+        } else if (g == 1) {
+          attend_into(owner, inner_kv(t), result);
+        } else if (t == 0) {
+          attend_into(owner, inner_kv(t), b_.acc[0]);
+        } else {
+          attend_and_add(owner, inner_kv(t), b_.acc[t % 2], acc_recv);
+        }
+        em_.wait_all(reqs);
+      }
+      const int last = o * g + g - 1;
+      if (!bwd_) {
+        em_.wait_all(outer_reqs);
+        continue;
+      }
+      if (g > 1) {
+        // A full inner cycle: the last accumulator reaches the GPU passing the block on.
+        send(at(k, l + 1), ctx_.dkv_bytes, b_.acc[(g - 1) % 2], kAccCw, last, reqs);
+        recv(at(k, l - 1), ctx_.dkv_bytes, result, kAccCw, last, reqs);
+        flush(last, 1);
+        em_.wait_all(reqs);
+      }
+      if (n == 1) {
+        own = result;
+        break;
+      }
+      // Outer accumulator: the inner cycle's result plus what the previous node summed.
+      const int outer_acc = b_.acc[2 + o % 2];
+      if (o >= 1) {
+        em_.wait_all(outer_acc_recv);
+        accumulate(outer_acc, result);
+      }
+      em_.wait_all(outer_send);  // frees acc[2 + (o + 1) % 2] for the next receive
+      send(at(k + 1, l), ctx_.dkv_bytes, outer_acc, kAccOuter, o, outer_send);
+      recv(at(k - 1, l), ctx_.dkv_bytes, b_.acc[2 + (o + 1) % 2], kAccOuter, o, outer_acc_recv);
+      flush(last, 2);
+      em_.wait_all(outer_reqs);
+    }
+    if (!bwd_) return;
+    if (n > 1) {
+      // Own dK,dV from the previous node, sent after its last outer step.
+      em_.step = ctx_.P;
+      em_.wait_all(outer_acc_recv);
+      em_.wait_all(outer_send);
+      own = b_.acc[2 + n % 2];
+    }
+    em_.own_grad(own);
+  }
+};
+
+}  // namespace
+
+int RingContext::tag_stride() const { return kStreamCount * (P + 2) * subblocks; }
+int RingContext::gpu(int pos) const { return (*ring_gpus)[mod(pos, P)]; }
+
+void emit_ring_pass(const RingContext& ctx, const RingBufferIds& ids,
+                    const std::vector<PairFlops>& pairs, int pos, RankEmitter& em,
+                    double useful_scale, bool backward, int unit) {
+  RingPass(ctx, ids, pairs, pos, em, useful_scale, backward, unit).run();
+}
+
+}  // namespace rm

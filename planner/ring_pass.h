@@ -1,0 +1,63 @@
+// One rank's ring pass (one layer's attention forward, backward, or recompute) as ops:
+// the three ring algorithms of the schedule generator (semantics in schedule.h).
+//
+// Every algorithm follows one pattern per ring step, which is what makes the message
+// contract (op_list.h) hold by construction:
+//   1. post: all of the step's sends and receives, as one phase, sorted by stream, so
+//      both ends of every link list the link's messages in the same order;
+//   2. compute: attention against the held block (backward: then wait for the arriving
+//      accumulator and add the partial into it);
+//   3. wait: everything posted in 1.
+// A dK,dV accumulator computed in step s therefore travels in the post of step s+1 (with
+// that step's K,V), and is received there by the next position, which adds to it in the
+// same step. Where a result must move before the next step can start (a two-level ring's
+// inner cycle ending, its outer accumulator), the step has a second and third phase after
+// its waits; both ends of those messages are in the same step, so they agree.
+#pragma once
+
+#include <vector>
+
+#include "planner/attention_work.h"
+#include "planner/op_emitter.h"
+#include "planner/plan.h"
+
+namespace rm {
+
+// Phases per ring step: post at the step's start, post after its waits, post after that.
+inline constexpr int kPhasesPerStep = 3;
+
+// Everything one ring pass needs that is the same for every position and layer.
+struct RingContext {
+  int P = 1;
+  int g = 1;  // two-level ring: positions per node
+  Schedule schedule = Schedule::kFlat;
+  int subblocks = 1;
+  double kv_bytes = 0;
+  double dkv_bytes = 0;
+  double attention_efficiency = 0;
+  double accumulate_efficiency = 0;  // memory-bound add, expressed as a fraction of peak
+  double sync_s = 0;                 // per ring step (CostParams::step_sync_s)
+  double backward_factor = 0;        // attention backward FLOPs over forward (CostParams)
+  const std::vector<int>* ring_gpus = nullptr;  // GPU id of each position
+  // Tags and phases of pass `unit` start at unit * stride (see ring_pass.cc).
+  int tag_stride() const;
+  int phase_stride() const { return (P + 2) * kPhasesPerStep; }
+  int gpu(int pos) const;
+};
+
+// Buffer ids one rank uses in a ring pass.
+struct RingBufferIds {
+  int kv_own = -1;                // the position's own K,V (a stored or recomputed activation)
+  int kv[4] = {-1, -1, -1, -1};   // ring receive buffers (flat uses 0..1)
+  int acc[4] = {-1, -1, -1, -1};  // dK,dV accumulators (flat uses 0..1)
+  int dkv_partial = -1;
+};
+
+// Emits ring pass number `unit` (in emission order, the same on every rank of the ring)
+// for position `pos`. `pairs[j]`: forward FLOPs of this position's Q against position j's
+// block. `useful_scale`: 0 while recomputing (MFU counts model FLOPs once), else 1.
+void emit_ring_pass(const RingContext& ctx, const RingBufferIds& ids,
+                    const std::vector<PairFlops>& pairs, int pos, RankEmitter& em,
+                    double useful_scale, bool backward, int unit);
+
+}  // namespace rm
