@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "planner/ring_order.h"
+#include "planner/collective_pattern.h"
 #include "planner/schedule.h"
 
 namespace rm {
@@ -193,20 +193,39 @@ double CostModel::fsdp_collective_s(double bytes_per_gpu) {
   const int G = fabric_.gpus();
   if (G < 2) return 0;
   if (!fsdp_ready_) {
-    // NCCL's ring over all GPUs, rail-aligned across nodes (the snake): every GPU sends
-    // one shard per step, G-1 steps.
-    const std::vector<int> order = snake_order(fabric_);
+    // The two concurrent rings of collective_pattern.h over all GPUs: one per rail across
+    // nodes, one inside each node; each member's flow carries all its ring's shards.
+    std::vector<int> all(static_cast<size_t>(G));
+    for (int i = 0; i < G; ++i) all[static_cast<size_t>(i)] = i;
+    const std::vector<CollectiveRole> roles = collective_roles(fabric_, all);
     std::vector<UnitFlow> f;
-    for (int i = 0; i < G; ++i) f.push_back({order[i], order[(i + 1) % G], 1.0, 0});
-    fsdp_ = solve(fabric_, cost_, f, 1)[0];
+    for (int i = 0; i < G; ++i) {
+      const CollectiveRole& r = roles[static_cast<size_t>(i)];
+      if (r.rail_succ >= 0) f.push_back({i, r.rail_succ, r.rail_shards, 0});
+      if (r.node_succ >= 0) f.push_back({i, r.node_succ, r.node_shards, 1});
+    }
+    const std::vector<PatternCost> p = solve(fabric_, cost_, f, 2);
+    fsdp_rail_ = p[0];
+    fsdp_node_ = p[1];
+    fsdp_rail_steps_ = roles[0].rail_steps;
+    fsdp_node_steps_ = roles[0].node_steps;
     fsdp_ready_ = true;
   }
-  return (G - 1) * fsdp_.time(bytes_per_gpu);
+  // Both rings at once; each flow pays one latency, the wait the slower ring's further
+  // step latencies (the simulator's collective_ring.h charges the same).
+  auto flows = [&](const PatternCost& p) { return p.time(bytes_per_gpu); };
+  auto steps = [&](const PatternCost& p, int n) {
+    return p.bottleneck_link < 0 ? 0.0 : (n - 1) * p.latency_s;
+  };
+  return std::max(flows(fsdp_rail_), flows(fsdp_node_)) +
+         std::max(steps(fsdp_rail_, fsdp_rail_steps_), steps(fsdp_node_, fsdp_node_steps_));
 }
 
 int CostModel::fsdp_bottleneck_link() {
   fsdp_collective_s(1);
-  return fsdp_.bottleneck_link;
+  // The link of the ring whose bandwidth term is the larger.
+  return fsdp_rail_.s_per_unit >= fsdp_node_.s_per_unit ? fsdp_rail_.bottleneck_link
+                                                        : fsdp_node_.bottleneck_link;
 }
 
 std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {

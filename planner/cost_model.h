@@ -26,7 +26,8 @@
 // Linear layers (QKV, output projection, FFN) at GPU peak x gemm_efficiency on c tokens;
 // backward 2x forward, plus the recompute of the checkpointing policy (full: the whole
 // layer forward, ring attention included). Logits once per micro-step. FSDP/ZeRO-3 per
-// layer: all-gather of the layer's bf16 params before its forward and its backward,
+// layer: all-gather of the layer's bf16 params before its forward and its backward (over
+// every rail and NVSwitch at once, collective_pattern.h),
 // reduce-scatter of its bf16 grads after the backward, prefetched so they overlap the
 // layer's compute; only what exceeds it is exposed (minus the ring's own transfer time
 // when the ring's transfers cross links of the class the collectives bottleneck on: on a
@@ -115,8 +116,9 @@ class CostModel {
 
   // Cached by (cp, dp, schedule, order).
   const RingPatterns& ring_patterns(int cp, int dp, Schedule schedule, const std::vector<int>& order);
-  // The FSDP collectives' ring over all G GPUs (NCCL-style, rail-aligned): seconds for
-  // one all-gather or reduce-scatter of `bytes_per_gpu` (each GPU's shard).
+  // The FSDP collectives over all G GPUs (collective_pattern.h: every rail across nodes
+  // and NVSwitch inside, concurrently): seconds for one all-gather or reduce-scatter of
+  // `bytes_per_gpu` (each GPU's shard).
   double fsdp_collective_s(double bytes_per_gpu);
   int fsdp_bottleneck_link();
 
@@ -143,7 +145,8 @@ class CostModel {
   std::map<std::tuple<int, int, int, std::vector<int>>, std::unique_ptr<RingPatterns>> patterns_;
   std::map<std::tuple<int, int, std::vector<int>>, PatternCost> all_to_all_;
   bool fsdp_ready_ = false;
-  PatternCost fsdp_;
+  PatternCost fsdp_rail_, fsdp_node_;  // the collective's two rings
+  int fsdp_rail_steps_ = 0, fsdp_node_steps_ = 0;
 };
 
 // Sequences per optimizer step: batch_tokens / N (2M tokens when 0), at least one.

@@ -1,27 +1,31 @@
-// Collectives (FSDP) as both replays model them: NCCL's ring over the group. Each member
-// sends its (D-1) shards to its ring successor as one flow of (D-1)·bytes (the same links,
-// the same sharing and the same bandwidth term as D-1 ring steps), and the wait adds the
-// D-2 further step latencies. One flow per member instead of D-1 keeps 128-GPU steps fast.
+// Collectives (FSDP) as both replays model them: the two concurrent rings of
+// planner/collective_pattern.h (across nodes on every rail, inside each node), the same
+// definition the cost model prices. Each member posts one flow per ring to its successor
+// carrying all the shards that ring moves through it (the same links, the same sharing
+// and the same bandwidth term as the ring's steps) and receives one from its
+// predecessor; the wait then adds the further ring-step latencies of the slower ring.
+// One flow per ring and member instead of one per step keeps 1,024-GPU steps fast.
 #pragma once
 
-#include <array>
 #include <vector>
 
+#include "planner/collective_pattern.h"
+#include "planner/cost_params.h"
 #include "planner/op_list.h"
+#include "planner/topology.h"
 #include "simulator/message_matching.h"
 
 namespace rm::sim {
 
-// A member's place in its group's ring; size = D, the group's size.
-struct RingNeighbours {
-  int succ = -1, pred = -1, size = 1;
-};
+// [group][gpu]: each member's role in each of the schedule's groups.
+std::vector<std::vector<CollectiveRole>> collective_roles(const OpSchedule& s, const Fabric& fabric);
 
-// [group][gpu]: the neighbours of each member of each of the schedule's groups.
-std::vector<std::vector<RingNeighbours>> collective_rings(const OpSchedule& s, int gpus);
+// The flows GPU `self` posts for collective `op` (outgoing and incoming, per ring).
+std::vector<MessageEnd> collective_flows(const CollectiveRole& role, int self, const Op& op);
 
-// The two flows GPU `self` posts for collective `op`: its own to the successor (sender)
-// and the predecessor's to it (receiver).
-std::array<MessageEnd, 2> collective_flows(const RingNeighbours& n, int self, const Op& op);
+// Seconds the wait adds after the flows: the ring steps beyond the first, each one route
+// latency, of whichever ring has more of them in time.
+double collective_extra_latency_s(const CollectiveRole& role, int self, const Fabric& fabric,
+                                  const CostParams& costs);
 
 }  // namespace rm::sim

@@ -22,9 +22,9 @@ double compute_seconds(const Op& op, const CostParams& costs) {
 
 class FreeWalk {
  public:
-  FreeWalk(const OpSchedule& sched, const CostParams& c)
+  FreeWalk(const OpSchedule& sched, const Fabric& fabric, const CostParams& c)
       : s(sched), costs(c), G(static_cast<int>(sched.ranks.size())), weights(sched),
-        rings(collective_rings(sched, G)), messages(G), ranks(G) {}
+        roles(collective_roles(sched, fabric)), messages(G), ranks(G) {}
 
   void run() {
     std::deque<int> runnable;
@@ -57,7 +57,7 @@ class FreeWalk {
   const CostParams& costs;
   int G;
   LayerWeights weights;
-  std::vector<std::vector<RingNeighbours>> rings;
+  std::vector<std::vector<CollectiveRole>> roles;
   MessageTable<int> messages;                         // -> transfer id
   std::vector<double> post_s;                         // first side's post time, then done time
   std::vector<char> done;
@@ -67,7 +67,7 @@ class FreeWalk {
     size_t pc = 0;
     double clock = 0;
     Weighted elapsed;
-    std::vector<std::array<int, 2>> reqs;  // transfer ids per request (-1: none)
+    std::vector<std::vector<int>> reqs;  // transfer ids per request
     int blocked_on = -1;
   };
   std::vector<Rank> ranks;
@@ -97,19 +97,21 @@ class FreeWalk {
     while (r.pc < ops.size()) {
       const Op& op = ops[r.pc];
       const double t0 = r.clock;
-      auto request = [&](int req) -> std::array<int, 2>& {
-        if (req >= static_cast<int>(r.reqs.size())) r.reqs.resize(req + 1, {-1, -1});
+      auto request = [&](int req) -> std::vector<int>& {
+        if (req >= static_cast<int>(r.reqs.size())) r.reqs.resize(req + 1);
         return r.reqs[req];
       };
       switch (op.kind) {
         case OpKind::kCompute: r.clock += compute_seconds(op, costs); break;
         case OpKind::kSend:
         case OpKind::kRecv:
-          request(op.request) = {post(transfer_end(g, op), r.clock, runnable), -1};
+          request(op.request) = {post(transfer_end(g, op), r.clock, runnable)};
           break;
         case OpKind::kCollective: {
-          const auto [out, in] = collective_flows(rings[op.group][g], g, op);
-          request(op.request) = {post(out, r.clock, runnable), post(in, r.clock, runnable)};
+          std::vector<int>& ids = request(op.request);
+          ids.clear();
+          for (const MessageEnd& e : collective_flows(roles[op.group][g], g, op))
+            ids.push_back(post(e, r.clock, runnable));
           break;
         }
         case OpKind::kWait: {
@@ -137,8 +139,8 @@ class FreeWalk {
 
 }  // namespace
 
-double free_comm_time(const OpSchedule& schedule, const CostParams& costs) {
-  FreeWalk walk(schedule, costs);
+double free_comm_time(const OpSchedule& schedule, const Fabric& fabric, const CostParams& costs) {
+  FreeWalk walk(schedule, fabric, costs);
   walk.run();
   return walk.time_s();
 }

@@ -66,7 +66,7 @@ ReplayResult replay(const OpSchedule& schedule, const Fabric& fabric, const Cost
     throw std::runtime_error("schedule breaks the message contract: " + violation);
   }
   // The direct walk first: cheap, and it names the op where a broken schedule would hang.
-  const double free_comm_s = free_comm_time(schedule, costs);
+  const double free_comm_s = free_comm_time(schedule, fabric, costs);
   const SimGridFigures figures = from_bytes(run_in_child_process(
       [&] { return to_bytes(replay_on_simgrid(schedule, fabric, costs, options)); }));
 

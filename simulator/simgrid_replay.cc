@@ -46,7 +46,8 @@ struct Half {
 };
 
 struct Request {
-  Half a, b;                       // b: a collective's incoming flow
+  Half a;                          // a send's or receive's one end
+  std::vector<Half> flows;         // a collective's flows (collective_ring.h)
   double extra_latency_s = 0;      // a collective's further ring-step latencies
   double busy_at_post_s = 0;       // the GPU's compute seconds when it posted this
   int post_group = 0;              // compute ops run before it was posted (see kWait)
@@ -60,7 +61,7 @@ struct GpuState {
 class SimGridReplay {
  public:
   SimGridReplay(const OpSchedule& s, const Fabric& f, const CostParams& c, const ReplayOptions& o)
-      : s_(s), fabric_(f), costs_(c), opt_(o), G_(f.gpus()), weights_(s), rings_(collective_rings(s, G_)),
+      : s_(s), fabric_(f), costs_(c), opt_(o), G_(f.gpus()), weights_(s), roles_(collective_roles(s, f)),
         gpus_(G_), trace_(o.trace_path, o.trace_title), messages_(G_) {}
 
   SimGridFigures run() {
@@ -116,7 +117,7 @@ class SimGridReplay {
   const ReplayOptions& opt_;
   int G_;
   LayerWeights weights_;
-  std::vector<std::vector<RingNeighbours>> rings_;
+  std::vector<std::vector<CollectiveRole>> roles_;
   std::vector<GpuState> gpus_;
   ReplayTrace trace_;
   MessageTable<std::shared_ptr<Transfer>> messages_;  // half-posted transfers
@@ -131,7 +132,11 @@ class SimGridReplay {
       ops_total_ += static_cast<int64_t>(r.ops.size());
       for (const Op& op : r.ops) {
         if (op.kind == OpKind::kSend) p.add_route(r.gpu, op.peer);
-        if (op.kind == OpKind::kCollective) p.add_route(r.gpu, rings_[op.group][r.gpu].succ);
+        if (op.kind == OpKind::kCollective) {
+          const CollectiveRole& c = roles_[op.group][r.gpu];
+          if (c.rail_succ >= 0) p.add_route(r.gpu, c.rail_succ);
+          if (c.node_succ >= 0) p.add_route(r.gpu, c.node_succ);
+        }
       }
     }
   }
@@ -245,21 +250,19 @@ class SimGridReplay {
           break;
         }
         case OpKind::kCollective: {
-          const RingNeighbours& n = rings_[op.group][g];
-          const auto [out, in] = collective_flows(n, g, op);
+          const CollectiveRole& role = roles_[op.group][g];
           Request& r = request(op.request);
-          r.a = post(out, op);
-          r.b = post(in, op);
-          r.extra_latency_s = (n.size - 2) * costs_.route_latency_s(fabric_, g, n.succ);
+          for (const MessageEnd& e : collective_flows(role, g, op)) r.flows.push_back(post(e, op));
+          r.extra_latency_s = collective_extra_latency_s(role, g, fabric_, costs_);
           break;
         }
         case OpKind::kWait: {
           Request& r = request(op.request);
           const double start = sg4::Engine::get_clock();
           if (r.a.t) wait(r.a);
-          if (r.b.t) wait(r.b);
+          for (const Half& h : r.flows) wait(h);
           double extra_s = r.extra_latency_s;
-          if (!r.b.t && r.a.t && costs_.transfer_overlap < 1) {
+          if (r.a.t && costs_.transfer_overlap < 1) {
             const double x = r.a.comm->get_finish_time() - r.a.comm->get_start_time();
             const double due = (1 - costs_.transfer_overlap) * std::min(busy_s - r.busy_at_post_s, x);
             double& paid = paid_by_group[r.post_group];
@@ -272,7 +275,7 @@ class SimGridReplay {
             sg4::this_actor::sleep_for(extra_s);
             ++activities_;
           }
-          if (!r.b.t) --in_flight;
+          if (r.a.t) --in_flight;
           st.exposed.add(weights_, op, sg4::Engine::get_clock() - start);
           r = Request{};
           break;

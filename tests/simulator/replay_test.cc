@@ -86,7 +86,7 @@ TEST_CASE("replay refuses a schedule whose two receives on one link were swapped
   CHECK(e.find("the sender posts tag") != std::string::npos);
   // The walks match by posting order too, and check both ends at run time: the free walk
   // on its own meets the swapped pair and names it as the transports would.
-  const std::string walk = error_of([&] { sim::free_comm_time(f.schedule, f.cost); });
+  const std::string walk = error_of([&] { sim::free_comm_time(f.schedule, f.fabric, f.cost); });
   CAPTURE(walk);
   CHECK(walk.find("message contract broken on " + link + ", message ") == 0);
 }

@@ -1,0 +1,63 @@
+// The collectives' two-level ring (planner/collective_pattern.h) and what the cost model
+// charges for it: every rail across nodes and NVSwitch inside, concurrently.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "planner/collective_pattern.h"
+#include "planner/cost_model.h"
+#include "planner/spec_library.h"
+
+namespace rm {
+namespace {
+
+TEST_CASE("collective roles: one ring per rail across nodes, one inside each node") {
+  const Topology topo = load_topology("dgx-a100-ib");
+  const Fabric fabric(topo, 32);
+  std::vector<int> all(32);
+  std::iota(all.begin(), all.end(), 0);
+  std::reverse(all.begin(), all.end());  // the group's order does not matter
+  const auto roles = collective_roles(fabric, all);
+  const CollectiveRole& r = roles[11];  // node 1, local 3
+  CHECK(r.rail_succ == 19);
+  CHECK(r.rail_pred == 3);
+  CHECK(r.node_succ == 12);
+  CHECK(r.node_pred == 10);
+  CHECK(r.rail_shards == 3);       // N - 1 = 3 nodes' shards
+  CHECK(r.node_shards == 7 * 4);   // (g - 1) x N
+  CHECK(roles[31].rail_succ == 7);  // wraps to node 0
+  CHECK(roles[15].node_succ == 8);  // wraps inside node 1
+  // One node: the NVSwitch ring only. Uneven nodes: one flat ring.
+  const auto one = collective_roles(fabric, {0, 1, 2, 3});
+  CHECK(one[2].rail_succ == -1);
+  CHECK(one[2].node_succ == 3);
+  CHECK(one[2].node_shards == 3);
+  const auto uneven = collective_roles(fabric, {0, 1, 2, 8});
+  CHECK(uneven[2].node_succ == 8);
+  CHECK(uneven[8].node_succ == 0);
+  CHECK(uneven[8].node_shards == 3);
+}
+
+TEST_CASE("FSDP collectives use every NIC of a node: (N-1) shards per rail, not (G-1)") {
+  const Topology topo = load_topology("dgx-a100-ib");
+  const ModelSpec m = load_model("llama2-7b");
+  for (int G : {16, 64, 128}) {
+    CAPTURE(G);
+    const Fabric fabric(topo, G);
+    CostModel cm(m, fabric, CostParams::from_topology(topo));
+    const double shard = 64e6;
+    const int N = G / 8;
+    // Bandwidth terms of the two rings (per direction, topology YAML): HDR NIC 24 GB/s,
+    // NVLink 300 GB/s; the slower ring decides, plus a few microseconds of latencies.
+    const double rail = (N - 1) * shard / 24e9, node = 7.0 * N * shard / 300e9;
+    const double t = cm.fsdp_collective_s(shard);
+    CHECK(t >= std::max(rail, node));
+    CHECK(t <= std::max(rail, node) * 1.05 + 1e-4);
+    // A single ring through one NIC per node would need (G-1) shards over one NIC.
+    CHECK(t < (G - 1) * shard / 24e9 / 4);
+  }
+}
+
+}  // namespace
+}  // namespace rm
