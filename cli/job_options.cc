@@ -38,6 +38,8 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   pins->add_option("--block-kv", o.block_kv, "key/value tile of the attention kernel");
   pins->add_option("--kv-subblocks", o.kv_subblocks, "messages per ring transfer");
   pins->add_option("--checkpointing", o.checkpointing, "none, selective or full");
+  pins->add_option("--micro-batch", o.micro_batch,
+                   "sequences per ring per micro-step (step workload; Megatron --micro-batch-size)");
 }
 
 ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
@@ -63,6 +65,7 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   p.block_q = positive(o.block_q, "--block-q");
   p.block_kv = positive(o.block_kv, "--block-kv");
   p.kv_subblocks = positive(o.kv_subblocks, "--kv-subblocks");
+  p.micro_batch = positive(o.micro_batch, "--micro-batch");
   if (!o.schedule.empty()) p.schedule = parse_schedule(o.schedule, kWhere, "--schedule");
   if (!o.load_balance.empty()) p.load_balance = parse_load_balance(o.load_balance, kWhere, "--load-balance");
   if (!o.checkpointing.empty()) p.checkpointing = parse_checkpointing(o.checkpointing, kWhere, "--checkpointing");

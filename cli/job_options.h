@@ -30,7 +30,7 @@ struct JobOptions {
   // Pins (unset = searched; a given 0 is refused, not taken as unset).
   std::optional<int> cp;
   std::string schedule, order, load_balance, checkpointing;
-  std::optional<int> block_q, block_kv, kv_subblocks;
+  std::optional<int> block_q, block_kv, kv_subblocks, micro_batch;
 };
 
 // What the options say, loaded and checked. `fabric` refers to `topology`.

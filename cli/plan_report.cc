@@ -63,6 +63,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   choice.add_row({"tiles (q x kv)", std::to_string(c.block_q) + " x " + std::to_string(c.block_kv)});
   choice.add_row({"kv sub-blocks", std::to_string(c.kv_subblocks)});
   choice.add_row({"checkpointing", to_string(c.checkpointing)});
+  choice.add_row({"micro-batch", std::to_string(c.micro_batch) + " sequences per ring"});
   choice.add_row({"grad accumulation", std::to_string(c.grad_accum) + " micro-steps"});
   out += choice.render() + "\n";
 

@@ -45,6 +45,15 @@ std::vector<PatternCost> solve(const Fabric& fabric, const CostParams& cost,
 
 int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
+// The times of `n` sequences through a layer, one after another.
+LayerTimes scaled(LayerTimes t, int n) {
+  for (double* x : {&t.attention_fwd, &t.attention_bwd, &t.attention_compute_fwd, &t.attention_compute,
+                    &t.ring_busy_fwd, &t.ring_busy_bwd, &t.linear_fwd, &t.linear_bwd}) {
+    *x *= n;
+  }
+  return t;
+}
+
 }  // namespace
 
 int64_t sequences_per_step(const Job& job) {
@@ -268,6 +277,9 @@ std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {
     }
   }
   if (ch.strategy == Strategy::kFlashFsdp && ch.cp != 1) return "flash-fsdp has cp = 1";
+  if (ch.micro_batch < 1) return "micro_batch must be >= 1 (got " + str(ch.micro_batch) + ")";
+  if (ch.micro_batch > 1 && job.workload != Workload::kStep)
+    return "micro_batch > 1 applies to step workloads (sequences per micro-step)";
   if (ch.strategy == Strategy::kUlysses) {
     if (m.heads % ch.cp != 0)
       return "Ulysses needs cp to divide the " + str(m.heads) + " query heads (cp " + str(ch.cp) + ")";
@@ -432,8 +444,10 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
   const int64_t c = job.seq_len / P;
   const PatternCost* a2a =
       ch.strategy == Strategy::kUlysses ? &all_to_all_pattern(ch.cp, ch.dp, ch.order) : nullptr;
-  const LayerTimes real = layer_times(job, ch, pat, a2a, false);
-  const LayerTimes free = layer_times(job, ch, pat, a2a, true);
+  // A micro-step runs micro_batch sequences through each layer, one after another.
+  const int mb = job.workload == Workload::kStep ? std::max(1, ch.micro_batch) : 1;
+  const LayerTimes real = scaled(layer_times(job, ch, pat, a2a, false), mb);
+  const LayerTimes free = scaled(layer_times(job, ch, pat, a2a, true), mb);
   const bool fwd_only = job.passes == Passes::kForward;
 
   // FSDP collectives per layer, overlapped with the layer's compute, and at each
@@ -464,9 +478,10 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
   }
 
   const LinearFlops lf = linear_flops_per_token(m);
-  const double logits = static_cast<double>(c) * lf.logits * (fwd_only ? 1 : 3) / cost_.gemm_flops_per_s();
+  const double logits =
+      mb * static_cast<double>(c) * lf.logits * (fwd_only ? 1 : 3) / cost_.gemm_flops_per_s();
   const int64_t seqs = sequences_per_step(job);
-  const int accum = ceil_div(seqs, ch.dp);
+  const int accum = ceil_div(seqs, int64_t{ch.dp} * mb);
   const int64_t active = std::min<int64_t>(seqs, ch.dp);
   const double L = m.layers;
   auto layer = [&](const LayerTimes& t, double fsdp) {

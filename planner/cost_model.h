@@ -32,8 +32,9 @@
 // layer's compute; only what exceeds it is exposed (minus the ring's own transfer time
 // when the ring's transfers cross links of the class the collectives bottleneck on: on a
 // tie the ring's own bottleneck may be named on another class, e.g. a spine link, while
-// it still loads the same NICs). A step = grad_accum micro-steps (one
-// sequence per ring each) + the optimizer update (memory bound).
+// it still loads the same NICs). A step = grad_accum micro-steps (micro_batch sequences
+// per ring each, one after another through every layer, under one gather and one
+// reduce-scatter per layer) + the optimizer update (memory bound).
 //
 // Prediction fields (plan.h):
 //   comm_overhead       exposed communication / step time, where exposed communication =

@@ -110,8 +110,11 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   const double layer_unit = std::max(m.layer_params(), static_cast<double>(m.vocab) * m.hidden);
   // One GPU holds every parameter unsharded already: nothing to gather.
   mem.layer_buffers = gpus > 1 ? e * 4.0 * layer_unit : 0;
-  mem.activations = m.layers * c * activation_bytes_per_token_layer(m, choice.checkpointing, e) +
-                    c * m.hidden * e;
+  // Stored activations of every sequence of the micro-step (PlanChoice::micro_batch); the
+  // working set is one sequence's at a time.
+  mem.activations = std::max(1, choice.micro_batch) *
+                    (m.layers * c * activation_bytes_per_token_layer(m, choice.checkpointing, e) +
+                     c * m.hidden * e);
   mem.working_set = ring_buffers(m, choice, seq_len, gpu).working_set_bytes();
   mem.runtime_reserve = gpu.runtime_reserve_bytes;
   return mem;

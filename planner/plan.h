@@ -76,7 +76,12 @@ struct PlanChoice {
   int block_kv = 128;     // key/value tile of the blockwise kernel
   int kv_subblocks = 1;   // each ring transfer split into this many messages
   Checkpointing checkpointing = Checkpointing::kNone;
-  int grad_accum = 1;     // micro-steps per optimizer step (sequences per DP rank)
+  int grad_accum = 1;     // micro-steps per optimizer step
+  // Sequences each ring processes per micro-step (step workloads; Megatron-LM's
+  // --micro-batch-size, torchtitan's local_batch_size): FSDP gathers and scatters each
+  // layer once per micro-step, so more sequences per micro-step amortise them, at the
+  // cost of that many sequences' stored activations.
+  int micro_batch = 1;
 };
 
 struct MemoryBreakdown {  // bytes per GPU

@@ -11,7 +11,8 @@
 //   workload: step              # attention | layer | step
 //   passes: forward-backward    # forward | forward-backward
 //   plan: {strategy, cp, dp, schedule, order_name, order: [GPU ids in ring order],
-//          load_balance, block_q, block_kv, kv_subblocks, checkpointing, grad_accum}
+//          load_balance, block_q, block_kv, kv_subblocks, checkpointing, grad_accum,
+//          micro_batch (optional, 1)}
 //   predicted: {...}            # informational: written, read if present, never required
 //   baselines: [...]            # informational, likewise
 #include <array>
@@ -149,7 +150,8 @@ nlohmann::json plan_to_json(const Plan& plan) {
                  {"block_kv", c.block_kv},
                  {"kv_subblocks", c.kv_subblocks},
                  {"checkpointing", to_string(c.checkpointing)},
-                 {"grad_accum", c.grad_accum}};
+                 {"grad_accum", c.grad_accum},
+                 {"micro_batch", c.micro_batch}};
   out["predicted"] = {{"step_time_s", p.step_time_s},
                       {"tokens_per_s", p.tokens_per_s},
                       {"mfu", p.mfu},
@@ -223,6 +225,7 @@ std::string plan_to_yaml_string(const Plan& plan) {
   e << YAML::Key << "kv_subblocks" << YAML::Value << c.kv_subblocks;
   e << YAML::Key << "checkpointing" << YAML::Value << to_string(c.checkpointing);
   e << YAML::Key << "grad_accum" << YAML::Value << c.grad_accum;
+  e << YAML::Key << "micro_batch" << YAML::Value << c.micro_batch;
   e << YAML::EndMap;
 
   e << YAML::Key << "predicted" << YAML::Value;
@@ -318,6 +321,7 @@ PlanChoice read_choice(const YamlMap& m, int gpus) {
   c.checkpointing =
       parse_checkpointing(m.str("checkpointing"), m.location("checkpointing"), m.field("checkpointing"));
   c.grad_accum = static_cast<int>(m.integer_or("grad_accum", 1, Range{1, false, 1e9, false}));
+  c.micro_batch = static_cast<int>(m.integer_or("micro_batch", 1, Range{1, false, 1e6, false}));
   m.finish();
   return c;
 }

@@ -75,7 +75,8 @@ class Generator {
   RingContext ring_{};
   std::vector<std::vector<int>> ring_gpus_;
   LinearFlops lin_{};
-  double act_per_layer_ = 0;  // stored activation bytes of one layer (this policy)
+  int mb_ = 1;                // sequences per micro-step (PlanChoice::micro_batch)
+  double act_per_layer_ = 0;  // stored activation bytes of one layer, all mb_ sequences
 
   bool wanted(int gpu) const {
     return opt_.only_gpus.empty() ||
@@ -112,6 +113,10 @@ class Generator {
     if (choice_.kv_subblocks < 1) {
       fail_input(w, "kv_subblocks", "must be >= 1 (got " + num(choice_.kv_subblocks) + ")");
     }
+    if (choice_.micro_batch < 1 || (choice_.micro_batch > 1 && job_.workload != Workload::kStep)) {
+      fail_input(w, "micro_batch", "must be >= 1, and 1 unless the workload is step (got " +
+                                       num(choice_.micro_batch) + ")");
+    }
     if (choice_.grad_accum < 1) {
       fail_input(w, "grad_accum", "must be >= 1 (got " + num(choice_.grad_accum) + ")");
     }
@@ -137,7 +142,9 @@ class Generator {
     rb_ = ring_buffers(m_, choice_, job_.seq_len, gpu);
     mem_ = memory_breakdown(m_, choice_, job_.seq_len, gpu);
     lin_ = linear_flops_per_token(m_);
-    act_per_layer_ = static_cast<double>(c_) *
+    mb_ = job_.workload == Workload::kStep ? std::max(1, choice_.micro_batch) : 1;
+    // Every sequence of the micro-step keeps its activations (the memory model's count).
+    act_per_layer_ = mb_ * static_cast<double>(c_) *
                      activation_bytes_per_token_layer(m_, choice_.checkpointing, gpu.element_bytes);
 
     E_ = m_.layers;
@@ -261,7 +268,7 @@ class Generator {
     return id;
   }
   double final_hidden_bytes() const {
-    return static_cast<double>(c_) * m_.hidden * fabric_.topology().gpu.element_bytes;
+    return mb_ * static_cast<double>(c_) * m_.hidden * fabric_.topology().gpu.element_bytes;
   }
 
   // The attention tensors (Q, own K,V, out, lse) plus the rest of a layer's activations.
@@ -396,10 +403,12 @@ class Generator {
     begin_layer(r, layer, false, next_gather);
     const LayerStore s = alloc_layer_store(r, layer);
     const LayerStore live = full_ckpt() ? alloc_transient_store(r) : s;
-    gemm(r, lin_.qkv);
-    attention_forward_phase(r, live.kv);
-    gemm(r, lin_.out_proj);
-    ffn_phase(r, [&] { gemm(r, lin_.ffn); });
+    for (int seq = 0; seq < mb_; ++seq) {  // the micro-step's sequences, one after another
+      gemm(r, lin_.qkv);
+      attention_forward_phase(r, live.kv);
+      gemm(r, lin_.out_proj);
+      ffn_phase(r, [&] { gemm(r, lin_.ffn); });
+    }
     if (full_ckpt()) free_store(r, live);
     return s;
   }
@@ -407,27 +416,29 @@ class Generator {
   // Backward of one layer; `prev_gather` is the previous layer's all-gather to prefetch.
   void layer_backward(Rank& r, int layer, const LayerStore& s, double prev_gather) {
     begin_layer(r, layer, true, prev_gather);
-    LayerStore live = s;
-    if (full_ckpt()) {
-      live = alloc_transient_store(r);
-      recompute(r, [&] {
-        gemm(r, lin_.qkv);
-        attention_forward_phase(r, live.kv);
-        gemm(r, lin_.out_proj);
+    for (int seq = 0; seq < mb_; ++seq) {  // the micro-step's sequences, one after another
+      LayerStore live = s;
+      if (full_ckpt()) {
+        live = alloc_transient_store(r);
+        recompute(r, [&] {
+          gemm(r, lin_.qkv);
+          attention_forward_phase(r, live.kv);
+          gemm(r, lin_.out_proj);
+        });
+      }
+      ffn_phase(r, [&] {
+        const double redo = full_ckpt() ? lin_.ffn
+                            : choice_.checkpointing == Checkpointing::kSelective
+                                ? lin_.ffn_recompute_selective
+                                : 0;
+        if (redo > 0) recompute(r, [&] { gemm(r, redo); });
+        gemm(r, lin_.ffn, kLinearBackwardFactor);
       });
+      gemm(r, lin_.out_proj, kLinearBackwardFactor);
+      attention_backward_phase(r, live.kv);
+      gemm(r, lin_.qkv, kLinearBackwardFactor);
+      if (full_ckpt()) free_store(r, live);
     }
-    ffn_phase(r, [&] {
-      const double redo = full_ckpt() ? lin_.ffn
-                          : choice_.checkpointing == Checkpointing::kSelective
-                              ? lin_.ffn_recompute_selective
-                              : 0;
-      if (redo > 0) recompute(r, [&] { gemm(r, redo); });
-      gemm(r, lin_.ffn, kLinearBackwardFactor);
-    });
-    gemm(r, lin_.out_proj, kLinearBackwardFactor);
-    attention_backward_phase(r, live.kv);
-    gemm(r, lin_.qkv, kLinearBackwardFactor);
-    if (full_ckpt()) free_store(r, live);
     free_store(r, s);
     scatter(r, layer_shard_bytes());
   }
@@ -508,10 +519,10 @@ class Generator {
     if (bwd) gather(r, layer_shard_bytes());  // prefetch the last layer for its backward
     const int chunk = buf("logits_chunk", rb_.logits_chunk);
     em.alloc(chunk, rb_.logits_chunk);
-    gemm(r, lin_.logits);
+    gemm(r, lin_.logits, mb_);
     if (bwd) {
       em.backward = true;
-      gemm(r, lin_.logits, kLinearBackwardFactor);
+      gemm(r, lin_.logits, mb_ * kLinearBackwardFactor);
     }
     em.free(chunk);
     if (bwd) {

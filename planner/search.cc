@@ -51,6 +51,45 @@ std::vector<std::pair<std::string, std::vector<int>>> Planner::orders(int cp, Sc
 
 namespace {
 
+// Micro-batches to try for `job` on `dp` rings: the pin, or kMicroBatches up to the
+// sequences a ring has in a step (step workloads only; others run one sequence).
+std::vector<int> micro_batches(const Job& job, int dp, const SearchPins& pins) {
+  if (pins.micro_batch) return {*pins.micro_batch};
+  if (job.workload != Workload::kStep) return {1};
+  const int64_t per_ring = (sequences_per_step(job) + dp - 1) / dp;
+  std::vector<int> out;
+  for (int mb : kMicroBatches)
+    if (mb == 1 || mb <= per_ring) out.push_back(mb);
+  return out;
+}
+
+// Prices `ch` for each micro-batch (fitting grad_accum to it) and checkpointing policy,
+// offering each to `best`; memory grows with both, so each stops at its first misfit.
+template <class Offer>
+int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, const RingPatterns& pat,
+                            const std::vector<int>& mbs, const std::vector<Checkpointing>& ckpts,
+                            Offer offer) {
+  const int64_t seqs = sequences_per_step(job);
+  int64_t evaluated = 0;
+  for (int mb : mbs) {
+    ch.micro_batch = mb;
+    ch.grad_accum = static_cast<int>((seqs + int64_t{ch.dp} * mb - 1) / (int64_t{ch.dp} * mb));
+    bool fitted = false;
+    for (Checkpointing ck : ckpts) {
+      ch.checkpointing = ck;
+      const Prediction p = cost.predict(job, ch, pat);
+      ++evaluated;
+      offer(ch, p);
+      if (p.fits) {
+        fitted = true;
+        break;  // later policies only add recompute
+      }
+    }
+    if (!fitted && mb > 1) break;  // more sequences only add memory
+  }
+  return evaluated;
+}
+
 // The best plan offered so far: one that fits beats one that does not; among those that
 // fit the higher throughput wins (for the step workload every candidate prices the same
 // batch, so that is the shorter step; for attention and layer a step is one micro-step of
@@ -91,6 +130,7 @@ std::string pins_text(const SearchPins& p) {
   if (p.block_kv) add("--block-kv", std::to_string(*p.block_kv));
   if (p.kv_subblocks) add("--kv-subblocks", std::to_string(*p.kv_subblocks));
   if (p.checkpointing) add("--checkpointing", to_string(*p.checkpointing));
+  if (p.micro_batch) add("--micro-batch", std::to_string(*p.micro_batch));
   return s.empty() ? s : " with" + s;
 }
 
@@ -172,13 +212,9 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
                   continue;
                 }
                 if (!pat) pat = &cost_.ring_patterns(cp, ch.dp, sched, order);
-                for (Checkpointing ck : ckpts) {
-                  ch.checkpointing = ck;
-                  const Prediction p = cost_.predict(job, ch, *pat);
-                  ++local.evaluated;
-                  best.offer(job, ch, p);
-                  if (p.fits) break;  // later policies only add recompute
-                }
+                local.evaluated += offer_micro_batches(
+                    cost_, job, ch, *pat, micro_batches(job, ch.dp, pins), ckpts,
+                    [&](const PlanChoice& c, const Prediction& p) { best.offer(job, c, p); });
               }
             }
           }
@@ -234,12 +270,10 @@ std::vector<Baseline> Planner::baselines(const Job& job) {
           ch.block_q = bq;
           ch.block_kv = bkv;
           if (!cost_.cost().attention.fits(bq, bkv, model_.head_dim)) continue;
-          for (Checkpointing ck : {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull}) {
-            ch.checkpointing = ck;
-            const Prediction p = cost_.predict(job, ch, pat);
-            best.offer(job, ch, p);
-            if (p.fits) break;
-          }
+          offer_micro_batches(
+              cost_, job, ch, pat, micro_batches(job, ch.dp, {}),
+              {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull},
+              [&](const PlanChoice& c, const Prediction& p) { best.offer(job, c, p); });
         }
       }
     }

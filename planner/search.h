@@ -11,7 +11,8 @@
 // Pruning (exact under the cost model, so the pick is the same as the full sweep's):
 // checkpointing is tried none -> selective -> full and stops at the first that fits
 // (each adds recompute and nothing else), kv_subblocks > 1 only when pinned (more
-// messages, the same bytes). `candidates` counts every combination the search covered,
+// messages, the same bytes), micro-batches from 1 up while they fit (each adds stored
+// activations). `candidates` counts every combination the search covered,
 // `evaluated` those it priced.
 #pragma once
 
@@ -34,6 +35,7 @@ struct SearchPins {
   std::optional<int> block_kv;
   std::optional<int> kv_subblocks;
   std::optional<Checkpointing> checkpointing;
+  std::optional<int> micro_batch;
 };
 
 struct SearchStats {
@@ -48,6 +50,9 @@ struct SearchStats {
 // may still ask for another size; measurements record what ran (Backend::tiles_run).
 inline constexpr int kTileSizes[] = {64, 128};
 inline constexpr int kKvSubblocks[] = {1, 2, 4};
+// Sequences per micro-step the search tries for step workloads (those up to the
+// sequences each ring has in a step): powers of two, as frameworks' configs use.
+inline constexpr int kMicroBatches[] = {1, 2, 4, 8, 16};
 
 class Planner {
  public:

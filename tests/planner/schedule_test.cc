@@ -480,6 +480,7 @@ TEST_CASE("schedule: step workload tracks the memory model's peak and balances a
       Plan p = make_plan(16, 8, sched, LoadBalance::kZigzag, true, 8192, Workload::kStep);
       p.choice.checkpointing = ck;
       p.choice.grad_accum = 2;
+      p.choice.micro_batch = sched == Schedule::kFlat ? 3 : 1;  // three sequences per micro-step
       const Fabric fabric(topo, 16);
       const OpSchedule s = generate_schedule(p, m, fabric);
       Checker c(s, p, m);
@@ -487,7 +488,8 @@ TEST_CASE("schedule: step workload tracks the memory model's peak and balances a
       const double want = memory_breakdown(m, p.choice, p.job.seq_len, topo.gpu).total();
       for (int g = 0; g < 16; ++g) {
         CHECK(c.peak[g] == doctest::Approx(want).epsilon(1e-9));
-        CHECK(c.completions[g] == 2 * m.layers);  // each layer's backward, each micro-step
+        // Each layer's backward, each sequence of each micro-step.
+        CHECK(c.completions[g] == 2 * p.choice.micro_batch * m.layers);
       }
       // One layer emitted stands for all three: same peak.
       ScheduleOptions one;

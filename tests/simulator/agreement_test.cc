@@ -175,6 +175,17 @@ TEST_CASE("training steps (FSDP, all layers extrapolated): step time and peak me
           doctest::Approx(c.predicted.step_time_s * c.predicted.scaling_efficiency).epsilon(0.02));
     CHECK(c.simulated.mfu == doctest::Approx(c.predicted.mfu).epsilon(0.02));
   }
+  // Several sequences per micro-step (one gather and scatter per layer for all of them).
+  for (int mb : {2, 4}) {
+    CAPTURE(mb);
+    const Topology topo = load_topology(kStudyTopology);
+    SearchPins pins;
+    pins.micro_batch = mb;
+    const Compared c = plan_and_simulate(topo, model, make_job(topo, 16, 8192, Workload::kStep), pins);
+    CHECK(c.time_error() < 0.02);
+    CHECK(c.memory_error() < 0.02);
+    worst.add(c, true);
+  }
 }
 
 TEST_CASE("the layer extrapolation matches simulating every layer") {
