@@ -22,7 +22,8 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
       buffers_(schedule.buffers.size()) {
   for (const Op& op : ops_.ops) {
     if (op.kind == OpKind::kCompute && op.compute != ComputeKind::kAttentionForward &&
-        op.compute != ComputeKind::kAttentionBackward && op.compute != ComputeKind::kAccumulate)
+        op.compute != ComputeKind::kAttentionBackward && op.compute != ComputeKind::kAccumulate &&
+        op.compute != ComputeKind::kMerge)
       throw std::runtime_error(std::string("ring loop: the op list has '") + op_name(op) +
                                "' ops, which the executor does not run (attention only)");
     if (op.kind == OpKind::kCollective)
@@ -166,6 +167,8 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
         be_.take_own_dkv(op.buffer, false);
         break;
       case OpKind::kCompute: {
+        // The backends' kernels merge each block into (out, lse) and dQ in place.
+        if (op.compute == ComputeKind::kMerge) break;
         if (op.compute == ComputeKind::kAccumulate) {
           ensure_allocated(op.buffer);
           ensure_allocated(op.aux_buffer);
@@ -200,7 +203,8 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
       if (op.kind == OpKind::kCompute) {
         m.flops = op.flops;
         m.useful_flops = op.useful_flops;
-        if (op.compute != ComputeKind::kAccumulate) {
+        if (op.compute == ComputeKind::kAttentionForward ||
+            op.compute == ComputeKind::kAttentionBackward) {
           // The tiles the backend's kernel ran, which may differ from the plan's request
           // (calibrate --from fits the kernel curve on these; measurements.h).
           const AttentionTiles ran = be_.tiles_run(op.compute == ComputeKind::kAttentionBackward);

@@ -341,8 +341,11 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   } else {
     const TokenLayout layout{ch.load_balance, job.seq_len, P};
     const RingAttentionWork w = ring_attention_work(layout, job.causal, m.heads, m.head_dim, tiles);
-    const double f0 = w.own_executed_max / F, f1 = w.step_executed_max / F * I;
-    const double b0 = bf * w.own_executed_max / F, b1 = bf * w.step_executed_max / F * I + acc;
+    // A later step's block also merges its partial result (KernelCurve::merge_bytes).
+    const double elements = static_cast<double>(c) * m.heads * m.head_dim;
+    const double mf = cost_.merge_s(elements, false), mb = cost_.merge_s(elements, true);
+    const double f0 = w.own_executed_max / F, f1 = w.step_executed_max / F * I + mf;
+    const double b0 = bf * w.own_executed_max / F, b1 = bf * w.step_executed_max / F * I + mb + acc;
     double tf = 0, tb = 0, busy_f = 0, busy_b = 0;
     if (P == 1) {
       tf = f0;
@@ -409,9 +412,11 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
     }
     t.attention_fwd = tf;
     t.attention_bwd = fwd_only ? 0 : tb;
-    t.attention_compute_fwd = (w.own_executed_max + (P - 1) * w.step_executed_max) / F;
-    t.attention_compute =
-        t.attention_compute_fwd * (fwd_only ? 1 : 1 + bf) + (fwd_only ? 0 : (P - 1) * acc);
+    t.attention_compute_fwd = (w.own_executed_max + (P - 1) * w.step_executed_max) / F + (P - 1) * mf;
+    t.attention_compute = t.attention_compute_fwd +
+                          (fwd_only ? 0
+                                    : bf * (w.own_executed_max + (P - 1) * w.step_executed_max) / F +
+                                          (P - 1) * (acc + mb));
     t.ring_busy_fwd = busy_f;
     t.ring_busy_bwd = fwd_only ? 0 : busy_b;
   }

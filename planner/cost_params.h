@@ -56,6 +56,16 @@ struct CostParams {
   // (one add per element) at accumulate_efficiency(), which gives the same seconds.
   double accumulate_s(double fp32_bytes) const { return 3 * fp32_bytes / hbm_bytes_per_s; }
   double accumulate_efficiency() const { return hbm_bytes_per_s / (12 * peak_flops); }
+  // Merging one ring step's partial result (KernelCurve::merge_bytes, dq_merge_bytes) for
+  // `elements` output elements (c·h·d): memory bound. The schedule's kMerge op carries
+  // flops = elements at merge_efficiency(), which gives the same seconds.
+  double merge_s(double elements, bool backward) const {
+    return elements * (backward ? attention.dq_merge_bytes : attention.merge_bytes) / hbm_bytes_per_s;
+  }
+  double merge_efficiency(bool backward) const {
+    const double b = backward ? attention.dq_merge_bytes : attention.merge_bytes;
+    return b > 0 ? hbm_bytes_per_s / (b * peak_flops) : 0;
+  }
   // Adam update of `params` parameters: read and write the fp32 master, m and v (24 B)
   // and the bf16 param, read the bf16 grad (6 B): memory bound.
   double optimizer_s(double params) const { return 30 * params / hbm_bytes_per_s; }

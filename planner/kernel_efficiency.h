@@ -26,6 +26,12 @@ struct KernelCurve {
   // (the backward assumed as efficient as the forward); a fit replaces it with what the
   // backward kernel really takes.
   double backward_factor = kBackwardFlopsFactor;
+  // HBM bytes per output element that merging one ring step's partial result costs
+  // outside the kernel (0 where the kernel merges in place): forward, the block's (out,
+  // lse) into the running ones; backward, the block's dQ into the running dQ. Charged per
+  // block after a rank's own (cost_params.h merge_s).
+  double merge_bytes = 0;
+  double dq_merge_bytes = 0;
 
   // Fraction of peak FLOP/s for tiles of bq x bkv with head dim d; 0 if the tile does
   // not fit in tile_bytes_limit.

@@ -10,6 +10,7 @@ const char* op_name(const Op& op) {
         case ComputeKind::kAttentionForward: return "attention_forward";
         case ComputeKind::kAttentionBackward: return "attention_backward";
         case ComputeKind::kAccumulate: return "accumulate";
+        case ComputeKind::kMerge: return "merge";
         case ComputeKind::kGemm: return "gemm";
         case ComputeKind::kOptimizer: return "optimizer";
       }

@@ -39,6 +39,9 @@ enum class ComputeKind {
   kAttentionForward,   // local Q against the K,V in `buffer`; merge into (out, lse)
   kAttentionBackward,  // partial dQ (local), dK, dV (into `aux_buffer`) for the K,V in `buffer`
   kAccumulate,         // add `aux_buffer` into the accumulator `buffer` (dK, dV)
+  kMerge,              // merge the block's partial (out, lse), or dQ, into the running ones
+                       // outside the kernel (a framework's step; memory bound). Backends
+                       // whose kernels merge in place run nothing for it.
   kGemm,               // linear layers (QKV, output projection, FFN, logits), forward or backward
   kOptimizer,          // optimizer update of this GPU's parameter shard
 };

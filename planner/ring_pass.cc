@@ -108,6 +108,11 @@ class RingPass {
     em_.compute(bwd_ ? ComputeKind::kAttentionBackward : ComputeKind::kAttentionForward,
                 f.executed * factor, useful, ctx_.attention_efficiency, kv, aux,
                 mod(owner, ctx_.P));
+    // Every block after the rank's own merges its partial into the running result.
+    const double merge_eff = ctx_.merge_efficiency[bwd_ ? 1 : 0];
+    if (mod(owner, ctx_.P) != pos_ && merge_eff > 0) {
+      em_.compute(ComputeKind::kMerge, ctx_.merge_elements, 0, merge_eff, kv, -1);
+    }
     return true;
   }
   // Backward of a block whose accumulator starts here (fresh `acc`).

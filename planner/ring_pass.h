@@ -36,6 +36,8 @@ struct RingContext {
   double dkv_bytes = 0;
   double attention_efficiency = 0;
   double accumulate_efficiency = 0;  // memory-bound add, expressed as a fraction of peak
+  double merge_elements = 0;         // c·h·d: output elements a step's merge moves
+  double merge_efficiency[2] = {0, 0};  // forward, backward (0: the kernel merges in place)
   double sync_s = 0;                 // per ring step (CostParams::step_sync_s)
   double backward_factor = 0;        // attention backward FLOPs over forward (CostParams)
   const std::vector<int>* ring_gpus = nullptr;  // GPU id of each position

@@ -179,6 +179,9 @@ class Generator {
     ring_.attention_efficiency =
         costs_.attention.efficiency(choice_.block_q, choice_.block_kv, m_.head_dim);
     ring_.accumulate_efficiency = costs_.accumulate_efficiency();
+    ring_.merge_elements = static_cast<double>(c_) * m_.heads * m_.head_dim;
+    ring_.merge_efficiency[0] = costs_.merge_efficiency(false);
+    ring_.merge_efficiency[1] = costs_.merge_efficiency(true);
     ring_.sync_s = costs_.step_sync_s;
     ring_.backward_factor = costs_.attention.backward_factor;
   }

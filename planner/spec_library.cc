@@ -95,6 +95,8 @@ GpuSpec parse_gpu(const YamlMap& m) {
   g.attention.half_flops = a.number("half_flops", Range::non_negative());
   g.attention.tile_bytes_limit = a.number("tile_kib", Range::positive()) * kKiB;
   g.attention.backward_factor = a.number_or("backward_factor", kBackwardFlopsFactor, Range::positive());
+  g.attention.merge_bytes = a.number_or("merge_bytes", 0, Range::non_negative());
+  g.attention.dq_merge_bytes = a.number_or("dq_merge_bytes", 0, Range::non_negative());
   a.finish();
   m.finish();
   return g;
