@@ -216,4 +216,16 @@ double linear_recompute_flops_per_token(const ModelSpec& m, Checkpointing ckpt) 
   return 0;
 }
 
+ElementwiseBytes elementwise_bytes_per_token(const ModelSpec& m, int element_bytes) {
+  const double e = element_bytes;
+  const double H = m.hidden;
+  const double qk = static_cast<double>(m.heads + m.kv_heads) * m.head_dim;
+  const double act = m.gated_ffn ? 3.0 * m.ffn_hidden : 2.0 * m.ffn_hidden;
+  ElementwiseBytes b;
+  b.layer_fwd = e * (2 * 2 * H + 2 * 3 * H + 2 * qk + act);
+  b.loss_fwd = 10.0 * m.vocab;
+  b.loss_bwd = 4.0 * m.vocab;
+  return b;
+}
+
 }  // namespace rm

@@ -72,6 +72,22 @@ struct LinearFlops {
 LinearFlops linear_flops_per_token(const ModelSpec& m);
 inline constexpr double kLinearBackwardFactor = 2.0;
 
+// Memory-bound work outside the GEMMs and the attention kernel, in HBM bytes per token,
+// counted from the reads and writes of each op as PyTorch runs them unfused:
+//   layer forward: two RMSNorms (read and write `hidden`), two residual adds (read two,
+//   write one), rotary embedding of Q and K (read and write), the FFN activation (SwiGLU:
+//   read gate and up, write one; plain: read and write);
+//   loss: the logits (bf16 write) upcast and softmax in fp32 (read, write) and its gradient
+//   (fp32 write): 14 bytes per vocabulary entry, 10 without the backward.
+// Backward passes move about twice the forward's (gradients in, saved inputs read again).
+struct ElementwiseBytes {
+  double layer_fwd = 0;  // per token, one layer's forward
+  double loss_fwd = 0;   // per token, logits and loss forward
+  double loss_bwd = 0;   // per token, loss backward
+};
+ElementwiseBytes elementwise_bytes_per_token(const ModelSpec& m, int element_bytes);
+inline constexpr double kElementwiseBackwardFactor = 2.0;
+
 // Linear-layer FLOPs per token per layer redone in the backward pass by the checkpointing
 // policy: none 0; selective the FFN up/gate projections (its intermediates are not stored,
 // see memory_model.h); full the whole layer forward. Attention recompute under `full`

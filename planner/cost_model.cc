@@ -423,9 +423,15 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
 
   const LinearFlops lf = linear_flops_per_token(m);
   const double Fg = cost_.gemm_flops_per_s();
-  t.linear_fwd = static_cast<double>(c) * lf.layer() / Fg;
+  // Norms, rotary, activation and residual adds ride with the linear layers (HBM bound).
+  const double ew = static_cast<double>(c) *
+                    elementwise_bytes_per_token(m, fabric_.topology().gpu.element_bytes).layer_fwd /
+                    cost_.hbm_bytes_per_s;
+  const double gemm_fwd = static_cast<double>(c) * lf.layer() / Fg;
+  t.linear_fwd = gemm_fwd + ew;
   if (!fwd_only) {
-    t.linear_bwd = kLinearBackwardFactor * t.linear_fwd +
+    t.linear_bwd = kLinearBackwardFactor * gemm_fwd + kElementwiseBackwardFactor * ew +
+                   (ch.checkpointing == Checkpointing::kFull ? ew : 0) +
                    static_cast<double>(c) * linear_recompute_flops_per_token(m, ch.checkpointing) / Fg;
     if (ch.checkpointing == Checkpointing::kFull) {
       // The backward reruns the layer's forward: ring attention with its transfers too.
@@ -483,8 +489,11 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
   }
 
   const LinearFlops lf = linear_flops_per_token(m);
+  const ElementwiseBytes ewb = elementwise_bytes_per_token(m, gpu.element_bytes);
   const double logits =
-      mb * static_cast<double>(c) * lf.logits * (fwd_only ? 1 : 3) / cost_.gemm_flops_per_s();
+      mb * static_cast<double>(c) *
+      (lf.logits * (fwd_only ? 1 : 3) / cost_.gemm_flops_per_s() +
+       (ewb.loss_fwd + (fwd_only ? 0 : ewb.loss_bwd)) / cost_.hbm_bytes_per_s);
   const int64_t seqs = sequences_per_step(job);
   const int accum = ceil_div(seqs, int64_t{ch.dp} * mb);
   const int64_t active = std::min<int64_t>(seqs, ch.dp);

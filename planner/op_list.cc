@@ -13,6 +13,7 @@ const char* op_name(const Op& op) {
         case ComputeKind::kMerge: return "merge";
         case ComputeKind::kGemm: return "gemm";
         case ComputeKind::kOptimizer: return "optimizer";
+        case ComputeKind::kElementwise: return "elementwise";
       }
       break;
     case OpKind::kSend: return "send";

@@ -44,6 +44,8 @@ enum class ComputeKind {
                        // whose kernels merge in place run nothing for it.
   kGemm,               // linear layers (QKV, output projection, FFN, logits), forward or backward
   kOptimizer,          // optimizer update of this GPU's parameter shard
+  kElementwise,        // norms, rotary, activation, residual adds, loss: memory bound
+                       // (flops = HBM bytes moved, efficiency = HBM bandwidth / peak)
 };
 
 enum class CollectiveKind { kAllGather, kReduceScatter };

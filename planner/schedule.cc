@@ -75,6 +75,7 @@ class Generator {
   RingContext ring_{};
   std::vector<std::vector<int>> ring_gpus_;
   LinearFlops lin_{};
+  ElementwiseBytes ew_{};
   int mb_ = 1;                // sequences per micro-step (PlanChoice::micro_batch)
   double act_per_layer_ = 0;  // stored activation bytes of one layer, all mb_ sequences
 
@@ -142,6 +143,7 @@ class Generator {
     rb_ = ring_buffers(m_, choice_, job_.seq_len, gpu);
     mem_ = memory_breakdown(m_, choice_, job_.seq_len, gpu);
     lin_ = linear_flops_per_token(m_);
+    ew_ = elementwise_bytes_per_token(m_, gpu.element_bytes);
     mb_ = job_.workload == Workload::kStep ? std::max(1, choice_.micro_batch) : 1;
     // Every sequence of the micro-step keeps its activations (the memory model's count).
     act_per_layer_ = mb_ * static_cast<double>(c_) *
@@ -308,6 +310,12 @@ class Generator {
     }
   }
 
+  // Memory-bound work of `bytes_per_token` on this rank's tokens (ElementwiseBytes).
+  void elementwise(Rank& r, double bytes_per_token) {
+    const double bytes = bytes_per_token * static_cast<double>(c_);
+    r.em.compute(ComputeKind::kElementwise, bytes, 0, costs_.hbm_bytes_per_s / costs_.peak_flops, -1, -1);
+  }
+
   void gemm(Rank& r, double flops_per_token, double factor = 1) {
     const double flops = flops_per_token * factor * static_cast<double>(c_);
     r.em.compute(ComputeKind::kGemm, flops, flops * r.useful_scale, costs_.gemm_flops_per_s() / costs_.peak_flops,
@@ -411,6 +419,7 @@ class Generator {
       attention_forward_phase(r, live.kv);
       gemm(r, lin_.out_proj);
       ffn_phase(r, [&] { gemm(r, lin_.ffn); });
+      elementwise(r, ew_.layer_fwd);
     }
     if (full_ckpt()) free_store(r, live);
     return s;
@@ -427,6 +436,7 @@ class Generator {
           gemm(r, lin_.qkv);
           attention_forward_phase(r, live.kv);
           gemm(r, lin_.out_proj);
+          elementwise(r, ew_.layer_fwd);
         });
       }
       ffn_phase(r, [&] {
@@ -440,6 +450,7 @@ class Generator {
       gemm(r, lin_.out_proj, kLinearBackwardFactor);
       attention_backward_phase(r, live.kv);
       gemm(r, lin_.qkv, kLinearBackwardFactor);
+      elementwise(r, kElementwiseBackwardFactor * ew_.layer_fwd);
       if (full_ckpt()) free_store(r, live);
     }
     free_store(r, s);
@@ -523,9 +534,11 @@ class Generator {
     const int chunk = buf("logits_chunk", rb_.logits_chunk);
     em.alloc(chunk, rb_.logits_chunk);
     gemm(r, lin_.logits, mb_);
+    elementwise(r, mb_ * ew_.loss_fwd);
     if (bwd) {
       em.backward = true;
       gemm(r, lin_.logits, mb_ * kLinearBackwardFactor);
+      elementwise(r, mb_ * ew_.loss_bwd);
     }
     em.free(chunk);
     if (bwd) {
