@@ -17,6 +17,7 @@
 #include <string>
 
 #include "executor/cuda/cuda_backend.h"
+#include "planner/kernel_efficiency.h"
 
 namespace {
 
@@ -71,7 +72,8 @@ int main(int argc, char** argv) {
   std::printf("# %s (%d SMs): dense bf16 peak %s\n", prop.name, prop.multiProcessorCount,
               g_peak > 0 ? (std::to_string(static_cast<int>(g_peak * 1e-12)) + " TFLOP/s").c_str()
                          : "unknown (no %peak columns)");
-  std::printf("# FLOPs: forward 4*c^2*d*h (half when causal), backward 2.5 x forward\n");
+  std::printf("# FLOPs: forward 4*c^2*d*h (half when causal), backward %.1f x forward\n",
+              rm::kBackwardFlopsFactor);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
