@@ -1,7 +1,7 @@
 // Calibration micro-benchmarks (`ringmaster calibrate --backend B`): time the pieces the
 // cost model charges for, through the same Backend the ring loop drives, and return them
 // as measurement records (measurements.h), so that benchmark output and the records of
-// `ringmaster run` are refitted by one path (executor/calibration.h, then
+// `ringmaster run` are refitted by one path (planner/profile_fit.h, then
 // planner/calibration_fit.h).
 //
 // Every rank of MPI_COMM_WORLD runs every benchmark at the same time (a barrier before
@@ -24,7 +24,7 @@
 //                  tiles move its own transfer, as in a run. An attention record and a
 //                  "wait" record (the transfer left when the kernel ended) inside the span
 //                  of a "recv" record; compared with the kernel alone and the exchange
-//                  alone (calibration.h)
+//                  alone (planner/profile_fit.h)
 #pragma once
 
 #include <array>
