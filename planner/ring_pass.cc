@@ -101,13 +101,16 @@ class RingPass {
   bool attend(int owner, int kv, int aux, bool always = false) {
     const PairFlops& f = pairs_[mod(owner, ctx_.P)];
     if (f.executed <= 0 && !always) return false;
-    // The kernel's backward reruns the scores (backward_factor x forward); model FLOPs
-    // count the backward as 2x the forward, as the cost model's MFU does.
-    const double factor = bwd_ ? ctx_.backward_factor : 1.0;
+    // The kernel's backward executes kBackwardFlopsFactor x the forward's FLOPs and takes
+    // backward_factor x its time (a measured ratio): it runs at forward efficiency x
+    // kBackwardFlopsFactor / backward_factor. Model FLOPs count the backward as 2x the
+    // forward, as the cost model's MFU does.
+    const double factor = bwd_ ? kBackwardFlopsFactor : 1.0;
+    const double efficiency =
+        ctx_.attention_efficiency * (bwd_ ? kBackwardFlopsFactor / ctx_.backward_factor : 1.0);
     const double useful = f.useful * (bwd_ ? kLinearBackwardFactor : 1.0) * useful_scale_;
     em_.compute(bwd_ ? ComputeKind::kAttentionBackward : ComputeKind::kAttentionForward,
-                f.executed * factor, useful, ctx_.attention_efficiency, kv, aux,
-                mod(owner, ctx_.P));
+                f.executed * factor, useful, efficiency, kv, aux, mod(owner, ctx_.P));
     // Every block after the rank's own merges its partial into the running result.
     const double merge_eff = ctx_.merge_efficiency[bwd_ ? 1 : 0];
     if (mod(owner, ctx_.P) != pos_ && merge_eff > 0) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "planner/attention_work.h"
+#include "planner/kernel_efficiency.h"
 #include "planner/op_emitter.h"
 #include "planner/plan.h"
 

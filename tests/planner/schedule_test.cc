@@ -350,7 +350,7 @@ void check_attention(const Plan& plan, const ModelSpec& m) {
   }
   const int rings = plan.choice.dp;
   CHECK(fwd == doctest::Approx(rings * w.executed_total * (full ? 2 : 1)));
-  CHECK(bwd == doctest::Approx(rings * w.executed_total * topo.gpu.attention.backward_factor));
+  CHECK(bwd == doctest::Approx(rings * w.executed_total * kBackwardFlopsFactor));
   CHECK(useful == doctest::Approx(rings * w.useful_total));
 }
 
