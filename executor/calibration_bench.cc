@@ -102,8 +102,10 @@ KernelBench kernel_bench(const Context& ctx, const KernelPoint& p, int arriving)
   return k;
 }
 
-double time_kernel(Context& ctx, const KernelPoint& p, double* start) {
+// Median seconds of one kernel call at p; `ran` gets the tiles the backend really ran.
+double time_kernel(Context& ctx, const KernelPoint& p, double* start, AttentionTiles* ran) {
   KernelBench k = kernel_bench(ctx, p, 0);
+  *ran = k.be->tiles_run(p.backward);
   if (p.backward)
     k.call();  // warm-up (the forward's was kernel_bench's)
   else
@@ -119,14 +121,15 @@ double time_kernel(Context& ctx, const KernelPoint& p, double* start) {
   return median(t);
 }
 
-// The record of one kernel call at point p (start and seconds left to the caller).
-Measurement kernel_record(const Context& ctx, const KernelPoint& p) {
+// The record of one kernel call at point p that ran tiles `ran` (the backend may round the
+// requested ones; start and seconds left to the caller).
+Measurement kernel_record(const Context& ctx, const KernelPoint& p, AttentionTiles ran) {
   Measurement m = ctx.record(p.backward ? "attention_backward" : "attention_forward");
   const TokenLayout own{LoadBalance::kContiguous, p.c, 1};
-  const PairFlops f = attention_pair_flops(own, 0, 0, p.causal, ctx.grid.heads, p.d, {p.bq, p.bkv});
+  const PairFlops f = attention_pair_flops(own, 0, 0, p.causal, ctx.grid.heads, p.d, ran);
   m.backward = p.backward;
-  m.block_q = p.bq;
-  m.block_kv = p.bkv;
+  m.block_q = ran.block_q;
+  m.block_kv = ran.block_kv;
   m.head_dim = p.d;
   // The backward record carries forward FLOPs x kBackwardFlopsFactor like the ring loop's
   // backward ops (attention_work.h); calibration divides by the same factor.
@@ -146,8 +149,9 @@ void kernel_grid(Context& ctx) {
   int n = 0;
   for (const KernelPoint& p : points) {
     double start = 0;
-    const double s = time_kernel(ctx, p, &start);
-    Measurement m = kernel_record(ctx, p);
+    AttentionTiles ran;
+    const double s = time_kernel(ctx, p, &start, &ran);
+    Measurement m = kernel_record(ctx, p, ran);
     m.start = start;
     m.seconds = s;
     ctx.out.push_back(m);
@@ -297,7 +301,7 @@ void overlap_points(Context& ctx) {
       recv.start = m.post;
       recv.seconds = m.kernel + m.wait;
       ctx.out.push_back(recv);
-      Measurement kr = kernel_record(ctx, p);
+      Measurement kr = kernel_record(ctx, p, be->tiles_run(backward));
       kr.start = m.post;
       kr.seconds = m.kernel;
       ctx.out.push_back(kr);
