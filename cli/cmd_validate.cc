@@ -12,6 +12,9 @@
 //   {"plans": [{"plan": <path>, "predicted_s": ..., "measured_s": ..., "error": ...}],
 //    "mean_abs_error": ..., "max_abs_error": ...}
 // with errors as fractions (0.05 = 5 %).
+//
+// `ringmaster validate --published [FILE]` instead compares the shipped, uncalibrated
+// predictions with published measurements (cli/validate_published.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +32,7 @@
 #include "cli/commands.h"
 #include "cli/self_launch.h"
 #include "cli/table.h"
+#include "cli/validate_published.h"
 #include "executor/measurements.h"
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
@@ -132,6 +136,7 @@ void print_table(const std::vector<Row>& rows) {
 }
 
 void run_validate(const ValidateOptions& o) {
+  if (o.profile.empty()) fail_input("command line", "--profile", "required to validate plans (or use --published)");
   if (o.plans.empty()) fail_input("command line", "plans", "name at least one plan.yaml to validate");
   read_profile(o.profile);  // a bad profile fails before any run
   if (!o.keep.empty()) check_output_path(o.keep + "/x", "--keep-measurements");
@@ -176,8 +181,19 @@ void add_validate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "validate", "Run plans and compare the calibrated prediction with what they measure");
   auto o = std::make_shared<ValidateOptions>();
-  cmd->add_option("--profile", o->profile, "calibrated profile (ringmaster calibrate)")->required();
-  cmd->add_option("plans", o->plans, "plan.yaml files (ringmaster plan/tune -o)")->required();
+  auto published = std::make_shared<PublishedOptions>();
+  cmd->add_option("--profile", o->profile, "calibrated profile (ringmaster calibrate)");
+  cmd->add_option("plans", o->plans, "plan.yaml files (ringmaster plan/tune -o)");
+  auto* corpus = cmd->add_option("--published", published->file,
+                                 "compare the uncalibrated predictions with published measurements "
+                                 "(FILE: a corpus of your own; default the shipped validation/published.yaml)")
+                     ->expected(0, 1)
+                     ->excludes("--profile")
+                     ->excludes("plans");
+  cmd->add_option("--max-abs-error", published->max_abs_error,
+                  "with --published: exit 1 when a modelled entry's |error| exceeds this fraction")
+      ->check(CLI::NonNegativeNumber)
+      ->needs(corpus);
   cmd->add_option("--iters", o->iters, "timed iterations per run (the median is compared)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
@@ -186,7 +202,11 @@ void add_validate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--keep-measurements", o->keep,
                   "folder to keep each run's measurements in (<index>.jsonl), e.g. for calibrate --from");
-  cmd->callback([o] { run_validate(*o); });
+  cmd->callback([o, published, corpus] {
+    if (corpus->count() == 0) return run_validate(*o);
+    published->format = o->format;
+    run_validate_published(*published);
+  });
 }
 
 }  // namespace rm::cli

@@ -1,0 +1,175 @@
+#include "cli/validate_published.h"
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/table.h"
+#include "planner/published_corpus.h"
+#include "planner/published_prediction.h"
+#include "planner/stats.h"
+
+namespace rm::cli {
+namespace {
+
+struct Row {
+  const PublishedEntry* entry;
+  PublishedCheck check;
+};
+
+// Median and worst |error| of the modelled rows (of one split, when given).
+struct ErrorSummary {
+  int count = 0;
+  double median = 0, worst = 0;
+  std::string worst_id;
+};
+
+ErrorSummary summarize(const std::vector<Row>& rows, std::optional<Split> split) {
+  ErrorSummary s;
+  std::vector<double> errors;
+  for (const Row& r : rows) {
+    if (!r.check.modelled || (split && r.entry->split != *split)) continue;
+    const double e = std::abs(r.check.error);
+    errors.push_back(e);
+    if (e >= s.worst) s.worst = e, s.worst_id = r.entry->id;
+  }
+  s.count = static_cast<int>(errors.size());
+  if (!errors.empty()) s.median = median(errors);
+  return s;
+}
+
+const char* metric_label(Metric m) {
+  switch (m) {
+    case Metric::kTokensPerSPerGpu: return "tok/s/GPU";
+    case Metric::kIterationsPerS: return "it/s";
+    case Metric::kMfu: return "MFU %";
+    case Metric::kTflopsPerGpu: return "TFLOP/s/GPU";
+    case Metric::kGibPerGpu: return "GiB/GPU";
+  }
+  return "?";
+}
+
+// At least four significant digits, the whole integer part, no trailing zeros.
+std::string figure(double v) {
+  const int magnitude = v > 0 ? static_cast<int>(std::floor(std::log10(v))) : 0;
+  std::string s = fixed(v, std::max(0, 3 - magnitude));
+  if (s.find('.') != std::string::npos) {
+    s.erase(s.find_last_not_of('0') + 1);
+    if (s.back() == '.') s.pop_back();
+  }
+  return s;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "" : "; ") + i;
+  return s;
+}
+
+std::string pct(double fraction) { return fixed(fraction * 100, 1); }
+
+void print_summary_line(const char* what, const ErrorSummary& s) {
+  if (s.count == 0) {
+    std::printf("  %-8s no entry modelled\n", what);
+    return;
+  }
+  std::printf("  %-8s %2d entries: median |error| %5.1f %%, worst %5.1f %% (%s)\n", what, s.count,
+              s.median * 100, s.worst * 100, s.worst_id.c_str());
+}
+
+void print_table(const std::vector<Row>& rows) {
+  Table t({{"entry", "", Align::kLeft},
+           {"gpu", "", Align::kLeft},
+           {"metric", "", Align::kLeft},
+           {"published", "", Align::kRight},
+           {"predicted", "", Align::kRight},
+           {"ratio", "", Align::kRight},
+           {"error %", "", Align::kRight},
+           {"split", "", Align::kLeft}});
+  for (const Row& r : rows) {
+    if (!r.check.modelled) continue;
+    const PublishedEntry& e = *r.entry;
+    std::string err = pct(r.check.error);
+    if (r.check.error >= 0) err = "+" + err;
+    t.add_row({e.id, e.gpu, metric_label(e.metric), figure(e.published), figure(r.check.predicted),
+               fixed(r.check.predicted / e.published, 2), err, to_string(e.split)});
+  }
+  std::fputs(t.render().c_str(), stdout);
+
+  auto section = [&rows](const char* title, auto lines_of) {
+    std::vector<std::pair<std::string, std::string>> lines;
+    for (const Row& r : rows) {
+      const std::string text = lines_of(r);
+      if (!text.empty()) lines.emplace_back(r.entry->id, text);
+    }
+    if (lines.empty()) return;
+    std::printf("\n%s (%zu):\n", title, lines.size());
+    for (const auto& [id, text] : lines) std::printf("  %s: %s\n", id.c_str(), text.c_str());
+  };
+  section("not modelled yet", [](const Row& r) { return r.check.modelled ? "" : joined(r.check.not_modelled); });
+  section("assumed where the source is silent", [](const Row& r) { return joined(r.check.assumed); });
+  section("predicted not to fit in GPU memory (priced anyway)", [](const Row& r) {
+    const Prediction& p = r.check.plan.predicted;
+    const bool step = r.entry->workload == Workload::kStep;  // a kernel benchmark holds no model
+    return r.check.modelled && step && !p.fits ? p.why_not : std::string();
+  });
+
+  const ErrorSummary all = summarize(rows, std::nullopt);
+  std::printf("\n%d of %zu entries modelled\n", all.count, rows.size());
+  print_summary_line("all", all);
+  print_summary_line("fit", summarize(rows, Split::kFit));
+  print_summary_line("heldout", summarize(rows, Split::kHeldout));
+}
+
+nlohmann::json or_null(bool have, double v) { return have ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+void print_json(const std::vector<Row>& rows) {
+  nlohmann::json entries = nlohmann::json::array();
+  for (const Row& r : rows) {
+    const bool m = r.check.modelled;
+    entries.push_back({{"id", r.entry->id},
+                       {"published", r.entry->published},
+                       {"predicted", or_null(m, r.check.predicted)},
+                       {"unit", to_string(r.entry->metric)},
+                       {"error", or_null(m, r.check.error)},
+                       {"split", to_string(r.entry->split)},
+                       {"modelled", m},
+                       {"reason", m ? nlohmann::json(nullptr) : nlohmann::json(joined(r.check.not_modelled))}});
+  }
+  const ErrorSummary all = summarize(rows, std::nullopt);
+  const ErrorSummary heldout = summarize(rows, Split::kHeldout);
+  const nlohmann::json out = {{"entries", entries},
+                              {"median_abs_error", or_null(all.count > 0, all.median)},
+                              {"max_abs_error", or_null(all.count > 0, all.worst)},
+                              {"heldout_median_abs_error", or_null(heldout.count > 0, heldout.median)},
+                              {"heldout_max_abs_error", or_null(heldout.count > 0, heldout.worst)},
+                              {"modelled", all.count},
+                              {"not_modelled", static_cast<int>(rows.size()) - all.count}};
+  std::printf("%s\n", out.dump(2).c_str());
+}
+
+}  // namespace
+
+void run_validate_published(const PublishedOptions& o) {
+  const PublishedCorpus corpus = load_published_corpus(o.file);
+  std::vector<Row> rows;
+  for (const PublishedEntry& e : corpus.entries) rows.push_back({&e, check_published(e)});
+  if (o.format == "json") print_json(rows);
+  else print_table(rows);
+
+  if (!o.max_abs_error) return;
+  std::vector<std::string> outside;
+  for (const Row& r : rows)
+    if (r.check.modelled && std::abs(r.check.error) > *o.max_abs_error) outside.push_back(r.entry->id);
+  if (outside.empty()) return;
+  std::string ids;
+  for (const auto& id : outside) ids += (ids.empty() ? "" : ", ") + id;
+  throw std::runtime_error(std::to_string(outside.size()) + " modelled entries have |error| above " +
+                           sig(*o.max_abs_error) + " (--max-abs-error): " + ids);
+}
+
+}  // namespace rm::cli

@@ -1,0 +1,88 @@
+// The corpus of published measurements: validation/published.yaml (schema and sources in
+// validation/README.md), one entry per figure a real training run or attention benchmark
+// published, with the configuration exactly as its source ran it. It is what
+// `ringmaster validate --published` holds the uncalibrated predictions to (DESIGN.md,
+// "Prediction accuracy").
+//
+// The reader is strict, like the spec readers: every entry has exactly the schema's keys
+// (`assumed` optional), each of the right type and range, so a typo or a missing field never
+// turns into a silent default. Errors are InputError naming the file, the line, the entry's
+// id and the field:
+//   validation/published.yaml:39: llmfoundry-a100-mpt7b-2k.micro_batch: expected a whole
+//   number in [1, 1e+09] (got 'six')
+// Fields a source does not state are null where the schema allows it (micro_batch,
+// global_batch, sharding, checkpointing): std::nullopt here.
+//
+// The shipped corpus is compiled into the binary (planner/embed_corpus.cmake), so the
+// command works from any folder; a file of one's own replaces it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/plan.h"
+
+namespace rm {
+
+// Context-parallel kinds as the schema spells them (`cp_kind`).
+enum class CpKind { kNone, kRing, kZigzag, kStriped, kAllGather, kA2a, kA2aP2p };
+enum class Sharding { kNone, kDdp, kZero1, kZero2, kFsdp, kHsdp };
+enum class Precision { kBf16, kFp16, kFp8 };
+enum class Metric { kTokensPerSPerGpu, kIterationsPerS, kMfu, kTflopsPerGpu, kGibPerGpu };
+enum class Split { kFit, kHeldout };
+
+// The schema's spellings ("none", "ring", "all_gather", "a2a+p2p"; "tokens_per_s_per_gpu";
+// "fit", "heldout"...).
+const char* to_string(CpKind v);
+const char* to_string(Sharding v);
+const char* to_string(Precision v);
+const char* to_string(Metric v);
+const char* to_string(Split v);
+
+struct PublishedEntry {
+  std::string id;         // unique kebab-case name
+  std::string location;   // "<file>:<line>" of the entry, for messages made later
+  std::string source;     // repository + path + commit + row, or paper + section + table
+  std::string gpu;        // a100-80gb, a100-40gb, h100-80gb, h100-96gb, h800, h200
+  std::string cluster;    // the machine as the source describes it
+  std::string model;      // a shipped model name (or a model YAML path)
+  int gpus = 0;           // tp * pp * dp * cp
+  int64_t seq_len = 0;    // tokens per sequence (the whole sequence)
+  std::optional<int> micro_batch;       // sequences per DP rank per micro-step
+  std::optional<int64_t> global_batch;  // sequences per optimizer step
+  Workload workload = Workload::kStep;  // kStep or kAttention (one layer's attention)
+  Passes passes = Passes::kForwardBackward;
+  int cp = 1;
+  CpKind cp_kind = CpKind::kNone;       // kNone exactly when cp == 1
+  int tp = 1, pp = 1, dp = 1;
+  std::optional<Sharding> sharding;
+  std::optional<Checkpointing> checkpointing;
+  Precision precision = Precision::kBf16;
+  bool causal = true;
+  Metric metric = Metric::kTokensPerSPerGpu;
+  double published = 0;   // the figure as printed, in `metric`'s unit
+  std::string definitions;  // what the figure counts (FLOP formula, column)
+  Split split = Split::kFit;
+  std::string note;
+  std::vector<std::string> assumed;  // field names the corpus inferred, not stated
+};
+
+struct PublishedCorpus {
+  std::string source;  // where it was read from ("validation/published.yaml" when shipped)
+  std::vector<PublishedEntry> entries;  // in file order
+};
+
+// The shipped corpus's path in the repository, used as its source in messages.
+inline constexpr const char* kShippedCorpusPath = "validation/published.yaml";
+
+// Parses corpus YAML text; `source` names it in messages. Throws InputError.
+PublishedCorpus parse_published_corpus(const std::string& yaml_text, const std::string& source);
+// The file at `path`, or the shipped corpus when `path` is empty.
+PublishedCorpus load_published_corpus(const std::string& path = "");
+
+// The text of validation/published.yaml as built into the binary (generated source).
+const char* shipped_corpus_text();
+
+}  // namespace rm

@@ -1,0 +1,78 @@
+// What ringmaster predicts for a published measurement (planner/published_corpus.h): the
+// entry mapped to what the planner prices, priced with the shipped (uncalibrated) constants,
+// and the prediction converted into the figure the source published.
+//
+// Mapping, exactly as the source ran it and never guessed:
+//   topology   by `gpu`: one box when the run fits in one (a100-80gb -> a100-nvlink-box),
+//              else the multi-node cluster (dgx-a100-ib, dgx-h100-ib, dgx-h200-ib,
+//              dgx-a100-40gb-ib); h800 -> h800-nvlink-box (one node only)
+//   job        gpus, seq_len, causal, workload (step | attention), passes; batch tokens =
+//              global_batch x seq_len (attention: one sequence per DP rank)
+//   plan       pinned through the planner's own pin path (SearchPins, best_ring_plan): the
+//              ring with cp = the entry's cp (cp 1 is the planner's "no CP" ring), dp =
+//              gpus / cp, flat schedule in node-major order, load balance from cp_kind
+//              (ring -> contiguous, zigzag, striped), the entry's checkpointing; tiles are
+//              the planner's pick (the sources' kernels choose their own; for the attention
+//              workload the fastest: the planner's step memory does not apply to a kernel
+//              benchmark); a step's micro_batch (sequences per ring per micro-step), so
+//              grad_accum = global_batch / (dp x micro_batch).
+// An entry the planner cannot express yet is not modelled, with every reason that applies:
+// tp > 1, pp > 1, fp8, cp_kind all_gather / a2a / a2a+p2p, a GPU without a topology (or more
+// GPUs than it holds), sharding other than FSDP, unstated checkpointing of a step, a FLOP
+// figure whose formula the entry does not state.
+// Where a step's source is silent on something the planner needs (micro-batch: the planner's
+// pick; global batch: its 2M-token default; sharding: FSDP), that is used and listed in
+// `assumed`.
+//
+// Metrics from the prediction (G = the entry's GPUs, T = the predicted step, i.e. one
+// optimizer step, or one call of the attention function for the attention workload):
+//   tokens_per_s_per_gpu  tokens per step / T / G
+//   iterations_per_s      1 / T; an attention call over micro_batch sequences takes
+//                         micro_batch x the planner's one-sequence time
+//   tflops_per_gpu, mfu   the SOURCE's FLOPs per step / T / G (mfu in % of the topology's
+//                         peak, as the sources print it); the formula is recognised in the
+//                         entry's `definitions` (FlopConvention below)
+//   gib_per_gpu           the memory model's total per GPU, in GiB
+// error = predicted / published - 1: positive when the prediction is the larger figure.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/model_spec.h"
+#include "planner/plan.h"
+#include "planner/published_corpus.h"
+
+namespace rm {
+
+// How a source counts FLOPs for its TFLOP/s and MFU figures.
+//   kMegatron         Megatron-LM's model FLOPs (llm-foundry, FlashAttention-2's Table 1):
+//                     6·N·params + 12·L·hidden·N² per sequence; attention not halved for
+//                     the causal mask; params count the embedding once (tied, as GPT-3 XL
+//                     and MPT have it); no recompute.
+//   kAttentionKernel  the FlashAttention kernel papers: forward 4·N²·d·h per sequence
+//                     (halved when causal), backward 2.5x forward.
+enum class FlopConvention { kMegatron, kAttentionKernel };
+
+// The convention an entry's `definitions` text states (its formula, spaces ignored), or none.
+std::optional<FlopConvention> flop_convention(const std::string& definitions);
+double megatron_flops_per_sequence(const ModelSpec& m, int64_t seq_len);
+// One layer's attention, `passes` as run.
+double attention_kernel_flops_per_sequence(const ModelSpec& m, int64_t seq_len, bool causal, Passes passes);
+
+struct PublishedCheck {
+  bool modelled = false;
+  std::vector<std::string> not_modelled;  // why not (every reason), when !modelled
+  std::vector<std::string> assumed;       // defaults taken where the source is silent
+  std::string topology;                   // the shipped topology priced on
+  Plan plan;                              // the pinned plan and its prediction
+  double predicted = 0;                   // in the entry's metric
+  double error = 0;                       // predicted / published - 1
+};
+
+// Maps, prices and converts one entry. Throws InputError (naming the entry) only for a model
+// it names that cannot be loaded; what the planner cannot express is a not-modelled reason.
+PublishedCheck check_published(const PublishedEntry& e);
+
+}  // namespace rm

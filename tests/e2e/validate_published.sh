@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# `ringmaster validate --published`: the shipped corpus works from any folder, --format json
+# has exactly the documented keys, every shipped entry is either priced or says why not, and
+# --max-abs-error sets the exit code (checked on a one-entry corpus written here). The
+# accuracy band on the shipped corpus is not asserted here (yet).
+# Usage: validate_published.sh <ringmaster> <source-dir>.
+set -u
+bin=$1
+src=$2
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+need python3 "to read the JSON"
+cd "$tmp"  # the shipped corpus is built in: no files around
+
+# --- the shipped corpus, as JSON ---
+check_json='
+import json, sys
+want = int(sys.argv[1])
+d = json.load(sys.stdin)
+top = {"entries", "median_abs_error", "max_abs_error", "heldout_median_abs_error",
+       "heldout_max_abs_error", "modelled", "not_modelled"}
+assert set(d) == top, sorted(set(d) ^ top)
+assert len(d["entries"]) == want, (len(d["entries"]), want)
+keys = {"id", "published", "predicted", "unit", "error", "split", "modelled", "reason"}
+modelled = 0
+for e in d["entries"]:
+    assert set(e) == keys, (e.get("id"), sorted(set(e) ^ keys))
+    assert e["split"] in ("fit", "heldout"), e
+    if e["modelled"]:
+        modelled += 1
+        assert e["predicted"] > 0 and e["reason"] is None, e
+        assert abs(e["error"] - (e["predicted"] / e["published"] - 1)) < 1e-9, e
+    else:
+        assert e["predicted"] is None and e["error"] is None, e
+        assert isinstance(e["reason"], str) and e["reason"], e
+assert d["modelled"] == modelled and d["not_modelled"] == want - modelled, d
+assert modelled > 0 and d["max_abs_error"] >= d["median_abs_error"] >= 0, d
+print(f"{modelled} of {want} entries modelled")
+'
+entries=$(grep -c '^  - id:' "$src/validation/published.yaml")
+if json=$("$bin" validate --published --format json); then
+  python3 -c "$check_json" "$entries" <<<"$json" || fail "validate --published --format json is not the documented document"
+else
+  fail "validate --published --format json exited $?"
+fi
+table=$("$bin" validate --published) || fail "validate --published exited $?"
+[[ $table == *"entries modelled"* && $table == *"not modelled yet"* ]] || fail "the table lacks its summary: $table"
+
+# --- --max-abs-error on a corpus of one entry ---
+sed -n '/^version:/,/^entries:/p' "$src/validation/published.yaml" >one.yaml
+sed -n '/^  - id: rfa-a100-fwd-ring$/,/^$/p' "$src/validation/published.yaml" >>one.yaml
+grep -q 'id: rfa-a100-fwd-ring' one.yaml || fail "entry rfa-a100-fwd-ring not found in the shipped corpus"
+"$bin" validate --published one.yaml --max-abs-error 100 >/dev/null
+rc=$?
+[[ $rc -eq 0 ]] || fail "--max-abs-error 100 exited $rc (want 0)"
+out=$("$bin" validate --published one.yaml --max-abs-error 0 2>&1)
+rc=$?
+[[ $rc -eq 1 ]] || fail "--max-abs-error 0 exited $rc (want 1)"
+[[ $out == *"rfa-a100-fwd-ring"* ]] || fail "--max-abs-error 0 does not name the entry: $out"
+"$bin" validate --published one.yaml --format json >/dev/null || fail "without --max-abs-error it exited $? (want 0)"
+
+# --- a bad corpus: exit 2, file, entry and field named ---
+sed 's/^    gpus: 8$/    gpus: eight/' one.yaml >bad.yaml
+out=$("$bin" validate --published bad.yaml 2>&1)
+rc=$?
+[[ $rc -eq 2 ]] || fail "a bad corpus exited $rc (want 2)"
+[[ $out == *"bad.yaml:"*"rfa-a100-fwd-ring.gpus: expected a whole number"* ]] || fail "bad corpus message: $out"
+
+echo "validate_published: $failures failed"
+[[ $failures -eq 0 ]]

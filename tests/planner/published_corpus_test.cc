@@ -1,0 +1,215 @@
+// The published-measurement corpus: the strict reader (exact messages), the shipped corpus,
+// the sources' FLOP conventions, and how an entry maps onto a pinned plan.
+#include <doctest/doctest.h>
+
+#include <set>
+#include <string>
+
+#include "planner/input_error.h"
+#include "planner/published_corpus.h"
+#include "planner/published_prediction.h"
+#include "planner/spec_library.h"
+
+namespace {
+
+// One entry, every key of the schema (line 3 is its id, line 8 its gpus).
+const std::string kOneEntry = R"(version: 1
+entries:
+  - id: rfa-a100-fwd-zigzag
+    source: "zhuzilin/ring-flash-attention README.md"
+    gpu: a100-80gb
+    cluster: "8x A100 in one node with NVLink"
+    model: llama3-8b
+    gpus: 8
+    seq_len: 65536
+    micro_batch: 1
+    global_batch: null
+    workload: attention
+    passes: forward
+    cp: 8
+    cp_kind: zigzag
+    tp: 1
+    pp: 1
+    dp: 1
+    sharding: none
+    checkpointing: none
+    precision: bf16
+    causal: true
+    metric: iterations_per_s
+    published: 38.2
+    definitions: "iterations/s forward only"
+    split: fit
+    note: ""
+    assumed: [gpu]
+)";
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE_MESSAGE(at != std::string::npos, from);
+  return text.replace(at, from.size(), to);
+}
+
+std::string error_of(const std::string& yaml) {
+  try {
+    rm::parse_published_corpus(yaml, "c.yaml");
+  } catch (const rm::InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+const rm::PublishedEntry& shipped(const std::string& id) {
+  static const rm::PublishedCorpus corpus = rm::load_published_corpus();
+  for (const auto& e : corpus.entries)
+    if (e.id == id) return e;
+  FAIL("no shipped entry " << id);
+  throw;
+}
+
+}  // namespace
+
+TEST_CASE("a corpus entry reads every field") {
+  const rm::PublishedCorpus c = rm::parse_published_corpus(kOneEntry, "c.yaml");
+  REQUIRE(c.entries.size() == 1);
+  const rm::PublishedEntry& e = c.entries[0];
+  CHECK(e.id == "rfa-a100-fwd-zigzag");
+  CHECK(e.location == "c.yaml:3");
+  CHECK(e.gpus == 8);
+  CHECK(e.micro_batch == 1);
+  CHECK(!e.global_batch);
+  CHECK(e.workload == rm::Workload::kAttention);
+  CHECK(e.passes == rm::Passes::kForward);
+  CHECK(e.cp_kind == rm::CpKind::kZigzag);
+  CHECK(e.sharding == rm::Sharding::kNone);
+  CHECK(e.checkpointing == rm::Checkpointing::kNone);
+  CHECK(e.metric == rm::Metric::kIterationsPerS);
+  CHECK(e.published == doctest::Approx(38.2));
+  CHECK(e.assumed == std::vector<std::string>{"gpu"});
+}
+
+TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
+  CHECK(error_of(replaced(kOneEntry, "gpus: 8", "gpus: eight")) ==
+        "c.yaml:8: rfa-a100-fwd-zigzag.gpus: expected a whole number in [1, 1e+09] (got 'eight')");
+  CHECK(error_of(replaced(kOneEntry, "micro_batch: 1", "micro_bach: 1")) ==
+        "c.yaml:3: rfa-a100-fwd-zigzag.micro_batch: missing (required); found 'micro_bach' (a misspelling?)");
+  CHECK(error_of(replaced(kOneEntry, "    split: fit\n", "")) ==
+        "c.yaml:3: rfa-a100-fwd-zigzag.split: missing (required)");
+  CHECK(error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    comment: x")) ==
+        "c.yaml:28: rfa-a100-fwd-zigzag.comment: unknown key; expected one of: assumed, causal, "
+        "checkpointing, cluster, cp, cp_kind, definitions, dp, global_batch, gpu, gpus, id, metric, "
+        "micro_batch, model, note, passes, pp, precision, published, seq_len, sharding, source, split, tp, "
+        "workload");
+  CHECK(error_of(replaced(kOneEntry, "cp_kind: zigzag", "cp_kind: ulysses")) ==
+        "c.yaml:15: rfa-a100-fwd-zigzag.cp_kind: expected one of none, ring, zigzag, striped, all_gather, "
+        "a2a, a2a+p2p (got 'ulysses')");
+  CHECK(error_of(replaced(kOneEntry, "gpus: 8", "gpus: 16")) ==
+        "c.yaml:8: rfa-a100-fwd-zigzag.gpus: expected tp * pp * dp * cp = 1 * 1 * 1 * 8 = 8 (got 16)");
+  CHECK(error_of(replaced(replaced(kOneEntry, "cp: 8", "cp: 1"), "dp: 1", "dp: 8")) ==
+        "c.yaml:15: rfa-a100-fwd-zigzag.cp_kind: expected none when cp is 1 (got zigzag)");
+  CHECK(error_of(replaced(kOneEntry, "assumed: [gpu]", "assumed: [gpu, flops]")) ==
+        "c.yaml:28: rfa-a100-fwd-zigzag.assumed: item 1 is 'flops': expected the name of another field "
+        "of the entry");
+  CHECK(error_of(replaced(kOneEntry, "id: rfa-a100-fwd-zigzag", "id: Ring_1")) ==
+        "c.yaml:3: entries[0].id: expected a kebab-case name: a-z, 0-9 and '-' (got 'Ring_1')");
+  CHECK(error_of(replaced(kOneEntry, "version: 1", "version: 2")) ==
+        "c.yaml:1: version: expected a whole number in [1, 1] (got 2)");
+  const std::string entry = kOneEntry.substr(kOneEntry.find("  - id"));
+  CHECK(error_of(kOneEntry + entry) ==
+        "c.yaml:29: rfa-a100-fwd-zigzag.id: duplicate id (first at c.yaml:3)");
+}
+
+TEST_CASE("the shipped corpus loads: 56 entries, unique ids, 20 held out") {
+  const rm::PublishedCorpus c = rm::load_published_corpus();
+  CHECK(c.source == "validation/published.yaml");
+  CHECK(c.entries.size() == 56);
+  std::set<std::string> ids;
+  int heldout = 0;
+  for (const auto& e : c.entries) {
+    ids.insert(e.id);
+    heldout += e.split == rm::Split::kHeldout;
+  }
+  CHECK(ids.size() == c.entries.size());
+  CHECK(heldout == 20);
+}
+
+TEST_CASE("the sources' FLOP conventions reproduce their own checks") {
+  CHECK(rm::flop_convention(shipped("fa2-a100-gpt3xl-2k").definitions) == rm::FlopConvention::kMegatron);
+  CHECK(rm::flop_convention(shipped("fa3-h100-fwd-noncausal-8448").definitions) ==
+        rm::FlopConvention::kAttentionKernel);
+  CHECK(!rm::flop_convention(shipped("llama3-paper-405b-8k-8192gpu").definitions));
+  // FlashAttention-3, Table 2: {batch 4, seqlen 8448, 16 heads x 128} forward in 3.538 ms is
+  // 661 TFLOP/s.
+  const double fa3 = 4 * rm::attention_kernel_flops_per_sequence(rm::load_model("gpt3-xl"), 8448, false,
+                                                                  rm::Passes::kForward);
+  CHECK(fa3 / 3.538e-3 == doctest::Approx(661e12).epsilon(0.001));
+  // Causal halves the forward; the backward adds 2.5x.
+  const rm::ModelSpec m = rm::load_model("gpt3-xl");
+  CHECK(rm::attention_kernel_flops_per_sequence(m, 4096, true, rm::Passes::kForwardBackward) ==
+        doctest::Approx(3.5 * 0.5 * rm::attention_kernel_flops_per_sequence(m, 4096, false, rm::Passes::kForward)));
+  // llm-foundry: MPT-7B at 2K, 4641 tokens/s per GPU is MFU 64.23 % of 312 TFLOP/s (its
+  // NumParams 6.659e9; the shape's tied count is 0.15 % lower).
+  const double per_token = rm::megatron_flops_per_sequence(rm::load_model("mpt-7b"), 2048) / 2048;
+  CHECK(4641 * per_token / 312e12 == doctest::Approx(0.6423).epsilon(0.003));
+}
+
+TEST_CASE("an entry maps onto the plan its source ran") {
+  const rm::PublishedCheck ring = rm::check_published(shipped("rfa-a100-fwdbwd-zigzag"));
+  REQUIRE(ring.modelled);
+  CHECK(ring.topology == "a100-nvlink-box");
+  CHECK(ring.plan.choice.strategy == rm::Strategy::kRing);
+  CHECK(ring.plan.choice.cp == 8);
+  CHECK(ring.plan.choice.dp == 1);
+  CHECK(ring.plan.choice.load_balance == rm::LoadBalance::kZigzag);
+  CHECK(ring.plan.choice.schedule == rm::Schedule::kFlat);
+  CHECK(ring.plan.job.workload == rm::Workload::kAttention);
+  CHECK(ring.predicted == doctest::Approx(1 / ring.plan.predicted.step_time_s));
+  CHECK(ring.error == doctest::Approx(ring.predicted / 10.6 - 1));
+
+  const rm::PublishedCheck fsdp = rm::check_published(shipped("llmfoundry-a100-mpt13b-32k"));
+  REQUIRE(fsdp.modelled);
+  CHECK(fsdp.topology == "a100-nvlink-box");
+  CHECK(fsdp.plan.choice.cp == 1);
+  CHECK(fsdp.plan.choice.dp == 8);
+  CHECK(fsdp.plan.choice.grad_accum == 3);  // global batch 24 over 8 ranks
+  CHECK(fsdp.plan.choice.checkpointing == rm::Checkpointing::kFull);
+  CHECK(fsdp.predicted == doctest::Approx(fsdp.plan.predicted.tokens_per_s / 8));
+
+  const rm::PublishedCheck mb = rm::check_published(shipped("llmfoundry-a100-mpt7b-2k"));
+  REQUIRE(mb.modelled);
+  CHECK(mb.plan.choice.micro_batch == 6);
+  CHECK(mb.plan.choice.grad_accum == 2);  // global batch 96 = 6 x 2 x 8
+  CHECK(mb.assumed.empty());
+
+  const rm::PublishedCheck multi = rm::check_published(shipped("torchtitan-a100-llama3-8b-8k"));
+  REQUIRE(multi.modelled);
+  CHECK(multi.topology == "dgx-a100-ib");
+  CHECK(multi.plan.choice.checkpointing == rm::Checkpointing::kSelective);
+
+  const rm::PublishedCheck h800 = rm::check_published(shipped("rfa-h800-fwd-stripe"));
+  REQUIRE(h800.modelled);
+  CHECK(h800.topology == "h800-nvlink-box");
+  CHECK(h800.plan.choice.load_balance == rm::LoadBalance::kStriped);
+}
+
+TEST_CASE("what the planner cannot express is not modelled, with every reason") {
+  const rm::PublishedCheck r = rm::check_published(shipped("torchtitan-h100-llama3-405b-cp8-256k"));
+  CHECK(!r.modelled);
+  REQUIRE(r.not_modelled.size() == 5);
+  CHECK(r.not_modelled[0] == "tensor parallelism (tp 8)");
+  CHECK(r.not_modelled[1] == "pipeline parallelism (pp 8)");
+  CHECK(r.not_modelled[2] == "fp8 linear layers");
+  CHECK(r.not_modelled[3] == "cp_kind all_gather");
+  CHECK(r.not_modelled[4] == "no topology for h100-96gb (its bf16 peak at the 500 W limit is not published)");
+  const rm::PublishedCheck fa2 = rm::check_published(shipped("fa2-a100-gpt3xl-2k"));
+  CHECK(fa2.modelled);
+  REQUIRE(fa2.assumed.size() == 3);
+  CHECK(fa2.assumed[0].rfind("micro_batch ", 0) == 0);
+  CHECK(fa2.assumed[1] == "global batch 2M tokens, the planner's default (not stated)");
+  CHECK(fa2.assumed[2] == "FSDP (sharding not stated)");
+  // Every shipped entry is either priced or says why not.
+  for (const auto& e : rm::load_published_corpus().entries) {
+    CAPTURE(e.id);
+    const rm::PublishedCheck c = rm::check_published(e);
+    CHECK(c.modelled == c.not_modelled.empty());
+  }
+}
