@@ -133,9 +133,9 @@ Measurement kernel_record(const Context& ctx, const KernelPoint& p, AttentionTil
   m.head_dim = p.d;
   // The backward record carries forward FLOPs x kBackwardFlopsFactor like the ring loop's
   // backward ops (attention_work.h); calibration divides by the same factor.
-  const double factor = p.backward ? kBackwardFlopsFactor : 1.0;
-  m.flops = f.executed * factor;
-  m.useful_flops = f.useful * factor;
+  m.flops = f.executed * (p.backward ? kBackwardFlopsFactor : 1.0);
+  // Useful FLOPs count the backward as 2x the forward, as the schedule's ops and MFU do.
+  m.useful_flops = f.useful * (p.backward ? kLinearBackwardFactor : 1.0);
   return m;
 }
 

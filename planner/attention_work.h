@@ -11,8 +11,9 @@
 // "executed" counts what a tiled kernel runs: the local block is cut into block_q x block_kv
 // tiles (the last tile of a dimension is ragged), fully masked tiles are skipped and partly
 // masked ones computed whole. For zigzag each position's block is two half-chunks that the
-// kernel tiles separately (as ring-flash-attention's zigzag does). Backward = the curve's
-// backward_factor (2.5, DESIGN.md) times forward.
+// kernel tiles separately (as ring-flash-attention's zigzag does). Backward FLOPs =
+// kBackwardFlopsFactor (2.5, kernel_efficiency.h) times forward; its time is the curve's
+// measured backward_factor times the forward's.
 #pragma once
 
 #include <cstdint>

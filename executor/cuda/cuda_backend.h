@@ -52,7 +52,8 @@ double peak_bf16_flops(const std::string& device_name);
 struct KernelTiming {
   double forward_s = 0;
   double backward_s = 0;
-  // Model FLOPs: 4·c²·d·h forward (half when causal), backward 2.5 x forward (DESIGN.md),
+  // Model FLOPs: 4·c²·d·h forward (half when causal), backward kBackwardFlopsFactor (2.5)
+  // x forward (planner/kernel_efficiency.h),
   // the convention FlashAttention's figures use.
   double forward_flops = 0;
   double backward_flops = 0;
