@@ -187,7 +187,6 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
         ch.schedule = sched;
         ch.order_name = order_name;
         ch.order = order;
-        ch.grad_accum = static_cast<int>((seqs + ch.dp - 1) / ch.dp);
         const RingPatterns* pat = nullptr;
         for (LoadBalance lb : lbs) {
           ch.load_balance = lb;
@@ -240,7 +239,6 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
 
 std::vector<Baseline> Planner::baselines(const Job& job) {
   const int G = fabric_.gpus();
-  const int64_t seqs = sequences_per_step(job);
   std::vector<Baseline> out;
   for (Strategy s : {Strategy::kFlashFsdp, Strategy::kAllGatherCp, Strategy::kUlysses}) {
     Best best;
@@ -258,7 +256,6 @@ std::vector<Baseline> Planner::baselines(const Job& job) {
       ch.load_balance = s == Strategy::kAllGatherCp && job.causal ? LoadBalance::kZigzag : LoadBalance::kContiguous;
       ch.block_q = kTileSizes[0];
       ch.block_kv = kTileSizes[0];
-      ch.grad_accum = static_cast<int>((seqs + ch.dp - 1) / ch.dp);
       const std::string why = cost_.why_invalid(job, ch);
       if (!why.empty()) {
         if (reason.empty()) reason = why;

@@ -116,7 +116,6 @@ class FreeWalk {
         }
         case OpKind::kWait: {
           for (int id : request(op.request)) {
-            if (id < 0) continue;
             if (!done[id]) {
               waiting[id].push_back(g);
               r.blocked_on = id;
