@@ -44,7 +44,7 @@ const std::vector<std::string> kEntryKeys = {
     "id",           "source",    "gpu",     "cluster",       "model",     "gpus",   "seq_len",
     "micro_batch",  "global_batch", "workload", "passes",     "cp",        "cp_kind", "tp",
     "pp",           "dp",        "sharding", "checkpointing", "precision", "causal", "metric",
-    "published",    "definitions", "split",  "note"};
+    "published",    "definitions", "split",  "note",          "attention_kernel"};
 
 template <typename E>
 const char* name_of(const Names<E>& names, E v) {
@@ -152,6 +152,10 @@ PublishedEntry parse_entry(const YAML::Node& node, const std::string& source, si
   if (!is_null(node, m, "sharding")) e.sharding = parse_name(m, "sharding", kShardings);
   if (!is_null(node, m, "checkpointing")) e.checkpointing = parse_name(m, "checkpointing", kCheckpointings);
   e.precision = parse_name(m, "precision", kPrecisions);
+  e.attention_kernel = m.str_or("attention_kernel", kDefaultAttentionKernel);
+  if (e.attention_kernel.empty() ||
+      e.attention_kernel.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+    m.fail("attention_kernel", "expected a name of a-z, 0-9 and '_' (got '" + e.attention_kernel + "')");
   e.causal = m.boolean("causal");
   e.metric = parse_name(m, "metric", kMetrics);
   e.published = m.number("published", Range::positive());

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "planner/plan.h"
+#include "planner/topology.h"
 
 namespace rm {
 
@@ -60,6 +61,9 @@ struct PublishedEntry {
   std::optional<Sharding> sharding;
   std::optional<Checkpointing> checkpointing;
   Precision precision = Precision::kBf16;
+  // The attention implementation the run used (optional; flash_attn_2 when absent): a name
+  // the GPU's spec prices (GpuSpec::attention_kernels), e.g. llm-foundry's `attn_impl: triton`.
+  std::string attention_kernel = kDefaultAttentionKernel;
   bool causal = true;
   Metric metric = Metric::kTokensPerSPerGpu;
   double published = 0;   // the figure as printed, in `metric`'s unit

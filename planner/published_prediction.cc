@@ -198,7 +198,16 @@ PublishedCheck check_published(const PublishedEntry& e) {
   if (!r.not_modelled.empty()) return r;
   r.assumed = assumptions(e);
 
-  const Topology topo = load_topology(r.topology);
+  Topology topo = load_topology(r.topology);
+  if (e.attention_kernel != kDefaultAttentionKernel) {
+    const auto k = topo.gpu.attention_kernels.find(e.attention_kernel);
+    if (k == topo.gpu.attention_kernels.end()) {
+      r.not_modelled.push_back("attention kernel " + e.attention_kernel + ": topology " + r.topology +
+                               " has no constant for it");
+      return r;
+    }
+    topo.gpu.attention.max_efficiency *= k->second;
+  }
   std::unique_ptr<Fabric> fabric;
   CostParams cost;
   build_fabric_and_costs(topo, e.gpus, "", fabric, cost);

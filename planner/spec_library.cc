@@ -97,6 +97,16 @@ GpuSpec parse_gpu(const YamlMap& m) {
   g.attention.backward_factor = a.number_or("backward_factor", kBackwardFlopsFactor, Range::positive());
   g.attention.merge_bytes = a.number_or("merge_bytes", 0, Range::non_negative());
   g.attention.dq_merge_bytes = a.number_or("dq_merge_bytes", 0, Range::non_negative());
+  if (a.has("kernels")) {
+    const YamlMap k = a.map("kernels");
+    for (const auto& item : a.node("kernels")) {
+      const std::string name = item.first.as<std::string>();
+      if (name == kDefaultAttentionKernel)
+        k.fail(name, "is the curve above itself (list other implementations only)");
+      g.attention_kernels[name] = k.number(name, Range{0, true, 4, false});
+    }
+    k.finish();
+  }
   a.finish();
   m.finish();
   return g;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,13 @@ struct GpuSpec {
   double gemm_efficiency = 0;        // fraction of peak reached by the linear layers' GEMMs
   int element_bytes = 2;             // activations and K,V: 2 (bf16) on GPUs, 4 (fp32) on cpu-local
   KernelCurve attention;             // fraction of peak of the blockwise attention kernel vs tile
+  // Other attention implementations than the one `attention` describes (FlashAttention-2):
+  // throughput relative to it, by the name a run states (published corpus `attention_kernel`).
+  std::map<std::string, double> attention_kernels;
 };
+
+// The implementation GpuSpec::attention describes; every other name is a relative factor.
+inline constexpr const char* kDefaultAttentionKernel = "flash_attn_2";
 
 enum class IntraKind {
   kNvswitch,      // every GPU has one port to a non-blocking switch (DGX)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `ringmaster validate --published`: the shipped corpus works from any folder, --format json
 # has exactly the documented keys, every shipped entry is either priced or says why not, and
-# --max-abs-error sets the exit code (checked on a one-entry corpus written here). The
-# accuracy band on the shipped corpus is not asserted here (yet).
+# --max-abs-error sets the exit code (checked on a one-entry corpus written here), and the
+# shipped corpus stays inside its accuracy guard.
 # Usage: validate_published.sh <ringmaster> <source-dir>.
 set -u
 bin=$1
@@ -44,6 +44,13 @@ else
 fi
 table=$("$bin" validate --published) || fail "validate --published exited $?"
 [[ $table == *"entries modelled"* && $table == *"not modelled yet"* ]] || fail "the table lacks its summary: $table"
+
+# --- the accuracy guard on the shipped corpus: median |error| <= 7 % (the issue's target) and
+# no modelled entry beyond 20 % (the target is 15 %; five entries sit between 15 and 19 %, named
+# in the README's accuracy section). A model change that makes any entry worse than that fails.
+"$bin" validate --published --max-abs-error 0.20 >guard.txt 2>&1 || fail "an entry left the 20 % band: $(grep -E '^[a-z0-9-]+ ' guard.txt | awk '$7+0 > 20 || $7+0 < -20')"
+python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["median_abs_error"] <= 0.07, d["median_abs_error"]' \
+  <<<"$json" || fail "median |error| above 7 %"
 
 # --- --max-abs-error on a corpus of one entry ---
 sed -n '/^version:/,/^entries:/p' "$src/validation/published.yaml" >one.yaml

@@ -95,7 +95,7 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
   CHECK(error_of(replaced(kOneEntry, "    split: fit\n", "")) ==
         "c.yaml:3: rfa-a100-fwd-zigzag.split: missing (required)");
   CHECK(error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    comment: x")) ==
-        "c.yaml:28: rfa-a100-fwd-zigzag.comment: unknown key; expected one of: assumed, causal, "
+        "c.yaml:28: rfa-a100-fwd-zigzag.comment: unknown key; expected one of: assumed, attention_kernel, causal, "
         "checkpointing, cluster, cp, cp_kind, definitions, dp, global_batch, gpu, gpus, id, metric, "
         "micro_batch, model, note, passes, pp, precision, published, seq_len, sharding, source, split, tp, "
         "workload");
@@ -212,4 +212,31 @@ TEST_CASE("what the planner cannot express is not modelled, with every reason") 
     const rm::PublishedCheck c = rm::check_published(e);
     CHECK(c.modelled == c.not_modelled.empty());
   }
+}
+
+TEST_CASE("an entry's attention kernel scales the GPU's attention curve by the topology's factor") {
+  // Absent: FlashAttention-2, the curve itself.
+  const rm::PublishedCorpus plain = rm::parse_published_corpus(kOneEntry, "c.yaml");
+  CHECK(plain.entries[0].attention_kernel == "flash_attn_2");
+  const std::string triton = replaced(kOneEntry, "    causal: true", "    attention_kernel: triton\n    causal: true");
+  const rm::PublishedEntry t = rm::parse_published_corpus(triton, "c.yaml").entries[0];
+  CHECK(t.attention_kernel == "triton");
+  // The same call is slower by the a100 topology's triton factor (attention alone, fwd).
+  const rm::PublishedCheck fa2 = rm::check_published(plain.entries[0]);
+  const rm::PublishedCheck slow = rm::check_published(t);
+  REQUIRE(fa2.modelled);
+  REQUIRE(slow.modelled);
+  const double factor = rm::load_topology(fa2.topology).gpu.attention_kernels.at("triton");
+  CHECK(factor < 1);
+  CHECK(slow.predicted < fa2.predicted);
+  CHECK(slow.predicted > fa2.predicted * factor * 0.9);  // transfers and merges do not slow down
+  // A kernel the topology has no constant for is not modelled, saying so.
+  const std::string fa3 = replaced(kOneEntry, "    causal: true", "    attention_kernel: flash_attn_3\n    causal: true");
+  const rm::PublishedCheck none = rm::check_published(rm::parse_published_corpus(fa3, "c.yaml").entries[0]);
+  CHECK(!none.modelled);
+  REQUIRE(none.not_modelled.size() == 1);
+  CHECK(none.not_modelled[0].find("attention kernel flash_attn_3") == 0);
+  // A malformed name is refused at reading.
+  CHECK(error_of(replaced(kOneEntry, "    causal: true", "    attention_kernel: Flash-3\n    causal: true")) ==
+        "c.yaml:22: rfa-a100-fwd-zigzag.attention_kernel: expected a name of a-z, 0-9 and '_' (got 'Flash-3')");
 }

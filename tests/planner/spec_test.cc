@@ -8,6 +8,7 @@
 #include "planner/shipped_specs.h"
 #include "planner/spec_library.h"
 #include "planner/units.h"
+#include "planner/yaml_reader.h"
 
 namespace {
 
@@ -129,4 +130,22 @@ TEST_CASE("parse_size: binary suffixes, strict") {
   CHECK(rm::format_size(1048576) == "1M");
   CHECK(rm::format_size(1536 * 1024) == "1.5M");
   CHECK(rm::format_size(3000) == "3000");
+}
+
+TEST_CASE("a GPU's other attention kernels: relative factors, read strictly") {
+  const rm::Topology a100 = rm::load_topology("dgx-a100-ib");
+  REQUIRE(a100.gpu.attention_kernels.count("triton") == 1);
+  CHECK(a100.gpu.attention_kernels.at("triton") == doctest::Approx(0.55));
+  CHECK(a100.gpu.attention_kernels.count("flash_attn_3") == 0);  // Hopper only
+  CHECK(rm::load_topology("dgx-h100-ib").gpu.attention_kernels.at("flash_attn_3") == doctest::Approx(1.73));
+  // Bad factors name the field.
+  const std::string text = rm::read_text_file(std::string(RM_SOURCE_DIR) + "/topologies/dgx-a100-ib.yaml");
+  const auto at = text.find("      triton: 0.55");
+  REQUIRE(at != std::string::npos);
+  std::string bad = text;
+  bad.replace(at, 18, "      triton: 9.00");
+  CHECK(error_of(bad, true).find("gpu.attention.kernels.triton: expected a number in (0, 4]") != std::string::npos);
+  bad = text;
+  bad.replace(at, 18, "      flash_attn_2: 1");
+  CHECK(error_of(bad, true).find("is the curve above itself") != std::string::npos);
 }
