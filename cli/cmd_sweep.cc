@@ -126,9 +126,9 @@ void run_sweep(const SweepOptions& o) {
       t.add_row(cells);
     }
     const Plan& first = rows.front().plan;
-    std::printf("ringmaster sweep: %s on %s, %s, batch %s tokens per step\n%s",
+    std::printf("ringmaster sweep: %s on %s, %s, attention %s, batch %s tokens per step\n%s",
                 first.job.model.c_str(), first.job.topology.c_str(),
-                first.job.causal ? "causal" : "full attention",
+                first.job.causal ? "causal" : "full attention", first.job.attention_kernel.c_str(),
                 format_size(first.job.batch_tokens > 0 ? first.job.batch_tokens : kDefaultBatchTokens).c_str(),
                 t.render().c_str());
   }

@@ -29,6 +29,9 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   cmd->add_option("--workload", o.workload,
                   "what is predicted: attention (ring attention fwd+bwd), layer, or step (default)");
   cmd->add_option("--profile", o.profile, "calibrated profile YAML from `ringmaster calibrate`");
+  cmd->add_option("--attention-kernel", o.attention_kernel,
+                  "attention implementation the run uses: flash_attn_2 (default; the shipped curves), or one "
+                  "the topology prices by a factor (gpu.attention.kernels: triton; flash_attn_3 on Hopper)");
   auto* pins = cmd->add_option_group("pins", "fix a choice; the search works around it");
   pins->add_option("--cp", o.cp, "ring size (cp); dp = gpus / cp");
   pins->add_option("--schedule", o.schedule, "flat, bidirectional or hierarchical");
@@ -48,6 +51,8 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   r.job.topology = o.topology.empty() ? kStudyTopology : o.topology;
   r.model = load_model(r.job.model);
   r.topology = load_topology(r.job.topology);
+  r.job.attention_kernel = o.attention_kernel;
+  apply_attention_kernel(r.topology, o.attention_kernel, kWhere, "--attention-kernel");
   if (gpus < 1) fail_input(kWhere, "--gpus", "must be >= 1 (got " + std::to_string(gpus) + ")");
   r.job.gpus = gpus;
   r.job.seq_len = seq_len > 0 ? seq_len : (o.seq.empty() ? 0 : parse_size(o.seq, kWhere, "--seq"));

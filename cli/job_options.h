@@ -27,6 +27,7 @@ struct JobOptions {
   bool causal = true;
   std::string workload = "step";
   std::string profile;       // calibrated profile YAML (ringmaster calibrate)
+  std::string attention_kernel = kDefaultAttentionKernel;
   // Pins (unset = searched; a given 0 is refused, not taken as unset).
   std::optional<int> cp;
   std::string schedule, order, load_balance, checkpointing;

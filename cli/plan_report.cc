@@ -52,7 +52,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   out += "ringmaster plan: " + model.name + " on " + topo.name + ", " + std::to_string(j.gpus) +
          " GPUs, " + format_size(j.seq_len) + " tokens per sequence" +
          (max_seq ? " (the longest that fits)" : "") + ", " + (j.causal ? "causal" : "full attention") +
-         ", workload " + to_string(j.workload) + "\n\n";
+         ", workload " + to_string(j.workload) + ", attention " + j.attention_kernel + "\n\n";
 
   Table choice({{"choice", "", Align::kLeft}, {"value", "", Align::kLeft}});
   choice.add_row({"strategy", to_string(c.strategy)});

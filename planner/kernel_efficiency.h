@@ -18,6 +18,10 @@ namespace rm {
 // records carry backward FLOPs = this x forward, and calibration divides them back.
 inline constexpr double kBackwardFlopsFactor = 2.5;
 
+// The attention implementation the shipped curves describe (FlashAttention-2); others are
+// priced by a factor of the GPU's (GpuSpec::attention_kernels).
+inline constexpr const char* kDefaultAttentionKernel = "flash_attn_2";
+
 struct KernelCurve {
   double max_efficiency = 0;     // fraction of peak reached by very large tiles
   double half_flops = 0;         // tile FLOPs at which half of max_efficiency is reached

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "planner/kernel_efficiency.h"
+
 namespace YAML {
 class Node;
 }
@@ -59,6 +61,9 @@ struct Job {
   bool causal = true;
   Workload workload = Workload::kStep;
   Passes passes = Passes::kForwardBackward;
+  // The attention implementation the run will use (kernel_efficiency.h); other than
+  // flash_attn_2 it is priced by the GPU's factor for it (apply_attention_kernel).
+  std::string attention_kernel = kDefaultAttentionKernel;
 };
 
 // Ring order names: "node-major", "snake" (rail-aware), "searched", "custom".

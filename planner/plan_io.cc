@@ -139,6 +139,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
   out["causal"] = j.causal;
   out["workload"] = to_string(j.workload);
   out["passes"] = to_string(j.passes);
+  out["attention_kernel"] = j.attention_kernel;
   out["plan"] = {{"strategy", to_string(c.strategy)},
                  {"cp", c.cp},
                  {"dp", c.dp},
@@ -211,6 +212,8 @@ std::string plan_to_yaml_string(const Plan& plan) {
   e << YAML::Key << "causal" << YAML::Value << j.causal;
   e << YAML::Key << "workload" << YAML::Value << to_string(j.workload);
   e << YAML::Key << "passes" << YAML::Value << to_string(j.passes);
+  if (j.attention_kernel != kDefaultAttentionKernel)
+    e << YAML::Key << "attention_kernel" << YAML::Value << j.attention_kernel;
 
   e << YAML::Key << "plan" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "strategy" << YAML::Value << to_string(c.strategy);
@@ -391,6 +394,7 @@ Plan read_plan_yaml(const std::string& path) {
                                     : Workload::kStep;
   j.passes = root.has("passes") ? parse_passes(root.str("passes"), root.location("passes"), root.field("passes"))
                                 : Passes::kForwardBackward;
+  j.attention_kernel = root.str_or("attention_kernel", kDefaultAttentionKernel);
   plan.choice = read_choice(root.map("plan"), j.gpus);
   TokenLayout::check_divisible(plan.choice.load_balance, j.seq_len, plan.choice.cp, root.location("seq_len"));
   if (root.has("predicted")) plan.predicted = read_predicted(root.map("predicted"));

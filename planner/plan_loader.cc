@@ -18,6 +18,7 @@ LoadedPlanFile load_plan_file(const std::string& path, const std::string& profil
   l.plan = read_plan_yaml(path);
   l.model = load_model(l.plan.job.model);
   l.topology = load_topology(l.plan.job.topology);
+  apply_attention_kernel(l.topology, l.plan.job.attention_kernel, path, "attention_kernel");
   // The plan is what is wrong when its GPU count does not fit its topology: name it.
   const int max = l.topology.max_gpus();
   if (l.plan.job.gpus < 1 || l.plan.job.gpus > max) {

@@ -199,14 +199,12 @@ PublishedCheck check_published(const PublishedEntry& e) {
   r.assumed = assumptions(e);
 
   Topology topo = load_topology(r.topology);
-  if (e.attention_kernel != kDefaultAttentionKernel) {
-    const auto k = topo.gpu.attention_kernels.find(e.attention_kernel);
-    if (k == topo.gpu.attention_kernels.end()) {
-      r.not_modelled.push_back("attention kernel " + e.attention_kernel + ": topology " + r.topology +
-                               " has no constant for it");
-      return r;
-    }
-    topo.gpu.attention.max_efficiency *= k->second;
+  try {
+    apply_attention_kernel(topo, e.attention_kernel, e.location, e.id + ".attention_kernel");
+  } catch (const InputError&) {
+    r.not_modelled.push_back("attention kernel " + e.attention_kernel + ": topology " + r.topology +
+                             " has no constant for it");
+    return r;
   }
   std::unique_ptr<Fabric> fabric;
   CostParams cost;

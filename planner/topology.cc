@@ -280,4 +280,18 @@ double Fabric::route_bytes_per_s(int src, int dst) const {
   return bw;
 }
 
+void apply_attention_kernel(Topology& topology, const std::string& kernel, const std::string& where,
+                            const std::string& field) {
+  if (kernel == kDefaultAttentionKernel) return;
+  const auto& kernels = topology.gpu.attention_kernels;
+  const auto k = kernels.find(kernel);
+  if (k == kernels.end()) {
+    std::string known = kDefaultAttentionKernel;
+    for (const auto& [name, factor] : kernels) known += ", " + name;
+    fail_input(where, field, "topology " + topology.name + " prices no attention kernel '" + kernel +
+                                 "' (expected one of: " + known + ")");
+  }
+  topology.gpu.attention.max_efficiency *= k->second;
+}
+
 }  // namespace rm

@@ -33,8 +33,6 @@ struct GpuSpec {
   std::map<std::string, double> attention_kernels;
 };
 
-// The implementation GpuSpec::attention describes; every other name is a relative factor.
-inline constexpr const char* kDefaultAttentionKernel = "flash_attn_2";
 
 enum class IntraKind {
   kNvswitch,      // every GPU has one port to a non-blocking switch (DGX)
@@ -142,5 +140,11 @@ class Fabric {
   int switches_per_node_ = 0, sockets_per_node_ = 0, leaves_per_group_ = 1;
   int add_link(std::string name, LinkClass cls, double bytes_per_s, double latency_s);
 };
+
+// Prices attention as `kernel` runs: scales the curve by the GPU's factor for it (no-op for
+// kDefaultAttentionKernel). Throws InputError "<where>: <field>: ..." naming the known ones
+// when the topology has no factor for it.
+void apply_attention_kernel(Topology& topology, const std::string& kernel, const std::string& where,
+                            const std::string& field);
 
 }  // namespace rm

@@ -134,5 +134,29 @@ for f in plan-cp-dp-mismatch plan-order-not-permutation plan-seq-not-divisible; 
   expect_bad "$exp" "$bad/$f.yaml" -- run --plan "$bad/$f.yaml"
 done
 
+# ---- --attention-kernel: priced by the topology's factor, carried by the plan file ----------
+h100=(--model llama3-8b --topology dgx-h100-ib --gpus 8 --seq 128k --workload attention --cp 8)
+"$bin" plan "${h100[@]}" --format json >"$tmp/fa2.json" 2>"$tmp/fa2.err" || fail "plan (flash_attn_2) exited $?"
+"$bin" plan "${h100[@]}" --attention-kernel flash_attn_3 --format json -o "$tmp/fa3.yaml" >"$tmp/fa3.json" 2>"$tmp/fa3.err" \
+  || fail "plan --attention-kernel flash_attn_3 exited $?: $(tail -2 "$tmp/fa3.err")"
+checked=$((checked + 1))
+python3 - "$tmp/fa2.json" "$tmp/fa3.json" <<'EOF' || fail "--attention-kernel flash_attn_3 (see above)"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert a["attention_kernel"] == "flash_attn_2" and b["attention_kernel"] == "flash_attn_3", (a["attention_kernel"], b["attention_kernel"])
+ta, tb = a["predicted"]["step_time_s"], b["predicted"]["step_time_s"]
+assert tb < ta, (ta, tb)  # FA3 is priced 1.73x faster on Hopper: the attention-only call speeds up
+EOF
+grep -q "^attention_kernel: flash_attn_3" "$tmp/fa3.yaml" || fail "the plan file does not carry attention_kernel"
+"$bin" simulate --plan "$tmp/fa3.yaml" --format json >"$tmp/fa3.sim.json" 2>/dev/null || fail "simulate of the flash_attn_3 plan exited $?"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s, p = d["simulated"], d["predicted"]
+assert d["attention_kernel"] == "flash_attn_3", d["attention_kernel"]
+assert abs(s["step_time_s"] - p["step_time_s"]) / p["step_time_s"] < 0.02, (s["step_time_s"], p["step_time_s"])' \
+  "$tmp/fa3.sim.json" || fail "simulate of the flash_attn_3 plan disagrees with plan"
+out=$("$bin" plan --model llama3-8b --topology dgx-a100-ib --gpus 8 --seq 32k --attention-kernel flash_attn_3 2>&1)
+rc=$?
+[[ $rc -eq 2 && $out == *"--attention-kernel: topology dgx-a100-ib prices no attention kernel 'flash_attn_3' (expected one of: flash_attn_2, triton)"* ]] \
+  || fail "--attention-kernel flash_attn_3 on A100: exit $rc, $out"
+
 echo "plan/sweep: $checked checked, $failures failed"
 [[ $failures -eq 0 ]]

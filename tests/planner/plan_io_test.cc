@@ -143,7 +143,7 @@ TEST_CASE("write_plan_yaml into a missing folder is an InputError and leaves not
 TEST_CASE("plan JSON carries the contract's keys") {
   const nlohmann::json j = rm::plan_to_json(sample_plan());
   for (const char* k : {"model", "topology", "gpus", "seq_len", "plan", "predicted", "baselines",
-                        "batch_tokens", "causal", "workload", "passes"}) {
+                        "batch_tokens", "causal", "workload", "passes", "attention_kernel"}) {
     CHECK_MESSAGE(j.contains(k), k);
   }
   for (const char* k : {"strategy", "cp", "dp", "schedule", "order", "load_balance", "block_q", "block_kv",
