@@ -16,6 +16,7 @@
 #include "executor/ring_loop.h"
 #include "executor/verify.h"
 #include "executor/watchdog.h"
+#include "planner/attention_work.h"
 #include "planner/input_error.h"
 #include "planner/schedule.h"
 
@@ -36,6 +37,11 @@ LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string
                    to_string(p.job.workload) +
                    "' also needs the linear layers and FSDP collectives, which it does not "
                    "run: re-plan with --workload attention");
+  if (effective_window(lp.model, p.job) > 0)
+    fail_input(plan_path, "model.sliding_window",
+               "the executor's kernels apply the causal mask only, not a sliding window of " +
+                   std::to_string(lp.model.sliding_window) +
+                   " tokens: such a plan is priced and simulated (`ringmaster simulate`), not run");
   if (backend == "cpu" && lp.topology.intra.kind != IntraKind::kSharedMemory)
     fail_input(plan_path, "topology",
                "the cpu backend runs plans made for a CPU topology (shared-memory devices, "

@@ -98,7 +98,7 @@ TEST_CASE("unknown names and paths") {
 TEST_CASE("model validation names file, line and field") {
   CHECK(error_of(std::string(kTinyModel) + "dropout: 0.1\n", false) ==
         "x.yaml:9: dropout: unknown key; expected one of: ffn_hidden, gated_ffn, head_dim, heads, "
-        "hidden, kv_heads, layers, name, note, vocab");
+        "hidden, kv_heads, layers, name, note, sliding_window, tied_embeddings, vocab");
   std::string typo = kTinyModel;
   typo.replace(typo.find("vocab"), 5, "vocabb");
   CHECK(error_of(typo, false) == "x.yaml:1: vocab: missing (required); found 'vocabb' (a misspelling?)");
