@@ -60,19 +60,19 @@ int64_t useful_pairs(int64_t R, int64_t C, int64_t k) {
   return sum;
 }
 
-// Sum over row tiles t = 0..nq-1 (rows t·bq .. t·bq+bq-1) of the columns covered by
-// x_t = clamp(floor((t·bq + b) / bkv) + o, 0, ntkv) whole kv tiles (the last one ragged:
-// ntkv tiles cover all C columns), o in {0, 1}; times bq rows. O(log) with floor_sum.
-int64_t tile_columns_sum(int64_t nq, int64_t bq, int64_t b, int64_t o, int64_t bkv, int64_t ntkv,
+// Sum over row tiles t = 0..nq-1 (rows t·bq .. t·bq+bq-1), times bq rows, of the columns
+// covered by the kv tiles counted for the argument a_t = t·bq + b: (floor(a_t / bkv) + o)
+// whole tiles of bkv columns while a_t < full_from, all C columns from there (o in {0, 1};
+// none while that count is < 1). O(log) with floor_sum.
+int64_t tile_columns_sum(int64_t nq, int64_t bq, int64_t b, int64_t o, int64_t bkv, int64_t full_from,
                          int64_t C) {
   if (nq <= 0) return 0;
   auto first_t_with_arg_at_least = [&](int64_t v) {  // smallest t with t·bq + b >= v
     const int64_t t = -floor_div(-(v - b), bq);        // ceil((v - b) / bq)
     return std::clamp<int64_t>(t, 0, nq);
   };
-  // t0: first t with x_t >= 1; t1: first t with x_t >= ntkv.
   const int64_t t0 = first_t_with_arg_at_least((1 - o) * bkv);
-  const int64_t t1 = std::max(t0, first_t_with_arg_at_least((ntkv - o) * bkv));
+  const int64_t t1 = std::max(t0, first_t_with_arg_at_least(full_from));
   int64_t sum = 0;
   if (t1 > t0) {
     // sum_{t=t0}^{t1-1} (floor((t·bq + b)/bkv) + o) · bkv, argument >= 0 on this range.
@@ -83,12 +83,11 @@ int64_t tile_columns_sum(int64_t nq, int64_t bq, int64_t b, int64_t o, int64_t b
   return sum + (nq - t1) * bq * C;
 }
 
-// Columns x tiles for one row count: the same clamp as tile_columns_sum.
-int64_t tile_columns(int64_t arg, int64_t o, int64_t bkv, int64_t ntkv, int64_t C) {
+// The columns of tile_columns_sum for one argument.
+int64_t tile_columns(int64_t arg, int64_t o, int64_t bkv, int64_t full_from, int64_t C) {
+  if (arg >= full_from) return C;
   const int64_t x = floor_div(arg, bkv) + o;
-  if (x <= 0) return 0;
-  if (x >= ntkv) return C;
-  return x * bkv;
+  return x <= 0 ? 0 : x * bkv;
 }
 
 // Pairs a tiled kernel computes for rows l attending columns m with
@@ -104,14 +103,19 @@ int64_t executed_pairs(int64_t R, int64_t C, int64_t k_hi, int64_t k_lo, int64_t
   if (k_hi >= C) {
     sum = R * C;
   } else {
-    // Last row of tile t is t·bq + bq - 1: x_t = floor((t·bq + bq - 1 + k_hi) / bkv) + 1.
-    sum = tile_columns_sum(nq, bq, bq - 1 + k_hi, 1, bkv, ntkv, C);
-    if (rest > 0) sum += rest * tile_columns(R - 1 + k_hi, 1, bkv, ntkv, C);
+    // Tile j runs when it starts at or before the last row's bound: j·bkv <= last + k_hi,
+    // floor((last + k_hi) / bkv) + 1 tiles; all of them (the last one ragged) once
+    // last + k_hi >= (ntkv - 1)·bkv. Last row of tile t: t·bq + bq - 1.
+    const int64_t full = (ntkv - 1) * bkv;
+    sum = tile_columns_sum(nq, bq, bq - 1 + k_hi, 1, bkv, full, C);
+    if (rest > 0) sum += rest * tile_columns(R - 1 + k_hi, 1, bkv, full, C);
   }
   if (k_lo != kNoLower) {
-    // Tiles wholly excluded: (j+1)·bkv - 1 <= first + k_lo, i.e. floor((first + k_lo + 1) / bkv).
-    sum -= tile_columns_sum(nq, bq, k_lo + 1, 0, bkv, ntkv, C);
-    if (rest > 0) sum -= rest * tile_columns(nq * bq + k_lo + 1, 0, bkv, ntkv, C);
+    // Tile j is wholly left of the first row's bound when its last column is <= first +
+    // k_lo: (j+1)·bkv <= first + k_lo + 1 for whole tiles, and every tile (the ragged one
+    // too) once first + k_lo + 1 >= C.
+    sum -= tile_columns_sum(nq, bq, k_lo + 1, 0, bkv, C, C);
+    if (rest > 0) sum -= rest * tile_columns(nq * bq + k_lo + 1, 0, bkv, C, C);
   }
   return sum;
 }
@@ -120,6 +124,9 @@ struct Pairs {
   int64_t useful = 0, executed = 0;
   // Rows l attend columns m with l + k_lo < m <= l + k_hi.
   void add(int64_t R, int64_t C, int64_t k_hi, int64_t k_lo, const AttentionTiles& t) {
+    // A band at least one column wide covers, over a row tile's rows, one contiguous run
+    // of columns (what executed_pairs counts); an empty band covers none.
+    if (k_lo != kNoLower && k_lo >= k_hi) return;
     useful += useful_pairs(R, C, k_hi) - (k_lo == kNoLower ? 0 : useful_pairs(R, C, k_lo));
     executed += executed_pairs(R, C, k_hi, k_lo, std::min<int64_t>(t.block_q, R),
                                std::min<int64_t>(t.block_kv, C));
@@ -195,14 +202,20 @@ void windowed_steps(const TokenLayout& layout, const AttentionTiles& tiles, int6
       total += static_cast<double>(P - s) * w.step_executed.back();
     }
   } else {
-    // Striped and zigzag spread the window over every block: all pairs, O(P²).
+    // Striped and zigzag spread the window over every block, and zigzag's own blocks differ
+    // by position under it: all pairs, O(P²).
+    total = 0;
     w.steps = 1;
-    for (int s = 1; s < P; ++s) {
+    for (int s = 0; s < P; ++s) {
       double step_max = 0;
       for (int i = 0; i < P; ++i) {
         const Pairs p = pair_counts(layout, i, (i - s + P) % P, true, tiles, window);
         step_max = std::max(step_max, per_pair * static_cast<double>(p.executed));
         total += per_pair * static_cast<double>(p.executed);
+      }
+      if (s == 0) {
+        w.own_executed_max = step_max;
+        continue;
       }
       w.step_executed.push_back(step_max);
       if (step_max > 0) w.steps = s + 1;
