@@ -28,8 +28,9 @@ LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string
   check_backend_available(backend);
   if (p.choice.strategy != Strategy::kRing)
     fail_input(plan_path, "plan.strategy",
-               std::string("run executes ring-attention plans (got '") + to_string(p.choice.strategy) +
-                   "')");
+               std::string("run executes ring-attention plans, cp_comm_type p2p (got '") +
+                   to_string(p.choice.strategy) + "', cp_comm_type " + cp_comm_type(p.choice.strategy) +
+                   "): re-plan with --cp-comm-type p2p");
   if (p.job.workload != Workload::kAttention)
     fail_input(plan_path, "workload",
                std::string("the executor runs workload 'attention' (ring attention, forward or "
