@@ -264,8 +264,8 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
   const std::vector<int> bkvs = pins.block_kv ? std::vector<int>{*pins.block_kv}
                                               : std::vector<int>(std::begin(kTileSizes), std::end(kTileSizes));
   for (int cp : cps) {
-    if (cp < 2) {
-      note(std::string(cp_comm_type(kind)) + " needs cp >= 2 (cp 1 is the p2p plan without a ring)");
+    if (cp < 2) {  // cp 1 is the p2p plan without a ring
+      if (pins.cp) note(std::string(cp_comm_type(kind)) + " needs cp >= 2");
       continue;
     }
     if (G % cp != 0) {
