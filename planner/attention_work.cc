@@ -284,6 +284,11 @@ int window_blocks(int64_t c, int64_t window, int P) {
   return static_cast<int>(std::min<int64_t>(P, (window - 1 + c - 1) / c + 1));
 }
 
+int all_gather_blocks(const PlanChoice& choice, int64_t c, int64_t window) {
+  const int P = std::max(1, choice.cp);
+  return choice.load_balance == LoadBalance::kContiguous ? window_blocks(c, window, P) : P;
+}
+
 int64_t effective_window(const ModelSpec& m, const Job& job) {
   return job.causal && m.sliding_window > 0 && m.sliding_window < job.seq_len ? m.sliding_window : 0;
 }

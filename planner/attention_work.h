@@ -76,6 +76,10 @@ int64_t effective_window(const ModelSpec& m, const Job& job);
 // Contiguous blocks of c tokens a query block needs under window W (its own included):
 // min(P, ceil((W-1)/c) + 1); P without a window.
 int window_blocks(int64_t c, int64_t window, int P);
+// Blocks a position attends to, its own included (all_gather gathers these; the memory
+// model holds them): fewer than P only for contiguous chunks under a window, since striped
+// and zigzag spread the window over every block.
+int all_gather_blocks(const PlanChoice& choice, int64_t c, int64_t window);
 
 // Bytes of one K,V block: 2·c·d·h_kv·element_bytes.
 double kv_block_bytes(int64_t c, const ModelSpec& m, int element_bytes);

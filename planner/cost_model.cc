@@ -335,10 +335,13 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
     const double cf = w.executed_total / P / F, cb = bf * cf;
     double comm_f = 0, comm_b = 0;
     if (ch.strategy == Strategy::kAllGatherCp) {
-      // All-gather K,V (P-1 ring steps of one block) before the forward and again before
-      // the backward; reduce-scatter of the fp32 dK,dV after it. Not overlapped.
-      comm_f = (P - 1) * X(pat.kv, units);
-      comm_b = (P - 1) * (X(pat.kv, units) + X(pat.dkv, units));
+      // All-gather K,V (B-1 ring steps of one block, B = P or a window's blocks) before the
+      // forward and again before the backward; reduce-scatter of the fp32 dK,dV after it.
+      // Not overlapped. The share of the attention is the average (a window leaves the
+      // first positions less to do).
+      const int steps = all_gather_blocks(ch, c, window) - 1;
+      comm_f = steps * X(pat.kv, units);
+      comm_b = steps * (X(pat.kv, units) + X(pat.dkv, units));
     } else if (P > 1) {
       // All-to-all of Q,K,V in and of the output back (backward: dout in, dQ,dK,dV out).
       const double e = fabric_.topology().gpu.element_bytes;

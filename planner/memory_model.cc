@@ -63,10 +63,7 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
   b.dout = cd * hq * e;
   b.delta = cd * m.heads * 4;
   b.score_tiles = m.heads * KernelCurve::tile_bytes(choice.block_q, choice.block_kv, m.head_dim);
-  // Blocks a position attends to: fewer than P only for contiguous chunks under a window
-  // (striped and zigzag spread the window over every block).
-  const int blocks_needed =
-      choice.load_balance == LoadBalance::kContiguous ? window_blocks(c, window, P) : P;
+  const int blocks_needed = all_gather_blocks(choice, c, window);
   switch (choice.strategy) {
     case Strategy::kRing:
       if (P > 1 && blocks_needed > 1) {

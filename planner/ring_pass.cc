@@ -186,18 +186,20 @@ class RingPass {
   }
 
   // --- all_gather (Llama 3) ---------------------------------------------------------
-  // P-1 ring steps gather every position's K,V into `gathered` (each step forwards the
-  // block received in the last), then one attention op over this GPU's share of the whole
-  // sequence. Backward: gather again, compute, and reduce-scatter the fp32 dK,dV in P-1
-  // ring steps (the next pass number, so its phases follow the gather's). Nothing
-  // overlaps: the cost model prices (P-1) transfers plus the compute.
+  // B-1 ring steps gather the K,V of the B = gather_blocks positions before this one (all
+  // P, or a sliding window's) into `gathered`, each step forwarding the block received in
+  // the last; then one attention op over this GPU's share of the whole sequence. Backward:
+  // gather again, compute, and reduce-scatter the fp32 dK,dV in B-1 ring steps (the next
+  // pass number, so its phases follow the gather's): around the ring when B = P, back
+  // towards the owners (counter-clockwise) under a window. Nothing overlaps: the cost
+  // model prices B-1 transfers each way plus the compute.
 
-  void ring_steps(double bytes, Stream stream, int first_buffer) {
+  void ring_steps(double bytes, Stream stream, int first_buffer, int dir) {
     std::vector<int> reqs;
-    for (int s = 0; s + 1 < ctx_.P; ++s) {
+    for (int s = 0; s + 1 < ctx_.gather_blocks; ++s) {
       em_.begin_step(s, 0);
-      recv(pos_ - 1, bytes, b_.gathered, stream, s, reqs);
-      send(pos_ + 1, bytes, s == 0 ? first_buffer : b_.gathered, stream, s, reqs);
+      recv(pos_ - dir, bytes, b_.gathered, stream, s, reqs);
+      send(pos_ + dir, bytes, s == 0 ? first_buffer : b_.gathered, stream, s, reqs);
       flush(s, 0);
       em_.wait_all(reqs);
     }
@@ -215,12 +217,13 @@ class RingPass {
   }
 
   void all_gather() {
-    ring_steps(ctx_.kv_bytes, kKvCw, b_.kv_own);
+    ring_steps(ctx_.kv_bytes, kKvCw, b_.kv_own, 1);
     share_compute();
     if (!bwd_) return;
     ++unit_;
     em_.step = 0;
-    ring_steps(ctx_.dkv_bytes, kAccCw, b_.gathered);
+    if (ctx_.gather_blocks == ctx_.P) ring_steps(ctx_.dkv_bytes, kAccCw, b_.gathered, 1);
+    else ring_steps(ctx_.dkv_bytes, kAccCcw, b_.gathered, -1);
     em_.own_grad(b_.gathered);
   }
 

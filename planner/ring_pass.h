@@ -49,6 +49,9 @@ struct RingContext {
   // (executed, useful), and a2a's per-peer messages: Q,K,V in (and their gradients out),
   // the output out (and its gradient in).
   double share_executed = 0, share_useful = 0;
+  // all_gather: blocks a position gathers, its own included: P, or under a sliding window
+  // on contiguous chunks the window_blocks() it attends to (attention_work.h).
+  int gather_blocks = 1;
   double a2a_qkv_bytes = 0, a2a_out_bytes = 0;
   const std::vector<int>* ring_gpus = nullptr;  // GPU id of each position
   // Tags and phases of pass `unit` start at unit * stride (see ring_pass.cc).

@@ -209,6 +209,7 @@ class Generator {
                                                       {choice_.block_q, choice_.block_kv}, window_);
       ring_.share_executed = w.executed_total / P_;
       ring_.share_useful = w.useful_total / P_;
+      ring_.gather_blocks = all_gather_blocks(choice_, c_, window_);
       // a2a: Q,K,V (K,V heads replicated up to P) and the output, 1/P of each to each peer.
       const double e = gpu.element_bytes;
       const double kv_heads = std::max(m_.kv_heads, P_);

@@ -279,7 +279,11 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
     ch.schedule = Schedule::kFlat;
     ch.order_name = "snake";
     ch.order = snake_order(fabric_);
-    ch.load_balance = kind == Strategy::kAllGatherCp && job.causal ? LoadBalance::kZigzag : LoadBalance::kContiguous;
+    // all_gather balances a causal mask with zigzag chunks; under a sliding window contiguous
+    // chunks balance themselves and gather only the window's blocks.
+    ch.load_balance = kind == Strategy::kAllGatherCp && job.causal && effective_window(model_, job) == 0
+                          ? LoadBalance::kZigzag
+                          : LoadBalance::kContiguous;
     const RingPatterns* pat = nullptr;
     for (int bq : bqs) {
       for (int bkv : bkvs) {

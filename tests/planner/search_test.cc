@@ -237,3 +237,22 @@ TEST_CASE("sliding window: the flat ring over contiguous chunks, cut to the step
   const Plan same_full = full.best_plan(study_job(16, 4096), {});
   CHECK(same.predicted.step_time_s == doctest::Approx(same_full.predicted.step_time_s));
 }
+
+TEST_CASE("sliding window: all_gather gathers only the window's blocks") {
+  Study s(16);
+  ModelSpec m = s.model;
+  m.sliding_window = 4096;
+  Planner pl(m, s.fabric, CostParams::from_topology(s.topo));
+  Planner full(s.model, s.fabric, CostParams::from_topology(s.topo));
+  SearchPins ag;
+  ag.cp_comm_type = Strategy::kAllGatherCp;
+  ag.cp = 16;
+  Job job = study_job(16, 131072);
+  job.workload = Workload::kAttention;
+  const Plan w = pl.best_plan(job, ag);
+  CHECK(w.choice.load_balance == LoadBalance::kContiguous);
+  // c = 8K: the own block and one more instead of all 16, in memory and on the wire.
+  const Plan f = full.best_plan(job, ag);
+  CHECK(w.predicted.memory.working_set < f.predicted.memory.working_set);
+  CHECK(w.predicted.exposed_comm_s < 0.2 * f.predicted.exposed_comm_s);
+}
