@@ -58,7 +58,8 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   const bool ring = c.strategy == Strategy::kRing;
   choice.add_row({"context parallelism (cp_comm_type)", std::string(cp_comm_type(c.strategy)) + " (" +
                                                             baseline_name(c.strategy) + ")"});
-  choice.add_row({"tp x cp x pp x dp", "1 x " + std::to_string(c.cp) + " x 1 x " + std::to_string(c.dp)});
+  choice.add_row({"tp x cp x pp x dp", "1 x " + std::to_string(c.cp) + " x 1 x " + std::to_string(c.dp) +
+                                          " (tensor and pipeline parallelism: not searched yet)"});
   choice.add_row({"sharding", std::string(kFsdpSharding) + " over all " + std::to_string(j.gpus) + " GPUs"});
   choice.add_row({"schedule", ring ? to_string(c.schedule) : "-"});
   choice.add_row({"order", order_text(c)});
