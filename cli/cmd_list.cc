@@ -69,6 +69,7 @@ nlohmann::json model_json(const ModelSpec& m) {
   return {{"name", m.name},         {"params", m.params()},     {"layers", m.layers},
           {"hidden", m.hidden},     {"heads", m.heads},         {"kv_heads", m.kv_heads},
           {"head_dim", m.head_dim}, {"ffn_hidden", m.ffn_hidden}, {"vocab", m.vocab},
+          {"sliding_window", m.sliding_window}, {"tied_embeddings", m.tied_embeddings},
           {"note", m.note}};
 }
 
@@ -101,16 +102,18 @@ void run_list(const std::string& format) {
                 {"kv heads", "", Align::kRight},
                 {"head dim", "", Align::kRight},
                 {"ffn", "", Align::kRight},
-                {"vocab", "", Align::kRight}});
+                {"vocab", "", Align::kRight},
+                {"window", "tokens", Align::kRight}});
   for (const auto& name : shipped_models()) {
     const ModelSpec m = load_model(name);
     models.add_row({m.name, m.params() >= 1e8 ? fixed(m.params() / 1e9, 2) : sig(m.params() / 1e9),
                     std::to_string(m.layers), std::to_string(m.hidden), std::to_string(m.heads),
                     std::to_string(m.kv_heads), std::to_string(m.head_dim), std::to_string(m.ffn_hidden),
-                    std::to_string(m.vocab)});
+                    std::to_string(m.vocab), m.sliding_window > 0 ? format_size(m.sliding_window) : "-"});
   }
   std::printf("Topologies (use --topology NAME, or a path to your own YAML)\n%s\n", topos.render().c_str());
-  std::printf("Models (use --model NAME, or a path to your own YAML)\n%s", models.render().c_str());
+  std::printf("Models (use --model NAME, a path to your own YAML, or a Hugging Face config.json)\n%s",
+              models.render().c_str());
 }
 
 }  // namespace

@@ -52,7 +52,7 @@ std::vector<Plan> runners_up(Planner& planner, const ResolvedJob& r, const Plan&
   std::vector<Plan> alts;
   const std::vector<int> cps = r.pins.cp ? std::vector<int>{*r.pins.cp} : divisors(r.job.gpus);
   for (int cp : cps)
-    for (Schedule s : {Schedule::kFlat, Schedule::kBidirectional, Schedule::kHierarchical})
+    for (Schedule s : {Schedule::kFlat, Schedule::kBidirectional, Schedule::kTwoLevel})
       for (LoadBalance lb : {LoadBalance::kContiguous, LoadBalance::kStriped, LoadBalance::kZigzag}) {
         if ((r.pins.schedule && *r.pins.schedule != s) || (r.pins.load_balance && *r.pins.load_balance != lb))
           continue;
@@ -117,6 +117,8 @@ void run_tune(TuneOptions o, bool workload_given) {
     }
   }
   ResolvedJob r = resolve_job(o.job, o.job.gpus);
+  // The plan is for `ringmaster run`, whose backends execute the p2p ring.
+  if (!r.pins.cp_comm_type) r.pins.cp_comm_type = Strategy::kRing;
   Planner planner(r.model, *r.fabric, r.cost);
   const Plan best = planner.plan(r.job, r.pins);
   const std::vector<Plan> alts = runners_up(planner, r, best, o.runners_up);

@@ -1,5 +1,7 @@
 #include "cli/job_options.h"
 
+#include <cstdio>
+
 #include "planner/input_error.h"
 #include "planner/plan_loader.h"
 #include "planner/spec_library.h"
@@ -15,7 +17,8 @@ constexpr const char* kWhere = "command line";
 
 void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   cmd->add_option("--model", o.model,
-                  std::string("model: a shipped name or a YAML path (default ") + kDefaultModel + ")");
+                  std::string("model: a shipped name, a YAML path or a Hugging Face config.json (default ") +
+                      kDefaultModel + ")");
   cmd->add_option("--topology", o.topology,
                   std::string("cluster: a shipped name or a YAML path (default ") + kStudyTopology + ")");
   if (with_job_size) {
@@ -33,8 +36,12 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
                   "attention implementation the run uses: flash_attn_2 (default; the shipped curves), or one "
                   "the topology prices by a factor (gpu.attention.kernels: triton; flash_attn_3 on Hopper)");
   auto* pins = cmd->add_option_group("pins", "fix a choice; the search works around it");
-  pins->add_option("--cp", o.cp, "ring size (cp); dp = gpus / cp");
-  pins->add_option("--schedule", o.schedule, "flat, bidirectional or hierarchical");
+  pins->add_option("--cp-comm-type", o.cp_comm_type,
+                   "context-parallel kind (Megatron's --cp-comm-type): p2p (ring), all_gather (K,V "
+                   "all-gather, Llama 3) or a2a (Ulysses)");
+  pins->add_option("--cp", o.cp, "context-parallel size (cp); dp = gpus / cp");
+  pins->add_option("--schedule", o.schedule,
+                   "flat, bidirectional or two-level (ring schedules; 'hierarchical' is read as two-level)");
   pins->add_option("--order", o.order, "ring order: node-major, snake (rail-aware) or searched");
   pins->add_option("--load-balance", o.load_balance, "contiguous, striped or zigzag");
   pins->add_option("--block-q", o.block_q, "query tile of the attention kernel");
@@ -71,7 +78,13 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   p.block_kv = positive(o.block_kv, "--block-kv");
   p.kv_subblocks = positive(o.kv_subblocks, "--kv-subblocks");
   p.micro_batch = positive(o.micro_batch, "--micro-batch");
+  if (!o.cp_comm_type.empty()) p.cp_comm_type = parse_cp_comm_type(o.cp_comm_type, kWhere, "--cp-comm-type");
   if (!o.schedule.empty()) p.schedule = parse_schedule(o.schedule, kWhere, "--schedule");
+  if (o.schedule == kOldTwoLevelSpelling) {
+    std::fprintf(stderr,
+                 "note: --schedule hierarchical is now spelled two-level (the double ring); "
+                 "Megatron's hierarchical context parallelism is --cp-comm-type a2a+p2p\n");
+  }
   if (!o.load_balance.empty()) p.load_balance = parse_load_balance(o.load_balance, kWhere, "--load-balance");
   if (!o.checkpointing.empty()) p.checkpointing = parse_checkpointing(o.checkpointing, kWhere, "--checkpointing");
   if (!o.order.empty()) {

@@ -30,7 +30,7 @@ struct JobOptions {
   std::string attention_kernel = kDefaultAttentionKernel;
   // Pins (unset = searched; a given 0 is refused, not taken as unset).
   std::optional<int> cp;
-  std::string schedule, order, load_balance, checkpointing;
+  std::string cp_comm_type, schedule, order, load_balance, checkpointing;
   std::optional<int> block_q, block_kv, kv_subblocks, micro_batch;
 };
 
@@ -45,7 +45,7 @@ struct ResolvedJob {
 };
 
 // Adds --model --topology --batch-tokens --causal/--no-causal --workload --profile and the
-// pins (--cp --schedule --order --load-balance --block-q --block-kv --kv-subblocks
+// pins (--cp-comm-type --cp --schedule --order --load-balance --block-q --block-kv --kv-subblocks
 // --checkpointing). `with_job_size` adds --gpus and --seq too (sweep has lists instead).
 void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size);
 

@@ -26,7 +26,7 @@ std::string baseline_name(Strategy s) {
     case Strategy::kFlashFsdp: return "flash-fsdp (FlashAttention + FSDP, no sequence parallelism)";
     case Strategy::kAllGatherCp: return "allgather-cp (Llama 3 style)";
     case Strategy::kUlysses: return "ulysses (all-to-all over heads)";
-    case Strategy::kRing: return "ring";
+    case Strategy::kRing: return "ring attention";
   }
   return "?";
 }
@@ -55,9 +55,13 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
          ", workload " + to_string(j.workload) + ", attention " + j.attention_kernel + "\n\n";
 
   Table choice({{"choice", "", Align::kLeft}, {"value", "", Align::kLeft}});
-  choice.add_row({"strategy", to_string(c.strategy)});
-  choice.add_row({"ring size x data parallel", std::to_string(c.cp) + " x " + std::to_string(c.dp)});
-  choice.add_row({"schedule", to_string(c.schedule)});
+  const bool ring = c.strategy == Strategy::kRing;
+  choice.add_row({"context parallelism (cp_comm_type)", std::string(cp_comm_type(c.strategy)) + " (" +
+                                                            baseline_name(c.strategy) + ")"});
+  choice.add_row({"tp x cp x pp x dp", "1 x " + std::to_string(c.cp) + " x 1 x " + std::to_string(c.dp) +
+                                          " (tensor and pipeline parallelism: not searched yet)"});
+  choice.add_row({"sharding", std::string(kFsdpSharding) + " over all " + std::to_string(j.gpus) + " GPUs"});
+  choice.add_row({"schedule", ring ? to_string(c.schedule) : "-"});
   choice.add_row({"order", order_text(c)});
   choice.add_row({"load balance", to_string(c.load_balance)});
   choice.add_row({"tiles (q x kv)", std::to_string(c.block_q) + " x " + std::to_string(c.block_kv)});
@@ -112,6 +116,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
 
 std::vector<Column> sweep_columns() {
   return {{"GPUs", "", Align::kRight},        {"seq", "tokens", Align::kRight},
+          {"cp kind", "", Align::kLeft},
           {"cp x dp", "", Align::kRight},     {"schedule", "", Align::kLeft},
           {"order", "", Align::kLeft},        {"balance", "", Align::kLeft},
           {"tiles", "", Align::kRight},       {"ckpt", "", Align::kLeft},
@@ -132,8 +137,9 @@ std::vector<std::string> sweep_cells(const Plan& plan) {
   }
   return {std::to_string(plan.job.gpus),
           format_size(plan.job.seq_len),
+          cp_comm_type(c.strategy),
           std::to_string(c.cp) + " x " + std::to_string(c.dp),
-          to_string(c.schedule),
+          c.strategy == Strategy::kRing ? to_string(c.schedule) : "-",
           c.order_name,
           to_string(c.load_balance),
           std::to_string(c.block_q) + "x" + std::to_string(c.block_kv),

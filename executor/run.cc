@@ -16,6 +16,7 @@
 #include "executor/ring_loop.h"
 #include "executor/verify.h"
 #include "executor/watchdog.h"
+#include "planner/attention_work.h"
 #include "planner/input_error.h"
 #include "planner/schedule.h"
 
@@ -27,8 +28,9 @@ LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string
   check_backend_available(backend);
   if (p.choice.strategy != Strategy::kRing)
     fail_input(plan_path, "plan.strategy",
-               std::string("run executes ring-attention plans (got '") + to_string(p.choice.strategy) +
-                   "')");
+               std::string("run executes ring-attention plans, cp_comm_type p2p (got '") +
+                   to_string(p.choice.strategy) + "', cp_comm_type " + cp_comm_type(p.choice.strategy) +
+                   "): re-plan with --cp-comm-type p2p");
   if (p.job.workload != Workload::kAttention)
     fail_input(plan_path, "workload",
                std::string("the executor runs workload 'attention' (ring attention, forward or "
@@ -36,6 +38,11 @@ LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string
                    to_string(p.job.workload) +
                    "' also needs the linear layers and FSDP collectives, which it does not "
                    "run: re-plan with --workload attention");
+  if (effective_window(lp.model, p.job) > 0)
+    fail_input(plan_path, "model.sliding_window",
+               "the executor's kernels apply the causal mask only, not a sliding window of " +
+                   std::to_string(lp.model.sliding_window) +
+                   " tokens: such a plan is priced and simulated (`ringmaster simulate`), not run");
   if (backend == "cpu" && lp.topology.intra.kind != IntraKind::kSharedMemory)
     fail_input(plan_path, "topology",
                "the cpu backend runs plans made for a CPU topology (shared-memory devices, "

@@ -60,68 +60,105 @@ int64_t useful_pairs(int64_t R, int64_t C, int64_t k) {
   return sum;
 }
 
-// Columns a row tile computes: kv tiles j with j·bkv <= last_row + k are run (the tile
-// holds at least one allowed pair), the last kv tile is ragged.
-// Sum over the full row tiles t = 0..nq-1 of (bq rows x columns run), plus the ragged one.
-int64_t executed_pairs(int64_t R, int64_t C, int64_t k, int64_t bq, int64_t bkv) {
-  if (k >= C) return R * C;
-  const int64_t ntkv = (C + bkv - 1) / bkv;
-  // x(last) = number of kv tiles run by a row tile whose last row is `last`, clamped.
-  auto cols_for_last_row = [&](int64_t last) -> int64_t {
-    const int64_t x = floor_div(last + k, bkv) + 1;
-    if (x <= 0) return 0;
-    if (x >= ntkv) return C;
-    return x * bkv;
+// Sum over row tiles t = 0..nq-1 (rows t·bq .. t·bq+bq-1), times bq rows, of the columns
+// covered by the kv tiles counted for the argument a_t = t·bq + b: (floor(a_t / bkv) + o)
+// whole tiles of bkv columns while a_t < full_from, all C columns from there (o in {0, 1};
+// none while that count is < 1). O(log) with floor_sum.
+int64_t tile_columns_sum(int64_t nq, int64_t bq, int64_t b, int64_t o, int64_t bkv, int64_t full_from,
+                         int64_t C) {
+  if (nq <= 0) return 0;
+  auto first_t_with_arg_at_least = [&](int64_t v) {  // smallest t with t·bq + b >= v
+    const int64_t t = -floor_div(-(v - b), bq);        // ceil((v - b) / bq)
+    return std::clamp<int64_t>(t, 0, nq);
   };
-  const int64_t nq = R / bq;  // full row tiles
+  const int64_t t0 = first_t_with_arg_at_least((1 - o) * bkv);
+  const int64_t t1 = std::max(t0, first_t_with_arg_at_least(full_from));
   int64_t sum = 0;
-  if (nq > 0) {
-    // x_t = floor((t·bq + bq - 1 + k) / bkv) + 1 for t in [0, nq), non-decreasing.
-    // t0: first t with x_t >= 1; t1: first t with x_t >= ntkv.
-    const int64_t b0 = bq - 1 + k;
-    auto first_t_with_arg_at_least = [&](int64_t v) {  // smallest t with t·bq + b0 >= v
-      const int64_t t = -floor_div(-(v - b0), bq);        // ceil((v - b0) / bq)
-      return std::clamp<int64_t>(t, 0, nq);
-    };
-    const int64_t t0 = first_t_with_arg_at_least(0);
-    const int64_t t1 = std::max(t0, first_t_with_arg_at_least((ntkv - 1) * bkv));
-    if (t1 > t0) {
-      // sum_{t=t0}^{t1-1} (floor((t·bq + b0)/bkv) + 1) · bkv, argument >= 0 on this range.
-      const int64_t n = t1 - t0;
-      const int64_t s = floor_sum(n, bkv, bq, t0 * bq + b0) + n;
-      sum += bq * s * bkv;
-    }
-    sum += (nq - t1) * bq * C;
+  if (t1 > t0) {
+    // sum_{t=t0}^{t1-1} (floor((t·bq + b)/bkv) + o) · bkv, argument >= 0 on this range.
+    const int64_t n = t1 - t0;
+    const int64_t s = floor_sum(n, bkv, bq, t0 * bq + b) + o * n;
+    sum += bq * s * bkv;
   }
+  return sum + (nq - t1) * bq * C;
+}
+
+// The columns of tile_columns_sum for one argument.
+int64_t tile_columns(int64_t arg, int64_t o, int64_t bkv, int64_t full_from, int64_t C) {
+  if (arg >= full_from) return C;
+  const int64_t x = floor_div(arg, bkv) + o;
+  return x <= 0 ? 0 : x * bkv;
+}
+
+// Pairs a tiled kernel computes for rows l attending columns m with
+// l + k_lo < m <= l + k_hi (k_lo = kNoLower: no lower bound). A kv tile is run when it
+// holds at least one allowed pair: for a row tile, tiles up to its last row's upper bound,
+// less the tiles wholly left of its first row's lower bound.
+constexpr int64_t kNoLower = std::numeric_limits<int64_t>::min() / 4;
+int64_t executed_pairs(int64_t R, int64_t C, int64_t k_hi, int64_t k_lo, int64_t bq, int64_t bkv) {
+  const int64_t ntkv = (C + bkv - 1) / bkv;
+  const int64_t nq = R / bq;  // full row tiles
   const int64_t rest = R - nq * bq;
-  if (rest > 0) sum += rest * cols_for_last_row(R - 1);
+  int64_t sum = 0;
+  if (k_hi >= C) {
+    sum = R * C;
+  } else {
+    // Tile j runs when it starts at or before the last row's bound: j·bkv <= last + k_hi,
+    // floor((last + k_hi) / bkv) + 1 tiles; all of them (the last one ragged) once
+    // last + k_hi >= (ntkv - 1)·bkv. Last row of tile t: t·bq + bq - 1.
+    const int64_t full = (ntkv - 1) * bkv;
+    sum = tile_columns_sum(nq, bq, bq - 1 + k_hi, 1, bkv, full, C);
+    if (rest > 0) sum += rest * tile_columns(R - 1 + k_hi, 1, bkv, full, C);
+  }
+  if (k_lo != kNoLower) {
+    // Tile j is wholly left of the first row's bound when its last column is <= first +
+    // k_lo: (j+1)·bkv <= first + k_lo + 1 for whole tiles, and every tile (the ragged one
+    // too) once first + k_lo + 1 >= C.
+    sum -= tile_columns_sum(nq, bq, k_lo + 1, 0, bkv, C, C);
+    if (rest > 0) sum -= rest * tile_columns(nq * bq + k_lo + 1, 0, bkv, C, C);
+  }
   return sum;
 }
 
 struct Pairs {
   int64_t useful = 0, executed = 0;
-  void add(int64_t R, int64_t C, int64_t k, const AttentionTiles& t) {
-    useful += useful_pairs(R, C, k);
-    executed += executed_pairs(R, C, k, std::min<int64_t>(t.block_q, R), std::min<int64_t>(t.block_kv, C));
+  // Rows l attend columns m with l + k_lo < m <= l + k_hi.
+  void add(int64_t R, int64_t C, int64_t k_hi, int64_t k_lo, const AttentionTiles& t) {
+    // A band at least one column wide covers, over a row tile's rows, one contiguous run
+    // of columns (what executed_pairs counts); an empty band covers none.
+    if (k_lo != kNoLower && k_lo >= k_hi) return;
+    useful += useful_pairs(R, C, k_hi) - (k_lo == kNoLower ? 0 : useful_pairs(R, C, k_lo));
+    executed += executed_pairs(R, C, k_hi, k_lo, std::min<int64_t>(t.block_q, R),
+                               std::min<int64_t>(t.block_kv, C));
   }
 };
 
-Pairs pair_counts(const TokenLayout& L, int q, int kv, bool causal, const AttentionTiles& t) {
+// The lower bound for a sub-block whose global query - key offset is l - m + `shift`
+// (contiguous rows and columns): a key is in the window when q - kv < W.
+int64_t window_lower(int64_t shift, int64_t window) { return window > 0 ? shift - window : kNoLower; }
+
+Pairs pair_counts(const TokenLayout& L, int q, int kv, bool causal, const AttentionTiles& t,
+                  int64_t window) {
   const int64_t c = L.tokens_per_rank();
   Pairs p;
   if (!causal) {
-    p.add(c, c, kAll, t);
+    p.add(c, c, kAll, kNoLower, t);
     return p;
   }
   switch (L.lb) {
     case LoadBalance::kContiguous: {
       const int64_t k = static_cast<int64_t>(q - kv) * c;
-      p.add(c, c, std::clamp<int64_t>(k, -2 * c, kAll), t);
+      p.add(c, c, std::clamp<int64_t>(k, -2 * c, kAll), window_lower(k, window), t);
       break;
     }
-    case LoadBalance::kStriped:
-      p.add(c, c, kv <= q ? 0 : -1, t);
+    case LoadBalance::kStriped: {
+      // Global q = l·P + q, kv = m·P + kv, dq = q - kv: in the window when
+      // (l - m)·P + dq < W, i.e. m >= l - floor((W - 1 - dq) / P).
+      const int64_t dq = q - kv;
+      const int64_t lo = window > 0 ? -floor_div(window - 1 - dq, L.ring) - 1 : kNoLower;
+      p.add(c, c, kv <= q ? 0 : -1, lo, t);
       break;
+    }
     case LoadBalance::kZigzag: {
       const int64_t half = c / 2;
       const int64_t P2 = 2 * static_cast<int64_t>(L.ring);
@@ -129,8 +166,9 @@ Pairs pair_counts(const TokenLayout& L, int q, int kv, bool causal, const Attent
       const int64_t kv_chunks[2] = {kv, P2 - 1 - kv};
       for (int64_t qc : q_chunks) {
         for (int64_t kc : kv_chunks) {
-          if (qc > kc) p.add(half, half, kAll, t);
-          else if (qc == kc) p.add(half, half, 0, t);
+          const int64_t k = (qc - kc) * half;
+          if (qc > kc) p.add(half, half, window > 0 ? k : kAll, window_lower(k, window), t);
+          else if (qc == kc) p.add(half, half, 0, window_lower(0, window), t);
         }
       }
       break;
@@ -142,46 +180,117 @@ Pairs pair_counts(const TokenLayout& L, int q, int kv, bool causal, const Attent
 }  // namespace
 
 PairFlops attention_pair_flops(const TokenLayout& layout, int q_pos, int kv_pos, bool causal,
-                               int heads, int head_dim, const AttentionTiles& tiles) {
-  const Pairs p = pair_counts(layout, q_pos, kv_pos, causal, tiles);
+                               int heads, int head_dim, const AttentionTiles& tiles, int64_t window) {
+  const Pairs p = pair_counts(layout, q_pos, kv_pos, causal, tiles, causal ? window : 0);
   const double per_pair = 4.0 * head_dim * heads;
   return {per_pair * static_cast<double>(p.useful), per_pair * static_cast<double>(p.executed)};
 }
 
+namespace {
+
+// A sliding window: the steps the ring needs and each step's largest work.
+void windowed_steps(const TokenLayout& layout, const AttentionTiles& tiles, int64_t window,
+                    double per_pair, RingAttentionWork& w) {
+  const int P = layout.ring;
+  double total = w.own_executed_max * P;
+  if (layout.lb == LoadBalance::kContiguous) {
+    // At step s >= 1 positions i >= s hold block i - s (positions i < s a future one).
+    w.steps = window_blocks(layout.tokens_per_rank(), window, P);
+    for (int s = 1; s < w.steps; ++s) {
+      const Pairs p = pair_counts(layout, P - 1, P - 1 - s, true, tiles, window);
+      w.step_executed.push_back(per_pair * static_cast<double>(p.executed));
+      total += static_cast<double>(P - s) * w.step_executed.back();
+    }
+  } else {
+    // Striped and zigzag spread the window over every block, and zigzag's own blocks differ
+    // by position under it: all pairs, O(P²).
+    total = 0;
+    w.steps = 1;
+    for (int s = 0; s < P; ++s) {
+      double step_max = 0;
+      for (int i = 0; i < P; ++i) {
+        const Pairs p = pair_counts(layout, i, (i - s + P) % P, true, tiles, window);
+        step_max = std::max(step_max, per_pair * static_cast<double>(p.executed));
+        total += per_pair * static_cast<double>(p.executed);
+      }
+      if (s == 0) {
+        w.own_executed_max = step_max;
+        continue;
+      }
+      w.step_executed.push_back(step_max);
+      if (step_max > 0) w.steps = s + 1;
+    }
+    w.step_executed.resize(w.steps - 1);
+  }
+  w.step_executed_max = w.step_executed.empty()
+                            ? 0
+                            : *std::max_element(w.step_executed.begin(), w.step_executed.end());
+  w.executed_total = total;
+}
+
+}  // namespace
+
 RingAttentionWork ring_attention_work(const TokenLayout& layout, bool causal, int heads,
-                                      int head_dim, const AttentionTiles& tiles) {
+                                      int head_dim, const AttentionTiles& tiles, int64_t window) {
   const int P = layout.ring;
   RingAttentionWork w;
+  w.steps = P;
   const double per_pair = 4.0 * head_dim * heads;
+  if (!causal) window = 0;
   // Step 0: every position has the same own-block work in every layout (position-free
-  // shapes: contiguous and striped diagonal with k = 0, zigzag two diagonals + one full).
-  const Pairs own = pair_counts(layout, 0, 0, causal, tiles);
+  // shapes: contiguous and striped diagonal with k = 0, zigzag two diagonals + one full;
+  // a window cuts each the same way).
+  const Pairs own = pair_counts(layout, 0, 0, causal, tiles, window);
   w.own_executed_max = per_pair * static_cast<double>(own.executed);
+  w.useful_total = per_pair * attention_pairs(layout.seq_len, causal, window);
+  if (window > 0) {
+    windowed_steps(layout, tiles, window, per_pair, w);
+    return w;
+  }
   if (P > 1) {
     // At s > 0 position P-1 holds block P-1-s < P-1: full (contiguous), k = 0 (striped),
     // two full quarters (zigzag: every position does the same). That is the largest
     // off-own pair, so it bounds every step s > 0.
-    const Pairs off = pair_counts(layout, P - 1, 0, causal, tiles);
+    const Pairs off = pair_counts(layout, P - 1, 0, causal, tiles, 0);
     w.step_executed_max = per_pair * static_cast<double>(off.executed);
   }
-  w.useful_total = per_pair * attention_pairs(layout.seq_len, causal);
   // Executed total: own blocks + off-own pairs by class. Below-diagonal pairs: P(P-1)/2;
   // above: the same number.
   const double below = 0.5 * P * (P - 1.0);
   if (!causal || P == 1) {
     w.executed_total = w.own_executed_max * P + (causal ? 0.0 : 2 * below * w.own_executed_max);
   } else {
-    const Pairs lower = pair_counts(layout, P - 1, 0, causal, tiles);
-    const Pairs upper = pair_counts(layout, 0, P - 1, causal, tiles);
+    const Pairs lower = pair_counts(layout, P - 1, 0, causal, tiles, 0);
+    const Pairs upper = pair_counts(layout, 0, P - 1, causal, tiles, 0);
     w.executed_total = per_pair * (static_cast<double>(own.executed) * P +
                                    below * static_cast<double>(lower.executed + upper.executed));
   }
   return w;
 }
 
-double attention_pairs(int64_t seq_len, bool causal) {
+double attention_pairs(int64_t seq_len, bool causal, int64_t window) {
   const double n = static_cast<double>(seq_len);
+  if (causal && window > 0 && window < seq_len) {
+    // Query i attends min(i + 1, W) keys.
+    const double W = static_cast<double>(window);
+    return W * (W + 1) / 2 + (n - W) * W;
+  }
   return causal ? n * (n + 1) / 2 : n * n;
+}
+
+int window_blocks(int64_t c, int64_t window, int P) {
+  // Block i - s's nearest pair to block i is (s-1)·c + 1 apart: needed while < W.
+  if (window <= 0 || c <= 0) return P;
+  return static_cast<int>(std::min<int64_t>(P, (window - 1 + c - 1) / c + 1));
+}
+
+int all_gather_blocks(const PlanChoice& choice, int64_t c, int64_t window) {
+  const int P = std::max(1, choice.cp);
+  return choice.load_balance == LoadBalance::kContiguous ? window_blocks(c, window, P) : P;
+}
+
+int64_t effective_window(const ModelSpec& m, const Job& job) {
+  return job.causal && m.sliding_window > 0 && m.sliding_window < job.seq_len ? m.sliding_window : 0;
 }
 
 double kv_block_bytes(int64_t c, const ModelSpec& m, int element_bytes) {

@@ -14,9 +14,14 @@
 // kernel tiles separately (as ring-flash-attention's zigzag does). Backward FLOPs =
 // kBackwardFlopsFactor (2.5, kernel_efficiency.h) times forward; its time is the curve's
 // measured backward_factor times the forward's.
+//
+// Sliding window W (ModelSpec::sliding_window; `window` 0 = none, ignored unless causal):
+// query i attends keys j with i - W < j <= i; tiles wholly outside the band are skipped like
+// masked ones, and the ring needs only the steps whose blocks hold a pair in the band.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "planner/model_spec.h"
 #include "planner/plan.h"
@@ -37,23 +42,44 @@ struct PairFlops {
 // Forward FLOPs of the query block of ring position q_pos against the K,V block of
 // position kv_pos (all heads). O(log c) per call (closed forms, no per-token loops).
 PairFlops attention_pair_flops(const TokenLayout& layout, int q_pos, int kv_pos, bool causal,
-                               int heads, int head_dim, const AttentionTiles& tiles);
+                               int heads, int head_dim, const AttentionTiles& tiles,
+                               int64_t window = 0);
 
 // What the lockstep ring needs per layer, forward, for one sequence: at step 0 every
 // position computes against its own block; at every step s > 0 the slowest position does
 // `step_executed_max` (the same for every s > 0 in all three load balances, see the .cc),
 // so a flat ring's attention compute is own_executed_max + (P-1)·step_executed_max.
+// With a sliding window the steps differ: `steps` (<= P) is 1 + the last step at which
+// some position holds a block with a pair in the window (contiguous: min(P, ceil((W-1)/c)
+// + 1), the ring stops there), and step_executed[s-1] is step s's largest work.
 struct RingAttentionWork {
   double own_executed_max = 0;   // step 0, max over positions
   double step_executed_max = 0;  // any step s > 0, max over positions
   double useful_total = 0;       // sum over all P x P pairs (the whole sequence)
   double executed_total = 0;     // sum over all pairs
+  int steps = 1;                 // ring steps needed (P without a window)
+  std::vector<double> step_executed;  // window only: steps 1..steps-1, max over positions
 };
+// O(1) calls of the closed forms without a window; O(steps) with one (contiguous), O(P²)
+// for striped and zigzag under a window.
 RingAttentionWork ring_attention_work(const TokenLayout& layout, bool causal, int heads,
-                                      int head_dim, const AttentionTiles& tiles);
+                                      int head_dim, const AttentionTiles& tiles,
+                                      int64_t window = 0);
 
-// Unmasked (query, key) pairs of a whole sequence: N² or N(N+1)/2.
-double attention_pairs(int64_t seq_len, bool causal);
+// Unmasked (query, key) pairs of a whole sequence: N² or N(N+1)/2; with a window W < N
+// (causal) W(W+1)/2 + (N-W)·W.
+double attention_pairs(int64_t seq_len, bool causal, int64_t window = 0);
+
+// The window that applies to `job`: the model's sliding_window when the job is causal and
+// the window is shorter than the sequence, else 0 (a window >= N masks nothing more).
+int64_t effective_window(const ModelSpec& m, const Job& job);
+// Contiguous blocks of c tokens a query block needs under window W (its own included):
+// min(P, ceil((W-1)/c) + 1); P without a window.
+int window_blocks(int64_t c, int64_t window, int P);
+// Blocks a position attends to, its own included (all_gather gathers these; the memory
+// model holds them): fewer than P only for contiguous chunks under a window, since striped
+// and zigzag spread the window over every block.
+int all_gather_blocks(const PlanChoice& choice, int64_t c, int64_t window);
 
 // Bytes of one K,V block: 2·c·d·h_kv·element_bytes.
 double kv_block_bytes(int64_t c, const ModelSpec& m, int element_bytes);

@@ -64,7 +64,8 @@ int64_t sequences_per_step(const Job& job) {
 double model_flops_per_step(const ModelSpec& m, const Job& job) {
   const double n = static_cast<double>(job.seq_len);
   const double matmul = 6.0 * (m.layers * m.layer_params() + static_cast<double>(m.vocab) * m.hidden) * n;
-  const double attention = 3.0 * m.layers * 4.0 * m.head_dim * m.heads * attention_pairs(job.seq_len, job.causal);
+  const double attention = 3.0 * m.layers * 4.0 * m.head_dim * m.heads *
+                           attention_pairs(job.seq_len, job.causal, effective_window(m, job));
   return static_cast<double>(sequences_per_step(job)) * (matmul + attention);
 }
 
@@ -105,7 +106,7 @@ const RingPatterns& CostModel::ring_patterns(int cp, int dp, Schedule schedule,
   const int rings = cp > 0 ? static_cast<int>(order.size()) / cp : 0;
   auto gpu = [&](int ring, int pos) { return order[ring * cp + ((pos % cp) + cp) % cp]; };
   if (cp >= 2) {
-    if (schedule == Schedule::kHierarchical) {
+    if (schedule == Schedule::kTwoLevel) {
       const int g = fabric_.topology().gpus_per_node;
       const int n = cp / g;
       auto inner = [&](int r, int k, int l, int dl) { return gpu(r, k * g + ((l + dl) % g + g) % g); };
@@ -177,12 +178,23 @@ const RingPatterns& CostModel::ring_patterns(int cp, int dp, Schedule schedule,
         pat->home = pat->dkv;
       }
     }
-    const PatternCost& fwd = schedule == Schedule::kHierarchical ? pat->outer_kv : pat->kv;
+    const PatternCost& fwd = schedule == Schedule::kTwoLevel ? pat->outer_kv : pat->kv;
     pat->bottleneck_link = fwd.bottleneck_link;
     pat->link_classes = fwd.link_classes;
     pat->bottleneck_bytes_per_s = fwd.s_per_unit > 0 ? e / fwd.s_per_unit : 0;
   }
   return *patterns_.emplace(key, std::move(pat)).first->second;
+}
+
+const PatternCost& CostModel::ring_home_pattern(int cp, int dp, const std::vector<int>& order, int hops) {
+  auto key = std::make_tuple(cp, dp, hops, order);
+  auto it = ring_home_.find(key);
+  if (it != ring_home_.end()) return it->second;
+  std::vector<UnitFlow> f;
+  for (int r = 0; r < dp; ++r)
+    for (int i = 0; i < cp; ++i)
+      f.push_back({order[r * cp + i], order[r * cp + ((i - hops) % cp + cp) % cp], 4.0, 0});
+  return ring_home_.emplace(key, solve(fabric_, cost_, f, 1)[0]).first->second;
 }
 
 const PatternCost& CostModel::all_to_all_pattern(int cp, int dp, const std::vector<int>& order) {
@@ -258,19 +270,22 @@ std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {
   if (ch.kv_subblocks < 1 || ch.kv_subblocks > c)
     return "kv_subblocks must be in [1, " + str(c) + "] (got " + str(ch.kv_subblocks) + ")";
   if (ch.strategy == Strategy::kRing) {
+    if (ch.schedule != Schedule::kFlat && ch.cp > 1 && effective_window(m, job) > 0)
+      return std::string("a sliding window (") + str(m.sliding_window) + " tokens) runs on the flat ring, which " +
+             "stops at the last block in the window (a " + to_string(ch.schedule) + " ring carries every block)";
     if (ch.schedule == Schedule::kBidirectional && ch.cp < 3)
       return "a bidirectional ring needs cp >= 3 (a ring of " + str(ch.cp) + " has one neighbour)";
-    if (ch.schedule == Schedule::kHierarchical) {
+    if (ch.schedule == Schedule::kTwoLevel) {
       const int g = fabric_.topology().gpus_per_node;
       if (g < 2 || ch.cp % g != 0 || ch.cp / g < 2)
-        return "a hierarchical ring needs cp a multiple of the " + str(g) +
+        return "a two-level ring needs cp a multiple of the " + str(g) +
                " GPUs per node spanning at least two nodes (cp " + str(ch.cp) + ")";
       for (int r = 0; r < ch.dp; ++r) {
         for (int k = 0; k < ch.cp / g; ++k) {
           const int node = fabric_.node_of(ch.order[r * ch.cp + k * g]);
           for (int l = 1; l < g; ++l)
             if (fabric_.node_of(ch.order[r * ch.cp + k * g + l]) != node)
-              return "a hierarchical ring's order must keep each node's " + str(g) +
+              return "a two-level ring's order must keep each node's " + str(g) +
                      " GPUs together (ring " + str(r) + ", node group " + str(k) + ")";
         }
       }
@@ -291,7 +306,7 @@ std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {
 }
 
 LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const RingPatterns& pat,
-                                  const PatternCost* a2a, bool free_comm) const {
+                                  const PatternCost* a2a, bool free_comm) {
   const ModelSpec& m = model_;
   const int P = std::max(1, ch.cp);
   const int64_t c = job.seq_len / P;
@@ -310,19 +325,23 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
     return c + x - cost_.transfer_overlap * std::min(c, x);
   };
   const bool fwd_only = job.passes == Passes::kForward;
+  const int64_t window = effective_window(m, job);
 
   LayerTimes t;
   if (ch.strategy == Strategy::kUlysses || ch.strategy == Strategy::kAllGatherCp) {
     // Every GPU computes 1/P of the whole sequence's attention, balanced.
     const TokenLayout whole{LoadBalance::kContiguous, job.seq_len, 1};
-    const RingAttentionWork w = ring_attention_work(whole, job.causal, m.heads, m.head_dim, tiles);
+    const RingAttentionWork w = ring_attention_work(whole, job.causal, m.heads, m.head_dim, tiles, window);
     const double cf = w.executed_total / P / F, cb = bf * cf;
     double comm_f = 0, comm_b = 0;
     if (ch.strategy == Strategy::kAllGatherCp) {
-      // All-gather K,V (P-1 ring steps of one block) before the forward and again before
-      // the backward; reduce-scatter of the fp32 dK,dV after it. Not overlapped.
-      comm_f = (P - 1) * X(pat.kv, units);
-      comm_b = (P - 1) * (X(pat.kv, units) + X(pat.dkv, units));
+      // All-gather K,V (B-1 ring steps of one block, B = P or a window's blocks) before the
+      // forward and again before the backward; reduce-scatter of the fp32 dK,dV after it.
+      // Not overlapped. The share of the attention is the average (a window leaves the
+      // first positions less to do).
+      const int steps = all_gather_blocks(ch, c, window) - 1;
+      comm_f = steps * X(pat.kv, units);
+      comm_b = steps * (X(pat.kv, units) + X(pat.dkv, units));
     } else if (P > 1) {
       // All-to-all of Q,K,V in and of the output back (backward: dout in, dQ,dK,dV out).
       const double e = fabric_.topology().gpu.element_bytes;
@@ -340,7 +359,7 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
     t.ring_busy_bwd = fwd_only ? 0 : comm_b;
   } else {
     const TokenLayout layout{ch.load_balance, job.seq_len, P};
-    const RingAttentionWork w = ring_attention_work(layout, job.causal, m.heads, m.head_dim, tiles);
+    const RingAttentionWork w = ring_attention_work(layout, job.causal, m.heads, m.head_dim, tiles, window);
     // A later step's block also merges its partial result (KernelCurve::merge_bytes).
     const double elements = static_cast<double>(c) * m.heads * m.head_dim;
     const double mf = cost_.merge_s(elements, false), mb = cost_.merge_s(elements, true);
@@ -351,12 +370,35 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       tf = f0;
       tb = b0;
     } else if (ch.schedule == Schedule::kFlat) {
+      // S = P steps, or fewer under a sliding window (the ring stops at the last block with
+      // a pair in the window; the accumulators then go straight home, S - 1 positions back).
+      const int S = w.steps;
+      auto fwd_step = [&](int s) {
+        return w.step_executed.empty() ? f1 : w.step_executed[s - 1] / F * I + mf;
+      };
+      auto bwd_step = [&](int s) {
+        return w.step_executed.empty() ? b1 : bf * w.step_executed[s - 1] / F * I + mb + acc;
+      };
       const double xkv = X(pat.kv, units), xkd = X(pat.kv_dkv, units), xd = X(pat.dkv, units);
-      tf = ov(f0, xkv) + (P - 2) * ov(f1, xkv) + f1 + P * sync;
-      tb = ov(b0, xkv) + (P - 2) * ov(b1, xkd) + ov(b1, xd) + X(pat.home, units) +
-           P * sync;
-      busy_f = (P - 1) * xkv;
-      busy_b = xkv + (P - 2) * xkd + xd + X(pat.home, units);
+      const double xh = X(S == P ? pat.home : ring_home_pattern(ch.cp, ch.dp, ch.order, S - 1), units);
+      if (S == 1) {
+        tf = f0;
+        tb = b0;
+      } else if (w.step_executed.empty()) {
+        tf = ov(f0, xkv) + (P - 2) * ov(f1, xkv) + f1 + P * sync;
+        tb = ov(b0, xkv) + (P - 2) * ov(b1, xkd) + ov(b1, xd) + xh + P * sync;
+      } else {
+        tf = ov(f0, xkv) + fwd_step(S - 1) + S * sync;
+        tb = ov(b0, xkv) + ov(bwd_step(S - 1), xd) + xh + S * sync;
+        for (int s = 1; s < S - 1; ++s) {
+          tf += ov(fwd_step(s), xkv);
+          tb += ov(bwd_step(s), xkd);
+        }
+      }
+      if (S > 1) {
+        busy_f = (S - 1) * xkv;
+        busy_b = xkv + (S - 2) * xkd + xd + xh;
+      }
     } else if (ch.schedule == Schedule::kBidirectional) {
       const int S = P / 2;                 // steps after step 0 = ceil((P-1)/2)
       const int last_blocks = P % 2 == 1 ? 2 : 1;
@@ -391,7 +433,7 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       tb += xh + acc + (S + 1) * sync;
       busy_f = (S - 1) * x2 + xlast;
       busy_b = x2 + (S - 1) * xkd + xd + xh;
-    } else {  // hierarchical
+    } else {  // two-level
       const int g = fabric_.topology().gpus_per_node;
       const int n = P / g;
       const double xin = X(pat.kv, units), xout = X(pat.outer_kv, units);
@@ -412,11 +454,15 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
     }
     t.attention_fwd = tf;
     t.attention_bwd = fwd_only ? 0 : tb;
-    t.attention_compute_fwd = (w.own_executed_max + (P - 1) * w.step_executed_max) / F + (P - 1) * mf;
+    double steps_executed = (P - 1) * w.step_executed_max;
+    if (!w.step_executed.empty()) {
+      steps_executed = 0;
+      for (double x : w.step_executed) steps_executed += x;
+    }
+    const int later = w.steps - 1;  // steps after the own block's
+    t.attention_compute_fwd = (w.own_executed_max + steps_executed) / F + later * mf;
     t.attention_compute = t.attention_compute_fwd +
-                          (fwd_only ? 0
-                                    : bf * (w.own_executed_max + (P - 1) * w.step_executed_max) / F +
-                                          (P - 1) * (acc + mb));
+                          (fwd_only ? 0 : bf * (w.own_executed_max + steps_executed) / F + later * (acc + mb));
     t.ring_busy_fwd = busy_f;
     t.ring_busy_bwd = fwd_only ? 0 : busy_b;
   }
@@ -505,7 +551,8 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
   double time = 0, free_time = 0, tokens = 0, flops = 0, att_compute = 0, lin_compute = 0,
          fsdp_total = 0;
   const double att_useful_fwd =
-      4.0 * m.head_dim * m.heads * attention_pairs(job.seq_len, job.causal);  // one layer, one sequence
+      4.0 * m.head_dim * m.heads *
+      attention_pairs(job.seq_len, job.causal, effective_window(m, job));  // one layer, one sequence
   const double pass_factor = fwd_only ? 1 : 3;
   switch (job.workload) {
     case Workload::kAttention:
@@ -547,19 +594,19 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
   p.attention_compute_s = att_compute;
   p.linear_compute_s = lin_compute;
   p.fsdp_exposed_s = fsdp_total;
-  p.memory = memory_breakdown(m, ch, job.seq_len, gpu);
+  p.memory = memory_breakdown(m, ch, job.seq_len, gpu, effective_window(m, job));
   p.memory_bytes_per_gpu = p.memory.total();
   p.fits = p.memory_bytes_per_gpu <= gpu.memory_bytes;
   // Tokens per GPU at which one step's compute would just cover its transfer, on this
-  // plan's bottleneck with sharing (hierarchical: the outer transfer over g inner steps).
+  // plan's bottleneck with sharing (two-level: the outer transfer over g inner steps).
   if (ch.strategy == Strategy::kRing && P > 1 && pat.bottleneck_link >= 0) {
     const double units = 2.0 * static_cast<double>(c) * m.head_dim * m.kv_heads;
     const TokenLayout layout{ch.load_balance, job.seq_len, P};
-    const RingAttentionWork w =
-        ring_attention_work(layout, job.causal, m.heads, m.head_dim, {ch.block_q, ch.block_kv});
+    const RingAttentionWork w = ring_attention_work(layout, job.causal, m.heads, m.head_dim,
+                                                    {ch.block_q, ch.block_kv}, effective_window(m, job));
     const double F = cost_.attention_flops_per_s(ch.block_q, ch.block_kv, m.head_dim);
-    const double steps = ch.schedule == Schedule::kHierarchical ? fabric_.topology().gpus_per_node : 1;
-    const PatternCost& x = ch.schedule == Schedule::kHierarchical ? pat.outer_kv : pat.kv;
+    const double steps = ch.schedule == Schedule::kTwoLevel ? fabric_.topology().gpus_per_node : 1;
+    const PatternCost& x = ch.schedule == Schedule::kTwoLevel ? pat.outer_kv : pat.kv;
     const double compute = steps * w.step_executed_max / F;
     if (compute > 0) p.overlap_threshold_tokens = static_cast<double>(c) * units * x.s_per_unit / compute;
   }

@@ -17,7 +17,7 @@
 // steps after step 0 with two blocks each (one in the last when P is even), transfers in
 // both directions, accumulators sent straight home at the end; in the backward only the
 // first block's compute hides the step's transfers (the second waits for the first's
-// accumulator: one partial buffer). Hierarchical: n = P/g outer
+// accumulator: one partial buffer). Two-level: n = P/g outer
 // steps of g inner steps each; the outer transfer (all rails at once) hides behind the
 // inner steps: outer step = max(inner steps, x_outer). kv_subblocks = m sends each
 // transfer as m messages: m latencies (the model sees no gain from it; the search keeps it
@@ -81,7 +81,7 @@ struct PatternCost {
 // link sharing. They do not depend on tiles, load balance or checkpointing, so the search
 // computes them once per (cp, schedule, order).
 struct RingPatterns {
-  PatternCost kv;         // a step's K,V transfer(s) (hierarchical: inner, beside the outer)
+  PatternCost kv;         // a step's K,V transfer(s) (two-level: inner, beside the outer)
   PatternCost kv_dkv;     // a backward step: K,V and the previous step's accumulator
   PatternCost dkv;        // the accumulator alone (last step; flat: also the way home)
   PatternCost kv_single;  // bidirectional: one direction only (last step when P is even)
@@ -89,11 +89,11 @@ struct RingPatterns {
   // 1 = clockwise only, 2 = both (the streams start and end a step apart).
   PatternCost bidi[3][3];
   PatternCost home;       // after the last backward step: accumulators to their owners
-  PatternCost outer_kv;   // hierarchical outer transfers
+  PatternCost outer_kv;   // two-level outer transfers
   PatternCost outer_kv_dkv;
   PatternCost outer_dkv;
-  int bottleneck_link = -1;  // of the forward transfer (outer for hierarchical)
-  unsigned link_classes = 0;  // classes the forward transfer crosses (outer for hierarchical)
+  int bottleneck_link = -1;  // of the forward transfer (outer for two-level)
+  unsigned link_classes = 0;  // classes the forward transfer crosses (outer for two-level)
   double bottleneck_bytes_per_s = 0;  // effective per-flow rate on it (after sharing)
 };
 
@@ -137,14 +137,18 @@ class CostModel {
  private:
   // `a2a`: the all-to-all pattern, Ulysses only.
   LayerTimes layer_times(const Job& job, const PlanChoice& choice, const RingPatterns& pat,
-                         const PatternCost* a2a, bool free_comm) const;
+                         const PatternCost* a2a, bool free_comm);
   const PatternCost& all_to_all_pattern(int cp, int dp, const std::vector<int>& order);
+  // A flat ring cut short by a sliding window: every position sends its last fp32
+  // accumulator `hops` positions back, to the block's owner (units: K,V elements).
+  const PatternCost& ring_home_pattern(int cp, int dp, const std::vector<int>& order, int hops);
 
   ModelSpec model_;
   const Fabric& fabric_;
   CostParams cost_;
   std::map<std::tuple<int, int, int, std::vector<int>>, std::unique_ptr<RingPatterns>> patterns_;
   std::map<std::tuple<int, int, std::vector<int>>, PatternCost> all_to_all_;
+  std::map<std::tuple<int, int, int, std::vector<int>>, PatternCost> ring_home_;
   bool fsdp_ready_ = false;
   PatternCost fsdp_rail_, fsdp_node_;  // the collective's two rings
   int fsdp_rail_steps_ = 0, fsdp_node_steps_ = 0;

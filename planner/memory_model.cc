@@ -45,7 +45,7 @@ double RingBuffers::working_set_bytes() const {
 }
 
 RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
-                         const GpuSpec& gpu) {
+                         const GpuSpec& gpu, int64_t window) {
   const int e = gpu.element_bytes;
   const int P = std::max(1, choice.cp);
   const int64_t c = seq_len / P;
@@ -63,9 +63,10 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
   b.dout = cd * hq * e;
   b.delta = cd * m.heads * 4;
   b.score_tiles = m.heads * KernelCurve::tile_bytes(choice.block_q, choice.block_kv, m.head_dim);
+  const int blocks_needed = all_gather_blocks(choice, c, window);
   switch (choice.strategy) {
     case Strategy::kRing:
-      if (P > 1) {
+      if (P > 1 && blocks_needed > 1) {
         const bool two_streams = choice.schedule != Schedule::kFlat;
         b.kv_ring_buffers = two_streams ? 4 : 2;
         b.dkv_accumulators = two_streams ? 4 : 2;
@@ -75,7 +76,7 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
       break;  // cp = 1: the own K,V block only
     case Strategy::kAllGatherCp:
       // The whole sequence's K,V (gathered) and dK,dV (fp32, before the reduce-scatter).
-      b.gathered = P * (b.kv_block + b.dkv_block);
+      b.gathered = blocks_needed * (b.kv_block + b.dkv_block);
       b.dkv_partial = 0;
       break;
     case Strategy::kUlysses: {
@@ -100,7 +101,7 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
 }
 
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
-                                 const GpuSpec& gpu) {
+                                 const GpuSpec& gpu, int64_t window) {
   const int e = gpu.element_bytes;
   const int P = std::max(1, choice.cp);
   const double gpus = static_cast<double>(P) * std::max(1, choice.dp);
@@ -115,7 +116,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   mem.activations = std::max(1, choice.micro_batch) *
                     (m.layers * c * activation_bytes_per_token_layer(m, choice.checkpointing, e) +
                      c * m.hidden * e);
-  mem.working_set = ring_buffers(m, choice, seq_len, gpu).working_set_bytes();
+  mem.working_set = ring_buffers(m, choice, seq_len, gpu, window).working_set_bytes();
   mem.runtime_reserve = gpu.runtime_reserve_bytes;
   return mem;
 }

@@ -49,7 +49,7 @@ struct RingBuffers {
   double dout = 0;          // c·h·d·e            gradient of the attention output
   double delta = 0;         // c·h·4              rowsum(dout ∘ out), fp32
   double score_tiles = 0;   // h · tile_bytes(block_q, block_kv, d)
-  int kv_ring_buffers = 0;  // flat 2 (held + incoming), bidirectional and hierarchical 4
+  int kv_ring_buffers = 0;  // flat 2 (held + incoming), bidirectional and two-level 4
   int dkv_accumulators = 0; // traveling + incoming per stream: flat 2, bidi / hier 4
   // Strategy-specific gathered buffers (all-gather CP: the full sequence's K,V and dK,dV;
   // Ulysses: the all-to-all send + receive staging of Q,K,V).
@@ -78,8 +78,11 @@ struct RingBuffers {
 // For llama2-7b (bf16): none ≈ 123 KB, selective ≈ 57 KB, full = 8 KB per token per layer.
 double activation_bytes_per_token_layer(const ModelSpec& m, Checkpointing ckpt, int element_bytes);
 
+// `window`: the job's effective sliding window (attention_work.h), 0 = none. K,V that no
+// step needs are not held: a contiguous ring cut to one step has no ring buffers, and
+// all-gather CP on contiguous chunks gathers only the window_blocks() a position attends to.
 RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
-                         const GpuSpec& gpu);
+                         const GpuSpec& gpu, int64_t window = 0);
 
 // Memory per GPU of a plan (choice.strategy decides the buffers: the ring, flash-fsdp
 // with cp = 1, all-gather CP, Ulysses).
@@ -94,6 +97,6 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
 //   working_set    RingBuffers::working_set_bytes()
 //   runtime_reserve  gpu.runtime_reserve_bytes
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
-                                 const GpuSpec& gpu);
+                                 const GpuSpec& gpu, int64_t window = 0);
 
 }  // namespace rm

@@ -14,8 +14,7 @@ double ModelSpec::layer_params() const {
 }
 
 double ModelSpec::params() const {
-  // Untied input embedding and output head (as in every shipped model).
-  return layers * layer_params() + 2.0 * vocab * hidden;
+  return layers * layer_params() + (tied_embeddings ? 1.0 : 2.0) * vocab * hidden;
 }
 
 }  // namespace rm

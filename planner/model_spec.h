@@ -19,9 +19,15 @@ struct ModelSpec {
   int ffn_hidden = 0;  // f
   int vocab = 0;
   bool gated_ffn = true;  // SwiGLU: three f x h matrices instead of two
+  // Sliding-window attention (Mistral's `sliding_window`): query i attends keys j with
+  // i - W < j <= i under the causal mask; 0 = none. Non-causal jobs ignore it.
+  int64_t sliding_window = 0;
+  // Input embedding and output head share one matrix (Hugging Face's
+  // tie_word_embeddings): its parameters are counted once.
+  bool tied_embeddings = false;
 
   // Parameters of one layer (attention + FFN weights, norms ignored) and of the model
-  // (layers + input embedding + output head).
+  // (layers + input embedding + output head, once when tied).
   double layer_params() const;
   double params() const;
 };

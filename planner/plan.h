@@ -25,7 +25,9 @@ class Node;
 namespace rm {
 
 enum class Strategy { kRing, kFlashFsdp, kAllGatherCp, kUlysses };
-enum class Schedule { kFlat, kBidirectional, kHierarchical };
+// kTwoLevel: the two-level ("double") ring of schedule.h, first spelled "hierarchical";
+// Megatron's hierarchical context parallelism is its a2a+p2p, hence the new name.
+enum class Schedule { kFlat, kBidirectional, kTwoLevel };
 enum class LoadBalance { kContiguous, kStriped, kZigzag };
 enum class Checkpointing { kNone, kSelective, kFull };
 // What is predicted / run: ring attention alone (forward + backward), one whole layer,
@@ -33,9 +35,18 @@ enum class Checkpointing { kNone, kSelective, kFull };
 enum class Workload { kAttention, kLayer, kStep };
 enum class Passes { kForward, kForwardBackward };
 
+// The context-parallel kind of a plan as Megatron-LM's --cp-comm-type spells it: "p2p"
+// (the ring), "all_gather" (Llama 3's all-gather of K,V), "a2a" (Ulysses, all-to-all over
+// heads). The strategy a kind is priced and scheduled as: p2p = kRing, all_gather =
+// kAllGatherCp, a2a = kUlysses; flash-fsdp (cp = 1) has none ("none").
+const char* cp_comm_type(Strategy v);
+// Throws InputError naming `where` and `field`; Megatron's a2a+p2p is named as not priced yet.
+Strategy parse_cp_comm_type(const std::string& s, const std::string& where, const std::string& field);
+
 // Canonical spellings used on the command line, in YAML and in JSON
 // ("ring", "flash-fsdp", "allgather-cp", "ulysses"; "flat", "bidirectional",
-// "hierarchical"; "contiguous", "striped", "zigzag"; "none", "selective", "full";
+// "two-level" (the old "hierarchical" is still read); "contiguous", "striped", "zigzag";
+// "none", "selective", "full";
 // "attention", "layer", "step"; "forward", "forward-backward").
 const char* to_string(Strategy v);
 const char* to_string(Schedule v);
@@ -46,6 +57,8 @@ const char* to_string(Passes v);
 // Parse; throw InputError naming `where` and `field` and listing the valid spellings.
 Strategy parse_strategy(const std::string& s, const std::string& where, const std::string& field);
 Schedule parse_schedule(const std::string& s, const std::string& where, const std::string& field);
+// The two-level ring's first spelling, still accepted (the CLI notes the new one).
+inline constexpr const char* kOldTwoLevelSpelling = "hierarchical";
 LoadBalance parse_load_balance(const std::string& s, const std::string& where, const std::string& field);
 Checkpointing parse_checkpointing(const std::string& s, const std::string& where, const std::string& field);
 Workload parse_workload(const std::string& s, const std::string& where, const std::string& field);
@@ -144,7 +157,14 @@ Plan read_plan_yaml(const std::string& path);
 std::string plan_to_yaml_string(const Plan& plan);
 
 // The JSON object `plan` prints and `sweep` lists (a contract; see README):
-// model, topology, gpus, seq_len, plan{...}, predicted{...}, baselines[...].
+// schema_version, model, topology, gpus, seq_len, plan{...}, predicted{...}, baselines[...].
+// Schema 2 added, beside the existing keys (unchanged): plan.cp_comm_type, plan.tp,
+// plan.pp, plan.sharding, plan.virtual_stages. The planner prices tp = pp = 1,
+// virtual_stages = 1 and FSDP sharding over all GPUs ("fsdp"); plan.yaml carries the same
+// keys and refuses other values.
+inline constexpr int kPlanSchemaVersion = 2;
+// Megatron / torchtitan data-parallel sharding of every plan: ZeRO-3 over all GPUs.
+extern const char* const kFsdpSharding;
 nlohmann::json plan_to_json(const Plan& plan);
 
 }  // namespace rm

@@ -10,7 +10,7 @@
 //   causal: true
 //   workload: step              # attention | layer | step
 //   passes: forward-backward    # forward | forward-backward
-//   plan: {strategy, cp, dp, schedule, order_name, order: [GPU ids in ring order],
+//   plan: {strategy, cp_comm_type, tp, pp, sharding, virtual_stages, cp, dp, schedule, order_name, order: [GPU ids in ring order],
 //          load_balance, block_q, block_kv, kv_subblocks, checkpointing, grad_accum,
 //          micro_batch (optional, 1)}
 //   predicted: {...}            # informational: written, read if present, never required
@@ -64,7 +64,7 @@ constexpr std::array<std::pair<Strategy, const char*>, 4> kStrategies{{
 constexpr std::array<std::pair<Schedule, const char*>, 3> kSchedules{{
     {Schedule::kFlat, "flat"},
     {Schedule::kBidirectional, "bidirectional"},
-    {Schedule::kHierarchical, "hierarchical"},
+    {Schedule::kTwoLevel, "two-level"},
 }};
 constexpr std::array<std::pair<LoadBalance, const char*>, 3> kLoadBalances{{
     {LoadBalance::kContiguous, "contiguous"},
@@ -95,10 +95,32 @@ const char* to_string(Checkpointing v) { return spell(v, kCheckpointings); }
 const char* to_string(Workload v) { return spell(v, kWorkloads); }
 const char* to_string(Passes v) { return spell(v, kPasses); }
 
+constexpr std::array<std::pair<Strategy, const char*>, 4> kCpCommTypes{{
+    {Strategy::kRing, "p2p"},
+    {Strategy::kAllGatherCp, "all_gather"},
+    {Strategy::kUlysses, "a2a"},
+    {Strategy::kFlashFsdp, "none"},
+}};
+
+const char* cp_comm_type(Strategy v) { return spell(v, kCpCommTypes); }
+const char* const kFsdpSharding = "fsdp";
+
+Strategy parse_cp_comm_type(const std::string& s, const std::string& where, const std::string& field) {
+  if (s == "a2a+p2p") {
+    fail_input(where, field,
+               "a2a+p2p (all-to-all inside a node, ring across) is not priced yet; expected one of "
+               "p2p, all_gather, a2a");
+  }
+  for (const auto& [e, name] : kCpCommTypes)
+    if (s == name && e != Strategy::kFlashFsdp) return e;
+  fail_input(where, field, "expected one of p2p, all_gather, a2a (got '" + s + "')");
+}
+
 Strategy parse_strategy(const std::string& s, const std::string& where, const std::string& field) {
   return parse_enum(s, kStrategies, where, field);
 }
 Schedule parse_schedule(const std::string& s, const std::string& where, const std::string& field) {
+  if (s == kOldTwoLevelSpelling) return Schedule::kTwoLevel;
   return parse_enum(s, kSchedules, where, field);
 }
 LoadBalance parse_load_balance(const std::string& s, const std::string& where, const std::string& field) {
@@ -131,6 +153,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
   const PlanChoice& c = plan.choice;
   const Prediction& p = plan.predicted;
   nlohmann::json out;
+  out["schema_version"] = kPlanSchemaVersion;
   out["model"] = j.model;
   out["topology"] = j.topology;
   out["gpus"] = j.gpus;
@@ -141,6 +164,11 @@ nlohmann::json plan_to_json(const Plan& plan) {
   out["passes"] = to_string(j.passes);
   out["attention_kernel"] = j.attention_kernel;
   out["plan"] = {{"strategy", to_string(c.strategy)},
+                 {"cp_comm_type", cp_comm_type(c.strategy)},
+                 {"tp", 1},
+                 {"pp", 1},
+                 {"sharding", kFsdpSharding},
+                 {"virtual_stages", 1},
                  {"cp", c.cp},
                  {"dp", c.dp},
                  {"schedule", to_string(c.schedule)},
@@ -217,6 +245,11 @@ std::string plan_to_yaml_string(const Plan& plan) {
 
   e << YAML::Key << "plan" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "strategy" << YAML::Value << to_string(c.strategy);
+  e << YAML::Key << "cp_comm_type" << YAML::Value << cp_comm_type(c.strategy);
+  e << YAML::Key << "tp" << YAML::Value << 1;
+  e << YAML::Key << "pp" << YAML::Value << 1;
+  e << YAML::Key << "sharding" << YAML::Value << kFsdpSharding;
+  e << YAML::Key << "virtual_stages" << YAML::Value << 1;
   e << YAML::Key << "cp" << YAML::Value << c.cp;
   e << YAML::Key << "dp" << YAML::Value << c.dp;
   e << YAML::Key << "schedule" << YAML::Value << to_string(c.schedule);
@@ -295,6 +328,17 @@ int int_field(const YamlMap& m, const std::string& key, int64_t lo) {
 PlanChoice read_choice(const YamlMap& m, int gpus) {
   PlanChoice c;
   c.strategy = parse_strategy(m.str("strategy"), m.location("strategy"), m.field("strategy"));
+  if (m.has("cp_comm_type") && m.str("cp_comm_type") != cp_comm_type(c.strategy)) {
+    m.fail("cp_comm_type", std::string("expected '") + cp_comm_type(c.strategy) + "' for strategy " +
+                               to_string(c.strategy) + " (got '" + m.str("cp_comm_type") + "')");
+  }
+  // Schema 2's dimensions the planner prices at one value only (plan.h).
+  for (const char* one : {"tp", "pp", "virtual_stages"}) {
+    if (m.has(one) && m.integer(one, Range::at_least(1)) != 1)
+      m.fail(one, "expected 1 (plans with tensor or pipeline parallelism are not priced yet)");
+  }
+  if (m.has("sharding") && m.str("sharding") != kFsdpSharding)
+    m.fail("sharding", std::string("expected ") + kFsdpSharding + " (got '" + m.str("sharding") + "')");
   c.cp = int_field(m, "cp", 1);
   c.dp = int_field(m, "dp", 1);
   if (static_cast<int64_t>(c.cp) * c.dp != gpus) {

@@ -74,8 +74,7 @@ std::vector<std::string> unexpressible(const PublishedEntry& e) {
   if (e.tp > 1) why.push_back("tensor parallelism (tp " + std::to_string(e.tp) + ")");
   if (e.pp > 1) why.push_back("pipeline parallelism (pp " + std::to_string(e.pp) + ")");
   if (e.precision == Precision::kFp8) why.push_back("fp8 linear layers");
-  if (e.cp_kind == CpKind::kAllGather || e.cp_kind == CpKind::kA2a || e.cp_kind == CpKind::kA2aP2p)
-    why.push_back(std::string("cp_kind ") + to_string(e.cp_kind));
+  if (e.cp_kind == CpKind::kA2aP2p) why.push_back(std::string("cp_kind ") + to_string(e.cp_kind));
   if (step && e.dp > 1 && e.sharding && *e.sharding != Sharding::kFsdp)
     why.push_back(std::string("sharding ") + to_string(*e.sharding) + " (the planner prices FSDP)");
   if (step && !e.checkpointing) why.push_back("checkpointing not stated");
@@ -140,16 +139,16 @@ double metric_value(const PublishedEntry& e, const ModelSpec& m, const Topology&
 
 // The pinned plan, through the planner's pin path. An attention benchmark holds no model,
 // so the planner's step memory says nothing about it: there the fastest tiles win, fit or
-// not (best_ring_plan would take the least-memory tiles of a plan that does not fit).
+// not (best_plan would take the least-memory tiles of a plan that does not fit).
 Plan pinned_plan(Planner& planner, const Job& job, SearchPins pins) {
-  if (job.workload != Workload::kAttention) return planner.best_ring_plan(job, pins);
+  if (job.workload != Workload::kAttention) return planner.best_plan(job, pins);
   std::optional<Plan> best;
   for (int bq : kTileSizes) {
     for (int bkv : kTileSizes) {
       pins.block_q = bq;
       pins.block_kv = bkv;
       try {
-        Plan p = planner.best_ring_plan(job, pins);
+        Plan p = planner.best_plan(job, pins);
         if (!best || p.predicted.tokens_per_s > best->predicted.tokens_per_s) best = std::move(p);
       } catch (const InputError&) {
         // This tile cannot run; another may.
@@ -159,7 +158,7 @@ Plan pinned_plan(Planner& planner, const Job& job, SearchPins pins) {
   if (best) return *best;
   pins.block_q.reset();
   pins.block_kv.reset();
-  return planner.best_ring_plan(job, pins);  // no tile runs: the planner's reasons
+  return planner.best_plan(job, pins);  // no tile runs: the planner's reasons
 }
 
 }  // namespace
@@ -224,10 +223,15 @@ PublishedCheck check_published(const PublishedEntry& e) {
 
   SearchPins pins;
   pins.cp = e.cp;
-  pins.schedule = Schedule::kFlat;
-  pins.order = "node-major";
-  pins.load_balance = load_balance_of(e.cp_kind);
-  pins.kv_subblocks = 1;
+  pins.cp_comm_type = e.cp_kind == CpKind::kAllGather ? Strategy::kAllGatherCp
+                      : e.cp_kind == CpKind::kA2a     ? Strategy::kUlysses
+                                                      : Strategy::kRing;
+  if (pins.cp_comm_type == Strategy::kRing) {  // the ring's own choices
+    pins.schedule = Schedule::kFlat;
+    pins.order = "node-major";
+    pins.load_balance = load_balance_of(e.cp_kind);
+    pins.kv_subblocks = 1;
+  }
   pins.checkpointing = e.checkpointing.value_or(Checkpointing::kNone);
   // A step's micro-batch as the source ran it (unstated: the planner's pick); an attention
   // call over several sequences is priced as that many one-sequence calls (metric_value).

@@ -38,10 +38,12 @@ class RingPass {
 
   void run() {
     em_.begin_pass(bwd_);
+    if (ctx_.kind == Strategy::kAllGatherCp) return all_gather();
+    if (ctx_.kind == Strategy::kUlysses) return all_to_all();
     switch (ctx_.schedule) {
       case Schedule::kFlat: flat(); break;
       case Schedule::kBidirectional: bidirectional(); break;
-      case Schedule::kHierarchical: two_level(); break;
+      case Schedule::kTwoLevel: two_level(); break;
     }
   }
 
@@ -64,7 +66,7 @@ class RingPass {
   RankEmitter& em_;
   double useful_scale_;
   bool bwd_;
-  int unit_;
+  int unit_;  // an all_gather backward moves on to the next for its reduce-scatter
   std::vector<Pending> batch_;
 
   int tag(Stream stream, int step, int sub) const {
@@ -138,17 +140,18 @@ class RingPass {
 
   // --- Flat ring --------------------------------------------------------------------
   // The accumulator of step s is acc[s % 2]: received (from i-1, its step s-1) in the
-  // post of step s, added to, sent on (to i+1) in the post of step s+1. After step P-1
-  // the one sent goes home to its owner i+1; the own dK,dV arrives in acc[P % 2].
+  // post of step s, added to, sent on (to i+1) in the post of step s+1. After the last
+  // step S-1 (S = ctx.steps: P, or fewer under a sliding window) the one held goes home
+  // to its owner i-(S-1) (= i+1 when S = P); the own dK,dV arrives in acc[S % 2].
 
   void flat() {
-    const int P = ctx_.P;
+    const int S = ctx_.steps;
     const int i = pos_;
-    const bool ring_bwd = bwd_ && P > 1;
+    const bool ring_bwd = bwd_ && S > 1;
     std::vector<int> reqs, acc_recv;
-    for (int s = 0; s < P; ++s) {
+    for (int s = 0; s < S; ++s) {
       em_.begin_step(s, ctx_.sync_s);
-      if (s < P - 1) {
+      if (s < S - 1) {
         recv(i - 1, ctx_.kv_bytes, cw_kv(s + 1), kKvCw, s, reqs);
         send(i + 1, ctx_.kv_bytes, cw_kv(s), kKvCw, s, reqs);
       }
@@ -160,7 +163,7 @@ class RingPass {
       const int owner = i - s;
       if (!bwd_) {
         attend(owner, cw_kv(s), -1);
-      } else if (P == 1) {
+      } else if (S == 1) {
         attend_into(owner, cw_kv(s), b_.dkv_partial);
       } else if (s == 0) {
         attend_into(owner, cw_kv(s), b_.acc[0]);
@@ -170,16 +173,81 @@ class RingPass {
       em_.wait_all(reqs);
     }
     if (!bwd_) return;
-    if (P == 1) {
+    if (S == 1) {
       em_.own_grad(b_.dkv_partial);
       return;
     }
-    em_.begin_step(P, 0);
-    send(i + 1, ctx_.dkv_bytes, b_.acc[(P - 1) % 2], kAccCw, P - 1, reqs);
-    recv(i - 1, ctx_.dkv_bytes, b_.acc[P % 2], kAccCw, P - 1, reqs);
-    flush(P, 0);
+    em_.begin_step(S, 0);
+    send(i - (S - 1), ctx_.dkv_bytes, b_.acc[(S - 1) % 2], kAccCw, S - 1, reqs);
+    recv(i + (S - 1), ctx_.dkv_bytes, b_.acc[S % 2], kAccCw, S - 1, reqs);
+    flush(S, 0);
     em_.wait_all(reqs);
-    em_.own_grad(b_.acc[P % 2]);
+    em_.own_grad(b_.acc[S % 2]);
+  }
+
+  // --- all_gather (Llama 3) ---------------------------------------------------------
+  // B-1 ring steps gather the K,V of the B = gather_blocks positions before this one (all
+  // P, or a sliding window's) into `gathered`, each step forwarding the block received in
+  // the last; then one attention op over this GPU's share of the whole sequence. Backward:
+  // gather again, compute, and reduce-scatter the fp32 dK,dV in B-1 ring steps (the next
+  // pass number, so its phases follow the gather's): around the ring when B = P, back
+  // towards the owners (counter-clockwise) under a window. Nothing overlaps: the cost
+  // model prices B-1 transfers each way plus the compute.
+
+  void ring_steps(double bytes, Stream stream, int first_buffer, int dir) {
+    std::vector<int> reqs;
+    for (int s = 0; s + 1 < ctx_.gather_blocks; ++s) {
+      em_.begin_step(s, 0);
+      recv(pos_ - dir, bytes, b_.gathered, stream, s, reqs);
+      send(pos_ + dir, bytes, s == 0 ? first_buffer : b_.gathered, stream, s, reqs);
+      flush(s, 0);
+      em_.wait_all(reqs);
+    }
+  }
+
+  // The one attention op of all_gather and a2a (backward as attend() counts it).
+  void share_compute() {
+    const double factor = bwd_ ? kBackwardFlopsFactor : 1.0;
+    const double efficiency =
+        ctx_.attention_efficiency * (bwd_ ? kBackwardFlopsFactor / ctx_.backward_factor : 1.0);
+    em_.compute(bwd_ ? ComputeKind::kAttentionBackward : ComputeKind::kAttentionForward,
+                ctx_.share_executed * factor,
+                ctx_.share_useful * (bwd_ ? kLinearBackwardFactor : 1.0) * useful_scale_, efficiency,
+                b_.gathered, bwd_ ? b_.dkv_partial : -1);
+  }
+
+  void all_gather() {
+    ring_steps(ctx_.kv_bytes, kKvCw, b_.kv_own, 1);
+    share_compute();
+    if (!bwd_) return;
+    ++unit_;
+    em_.step = 0;
+    if (ctx_.gather_blocks == ctx_.P) ring_steps(ctx_.dkv_bytes, kAccCw, b_.gathered, 1);
+    else ring_steps(ctx_.dkv_bytes, kAccCcw, b_.gathered, -1);
+    em_.own_grad(b_.gathered);
+  }
+
+  // --- a2a (DeepSpeed-Ulysses) --------------------------------------------------------
+  // An all-to-all to every other position of the group (one phase), the attention op over
+  // this GPU's heads of the whole sequence, the second all-to-all. Forward: Q,K,V in,
+  // output back; backward: the output's gradient in, those of Q,K,V back.
+
+  void exchange(double bytes, Stream stream, int step) {
+    std::vector<int> reqs;
+    em_.begin_step(step, 0);
+    for (int d = 1; d < ctx_.P; ++d) {
+      send(pos_ + d, bytes, b_.gathered, stream, 0, reqs);
+      recv(pos_ - d, bytes, b_.gathered, stream, 0, reqs);
+    }
+    flush(step, 0);
+    em_.wait_all(reqs);
+  }
+
+  void all_to_all() {
+    exchange(bwd_ ? ctx_.a2a_out_bytes : ctx_.a2a_qkv_bytes, kKvCw, 0);
+    share_compute();
+    exchange(bwd_ ? ctx_.a2a_qkv_bytes : ctx_.a2a_out_bytes, kAccCw, 1);
+    if (bwd_) em_.own_grad(b_.dkv_partial);
   }
 
   // --- Bidirectional ring -----------------------------------------------------------
@@ -346,6 +414,10 @@ class RingPass {
 };
 
 }  // namespace
+
+int ring_pass_units(const RingContext& ctx, bool backward) {
+  return ctx.kind == Strategy::kAllGatherCp && backward ? 2 : 1;
+}
 
 int RingContext::tag_stride() const { return kStreamCount * (P + 2) * subblocks; }
 int RingContext::gpu(int pos) const { return (*ring_gpus)[mod(pos, P)]; }

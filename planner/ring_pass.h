@@ -1,5 +1,7 @@
 // One rank's ring pass (one layer's attention forward, backward, or recompute) as ops:
-// the three ring algorithms of the schedule generator (semantics in schedule.h).
+// the three ring algorithms of the schedule generator (semantics in schedule.h), and the
+// passes of the other context-parallel kinds (all_gather, a2a), which follow the same
+// post / compute / wait pattern without overlap.
 //
 // Every algorithm follows one pattern per ring step, which is what makes the message
 // contract (op_list.h) hold by construction:
@@ -29,7 +31,9 @@ inline constexpr int kPhasesPerStep = 3;
 
 // Everything one ring pass needs that is the same for every position and layer.
 struct RingContext {
+  Strategy kind = Strategy::kRing;  // kRing (and flash-fsdp), kAllGatherCp or kUlysses
   int P = 1;
+  int steps = 1;  // flat ring: steps run (P, or fewer under a sliding window)
   int g = 1;  // two-level ring: positions per node
   Schedule schedule = Schedule::kFlat;
   int subblocks = 1;
@@ -41,6 +45,14 @@ struct RingContext {
   double merge_efficiency[2] = {0, 0};  // forward, backward (0: the kernel merges in place)
   double sync_s = 0;                 // per ring step (CostParams::step_sync_s)
   double backward_factor = 0;        // attention backward FLOPs over forward (CostParams)
+  // all_gather and a2a: each GPU's share of the whole sequence's attention, forward FLOPs
+  // (executed, useful), and a2a's per-peer messages: Q,K,V in (and their gradients out),
+  // the output out (and its gradient in).
+  double share_executed = 0, share_useful = 0;
+  // all_gather: blocks a position gathers, its own included: P, or under a sliding window
+  // on contiguous chunks the window_blocks() it attends to (attention_work.h).
+  int gather_blocks = 1;
+  double a2a_qkv_bytes = 0, a2a_out_bytes = 0;
   const std::vector<int>* ring_gpus = nullptr;  // GPU id of each position
   // Tags and phases of pass `unit` start at unit * stride (see ring_pass.cc).
   int tag_stride() const;
@@ -54,7 +66,12 @@ struct RingBufferIds {
   int kv[4] = {-1, -1, -1, -1};   // ring receive buffers (flat uses 0..1)
   int acc[4] = {-1, -1, -1, -1};  // dK,dV accumulators (flat uses 0..1)
   int dkv_partial = -1;
+  int gathered = -1;  // all_gather: the gathered K,V (and dK,dV); a2a: the staging buffers
 };
+
+// Pass numbers (`unit`) a pass uses: an all_gather backward is two (the gather, then the
+// reduce-scatter of dK,dV), every other pass one.
+int ring_pass_units(const RingContext& ctx, bool backward);
 
 // Emits ring pass number `unit` (in emission order, the same on every rank of the ring)
 // for position `pos`. `pairs[j]`: forward FLOPs of this position's Q against position j's

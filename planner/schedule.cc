@@ -69,6 +69,7 @@ class Generator {
 
   int G_ = 1, P_ = 1, E_ = 1;  // GPUs, ring size, layers emitted
   int64_t c_ = 0;
+  int64_t window_ = 0;  // effective sliding window (0 = none)
   TokenLayout layout_{};
   RingBuffers rb_{};
   MemoryBreakdown mem_{};
@@ -87,10 +88,16 @@ class Generator {
   void validate() const {
     const std::string& w = opt_.where;
     auto num = [](auto v) { return std::to_string(v); };
-    if (choice_.strategy != Strategy::kRing && choice_.strategy != Strategy::kFlashFsdp) {
-      fail_input(w, "strategy",
-                 std::string("the schedule generator runs ring and flash-fsdp plans (got ") +
-                     to_string(choice_.strategy) + "; it is a planner baseline only)");
+    if ((choice_.strategy == Strategy::kAllGatherCp || choice_.strategy == Strategy::kUlysses) &&
+        choice_.cp < 2) {
+      fail_input(w, "cp", std::string(cp_comm_type(choice_.strategy)) + " needs cp >= 2 (got " +
+                              num(choice_.cp) + ")");
+    }
+    if (choice_.strategy == Strategy::kUlysses &&
+        (m_.heads % choice_.cp != 0 || (m_.kv_heads % choice_.cp != 0 && choice_.cp % m_.kv_heads != 0))) {
+      fail_input(w, "cp", "a2a splits heads: cp must divide the " + num(m_.heads) +
+                              " query heads and divide or be a multiple of the " + num(m_.kv_heads) +
+                              " kv heads (got " + num(choice_.cp) + ")");
     }
     if (job_.gpus != fabric_.gpus()) {
       fail_input(w, "gpus", "must equal the topology's GPU count " + num(fabric_.gpus()) +
@@ -121,10 +128,14 @@ class Generator {
     if (choice_.grad_accum < 1) {
       fail_input(w, "grad_accum", "must be >= 1 (got " + num(choice_.grad_accum) + ")");
     }
+    if (choice_.schedule != Schedule::kFlat && choice_.cp > 1 && effective_window(m_, job_) > 0) {
+      fail_input(w, "schedule", std::string("a sliding-window model (") + m_.source +
+                                    ") runs on the flat ring (got " + to_string(choice_.schedule) + ")");
+    }
     const int g = fabric_.topology().gpus_per_node;
-    if (choice_.schedule == Schedule::kHierarchical && (g < 1 || choice_.cp % g != 0)) {
+    if (choice_.schedule == Schedule::kTwoLevel && (g < 1 || choice_.cp % g != 0)) {
       fail_input(w, "schedule",
-                 "hierarchical needs cp to be a multiple of the GPUs per node " + num(g) +
+                 "two-level needs cp to be a multiple of the GPUs per node " + num(g) +
                      " (got cp " + num(choice_.cp) + ")");
     }
     if (costs_.attention.efficiency(choice_.block_q, choice_.block_kv, m_.head_dim) <= 0) {
@@ -140,8 +151,9 @@ class Generator {
     c_ = job_.seq_len / P_;
     layout_ = TokenLayout{choice_.load_balance, job_.seq_len, P_};
     const GpuSpec& gpu = fabric_.topology().gpu;
-    rb_ = ring_buffers(m_, choice_, job_.seq_len, gpu);
-    mem_ = memory_breakdown(m_, choice_, job_.seq_len, gpu);
+    window_ = effective_window(m_, job_);
+    rb_ = ring_buffers(m_, choice_, job_.seq_len, gpu, window_);
+    mem_ = memory_breakdown(m_, choice_, job_.seq_len, gpu, window_);
     lin_ = linear_flops_per_token(m_);
     ew_ = elementwise_bytes_per_token(m_, gpu.element_bytes);
     mb_ = job_.workload == Workload::kStep ? std::max(1, choice_.micro_batch) : 1;
@@ -172,8 +184,12 @@ class Generator {
     // in CostModel::fsdp_collective_s.
     if (G_ > 1) out_.groups.push_back(snake_order(fabric_));
 
+    ring_.kind = choice_.strategy;
     ring_.P = P_;
-    ring_.g = choice_.schedule == Schedule::kHierarchical ? fabric_.topology().gpus_per_node : 1;
+    ring_.steps = ring_attention_work(layout_, job_.causal, m_.heads, m_.head_dim,
+                                      {choice_.block_q, choice_.block_kv}, window_)
+                      .steps;
+    ring_.g = choice_.schedule == Schedule::kTwoLevel ? fabric_.topology().gpus_per_node : 1;
     ring_.schedule = choice_.schedule;
     ring_.subblocks = choice_.kv_subblocks;
     ring_.kv_bytes = rb_.kv_block;
@@ -186,6 +202,20 @@ class Generator {
     ring_.merge_efficiency[1] = costs_.merge_efficiency(true);
     ring_.sync_s = costs_.step_sync_s;
     ring_.backward_factor = costs_.attention.backward_factor;
+    if (ring_.kind == Strategy::kAllGatherCp || ring_.kind == Strategy::kUlysses) {
+      // Each GPU computes 1/P of the whole sequence's attention (CostModel::layer_times).
+      const TokenLayout whole{LoadBalance::kContiguous, job_.seq_len, 1};
+      const RingAttentionWork w = ring_attention_work(whole, job_.causal, m_.heads, m_.head_dim,
+                                                      {choice_.block_q, choice_.block_kv}, window_);
+      ring_.share_executed = w.executed_total / P_;
+      ring_.share_useful = w.useful_total / P_;
+      ring_.gather_blocks = all_gather_blocks(choice_, c_, window_);
+      // a2a: Q,K,V (K,V heads replicated up to P) and the output, 1/P of each to each peer.
+      const double e = gpu.element_bytes;
+      const double kv_heads = std::max(m_.kv_heads, P_);
+      ring_.a2a_qkv_bytes = static_cast<double>(c_) * (m_.heads + 2 * kv_heads) * m_.head_dim * e / P_;
+      ring_.a2a_out_bytes = static_cast<double>(c_) * m_.heads * m_.head_dim * e / P_;
+    }
   }
 
 
@@ -218,7 +248,8 @@ class Generator {
     const AttentionTiles tiles{choice_.block_q, choice_.block_kv};
     r.pairs.resize(P_);
     for (int j = 0; j < P_; ++j) {
-      r.pairs[j] = attention_pair_flops(layout_, pos, j, job_.causal, m_.heads, m_.head_dim, tiles);
+      r.pairs[j] =
+          attention_pair_flops(layout_, pos, j, job_.causal, m_.heads, m_.head_dim, tiles, window_);
     }
     for (int k = 0; k < rb_.kv_ring_buffers; ++k) {
       r.ids.kv[k] = buf("kv" + std::to_string(k), rb_.kv_block, BufferRole::kKvRing);
@@ -227,6 +258,7 @@ class Generator {
       r.ids.acc[k] = buf("dkv_acc" + std::to_string(k), rb_.dkv_block, BufferRole::kDkvAccumulator);
     }
     r.ids.dkv_partial = buf("dkv_partial", rb_.dkv_partial, BufferRole::kDkvPartial);
+    if (rb_.gathered > 0) r.ids.gathered = buf("gathered", rb_.gathered);
 
     RankEmitter& em = r.em;
     em.layer = -1;
@@ -331,8 +363,10 @@ class Generator {
     em.alloc(out_acc, rb_.out_acc);
     em.alloc(tiles, rb_.score_tiles);
     for (int k = 0; k < rb_.kv_ring_buffers; ++k) em.alloc(r.ids.kv[k], rb_.kv_block);
+    if (r.ids.gathered >= 0) em.alloc(r.ids.gathered, rb_.gathered);
     r.ids.kv_own = kv_own;
     ring_pass(r, false);
+    if (r.ids.gathered >= 0) em.free(r.ids.gathered);
     for (int k = 0; k < rb_.kv_ring_buffers; ++k) em.free(r.ids.kv[k]);
     em.free(tiles);
     em.free(out_acc);
@@ -347,6 +381,7 @@ class Generator {
         {r.ids.dkv_partial, rb_.dkv_partial}};
     for (int k = 0; k < rb_.kv_ring_buffers; ++k) bufs.push_back({r.ids.kv[k], rb_.kv_block});
     for (int k = 0; k < rb_.dkv_accumulators; ++k) bufs.push_back({r.ids.acc[k], rb_.dkv_block});
+    if (r.ids.gathered >= 0) bufs.push_back({r.ids.gathered, rb_.gathered});
     for (auto [id, bytes] : bufs) em.alloc(id, bytes);
     r.ids.kv_own = kv_own;
     ring_pass(r, true);
@@ -355,7 +390,8 @@ class Generator {
 
   void ring_pass(Rank& r, bool backward) {
     const RankEmitter::Scope keep(r.em);
-    emit_ring_pass(r.ctx, r.ids, r.pairs, r.pos, r.em, r.useful_scale, backward, r.units++);
+    emit_ring_pass(r.ctx, r.ids, r.pairs, r.pos, r.em, r.useful_scale, backward, r.units);
+    r.units += ring_pass_units(r.ctx, backward);
   }
 
   int alloc_grad_stream(Rank& r) {

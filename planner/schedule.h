@@ -19,13 +19,18 @@
 // zero); add the partial; wait for the step's transfers. A last post (step P) sends the
 // accumulator of step P-1 to its owner i+1 and receives this position's own dK,dV.
 //
+// Sliding window (ModelSpec::sliding_window shorter than the sequence, causal): the flat
+// ring runs only the S <= P steps whose blocks hold a pair in the window
+// (RingAttentionWork::steps) and the last accumulator goes straight home, S-1 positions
+// back; bidirectional and two-level rings refuse a window (they carry every block).
+//
 // Bidirectional: each block is sent both ways; at step s >= 1 position i receives the
 // blocks of i-s (clockwise) and i+s (counter-clockwise) and computes both, so ceil((P-1)/2)
 // steps after step 0 (the last step has one block when P is even). Backward: each stream
 // carries its accumulators as in the flat ring; a last post sends the two accumulators
 // each position holds straight to their owners (one exposed transfer).
 //
-// Hierarchical (two-level, "double ring"): the ring is g = GPUs-per-node positions per
+// Two-level ("double ring", first spelled "hierarchical"): the ring is g = GPUs-per-node positions per
 // node times n = P / g nodes; position i = node k * g + local l. Outer step o = 0..n-1
 // handles the g blocks of node (k - o); its first inner step also posts the outer send of
 // the block it will pass on to GPU (k+1, l) and the outer recv from (k-1, l) (all rails at
@@ -50,7 +55,7 @@
 //   of step s is dkv_acc[s % 2]; the own dK,dV comes back into dkv_acc[P % 2].
 //   Bidirectional: clockwise uses kv0/kv1 and dkv_acc0/1, counter-clockwise kv2/kv3 and
 //   dkv_acc2/3 (same indexing); the own dK,dV ends in dkv_acc[(P/2 + 1) % 2] after adding
-//   the counter-clockwise one into it. Hierarchical: outer blocks kv0/kv1, inner kv2/kv3,
+//   the counter-clockwise one into it. Two-level: outer blocks kv0/kv1, inner kv2/kv3,
 //   inner accumulators dkv_acc0/1, outer dkv_acc2/3.
 //   Per layer: "q.L<l>", "kv_own.L<l>", "out.L<l>", "lse.L<l>", "act.L<l>" (the rest of the
 //   layer's stored activations); under full checkpointing only "act.L<l>" (the layer

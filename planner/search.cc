@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "planner/attention_work.h"
 #include "planner/input_error.h"
 #include "planner/ring_order.h"
 
@@ -30,7 +31,7 @@ std::vector<std::pair<std::string, std::vector<int>>> Planner::orders(int cp, Sc
   if (want("node-major")) out.emplace_back("node-major", nm);
   if (want("snake") && same && pins.order) out.emplace_back("snake", sn);
   const bool both = schedule == Schedule::kBidirectional;
-  if (want("searched") && schedule != Schedule::kHierarchical && cp >= 3 &&
+  if (want("searched") && schedule != Schedule::kTwoLevel && cp >= 3 &&
       (fabric_is_irregular(fabric_.topology()) || pins.order)) {
     auto it = std::find_if(searched_.begin(), searched_.end(), [&](const auto& s) {
       return std::get<0>(s) == cp && std::get<1>(s) == both;
@@ -122,6 +123,7 @@ std::vector<T> pinned_or(const std::optional<T>& pin, std::vector<T> all) {
 std::string pins_text(const SearchPins& p) {
   std::string s;
   auto add = [&s](const char* opt, const std::string& v) { s += std::string(" ") + opt + " " + v; };
+  if (p.cp_comm_type) add("--cp-comm-type", cp_comm_type(*p.cp_comm_type));
   if (p.cp) add("--cp", std::to_string(*p.cp));
   if (p.schedule) add("--schedule", to_string(*p.schedule));
   if (p.order) add("--order", *p.order);
@@ -150,12 +152,19 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
   std::string tile_reason;
   SearchStats local;
   const std::vector<int> cps = pins.cp ? std::vector<int>{*pins.cp} : divisors(G);
+  // A sliding window shorter than the sequence: the flat ring over contiguous chunks, which
+  // the window balances itself and cuts short (attention_work.h); zigzag and striped would
+  // spread the window over every block, and the other rings carry every block.
+  const bool windowed = effective_window(model_, job) > 0;
   std::vector<Schedule> schedules = pinned_or<Schedule>(
-      pins.schedule, {Schedule::kFlat, Schedule::kBidirectional, Schedule::kHierarchical});
+      pins.schedule, windowed ? std::vector<Schedule>{Schedule::kFlat}
+                              : std::vector<Schedule>{Schedule::kFlat, Schedule::kBidirectional,
+                                                      Schedule::kTwoLevel});
   std::vector<LoadBalance> lbs = pinned_or<LoadBalance>(
       pins.load_balance,
-      job.causal ? std::vector<LoadBalance>{LoadBalance::kZigzag, LoadBalance::kStriped, LoadBalance::kContiguous}
-                 : std::vector<LoadBalance>{LoadBalance::kContiguous});
+      job.causal && !windowed
+          ? std::vector<LoadBalance>{LoadBalance::kZigzag, LoadBalance::kStriped, LoadBalance::kContiguous}
+          : std::vector<LoadBalance>{LoadBalance::kContiguous});
   std::vector<int> bqs = pins.block_q ? std::vector<int>{*pins.block_q}
                                       : std::vector<int>(std::begin(kTileSizes), std::end(kTileSizes));
   std::vector<int> bkvs = pins.block_kv ? std::vector<int>{*pins.block_kv}
@@ -175,8 +184,8 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
       if (cp == 1 && sched != Schedule::kFlat && !pins.schedule) continue;
       const auto ords = orders(cp, sched, pins);
       if (ords.empty() && pins.order) {  // only "searched" can be empty
-        note(sched == Schedule::kHierarchical
-                 ? "the searched order is for flat and bidirectional rings (not hierarchical)"
+        note(sched == Schedule::kTwoLevel
+                 ? "the searched order is for flat and bidirectional rings (not two-level)"
                  : "the searched order needs cp >= 3 (cp " + std::to_string(cp) + ")");
       }
       for (const auto& [order_name, order] : ords) {
@@ -237,65 +246,138 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
   return best.plan;
 }
 
-std::vector<Baseline> Planner::baselines(const Job& job) {
+Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const SearchPins& pins,
+                                      SearchStats* stats) {
   const int G = fabric_.gpus();
-  std::vector<Baseline> out;
-  for (Strategy s : {Strategy::kFlashFsdp, Strategy::kAllGatherCp, Strategy::kUlysses}) {
-    Best best;
-    std::string reason;
-    const std::vector<int> cps = s == Strategy::kFlashFsdp ? std::vector<int>{1} : divisors(G);
-    for (int cp : cps) {
-      if (s != Strategy::kFlashFsdp && cp == 1) continue;  // that is flash-fsdp
-      PlanChoice ch;
-      ch.strategy = s;
-      ch.cp = cp;
-      ch.dp = G / cp;
-      ch.schedule = Schedule::kFlat;
-      ch.order_name = "snake";
-      ch.order = snake_order(fabric_);
-      ch.load_balance = s == Strategy::kAllGatherCp && job.causal ? LoadBalance::kZigzag : LoadBalance::kContiguous;
-      ch.block_q = kTileSizes[0];
-      ch.block_kv = kTileSizes[0];
-      const std::string why = cost_.why_invalid(job, ch);
-      if (!why.empty()) {
-        if (reason.empty()) reason = why;
-        continue;
-      }
-      const RingPatterns& pat = cost_.ring_patterns(cp, ch.dp, ch.schedule, ch.order);
-      for (int bq : kTileSizes) {
-        for (int bkv : kTileSizes) {
-          ch.block_q = bq;
-          ch.block_kv = bkv;
-          if (!cost_.cost().attention.fits(bq, bkv, model_.head_dim)) continue;
-          offer_micro_batches(
-              cost_, job, ch, pat, micro_batches(job, ch.dp, {}),
-              {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull},
-              [&](const PlanChoice& c, const Prediction& p) { best.offer(job, c, p); });
+  Best best;
+  std::vector<std::string> reasons;
+  auto note = [&reasons](const std::string& why) {
+    if (reasons.size() < 3 && std::find(reasons.begin(), reasons.end(), why) == reasons.end())
+      reasons.push_back(why);
+  };
+  SearchStats local;
+  const std::vector<int> cps = pins.cp ? std::vector<int>{*pins.cp} : divisors(G);
+  const std::vector<Checkpointing> ckpts = pinned_or<Checkpointing>(
+      pins.checkpointing, {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull});
+  const std::vector<int> bqs = pins.block_q ? std::vector<int>{*pins.block_q}
+                                            : std::vector<int>(std::begin(kTileSizes), std::end(kTileSizes));
+  const std::vector<int> bkvs = pins.block_kv ? std::vector<int>{*pins.block_kv}
+                                              : std::vector<int>(std::begin(kTileSizes), std::end(kTileSizes));
+  for (int cp : cps) {
+    if (cp < 2) {  // cp 1 is the p2p plan without a ring
+      if (pins.cp) note(std::string(cp_comm_type(kind)) + " needs cp >= 2");
+      continue;
+    }
+    if (G % cp != 0) {
+      note("cp " + std::to_string(cp) + " does not divide the " + std::to_string(G) + " GPUs");
+      continue;
+    }
+    PlanChoice ch;
+    ch.strategy = kind;
+    ch.cp = cp;
+    ch.dp = G / cp;
+    ch.schedule = Schedule::kFlat;
+    ch.order_name = "snake";
+    ch.order = snake_order(fabric_);
+    // all_gather balances a causal mask with zigzag chunks; under a sliding window contiguous
+    // chunks balance themselves and gather only the window's blocks.
+    ch.load_balance = kind == Strategy::kAllGatherCp && job.causal && effective_window(model_, job) == 0
+                          ? LoadBalance::kZigzag
+                          : LoadBalance::kContiguous;
+    const RingPatterns* pat = nullptr;
+    for (int bq : bqs) {
+      for (int bkv : bkvs) {
+        ch.block_q = bq;
+        ch.block_kv = bkv;
+        ch.checkpointing = ckpts.front();
+        local.candidates += static_cast<int64_t>(ckpts.size());
+        const std::string why = cost_.why_invalid(job, ch);
+        if (!why.empty()) {
+          note(why);
+          continue;
         }
+        if (!pat) pat = &cost_.ring_patterns(cp, ch.dp, ch.schedule, ch.order);
+        local.evaluated += offer_micro_batches(
+            cost_, job, ch, *pat, micro_batches(job, ch.dp, pins), ckpts,
+            [&](const PlanChoice& c, const Prediction& p) { best.offer(job, c, p); });
       }
     }
+  }
+  if (stats) {
+    stats->candidates += local.candidates;
+    stats->evaluated += local.evaluated;
+  }
+  if (!best.have) {
+    std::string msg = std::string("no ") + cp_comm_type(kind) + " plan can run this job" + pins_text(pins);
+    for (size_t i = 0; i < reasons.size(); ++i) msg += (i == 0 ? ": " : "; ") + reasons[i];
+    throw InputError(msg);
+  }
+  best.plan.job.batch_tokens = sequences_per_step(job) * job.seq_len;
+  return best.plan;
+}
+
+std::vector<Baseline> Planner::baselines(const Job& job) {
+  std::vector<Baseline> out;
+  for (Strategy s : {Strategy::kFlashFsdp, Strategy::kAllGatherCp, Strategy::kUlysses}) {
     Baseline b;
     b.strategy = s;
-    if (!best.have) {
-      b.feasible = false;
-      b.why_not = reason;
-    } else {
-      const Prediction& p = best.plan.predicted;
+    try {
+      Plan plan;
+      if (s == Strategy::kFlashFsdp) {
+        SearchPins one;
+        one.cp = 1;
+        one.schedule = Schedule::kFlat;
+        one.order = "snake";
+        one.load_balance = LoadBalance::kContiguous;
+        plan = best_ring_plan(job, one);
+      } else {
+        plan = best_collective_cp_plan(s, job, {});
+      }
+      const Prediction& p = plan.predicted;
       b.fits = p.fits;
       b.memory_bytes_per_gpu = p.memory_bytes_per_gpu;
       b.tokens_per_s = p.tokens_per_s;
       b.step_time_s = p.step_time_s;
-      b.cp = best.plan.choice.cp;
-      b.dp = best.plan.choice.dp;
+      b.cp = plan.choice.cp;
+      b.dp = plan.choice.dp;
       b.why_not = p.why_not;
+    } catch (const InputError& e) {
+      b.feasible = false;
+      b.why_not = e.what();
     }
     out.push_back(b);
   }
   return out;
 }
 
+Plan Planner::best_plan(const Job& job, const SearchPins& pins, SearchStats* stats) {
+  // The ring's own choices pin the kind to p2p unless the kind is pinned too.
+  const bool ring_pins = pins.schedule || pins.order || pins.load_balance || pins.kv_subblocks;
+  if (pins.cp_comm_type && *pins.cp_comm_type != Strategy::kRing && ring_pins) {
+    throw InputError(std::string("--schedule, --order, --load-balance and --kv-subblocks are choices of "
+                                 "the p2p ring, not of --cp-comm-type ") +
+                     cp_comm_type(*pins.cp_comm_type));
+  }
+  std::vector<Strategy> kinds;
+  if (pins.cp_comm_type) kinds = {*pins.cp_comm_type};
+  else if (ring_pins || (pins.cp && *pins.cp == 1)) kinds = {Strategy::kRing};
+  else kinds = {Strategy::kRing, Strategy::kAllGatherCp, Strategy::kUlysses};
+  Best best;
+  std::string first_error;
+  for (Strategy k : kinds) {
+    try {
+      Plan p = k == Strategy::kRing ? best_ring_plan(job, pins, stats) : best_collective_cp_plan(k, job, pins, stats);
+      best.offer(p.job, p.choice, p.predicted);
+    } catch (const InputError& e) {
+      if (first_error.empty()) first_error = e.what();
+    }
+  }
+  if (!best.have) throw InputError(first_error);
+  return best.plan;
+}
+
 Plan Planner::plan(const Job& job, const SearchPins& pins, SearchStats* stats) {
-  Plan p = best_ring_plan(job, pins, stats);
+  Plan p = best_plan(job, pins, stats);
   p.baselines = baselines(job);
   return p;
 }
@@ -306,7 +388,7 @@ Plan Planner::max_seq(const Job& job, const SearchPins& pins, SearchStats* stats
     Job j = job;
     j.seq_len = n;
     try {
-      Plan p = best_ring_plan(j, pins, stats);
+      Plan p = best_plan(j, pins, stats);
       if (out) *out = p;
       return p.predicted.fits;
     } catch (const InputError&) {

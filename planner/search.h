@@ -1,7 +1,10 @@
-// The plan search: over ring size and DP degree, schedule, ring order, causal load
-// balance, tile sizes, KV sub-blocks and checkpointing, the fastest plan (highest
-// tokens/s on the same batch) that fits in GPU memory, with the baselines on the same
-// job; and the capacity search (--max-seq).
+// The plan search: over the context-parallel kind (cp_comm_type: the p2p ring, all_gather,
+// a2a), ring size and DP degree, schedule, ring order, causal load balance, tile sizes,
+// KV sub-blocks and checkpointing, the fastest plan (highest tokens/s on the same batch)
+// that fits in GPU memory, with the baselines on the same job; and the capacity search
+// (--max-seq). Schedule, order, load balance and KV sub-blocks are the ring's (p2p);
+// all_gather runs zigzag chunks (causal) and a2a contiguous ones, as Llama 3 and
+// DeepSpeed-Ulysses do.
 //
 // Pins restrict the search to the user's choice. A pin that cannot work at all
 // (divisibility, heads, tile too big, schedule shape) throws InputError with the reason;
@@ -27,6 +30,7 @@
 namespace rm {
 
 struct SearchPins {
+  std::optional<Strategy> cp_comm_type;  // kRing (p2p), kAllGatherCp, kUlysses
   std::optional<int> cp;
   std::optional<Schedule> schedule;
   std::optional<std::string> order;  // "node-major", "snake", "searched"
@@ -58,12 +62,18 @@ class Planner {
  public:
   Planner(const ModelSpec& model, const Fabric& fabric, const CostParams& cost);
 
-  // The fastest ring plan for `job` (fits preferred), with baselines filled. The plan's
-  // job.batch_tokens is the effective batch: whole sequences of the requested batch
-  // (default 2M tokens), at least one; every candidate is priced on it.
+  // The fastest plan for `job` over every CP kind (fits preferred), with baselines filled.
+  // The plan's job.batch_tokens is the effective batch: whole sequences of the requested
+  // batch (default 2M tokens), at least one; every candidate is priced on it.
   Plan plan(const Job& job, const SearchPins& pins = {}, SearchStats* stats = nullptr);
-  // The ring plan alone (no baselines): what plan() and the benchmark time.
+  // The best plan over the CP kinds (no baselines): what plan() and the benchmark time.
+  Plan best_plan(const Job& job, const SearchPins& pins, SearchStats* stats = nullptr);
+  // The p2p ring plan alone (what the executor runs).
   Plan best_ring_plan(const Job& job, const SearchPins& pins, SearchStats* stats = nullptr);
+  // The best all_gather or a2a plan (`kind`), over cp >= 2, tiles, checkpointing and
+  // micro-batches; throws InputError with the reasons when none is valid.
+  Plan best_collective_cp_plan(Strategy kind, const Job& job, const SearchPins& pins,
+                               SearchStats* stats = nullptr);
   // Flash-fsdp, all-gather CP and Ulysses on the same job, each at its best degree and
   // checkpointing.
   std::vector<Baseline> baselines(const Job& job);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "planner/hf_config.h"
 #include "planner/input_error.h"
 #include "planner/kernel_efficiency.h"
 #include "planner/shipped_specs.h"
@@ -22,7 +23,8 @@ bool is_path(const std::string& s) {
   auto ends_with = [&](const std::string& suf) {
     return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
   };
-  return s.find('/') != std::string::npos || ends_with(".yaml") || ends_with(".yml");
+  return s.find('/') != std::string::npos || ends_with(".yaml") || ends_with(".yml") ||
+         ends_with(".json");
 }
 
 std::vector<std::string> shipped_names(const char* kind) {
@@ -42,7 +44,7 @@ const ShippedSpec& find_shipped(const std::string& name, const char* kind) {
   std::string list;
   for (const auto& n : shipped_names(kind)) list += (list.empty() ? "" : ", ") + n;
   throw InputError(std::string(kind) + " '" + name + "': not a shipped " + kind + " (shipped: " +
-                   list + "); a file of your own is taken by path (contains '/' or ends in .yaml)");
+                   list + "); a file of your own is taken by path (contains '/' or ends in .yaml or .json)");
 }
 
 // The fields every spec file starts with: its name (letters, digits, '-', '_' or '.') and
@@ -210,6 +212,8 @@ ModelSpec parse_model(const std::string& yaml_text, const std::string& source) {
   m.ffn_hidden = positive_int("ffn_hidden");
   m.vocab = positive_int("vocab");
   m.gated_ffn = root.boolean_or("gated_ffn", true);
+  m.sliding_window = root.integer_or("sliding_window", 0, Range{1, false, 1e15, false});
+  m.tied_embeddings = root.boolean_or("tied_embeddings", false);
   if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
     root.fail("kv_heads", "expected a divisor of heads " + std::to_string(m.heads) + " (got " +
                               std::to_string(m.kv_heads) + ")");
@@ -242,6 +246,7 @@ Topology load_topology(const std::string& name_or_path) {
 }
 
 ModelSpec load_model(const std::string& name_or_path) {
+  if (is_hf_config_path(name_or_path)) return parse_hf_config(read_text_file(name_or_path), name_or_path);
   return load_spec(name_or_path, "model", &parse_model);
 }
 

@@ -1,6 +1,7 @@
 // Shipped specs (topologies/*.yaml, models/*.yaml compiled into the binary) and loading a
 // spec by shipped name or by path. A user's own file is taken by path: anything with a
-// '/' or ending in .yaml/.yml is a path; anything else must be a shipped name.
+// '/' or ending in .yaml/.yml/.json is a path; anything else must be a shipped name. A model
+// path ending in .json is a Hugging Face config.json (hf_config.h).
 #pragma once
 
 #include <cstdint>

@@ -12,7 +12,7 @@ checked=0
 
 expected_for() { grep -P "^$1\t" "$bad/EXPECTED.tsv" | cut -f2-; }
 
-for f in "$bad"/model-*.yaml "$bad"/topology-*.yaml; do
+for f in "$bad"/model-*.yaml "$bad"/model-*.json "$bad"/topology-*.yaml; do
   name=$(basename "$f")
   exp=$(expected_for "$name")
   out_file=$tmp/plan.yaml

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cuda backend runs every ring schedule and verifies it: `ringmaster run --backend
 # cuda --verify` for flat and bidirectional rings (contiguous, striped, zigzag; causal and
-# not; GQA and MHA; sub-blocked transfers) and the hierarchical ring (two 8-GPU nodes).
+# not; GQA and MHA; sub-blocked transfers) and the two-level ring (two 8-GPU nodes; the old spelling hierarchical once).
 # On a machine with fewer GPUs than ranks the ranks share them through the local
 # transport (executor/cuda/local_transport.h), so one GPU runs all of it. Last, a ring with
 # two receives swapped must stop with the message contract's error (local transport).
@@ -52,7 +52,7 @@ done
 check tiny 3 768 --schedule flat --load-balance zigzag --causal
 check tiny 4 1024 --schedule flat --load-balance zigzag --causal --kv-subblocks 2
 check llama2-7b 2 2048 --schedule flat --load-balance zigzag --causal --block-q 64 --block-kv 64
-check tiny 16 2048 --schedule hierarchical --load-balance zigzag --causal
+check tiny 16 2048 --schedule two-level --load-balance zigzag --causal
 check tiny 16 2048 --schedule hierarchical --load-balance contiguous --no-causal
 
 # The message contract is enforced on the GPU too: the local transport (a ring of 4 on one

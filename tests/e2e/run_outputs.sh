@@ -10,7 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 need mpirun
 cd "$tmp"
 
-"$bin" plan --model tiny --topology cpu-local --gpus 2 --cp 2 --seq 256 --workload attention \
+"$bin" plan --model tiny --topology cpu-local --gpus 2 --cp-comm-type p2p --cp 2 --seq 256 --workload attention \
   --block-q 32 --block-kv 32 -o plan.yaml >/dev/null || fail "plan: exit $?"
 out=$(timeout 60 "$bin" run --plan plan.yaml --iters 2 --verify --measurements m.jsonl \
       --trace t.json --timeout-s 20 2>&1)

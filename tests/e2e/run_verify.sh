@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `ringmaster run --verify` on real MPI ranks (oversubscribed) over a matrix of plans:
-# P = 1..4; flat, bidirectional and hierarchical schedules; causal and not; MHA and GQA;
+# P = 1..4; flat, bidirectional and two-level schedules; causal and not; MHA and GQA;
 # contiguous, striped and zigzag load balance; whole and split (kv_subblocks 2) transfers;
 # a data-parallel case (2 rings of 2); rings over permuted rank orders. Every run must print
 # "verification: OK" and exit 0.
@@ -16,7 +16,7 @@ cd "$tmp"
 # MHA variant of the shipped tiny model (tiny itself is GQA: 4 heads, 2 kv heads).
 sed -e 's/^name: tiny/name: tiny-mha/' -e 's/^kv_heads: .*/kv_heads: 4/' \
   "$src/models/tiny.yaml" > tiny-mha.yaml
-# cpu-local split into nodes of g devices (hierarchical rings need nodes); the nodes are
+# cpu-local split into nodes of g devices (two-level rings need nodes); the nodes are
 # joined by a small fat tree only so that the topology is complete.
 node_topology() {  # <g> <nodes>
   sed -e "s/^name: cpu-local/name: cpu-nodes-$1x$2/" -e "s/^gpus_per_node: .*/gpus_per_node: $1/" \
@@ -88,9 +88,9 @@ for P in 1 2 3 4; do
   # Hierarchical: nodes of 2 devices when P is even, of 1 otherwise.
   g=$((P % 2 == 0 ? 2 : 1))
   node_topology $g $((P / g))
-  for sched in flat bidirectional hierarchical; do
+  for sched in flat bidirectional two-level; do
     topo=cpu-local
-    [[ $sched == hierarchical ]] && topo=$tmp/cpu-${g}x$((P / g)).yaml
+    [[ $sched == two-level ]] && topo=$tmp/cpu-${g}x$((P / g)).yaml
     check "P=$P $sched causal GQA zigzag" tiny "$topo" $P 1 $sched zigzag true 1
     check "P=$P $sched causal MHA contiguous" "$tmp/tiny-mha.yaml" "$topo" $P 1 $sched contiguous true 1
     check "P=$P $sched non-causal MHA striped" "$tmp/tiny-mha.yaml" "$topo" $P 1 $sched striped false 1
@@ -99,7 +99,7 @@ for P in 1 2 3 4; do
 done
 # Hierarchical with every device its own node (outer ring only), and two rings (dp = 2).
 node_topology 1 4
-check "P=4 hierarchical 4 nodes of 1, causal GQA zigzag" tiny "$tmp/cpu-1x4.yaml" 4 1 hierarchical zigzag true 1
+check "P=4 two-level 4 nodes of 1, causal GQA zigzag" tiny "$tmp/cpu-1x4.yaml" 4 1 two-level zigzag true 1
 check "P=2 x dp=2 flat causal GQA zigzag" tiny cpu-local 2 2 flat zigzag true 1
 # Rings in any order of the ranks.
 check "P=4 flat order 2 0 3 1, causal GQA zigzag" tiny cpu-local 4 1 flat zigzag true 1 "2, 0, 3, 1"

@@ -32,10 +32,11 @@ struct Brute {
   int64_t useful = 0, executed = 0;
 };
 
-Brute brute(const TokenLayout& L, int q, int kv, bool causal, int bq, int bkv) {
+Brute brute(const TokenLayout& L, int q, int kv, bool causal, int bq, int bkv, int64_t window = 0) {
   const int64_t c = L.tokens_per_rank();
   auto allowed = [&](int64_t lq, int64_t lk) {
-    return !causal || L.global_index(q, lq) >= L.global_index(kv, lk);
+    const int64_t gq = L.global_index(q, lq), gk = L.global_index(kv, lk);
+    return !causal || (gq >= gk && (window == 0 || gq - gk < window));
   };
   Brute b;
   for (int64_t i = 0; i < c; ++i)
@@ -139,6 +140,57 @@ TEST_CASE("ring summary: step maxima and totals match the pairs") {
       }
     }
   }
+}
+
+TEST_CASE("sliding window: pair FLOPs match brute force, ring steps and totals match the pairs") {
+  const int heads = 2, d = 4;
+  const double per_pair = 4.0 * d * heads;
+  for (LoadBalance lb : {LoadBalance::kContiguous, LoadBalance::kStriped, LoadBalance::kZigzag}) {
+    for (int P : {1, 2, 3, 5}) {
+      for (int64_t c : {8, 12}) {
+        TokenLayout L{lb, c * P, P};
+        for (int64_t W : {1, 2, 5, 9, 13, 30}) {
+          for (auto [bq, bkv] : {std::pair{4, 4}, {3, 5}, {8, 2}}) {
+            const AttentionTiles t{bq, bkv};
+            double executed = 0, useful = 0;
+            int last_needed = 0;
+            std::vector<double> step_max(P, 0.0);
+            for (int q = 0; q < P; ++q) {
+              for (int kv = 0; kv < P; ++kv) {
+                const Brute b = brute(L, q, kv, true, bq, bkv, W);
+                const PairFlops f = attention_pair_flops(L, q, kv, true, heads, d, t, W);
+                INFO("lb=" << static_cast<int>(lb) << " P=" << P << " c=" << c << " W=" << W << " tiles="
+                           << bq << "x" << bkv << " q=" << q << " kv=" << kv);
+                CHECK(f.useful == doctest::Approx(per_pair * b.useful));
+                CHECK(f.executed == doctest::Approx(per_pair * b.executed));
+                const int s = ((q - kv) % P + P) % P;
+                step_max[s] = std::max(step_max[s], f.executed);
+                if (f.executed > 0) last_needed = std::max(last_needed, s);
+                executed += f.executed;
+                useful += f.useful;
+              }
+            }
+            const RingAttentionWork w = ring_attention_work(L, true, heads, d, t, W);
+            INFO("lb=" << static_cast<int>(lb) << " P=" << P << " c=" << c << " W=" << W);
+            CHECK(w.steps == last_needed + 1);
+            CHECK(w.own_executed_max == doctest::Approx(step_max[0]));
+            REQUIRE(w.step_executed.size() == static_cast<size_t>(w.steps - 1));
+            for (int s = 1; s < w.steps; ++s) CHECK(w.step_executed[s - 1] == doctest::Approx(step_max[s]));
+            CHECK(w.executed_total == doctest::Approx(executed));
+            if (W < c * P) CHECK(w.useful_total == doctest::Approx(useful));
+          }
+        }
+      }
+    }
+  }
+  // Mistral's 4096-token window at 32K on a ring of 8 (c = 4K): the own block and one
+  // neighbour's, so 2 steps of 8; ceil((W-1)/c) + 1.
+  CHECK(window_blocks(4096, 4096, 8) == 2);
+  CHECK(window_blocks(4096, 4097, 8) == 2);
+  CHECK(window_blocks(4096, 4098, 8) == 3);
+  CHECK(window_blocks(4096, 0, 8) == 8);
+  CHECK(attention_pairs(10, true, 4) == 4 * 5 / 2 + 6 * 4);
+  CHECK(attention_pairs(10, true, 0) == 55);
 }
 
 TEST_CASE("hand-computed cases") {

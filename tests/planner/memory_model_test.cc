@@ -113,3 +113,23 @@ TEST_CASE("all-gather CP holds the whole sequence's K,V; flash-fsdp the whole se
   fsdp.strategy = Strategy::kFlashFsdp;
   CHECK(memory_breakdown(m, fsdp, n, a100()).total() > 80e9);
 }
+
+TEST_CASE("sliding window: K,V no step needs are not held") {
+  const ModelSpec m = llama2_7b();
+  PlanChoice c = ring(8, 1);
+  c.load_balance = LoadBalance::kContiguous;
+  // c = 1024 tokens: a window of 1 (the own token) needs the own block only, no ring
+  // buffers; a window of 1025 needs one neighbour's block, the ring's double buffer.
+  CHECK(ring_buffers(m, c, 8 * 1024, a100(), 1).kv_ring_buffers == 0);
+  CHECK(ring_buffers(m, c, 8 * 1024, a100(), 1).dkv_accumulators == 0);
+  CHECK(ring_buffers(m, c, 8 * 1024, a100(), 1025).kv_ring_buffers == 2);
+  // all_gather on contiguous chunks gathers the window's blocks: ceil((W-1)/c) + 1.
+  c.strategy = Strategy::kAllGatherCp;
+  const RingBuffers all = ring_buffers(m, c, 8 * 1024, a100());
+  const RingBuffers win = ring_buffers(m, c, 8 * 1024, a100(), 2048);
+  CHECK(all.gathered == doctest::Approx(8 * (all.kv_block + all.dkv_block)));
+  CHECK(win.gathered == doctest::Approx(3 * (all.kv_block + all.dkv_block)));
+  // Zigzag spreads the window over every block: all P.
+  c.load_balance = LoadBalance::kZigzag;
+  CHECK(ring_buffers(m, c, 8 * 1024, a100(), 2048).gathered == doctest::Approx(all.gathered));
+}

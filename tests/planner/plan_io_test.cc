@@ -28,7 +28,7 @@ rm::Plan sample_plan() {
   p.choice.strategy = rm::Strategy::kRing;
   p.choice.cp = 8;
   p.choice.dp = 2;
-  p.choice.schedule = rm::Schedule::kHierarchical;
+  p.choice.schedule = rm::Schedule::kTwoLevel;
   p.choice.order_name = "snake";
   p.choice.order.resize(16);
   std::iota(p.choice.order.rbegin(), p.choice.order.rend(), 0);  // 15, 14, ..., 0
@@ -66,7 +66,7 @@ TEST_CASE("every enum spelling round-trips, bad ones list the valid spellings") 
   for (auto v : {Strategy::kRing, Strategy::kFlashFsdp, Strategy::kAllGatherCp, Strategy::kUlysses}) {
     CHECK(parse_strategy(to_string(v), "w", "f") == v);
   }
-  for (auto v : {Schedule::kFlat, Schedule::kBidirectional, Schedule::kHierarchical}) {
+  for (auto v : {Schedule::kFlat, Schedule::kBidirectional, Schedule::kTwoLevel}) {
     CHECK(parse_schedule(to_string(v), "w", "f") == v);
   }
   for (auto v : {LoadBalance::kContiguous, LoadBalance::kStriped, LoadBalance::kZigzag}) {
@@ -82,7 +82,7 @@ TEST_CASE("every enum spelling round-trips, bad ones list the valid spellings") 
   CHECK(std::string(to_string(Strategy::kAllGatherCp)) == "allgather-cp");
   CHECK(std::string(to_string(Passes::kForwardBackward)) == "forward-backward");
   CHECK_THROWS_WITH_AS(parse_schedule("ring", "--schedule", "schedule"),
-                       "--schedule: schedule: expected one of flat, bidirectional, hierarchical (got 'ring')",
+                       "--schedule: schedule: expected one of flat, bidirectional, two-level (got 'ring')",
                        InputError);
 }
 
@@ -101,7 +101,7 @@ TEST_CASE("plan.yaml round trip") {
   CHECK(q.job.passes == rm::Passes::kForward);
   CHECK(q.choice.order == p.choice.order);
   CHECK(q.choice.order_name == "snake");
-  CHECK(q.choice.schedule == rm::Schedule::kHierarchical);
+  CHECK(q.choice.schedule == rm::Schedule::kTwoLevel);
   CHECK(q.choice.load_balance == rm::LoadBalance::kStriped);
   CHECK(q.choice.checkpointing == rm::Checkpointing::kSelective);
   CHECK(q.choice.block_q == 64);
@@ -159,7 +159,13 @@ TEST_CASE("plan JSON carries the contract's keys") {
     CHECK_MESSAGE(j["baselines"][0].contains(k), k);
   }
   CHECK(j["plan"]["order"][0] == 15);
-  CHECK(j["plan"]["schedule"] == "hierarchical");
+  CHECK(j["plan"]["schedule"] == "two-level");
   CHECK(j["predicted"]["memory_gib_per_gpu"].get<double>() == doctest::Approx(61.5));
   CHECK(j["seq_len"] == 1048576);
+}
+
+TEST_CASE("the two-level ring's first spelling 'hierarchical' is still read") {
+  CHECK(rm::parse_schedule("hierarchical", "x", "schedule") == rm::Schedule::kTwoLevel);
+  CHECK(rm::parse_schedule("two-level", "x", "schedule") == rm::Schedule::kTwoLevel);
+  CHECK(std::string(rm::to_string(rm::Schedule::kTwoLevel)) == "two-level");
 }

@@ -375,13 +375,13 @@ TEST_CASE("schedule: hierarchical ring over several nodes, with sub-blocks and D
     for (int gpus : {8, 16, 24}) {
       CAPTURE(std::string(to_string(lb)));
       CAPTURE(gpus);
-      Plan p = make_plan(gpus, gpus, Schedule::kHierarchical, lb, true, 128 * gpus);
+      Plan p = make_plan(gpus, gpus, Schedule::kTwoLevel, lb, true, 128 * gpus);
       p.choice.kv_subblocks = 2;
       check_attention(p, small_model(4, 4));
     }
   }
   // Two rings of 8 (DP 2), flat and bidirectional, full checkpointing (recompute pass).
-  for (Schedule sched : {Schedule::kFlat, Schedule::kBidirectional, Schedule::kHierarchical}) {
+  for (Schedule sched : {Schedule::kFlat, Schedule::kBidirectional, Schedule::kTwoLevel}) {
     CAPTURE(std::string(to_string(sched)));
     Plan p = make_plan(16, 8, sched, LoadBalance::kStriped, true, 1024);
     p.choice.checkpointing = Checkpointing::kFull;
@@ -398,7 +398,7 @@ TEST_CASE("schedule: every link pairs its sends and receives in posting order") 
   const Topology dgx = load_topology("dgx-a100-ib");
   int checked = 0;
   auto check = [&](const Plan& p, const ModelSpec& m) {
-    const Fabric fabric(p.choice.schedule == Schedule::kHierarchical ? dgx : one_node, p.job.gpus);
+    const Fabric fabric(p.choice.schedule == Schedule::kTwoLevel ? dgx : one_node, p.job.gpus);
     const OpSchedule s = generate_schedule(p, m, fabric);
     const std::string v = message_contract_violation(s);
     CHECK_MESSAGE(v.empty(), v);
@@ -429,11 +429,11 @@ TEST_CASE("schedule: every link pairs its sends and receives in posting order") 
     for (int sub : {1, 2}) {
       CAPTURE(gpus);
       CAPTURE(sub);
-      Plan p = make_plan(gpus, gpus, Schedule::kHierarchical, LoadBalance::kZigzag, true, 64 * gpus);
+      Plan p = make_plan(gpus, gpus, Schedule::kTwoLevel, LoadBalance::kZigzag, true, 64 * gpus);
       p.choice.kv_subblocks = sub;
       check(p, small_model(4, 2));
       // DP 2 and a whole training step (FSDP collectives beside the rings).
-      Plan q = make_plan(gpus, gpus / 2, Schedule::kHierarchical, LoadBalance::kStriped, true,
+      Plan q = make_plan(gpus, gpus / 2, Schedule::kTwoLevel, LoadBalance::kStriped, true,
                          64 * gpus, Workload::kStep);
       q.choice.kv_subblocks = sub;
       check(q, small_model(4, 2));
@@ -473,7 +473,7 @@ TEST_CASE("schedule: two swapped receives break the contract, named by link and 
 TEST_CASE("schedule: step workload tracks the memory model's peak and balances alloc/free") {
   const Topology topo = load_topology("dgx-a100-ib");
   for (Checkpointing ck : {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull}) {
-    for (Schedule sched : {Schedule::kFlat, Schedule::kHierarchical}) {
+    for (Schedule sched : {Schedule::kFlat, Schedule::kTwoLevel}) {
       CAPTURE(std::string(to_string(ck)));
       CAPTURE(std::string(to_string(sched)));
       const ModelSpec m = small_model(8, 2, 3);
@@ -543,8 +543,8 @@ TEST_CASE("schedule: a plan that does not match its topology is bad input") {
     CHECK_THROWS_WITH_AS(generate_schedule(p, m, fabric), doctest::Contains("multiple of 16"), InputError);
   }
   SUBCASE("hierarchical ring smaller than a node") {
-    p = make_plan(8, 4, Schedule::kHierarchical, LoadBalance::kZigzag, true, 2048);
-    CHECK_THROWS_WITH_AS(generate_schedule(p, m, fabric), doctest::Contains("hierarchical"), InputError);
+    p = make_plan(8, 4, Schedule::kTwoLevel, LoadBalance::kZigzag, true, 2048);
+    CHECK_THROWS_WITH_AS(generate_schedule(p, m, fabric), doctest::Contains("two-level"), InputError);
   }
 }
 

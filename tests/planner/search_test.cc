@@ -123,7 +123,7 @@ TEST_CASE("pins: impossible ones are explained, memory-bound ones are kept and s
   CHECK_THROWS_WITH_AS(pl.best_ring_plan(study_job(16, 16 * 1000 + 8), odd), doctest::Contains("multiple"), InputError);
   SearchPins searched;
   searched.cp = 16;
-  searched.schedule = Schedule::kHierarchical;
+  searched.schedule = Schedule::kTwoLevel;
   searched.order = "searched";
   CHECK_THROWS_WITH_AS(pl.best_ring_plan(study_job(16, 65536), searched),
                        doctest::Contains("searched order is for flat and bidirectional"), InputError);
@@ -171,4 +171,88 @@ TEST_CASE("the search covers the whole space and stays fast enough to count") {
   CHECK(st.candidates > 4000);  // 2 x 2 tile sizes (kTileSizes) x orders x schedules x ...
   CHECK(st.evaluated > 0);
   CHECK(st.evaluated <= st.candidates);
+}
+
+TEST_CASE("every CP kind is searched as a plan, and --cp-comm-type pins one") {
+  Study s(64);
+  Planner& pl = s.planner;
+  const Job job = study_job(64, 524288);
+  const Plan best = pl.plan(job);
+  // The pick is the best of the kinds: at least as fast as each baseline that fits.
+  for (const Baseline& b : best.baselines) {
+    if (b.feasible && b.fits) CHECK(best.predicted.tokens_per_s >= b.tokens_per_s * (1 - 1e-9));
+  }
+  for (Strategy kind : {Strategy::kRing, Strategy::kAllGatherCp, Strategy::kUlysses}) {
+    SearchPins pins;
+    pins.cp_comm_type = kind;
+    const Plan p = pl.best_plan(job, pins);
+    CHECK(p.choice.strategy == kind);
+    CHECK(p.choice.cp >= 2);
+    CHECK(p.predicted.tokens_per_s <= best.predicted.tokens_per_s * (1 + 1e-9));
+  }
+  // a2a splits the 32 heads: cp 64 cannot.
+  SearchPins a2a64;
+  a2a64.cp_comm_type = Strategy::kUlysses;
+  a2a64.cp = 64;
+  CHECK_THROWS_WITH_AS(pl.best_plan(study_job(64, 1 << 20), a2a64),
+                       doctest::Contains("no a2a plan can run this job with --cp-comm-type a2a --cp 64: Ulysses "
+                                         "needs cp to divide the 32 query heads"),
+                       InputError);
+  // The ring's own choices do not apply to the other kinds.
+  SearchPins mixed;
+  mixed.cp_comm_type = Strategy::kAllGatherCp;
+  mixed.schedule = Schedule::kBidirectional;
+  CHECK_THROWS_WITH_AS(pl.best_plan(job, mixed), doctest::Contains("choices of the p2p ring"), InputError);
+  // A ring pin alone keeps the search on p2p.
+  SearchPins flat;
+  flat.schedule = Schedule::kFlat;
+  CHECK(pl.best_plan(job, flat).choice.strategy == Strategy::kRing);
+  CHECK(parse_cp_comm_type("all_gather", "x", "f") == Strategy::kAllGatherCp);
+  CHECK_THROWS_WITH_AS(parse_cp_comm_type("a2a+p2p", "x", "--cp-comm-type"), doctest::Contains("not priced yet"),
+                       InputError);
+}
+
+TEST_CASE("sliding window: the flat ring over contiguous chunks, cut to the steps the window needs") {
+  Study s(16);
+  ModelSpec m = s.model;
+  m.sliding_window = 4096;
+  Planner pl(m, s.fabric, CostParams::from_topology(s.topo));
+  SearchPins ring;
+  ring.cp_comm_type = Strategy::kRing;
+  ring.cp = 16;
+  const Plan p = pl.best_plan(study_job(16, 131072), ring);
+  CHECK(p.choice.schedule == Schedule::kFlat);
+  CHECK(p.choice.load_balance == LoadBalance::kContiguous);
+  // c = 8K >= W: the own block and the previous one; attention costs a fraction of full
+  // causal attention's.
+  Planner full(s.model, s.fabric, CostParams::from_topology(s.topo));
+  const Plan f = full.best_plan(study_job(16, 131072), ring);
+  CHECK(p.predicted.attention_compute_s < 0.25 * f.predicted.attention_compute_s);
+  SearchPins bidi = ring;
+  bidi.schedule = Schedule::kBidirectional;
+  CHECK_THROWS_WITH_AS(pl.best_plan(study_job(16, 131072), bidi), doctest::Contains("sliding window (4096 tokens)"),
+                       InputError);
+  // A window as long as the sequence changes nothing.
+  const Plan same = pl.best_plan(study_job(16, 4096), {});
+  const Plan same_full = full.best_plan(study_job(16, 4096), {});
+  CHECK(same.predicted.step_time_s == doctest::Approx(same_full.predicted.step_time_s));
+}
+
+TEST_CASE("sliding window: all_gather gathers only the window's blocks") {
+  Study s(16);
+  ModelSpec m = s.model;
+  m.sliding_window = 4096;
+  Planner pl(m, s.fabric, CostParams::from_topology(s.topo));
+  Planner full(s.model, s.fabric, CostParams::from_topology(s.topo));
+  SearchPins ag;
+  ag.cp_comm_type = Strategy::kAllGatherCp;
+  ag.cp = 16;
+  Job job = study_job(16, 131072);
+  job.workload = Workload::kAttention;
+  const Plan w = pl.best_plan(job, ag);
+  CHECK(w.choice.load_balance == LoadBalance::kContiguous);
+  // c = 8K: the own block and one more instead of all 16, in memory and on the wire.
+  const Plan f = full.best_plan(job, ag);
+  CHECK(w.predicted.memory.working_set < f.predicted.memory.working_set);
+  CHECK(w.predicted.exposed_comm_s < 0.2 * f.predicted.exposed_comm_s);
 }

@@ -56,7 +56,7 @@ TEST_CASE("every shipped spec loads, and its name is its file name") {
     }
   }
   CHECK(topologies == 10);
-  CHECK(models == 12);
+  CHECK(models == 13);
   CHECK(rm::load_topology(rm::kStudyTopology).max_gpus() == 128);
   CHECK_NOTHROW(rm::load_model(rm::kDefaultModel));
 }
@@ -99,7 +99,7 @@ TEST_CASE("unknown names and paths") {
 TEST_CASE("model validation names file, line and field") {
   CHECK(error_of(std::string(kTinyModel) + "dropout: 0.1\n", false) ==
         "x.yaml:9: dropout: unknown key; expected one of: ffn_hidden, gated_ffn, head_dim, heads, "
-        "hidden, kv_heads, layers, name, note, vocab");
+        "hidden, kv_heads, layers, name, note, sliding_window, tied_embeddings, vocab");
   std::string typo = kTinyModel;
   typo.replace(typo.find("vocab"), 5, "vocabb");
   CHECK(error_of(typo, false) == "x.yaml:1: vocab: missing (required); found 'vocabb' (a misspelling?)");

@@ -142,10 +142,10 @@ TEST_CASE("rail-optimised fat tree, rail-aware order: step time within 2 %") {
   Worst worst{"dgx-a100-ib snake-order attention grid"};
   for (int gpus : {16, 32}) {
     for (int64_t seq : {int64_t{65536}, int64_t{524288}}) {
-      for (Schedule sched : {Schedule::kFlat, Schedule::kBidirectional, Schedule::kHierarchical}) {
+      for (Schedule sched : {Schedule::kFlat, Schedule::kBidirectional, Schedule::kTwoLevel}) {
         for (LoadBalance lb : {LoadBalance::kStriped, LoadBalance::kZigzag}) {
           check_attention(topo, model, gpus, seq, sched, lb,
-                          sched == Schedule::kHierarchical ? "node-major" : "snake", worst);
+                          sched == Schedule::kTwoLevel ? "node-major" : "snake", worst);
         }
       }
     }
@@ -296,4 +296,82 @@ TEST_CASE("a plan that does not match its topology is an InputError naming the f
   Plan indivisible = plan;
   indivisible.job.seq_len = 32768 + 1;
   CHECK(message(indivisible).find("bad.yaml: seq_len") == 0);
+}
+
+TEST_CASE("sliding window (Mistral 7B): the ring cut short, step time and memory within 2 %") {
+  const ModelSpec model = load_model(std::string(RM_SOURCE_DIR) + "/tests/data/hf/mistral-7b-v0.1/config.json");
+  REQUIRE(model.sliding_window == 4096);
+  Worst worst{"sliding window"};
+  struct WindowCase {
+    const char* topo;
+    int gpus;
+    int64_t seq;
+    Workload workload;
+  };
+  for (const WindowCase wc : {WindowCase{"a100-nvlink-box", 8, 65536, Workload::kAttention},
+                              WindowCase{"a100-nvlink-box", 8, 16384, Workload::kAttention},
+                              WindowCase{kStudyTopology, 16, 131072, Workload::kAttention},
+                              WindowCase{kStudyTopology, 16, 131072, Workload::kStep}}) {
+    CAPTURE(wc.topo);
+    CAPTURE(wc.gpus);
+    CAPTURE(wc.seq);
+    const Topology topo = load_topology(wc.topo);
+    Job j = make_job(topo, wc.gpus, wc.seq, wc.workload);
+    j.model = model.source;
+    // The p2p ring cut short, all_gather of the window's blocks only, and a2a (whose
+    // full-sequence attention skips what the window masks).
+    for (Strategy kind : {Strategy::kRing, Strategy::kAllGatherCp, Strategy::kUlysses}) {
+      CAPTURE(std::string(cp_comm_type(kind)));
+      SearchPins pins;
+      pins.cp = wc.gpus;
+      pins.cp_comm_type = kind;
+      const Fabric fabric(topo, wc.gpus);
+      const CostParams cost = CostParams::from_topology(topo);
+      const Plan plan = Planner(model, fabric, cost).best_plan(j, pins);
+      REQUIRE(plan.choice.strategy == kind);
+      if (kind != Strategy::kUlysses) CHECK(plan.choice.load_balance == LoadBalance::kContiguous);
+      const Compared c{plan.predicted, sim::simulate_plan(plan, model, fabric, cost)};
+      CHECK(c.time_error() < 0.02);
+      // Peak memory is the memory model's for a whole step (the attention workload runs no
+      // FFN or logits phase, which the model's working set can be set by).
+      const bool step = wc.workload == Workload::kStep;
+      if (step) CHECK(c.memory_error() < 0.02);
+      worst.add(c, step);
+    }
+  }
+}
+
+TEST_CASE("every CP kind is a plan the simulator replays: all_gather and a2a within 2 %") {
+  const ModelSpec model = load_model(kDefaultModel);
+  Worst worst{"cp kinds"};
+  struct KindCase {
+    const char* topo;
+    int gpus, cp;
+    int64_t seq;
+    Workload workload;
+  };
+  for (Strategy kind : {Strategy::kAllGatherCp, Strategy::kUlysses}) {
+    for (const KindCase kc : {KindCase{"a100-nvlink-box", 8, 8, 65536, Workload::kAttention},
+                              KindCase{"a100-nvlink-box", 8, 4, 131072, Workload::kLayer},
+                              KindCase{kStudyTopology, 16, 8, 131072, Workload::kStep},
+                              KindCase{kStudyTopology, 32, 16, 262144, Workload::kAttention}}) {
+      CAPTURE(std::string(cp_comm_type(kind)));
+      CAPTURE(kc.topo);
+      CAPTURE(kc.gpus);
+      CAPTURE(kc.seq);
+      const Topology topo = load_topology(kc.topo);
+      SearchPins pins;
+      pins.cp_comm_type = kind;
+      pins.cp = kc.cp;
+      const Fabric fabric(topo, kc.gpus);
+      const CostParams cost = CostParams::from_topology(topo);
+      const Plan plan = Planner(model, fabric, cost).best_plan(make_job(topo, kc.gpus, kc.seq, kc.workload), pins);
+      REQUIRE(plan.choice.strategy == kind);
+      const Compared c{plan.predicted, sim::simulate_plan(plan, model, fabric, cost)};
+      CHECK(c.time_error() < 0.02);
+      const bool step = kc.workload == Workload::kStep;  // as in the sliding-window case
+      if (step) CHECK(c.memory_error() < 0.02);
+      worst.add(c, step);
+    }
+  }
 }

@@ -1,0 +1,127 @@
+#include "planner/hf_config.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/input_error.h"
+
+namespace rm {
+
+namespace {
+
+using nlohmann::json;
+
+// model_type -> whether its config class ties the embeddings by default
+// (transformers' LlamaConfig, MistralConfig, Qwen2Config: False; GemmaConfig: True).
+struct Architecture {
+  const char* model_type;
+  bool tied_by_default;
+};
+constexpr Architecture kArchitectures[] = {
+    {"llama", false}, {"mistral", false}, {"qwen2", false}, {"gemma", true}};
+constexpr const char* kActivations[] = {"silu", "swish", "gelu", "gelu_pytorch_tanh", "gelu_new"};
+
+class Reader {
+ public:
+  Reader(const json& j, const std::string& source) : j_(j), source_(source) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& expected) const {
+    fail_input(source_, key, expected);
+  }
+  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+  int64_t integer(const char* key, int64_t lo = 1) const {
+    if (!has(key)) fail(key, "missing (required)");
+    return integer_at(key, lo);
+  }
+  int64_t integer_or(const char* key, int64_t fallback, int64_t lo = 1) const {
+    return has(key) ? integer_at(key, lo) : fallback;
+  }
+  bool boolean_or(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_.at(key).is_boolean()) fail(key, "expected true or false (got " + j_.at(key).dump() + ")");
+    return j_.at(key).get<bool>();
+  }
+  std::string str(const char* key) const {
+    if (!has(key)) fail(key, "missing (required)");
+    if (!j_.at(key).is_string()) fail(key, "expected a string (got " + j_.at(key).dump() + ")");
+    return j_.at(key).get<std::string>();
+  }
+
+ private:
+  const json& j_;
+  const std::string& source_;
+
+  int64_t integer_at(const char* key, int64_t lo) const {
+    const json& v = j_.at(key);
+    constexpr int64_t kMax = 1'000'000'000'000'000;
+    if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > kMax) {
+      fail(key, "expected a whole number >= " + std::to_string(lo) + " (got " + v.dump() + ")");
+    }
+    return v.get<int64_t>();
+  }
+};
+
+std::string model_name(const std::string& source) {
+  const std::filesystem::path p(source);
+  if (p.filename() == "config.json" && p.has_parent_path() && !p.parent_path().filename().empty())
+    return p.parent_path().filename().string();
+  return p.stem().string();
+}
+
+}  // namespace
+
+bool is_hf_config_path(const std::string& path) {
+  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+}
+
+ModelSpec parse_hf_config(const std::string& json_text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw InputError(source + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) throw InputError(source + ": expected a JSON object (a transformers config.json)");
+  const Reader r(j, source);
+  const std::string type = r.str("model_type");
+  const auto* arch = std::find_if(std::begin(kArchitectures), std::end(kArchitectures),
+                                  [&](const Architecture& a) { return type == a.model_type; });
+  if (arch == std::end(kArchitectures)) {
+    r.fail("model_type", "unknown architecture '" + type +
+                             "' (understood: llama, mistral, qwen2, gemma); write a model YAML for it");
+  }
+  ModelSpec m;
+  m.source = source;
+  m.name = model_name(source);
+  m.note = std::string("Hugging Face config (model_type ") + type + ")";
+  auto to_int = [](int64_t v) { return static_cast<int>(std::min<int64_t>(v, std::numeric_limits<int>::max())); };
+  m.layers = to_int(r.integer("num_hidden_layers"));
+  m.hidden = to_int(r.integer("hidden_size"));
+  m.heads = to_int(r.integer("num_attention_heads"));
+  m.kv_heads = to_int(r.integer_or("num_key_value_heads", m.heads));
+  if (!r.has("head_dim") && m.hidden % m.heads != 0) {
+    r.fail("head_dim", "missing, and num_attention_heads " + std::to_string(m.heads) +
+                           " does not divide hidden_size " + std::to_string(m.hidden));
+  }
+  m.head_dim = to_int(r.integer_or("head_dim", m.hidden / m.heads));
+  m.ffn_hidden = to_int(r.integer("intermediate_size"));
+  m.vocab = to_int(r.integer("vocab_size"));
+  if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
+    r.fail("num_key_value_heads", "expected a divisor of num_attention_heads " + std::to_string(m.heads) +
+                                      " (got " + std::to_string(m.kv_heads) + ")");
+  }
+  const std::string act = r.has("hidden_act") ? r.str("hidden_act") : "silu";
+  if (std::find(std::begin(kActivations), std::end(kActivations), act) == std::end(kActivations)) {
+    r.fail("hidden_act", "expected one of silu, swish, gelu, gelu_pytorch_tanh, gelu_new (got '" + act + "')");
+  }
+  m.gated_ffn = true;  // SwiGLU (llama, mistral, qwen2) or GeGLU (gemma)
+  // Qwen2 writes its window size but applies it only with use_sliding_window: true.
+  if (r.boolean_or("use_sliding_window", type != "qwen2")) m.sliding_window = r.integer_or("sliding_window", 0);
+  m.tied_embeddings = r.boolean_or("tie_word_embeddings", arch->tied_by_default);
+  return m;
+}
+
+}  // namespace rm
