@@ -30,6 +30,12 @@ float input_value(uint64_t seed, InputTensor which, int head, int64_t token, int
 
 double Backend::verify_tolerance() const { return kVerifyTolerance; }
 
+void Backend::load(const HostTensors& t) {
+  (void)t;
+  throw std::runtime_error("the " + name() + " backend does not load training tensors; train "
+                           "with --backend cpu");
+}
+
 void check_backend_available(const std::string& name) {
   if (name == "cpu") return;
   if (name == "cuda") {

@@ -151,6 +151,11 @@ class Backend {
   virtual void synchronize() = 0;
   // This rank's inputs and results, for verification (after the ring loop).
   virtual HostTensors download() const = 0;
+  // Replaces the inputs with real ones (training, executor/ring_attention.h): Q, K, V
+  // from `t` and, where `t` has them (non-empty), dO, out and lse (a backward pass after
+  // a forward pass of other inputs). Layouts and sizes as set up. The base class throws:
+  // a backend that does not implement it cannot train.
+  virtual void load(const HostTensors& t);
 };
 
 // Backends by name ("cpu", "cuda"). Throws InputError naming the backend when it is

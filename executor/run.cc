@@ -21,26 +21,33 @@
 
 namespace rm::exec {
 
-LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string& backend) {
-  LoadedPlanFile lp = load_plan_file(plan_path);
+void check_plan_for_backend(const LoadedPlanFile& lp, const std::string& plan_path,
+                            const std::string& backend) {
   const Plan& p = lp.plan;
   check_backend_available(backend);
   if (p.choice.strategy != Strategy::kRing)
     fail_input(plan_path, "plan.strategy",
-               std::string("run executes ring-attention plans (got '") + to_string(p.choice.strategy) +
-                   "')");
+               std::string("the executor runs ring-attention plans (got '") +
+                   to_string(p.choice.strategy) + "')");
+  if (backend == "cpu" && lp.topology.intra.kind != IntraKind::kSharedMemory)
+    fail_input(plan_path, "topology",
+               "the cpu backend runs plans made for a CPU topology (shared-memory devices, "
+               "e.g. cpu-local); this plan is for '" + lp.topology.name +
+                   "': re-plan with --topology cpu-local, or run it with --backend cuda");
+}
+
+LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string& backend) {
+  LoadedPlanFile lp = load_plan_file(plan_path);
+  const Plan& p = lp.plan;
+  check_plan_for_backend(lp, plan_path, backend);
   if (p.job.workload != Workload::kAttention)
     fail_input(plan_path, "workload",
                std::string("the executor runs workload 'attention' (ring attention, forward or "
                            "forward-backward) only; '") +
                    to_string(p.job.workload) +
                    "' also needs the linear layers and FSDP collectives, which it does not "
-                   "run: re-plan with --workload attention");
-  if (backend == "cpu" && lp.topology.intra.kind != IntraKind::kSharedMemory)
-    fail_input(plan_path, "topology",
-               "the cpu backend runs plans made for a CPU topology (shared-memory devices, "
-               "e.g. cpu-local); this plan is for '" + lp.topology.name +
-                   "': re-plan with --topology cpu-local, or run it with --backend cuda");
+                   "run: re-plan with --workload attention (or train the plan's model with "
+                   "`ringmaster train`)");
   return lp;
 }
 

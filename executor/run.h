@@ -24,6 +24,11 @@ struct RunOptions {
   uint64_t seed = 20240601;  // inputs of ring k use seed + k
 };
 
+// Checks that `backend` is built and can run the loaded plan (strategy ring; a CPU
+// topology for the cpu backend); throws InputError naming the plan file and field.
+void check_plan_for_backend(const LoadedPlanFile& lp, const std::string& plan_path,
+                            const std::string& backend);
+
 // The plan file as every command loads it (planner/plan_loader.h: specs, GPU count, fabric),
 // then checked for what `run` can execute with `backend`; throws InputError naming the
 // plan file and field otherwise (strategy other than ring, workload other than attention,

@@ -1,0 +1,215 @@
+// One rank of `ringmaster train` (see train.h).
+#include "executor/train.h"
+
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <stdexcept>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "executor/checkpoint.h"
+#include "executor/measurements.h"
+#include "executor/ring_attention.h"
+#include "executor/run.h"
+#include "executor/token_stream.h"
+#include "executor/transformer.h"
+#include "executor/watchdog.h"
+#include "planner/input_error.h"
+
+namespace rm::exec {
+
+namespace {
+
+struct Loaded {
+  LoadedPlanFile lp;
+  Transformer model;
+};
+
+Loaded load_inputs(const TrainOptions& opt) {
+  LoadedPlanFile lp = load_plan_file(opt.plan_path);
+  check_plan_for_backend(lp, opt.plan_path, opt.backend);
+  Transformer model(lp.model, opt.plan_path);
+  return {std::move(lp), std::move(model)};
+}
+
+std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences, int64_t start) {
+  const Plan& p = in.lp.plan;
+  char line[768];
+  std::snprintf(
+      line, sizeof line,
+      "# ringmaster train: %s: %s (%.2fM params) on %s, %d ranks = ring %d x dp %d, %s ring, %s\n"
+      "#   N = %lld tokens, %lld sequences per step (micro-batch %d x grad-accum %d x dp %d), "
+      "AdamW lr %.3g (warm-up %d), data %s\n"
+      "#   every rank holds the whole model and optimizer (the plan's FSDP sharding and "
+      "'%s' checkpointing are not applied; same numbers)%s\n",
+      opt.plan_path.c_str(), in.lp.model.name.c_str(), in.model.num_params() / 1e6,
+      in.lp.topology.name.c_str(), p.job.gpus, p.choice.cp, p.choice.dp,
+      to_string(p.choice.schedule), to_string(p.choice.load_balance),
+      static_cast<long long>(p.job.seq_len), static_cast<long long>(sequences),
+      p.choice.micro_batch, p.choice.grad_accum, p.choice.dp, opt.optimizer.lr,
+      opt.optimizer.warmup_steps, opt.data_path.c_str(), to_string(p.choice.checkpointing),
+      start > 0 ? (", resumed after step " + std::to_string(start)).c_str() : "");
+  return line;
+}
+
+int train_body(const TrainOptions& opt, int rank, int size) {
+  const Loaded in = load_inputs(opt);
+  const Plan& plan = in.lp.plan;
+  if (size != plan.job.gpus)
+    fail_input(opt.plan_path, "gpus",
+               "the plan is for " + std::to_string(plan.job.gpus) + " ranks but the MPI world has " +
+                   std::to_string(size));
+  const int64_t N = plan.job.seq_len;
+  TokenStream data(opt.data_path, N);
+  Watchdog watchdog(rank, opt.timeout_s);
+  RingAttention attention(in.lp, opt.plan_path, rank, opt.backend, &watchdog);
+
+  TrainState st;
+  st.seed = opt.seed;
+  std::optional<TrainState> resumed;
+  if (opt.resume) resumed = read_latest_checkpoint(opt.checkpoint_dir, in.model);
+  if (resumed) {
+    st = std::move(*resumed);
+    data.seek(st.data);
+  } else {
+    st.params = in.model.init(opt.seed);
+  }
+
+  const int dp = plan.choice.dp, mb = plan.choice.micro_batch, ga = plan.choice.grad_accum;
+  const int64_t sequences = int64_t{dp} * mb * ga;
+  const double grad_scale = 1.0 / (static_cast<double>(sequences) * N);
+  const auto& idx = attention.tokens();
+  const int64_t c = static_cast<int64_t>(idx.size());
+  std::vector<int32_t> tok(static_cast<size_t>(c)), tgt(static_cast<size_t>(c));
+  std::vector<float> grads(st.params.size());
+  const AttentionFn fwd = [&](int l, HostTensors& t) { attention.forward(l, t); };
+  const AttentionFn bwd = [&](int l, HostTensors& t) { attention.backward(l, t); };
+  const bool json = opt.format == "json";
+  const bool checkpoints = !opt.checkpoint_dir.empty();
+  const FaultSpec fault = fault_from_env();
+
+  if (rank == 0) {
+    std::fputs(header(opt, in, sequences, st.step).c_str(), json ? stderr : stdout);
+    if (!json)
+      std::printf("%8s  %8s  %10s  %10s  %12s  %8s  %8s\n%8s  %8s  %10s  %10s  %12s  %8s  %8s\n",
+                  "step", "loss", "tokens/s", "step time", "exposed comm", "exposed", "ETA", "",
+                  "(nats)", "(tok/s)", "(ms)", "(ms)", "(%)", "(s)");
+    std::fflush(stdout);
+  }
+  std::vector<Measurement> records;
+  double elapsed = 0;
+  int64_t timed = 0;
+  for (int64_t step = st.step; step < opt.steps; ++step) {
+    watchdog.arm("the barrier before training step " + std::to_string(step + 1));
+    MPI_Barrier(MPI_COMM_WORLD);
+    watchdog.disarm();
+    const double t0 = MPI_Wtime();
+    std::vector<std::vector<int32_t>> seqs;
+    for (int64_t s = 0; s < sequences; ++s) seqs.push_back(data.next());
+    std::fill(grads.begin(), grads.end(), 0.0f);
+    attention.reset_exposed();
+    attention.set_step(static_cast<int>(step));
+    double loss = 0;
+    for (int a = 0; a < ga; ++a)
+      for (int m = 0; m < mb; ++m) {
+        const auto& seq = seqs[static_cast<size_t>((int64_t{a} * dp + attention.ring()) * mb + m)];
+        for (int64_t i = 0; i < c; ++i) {
+          tok[i] = seq[static_cast<size_t>(idx[i])];
+          tgt[i] = seq[static_cast<size_t>(idx[i] + 1)];
+        }
+        loss += in.model.forward_backward(st.params, grads, tok.data(), tgt.data(), idx.data(), c,
+                                          grad_scale, fwd, bwd);
+      }
+    // Gradients (and the loss) summed over every rank: blocking, so wholly exposed.
+    const double ta = MPI_Wtime();
+    watchdog.arm("the gradient all-reduce of training step " + std::to_string(step + 1));
+    MPI_Allreduce(MPI_IN_PLACE, grads.data(), static_cast<int>(grads.size()), MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    watchdog.disarm();
+    const double exposed = attention.exposed_comm_s() + (MPI_Wtime() - ta);
+    const double grad_norm = adamw_update(opt.optimizer, in.model.tensors(), st.params, grads, st.optimizer);
+    double times[2] = {MPI_Wtime() - t0, exposed};  // the slowest rank's
+    MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    st.step = step + 1;
+    st.data = data.position();
+    elapsed += times[0];
+    ++timed;
+    std::vector<Measurement> mine = attention.take_records();
+    if (!opt.measurements_path.empty()) records.insert(records.end(), mine.begin(), mine.end());
+
+    if (rank == 0) {
+      const double mean_loss = loss * grad_scale;
+      const double tokens_per_s = static_cast<double>(sequences) * N / times[0];
+      const double eta = elapsed / timed * static_cast<double>(opt.steps - st.step);
+      if (json) {
+        nlohmann::json j = {{"step", st.step},          {"loss", mean_loss},
+                            {"tokens_per_s", tokens_per_s}, {"step_time_s", times[0]},
+                            {"exposed_comm_s", times[1]}, {"grad_norm", grad_norm},
+                            {"lr", adamw_lr(opt.optimizer, st.optimizer.step - 1)},
+                            {"eta_s", eta}};
+        std::printf("%s\n", j.dump().c_str());
+      } else {
+        std::printf("%8lld  %8.4f  %10.0f  %10.1f  %12.1f  %8.1f  %8.0f\n",
+                    static_cast<long long>(st.step), mean_loss, tokens_per_s, times[0] * 1e3,
+                    times[1] * 1e3, 100.0 * times[1] / times[0], eta);
+      }
+      std::fflush(stdout);
+    }
+    if (checkpoints && ((opt.checkpoint_every > 0 && st.step % opt.checkpoint_every == 0) ||
+                        st.step == opt.steps)) {
+      if (rank == 0) {
+        const bool kill = fault.kind == FaultSpec::Kind::kCheckpointKill && fault.rank == rank &&
+                          fault.step == st.step;
+        write_checkpoint(opt.checkpoint_dir, in.model, opt.data_path, st, kill);
+        std::fprintf(stderr, "ringmaster train: checkpoint of step %lld written to %s\n",
+                     static_cast<long long>(st.step), opt.checkpoint_dir.c_str());
+      }
+      watchdog.arm("the barrier after the checkpoint of step " + std::to_string(st.step));
+      MPI_Barrier(MPI_COMM_WORLD);
+      watchdog.disarm();
+    }
+  }
+  if (!opt.measurements_path.empty()) {
+    watchdog.arm("gathering measurements to rank 0");
+    const std::vector<Measurement> all = gather_measurements(records);
+    watchdog.disarm();
+    if (rank == 0) write_measurements_jsonl(all, opt.measurements_path);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int check_train_inputs(const TrainOptions& opt) {
+  const Loaded in = load_inputs(opt);
+  TokenStream data(opt.data_path, in.lp.plan.job.seq_len);
+  if (opt.resume) read_latest_checkpoint(opt.checkpoint_dir, in.model);
+  return in.lp.plan.job.gpus;
+}
+
+int train_rank(const TrainOptions& options) {
+  init_mpi_rank();
+  int size = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int code = 0;
+  try {
+    code = train_body(options, rank, size);
+  } catch (const InputError& e) {
+    if (rank == 0) std::fprintf(stderr, "ringmaster: %s\n", e.what());
+    code = kExitBadInput;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringmaster train: rank %d: error: %s\n", rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return code;
+}
+
+}  // namespace rm::exec
