@@ -13,6 +13,8 @@ RingAttention::RingAttention(const LoadedPlanFile& lp, const std::string& plan_p
   Plan plan = lp.plan;
   plan.job.workload = Workload::kAttention;
   plan.job.passes = Passes::kForwardBackward;
+  plan.choice.micro_batch = 1;  // one sequence per call: train loops over the micro-batch
+  plan.choice.grad_accum = 1;
   ScheduleOptions so;
   so.only_gpus = {rank};
   so.where = plan_path;
