@@ -39,15 +39,13 @@ void check_plan_for_backend(const LoadedPlanFile& lp, const std::string& plan_pa
 LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string& backend) {
   LoadedPlanFile lp = load_plan_file(plan_path);
   const Plan& p = lp.plan;
-  check_plan_for_backend(lp, plan_path, backend);
-  if (p.job.workload != Workload::kAttention)
+  check_backend_available(backend);
+  if (p.job.workload == Workload::kLayer)
     fail_input(plan_path, "workload",
-               std::string("the executor runs workload 'attention' (ring attention, forward or "
-                           "forward-backward) only; '") +
-                   to_string(p.job.workload) +
-                   "' also needs the linear layers and FSDP collectives, which it does not "
-                   "run: re-plan with --workload attention (or train the plan's model with "
-                   "`ringmaster train`)");
+               "the executor runs workloads 'attention' (ring attention alone) and 'step' "
+               "(whole training steps, as `ringmaster train`); 'layer' is for prediction "
+               "only: re-plan with --workload attention or step");
+  check_plan_for_backend(lp, plan_path, backend);
   return lp;
 }
 

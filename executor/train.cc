@@ -51,7 +51,7 @@ std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences,
       to_string(p.choice.schedule), to_string(p.choice.load_balance),
       static_cast<long long>(p.job.seq_len), static_cast<long long>(sequences),
       p.choice.micro_batch, p.choice.grad_accum, p.choice.dp, opt.optimizer.lr,
-      opt.optimizer.warmup_steps, opt.data_path.c_str(), to_string(p.choice.checkpointing),
+      opt.optimizer.warmup_steps, opt.synthetic_data ? "synthetic (run)" : opt.data_path.c_str(), to_string(p.choice.checkpointing),
       start > 0 ? (", resumed after step " + std::to_string(start)).c_str() : "");
   return line;
 }
@@ -64,7 +64,15 @@ int train_body(const TrainOptions& opt, int rank, int size) {
                "the plan is for " + std::to_string(plan.job.gpus) + " ranks but the MPI world has " +
                    std::to_string(size));
   const int64_t N = plan.job.seq_len;
-  TokenStream data(opt.data_path, N);
+  std::optional<TokenStream> data;
+  if (!opt.synthetic_data) data.emplace(opt.data_path, N);
+  uint64_t synthetic_state = opt.seed;  // counter hashed into synthetic byte tokens
+  auto next_sequence = [&] {
+    if (data) return data->next();
+    std::vector<int32_t> seq(static_cast<size_t>(N + 1));
+    for (auto& t : seq) t = static_cast<int32_t>(splitmix64(synthetic_state++) % 256);
+    return seq;
+  };
   Watchdog watchdog(rank, opt.timeout_s);
   RingAttention attention(in.lp, opt.plan_path, rank, opt.backend, &watchdog);
 
@@ -74,7 +82,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   if (opt.resume) resumed = read_latest_checkpoint(opt.checkpoint_dir, in.model);
   if (resumed) {
     st = std::move(*resumed);
-    data.seek(st.data);
+    if (data) data->seek(st.data);
   } else {
     st.params = in.model.init(opt.seed);
   }
@@ -109,7 +117,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     watchdog.disarm();
     const double t0 = MPI_Wtime();
     std::vector<std::vector<int32_t>> seqs;
-    for (int64_t s = 0; s < sequences; ++s) seqs.push_back(data.next());
+    for (int64_t s = 0; s < sequences; ++s) seqs.push_back(next_sequence());
     std::fill(grads.begin(), grads.end(), 0.0f);
     attention.reset_exposed();
     attention.set_step(static_cast<int>(step));
@@ -136,16 +144,19 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     double times[2] = {MPI_Wtime() - t0, exposed};  // the slowest rank's
     MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     st.step = step + 1;
-    st.data = data.position();
-    elapsed += times[0];
-    ++timed;
+    if (data) st.data = data->position();
+    if (step >= opt.untimed_steps) {
+      elapsed += times[0];
+      ++timed;
+    }
     std::vector<Measurement> mine = attention.take_records();
-    if (!opt.measurements_path.empty()) records.insert(records.end(), mine.begin(), mine.end());
+    if (!opt.measurements_path.empty() || !opt.trace_path.empty())
+      records.insert(records.end(), mine.begin(), mine.end());
 
     if (rank == 0) {
       const double mean_loss = loss * grad_scale;
       const double tokens_per_s = static_cast<double>(sequences) * N / times[0];
-      const double eta = elapsed / timed * static_cast<double>(opt.steps - st.step);
+      const double eta = timed > 0 ? elapsed / timed * static_cast<double>(opt.steps - st.step) : 0;
       if (json) {
         nlohmann::json j = {{"step", st.step},          {"loss", mean_loss},
                             {"tokens_per_s", tokens_per_s}, {"step_time_s", times[0]},
@@ -174,20 +185,55 @@ int train_body(const TrainOptions& opt, int rank, int size) {
       watchdog.disarm();
     }
   }
+  if (rank == 0 && opt.synthetic_data && timed > 0 && plan.predicted.step_time_s > 0) {
+    const double mean = elapsed / timed;
+    std::fprintf(json ? stderr : stdout,
+                 "# planner predicted %.3f ms per step; measured %.3f ms (%+.0f %%; mean of %lld "
+                 "steps after %d untimed)\n",
+                 plan.predicted.step_time_s * 1e3, mean * 1e3,
+                 100.0 * (mean / plan.predicted.step_time_s - 1.0), static_cast<long long>(timed),
+                 opt.untimed_steps);
+  }
   if (!opt.measurements_path.empty()) {
     watchdog.arm("gathering measurements to rank 0");
     const std::vector<Measurement> all = gather_measurements(records);
     watchdog.disarm();
     if (rank == 0) write_measurements_jsonl(all, opt.measurements_path);
   }
+  if (!opt.trace_path.empty()) {
+    watchdog.arm("gathering the trace to rank 0");
+    const std::vector<Measurement> all = gather_measurements(records);
+    watchdog.disarm();
+    if (rank == 0) write_measurements_trace(all, opt.trace_path, opt.plan_path);
+  }
   return 0;
 }
 
 }  // namespace
 
+TrainOptions run_step_options(const RunOptions& run) {
+  if (run.verify)
+    fail_input(run.plan_path, "workload",
+               "--verify checks attention plans only; whole-step verification against an "
+               "fp64 reference is not implemented (re-plan with --workload attention to verify "
+               "the ring attention; tests/e2e/train_equivalence.sh checks whole steps across "
+               "layouts)");
+  TrainOptions t;
+  t.plan_path = run.plan_path;
+  t.steps = 1 + run.iters;
+  t.seed = run.seed;
+  t.measurements_path = run.measurements_path;
+  t.trace_path = run.trace_path;
+  t.backend = run.backend;
+  t.timeout_s = run.timeout_s;
+  t.synthetic_data = true;
+  t.untimed_steps = 1;
+  return t;
+}
+
 int check_train_inputs(const TrainOptions& opt) {
   const Loaded in = load_inputs(opt);
-  TokenStream data(opt.data_path, in.lp.plan.job.seq_len);
+  if (!opt.synthetic_data) (void)TokenStream(opt.data_path, in.lp.plan.job.seq_len);
   if (opt.resume) read_latest_checkpoint(opt.checkpoint_dir, in.model);
   return in.lp.plan.job.gpus;
 }

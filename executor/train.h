@@ -23,6 +23,7 @@
 #include <string>
 
 #include "executor/adamw.h"
+#include "executor/run.h"
 
 namespace rm::exec {
 
@@ -35,11 +36,24 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;  // 0 = only after the last step
   bool resume = false;
   std::string measurements_path;  // the ring attention's op records (measurements.h)
+  std::string trace_path;         // the same records as a trace (run only)
   std::string format = "table";   // "table" or "json"
   std::string backend = "cpu";
   double timeout_s = 60;  // watchdog deadline per op (watchdog.h)
   AdamWConfig optimizer;
+  // `run` of a step plan (run_step_options): tokens hashed from the seed instead of a
+  // file, the first `untimed_steps` left out of the measured mean, and the mean step time
+  // compared with the plan's prediction.
+  bool synthetic_data = false;
+  int untimed_steps = 0;
 };
+
+// What `ringmaster run` does with a step plan: 1 untimed warm-up step and `iters` timed
+// training steps of the plan's model and layout on synthetic tokens, the ring attention's
+// records to --measurements, and the measured mean step time against the prediction.
+// --verify is refused for step plans (InputError): whole-step verification against an
+// fp64 reference is not implemented.
+TrainOptions run_step_options(const RunOptions& run);
 
 // Everything checked before ranks start: plan (ring strategy, topology for the backend),
 // model (transformer.h), data file (token_stream.h) and, with --resume, the latest

@@ -26,13 +26,6 @@ constexpr double kRopeTheta = 10000.0;
 // Initialisation std of GPT-2 / Megatron-LM (--init-method-std 0.02).
 constexpr double kInitStd = 0.02;
 
-uint64_t splitmix64(uint64_t& s) {
-  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // y = rmsnorm(x) * g row by row; r[i] = 1 / rms(x_i).   x, y [c][H]; r [c]; g [H]
 void rmsnorm_forward(const Mat& x, const float* g, Mat& y, std::vector<float>& r) {
   const Eigen::Index n = x.cols();
@@ -164,10 +157,10 @@ std::vector<float> Transformer::init(uint64_t seed) const {
     const bool is_out = pt.name.find("wo") != std::string::npos ||
                         pt.name.find("w2") != std::string::npos;
     const double sigma = kInitStd * (is_out ? out_scale : 1.0);
-    uint64_t s = seed * 1000003ull + t;
+    uint64_t s = splitmix64(splitmix64(seed) ^ t);  // a counter from a random start per tensor
     for (size_t i = 0; i < n; i += 2) {  // Box-Muller: two normals per pair of uniforms
-      const double u1 = (static_cast<double>(splitmix64(s) >> 11) + 1.0) * 0x1.0p-53;
-      const double u2 = static_cast<double>(splitmix64(s) >> 11) * 0x1.0p-53;
+      const double u1 = (static_cast<double>(splitmix64(s++) >> 11) + 1.0) * 0x1.0p-53;
+      const double u2 = static_cast<double>(splitmix64(s++) >> 11) * 0x1.0p-53;
       const double rad = std::sqrt(-2.0 * std::log(u1));
       p[pt.offset + i] = static_cast<float>(sigma * rad * std::cos(2 * M_PI * u2));
       if (i + 1 < n) p[pt.offset + i + 1] = static_cast<float>(sigma * rad * std::sin(2 * M_PI * u2));
