@@ -67,16 +67,27 @@ void RingAttention::run_part(RingLoop& loop, int layer) {
   }
 }
 
-void RingAttention::forward(int layer, HostTensors& t) {
-  backend_->load(t);
+void RingAttention::forward(int layer, LayerAttention<float>& t) {
+  HostTensors in;
+  in.q = t.q;
+  in.k = t.k;
+  in.v = t.v;
+  backend_->load(in);
   run_part(*forward_loop_, layer);
   HostTensors r = backend_->download();
   t.out = std::move(r.out);
   t.lse = std::move(r.lse);
 }
 
-void RingAttention::backward(int layer, HostTensors& t) {
-  backend_->load(t);
+void RingAttention::backward(int layer, LayerAttention<float>& t) {
+  HostTensors in;
+  in.q = t.q;
+  in.k = t.k;
+  in.v = t.v;
+  in.out = t.out;
+  in.lse = t.lse;
+  in.dout = t.dout;
+  backend_->load(in);
   run_part(*backward_loop_, layer);
   HostTensors r = backend_->download();
   t.dq = std::move(r.dq);

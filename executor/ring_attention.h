@@ -21,6 +21,7 @@
 #include "executor/backend.h"
 #include "executor/measurements.h"
 #include "executor/ring_loop.h"
+#include "executor/transformer.h"
 #include "executor/watchdog.h"
 #include "planner/plan_loader.h"
 
@@ -38,9 +39,9 @@ class RingAttention {
   const std::vector<int64_t>& tokens() const { return tokens_; }
 
   // t.q, t.k, t.v -> t.out, t.lse (see transformer.h's AttentionFn).
-  void forward(int layer, HostTensors& t);
+  void forward(int layer, LayerAttention<float>& t);
   // t.q, t.k, t.v, t.out, t.lse, t.dout -> t.dq, t.dk, t.dv.
-  void backward(int layer, HostTensors& t);
+  void backward(int layer, LayerAttention<float>& t);
 
   // The records of every op run since the last call (`iteration` = training step,
   // `layer` = the model's layer), and the seconds blocked in waits among them.

@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -16,7 +17,9 @@
 #include "executor/ring_attention.h"
 #include "executor/run.h"
 #include "executor/token_stream.h"
+#include "executor/reference_attention.h"
 #include "executor/transformer.h"
+#include "executor/verify.h"
 #include "executor/watchdog.h"
 #include "planner/input_error.h"
 
@@ -54,6 +57,48 @@ std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences,
       opt.optimizer.warmup_steps, opt.synthetic_data ? "synthetic (run)" : opt.data_path.c_str(), to_string(p.choice.checkpointing),
       start > 0 ? (", resumed after step " + std::to_string(start)).c_str() : "");
   return line;
+}
+
+// run --verify of a step plan (rank 0): the step's mean loss and gradients recomputed on
+// one rank in fp64 from the same parameters and sequences, each tensor compared with
+// what the ranks computed (`grads`, all-reduced; `loss`, the summed token losses).
+VerifyResult verify_step(const Transformer& model, const Plan& plan,
+                         const std::vector<float>& params, const std::vector<float>& grads,
+                         double loss, const std::vector<std::vector<int32_t>>& seqs,
+                         double grad_scale, double tolerance) {
+  const ModelSpec& m = model.spec();
+  const int64_t N = plan.job.seq_len;
+  const ReferenceShape shape{N, m.head_dim, m.heads, m.kv_heads, plan.job.causal};
+  const AttentionFnOf<double> fwd = [&](int, LayerAttention<double>& t) {
+    ReferenceResult r = reference_attention(shape, t.q, t.k, t.v, {}, false);
+    t.out = std::move(r.out);
+    t.lse = std::move(r.lse);
+  };
+  const AttentionFnOf<double> bwd = [&](int, LayerAttention<double>& t) {
+    ReferenceResult r = reference_attention(shape, t.q, t.k, t.v, t.dout, true);
+    t.dq = std::move(r.dq);
+    t.dk = std::move(r.dk);
+    t.dv = std::move(r.dv);
+  };
+  const std::vector<double> p64(params.begin(), params.end());
+  std::vector<double> g64(params.size(), 0.0);
+  std::vector<int64_t> positions(static_cast<size_t>(N));
+  for (int64_t i = 0; i < N; ++i) positions[i] = i;
+  double loss64 = 0;
+  for (const auto& seq : seqs)
+    loss64 += model.forward_backward<double>(p64, g64, seq.data(), seq.data() + 1, positions.data(),
+                                             N, grad_scale, fwd, bwd);
+  VerifyResult res;
+  res.checks.push_back(compare_tensor("loss", {loss * grad_scale}, {loss64 * grad_scale}, tolerance));
+  for (const ParamTensor& t : model.tensors()) {
+    const auto begin = static_cast<std::ptrdiff_t>(t.offset);
+    const auto end = begin + static_cast<std::ptrdiff_t>(t.rows * t.cols);
+    res.checks.push_back(compare_tensor("d" + t.name,
+                                        std::vector<double>(grads.begin() + begin, grads.begin() + end),
+                                        std::vector<double>(g64.begin() + begin, g64.begin() + end),
+                                        tolerance));
+  }
+  return res;
 }
 
 int train_body(const TrainOptions& opt, int rank, int size) {
@@ -94,8 +139,8 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   const int64_t c = static_cast<int64_t>(idx.size());
   std::vector<int32_t> tok(static_cast<size_t>(c)), tgt(static_cast<size_t>(c));
   std::vector<float> grads(st.params.size());
-  const AttentionFn fwd = [&](int l, HostTensors& t) { attention.forward(l, t); };
-  const AttentionFn bwd = [&](int l, HostTensors& t) { attention.backward(l, t); };
+  const AttentionFn fwd = [&](int l, LayerAttention<float>& t) { attention.forward(l, t); };
+  const AttentionFn bwd = [&](int l, LayerAttention<float>& t) { attention.backward(l, t); };
   const bool json = opt.format == "json";
   const bool checkpoints = !opt.checkpoint_dir.empty();
   const FaultSpec fault = fault_from_env();
@@ -109,6 +154,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     std::fflush(stdout);
   }
   std::vector<Measurement> records;
+  std::optional<VerifyResult> verified;
   double elapsed = 0;
   int64_t timed = 0;
   for (int64_t step = st.step; step < opt.steps; ++step) {
@@ -140,6 +186,9 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     watchdog.disarm();
     const double exposed = attention.exposed_comm_s() + (MPI_Wtime() - ta);
+    if (opt.verify && step == 0 && rank == 0)
+      verified = verify_step(in.model, plan, st.params, grads, loss, seqs, grad_scale,
+                             kVerifyTolerance);
     const double grad_norm = adamw_update(opt.optimizer, in.model.tensors(), st.params, grads, st.optimizer);
     double times[2] = {MPI_Wtime() - t0, exposed};  // the slowest rank's
     MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -194,6 +243,17 @@ int train_body(const TrainOptions& opt, int rank, int size) {
                  100.0 * (mean / plan.predicted.step_time_s - 1.0), static_cast<long long>(timed),
                  opt.untimed_steps);
   }
+  bool ok = true;
+  if (rank == 0 && verified) {
+    double worst = 0;
+    for (const TensorCheck& c : verified->checks) worst = std::max(worst, c.rel_err);
+    ok = verified->ok();
+    std::fprintf(json ? stderr : stdout,
+                 "%s# verification of step 1 against a one-rank fp64 reference: %s (max rel err "
+                 "%.2e, tolerance %.0e)\n",
+                 format_verify_table({*verified}, kVerifyTolerance).c_str(), ok ? "OK" : "FAILED",
+                 worst, kVerifyTolerance);
+  }
   if (!opt.measurements_path.empty()) {
     watchdog.arm("gathering measurements to rank 0");
     const std::vector<Measurement> all = gather_measurements(records);
@@ -206,18 +266,12 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     watchdog.disarm();
     if (rank == 0) write_measurements_trace(all, opt.trace_path, opt.plan_path);
   }
-  return 0;
+  return ok ? 0 : 1;
 }
 
 }  // namespace
 
 TrainOptions run_step_options(const RunOptions& run) {
-  if (run.verify)
-    fail_input(run.plan_path, "workload",
-               "--verify checks attention plans only; whole-step verification against an "
-               "fp64 reference is not implemented (re-plan with --workload attention to verify "
-               "the ring attention; tests/e2e/train_equivalence.sh checks whole steps across "
-               "layouts)");
   TrainOptions t;
   t.plan_path = run.plan_path;
   t.steps = 1 + run.iters;
@@ -228,6 +282,7 @@ TrainOptions run_step_options(const RunOptions& run) {
   t.timeout_s = run.timeout_s;
   t.synthetic_data = true;
   t.untimed_steps = 1;
+  t.verify = run.verify;
   return t;
 }
 

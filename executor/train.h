@@ -46,13 +46,16 @@ struct TrainOptions {
   // compared with the plan's prediction.
   bool synthetic_data = false;
   int untimed_steps = 0;
+  // run --verify: after the first step's all-reduce, rank 0 recomputes that step's loss
+  // and gradients on one rank in fp64 (reference attention, whole sequences) and compares
+  // every parameter tensor (verify.h's measure and tolerance); exit 1 when one fails.
+  bool verify = false;
 };
 
 // What `ringmaster run` does with a step plan: 1 untimed warm-up step and `iters` timed
 // training steps of the plan's model and layout on synthetic tokens, the ring attention's
-// records to --measurements, and the measured mean step time against the prediction.
-// --verify is refused for step plans (InputError): whole-step verification against an
-// fp64 reference is not implemented.
+// records to --measurements, and the measured mean step time against the prediction;
+// --verify checks the first step's gradients against a one-rank fp64 reference.
 TrainOptions run_step_options(const RunOptions& run);
 
 // Everything checked before ranks start: plan (ring strategy, topology for the backend),
@@ -61,7 +64,7 @@ TrainOptions run_step_options(const RunOptions& run);
 int check_train_inputs(const TrainOptions& options);
 
 // Runs this process as one rank: initialises MPI, trains, finalises. Returns the exit
-// code: 0, or 2 (bad input).
+// code: 0, 1 (--verify failed) or 2 (bad input).
 int train_rank(const TrainOptions& options);
 
 }  // namespace rm::exec

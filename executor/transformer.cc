@@ -15,39 +15,42 @@ namespace rm::exec {
 
 namespace {
 
-using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using CMap = Eigen::Map<const Mat>;
-using MMap = Eigen::Map<Mat>;
+template <class T>
+using MatOf = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using RowOf = Eigen::Matrix<T, 1, Eigen::Dynamic>;
 
 // RMSNorm epsilon and RoPE base of Llama 2 (Touvron et al. 2023; Hugging Face config
 // rms_norm_eps 1e-5, rope_theta 10000 as in Su et al. 2021, RoFormer).
-constexpr float kRmsEps = 1e-5f;
+constexpr double kRmsEps = 1e-5;
 constexpr double kRopeTheta = 10000.0;
 // Initialisation std of GPT-2 / Megatron-LM (--init-method-std 0.02).
 constexpr double kInitStd = 0.02;
 
 // y = rmsnorm(x) * g row by row; r[i] = 1 / rms(x_i).   x, y [c][H]; r [c]; g [H]
-void rmsnorm_forward(const Mat& x, const float* g, Mat& y, std::vector<float>& r) {
+template <class T>
+void rmsnorm_forward(const MatOf<T>& x, const T* g, MatOf<T>& y, std::vector<T>& r) {
   const Eigen::Index n = x.cols();
   y.resize(x.rows(), n);
   r.resize(static_cast<size_t>(x.rows()));
-  const Eigen::Map<const Eigen::RowVectorXf> gain(g, n);
+  const Eigen::Map<const RowOf<T>> gain(g, n);
   for (Eigen::Index i = 0; i < x.rows(); ++i) {
-    r[i] = 1.0f / std::sqrt(x.row(i).squaredNorm() / static_cast<float>(n) + kRmsEps);
+    r[i] = T(1) / std::sqrt(x.row(i).squaredNorm() / static_cast<T>(n) + static_cast<T>(kRmsEps));
     y.row(i) = x.row(i).cwiseProduct(gain) * r[i];
   }
 }
 
 // dx += d(rmsnorm)/dx^T dy; dg += sum_i dy_i * x_i * r_i.
-void rmsnorm_backward(const Mat& x, const std::vector<float>& r, const float* g, const Mat& dy,
-                      Mat& dx, float* dg) {
+template <class T>
+void rmsnorm_backward(const MatOf<T>& x, const std::vector<T>& r, const T* g, const MatOf<T>& dy,
+                      MatOf<T>& dx, T* dg) {
   const Eigen::Index n = x.cols();
-  const Eigen::Map<const Eigen::RowVectorXf> gain(g, n);
-  Eigen::Map<Eigen::RowVectorXf> dgain(dg, n);
+  const Eigen::Map<const RowOf<T>> gain(g, n);
+  Eigen::Map<RowOf<T>> dgain(dg, n);
   for (Eigen::Index i = 0; i < x.rows(); ++i) {
-    const Eigen::RowVectorXf dyg = dy.row(i).cwiseProduct(gain);
+    const RowOf<T> dyg = dy.row(i).cwiseProduct(gain);
     dgain += dy.row(i).cwiseProduct(x.row(i)) * r[i];
-    const float dot = dyg.dot(x.row(i)) / static_cast<float>(n);
+    const T dot = dyg.dot(x.row(i)) / static_cast<T>(n);
     dx.row(i) += dyg * r[i] - x.row(i) * (r[i] * r[i] * r[i] * dot);
   }
 }
@@ -55,18 +58,19 @@ void rmsnorm_backward(const Mat& x, const std::vector<float>& r, const float* g,
 // Rotary embedding in place, the half-split form of Llama's reference code: dims i and
 // i + d/2 of each head rotate by pos * theta^(-2i/d). `sign` -1 applies the inverse (the
 // backward of a rotation is its transpose).   x [c][heads * d]
-void rope(Mat& x, int heads, int d, const int64_t* positions, float sign) {
+template <class T>
+void rope(MatOf<T>& x, int heads, int d, const int64_t* positions, T sign) {
   const int half = d / 2;
   for (Eigen::Index i = 0; i < x.rows(); ++i)
     for (int k = 0; k < half; ++k) {
       const double angle = static_cast<double>(positions[i]) *
                            std::pow(kRopeTheta, -2.0 * k / static_cast<double>(d));
-      const float cs = static_cast<float>(std::cos(angle));
-      const float sn = sign * static_cast<float>(std::sin(angle));
+      const T cs = static_cast<T>(std::cos(angle));
+      const T sn = sign * static_cast<T>(std::sin(angle));
       for (int j = 0; j < heads; ++j) {
-        float& a = x(i, j * d + k);
-        float& b = x(i, j * d + k + half);
-        const float a0 = a, b0 = b;
+        T& a = x(i, j * d + k);
+        T& b = x(i, j * d + k + half);
+        const T a0 = a, b0 = b;
         a = a0 * cs - b0 * sn;
         b = a0 * sn + b0 * cs;
       }
@@ -74,16 +78,18 @@ void rope(Mat& x, int heads, int d, const int64_t* positions, float sign) {
 }
 
 // Row-major [c][heads * d] <-> head-major [heads][c][d].
-std::vector<float> to_heads(const Mat& x, int heads, int d) {
+template <class T>
+std::vector<T> to_heads(const MatOf<T>& x, int heads, int d) {
   const Eigen::Index c = x.rows();
-  std::vector<float> t(static_cast<size_t>(heads) * c * d);
+  std::vector<T> t(static_cast<size_t>(heads) * c * d);
   for (int j = 0; j < heads; ++j)
     for (Eigen::Index i = 0; i < c; ++i)
       for (int k = 0; k < d; ++k) t[(j * c + i) * d + k] = x(i, j * d + k);
   return t;
 }
-Mat from_heads(const std::vector<float>& t, int heads, int d, int64_t c) {
-  Mat x(c, static_cast<Eigen::Index>(heads) * d);
+template <class T>
+MatOf<T> from_heads(const std::vector<T>& t, int heads, int d, int64_t c) {
+  MatOf<T> x(c, static_cast<Eigen::Index>(heads) * d);
   for (int j = 0; j < heads; ++j)
     for (int64_t i = 0; i < c; ++i)
       for (int k = 0; k < d; ++k) x(i, j * d + k) = t[(j * c + i) * d + k];
@@ -91,14 +97,15 @@ Mat from_heads(const std::vector<float>& t, int heads, int d, int64_t c) {
 }
 
 // What one layer's backward pass needs from its forward pass.
+template <class T>
 struct LayerActs {
-  Mat x, a;              // input, attention_norm(x)            [c][H]
-  std::vector<float> r1;
-  HostTensors attn;      // q, k (after RoPE), v, out, lse      head-major
-  Mat o;                 // attention output                    [c][h d]
-  Mat x2, b;             // after the attention residual, ffn_norm(x2)   [c][H]
-  std::vector<float> r2;
-  Mat u, g, s;           // w1 b, w3 b, silu(u) * g             [c][F]
+  MatOf<T> x, a;          // input, attention_norm(x)            [c][H]
+  std::vector<T> r1;
+  LayerAttention<T> attn; // q, k (after RoPE), v, out, lse      head-major
+  MatOf<T> o;             // attention output                    [c][h d]
+  MatOf<T> x2, b;         // after the attention residual, ffn_norm(x2)   [c][H]
+  std::vector<T> r2;
+  MatOf<T> u, g, s;       // w1 b, w3 b, silu(u) * g             [c][F]
 };
 
 }  // namespace
@@ -169,11 +176,15 @@ std::vector<float> Transformer::init(uint64_t seed) const {
   return p;
 }
 
-double Transformer::forward_backward(const std::vector<float>& params, std::vector<float>& grads,
+template <class T>
+double Transformer::forward_backward(const std::vector<T>& params, std::vector<T>& grads,
                                      const int32_t* tokens, const int32_t* targets,
                                      const int64_t* positions, int64_t c, double grad_scale,
-                                     const AttentionFn& attention_forward,
-                                     const AttentionFn& attention_backward) const {
+                                     const AttentionFnOf<T>& attention_forward,
+                                     const AttentionFnOf<T>& attention_backward) const {
+  using Mat = MatOf<T>;
+  using CMap = Eigen::Map<const Mat>;
+  using MMap = Eigen::Map<Mat>;
   const int H = m_.hidden, h = m_.heads, hkv = m_.kv_heads, d = m_.head_dim, F = m_.ffn_hidden,
             V = m_.vocab;
   auto W = [&](size_t off, int64_t rows, int64_t cols) { return CMap(params.data() + off, rows, cols); };
@@ -184,76 +195,77 @@ double Transformer::forward_backward(const std::vector<float>& params, std::vect
   for (int64_t i = 0; i < c; ++i) x.row(i) = W(tok_embeddings_, V, H).row(tokens[i]);
 
   // ---- layers, forward
-  std::vector<LayerActs> acts(static_cast<size_t>(m_.layers));
+  std::vector<LayerActs<T>> acts(static_cast<size_t>(m_.layers));
   for (int l = 0; l < m_.layers; ++l) {
     const LayerOffsets& o = layers_[l];
-    LayerActs& A = acts[l];
+    LayerActs<T>& A = acts[l];
     A.x = x;
-    rmsnorm_forward(A.x, params.data() + o.attention_norm, A.a, A.r1);
+    rmsnorm_forward<T>(A.x, params.data() + o.attention_norm, A.a, A.r1);
     Mat q = A.a * W(o.wq, H, int64_t{h} * d);      // [c][h d]
     Mat k = A.a * W(o.wk, H, int64_t{hkv} * d);    // [c][h_kv d]
     const Mat v = A.a * W(o.wv, H, int64_t{hkv} * d);
-    rope(q, h, d, positions, 1.0f);
-    rope(k, hkv, d, positions, 1.0f);
-    A.attn.q = to_heads(q, h, d);
-    A.attn.k = to_heads(k, hkv, d);
-    A.attn.v = to_heads(v, hkv, d);
+    rope<T>(q, h, d, positions, T(1));
+    rope<T>(k, hkv, d, positions, T(1));
+    A.attn.q = to_heads<T>(q, h, d);
+    A.attn.k = to_heads<T>(k, hkv, d);
+    A.attn.v = to_heads<T>(v, hkv, d);
     attention_forward(l, A.attn);  // out [h][c][d], lse [h][c]
-    A.o = from_heads(A.attn.out, h, d, c);
+    A.o = from_heads<T>(A.attn.out, h, d, c);
     A.x2 = A.x + A.o * W(o.wo, int64_t{h} * d, H);
-    rmsnorm_forward(A.x2, params.data() + o.ffn_norm, A.b, A.r2);
+    rmsnorm_forward<T>(A.x2, params.data() + o.ffn_norm, A.b, A.r2);
     A.u = A.b * W(o.w1, H, F);
     A.g = A.b * W(o.w3, H, F);
-    A.s = (A.u.array() / (1.0f + (-A.u.array()).exp())).matrix().cwiseProduct(A.g);  // silu(u) g
+    A.s = (A.u.array() / (T(1) + (-A.u.array()).exp())).matrix().cwiseProduct(A.g);  // silu(u) g
     x = A.x2 + A.s * W(o.w2, F, H);
   }
 
   // ---- head and loss: z [c][H], logits [c][V]
   Mat z;
-  std::vector<float> rf;
-  rmsnorm_forward(x, params.data() + norm_, z, rf);
+  std::vector<T> rf;
+  rmsnorm_forward<T>(x, params.data() + norm_, z, rf);
   Mat logits = z * W(output_, H, V);
   double loss = 0;
   for (int64_t i = 0; i < c; ++i) {  // logits become dlogits = (softmax - onehot) * scale
     auto row = logits.row(i);
-    const float mx = row.maxCoeff();
+    const T mx = row.maxCoeff();
     const double target_logit = row(targets[i]) - mx;
     row.array() = (row.array() - mx).exp();
     const double sum = row.sum();
     loss += std::log(sum) - target_logit;
-    row *= static_cast<float>(grad_scale / sum);
-    row(targets[i]) -= static_cast<float>(grad_scale);
+    row *= static_cast<T>(grad_scale / sum);
+    row(targets[i]) -= static_cast<T>(grad_scale);
   }
 
   // ---- head, backward
   dW(output_, H, V).noalias() += z.transpose() * logits;
   const Mat dz = logits * W(output_, H, V).transpose();
   Mat dx = Mat::Zero(c, H);
-  rmsnorm_backward(x, rf, params.data() + norm_, dz, dx, grads.data() + norm_);
+  rmsnorm_backward<T>(x, rf, params.data() + norm_, dz, dx, grads.data() + norm_);
 
   // ---- layers, backward: dx is d(loss)/d(layer output)
   for (int l = m_.layers - 1; l >= 0; --l) {
     const LayerOffsets& o = layers_[l];
-    LayerActs& A = acts[l];
+    LayerActs<T>& A = acts[l];
     // feed-forward: x3 = x2 + s w2
     dW(o.w2, F, H).noalias() += A.s.transpose() * dx;
     const Mat ds = dx * W(o.w2, F, H).transpose();  // [c][F]
-    const Eigen::ArrayXXf sig = 1.0f / (1.0f + (-A.u.array()).exp());
+    const Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> sig =
+        T(1) / (T(1) + (-A.u.array()).exp());
     const Mat dg = (ds.array() * A.u.array() * sig).matrix();
-    const Mat du = (ds.array() * A.g.array() * sig * (1.0f + A.u.array() * (1.0f - sig))).matrix();
+    const Mat du = (ds.array() * A.g.array() * sig * (T(1) + A.u.array() * (T(1) - sig))).matrix();
     dW(o.w1, H, F).noalias() += A.b.transpose() * du;
     dW(o.w3, H, F).noalias() += A.b.transpose() * dg;
     const Mat db = du * W(o.w1, H, F).transpose() + dg * W(o.w3, H, F).transpose();
     Mat dx2 = dx;
-    rmsnorm_backward(A.x2, A.r2, params.data() + o.ffn_norm, db, dx2, grads.data() + o.ffn_norm);
+    rmsnorm_backward<T>(A.x2, A.r2, params.data() + o.ffn_norm, db, dx2, grads.data() + o.ffn_norm);
     // attention: x2 = x + o wo
     dW(o.wo, int64_t{h} * d, H).noalias() += A.o.transpose() * dx2;
-    A.attn.dout = to_heads(dx2 * W(o.wo, int64_t{h} * d, H).transpose(), h, d);
+    A.attn.dout = to_heads<T>(dx2 * W(o.wo, int64_t{h} * d, H).transpose(), h, d);
     attention_backward(l, A.attn);  // dq [h][c][d], dk, dv [h_kv][c][d]
-    Mat dq = from_heads(A.attn.dq, h, d, c), dk = from_heads(A.attn.dk, hkv, d, c);
-    const Mat dv = from_heads(A.attn.dv, hkv, d, c);
-    rope(dq, h, d, positions, -1.0f);
-    rope(dk, hkv, d, positions, -1.0f);
+    Mat dq = from_heads<T>(A.attn.dq, h, d, c), dk = from_heads<T>(A.attn.dk, hkv, d, c);
+    const Mat dv = from_heads<T>(A.attn.dv, hkv, d, c);
+    rope<T>(dq, h, d, positions, T(-1));
+    rope<T>(dk, hkv, d, positions, T(-1));
     dW(o.wq, H, int64_t{h} * d).noalias() += A.a.transpose() * dq;
     dW(o.wk, H, int64_t{hkv} * d).noalias() += A.a.transpose() * dk;
     dW(o.wv, H, int64_t{hkv} * d).noalias() += A.a.transpose() * dv;
@@ -261,7 +273,7 @@ double Transformer::forward_backward(const std::vector<float>& params, std::vect
                    dk * W(o.wk, H, int64_t{hkv} * d).transpose() +
                    dv * W(o.wv, H, int64_t{hkv} * d).transpose();
     dx = dx2;
-    rmsnorm_backward(A.x, A.r1, params.data() + o.attention_norm, da, dx,
+    rmsnorm_backward<T>(A.x, A.r1, params.data() + o.attention_norm, da, dx,
                      grads.data() + o.attention_norm);
   }
 
@@ -269,5 +281,12 @@ double Transformer::forward_backward(const std::vector<float>& params, std::vect
   for (int64_t i = 0; i < c; ++i) dW(tok_embeddings_, V, H).row(tokens[i]) += dx.row(i);
   return loss;
 }
+
+template double Transformer::forward_backward<float>(
+    const std::vector<float>&, std::vector<float>&, const int32_t*, const int32_t*,
+    const int64_t*, int64_t, double, const AttentionFnOf<float>&, const AttentionFnOf<float>&) const;
+template double Transformer::forward_backward<double>(
+    const std::vector<double>&, std::vector<double>&, const int32_t*, const int32_t*,
+    const int64_t*, int64_t, double, const AttentionFnOf<double>&, const AttentionFnOf<double>&) const;
 
 }  // namespace rm::exec

@@ -10,7 +10,7 @@
 //
 // Shapes (letters as in planner/plan.h and backend.h): c tokens of this rank, H hidden,
 // h / h_kv heads of dim d, F ffn hidden, V vocab. Activations are row-major [c][...];
-// the attention tensors are head-major HostTensors ([h][c][d], [h_kv][c][d]).
+// the attention tensors are head-major LayerAttention ([h][c][d], [h_kv][c][d]).
 // Parameters live in one flat fp32 vector (so all-reduce, clipping, AdamW and checkpoints
 // treat them as one array); tensors() names each slice, torchtitan's names, weights stored
 // [in][out] so that y = x W:
@@ -36,9 +36,17 @@ struct ParamTensor {
   bool decay = true;  // AdamW weight decay applies (matrices; not norm gains)
 };
 
-// Forward: t.q, t.k, t.v set (after RoPE) -> fills t.out, t.lse.
-// Backward: t.q, t.k, t.v, t.out, t.lse, t.dout set -> fills t.dq, t.dk, t.dv.
-using AttentionFn = std::function<void(int layer, HostTensors& t)>;
+// One layer's attention tensors on this rank, head-major (layouts of backend.h), in the
+// model's arithmetic type T (float for training; double for run --verify's reference).
+// Forward: q, k, v set (after RoPE) -> fills out, lse.
+// Backward: q, k, v, out, lse, dout set -> fills dq, dk, dv.
+template <class T>
+struct LayerAttention {
+  std::vector<T> q, k, v, out, lse, dout, dq, dk, dv;
+};
+template <class T>
+using AttentionFnOf = std::function<void(int layer, LayerAttention<T>& t)>;
+using AttentionFn = AttentionFnOf<float>;
 
 class Transformer {
  public:
@@ -58,11 +66,13 @@ class Transformer {
   // One sequence's c tokens on this rank: `tokens` and `targets` (size c) at global
   // `positions` (for RoPE). Adds grad_scale * d(sum of token losses)/d(params) into
   // `grads` and returns the sum of the c tokens' cross-entropy losses (nats).
-  double forward_backward(const std::vector<float>& params, std::vector<float>& grads,
+  // T is float (training) or double (the reference of run --verify).
+  template <class T>
+  double forward_backward(const std::vector<T>& params, std::vector<T>& grads,
                           const int32_t* tokens, const int32_t* targets,
                           const int64_t* positions, int64_t c, double grad_scale,
-                          const AttentionFn& attention_forward,
-                          const AttentionFn& attention_backward) const;
+                          const AttentionFnOf<T>& attention_forward,
+                          const AttentionFnOf<T>& attention_backward) const;
 
  private:
   struct LayerOffsets {

@@ -2,8 +2,8 @@
 # `ringmaster run` of a step plan: whole training steps of the plan's model and layout on
 # synthetic tokens (1 untimed + --iters timed), the measured mean step
 # time printed beside the prediction, the ring attention's records written (and accepted
-# by calibrate --from); validate and --verify refuse step plans (exit 2) and run refuses a
-# layer plan, naming the workload.
+# by calibrate --from); --verify passes against a one-rank fp64 reference of the first
+# step's loss and gradients; validate refuses step plans and run a layer plan (exit 2).
 # Usage: run_step.sh <ringmaster> <source-dir>.
 set -u
 bin=$1
@@ -28,10 +28,11 @@ out=$("$bin" validate --profile "$tmp/profile.yaml" "$tmp/step.yaml" 2>&1)
 rc=$?
 [[ $rc -eq 2 && $out == *"step.yaml: workload: validate compares attention plans only"* ]] ||
   fail "validate of a step plan: exit $rc: $out"
-out=$("$bin" run --plan "$tmp/step.yaml" --verify 2>&1)
+out=$("$bin" run --plan "$tmp/step.yaml" --iters 1 --verify 2>&1)
 rc=$?
-[[ $rc -eq 2 && $out == *"step.yaml: workload: --verify checks attention plans only"* ]] ||
-  fail "--verify on a step plan: exit $rc: $out"
+[[ $rc -eq 0 && $out == *"verification of step 1 against a one-rank fp64 reference: OK"* ]] ||
+  fail "--verify of a step plan: exit $rc: $out"
+grep -E "dlayers.1.feed_forward.w2|verification" <<<"$out"
 sed 's/^workload: step/workload: layer/' "$tmp/step.yaml" >"$tmp/layer.yaml"
 out=$("$bin" run --plan "$tmp/layer.yaml" 2>&1)
 rc=$?

@@ -34,12 +34,12 @@ std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v
 
 struct ReferenceAttention {
   ReferenceShape shape;
-  void forward(HostTensors& t) const {
+  void forward(LayerAttention<float>& t) const {
     const auto r = reference_attention(shape, to_double(t.q), to_double(t.k), to_double(t.v), {}, false);
     t.out = to_float(r.out);
     t.lse = to_float(r.lse);
   }
-  void backward(HostTensors& t) const {
+  void backward(LayerAttention<float>& t) const {
     const auto r = reference_attention(shape, to_double(t.q), to_double(t.k), to_double(t.v),
                                        to_double(t.dout), true);
     t.dq = to_float(r.dq);
@@ -53,8 +53,8 @@ TEST_CASE("transformer: gradients match finite differences of the loss in every 
   const Transformer model(spec, "test");
   const int64_t c = 7;
   const ReferenceAttention ref{{c, spec.head_dim, spec.heads, spec.kv_heads, true}};
-  const AttentionFn fwd = [&](int, HostTensors& t) { ref.forward(t); };
-  const AttentionFn bwd = [&](int, HostTensors& t) { ref.backward(t); };
+  const AttentionFn fwd = [&](int, LayerAttention<float>& t) { ref.forward(t); };
+  const AttentionFn bwd = [&](int, LayerAttention<float>& t) { ref.backward(t); };
   const std::vector<int32_t> tokens{72, 101, 108, 108, 111, 256, 33};
   const std::vector<int32_t> targets{101, 108, 108, 111, 256, 33, 10};
   std::vector<int64_t> pos(c);
