@@ -137,12 +137,16 @@ std::vector<HostTensors> gather_host_tensors(const HostTensors& mine) {
 
 std::string format_verify_table(const std::vector<VerifyResult>& results, double tolerance) {
   std::ostringstream o;
-  char line[200];
-  o << "#  ring  tensor   max |err|   max |ref|     rel err   result   (tolerance "
-    << tolerance << ")\n";
+  char line[400];
+  int width = 6;  // the tensor column fits the longest name (train's parameter tensors)
+  for (const VerifyResult& r : results)
+    for (const TensorCheck& c : r.checks) width = std::max(width, static_cast<int>(c.tensor.size()));
+  std::snprintf(line, sizeof line, "#  ring  %-*s   max |err|   max |ref|     rel err   result", width,
+                "tensor");
+  o << line << "   (tolerance " << tolerance << ")\n";
   for (const VerifyResult& r : results)
     for (const TensorCheck& c : r.checks) {
-      std::snprintf(line, sizeof line, "%7d  %-6s  %10.3e  %10.3e  %10.3e   %s\n", r.ring,
+      std::snprintf(line, sizeof line, "%7d  %-*s  %10.3e  %10.3e  %10.3e   %s\n", r.ring, width,
                     c.tensor.c_str(), c.max_abs_err, c.max_abs_ref, c.rel_err,
                     c.ok ? "OK" : "FAILED");
       o << line;
