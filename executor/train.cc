@@ -129,6 +129,9 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     st = std::move(*resumed);
     if (data) data->seek(st.data);
   } else {
+    if (opt.resume && rank == 0)
+      std::fprintf(stderr, "ringmaster train: no complete checkpoint in %s; starting from step 0\n",
+                   opt.checkpoint_dir.c_str());
     st.params = in.model.init(opt.seed);
   }
 
