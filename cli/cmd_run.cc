@@ -1,6 +1,9 @@
 // `ringmaster run --plan plan.yaml [--np P] [--iters K] [--verify] [--measurements m.jsonl]
 //  [--trace t.json] [--backend cpu|cuda] [--timeout-s S]`
 //
+// An attention plan runs its ring attention (executor/run.h); a step plan runs whole
+// training steps of its model on synthetic tokens (executor/train.h, run_step_options).
+//
 // Outside an MPI job it checks the plan, then replaces itself with
 //   mpirun -np P [--allow-run-as-root] [--oversubscribe] --bind-to none
 //          -x OMP_NUM_THREADS=1 <this binary> run <same options>
@@ -14,13 +17,14 @@
 #include "cli/commands.h"
 #include "cli/self_launch.h"
 #include "executor/run.h"
+#include "executor/train.h"
 #include "planner/input_error.h"
 
 namespace rm::cli {
 
 void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "run", "Run a plan's ring attention for real over MPI ranks: verify it, measure it");
+      "run", "Run a plan for real over MPI ranks (ring attention, or whole training steps): verify it, measure it");
   auto o = std::make_shared<exec::RunOptions>();
   auto np = std::make_shared<int>(0);
   cmd->add_option("--plan", o->plan_path, "plan.yaml from `ringmaster plan -o`")->required();
@@ -43,13 +47,16 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   cmd->callback([o, np] {
     if (under_mpi()) {
-      const int code = exec::run_rank(*o);
+      // Step plans run whole training steps (executor/train.h), attention plans the ring.
+      const bool step = read_plan_yaml(o->plan_path).job.workload == Workload::kStep;
+      const int code = step ? exec::train_rank(exec::run_step_options(*o)) : exec::run_rank(*o);
       if (code != 0) std::exit(code);
       return;
     }
     check_output_path(o->measurements_path, "--measurements");
     check_output_path(o->trace_path, "--trace");
     const LoadedPlanFile lp = exec::load_plan_for_run(o->plan_path, o->backend);
+    if (lp.plan.job.workload == Workload::kStep) exec::check_train_inputs(exec::run_step_options(*o));
     if (*np != 0 && *np != lp.plan.job.gpus)
       fail_input(o->plan_path, "gpus",
                  "the plan is for " + std::to_string(lp.plan.job.gpus) + " ranks but --np is " +

@@ -63,6 +63,13 @@ struct Row {
 
 Figures predict(const std::string& plan_path, const std::string& profile_path) {
   const LoadedPlanFile l = load_plan_file(plan_path, profile_path);
+  // A step plan's run records its ring attention only (executor/train.h), not the whole
+  // step this would compare with.
+  if (l.plan.job.workload != Workload::kAttention)
+    fail_input(plan_path, "workload",
+               "validate compares attention plans only (got '" +
+                   std::string(to_string(l.plan.job.workload)) +
+                   "'); re-plan with --workload attention");
   const Prediction p = CostModel(l.model, *l.fabric, l.cost).predict(l.plan.job, l.plan.choice);
   return {p.step_time_s, p.attention_compute_s + p.linear_compute_s, p.exposed_comm_s};
 }

@@ -12,6 +12,7 @@ void add_sweep_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_schedule_command(CLI::App& app);
 void add_run_command(CLI::App& app);
+void add_train_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_tune_command(CLI::App& app);
 void add_validate_command(CLI::App& app);

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   rm::cli::add_simulate_command(app);
   rm::cli::add_schedule_command(app);
   rm::cli::add_run_command(app);
+  rm::cli::add_train_command(app);
   rm::cli::add_calibrate_command(app);
   rm::cli::add_tune_command(app);
   rm::cli::add_validate_command(app);

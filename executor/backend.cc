@@ -6,18 +6,12 @@
 
 namespace rm::exec {
 
-namespace {
-
-// splitmix64 (Steele, Lea, Flood 2014): a cheap, well-mixed 64-bit hash, so inputs are
-// reproducible from (seed, tensor, head, token, dim) with no generator state.
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
 }
-
-}  // namespace
 
 float input_value(uint64_t seed, InputTensor which, int head, int64_t token, int dim) {
   uint64_t x = splitmix64(seed ^ (static_cast<uint64_t>(which) << 56));
@@ -29,6 +23,12 @@ float input_value(uint64_t seed, InputTensor which, int head, int64_t token, int
 }
 
 double Backend::verify_tolerance() const { return kVerifyTolerance; }
+
+void Backend::load(const HostTensors& t) {
+  (void)t;
+  throw std::runtime_error("the " + name() + " backend does not load training tensors; train "
+                           "with --backend cpu");
+}
 
 void check_backend_available(const std::string& name) {
   if (name == "cpu") return;

@@ -64,6 +64,10 @@ struct AttentionShape {
 // reference in verify.cc, another backend) regenerates exactly the same tensors from
 // the global token indices alone. Every backend must initialise its inputs with this.
 enum class InputTensor : uint32_t { kQ = 1, kK = 2, kV = 3, kDout = 4 };
+// splitmix64 (Steele, Lea, Flood 2014): a cheap, well-mixed 64-bit hash, so inputs (and
+// train's initial weights and synthetic tokens) are reproducible from a seed and indices
+// with no generator state.
+uint64_t splitmix64(uint64_t x);
 float input_value(uint64_t seed, InputTensor which, int head, int64_t token, int dim);
 
 // One rank's tensors copied to the host in fp32, layouts as above; for verification.
@@ -151,6 +155,11 @@ class Backend {
   virtual void synchronize() = 0;
   // This rank's inputs and results, for verification (after the ring loop).
   virtual HostTensors download() const = 0;
+  // Replaces the inputs with real ones (training, executor/ring_attention.h): Q, K, V
+  // from `t` and, where `t` has them (non-empty), dO, out and lse (a backward pass after
+  // a forward pass of other inputs). Layouts and sizes as set up. The base class throws:
+  // a backend that does not implement it cannot train.
+  virtual void load(const HostTensors& t);
 };
 
 // Backends by name ("cpu", "cuda"). Throws InputError naming the backend when it is

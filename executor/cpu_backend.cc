@@ -157,6 +157,23 @@ class CpuBackend final : public Backend {
     return t;
   }
 
+  void load(const HostTensors& t) override {
+    auto set = [](std::vector<float>& dst, const std::vector<float>& src, const char* what) {
+      if (src.empty()) return;
+      if (src.size() != dst.size())
+        throw std::runtime_error(std::string("cpu backend: load: ") + what + " has " +
+                                 std::to_string(src.size()) + " elements, expected " +
+                                 std::to_string(dst.size()));
+      dst = src;
+    };
+    set(q_, t.q, "q");
+    set(k_, t.k, "k");
+    set(v_, t.v, "v");
+    set(dout_, t.dout, "dout");
+    set(out_, t.out, "out");
+    set(lse_, t.lse, "lse");
+  }
+
  private:
   struct Buffer {
     BufferRole role = BufferRole::kKv;

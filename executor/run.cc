@@ -22,8 +22,8 @@
 
 namespace rm::exec {
 
-LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string& backend) {
-  LoadedPlanFile lp = load_plan_file(plan_path);
+void check_plan_for_backend(const LoadedPlanFile& lp, const std::string& plan_path,
+                            const std::string& backend) {
   const Plan& p = lp.plan;
   check_backend_available(backend);
   if (p.choice.strategy != Strategy::kRing)
@@ -31,13 +31,6 @@ LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string
                std::string("run executes ring-attention plans, cp_comm_type p2p (got '") +
                    to_string(p.choice.strategy) + "', cp_comm_type " + cp_comm_type(p.choice.strategy) +
                    "): re-plan with --cp-comm-type p2p");
-  if (p.job.workload != Workload::kAttention)
-    fail_input(plan_path, "workload",
-               std::string("the executor runs workload 'attention' (ring attention, forward or "
-                           "forward-backward) only; '") +
-                   to_string(p.job.workload) +
-                   "' also needs the linear layers and FSDP collectives, which it does not "
-                   "run: re-plan with --workload attention");
   if (effective_window(lp.model, p.job) > 0)
     fail_input(plan_path, "model.sliding_window",
                "the executor's kernels apply the causal mask only, not a sliding window of " +
@@ -48,6 +41,17 @@ LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string
                "the cpu backend runs plans made for a CPU topology (shared-memory devices, "
                "e.g. cpu-local); this plan is for '" + lp.topology.name +
                    "': re-plan with --topology cpu-local, or run it with --backend cuda");
+}
+
+LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string& backend) {
+  LoadedPlanFile lp = load_plan_file(plan_path);
+  const Plan& p = lp.plan;
+  if (p.job.workload == Workload::kLayer)
+    fail_input(plan_path, "workload",
+               "the executor runs workloads 'attention' (ring attention alone) and 'step' "
+               "(whole training steps, as `ringmaster train`); 'layer' is for prediction "
+               "only: re-plan with --workload attention or step");
+  check_plan_for_backend(lp, plan_path, backend);
   return lp;
 }
 

@@ -35,7 +35,9 @@ std::vector<double> assemble(const std::vector<HostTensors>& ranks,
   return g;
 }
 
-TensorCheck compare(const std::string& name, const std::vector<double>& got,
+}  // namespace
+
+TensorCheck compare_tensor(const std::string& name, const std::vector<double>& got,
                     const std::vector<double>& ref, double tolerance) {
   TensorCheck c;
   c.tensor = name;
@@ -49,8 +51,6 @@ TensorCheck compare(const std::string& name, const std::vector<double>& got,
   c.ok = c.rel_err <= tolerance;
   return c;
 }
-
-}  // namespace
 
 VerifyResult verify_ring(const std::vector<HostTensors>& ranks, const AttentionShape& shape,
                          uint64_t seed, bool backward, double tolerance) {
@@ -78,21 +78,21 @@ VerifyResult verify_ring(const std::vector<HostTensors>& ranks, const AttentionS
         for (int j = 0; j < d; ++j) x[(hh * n + t) * d + j] = input_value(seed, which, hh, t, j);
     return x;
   };
-  res.checks.push_back(compare("q", q, expected_input(InputTensor::kQ, shape.h), tolerance));
-  res.checks.push_back(compare("k", k, expected_input(InputTensor::kK, shape.h_kv), tolerance));
-  res.checks.push_back(compare("v", v, expected_input(InputTensor::kV, shape.h_kv), tolerance));
+  res.checks.push_back(compare_tensor("q", q, expected_input(InputTensor::kQ, shape.h), tolerance));
+  res.checks.push_back(compare_tensor("k", k, expected_input(InputTensor::kK, shape.h_kv), tolerance));
+  res.checks.push_back(compare_tensor("v", v, expected_input(InputTensor::kV, shape.h_kv), tolerance));
   if (backward)
     res.checks.push_back(
-        compare("dout", dout, expected_input(InputTensor::kDout, shape.h), tolerance));
+        compare_tensor("dout", dout, expected_input(InputTensor::kDout, shape.h), tolerance));
 
   const ReferenceResult ref =
       reference_attention({n, d, shape.h, shape.h_kv, shape.causal}, q, k, v, dout, backward);
-  res.checks.push_back(compare("out", get(&HostTensors::out, shape.h, d), ref.out, tolerance));
-  res.checks.push_back(compare("lse", get(&HostTensors::lse, shape.h, 1), ref.lse, tolerance));
+  res.checks.push_back(compare_tensor("out", get(&HostTensors::out, shape.h, d), ref.out, tolerance));
+  res.checks.push_back(compare_tensor("lse", get(&HostTensors::lse, shape.h, 1), ref.lse, tolerance));
   if (backward) {
-    res.checks.push_back(compare("dq", get(&HostTensors::dq, shape.h, d), ref.dq, tolerance));
-    res.checks.push_back(compare("dk", get(&HostTensors::dk, shape.h_kv, d), ref.dk, tolerance));
-    res.checks.push_back(compare("dv", get(&HostTensors::dv, shape.h_kv, d), ref.dv, tolerance));
+    res.checks.push_back(compare_tensor("dq", get(&HostTensors::dq, shape.h, d), ref.dq, tolerance));
+    res.checks.push_back(compare_tensor("dk", get(&HostTensors::dk, shape.h_kv, d), ref.dk, tolerance));
+    res.checks.push_back(compare_tensor("dv", get(&HostTensors::dv, shape.h_kv, d), ref.dv, tolerance));
   }
   return res;
 }
@@ -137,12 +137,16 @@ std::vector<HostTensors> gather_host_tensors(const HostTensors& mine) {
 
 std::string format_verify_table(const std::vector<VerifyResult>& results, double tolerance) {
   std::ostringstream o;
-  char line[200];
-  o << "#  ring  tensor   max |err|   max |ref|     rel err   result   (tolerance "
-    << tolerance << ")\n";
+  char line[400];
+  int width = 6;  // the tensor column fits the longest name (train's parameter tensors)
+  for (const VerifyResult& r : results)
+    for (const TensorCheck& c : r.checks) width = std::max(width, static_cast<int>(c.tensor.size()));
+  std::snprintf(line, sizeof line, "#  ring  %-*s   max |err|   max |ref|     rel err   result", width,
+                "tensor");
+  o << line << "   (tolerance " << tolerance << ")\n";
   for (const VerifyResult& r : results)
     for (const TensorCheck& c : r.checks) {
-      std::snprintf(line, sizeof line, "%7d  %-6s  %10.3e  %10.3e  %10.3e   %s\n", r.ring,
+      std::snprintf(line, sizeof line, "%7d  %-*s  %10.3e  %10.3e  %10.3e   %s\n", r.ring, width,
                     c.tensor.c_str(), c.max_abs_err, c.max_abs_ref, c.rel_err,
                     c.ok ? "OK" : "FAILED");
       o << line;

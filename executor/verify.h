@@ -40,6 +40,10 @@ struct VerifyResult {
 VerifyResult verify_ring(const std::vector<HostTensors>& ranks, const AttentionShape& shape,
                          uint64_t seed, bool backward, double tolerance = kVerifyTolerance);
 
+// The error measure above for one tensor: `got` against `ref`, same size.
+TensorCheck compare_tensor(const std::string& name, const std::vector<double>& got,
+                           const std::vector<double>& ref, double tolerance);
+
 // Every rank's HostTensors at rank 0 (MPI_COMM_WORLD), indexed by rank; empty elsewhere.
 // All ranks must have the same shapes.
 std::vector<HostTensors> gather_host_tensors(const HostTensors& mine);

@@ -96,13 +96,14 @@ FaultSpec fault_from_env() {
   FaultSpec f;
   const char* env = std::getenv("RINGMASTER_FAULT");
   if (env == nullptr || *env == '\0') return f;
-  static const std::regex re(R"((kill|stall|swap):rank=(\d+),step=(\d+))");
+  static const std::regex re(R"((kill|stall|swap|checkpoint-kill):rank=(\d+),step=(\d+))");
   std::cmatch m;
   if (!std::regex_match(env, m, re))
-    fail_input("RINGMASTER_FAULT", env, "expected kill|stall|swap:rank=R,step=S");
+    fail_input("RINGMASTER_FAULT", env, "expected kill|stall|swap|checkpoint-kill:rank=R,step=S");
   f.kind = m[1] == "kill"    ? FaultSpec::Kind::kKill
            : m[1] == "stall" ? FaultSpec::Kind::kStall
-                             : FaultSpec::Kind::kSwap;
+           : m[1] == "swap"  ? FaultSpec::Kind::kSwap
+                             : FaultSpec::Kind::kCheckpointKill;
   f.rank = std::stoi(m[2]);
   f.step = std::stoi(m[3]);
   return f;

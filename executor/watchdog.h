@@ -13,7 +13,9 @@
 // kill itself with SIGKILL at its first op of ring step S; "stall:rank=R,step=S" makes it
 // sleep forever there (its watchdog and its peers' then fire); "swap:rank=R,step=S" swaps
 // rank R's first two receives from one peer in a posting phase of step S or later, which
-// breaks the message contract (its transport then reports the link and both messages).
+// breaks the message contract (its transport then reports the link and both messages);
+// "checkpoint-kill:rank=R,step=S" makes rank R of `ringmaster train` kill itself while it
+// writes the checkpoint of training step S, after its data files and before its manifest.
 #pragma once
 
 #include <atomic>
@@ -51,7 +53,7 @@ class Watchdog {
 };
 
 struct FaultSpec {
-  enum class Kind { kNone, kKill, kStall, kSwap } kind = Kind::kNone;
+  enum class Kind { kNone, kKill, kStall, kSwap, kCheckpointKill } kind = Kind::kNone;
   int rank = -1;
   int step = -1;
 };

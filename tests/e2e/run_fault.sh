@@ -89,10 +89,10 @@ write_plan gpu.yaml dgx-a100-ib
 out=$("$bin" run --plan gpu.yaml 2>&1)
 rc=$?
 [[ $rc -eq 2 && $out == *"gpu.yaml: topology"*"cpu backend"* ]] || fail "GPU topology: exit $rc: $out"
-sed -i 's/^workload: attention/workload: step/' gpu.yaml
+sed -i 's/^workload: attention/workload: layer/' gpu.yaml
 out=$("$bin" run --plan gpu.yaml 2>&1)
 rc=$?
-[[ $rc -eq 2 && $out == *"workload"* ]] || fail "workload step: exit $rc: $out"
+[[ $rc -eq 2 && $out == *"workload"* ]] || fail "workload layer: exit $rc: $out"
 # Under mpirun directly (as with a hostfile): every rank refuses a world of the wrong size.
 mpirun_flags=(-np 2 --oversubscribe)
 [[ $(id -u) -eq 0 ]] && mpirun_flags+=(--allow-run-as-root)

@@ -1,0 +1,106 @@
+// One training step of the shipped `small` model (24M parameters) against this machine's
+// Eigen GEMM, in one run.
+//
+// Target (issue 13): a training step of the small model reaches >= 60 % of Eigen's SGEMM
+// rate in its linear layers. One sequence of 512 tokens, forward and backward, on one
+// thread (one rank of `ringmaster train`). The attention runs through the transformer's
+// callback and is timed apart (here the fp64 reference, no MPI needed); everything else
+// of the step (the linear layers, norms, RoPE, SwiGLU, the head's softmax, transposes) is
+// the "rest". Counters:
+//   linear_GFLOP/s  the linear layers' FLOPs (6 x matrix parameters x tokens, embedding
+//                   lookups excluded) over the rest's time: a lower bound on the GEMMs' rate
+//   of_gemm         that over a 512^3 Eigen SGEMM's GFLOP/s (best of 20, same process)
+// Both timed in thread CPU time, so other processes on a shared machine do not skew them.
+//
+//   build/bin/train_step_bench --benchmark_min_time=2
+#include <benchmark/benchmark.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <ctime>
+#include <limits>
+#include <vector>
+
+#include "executor/reference_attention.h"
+#include "executor/transformer.h"
+#include "planner/spec_library.h"
+
+namespace {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+constexpr int64_t kTokens = 512;     // one sequence on one rank
+constexpr int kReferenceGemm = 512;  // square fp32 GEMM: large enough for Eigen's best blocking
+
+double cpu_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double reference_gemm() {
+  const int n = kReferenceGemm;
+  RowMat a = RowMat::Random(n, n), b = RowMat::Random(n, n), c(n, n);
+  double best = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < 20; ++r) {
+    const double t0 = cpu_now();
+    c.noalias() = a * b;
+    benchmark::DoNotOptimize(c.data());
+    best = std::min(best, cpu_now() - t0);
+  }
+  return 2.0 * n * n * n / best;
+}
+
+void BM_SmallModelStep(benchmark::State& state) {
+  Eigen::setNbThreads(1);
+  const double gemm_rate = reference_gemm();
+  const rm::ModelSpec spec = rm::load_model("small");
+  const rm::exec::Transformer model(spec, "builtin:small");
+  const std::vector<float> params = model.init(1);
+  std::vector<float> grads(params.size(), 0.0f);
+  std::vector<int32_t> tokens(kTokens + 1);
+  for (int64_t i = 0; i <= kTokens; ++i) tokens[i] = static_cast<int32_t>((i * 37) % 256);
+  std::vector<int64_t> positions(kTokens);
+  for (int64_t i = 0; i < kTokens; ++i) positions[i] = i;
+  const rm::exec::ReferenceShape shape{kTokens, spec.head_dim, spec.heads, spec.kv_heads, true};
+  double attention_s = 0;
+  auto to_double = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+  const rm::exec::AttentionFn fwd = [&](int, rm::exec::LayerAttention<float>& t) {
+    const double t0 = cpu_now();
+    const auto r = rm::exec::reference_attention(shape, to_double(t.q), to_double(t.k), to_double(t.v), {}, false);
+    t.out.assign(r.out.begin(), r.out.end());
+    t.lse.assign(r.lse.begin(), r.lse.end());
+    attention_s += cpu_now() - t0;
+  };
+  const rm::exec::AttentionFn bwd = [&](int, rm::exec::LayerAttention<float>& t) {
+    const double t0 = cpu_now();
+    const auto r = rm::exec::reference_attention(shape, to_double(t.q), to_double(t.k), to_double(t.v),
+                                                 to_double(t.dout), true);
+    t.dq.assign(r.dq.begin(), r.dq.end());
+    t.dk.assign(r.dk.begin(), r.dk.end());
+    t.dv.assign(r.dv.begin(), r.dv.end());
+    attention_s += cpu_now() - t0;
+  };
+  double matrix_params = 0;
+  for (const rm::exec::ParamTensor& t : model.tensors())
+    if (t.decay && t.name != "tok_embeddings") matrix_params += static_cast<double>(t.rows * t.cols);
+  double total_s = 0;
+  for (auto _ : state) {
+    const double t0 = cpu_now();
+    model.forward_backward(params, grads, tokens.data(), tokens.data() + 1, positions.data(), kTokens,
+                           1.0 / kTokens, fwd, bwd);
+    total_s += cpu_now() - t0;
+  }
+  const double steps = static_cast<double>(state.iterations());
+  const double rest_s = (total_s - attention_s) / steps;
+  const double linear_rate = 6.0 * matrix_params * kTokens / rest_s;
+  state.counters["rest_ms"] = rest_s * 1e3;
+  state.counters["attention_ms"] = attention_s / steps * 1e3;
+  state.counters["linear_GFLOP/s"] = linear_rate * 1e-9;
+  state.counters["gemm_GFLOP/s"] = gemm_rate * 1e-9;
+  state.counters["of_gemm"] = linear_rate / gemm_rate;
+}
+BENCHMARK(BM_SmallModelStep)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,42 @@
+// AdamW (Loshchilov & Hutter 2019) with global gradient-norm clipping, over the model's
+// flat fp32 parameter vector (transformer.h). Every rank holds the full optimizer state
+// and applies the same update to the same all-reduced gradients, so the replicas stay
+// bit-identical.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "executor/transformer.h"
+
+namespace rm::exec {
+
+// Defaults of Llama 2's pre-training (Touvron et al. 2023, section 2.2: beta1 0.9,
+// beta2 0.95, eps 1e-5, weight decay 0.1, gradient clipping 1.0). The learning rate and
+// warm-up suit the shipped tiny and small models on bytes (chosen by short runs here,
+// see README "Training"), with a linear warm-up as Llama's and no decay afterwards, so a
+// run's trajectory does not depend on its --steps.
+struct AdamWConfig {
+  double lr = 3e-3;
+  int warmup_steps = 10;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-5;
+  double weight_decay = 0.1;  // on matrices only (ParamTensor::decay)
+  double clip_norm = 1.0;
+};
+
+struct AdamWState {
+  int64_t step = 0;  // updates applied
+  std::vector<float> m, v;
+};
+
+// The learning rate of update number `step` (0-based).
+double adamw_lr(const AdamWConfig& cfg, int64_t step);
+
+// Clips `grads` to a global norm of cfg.clip_norm, then applies one AdamW update to
+// `params`. Returns the gradient norm before clipping.
+double adamw_update(const AdamWConfig& cfg, const std::vector<ParamTensor>& tensors,
+                    std::vector<float>& params, std::vector<float>& grads, AdamWState& state);
+
+}  // namespace rm::exec

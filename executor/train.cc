@@ -1,0 +1,319 @@
+// One rank of `ringmaster train` (see train.h).
+#include "executor/train.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <stdexcept>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "executor/checkpoint.h"
+#include "executor/measurements.h"
+#include "executor/ring_attention.h"
+#include "executor/run.h"
+#include "executor/token_stream.h"
+#include "executor/reference_attention.h"
+#include "executor/transformer.h"
+#include "executor/verify.h"
+#include "executor/watchdog.h"
+#include "planner/input_error.h"
+
+namespace rm::exec {
+
+namespace {
+
+struct Loaded {
+  LoadedPlanFile lp;
+  Transformer model;
+};
+
+Loaded load_inputs(const TrainOptions& opt) {
+  LoadedPlanFile lp = load_plan_file(opt.plan_path);
+  check_plan_for_backend(lp, opt.plan_path, opt.backend);
+  Transformer model(lp.model, opt.plan_path);
+  return {std::move(lp), std::move(model)};
+}
+
+std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences, int64_t start) {
+  const Plan& p = in.lp.plan;
+  char line[768];
+  std::snprintf(
+      line, sizeof line,
+      "# ringmaster train: %s: %s (%.2fM params) on %s, %d ranks = ring %d x dp %d, %s ring, %s\n"
+      "#   N = %lld tokens, %lld sequences per step (micro-batch %d x grad-accum %d x dp %d), "
+      "AdamW lr %.3g (warm-up %d), data %s\n"
+      "#   every rank holds the whole model and optimizer (the plan's FSDP sharding and "
+      "'%s' checkpointing are not applied; same numbers)%s\n",
+      opt.plan_path.c_str(), in.lp.model.name.c_str(), in.model.num_params() / 1e6,
+      in.lp.topology.name.c_str(), p.job.gpus, p.choice.cp, p.choice.dp,
+      to_string(p.choice.schedule), to_string(p.choice.load_balance),
+      static_cast<long long>(p.job.seq_len), static_cast<long long>(sequences),
+      p.choice.micro_batch, p.choice.grad_accum, p.choice.dp, opt.optimizer.lr,
+      opt.optimizer.warmup_steps, opt.synthetic_data ? "synthetic (run)" : opt.data_path.c_str(), to_string(p.choice.checkpointing),
+      start > 0 ? (", resumed after step " + std::to_string(start)).c_str() : "");
+  return line;
+}
+
+// run --verify of a step plan (rank 0): the step's mean loss and gradients recomputed on
+// one rank in fp64 from the same parameters and sequences, each tensor compared with
+// what the ranks computed (`grads`, all-reduced; `loss`, the summed token losses).
+VerifyResult verify_step(const Transformer& model, const Plan& plan,
+                         const std::vector<float>& params, const std::vector<float>& grads,
+                         double loss, const std::vector<std::vector<int32_t>>& seqs,
+                         double grad_scale, double tolerance) {
+  const ModelSpec& m = model.spec();
+  const int64_t N = plan.job.seq_len;
+  const ReferenceShape shape{N, m.head_dim, m.heads, m.kv_heads, plan.job.causal};
+  const AttentionFnOf<double> fwd = [&](int, LayerAttention<double>& t) {
+    ReferenceResult r = reference_attention(shape, t.q, t.k, t.v, {}, false);
+    t.out = std::move(r.out);
+    t.lse = std::move(r.lse);
+  };
+  const AttentionFnOf<double> bwd = [&](int, LayerAttention<double>& t) {
+    ReferenceResult r = reference_attention(shape, t.q, t.k, t.v, t.dout, true);
+    t.dq = std::move(r.dq);
+    t.dk = std::move(r.dk);
+    t.dv = std::move(r.dv);
+  };
+  const std::vector<double> p64(params.begin(), params.end());
+  std::vector<double> g64(params.size(), 0.0);
+  std::vector<int64_t> positions(static_cast<size_t>(N));
+  for (int64_t i = 0; i < N; ++i) positions[i] = i;
+  double loss64 = 0;
+  for (const auto& seq : seqs)
+    loss64 += model.forward_backward<double>(p64, g64, seq.data(), seq.data() + 1, positions.data(),
+                                             N, grad_scale, fwd, bwd);
+  VerifyResult res;
+  res.checks.push_back(compare_tensor("loss", {loss * grad_scale}, {loss64 * grad_scale}, tolerance));
+  for (const ParamTensor& t : model.tensors()) {
+    const auto begin = static_cast<std::ptrdiff_t>(t.offset);
+    const auto end = begin + static_cast<std::ptrdiff_t>(t.rows * t.cols);
+    res.checks.push_back(compare_tensor("d" + t.name,
+                                        std::vector<double>(grads.begin() + begin, grads.begin() + end),
+                                        std::vector<double>(g64.begin() + begin, g64.begin() + end),
+                                        tolerance));
+  }
+  return res;
+}
+
+int train_body(const TrainOptions& opt, int rank, int size) {
+  const Loaded in = load_inputs(opt);
+  const Plan& plan = in.lp.plan;
+  if (size != plan.job.gpus)
+    fail_input(opt.plan_path, "gpus",
+               "the plan is for " + std::to_string(plan.job.gpus) + " ranks but the MPI world has " +
+                   std::to_string(size));
+  const int64_t N = plan.job.seq_len;
+  std::optional<TokenStream> data;
+  if (!opt.synthetic_data) data.emplace(opt.data_path, N);
+  uint64_t synthetic_state = opt.seed;  // counter hashed into synthetic byte tokens
+  auto next_sequence = [&] {
+    if (data) return data->next();
+    std::vector<int32_t> seq(static_cast<size_t>(N + 1));
+    for (auto& t : seq) t = static_cast<int32_t>(splitmix64(synthetic_state++) % 256);
+    return seq;
+  };
+  Watchdog watchdog(rank, opt.timeout_s);
+  RingAttention attention(in.lp, opt.plan_path, rank, opt.backend, &watchdog);
+
+  TrainState st;
+  st.seed = opt.seed;
+  std::optional<TrainState> resumed;
+  if (opt.resume) resumed = read_latest_checkpoint(opt.checkpoint_dir, in.model);
+  if (resumed) {
+    st = std::move(*resumed);
+    if (data) data->seek(st.data);
+  } else {
+    if (opt.resume && rank == 0)
+      std::fprintf(stderr, "ringmaster train: no complete checkpoint in %s; starting from step 0\n",
+                   opt.checkpoint_dir.c_str());
+    st.params = in.model.init(opt.seed);
+  }
+
+  const int dp = plan.choice.dp, mb = plan.choice.micro_batch, ga = plan.choice.grad_accum;
+  const int64_t sequences = int64_t{dp} * mb * ga;
+  const double grad_scale = 1.0 / (static_cast<double>(sequences) * N);
+  const auto& idx = attention.tokens();
+  const int64_t c = static_cast<int64_t>(idx.size());
+  std::vector<int32_t> tok(static_cast<size_t>(c)), tgt(static_cast<size_t>(c));
+  std::vector<float> grads(st.params.size());
+  const AttentionFn fwd = [&](int l, LayerAttention<float>& t) { attention.forward(l, t); };
+  const AttentionFn bwd = [&](int l, LayerAttention<float>& t) { attention.backward(l, t); };
+  const bool json = opt.format == "json";
+  const bool checkpoints = !opt.checkpoint_dir.empty();
+  const FaultSpec fault = fault_from_env();
+
+  if (rank == 0) {
+    std::fputs(header(opt, in, sequences, st.step).c_str(), json ? stderr : stdout);
+    if (!json)
+      std::printf("%8s  %8s  %10s  %10s  %12s  %8s  %8s\n%8s  %8s  %10s  %10s  %12s  %8s  %8s\n",
+                  "step", "loss", "tokens/s", "step time", "exposed comm", "exposed", "ETA", "",
+                  "(nats)", "(tok/s)", "(ms)", "(ms)", "(%)", "(s)");
+    std::fflush(stdout);
+  }
+  std::vector<Measurement> records;
+  std::optional<VerifyResult> verified;
+  double elapsed = 0;
+  int64_t timed = 0;
+  for (int64_t step = st.step; step < opt.steps; ++step) {
+    watchdog.arm("the barrier before training step " + std::to_string(step + 1));
+    MPI_Barrier(MPI_COMM_WORLD);
+    watchdog.disarm();
+    const double t0 = MPI_Wtime();
+    std::vector<std::vector<int32_t>> seqs;
+    for (int64_t s = 0; s < sequences; ++s) seqs.push_back(next_sequence());
+    std::fill(grads.begin(), grads.end(), 0.0f);
+    attention.reset_exposed();
+    attention.set_step(static_cast<int>(step));
+    double loss = 0;
+    for (int a = 0; a < ga; ++a)
+      for (int m = 0; m < mb; ++m) {
+        const auto& seq = seqs[static_cast<size_t>((int64_t{a} * dp + attention.ring()) * mb + m)];
+        for (int64_t i = 0; i < c; ++i) {
+          tok[i] = seq[static_cast<size_t>(idx[i])];
+          tgt[i] = seq[static_cast<size_t>(idx[i] + 1)];
+        }
+        loss += in.model.forward_backward(st.params, grads, tok.data(), tgt.data(), idx.data(), c,
+                                          grad_scale, fwd, bwd);
+      }
+    // Gradients (and the loss) summed over every rank: blocking, so wholly exposed.
+    const double ta = MPI_Wtime();
+    watchdog.arm("the gradient all-reduce of training step " + std::to_string(step + 1));
+    MPI_Allreduce(MPI_IN_PLACE, grads.data(), static_cast<int>(grads.size()), MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    watchdog.disarm();
+    const double exposed = attention.exposed_comm_s() + (MPI_Wtime() - ta);
+    if (opt.verify && step == 0 && rank == 0)
+      verified = verify_step(in.model, plan, st.params, grads, loss, seqs, grad_scale,
+                             kVerifyTolerance);
+    const double grad_norm = adamw_update(opt.optimizer, in.model.tensors(), st.params, grads, st.optimizer);
+    double times[2] = {MPI_Wtime() - t0, exposed};  // the slowest rank's
+    MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    st.step = step + 1;
+    if (data) st.data = data->position();
+    if (step >= opt.untimed_steps) {
+      elapsed += times[0];
+      ++timed;
+    }
+    std::vector<Measurement> mine = attention.take_records();
+    if (!opt.measurements_path.empty() || !opt.trace_path.empty())
+      records.insert(records.end(), mine.begin(), mine.end());
+
+    if (rank == 0) {
+      const double mean_loss = loss * grad_scale;
+      const double tokens_per_s = static_cast<double>(sequences) * N / times[0];
+      const double eta = timed > 0 ? elapsed / timed * static_cast<double>(opt.steps - st.step) : 0;
+      if (json) {
+        nlohmann::json j = {{"step", st.step},          {"loss", mean_loss},
+                            {"tokens_per_s", tokens_per_s}, {"step_time_s", times[0]},
+                            {"exposed_comm_s", times[1]}, {"grad_norm", grad_norm},
+                            {"lr", adamw_lr(opt.optimizer, st.optimizer.step - 1)},
+                            {"eta_s", eta}};
+        std::printf("%s\n", j.dump().c_str());
+      } else {
+        std::printf("%8lld  %8.4f  %10.0f  %10.1f  %12.1f  %8.1f  %8.0f\n",
+                    static_cast<long long>(st.step), mean_loss, tokens_per_s, times[0] * 1e3,
+                    times[1] * 1e3, 100.0 * times[1] / times[0], eta);
+      }
+      std::fflush(stdout);
+    }
+    if (checkpoints && ((opt.checkpoint_every > 0 && st.step % opt.checkpoint_every == 0) ||
+                        st.step == opt.steps)) {
+      if (rank == 0) {
+        const bool kill = fault.kind == FaultSpec::Kind::kCheckpointKill && fault.rank == rank &&
+                          fault.step == st.step;
+        write_checkpoint(opt.checkpoint_dir, in.model, opt.data_path, st, kill);
+        std::fprintf(stderr, "ringmaster train: checkpoint of step %lld written to %s\n",
+                     static_cast<long long>(st.step), opt.checkpoint_dir.c_str());
+      }
+      watchdog.arm("the barrier after the checkpoint of step " + std::to_string(st.step));
+      MPI_Barrier(MPI_COMM_WORLD);
+      watchdog.disarm();
+    }
+  }
+  if (rank == 0 && opt.synthetic_data && timed > 0 && plan.predicted.step_time_s > 0) {
+    const double mean = elapsed / timed;
+    std::fprintf(json ? stderr : stdout,
+                 "# planner predicted %.3f ms per step; measured %.3f ms (%+.0f %%; mean of %lld "
+                 "steps after %d untimed)\n",
+                 plan.predicted.step_time_s * 1e3, mean * 1e3,
+                 100.0 * (mean / plan.predicted.step_time_s - 1.0), static_cast<long long>(timed),
+                 opt.untimed_steps);
+  }
+  bool ok = true;
+  if (rank == 0 && verified) {
+    double worst = 0;
+    for (const TensorCheck& c : verified->checks) worst = std::max(worst, c.rel_err);
+    ok = verified->ok();
+    std::fprintf(json ? stderr : stdout,
+                 "%s# verification of step 1 against a one-rank fp64 reference: %s (max rel err "
+                 "%.2e, tolerance %.0e)\n",
+                 format_verify_table({*verified}, kVerifyTolerance).c_str(), ok ? "OK" : "FAILED",
+                 worst, kVerifyTolerance);
+  }
+  if (!opt.measurements_path.empty()) {
+    watchdog.arm("gathering measurements to rank 0");
+    const std::vector<Measurement> all = gather_measurements(records);
+    watchdog.disarm();
+    if (rank == 0) write_measurements_jsonl(all, opt.measurements_path);
+  }
+  if (!opt.trace_path.empty()) {
+    watchdog.arm("gathering the trace to rank 0");
+    const std::vector<Measurement> all = gather_measurements(records);
+    watchdog.disarm();
+    if (rank == 0) write_measurements_trace(all, opt.trace_path, opt.plan_path);
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+TrainOptions run_step_options(const RunOptions& run) {
+  TrainOptions t;
+  t.plan_path = run.plan_path;
+  t.steps = 1 + run.iters;
+  t.seed = run.seed;
+  t.measurements_path = run.measurements_path;
+  t.trace_path = run.trace_path;
+  t.backend = run.backend;
+  t.timeout_s = run.timeout_s;
+  t.synthetic_data = true;
+  t.untimed_steps = 1;
+  t.verify = run.verify;
+  return t;
+}
+
+int check_train_inputs(const TrainOptions& opt) {
+  const Loaded in = load_inputs(opt);
+  if (!opt.synthetic_data) (void)TokenStream(opt.data_path, in.lp.plan.job.seq_len);
+  if (opt.resume) read_latest_checkpoint(opt.checkpoint_dir, in.model);
+  return in.lp.plan.job.gpus;
+}
+
+int train_rank(const TrainOptions& options) {
+  init_mpi_rank();
+  int size = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int code = 0;
+  try {
+    code = train_body(options, rank, size);
+  } catch (const InputError& e) {
+    if (rank == 0) std::fprintf(stderr, "ringmaster: %s\n", e.what());
+    code = kExitBadInput;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringmaster train: rank %d: error: %s\n", rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return code;
+}
+
+}  // namespace rm::exec

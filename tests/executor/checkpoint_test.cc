@@ -1,0 +1,75 @@
+// Training checkpoints (checkpoint.h): a written checkpoint reads back bit for bit; the
+// latest complete one wins and an unfinished temporary folder is ignored; a checkpoint of
+// another model, or one whose data file was damaged, is refused naming the file.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "executor/checkpoint.h"
+#include "planner/input_error.h"
+
+namespace rm::exec {
+namespace {
+
+namespace fs = std::filesystem;
+
+ModelSpec spec(int hidden) {
+  ModelSpec m;
+  m.name = "ck";
+  m.layers = 1;
+  m.hidden = hidden;
+  m.heads = 2;
+  m.kv_heads = 1;
+  m.head_dim = hidden / 2;
+  m.ffn_hidden = 16;
+  m.vocab = 257;
+  return m;
+}
+
+TrainState state_of(const Transformer& model, int64_t step) {
+  TrainState s;
+  s.step = step;
+  s.seed = 11;
+  s.data = {2, 1234};
+  s.params = model.init(static_cast<uint64_t>(step));
+  s.optimizer.step = step;
+  s.optimizer.m.assign(s.params.size(), 0.5f);
+  s.optimizer.v.assign(s.params.size(), 0.25f);
+  return s;
+}
+
+TEST_CASE("checkpoint: round trip, latest complete one, refusals naming the file") {
+  const fs::path dir = fs::temp_directory_path() / "rm_checkpoint_test";
+  fs::remove_all(dir);
+  const Transformer model(spec(8), "test");
+  CHECK_FALSE(read_latest_checkpoint(dir.string(), model).has_value());
+  write_checkpoint(dir.string(), model, "data.txt", state_of(model, 5));
+  write_checkpoint(dir.string(), model, "data.txt", state_of(model, 10));
+  fs::create_directory(dir / ".step-00000015.tmp");  // a run killed while writing step 15
+  const auto got = read_latest_checkpoint(dir.string(), model);
+  REQUIRE(got.has_value());
+  const TrainState want = state_of(model, 10);
+  CHECK(got->step == 10);
+  CHECK(got->data.epoch == 2);
+  CHECK(got->data.offset == 1234);
+  CHECK(got->params == want.params);
+  CHECK(got->optimizer.m == want.optimizer.m);
+  CHECK(got->optimizer.v == want.optimizer.v);
+
+  const Transformer other(spec(16), "test");
+  CHECK_THROWS_WITH_AS(read_latest_checkpoint(dir.string(), other),
+                       doctest::Contains("step-00000010/manifest.json: model: the checkpoint is for model"),
+                       InputError);
+  {  // flip one byte of the parameters
+    std::fstream f(dir / "step-00000010" / "model.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(3);
+    f.put('\x7f');
+  }
+  CHECK_THROWS_WITH_AS(read_latest_checkpoint(dir.string(), model),
+                       doctest::Contains("step-00000010/model.bin: checkpoint: corrupted"), InputError);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace rm::exec
