@@ -23,8 +23,13 @@ namespace rm::exec {
 
 LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string& backend) {
   LoadedPlanFile lp = load_plan_file(plan_path);
-  const Plan& p = lp.plan;
   check_backend_available(backend);
+  check_plan_runnable(lp, plan_path, backend);
+  return lp;
+}
+
+void check_plan_runnable(const LoadedPlanFile& lp, const std::string& plan_path, const std::string& backend) {
+  const Plan& p = lp.plan;
   if (p.choice.strategy != Strategy::kRing)
     fail_input(plan_path, "plan.strategy",
                std::string("run executes ring-attention plans (got '") + to_string(p.choice.strategy) +
@@ -41,7 +46,6 @@ LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string
                "the cpu backend runs plans made for a CPU topology (shared-memory devices, "
                "e.g. cpu-local); this plan is for '" + lp.topology.name +
                    "': re-plan with --topology cpu-local, or run it with --backend cuda");
-  return lp;
 }
 
 namespace {

@@ -29,6 +29,9 @@ struct RunOptions {
 // plan file and field otherwise (strategy other than ring, workload other than attention,
 // a non-CPU topology for the cpu backend, ...).
 LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string& backend);
+// The plan checks of load_plan_for_run without asking whether `backend` is available on this
+// machine (`export --to slurm` writes a script for other machines).
+void check_plan_runnable(const LoadedPlanFile& lp, const std::string& plan_path, const std::string& backend);
 
 // MPI_Init_thread (FUNNELED: the watchdog thread never calls MPI) with waiting ranks
 // yielding their core; for every command whose ranks run the executor (run, calibrate).
