@@ -162,7 +162,7 @@ void run_plan(const PlanOptions& o) {
     std::fputs(plan_report(plan, r.topology, r.cost, r.model, o.max_seq, header_for(o, plan, r.topology, opt.job.headroom))
                    .c_str(),
                stdout);
-    if (run) std::printf("\n%s", training_run_table(*run).c_str());
+    if (run) std::printf("\n%s", training_run_table(*run, o.train_tokens).c_str());
   }
   if (!o.out.empty()) {
     write_plan_yaml(plan, o.out);

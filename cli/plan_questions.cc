@@ -24,9 +24,9 @@ TrainingRun training_run(const Plan& plan, double tokens, double gpu_hour_cost) 
   return t;
 }
 
-std::string training_run_table(const TrainingRun& t) {
+std::string training_run_table(const TrainingRun& t, const std::string& tokens_as_typed) {
   Table table({{"training run", "", Align::kLeft}, {"value", "", Align::kRight}, {"unit", "", Align::kLeft}});
-  table.add_row({"tokens", sig(t.tokens, 4), "tokens"});
+  table.add_row({"tokens", tokens_as_typed, "tokens (" + sig(t.tokens, 4) + ")"});
   table.add_row({"optimizer steps", fixed(t.steps, 0), "steps"});
   table.add_row({"wall clock", fixed(t.days, 1), "days"});
   table.add_row({"GPU time", fixed(t.gpu_hours, 0), "GPU-hours"});

@@ -23,7 +23,8 @@ struct TrainingRun {
 };
 
 TrainingRun training_run(const Plan& plan, double tokens, double gpu_hour_cost);
-std::string training_run_table(const TrainingRun& t);
+// `tokens_as_typed` ("1T") is echoed in the tokens row.
+std::string training_run_table(const TrainingRun& t, const std::string& tokens_as_typed);
 nlohmann::json training_run_json(const TrainingRun& t);
 
 // The GPU counts --min-gpus tries, ascending, up to `max_gpus`: the divisors of one node's

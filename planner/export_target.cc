@@ -13,15 +13,23 @@ namespace rm {
 
 namespace {
 
-// How the frameworks name themselves in messages.
-const char* display_name(ExportTarget t) {
-  switch (t) {
-    case ExportTarget::kMegatron: return "Megatron-LM";
-    case ExportTarget::kTorchtitan: return "torchtitan";
-    case ExportTarget::kSlurm: return "ringmaster run";
-  }
-  return "?";
+// Each target's spelling on the command line and its name in messages.
+struct TargetName {
+  ExportTarget target;
+  const char* spelling;
+  const char* display;
+};
+constexpr TargetName kTargetNames[] = {{ExportTarget::kMegatron, "megatron", "Megatron-LM"},
+                                       {ExportTarget::kTorchtitan, "torchtitan", "torchtitan"},
+                                       {ExportTarget::kSlurm, "slurm", "ringmaster run"}};
+
+const TargetName& names_of(ExportTarget t) {
+  for (const TargetName& n : kTargetNames)
+    if (n.target == t) return n;
+  return kTargetNames[0];  // unreachable: every enumerator is listed
 }
+
+const char* display_name(ExportTarget t) { return names_of(t).display; }
 
 std::string str(int64_t v) { return std::to_string(v); }
 
@@ -84,18 +92,11 @@ std::string framework_refusal(const Plan& plan, int gpus_per_node, ExportTarget 
 
 }  // namespace
 
-const char* to_string(ExportTarget t) {
-  switch (t) {
-    case ExportTarget::kMegatron: return "megatron";
-    case ExportTarget::kTorchtitan: return "torchtitan";
-    case ExportTarget::kSlurm: return "slurm";
-  }
-  return "?";
-}
+const char* to_string(ExportTarget t) { return names_of(t).spelling; }
 
 ExportTarget parse_export_target(const std::string& s, const std::string& where, const std::string& field) {
-  for (ExportTarget t : {ExportTarget::kMegatron, ExportTarget::kTorchtitan, ExportTarget::kSlurm})
-    if (s == to_string(t)) return t;
+  for (const TargetName& n : kTargetNames)
+    if (s == n.spelling) return n.target;
   fail_input(where, field, "expected one of megatron, torchtitan, slurm (got '" + s + "')");
 }
 
