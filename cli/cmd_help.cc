@@ -15,7 +15,8 @@ void add_help_command(CLI::App& app) {
   cmd->add_option("command", *name, "the command to explain");
   cmd->callback([&app, name] {
     if (name->empty()) {
-      std::fputs(app.help().c_str(), stdout);
+      // Through the formatter: App::help() would print the selected subcommand's (this one's).
+      std::fputs(app.get_formatter()->make_help(&app, app.get_name(), CLI::AppFormatMode::Normal).c_str(), stdout);
       return;
     }
     std::string names;

@@ -114,7 +114,12 @@ checked=$((checked + 1))
 "$bin" --version | grep -q "^ringmaster [0-9]" || fail "--version"
 checked=$((checked + 1))
 diff <("$bin" help plan) <("$bin" plan --help) >/dev/null || fail "help plan differs from plan --help"
+checked=$((checked + 1))
+diff <("$bin" help) <("$bin" --help) >/dev/null || fail "help differs from --help"
 expect_bad "expected a command" "help" -- help nosuchcommand
+checked=$((checked + 1))
+"$bin" validate --published --format csv 2>/dev/null | head -1 | grep -q "^entry,gpu,metric,published,predicted,ratio,error % ((pub-pred)/pred),split$" ||
+  fail "validate --published --format csv header (the error's sign convention)"
 checked=$((checked + 1))
 cmp -s <("$bin" list --show dgx-a100-ib) "$src/topologies/dgx-a100-ib.yaml" || fail "list --show dgx-a100-ib is not the shipped file"
 expect_bad "shipped topology or model" "--show" -- list --show nosuch
