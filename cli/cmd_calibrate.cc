@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/commands.h"
@@ -47,17 +48,42 @@ bool small_grid(const CalibrateOptions& o) {
   return ci != nullptr && std::string(ci) == "true";
 }
 
+// A fit this poor is reported, not written silently: below this R^2, or above this mean
+// |residual|, the curve does not describe the points (a busy machine or a kernel the model
+// misses). Our thresholds: an idle machine's fits reach R^2 >= 0.98 and MAPE <= 5 %.
+constexpr double kPoorR2 = 0.9;
+constexpr double kPoorMape = 0.15;
+
+// The load average over the last minute and the cores: how busy the machine was while it
+// measured ("" where /proc/loadavg is missing).
+std::string machine_load() {
+  std::FILE* f = std::fopen("/proc/loadavg", "r");
+  if (f == nullptr) return "";
+  double one = 0;
+  const int n = std::fscanf(f, "%lf", &one);
+  std::fclose(f);
+  if (n != 1) return "";
+  return "load average " + fixed(one, 2) + " over the last minute on " +
+         std::to_string(std::thread::hardware_concurrency()) + " cores";
+}
+
 void print_fits(const Profile& p, const std::vector<std::string>& notes) {
   Table fits({{"fitted curve", "", Align::kLeft},
               {"points", "", Align::kRight},
               {"R^2", "", Align::kRight},
               {"MAPE", "%", Align::kRight},
-              {"bias", "%", Align::kRight},
+              {"bias", "% (meas-pred)/pred", Align::kRight},
               {"max |resid|", "%", Align::kRight}});
   for (const auto& [name, q] : p.fits)
     fits.add_row({name, std::to_string(q.points), fixed(q.r2, 4), fixed(q.mape * 100, 2),
                   fixed(q.mean_residual * 100, 2), fixed(q.max_abs_residual * 100, 2)});
   std::fputs(fits.render().c_str(), stdout);
+  for (const auto& [name, q] : p.fits)
+    if (q.points > 1 && (q.r2 < kPoorR2 || q.mape > kPoorMape))
+      std::fprintf(stderr,
+                   "calibrate: warning: the %s fit is poor (R^2 %.3f, MAPE %.1f %%, %d points): a busy "
+                   "machine or a kernel the model misses; check the profile before planning with it\n",
+                   name.c_str(), q.r2, 100 * q.mape, q.points);
 
   Table params({{"parameter", "", Align::kLeft}, {"value", "", Align::kRight}, {"unit", "", Align::kLeft}});
   params.add_row({"attention max_efficiency", sig(p.attention.max_efficiency, 4), "of peak"});
@@ -150,6 +176,8 @@ int benchmark_rank(const CalibrateOptions& o) {
     auto all = exec::gather_measurements(mine);
     if (rank == 0) {
       if (!o.measurements.empty()) exec::write_measurements_jsonl(all, o.measurements);
+      const std::string load = machine_load();
+      if (!load.empty()) std::fprintf(stderr, "calibrate: machine during the measurements: %s\n", load.c_str());
       ProfileHardware hw = local_cpu_hardware(size);
       hw.backend = o.backend;
       if (o.backend == "cuda") hw.device_name = topo.gpu.name;

@@ -1,4 +1,5 @@
-// `ringmaster list [--format table|json]`: the shipped topologies and models.
+// `ringmaster list [--format table|json] [--show NAME]`: the shipped topologies and models,
+// or one shipped YAML as it is compiled in (to copy and edit into a spec of one's own).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -7,6 +8,8 @@
 
 #include "cli/commands.h"
 #include "cli/table.h"
+#include "planner/input_error.h"
+#include "planner/shipped_specs.h"
 #include "planner/spec_library.h"
 #include "planner/units.h"
 
@@ -73,6 +76,19 @@ nlohmann::json model_json(const ModelSpec& m) {
           {"note", m.note}};
 }
 
+// The shipped YAML named `name`, verbatim.
+void show_spec(const std::string& name) {
+  std::string names;
+  for (const ShippedSpec& s : shipped_specs()) {
+    if (name == s.name) {
+      std::fputs(s.text, stdout);
+      return;
+    }
+    names += (names.empty() ? "" : ", ") + std::string(s.name);
+  }
+  fail_input("command line", "--show", "expected a shipped topology or model: " + names + " (got '" + name + "')");
+}
+
 void run_list(const std::string& format) {
   if (format == "json") {
     nlohmann::json out = {{"topologies", nlohmann::json::array()}, {"models", nlohmann::json::array()}};
@@ -121,8 +137,10 @@ void run_list(const std::string& format) {
 void add_list_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("list", "Shipped topologies and models");
   auto format = std::make_shared<std::string>("table");
+  auto show = std::make_shared<std::string>();
   cmd->add_option("--format", *format, "table or json")->check(CLI::IsMember({"table", "json"}));
-  cmd->callback([format] { run_list(*format); });
+  cmd->add_option("--show", *show, "print one shipped topology or model YAML, to copy and edit");
+  cmd->callback([format, show] { show->empty() ? run_list(*format) : show_spec(*show); });
 }
 
 }  // namespace rm::cli

@@ -1,55 +1,176 @@
 // `ringmaster plan`: the fastest ring-attention plan that fits, with the baselines beside
-// it and the overlap thresholds of the cluster's links. Steps: parse options, load specs,
-// search, print, write.
+// it and the overlap thresholds of the cluster's links; and the questions around it: the
+// fewest GPUs that fit (--min-gpus), the longest sequence (--max-seq, --headroom), a whole
+// training run (--train-tokens, --gpu-hour-cost), only what a framework runs (--target).
+// Steps: parse options, load specs, search, print, write; a plan that does not fit or leaves
+// GPUs idle says so and exits 1 after printing (bad input stays 2).
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/job_options.h"
+#include "cli/plan_questions.h"
 #include "cli/plan_report.h"
 #include "cli/self_launch.h"
+#include "planner/cost_model.h"
+#include "planner/export_target.h"
 #include "planner/input_error.h"
 #include "planner/search.h"
+#include "planner/spec_library.h"
 #include "planner/units.h"
 
 namespace rm::cli {
 
 namespace {
 
+constexpr const char* kWhere = "command line";
+
 struct PlanOptions {
   JobOptions job;
   bool max_seq = false;
+  bool min_gpus = false;
+  std::optional<double> target_step_time_s;
+  std::string target_tokens_per_s;
+  std::string headroom;
+  std::string train_tokens;
+  std::optional<double> gpu_hour_cost;
   std::string format = "table";
   std::string out;
+  std::string target;  // "" or a framework (export_target.h)
 };
+
+// One search on `gpus` GPUs; `r` keeps the specs the plan was priced with.
+struct Answer {
+  std::unique_ptr<ResolvedJob> r;
+  Plan plan;
+};
+
+Answer plan_on(const PlanOptions& o, int gpus) {
+  Answer a;
+  a.r = std::make_unique<ResolvedJob>(resolve_job(o.job, gpus, o.max_seq ? 1 : 0));
+  ResolvedJob& r = *a.r;
+  Planner planner(r.model, *r.fabric, r.cost);
+  if (o.max_seq) a.plan = planner.max_seq(r.job, r.pins);
+  else if (o.target.empty()) a.plan = planner.plan(r.job, r.pins);
+  else
+    a.plan = plan_for_target(planner, r.job, r.pins, parse_export_target(o.target, kWhere, "--target"), r.model,
+                             r.topology.gpus_per_node, kWhere);
+  return a;
+}
+
+// --min-gpus: the first GPU count (ascending, up to --gpus) whose plan fits, leaves no
+// GPU idle and meets the targets.
+Answer fewest_gpus(const PlanOptions& o, double min_tokens_per_s) {
+  const Topology topo = load_topology(o.job.topology.empty() ? kStudyTopology : o.job.topology);
+  const int upto = o.job.gpus > 0 ? o.job.gpus : topo.max_gpus();
+  std::string last_why;
+  for (int g : min_gpus_candidates(std::min(upto, topo.max_gpus()), topo.gpus_per_node)) {
+    if (o.job.cp && g % *o.job.cp != 0) continue;
+    Answer a;
+    try {
+      a = plan_on(o, g);
+    } catch (const InputError& e) {
+      last_why = e.what();  // no plan at all on g GPUs (e.g. the sequence does not split)
+      continue;
+    }
+    const Prediction& p = a.plan.predicted;
+    std::string why = plan_shortfall(a.plan);
+    if (why.empty() && o.target_step_time_s && p.step_time_s > *o.target_step_time_s)
+      why = "step " + sig(p.step_time_s, 3) + " s > --target-step-time";
+    if (why.empty() && p.tokens_per_s < min_tokens_per_s)
+      why = fixed(p.tokens_per_s, 0) + " tokens/s < --target-tokens-per-s";
+    std::fprintf(stderr, "min-gpus: %d GPUs: %s\n", g, why.empty() ? "yes" : why.c_str());
+    if (why.empty()) return a;
+    last_why = why;
+  }
+  throw std::runtime_error("no GPU count up to " + std::to_string(upto) +
+                           " runs this job as asked (the largest tried: " + last_why + ")");
+}
+
+// The lines under the header: the defaults that shaped the answer and the questions asked.
+ReportHeader header_for(const PlanOptions& o, const Plan& plan, const Topology& topo, double headroom) {
+  ReportHeader h;
+  h.seq_as_typed = o.job.seq;
+  const int64_t seqs = sequences_per_step(plan.job);
+  std::string defaults;
+  if (o.job.model.empty()) defaults += std::string("model ") + kDefaultModel + " (--model), ";
+  if (o.job.topology.empty()) defaults += std::string("topology ") + kStudyTopology + " (--topology), ";
+  h.notes.push_back((defaults.empty() ? std::string("global batch ") : "defaults: " + defaults + "global batch ") +
+                    (o.job.batch_tokens.empty() ? format_size(kDefaultBatchTokens) + " tokens (--batch-tokens)"
+                                                : o.job.batch_tokens + " tokens") +
+                    " = " + std::to_string(seqs) + " sequence" + (seqs == 1 ? "" : "s") + " per optimizer step");
+  if (headroom > 0)
+    h.notes.push_back("keeping " + fixed(100 * headroom, 0) + " % of GPU memory free (--headroom): plans fit in " +
+                      fixed(topo.gpu.memory_bytes / kGiB, 1) + " GiB");
+  if (o.max_seq)
+    h.notes.push_back("the length is a multiple of 2 x cp = " + std::to_string(2 * plan.choice.cp) +
+                      ", what the " + to_string(plan.choice.load_balance) + " split needs");
+  if (o.min_gpus)
+    h.notes.push_back("the fewest GPUs (--min-gpus" + (o.job.gpus > 0 ? ", up to " + std::to_string(o.job.gpus) : std::string()) + ") that fit" +
+                      (o.target_step_time_s ? ", step <= " + sig(*o.target_step_time_s, 3) + " s" : "") +
+                      (o.target_tokens_per_s.empty() ? "" : ", >= " + o.target_tokens_per_s + " tokens/s"));
+  if (!o.target.empty()) h.notes.push_back("only plans " + o.target + " can run (--target; export --to " + o.target + ")");
+  return h;
+}
 
 void run_plan(const PlanOptions& o) {
   if (!o.max_seq && o.job.seq.empty()) {
-    fail_input("command line", "--seq", "required (or --max-seq for the longest sequence that fits)");
+    fail_input(kWhere, "--seq", "required (or --max-seq for the longest sequence that fits)");
   }
   if (o.max_seq && !o.job.seq.empty()) {
-    fail_input("command line", "--max-seq", "searches the sequence length: drop --seq");
+    fail_input(kWhere, "--max-seq", "searches the sequence length: drop --seq");
   }
+  if (o.max_seq && !o.target.empty()) fail_input(kWhere, "--target", "plans one sequence length: give --seq, not --max-seq");
+  if (o.max_seq && o.min_gpus) fail_input(kWhere, "--min-gpus", "needs a sequence length: give --seq, not --max-seq");
+  if (!o.min_gpus && (o.target_step_time_s || !o.target_tokens_per_s.empty()))
+    fail_input(kWhere, o.target_step_time_s ? "--target-step-time" : "--target-tokens-per-s",
+               "is a goal for --min-gpus: add --min-gpus");
+  if (o.target_step_time_s && *o.target_step_time_s <= 0)
+    fail_input(kWhere, "--target-step-time", "must be > 0 seconds");
+  if (o.gpu_hour_cost && (*o.gpu_hour_cost < 0 || o.train_tokens.empty()))
+    fail_input(kWhere, "--gpu-hour-cost", o.train_tokens.empty() ? "prices --train-tokens: add --train-tokens" : "must be >= 0");
+  const double min_tokens_per_s =
+      o.target_tokens_per_s.empty() ? 0 : parse_token_count(o.target_tokens_per_s, kWhere, "--target-tokens-per-s");
+  const double train_tokens = o.train_tokens.empty() ? 0 : parse_token_count(o.train_tokens, kWhere, "--train-tokens");
+  PlanOptions opt = o;
+  opt.job.headroom = o.headroom.empty() ? 0 : parse_percent(o.headroom, kWhere, "--headroom");
   check_output_path(o.out, "--output");  // before printing a plan that cannot be saved
-  ResolvedJob r = resolve_job(o.job, o.job.gpus, o.max_seq ? 1 : 0);
-  Planner planner(r.model, *r.fabric, r.cost);
-  const Plan plan = o.max_seq ? planner.max_seq(r.job, r.pins) : planner.plan(r.job, r.pins);
+
+  const Answer a = o.min_gpus ? fewest_gpus(opt, min_tokens_per_s) : plan_on(opt, o.job.gpus);
+  const Plan& plan = a.plan;
+  const ResolvedJob& r = *a.r;
+  const std::optional<TrainingRun> run =
+      train_tokens > 0 ? std::optional<TrainingRun>(training_run(plan, train_tokens, o.gpu_hour_cost.value_or(-1)))
+                       : std::nullopt;
 
   if (o.format == "json") {
-    std::printf("%s\n", plan_to_json(plan).dump(2).c_str());
+    nlohmann::json j = plan_to_json(plan);
+    if (run) j["training_run"] = training_run_json(*run);
+    std::printf("%s\n", j.dump(2).c_str());
   } else if (o.format == "yaml") {
     std::fputs(plan_to_yaml_string(plan).c_str(), stdout);
+  } else if (o.format == "csv") {
+    Table t(sweep_columns());
+    t.add_row(sweep_cells(plan));
+    std::fputs(t.csv().c_str(), stdout);
   } else {
-    std::fputs(plan_report(plan, r.topology, r.cost, r.model, o.max_seq).c_str(), stdout);
+    std::fputs(plan_report(plan, r.topology, r.cost, r.model, o.max_seq, header_for(o, plan, r.topology, opt.job.headroom))
+                   .c_str(),
+               stdout);
+    if (run) std::printf("\n%s", training_run_table(*run, o.train_tokens).c_str());
   }
   if (!o.out.empty()) {
     write_plan_yaml(plan, o.out);
     std::fprintf(stderr, "ringmaster: wrote %s%s\n", o.out.c_str(),
                  plan.predicted.fits ? "" : " (the plan does not fit in GPU memory)");
   }
+  const std::string short_of = plan_shortfall(plan);
+  if (!short_of.empty()) throw std::runtime_error(short_of);
 }
 
 }  // namespace
@@ -60,9 +181,22 @@ void add_plan_command(CLI::App& app) {
       "plan", "The fastest ring-attention plan for a model, cluster, GPU count and sequence length");
   add_job_options(cmd, opts->job, true);
   cmd->add_flag("--max-seq", opts->max_seq, "find the longest sequence that fits, and its plan");
-  cmd->add_option("--format", opts->format, "table, json or yaml")
-      ->check(CLI::IsMember({"table", "json", "yaml"}));
-  cmd->add_option("-o,--output", opts->out, "write the plan as YAML (for simulate / run)");
+  cmd->add_option("--headroom", opts->headroom,
+                  "keep this share of GPU memory free, e.g. 10% (plans fit in the rest)");
+  cmd->add_flag("--min-gpus", opts->min_gpus,
+                "the fewest GPUs (up to --gpus) on which the job fits and meets the targets below");
+  cmd->add_option("--target-step-time", opts->target_step_time_s, "with --min-gpus: seconds per optimizer step at most");
+  cmd->add_option("--target-tokens-per-s", opts->target_tokens_per_s,
+                  "with --min-gpus: throughput at least (decimal: 1.5M = 1,500,000 tokens/s)");
+  cmd->add_option("--train-tokens", opts->train_tokens,
+                  "price a whole run of this many tokens: days, GPU-hours (decimal: 1T = 10^12, 300B)");
+  cmd->add_option("--gpu-hour-cost", opts->gpu_hour_cost, "with --train-tokens: price of one GPU-hour (e.g. 2.5)");
+  cmd->add_option("--format", opts->format, "table, json, yaml or csv")
+      ->check(CLI::IsMember({"table", "json", "yaml", "csv"}));
+  cmd->add_option("-o,--output", opts->out, "write the plan as YAML (for simulate / run / export)");
+  cmd->add_option("--target", opts->target,
+                  "search only plans this framework can run (megatron or torchtitan; see export)")
+      ->check(CLI::IsMember({"megatron", "torchtitan"}));
   cmd->callback([opts] { run_plan(*opts); });
 }
 

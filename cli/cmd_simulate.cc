@@ -4,10 +4,14 @@
 // it with the same costs, simulate, print, and write the trace.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <system_error>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -29,6 +33,9 @@ namespace {
 constexpr const char* kWhere = "command line";
 // Above this many GPUs the table lists the spread (min, mean, max) instead of every GPU.
 constexpr int kMaxGpuRows = 16;
+// A trace above this size gets a warning: JSON traces that large load slowly in Perfetto's
+// UI (the threshold issue 11 set after trying it).
+constexpr double kTraceWarnBytes = 200 * kMiB;
 
 struct SimulateCliOptions {
   std::string plan_path;
@@ -36,6 +43,7 @@ struct SimulateCliOptions {
   int gpus = 0;
   std::string format = "table";
   std::string trace;
+  std::string trace_ranks;  // "0-7,12": the GPUs the trace keeps ("" = all)
   int layers = 16;
 };
 
@@ -143,6 +151,38 @@ std::string report(const Subject& s, const Prediction& p, const sim::Simulation&
   return out;
 }
 
+// "0-7,12" -> {0, ..., 7, 12}; every id in [0, gpus). InputError naming --trace-ranks.
+std::vector<int> parse_ranks(const std::string& text, int gpus) {
+  auto bad = [&](const std::string& why) {
+    fail_input(kWhere, "--trace-ranks", "expected GPU ids and ranges like 0-7,12 in [0, " +
+                                            std::to_string(gpus - 1) + "] (" + why + ", got '" + text + "')");
+  };
+  std::vector<int> out;
+  size_t i = 0;
+  while (i <= text.size()) {
+    const size_t comma = std::min(text.find(',', i), text.size());
+    const std::string item = text.substr(i, comma - i);
+    const size_t dash = item.find('-');
+    int lo = 0, hi = 0;
+    try {
+      size_t used = 0;
+      lo = std::stoi(item.substr(0, dash), &used);
+      if (used != (dash == std::string::npos ? item.size() : dash)) bad("not a number");
+      hi = lo;
+      if (dash != std::string::npos) {
+        hi = std::stoi(item.substr(dash + 1), &used);
+        if (used != item.size() - dash - 1) bad("not a number");
+      }
+    } catch (const std::logic_error&) {
+      bad("not a number");
+    }
+    if (lo < 0 || hi >= gpus || lo > hi) bad("out of range");
+    for (int g = lo; g <= hi; ++g) out.push_back(g);
+    i = comma + 1;
+  }
+  return out;
+}
+
 void run_simulate(const SimulateCliOptions& o) {
   Subject s = o.plan_path.empty() ? from_job(o) : from_plan_file(o);
   if (o.layers < 0) fail_input(kWhere, "--layers", "must be >= 0 (0 = all layers)");
@@ -150,6 +190,10 @@ void run_simulate(const SimulateCliOptions& o) {
   sim::SimulateOptions so;
   so.max_layers = o.layers;
   so.replay.trace_path = o.trace;
+  if (!o.trace_ranks.empty()) {
+    if (o.trace.empty()) fail_input(kWhere, "--trace-ranks", "selects what --trace writes: add --trace");
+    so.replay.trace_gpus = parse_ranks(o.trace_ranks, s.plan.job.gpus);
+  }
   so.replay.progress = true;
   const sim::Simulation result = sim::simulate_plan(s.plan, s.model, *s.fabric, s.cost, so, s.where);
   // The prediction with the same costs (a plan file's own figures may come from others).
@@ -164,7 +208,17 @@ void run_simulate(const SimulateCliOptions& o) {
   } else {
     std::fputs(report(s, p, result).c_str(), stdout);
   }
-  if (!o.trace.empty()) std::fprintf(stderr, "ringmaster: wrote %s\n", o.trace.c_str());
+  if (!o.trace.empty()) {
+    std::fprintf(stderr, "ringmaster: wrote %s\n", o.trace.c_str());
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(o.trace, ec);
+    if (!ec && static_cast<double>(bytes) > kTraceWarnBytes)
+      std::fprintf(stderr,
+                   "ringmaster: warning: %s is %.0f MB, slow to open in Perfetto above %.0f MB: keep fewer GPUs "
+                   "(--trace-ranks 0-%d) or layers (--layers 2)\n",
+                   o.trace.c_str(), static_cast<double>(bytes) / kMiB, kTraceWarnBytes / kMiB,
+                   std::min(7, s.plan.job.gpus - 1));
+  }
 }
 
 }  // namespace
@@ -183,6 +237,8 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--layers", o->layers,
                   "layers to simulate, extrapolated to all (they are identical; replay.h); 0 = all (default 16)");
   cmd->add_option("--trace", o->trace, "write a Chrome trace-event JSON timeline (opens in Perfetto)");
+  cmd->add_option("--trace-ranks", o->trace_ranks,
+                  "with --trace: keep these GPUs' events only, e.g. 0-7,12 (large rings make huge traces)");
   cmd->add_option("--format", o->format, "table or json")->check(CLI::IsMember({"table", "json"}));
   cmd->callback([o] { run_simulate(*o); });
 }

@@ -126,11 +126,15 @@ void run_sweep(const SweepOptions& o) {
       t.add_row(cells);
     }
     const Plan& first = rows.front().plan;
-    std::printf("ringmaster sweep: %s on %s, %s, attention %s, batch %s tokens per step\n%s",
-                first.job.model.c_str(), first.job.topology.c_str(),
-                first.job.causal ? "causal" : "full attention", first.job.attention_kernel.c_str(),
-                format_size(first.job.batch_tokens > 0 ? first.job.batch_tokens : kDefaultBatchTokens).c_str(),
-                t.render().c_str());
+    if (o.format == "csv") {
+      std::fputs(t.csv().c_str(), stdout);
+    } else {
+      std::printf("ringmaster sweep: %s on %s, %s, attention %s, batch %s tokens per step\n%s",
+                  first.job.model.c_str(), first.job.topology.c_str(),
+                  first.job.causal ? "causal" : "full attention", first.job.attention_kernel.c_str(),
+                  format_size(first.job.batch_tokens > 0 ? first.job.batch_tokens : kDefaultBatchTokens).c_str(),
+                  t.render().c_str());
+    }
   }
   std::fprintf(stderr, "sweep: %zu plans%s in %.2f s\n", rows.size(), o.simulate ? " (planned and simulated)" : "", secs);
 }
@@ -147,7 +151,7 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--seqs", opts->seqs, "sequence lengths, e.g. 8k,32k,128k,256k,512k,1M (or space separated)")
       ->delimiter(',');
   cmd->add_option("--gpus", opts->gpus, "GPU counts, e.g. 16,32,64,128 (or space separated)")->delimiter(',');
-  cmd->add_option("--format", opts->format, "table or json")->check(CLI::IsMember({"table", "json"}));
+  cmd->add_option("--format", opts->format, "table, json or csv")->check(CLI::IsMember({"table", "json", "csv"}));
   cmd->add_flag("--simulate", opts->simulate,
                 "also replay each plan on SimGrid (like `simulate`): simulated step time, comm overhead, memory");
   cmd->callback([opts] { run_sweep(*opts); });

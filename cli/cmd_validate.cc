@@ -1,12 +1,13 @@
 // `ringmaster validate --profile p.yaml plan.yaml [more plans] [--iters K] [--format
-// table|json]`: how well the calibrated cost model predicts real runs.
+// table|json|csv]`: how well the calibrated cost model predicts real runs.
 //
 // For each plan: predict it with the profile (the planner's cost model, CostParams from
 // the plan's topology then the profile), run it with `ringmaster run --measurements`
 // (a child process with its own mpirun), and compare per iteration summary
 // (measurements.h): step time, compute, exposed communication. The measured figure is
 // the median over the K timed iterations (planner/stats.h; one noisy iteration on a
-// shared machine should not decide the verdict). error = (predicted - measured) / measured.
+// shared machine should not decide the verdict). error = (measured - predicted) / predicted,
+// the one sign convention of every ringmaster error: positive when the run is slower.
 //
 // --format json prints exactly
 //   {"plans": [{"plan": <path>, "predicted_s": ..., "measured_s": ..., "error": ...}],
@@ -58,7 +59,7 @@ struct Figures {
 struct Row {
   std::string plan;
   Figures predicted, measured;
-  double error() const { return (predicted.step_s - measured.step_s) / measured.step_s; }
+  double error() const { return (measured.step_s - predicted.step_s) / predicted.step_s; }
 };
 
 Figures predict(const std::string& plan_path, const std::string& profile_path) {
@@ -116,11 +117,11 @@ Figures measure(const std::string& plan_path, const ValidateOptions& o, const Sc
 std::string ms(double s) { return fixed(s * 1e3, 2); }
 std::string pct(double f) { return fixed(f * 100, 1); }
 
-void print_table(const std::vector<Row>& rows) {
+void print_table(const std::vector<Row>& rows, bool csv) {
   Table t({{"plan", "", Align::kLeft},
            {"step pred", "ms", Align::kRight},
            {"step meas", "ms", Align::kRight},
-           {"error", "%", Align::kRight},
+           {"error", "% (meas-pred)/pred", Align::kRight},
            {"compute pred", "ms", Align::kRight},
            {"compute meas", "ms", Align::kRight},
            {"exposed pred", "ms", Align::kRight},
@@ -137,9 +138,9 @@ void print_table(const std::vector<Row>& rows) {
     tm.compute_s += r.measured.compute_s;
     tm.exposed_s += r.measured.exposed_s;
   }
-  t.add_row({"total", ms(tp.step_s), ms(tm.step_s), pct((tp.step_s - tm.step_s) / tm.step_s),
+  t.add_row({"total", ms(tp.step_s), ms(tm.step_s), pct((tm.step_s - tp.step_s) / tp.step_s),
              ms(tp.compute_s), ms(tm.compute_s), ms(tp.exposed_s), ms(tm.exposed_s)});
-  std::fputs(t.render().c_str(), stdout);
+  std::fputs(csv ? t.csv().c_str() : t.render().c_str(), stdout);
 }
 
 void run_validate(const ValidateOptions& o) {
@@ -175,8 +176,10 @@ void run_validate(const ValidateOptions& o) {
                        {"error", r.error()}});
     nlohmann::json out = {{"plans", plans}, {"mean_abs_error", mean}, {"max_abs_error", worst}};
     std::printf("%s\n", out.dump(2).c_str());
+  } else if (o.format == "csv") {
+    print_table(rows, true);
   } else {
-    print_table(rows);
+    print_table(rows, false);
     std::printf("\nstep time error over %zu plans: mean |error| %.1f %%, max |error| %.1f %%\n",
                 rows.size(), mean * 100, worst * 100);
   }
@@ -204,8 +207,8 @@ void add_validate_command(CLI::App& app) {
   cmd->add_option("--iters", o->iters, "timed iterations per run (the median is compared)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
-  cmd->add_option("--format", o->format, "table or json")
-      ->check(CLI::IsMember({"table", "json"}))
+  cmd->add_option("--format", o->format, "table, json or csv")
+      ->check(CLI::IsMember({"table", "json", "csv"}))
       ->capture_default_str();
   cmd->add_option("--keep-measurements", o->keep,
                   "folder to keep each run's measurements in (<index>.jsonl), e.g. for calibrate --from");

@@ -16,5 +16,9 @@ void add_train_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_tune_command(CLI::App& app);
 void add_validate_command(CLI::App& app);
+void add_export_command(CLI::App& app);
+void add_report_command(CLI::App& app);
+// `help CMD`: keeps a reference to `app` for the commands it explains.
+void add_help_command(CLI::App& app);
 
 }  // namespace rm::cli

@@ -22,7 +22,7 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   cmd->add_option("--topology", o.topology,
                   std::string("cluster: a shipped name or a YAML path (default ") + kStudyTopology + ")");
   if (with_job_size) {
-    cmd->add_option("--gpus", o.gpus, "number of GPUs")->required();
+    cmd->add_option("--gpus", o.gpus, "number of GPUs (required; with plan --min-gpus the most to try)");
     cmd->add_option("--seq", o.seq, "sequence length in tokens: 8k, 1M or 1048576");
   }
   cmd->add_option("--batch-tokens", o.batch_tokens,
@@ -58,6 +58,7 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   r.job.topology = o.topology.empty() ? kStudyTopology : o.topology;
   r.model = load_model(r.job.model);
   r.topology = load_topology(r.job.topology);
+  if (gpus == 0) fail_input(kWhere, "--gpus", "required: the number of GPUs");
   r.job.attention_kernel = o.attention_kernel;
   apply_attention_kernel(r.topology, o.attention_kernel, kWhere, "--attention-kernel");
   if (gpus < 1) fail_input(kWhere, "--gpus", "must be >= 1 (got " + std::to_string(gpus) + ")");
@@ -66,6 +67,7 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   r.job.batch_tokens = o.batch_tokens.empty() ? 0 : parse_size(o.batch_tokens, kWhere, "--batch-tokens");
   r.job.causal = o.causal;
   r.job.workload = parse_workload(o.workload, kWhere, "--workload");
+  r.topology.gpu.memory_bytes *= 1 - o.headroom;  // the fabric copies the topology: before it
   build_fabric_and_costs(r.topology, gpus, o.profile, r.fabric, r.cost);
 
   SearchPins& p = r.pins;

@@ -28,6 +28,8 @@ struct JobOptions {
   std::string workload = "step";
   std::string profile;       // calibrated profile YAML (ringmaster calibrate)
   std::string attention_kernel = kDefaultAttentionKernel;
+  double headroom = 0;       // share of GPU memory kept free (`plan --headroom`): fits means
+                             // memory <= (1 - headroom) x the GPU's
   // Pins (unset = searched; a given 0 is refused, not taken as unset).
   std::optional<int> cp;
   std::string cp_comm_type, schedule, order, load_balance, checkpointing;

@@ -25,6 +25,10 @@ int main(int argc, char** argv) {
   rm::cli::add_calibrate_command(app);
   rm::cli::add_tune_command(app);
   rm::cli::add_validate_command(app);
+  rm::cli::add_export_command(app);
+  rm::cli::add_report_command(app);
+  rm::cli::add_help_command(app);
+  app.set_version_flag("--version", RM_VERSION);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

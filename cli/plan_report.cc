@@ -44,15 +44,18 @@ std::string overlap_threshold_table(const Topology& topo, const CostParams& cost
 }
 
 std::string plan_report(const Plan& plan, const Topology& topo, const CostParams& cost,
-                        const ModelSpec& model, bool max_seq) {
+                        const ModelSpec& model, bool max_seq, const ReportHeader& header) {
   const Job& j = plan.job;
   const PlanChoice& c = plan.choice;
   const Prediction& p = plan.predicted;
   std::string out;
   out += "ringmaster plan: " + model.name + " on " + topo.name + ", " + std::to_string(j.gpus) +
-         " GPUs, " + format_size(j.seq_len) + " tokens per sequence" +
-         (max_seq ? " (the longest that fits)" : "") + ", " + (j.causal ? "causal" : "full attention") +
-         ", workload " + to_string(j.workload) + ", attention " + j.attention_kernel + "\n\n";
+         " GPUs, " + (header.seq_as_typed.empty() ? format_size(j.seq_len) : header.seq_as_typed) +
+         " tokens per sequence" + (max_seq ? " (the longest that fits)" : "") + ", " +
+         (j.causal ? "causal" : "full attention") + ", workload " + to_string(j.workload) +
+         ", attention " + j.attention_kernel + "\n";
+  for (const std::string& note : header.notes) out += "  " + note + "\n";
+  out += "\n";
 
   Table choice({{"choice", "", Align::kLeft}, {"value", "", Align::kLeft}});
   const bool ring = c.strategy == Strategy::kRing;

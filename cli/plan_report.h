@@ -13,10 +13,18 @@
 
 namespace rm::cli {
 
+// What the header says besides the job: the sequence length as the user typed it ("128000",
+// "1.5M"; empty: the plan's, formatted) and lines on the defaults and questions that shaped
+// the answer.
+struct ReportHeader {
+  std::string seq_as_typed;
+  std::vector<std::string> notes;
+};
+
 // The choice, the prediction with its memory breakdown, the baselines, and the overlap
 // threshold of each link class of the topology.
 std::string plan_report(const Plan& plan, const Topology& topo, const CostParams& cost,
-                        const ModelSpec& model, bool max_seq);
+                        const ModelSpec& model, bool max_seq, const ReportHeader& header = {});
 
 // The per-link-class overlap thresholds (c >= F/B, the Ring Attention paper's Table 2).
 std::string overlap_threshold_table(const Topology& topo, const CostParams& cost, const ModelSpec& model);

@@ -47,6 +47,25 @@ std::string Table::render() const {
   return out;
 }
 
+std::string Table::csv() const {
+  auto quote = [](const std::string& cell) {
+    if (cell.find_first_of(",\"\n") == std::string::npos) return cell;
+    std::string q = "\"";
+    for (char ch : cell) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return q + "\"";
+  };
+  auto emit = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (size_t c = 0; c < cells.size(); ++c) line += (c > 0 ? "," : "") + quote(cells[c]);
+    return line + "\n";
+  };
+  std::vector<std::string> header;
+  for (const auto& col : columns_) header.push_back(col.unit.empty() ? col.header : col.header + " (" + col.unit + ")");
+  std::string out = emit(header);
+  for (const auto& row : rows_) out += emit(row);
+  return out;
+}
+
 std::string fixed(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);

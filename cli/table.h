@@ -27,6 +27,9 @@ class Table {
   // One cell per column (asserted).
   void add_row(std::vector<std::string> cells);
   std::string render() const;
+  // The same rows as CSV (RFC 4180 quoting), for spreadsheets: one header row whose cells
+  // carry the unit, "step (s)", then the data rows.
+  std::string csv() const;
 
  private:
   std::vector<Column> columns_;

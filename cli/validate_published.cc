@@ -81,14 +81,14 @@ void print_summary_line(const char* what, const ErrorSummary& s) {
               s.median * 100, s.worst * 100, s.worst_id.c_str());
 }
 
-void print_table(const std::vector<Row>& rows) {
+void print_table(const std::vector<Row>& rows, bool csv) {
   Table t({{"entry", "", Align::kLeft},
            {"gpu", "", Align::kLeft},
            {"metric", "", Align::kLeft},
            {"published", "", Align::kRight},
            {"predicted", "", Align::kRight},
            {"ratio", "", Align::kRight},
-           {"error %", "", Align::kRight},
+           {"error %", "(pub-pred)/pred", Align::kRight},
            {"split", "", Align::kLeft}});
   for (const Row& r : rows) {
     if (!r.check.modelled) continue;
@@ -97,6 +97,10 @@ void print_table(const std::vector<Row>& rows) {
     if (r.check.error >= 0) err = "+" + err;
     t.add_row({e.id, e.gpu, metric_label(e.metric), figure(e.published), figure(r.check.predicted),
                fixed(r.check.predicted / e.published, 2), err, to_string(e.split)});
+  }
+  if (csv) {
+    std::fputs(t.csv().c_str(), stdout);
+    return;
   }
   std::fputs(t.render().c_str(), stdout);
 
@@ -159,7 +163,7 @@ void run_validate_published(const PublishedOptions& o) {
   std::vector<Row> rows;
   for (const PublishedEntry& e : corpus.entries) rows.push_back({&e, check_published(e)});
   if (o.format == "json") print_json(rows);
-  else print_table(rows);
+  else print_table(rows, o.format == "csv");
 
   if (!o.max_abs_error) return;
   std::vector<std::string> outside;

@@ -1,4 +1,4 @@
-// `ringmaster validate --published [FILE] [--format table|json] [--max-abs-error X]`: the
+// `ringmaster validate --published [FILE] [--format table|json|csv] [--max-abs-error X]`: the
 // shipped, uncalibrated predictions against the published-measurement corpus
 // (planner/published_corpus.h; the shipped validation/published.yaml unless FILE is given).
 //

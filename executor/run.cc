@@ -22,10 +22,20 @@
 
 namespace rm::exec {
 
-void check_plan_for_backend(const LoadedPlanFile& lp, const std::string& plan_path,
-                            const std::string& backend) {
-  const Plan& p = lp.plan;
+LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string& backend) {
+  LoadedPlanFile lp = load_plan_file(plan_path);
+  if (lp.plan.job.workload == Workload::kLayer)
+    fail_input(plan_path, "workload",
+               "the executor runs workloads 'attention' (ring attention alone) and 'step' "
+               "(whole training steps, as `ringmaster train`); 'layer' is for prediction "
+               "only: re-plan with --workload attention or step");
   check_backend_available(backend);
+  check_plan_runnable(lp, plan_path, backend);
+  return lp;
+}
+
+void check_plan_runnable(const LoadedPlanFile& lp, const std::string& plan_path, const std::string& backend) {
+  const Plan& p = lp.plan;
   if (p.choice.strategy != Strategy::kRing)
     fail_input(plan_path, "plan.strategy",
                std::string("run executes ring-attention plans, cp_comm_type p2p (got '") +
@@ -41,18 +51,6 @@ void check_plan_for_backend(const LoadedPlanFile& lp, const std::string& plan_pa
                "the cpu backend runs plans made for a CPU topology (shared-memory devices, "
                "e.g. cpu-local); this plan is for '" + lp.topology.name +
                    "': re-plan with --topology cpu-local, or run it with --backend cuda");
-}
-
-LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string& backend) {
-  LoadedPlanFile lp = load_plan_file(plan_path);
-  const Plan& p = lp.plan;
-  if (p.job.workload == Workload::kLayer)
-    fail_input(plan_path, "workload",
-               "the executor runs workloads 'attention' (ring attention alone) and 'step' "
-               "(whole training steps, as `ringmaster train`); 'layer' is for prediction "
-               "only: re-plan with --workload attention or step");
-  check_plan_for_backend(lp, plan_path, backend);
-  return lp;
 }
 
 namespace {

@@ -24,17 +24,15 @@ struct RunOptions {
   uint64_t seed = 20240601;  // inputs of ring k use seed + k
 };
 
-// Checks that `backend` is built and can run the loaded plan (strategy ring; a CPU
-// topology for the cpu backend); throws InputError naming the plan file and field.
-void check_plan_for_backend(const LoadedPlanFile& lp, const std::string& plan_path,
-                            const std::string& backend);
-
 // The plan file as every command loads it (planner/plan_loader.h: specs, GPU count, fabric),
 // then checked for what `run` can execute with `backend`; throws InputError naming the
 // plan file and field otherwise (strategy other than ring, workload 'layer', a non-CPU
 // topology for the cpu backend, ...). Step plans run as whole training steps on
 // synthetic tokens (executor/train.h, run_step_options).
 LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string& backend);
+// The plan checks of load_plan_for_run without asking whether `backend` is available on this
+// machine (`export --to slurm` writes a script for other machines).
+void check_plan_runnable(const LoadedPlanFile& lp, const std::string& plan_path, const std::string& backend);
 
 // MPI_Init_thread (FUNNELED: the watchdog thread never calls MPI) with waiting ranks
 // yielding their core; for every command whose ranks run the executor (run, calibrate).

@@ -34,7 +34,8 @@ struct Loaded {
 
 Loaded load_inputs(const TrainOptions& opt) {
   LoadedPlanFile lp = load_plan_file(opt.plan_path);
-  check_plan_for_backend(lp, opt.plan_path, opt.backend);
+  check_backend_available(opt.backend);
+  check_plan_runnable(lp, opt.plan_path, opt.backend);
   Transformer model(lp.model, opt.plan_path);
   return {std::move(lp), std::move(model)};
 }

@@ -73,10 +73,10 @@ FitQuality fit_quality(const std::vector<double>& predicted, const std::vector<d
   double ss_res = 0, ss_tot = 0, sum_abs = 0, sum = 0;
   std::vector<double> abs_rel;
   for (size_t i = 0; i < measured.size(); ++i) {
-    double e = predicted[i] - measured[i];
+    double e = measured[i] - predicted[i];
     ss_res += e * e;
     ss_tot += (measured[i] - mean) * (measured[i] - mean);
-    double rel = e / measured[i];
+    double rel = e / predicted[i];  // ringmaster's one sign convention
     sum += rel;
     sum_abs += std::abs(rel);
     abs_rel.push_back(std::abs(rel));

@@ -25,18 +25,18 @@
 
 namespace rm {
 
-// How well a fitted curve predicts its own points. Residuals are relative:
-// (predicted - measured) / measured.
+// How well a fitted curve predicts its own points. Residuals are relative, with the sign
+// convention of every ringmaster error: (measured - predicted) / predicted.
 struct FitQuality {
   int points = 0;
   double r2 = 0;                // 1 - SS_res / SS_tot on seconds
   double mape = 0;              // mean |relative residual| (a fraction: 0.05 = 5 %)
-  double mean_residual = 0;     // mean relative residual (bias; > 0 = over-predicts)
+  double mean_residual = 0;     // mean relative residual (bias; > 0 = under-predicts)
   double max_abs_residual = 0;  // largest |relative residual|
   double p90_abs_residual = 0;  // 90th percentile of |relative residual|
 };
 
-// Quality of `predicted` against `measured` (same length, measured > 0).
+// Quality of `predicted` against `measured` (same length, both > 0).
 FitQuality fit_quality(const std::vector<double>& predicted, const std::vector<double>& measured);
 
 // One timed attention tile-kernel call: a (bq x bkv) tiling with head dim d over `flops`

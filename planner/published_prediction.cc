@@ -248,7 +248,7 @@ PublishedCheck check_published(const PublishedEntry& e) {
                                             ", the planner's pick (not stated)");
   r.modelled = true;
   r.predicted = metric_value(e, model, topo, r.plan);
-  r.error = r.predicted / e.published - 1;
+  r.error = (e.published - r.predicted) / r.predicted;
   return r;
 }
 

@@ -33,7 +33,8 @@
 //                         peak, as the sources print it); the formula is recognised in the
 //                         entry's `definitions` (FlopConvention below)
 //   gib_per_gpu           the memory model's total per GPU, in GiB
-// error = predicted / published - 1: positive when the prediction is the larger figure.
+// error = (published - predicted) / predicted, the one sign convention of every ringmaster
+// error ((measured - predicted) / predicted): positive when the real run is the larger figure.
 #pragma once
 
 #include <optional>
@@ -68,7 +69,7 @@ struct PublishedCheck {
   std::string topology;                   // the shipped topology priced on
   Plan plan;                              // the pinned plan and its prediction
   double predicted = 0;                   // in the entry's metric
-  double error = 0;                       // predicted / published - 1
+  double error = 0;                       // (published - predicted) / predicted
 };
 
 // Maps, prices and converts one entry. Throws InputError (naming the entry) only for a model

@@ -24,6 +24,16 @@ int64_t parse_size(const std::string& text, const std::string& where, const std:
     value = value * 10 + (text[i] - '0');
   }
   if (digits == 0) bad();
+  // A fraction ("1.5M") must come with a suffix and give a whole number of tokens.
+  int64_t frac = 0, frac_scale = 1;
+  if (i < end && text[i] == '.') {
+    for (++i; i < end && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
+      if (frac_scale > std::numeric_limits<int64_t>::max() / 100) bad();
+      frac = frac * 10 + (text[i] - '0');
+      frac_scale *= 10;
+    }
+    if (frac_scale == 1 || i == end) bad();
+  }
   int64_t mult = 1;
   if (i < end) {
     switch (text[i]) {
@@ -34,9 +44,12 @@ int64_t parse_size(const std::string& text, const std::string& where, const std:
     }
     ++i;
   }
-  if (i != end || value == 0) bad();
-  if (value > std::numeric_limits<int64_t>::max() / mult) bad();
-  return value * mult;
+  if (i != end) bad();
+  if (value > std::numeric_limits<int64_t>::max() / mult - 1) bad();
+  if (frac > 0 && (frac > std::numeric_limits<int64_t>::max() / mult || (frac * mult) % frac_scale != 0)) bad();
+  const int64_t n = value * mult + (frac > 0 ? frac * mult / frac_scale : 0);
+  if (n == 0) bad();
+  return n;
 }
 
 std::string format_size(int64_t n) {

@@ -53,6 +53,7 @@ struct ReplayResult {
 struct ReplayOptions {
   std::string trace_path;   // write a trace-event JSON there ("" = none)
   std::string trace_title = "simulated";
+  std::vector<int> trace_gpus;  // GPUs whose events the trace keeps (empty: all)
   bool progress = false;    // a progress line on stderr every second or so
 };
 

@@ -3,8 +3,16 @@
 
 namespace rm::sim {
 
+ReplayTrace::ReplayTrace(std::string path, std::string title, const std::vector<int>& gpus)
+    : path_(std::move(path)), writer_(std::move(title)) {
+  for (int g : gpus) {
+    if (g >= static_cast<int>(keep_.size())) keep_.resize(static_cast<size_t>(g) + 1, false);
+    keep_[static_cast<size_t>(g)] = true;
+  }
+}
+
 void ReplayTrace::compute(int gpu, const Op& op, double start_s, double duration_s) {
-  if (!on()) return;
+  if (!on() || !kept(gpu)) return;
   TraceEvent e;
   e.gpu = gpu;
   e.name = op_name(op);
@@ -33,11 +41,11 @@ void ReplayTrace::transfer(const Op& op, int src, int dst, double bytes, double 
   e.gpu = src;
   e.track = TraceTrack::kSend;
   e.peer = dst;
-  writer_.add(e);
+  if (kept(src)) writer_.add(e);
   e.gpu = dst;
   e.track = TraceTrack::kRecv;
   e.peer = src;
-  writer_.add(e);
+  if (kept(dst)) writer_.add(e);
 }
 
 void ReplayTrace::write(const OpSchedule& s) {

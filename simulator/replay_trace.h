@@ -7,6 +7,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "planner/op_list.h"
 #include "planner/trace_events.h"
@@ -15,9 +16,10 @@ namespace rm::sim {
 
 class ReplayTrace {
  public:
-  // Collects nothing when `path` is "".
-  ReplayTrace(std::string path, std::string title)
-      : path_(std::move(path)), writer_(std::move(title)) {}
+  // Collects nothing when `path` is "". Keeps the events of `gpus` only (a transfer's send
+  // on its source, its receive on its destination) when not empty: a large ring's full
+  // timeline is too big to open.
+  ReplayTrace(std::string path, std::string title, const std::vector<int>& gpus = {});
 
   bool on() const { return !path_.empty(); }
   // Compute op `op` of GPU `gpu`, times in simulated seconds.
@@ -29,8 +31,11 @@ class ReplayTrace {
   void write(const OpSchedule& s);
 
  private:
+  bool kept(int gpu) const { return keep_.empty() || (gpu < static_cast<int>(keep_.size()) && keep_[gpu]); }
+
   std::string path_;
   TraceWriter writer_;
+  std::vector<bool> keep_;  // by GPU id; empty: every GPU
 };
 
 }  // namespace rm::sim

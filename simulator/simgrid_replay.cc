@@ -62,7 +62,7 @@ class SimGridReplay {
  public:
   SimGridReplay(const OpSchedule& s, const Fabric& f, const CostParams& c, const ReplayOptions& o)
       : s_(s), fabric_(f), costs_(c), opt_(o), G_(f.gpus()), weights_(s), roles_(collective_roles(s, f)),
-        gpus_(G_), trace_(o.trace_path, o.trace_title), messages_(G_) {}
+        gpus_(G_), trace_(o.trace_path, o.trace_title, o.trace_gpus), messages_(G_) {}
 
   SimGridFigures run() {
     const auto wall0 = std::chrono::steady_clock::now();

@@ -48,7 +48,7 @@ assert len(d["plans"]) == 2
 for p in d["plans"]:
     assert set(p) == {"plan", "predicted_s", "measured_s", "error"}, p.keys()
     assert p["predicted_s"] > 0 and p["measured_s"] > 0
-    assert abs(p["error"] - (p["predicted_s"] - p["measured_s"]) / p["measured_s"]) < 1e-9
+    assert abs(p["error"] - (p["measured_s"] - p["predicted_s"]) / p["predicted_s"]) < 1e-9
 errs = [abs(p["error"]) for p in d["plans"]]
 assert abs(d["max_abs_error"] - max(errs)) < 1e-12 and abs(d["mean_abs_error"] - sum(errs) / 2) < 1e-12
 print("validate: mean |error| %.1f %%, max |error| %.1f %%" % (100 * d["mean_abs_error"], 100 * d["max_abs_error"]))

@@ -28,7 +28,7 @@ for e in d["entries"]:
     if e["modelled"]:
         modelled += 1
         assert e["predicted"] > 0 and e["reason"] is None, e
-        assert abs(e["error"] - (e["predicted"] / e["published"] - 1)) < 1e-9, e
+        assert abs(e["error"] - (e["published"] - e["predicted"]) / e["predicted"]) < 1e-9, e
     else:
         assert e["predicted"] is None and e["error"] is None, e
         assert isinstance(e["reason"], str) and e["reason"], e

@@ -132,11 +132,12 @@ TEST_CASE("gemm and interference fits") {
 
 TEST_CASE("fit_quality: R^2 and MAPE by hand") {
   FitQuality q = fit_quality({1.1, 1.9, 3.0}, {1.0, 2.0, 3.0});
-  // ss_res = 0.01 + 0.01 = 0.02, ss_tot = 2 -> r2 = 0.99; mape = (0.1 + 0.05 + 0) / 3.
+  // ss_res = 0.01 + 0.01 = 0.02, ss_tot = 2 -> r2 = 0.99; residuals (measured - predicted) /
+  // predicted = -0.1/1.1, +0.1/1.9, 0.
   CHECK(q.r2 == doctest::Approx(0.99));
-  CHECK(q.mape == doctest::Approx(0.05));
-  CHECK(q.max_abs_residual == doctest::Approx(0.1));
-  CHECK(q.mean_residual == doctest::Approx((0.1 - 0.05) / 3));
+  CHECK(q.mape == doctest::Approx((0.1 / 1.1 + 0.1 / 1.9) / 3));
+  CHECK(q.max_abs_residual == doctest::Approx(0.1 / 1.1));
+  CHECK(q.mean_residual == doctest::Approx((-0.1 / 1.1 + 0.1 / 1.9) / 3));
 }
 
 TEST_CASE("profile round trip through a file") {

@@ -163,7 +163,7 @@ TEST_CASE("an entry maps onto the plan its source ran") {
   CHECK(ring.plan.choice.schedule == rm::Schedule::kFlat);
   CHECK(ring.plan.job.workload == rm::Workload::kAttention);
   CHECK(ring.predicted == doctest::Approx(1 / ring.plan.predicted.step_time_s));
-  CHECK(ring.error == doctest::Approx(ring.predicted / 10.6 - 1));
+  CHECK(ring.error == doctest::Approx((10.6 - ring.predicted) / ring.predicted));
 
   const rm::PublishedCheck fsdp = rm::check_published(shipped("llmfoundry-a100-mpt13b-32k"));
   REQUIRE(fsdp.modelled);

@@ -114,14 +114,19 @@ TEST_CASE("model validation names file, line and field") {
   CHECK(error_of("name: [unclosed\n", false).find("x.yaml:") == 0);
 }
 
-TEST_CASE("parse_size: binary suffixes, strict") {
+TEST_CASE("parse_size: binary suffixes, fractions only when whole, strict") {
   CHECK(rm::parse_size("8k", "--seq", "seq") == 8192);
   CHECK(rm::parse_size("8K", "--seq", "seq") == 8192);
   CHECK(rm::parse_size("1M", "--seq", "seq") == 1048576);
   CHECK(rm::parse_size("1m", "--seq", "seq") == 1048576);
   CHECK(rm::parse_size("2M", "--seq", "seq") == 2097152);
   CHECK(rm::parse_size("1048576", "--seq", "seq") == 1048576);
-  for (const char* bad : {"0", "-8k", "8kb", "", "k", "1.5M", "abc", "99999999999999999999", "0k"}) {
+  CHECK(rm::parse_size("128000", "--seq", "seq") == 128000);
+  // A fraction with a suffix, when it gives whole tokens.
+  CHECK(rm::parse_size("1.5M", "--seq", "seq") == 1572864);
+  CHECK(rm::parse_size("0.5k", "--seq", "seq") == 512);
+  for (const char* bad : {"0", "-8k", "8kb", "", "k", "1.3M", "1.5", "1.k", ".5M", "0.0M", "abc",
+                          "99999999999999999999", "0k"}) {
     CAPTURE(bad);
     CHECK_THROWS_WITH_AS(rm::parse_size(bad, "--seq", "seq"), doctest::Contains("--seq: seq: expected"),
                          rm::InputError);

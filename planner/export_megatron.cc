@@ -1,0 +1,155 @@
+#include "planner/export_megatron.h"
+
+#include "planner/cost_model.h"
+#include "planner/export_target.h"
+
+namespace rm {
+
+namespace {
+
+// Megatron's --cp-comm-type for each CP strategy (flash-fsdp runs without CP).
+const char* cp_comm_type(Strategy s) {
+  switch (s) {
+    case Strategy::kRing: return "p2p";
+    case Strategy::kAllGatherCp: return "all_gather";
+    case Strategy::kUlysses: return "a2a";
+    case Strategy::kFlashFsdp: return "";
+  }
+  return "";
+}
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
+  const PlanChoice& c = plan.choice;
+  MegatronArgs a;
+  a.world_size = plan.job.gpus;
+  a.cp = c.cp;
+  a.dp = c.dp;
+  if (c.cp > 1) a.cp_comm_type = cp_comm_type(c.strategy);
+  switch (c.checkpointing) {
+    case Checkpointing::kNone: break;
+    case Checkpointing::kSelective:
+      // Our selective keeps attention and norm inputs and recomputes the FFN intermediate
+      // (planner/memory_model.cc): Megatron-Core's "mlp" recompute module.
+      a.recompute_granularity = "selective";
+      a.recompute_modules = {"mlp"};
+      break;
+    case Checkpointing::kFull:
+      // Every layer's input stored, the layer recomputed: uniform over 1-layer groups.
+      a.recompute_granularity = "full";
+      a.recompute_method = "uniform";
+      a.recompute_num_layers = 1;
+      break;
+  }
+  a.fsdp = plan.job.gpus > 1;
+  a.micro_batch_size = c.micro_batch;
+  a.global_batch_size = sequences_per_step(plan.job);
+  a.seq_length = plan.job.seq_len;
+  a.num_layers = model.layers;
+  a.hidden_size = model.hidden;
+  a.ffn_hidden_size = model.ffn_hidden;
+  a.num_attention_heads = model.heads;
+  a.num_query_groups = model.kv_heads;
+  a.kv_channels = model.head_dim;
+  a.swiglu = model.gated_ffn;
+  return a;
+}
+
+std::vector<std::string> megatron_rule_violations(const MegatronArgs& a) {
+  std::vector<std::string> v;
+  if (a.tp * a.pp * a.cp * a.dp != a.world_size)
+    v.push_back("world size " + str(a.world_size) + " != TP x PP x CP x DP = " + str(a.tp) + " x " + str(a.pp) +
+                " x " + str(a.cp) + " x " + str(a.dp) + " (Megatron-LM arguments.py: world size divisible by "
+                "TP x PP x CP, DP the quotient)");
+  if (a.cp_comm_type == "a2a+p2p") {
+    int64_t prod = 1;
+    for (int s : a.hierarchical_cp_sizes) prod *= s;
+    if (a.hierarchical_cp_sizes.empty() || prod != a.cp)
+      v.push_back("cp_comm_type a2a+p2p needs --hierarchical-context-parallel-sizes with product CP = " +
+                  str(a.cp) + " (Megatron-LM arguments.py)");
+  }
+  if (a.cp > 1 && a.seq_length % (2 * a.cp) != 0)
+    v.push_back("seq_len: Megatron-LM splits the sequence into 2 x CP = " + str(2 * a.cp) + " chunks "
+                "(get_batch_on_this_cp_rank); " + str(a.seq_length) + " tokens do not divide");
+  if (a.cp_comm_type == "a2a" || a.cp_comm_type == "a2a+p2p") {
+    const int a2a = a.cp_comm_type == "a2a" ? a.cp : (a.hierarchical_cp_sizes.empty() ? a.cp : a.hierarchical_cp_sizes.front());
+    if (a.num_attention_heads % (a2a * a.tp) != 0 || a.num_query_groups % (a2a * a.tp) != 0)
+      v.push_back("plan.cp: the all-to-all over heads needs the " + str(a.num_attention_heads) + " heads and " +
+                  str(a.num_query_groups) + " query groups divisible by its size " + str(a2a * a.tp));
+  }
+  if (a.global_batch_size % (int64_t{a.micro_batch_size} * a.dp) != 0)
+    v.push_back("plan.micro_batch: Megatron-LM's global batch (" + str(a.global_batch_size) +
+                " sequences) must be a multiple of micro batch x DP = " + str(a.micro_batch_size) + " x " +
+                str(a.dp) + " (num_microbatches_calculator.py)");
+  if (a.sequence_parallel && a.tp == 1)
+    v.push_back("--sequence-parallel needs TP > 1 (Megatron-LM turns it off at TP 1)");
+  if (a.virtual_pipeline_layers > 0 && a.pp == 1)
+    v.push_back("--num-layers-per-virtual-pipeline-stage needs PP > 1");
+  return v;
+}
+
+std::string megatron_command_line(const MegatronArgs& a) {
+  std::string s;
+  auto add = [&](const std::string& flag, const std::string& value = "") {
+    if (!s.empty()) s += ' ';
+    s += flag;
+    if (!value.empty()) s += ' ' + value;
+  };
+  add("--tensor-model-parallel-size", str(a.tp));
+  add("--pipeline-model-parallel-size", str(a.pp));
+  if (a.virtual_pipeline_layers > 0) add("--num-layers-per-virtual-pipeline-stage", str(a.virtual_pipeline_layers));
+  add("--context-parallel-size", str(a.cp));
+  if (!a.cp_comm_type.empty()) add("--cp-comm-type", a.cp_comm_type);
+  if (!a.hierarchical_cp_sizes.empty()) add("--hierarchical-context-parallel-sizes", join_ints(a.hierarchical_cp_sizes, " "));
+  if (a.sequence_parallel) add("--sequence-parallel");
+  if (a.fsdp) {
+    add("--use-megatron-fsdp");
+    add("--data-parallel-sharding-strategy", "optim_grads_params");
+    add("--use-distributed-optimizer");
+    add("--no-gradient-accumulation-fusion");
+    add("--ckpt-format", "fsdp_dtensor");
+  }
+  if (!a.recompute_granularity.empty()) add("--recompute-granularity", a.recompute_granularity);
+  if (!a.recompute_method.empty()) {
+    add("--recompute-method", a.recompute_method);
+    add("--recompute-num-layers", str(a.recompute_num_layers));
+  }
+  if (!a.recompute_modules.empty()) {
+    std::string mods = a.recompute_modules.front();
+    for (size_t i = 1; i < a.recompute_modules.size(); ++i) mods += ' ' + a.recompute_modules[i];
+    add("--recompute-modules", mods);
+  }
+  add("--micro-batch-size", str(a.micro_batch_size));
+  add("--global-batch-size", str(a.global_batch_size));
+  add("--seq-length", str(a.seq_length));
+  add("--max-position-embeddings", str(a.seq_length));
+  add("--num-layers", str(a.num_layers));
+  add("--hidden-size", str(a.hidden_size));
+  add("--ffn-hidden-size", str(a.ffn_hidden_size));
+  add("--num-attention-heads", str(a.num_attention_heads));
+  if (a.num_query_groups != a.num_attention_heads) {
+    add("--group-query-attention");
+    add("--num-query-groups", str(a.num_query_groups));
+  }
+  if (a.kv_channels * a.num_attention_heads != a.hidden_size) add("--kv-channels", str(a.kv_channels));
+  if (a.swiglu) add("--swiglu");
+  add("--bf16");
+  return s;
+}
+
+std::string megatron_export(const Plan& plan, const ModelSpec& model, int gpus_per_node,
+                            const std::string& plan_path) {
+  std::string out = export_header(plan, ExportTarget::kMegatron, plan_path);
+  out += "# Append to: torchrun --nnodes N --nproc-per-node G ... pretrain_gpt.py (add data, tokenizer,\n"
+         "# optimizer and the model's norm / position embedding; the attention kernel picks its own tiles).\n";
+  if (plan.job.gpus > 1)
+    out += "# Megatron-FSDP: leave CUDA_DEVICE_MAX_CONNECTIONS unset (its checks want more than 1).\n";
+  out += placement_comment(plan, gpus_per_node, "Megatron's rank order tp-cp-ep-dp-pp, TP 1");
+  out += megatron_command_line(megatron_args(plan, model)) + "\n";
+  return out;
+}
+
+}  // namespace rm

@@ -1,0 +1,76 @@
+// A plan as Megatron-LM / Megatron-Core arguments (pretrain_gpt.py), checked against
+// Megatron's own argument rules before it is printed.
+//
+//   parallelism   --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1
+//                 --context-parallel-size P --cp-comm-type p2p|all_gather|a2a|a2a+p2p
+//                 [--hierarchical-context-parallel-sizes A B]   (a2a+p2p only)
+//   data parallel --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params
+//                 --use-distributed-optimizer --no-gradient-accumulation-fusion
+//                 --ckpt-format fsdp_dtensor (what Megatron-FSDP requires): parameters,
+//                 gradients and optimizer states sharded over the dp x cp ranks, as the
+//                 memory model prices them (ZeRO-3)
+//   recompute     selective: --recompute-granularity selective --recompute-modules mlp
+//                 (the FFN activations, what our `selective` drops); full: granularity
+//                 full, method uniform, 1 layer per checkpoint
+//   batch         --micro-batch-size (sequences per ring per micro-step)
+//                 --global-batch-size (sequences per optimizer step) --seq-length
+//   model         --num-layers --hidden-size --ffn-hidden-size --num-attention-heads
+//                 [--group-query-attention --num-query-groups] [--kv-channels] [--swiglu]
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/model_spec.h"
+#include "planner/plan.h"
+
+namespace rm {
+
+struct MegatronArgs {
+  int world_size = 1;
+  int tp = 1, pp = 1, cp = 1, dp = 1;
+  int virtual_pipeline_layers = 0;  // --num-layers-per-virtual-pipeline-stage; 0 = none
+  std::string cp_comm_type;         // "" when cp == 1
+  std::vector<int> hierarchical_cp_sizes;
+  bool sequence_parallel = false;   // needs tp > 1
+  std::string recompute_granularity;  // "", "selective", "full"
+  std::string recompute_method;       // "uniform" with full
+  int recompute_num_layers = 0;
+  std::vector<std::string> recompute_modules;
+  bool fsdp = false;
+  int micro_batch_size = 1;
+  int64_t global_batch_size = 1;
+  int64_t seq_length = 0;
+  // The model.
+  int num_layers = 0, hidden_size = 0, ffn_hidden_size = 0, num_attention_heads = 0;
+  int num_query_groups = 0, kv_channels = 0;
+  bool swiglu = false;
+};
+
+// The arguments for `plan` (one export_refusal(kMegatron) accepts; strategy, degrees,
+// checkpointing and batch are taken as they are).
+MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model);
+
+// Megatron's own argument rules that these arguments break, one message each (empty: none):
+//  - world size = TP x PP x CP x DP (megatron/training/arguments.py, validate_args: "world
+//    size is not divisible by tensor parallel size times pipeline parallel size times
+//    context parallel size")
+//  - --hierarchical-context-parallel-sizes set when cp_comm_type is a2a+p2p, with product CP
+//    (arguments.py: "--hierarchical-context-parallel-sizes must be set when a2a+p2p is used")
+//  - sequence divisible by 2 x CP: get_batch_on_this_cp_rank views the sequence as 2 x CP
+//    chunks and gives rank r chunks r and 2CP-1-r (megatron/training/utils.py)
+//  - a2a: heads and query groups divisible by CP (Transformer Engine's all-to-all over heads)
+//  - global batch divisible by micro batch x DP (megatron/core/num_microbatches_calculator.py)
+//  - sequence parallel only with TP > 1; virtual pipeline stages only with PP > 1
+std::vector<std::string> megatron_rule_violations(const MegatronArgs& a);
+
+// "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 ...": one line.
+std::string megatron_command_line(const MegatronArgs& a);
+
+// The export: header, rank placement (CUDA_VISIBLE_DEVICES per node when the order is not
+// node-major), then the argument line.
+std::string megatron_export(const Plan& plan, const ModelSpec& model, int gpus_per_node,
+                            const std::string& plan_path);
+
+}  // namespace rm

@@ -1,0 +1,237 @@
+#include "planner/export_target.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+#include "planner/cost_model.h"
+#include "planner/export_megatron.h"
+#include "planner/input_error.h"
+#include "planner/units.h"
+
+namespace rm {
+
+namespace {
+
+// Each target's spelling on the command line and its name in messages.
+struct TargetName {
+  ExportTarget target;
+  const char* spelling;
+  const char* display;
+};
+constexpr TargetName kTargetNames[] = {{ExportTarget::kMegatron, "megatron", "Megatron-LM"},
+                                       {ExportTarget::kTorchtitan, "torchtitan", "torchtitan"},
+                                       {ExportTarget::kSlurm, "slurm", "ringmaster run"}};
+
+const TargetName& names_of(ExportTarget t) {
+  for (const TargetName& n : kTargetNames)
+    if (n.target == t) return n;
+  return kTargetNames[0];  // unreachable: every enumerator is listed
+}
+
+const char* display_name(ExportTarget t) { return names_of(t).display; }
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// What both frameworks lack or require, before Megatron's argument rules.
+std::string framework_refusal(const Plan& plan, int gpus_per_node, ExportTarget t) {
+  const PlanChoice& c = plan.choice;
+  const std::string fw = display_name(t);
+  if (plan.job.workload != Workload::kStep || plan.job.passes != Passes::kForwardBackward)
+    return std::string("workload: the plan prices '") + to_string(plan.job.workload) + "' (" +
+           to_string(plan.job.passes) + "), not a training step; " + fw +
+           " runs whole training steps: re-plan with --workload step";
+  if (c.strategy == Strategy::kUlysses && t == ExportTarget::kTorchtitan)
+    return "plan.strategy: torchtitan has no all-to-all (Ulysses) context parallelism; its "
+           "context_parallel_rotate_method is allgather or alltoall (a ring)";
+  if (c.cp > 1 && c.strategy == Strategy::kRing) {
+    if (c.schedule == Schedule::kBidirectional)
+      return "plan.schedule: " + fw + "'s ring passes K,V in one direction only; it cannot run "
+             "'bidirectional': re-plan with --target " + to_string(t);
+    if (c.schedule == Schedule::kHierarchical)
+      return t == ExportTarget::kMegatron
+                 ? "plan.schedule: 'hierarchical' is ringmaster's two-level ring (a ring inside each "
+                   "node, one across nodes on every rail); Megatron-LM's a2a+p2p is all-to-all "
+                   "inside a node and a ring across, another plan: re-plan with --target megatron"
+                 : "plan.schedule: torchtitan's context parallelism is one flat ring; it cannot run "
+                   "'hierarchical': re-plan with --target torchtitan";
+    if (c.kv_subblocks > 1)
+      return "plan.kv_subblocks: " + fw + " sends each K,V block as one message (got " +
+             str(c.kv_subblocks) + "): re-plan without --kv-subblocks";
+  }
+  // Megatron's get_batch_on_this_cp_rank and PyTorch's context_parallel load balancer both
+  // give rank r chunks r and 2CP-1-r of 2 x CP chunks (our zigzag), whatever the mask.
+  if (c.cp > 1 && c.load_balance != LoadBalance::kZigzag)
+    return "plan.load_balance: " + fw + " splits the sequence into 2 x CP chunks, rank r holding "
+           "chunks r and 2CP-1-r (zigzag); it cannot run '" + to_string(c.load_balance) +
+           "': re-plan with --target " + to_string(t);
+  if (t == ExportTarget::kTorchtitan && c.checkpointing == Checkpointing::kSelective)
+    return "plan.checkpointing: torchtitan's selective mode recomputes per op or every n-th "
+           "layer, not the FFN activations ringmaster's 'selective' drops: re-plan with "
+           "--target torchtitan";
+  const RankPlacement pl = rank_placement(plan, gpus_per_node);
+  if (pl.off_node_rank >= 0) {
+    const int r = pl.off_node_rank, g = c.order[static_cast<size_t>(r)];
+    return "plan.order: rank " + str(r) + " (ring " + str(r / c.cp) + ", position " + str(r % c.cp) +
+           ") must run on GPU " + str(g) + " of node " + str(g / gpus_per_node) + ", but torchrun starts it on node " +
+           str(r / gpus_per_node) + "; only GPUs inside a node can be reordered (CUDA_VISIBLE_DEVICES): "
+           "re-plan with --target " + to_string(t) + ", or export --to slurm";
+  }
+  if (t == ExportTarget::kTorchtitan) {
+    if (c.cp > 1 && plan.job.seq_len % (2 * c.cp) != 0)
+      return "seq_len: PyTorch's context_parallel load balancer splits the sequence into 2 x CP = " +
+             str(2 * c.cp) + " chunks; " + str(plan.job.seq_len) + " tokens do not divide";
+    const int64_t seqs = sequences_per_step(plan.job);
+    if (seqs % (int64_t{c.micro_batch} * c.dp) != 0)
+      return "plan.micro_batch: torchtitan's global_batch_size (" + str(seqs) +
+             " sequences) must be a multiple of local_batch_size x dp = " + str(c.micro_batch) + " x " +
+             str(c.dp);
+  }
+  return "";
+}
+
+}  // namespace
+
+const char* to_string(ExportTarget t) { return names_of(t).spelling; }
+
+ExportTarget parse_export_target(const std::string& s, const std::string& where, const std::string& field) {
+  for (const TargetName& n : kTargetNames)
+    if (s == n.spelling) return n.target;
+  fail_input(where, field, "expected one of megatron, torchtitan, slurm (got '" + s + "')");
+}
+
+RankPlacement rank_placement(const Plan& plan, int gpus_per_node) {
+  RankPlacement p;
+  const int G = plan.job.gpus;
+  p.ranks_per_node = std::min(G, gpus_per_node);
+  p.nodes = (G + gpus_per_node - 1) / gpus_per_node;
+  p.visible_devices.assign(static_cast<size_t>(p.nodes), {});
+  for (int r = 0; r < G; ++r) {
+    const int g = plan.choice.order[static_cast<size_t>(r)];
+    const int node = r / gpus_per_node;
+    if (g / gpus_per_node != node && p.off_node_rank < 0) p.off_node_rank = r;
+    auto& devices = p.visible_devices[static_cast<size_t>(node)];
+    if (g % gpus_per_node != static_cast<int>(devices.size())) p.node_major = false;
+    devices.push_back(g % gpus_per_node);
+  }
+  return p;
+}
+
+std::string join_ints(const std::vector<int>& v, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) s += sep;
+    s += std::to_string(v[i]);
+  }
+  return s;
+}
+
+std::string placement_comment(const Plan& plan, int gpus_per_node, const std::string& mesh) {
+  const int cp = plan.choice.cp;
+  if (cp == 1) return "";
+  const RankPlacement pl = rank_placement(plan, gpus_per_node);
+  std::string out = "# Rank placement: ring k is ranks k*" + str(cp) + " .. k*" + str(cp) + "+" + str(cp - 1) + " (" +
+                    mesh + "); torchrun starts rank r on node r / " + str(pl.ranks_per_node) + ".\n";
+  if (pl.node_major) return out + "# The plan's order is node-major: no CUDA_VISIBLE_DEVICES needed.\n";
+  out += "# On each node, before torchrun (the plan's " + plan.choice.order_name + " order):\n";
+  for (size_t n = 0; n < pl.visible_devices.size(); ++n)
+    out += "#   node " + str(static_cast<int64_t>(n)) + ": export CUDA_VISIBLE_DEVICES=" +
+           join_ints(pl.visible_devices[n], ",") + "\n";
+  return out;
+}
+
+std::string export_refusal(const Plan& plan, const ModelSpec& model, int gpus_per_node, ExportTarget target) {
+  if (target == ExportTarget::kSlurm) return "";
+  std::string why = framework_refusal(plan, gpus_per_node, target);
+  if (!why.empty() || target != ExportTarget::kMegatron) return why;
+  const std::vector<std::string> broken = megatron_rule_violations(megatron_args(plan, model));
+  return broken.empty() ? "" : broken.front();
+}
+
+Plan plan_for_target(Planner& planner, const Job& job, const SearchPins& pins, ExportTarget target,
+                     const ModelSpec& model, int gpus_per_node, const std::string& where) {
+  if (target == ExportTarget::kSlurm) return planner.plan(job, pins);
+  const std::string t = to_string(target), fw = display_name(target);
+  if (job.workload != Workload::kStep)
+    fail_input(where, "--workload", fw + " runs training steps: --target " + t + " plans workload step");
+  SearchPins p = pins;
+  if (p.schedule && *p.schedule != Schedule::kFlat)
+    fail_input(where, "--schedule", fw + " runs a flat ring only (got '" + to_string(*p.schedule) + "')");
+  if (p.load_balance && *p.load_balance != LoadBalance::kZigzag)
+    fail_input(where, "--load-balance",
+               fw + " splits the sequence zigzag (2 x CP chunks) only (got '" + to_string(*p.load_balance) + "')");
+  if (p.kv_subblocks && *p.kv_subblocks != 1)
+    fail_input(where, "--kv-subblocks", fw + " sends each K,V block as one message (got " + str(*p.kv_subblocks) + ")");
+  if (p.checkpointing && *p.checkpointing == Checkpointing::kSelective && target == ExportTarget::kTorchtitan)
+    fail_input(where, "--checkpointing", "torchtitan has no FFN-only selective checkpointing: none or full");
+  if (p.order && *p.order == "searched")
+    fail_input(where, "--order", "a searched order may move ranks across nodes, which torchrun cannot place");
+  p.schedule = Schedule::kFlat;
+  p.load_balance = LoadBalance::kZigzag;
+  p.kv_subblocks = 1;
+
+  Plan first = planner.plan(job, p);
+  std::string why = export_refusal(first, model, gpus_per_node, target);
+  if (why.empty()) return first;
+
+  // The pick holds what the target lacks: the fastest of the searches pinned to each
+  // checkpointing and order it has (fitting plans first).
+  std::vector<Checkpointing> ckpts;
+  if (p.checkpointing) ckpts = {*p.checkpointing};
+  else if (target == ExportTarget::kTorchtitan) ckpts = {Checkpointing::kNone, Checkpointing::kFull};
+  else ckpts = {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull};
+  const std::vector<std::string> orders =
+      p.order ? std::vector<std::string>{*p.order} : std::vector<std::string>{"node-major", "snake"};
+  std::optional<Plan> best;
+  for (Checkpointing ck : ckpts) {
+    for (const std::string& order : orders) {
+      SearchPins q = p;
+      q.checkpointing = ck;
+      q.order = order;
+      Plan cand;
+      try {
+        cand = planner.best_ring_plan(job, q);
+      } catch (const InputError&) {
+        continue;  // this pin cannot work for the job at all (e.g. snake on one GPU)
+      }
+      if (!export_refusal(cand, model, gpus_per_node, target).empty()) continue;
+      const bool better = !best || (cand.predicted.fits && !best->predicted.fits) ||
+                          (cand.predicted.fits == best->predicted.fits &&
+                           cand.predicted.tokens_per_s > best->predicted.tokens_per_s);
+      if (better) best = std::move(cand);
+    }
+  }
+  if (!best) fail_input(where, "--target", "no plan " + fw + " can run: " + why);
+  best->baselines = first.baselines;
+  return *best;
+}
+
+std::string export_header(const Plan& plan, ExportTarget target, const std::string& plan_path) {
+  const PlanChoice& c = plan.choice;
+  const Job& j = plan.job;
+  char buf[512];
+  std::string h = "# ringmaster export --plan " + plan_path + " --to " + to_string(target) + "\n";
+  std::snprintf(buf, sizeof buf,
+                "# job: %s on %s, %d GPUs, seq_len %lld tokens, batch %lld sequences, %s, workload %s\n",
+                j.model.c_str(), j.topology.c_str(), j.gpus, static_cast<long long>(j.seq_len),
+                static_cast<long long>(sequences_per_step(j)), j.causal ? "causal" : "full attention",
+                to_string(j.workload));
+  h += buf;
+  std::snprintf(buf, sizeof buf,
+                "# plan: %s, cp %d x dp %d, %s schedule, %s order, %s split, checkpointing %s, "
+                "micro-batch %d x %d micro-steps\n",
+                to_string(c.strategy), c.cp, c.dp, to_string(c.schedule), c.order_name.c_str(),
+                to_string(c.load_balance), to_string(c.checkpointing), c.micro_batch, c.grad_accum);
+  h += buf;
+  const Prediction& p = plan.predicted;
+  if (p.step_time_s > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "# predicted: %.3f s per step, %.0f tokens/s, MFU %.1f %%, %.1f GiB per GPU (%s)\n",
+                  p.step_time_s, p.tokens_per_s, 100 * p.mfu, p.memory_bytes_per_gpu / kGiB,
+                  p.fits ? "fits" : "does NOT fit");
+    h += buf;
+  }
+  return h;
+}
+
+}  // namespace rm

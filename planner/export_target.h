@@ -1,0 +1,72 @@
+// What a training framework can run of a ringmaster plan, and where each of its ranks goes.
+// `ringmaster export --to megatron|torchtitan|slurm` writes a plan in a framework's terms
+// (planner/export_megatron.h, export_torchtitan.h, export_slurm.h); this file holds what
+// they share: the names of the targets, the rank placement, and the refusals (a plan the
+// target cannot express is refused naming the plan field and the target's rule, never
+// exported approximately). `plan --target` searches only what the target can run.
+//
+// Framework ranks (TP = PP = 1 today): ring k is ranks k*cp .. (k+1)*cp - 1, the order of
+// Megatron-LM's default rank generator ("tp-cp-ep-dp-pp": CP groups are consecutive ranks
+// when TP = 1) and of torchtitan's device mesh ([dp_replicate, dp_shard, cp, tp]). So rank
+// r must run on GPU plan.order[r]. torchrun and srun's block distribution start rank r on
+// node r / gpus_per_node; inside a node, CUDA_VISIBLE_DEVICES maps local rank i to a device.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "planner/model_spec.h"
+#include "planner/plan.h"
+#include "planner/search.h"
+
+namespace rm {
+
+enum class ExportTarget { kMegatron, kTorchtitan, kSlurm };
+
+// "megatron", "torchtitan", "slurm".
+const char* to_string(ExportTarget t);
+// Throws InputError "<where>: <field>: expected one of megatron, torchtitan, slurm (got 'x')".
+ExportTarget parse_export_target(const std::string& s, const std::string& where, const std::string& field);
+
+struct RankPlacement {
+  int nodes = 0;
+  int ranks_per_node = 0;  // min(gpus, gpus_per_node)
+  // visible_devices[n][i]: the local device that local rank i of node n must use.
+  std::vector<std::vector<int>> visible_devices;
+  bool node_major = true;  // every node's list is 0, 1, ...: no CUDA_VISIBLE_DEVICES needed
+  // The first rank whose GPU lies on another node than the launcher starts it on (-1: none;
+  // only the "searched" order can move a ring position across nodes).
+  int off_node_rank = -1;
+};
+
+// Where each framework rank runs for `plan` on nodes of `gpus_per_node` GPUs.
+RankPlacement rank_placement(const Plan& plan, int gpus_per_node);
+
+// Why `target` cannot run `plan` as planned: "<field>: <reason>" naming the plan field and
+// the target's rule, "" when it can. Megatron's plans are also checked against Megatron's
+// own argument rules (export_megatron.h). Slurm launches `ringmaster run`, whose own
+// checks (executor/run.h) the CLI applies.
+std::string export_refusal(const Plan& plan, const ModelSpec& model, int gpus_per_node, ExportTarget target);
+
+// The fastest plan `target` can run: the search pinned to what the target has (a flat
+// ring, the zigzag split) and, when its pick still holds something the target lacks
+// (selective checkpointing for torchtitan, a searched order that moves ranks across
+// nodes), the fastest of the searches pinned to each checkpointing and order the target
+// can run. Throws InputError "<where>: --target: ..." when a pin contradicts the target or
+// when no plan the target can run exists.
+Plan plan_for_target(Planner& planner, const Job& job, const SearchPins& pins, ExportTarget target,
+                     const ModelSpec& model, int gpus_per_node, const std::string& where);
+
+// The comment lines on rank placement for a torchrun launch: which ranks form ring k
+// (`mesh` names the framework's order) and, unless the order is node-major, the
+// CUDA_VISIBLE_DEVICES of each node. Empty for cp 1 (no ring to place).
+std::string placement_comment(const Plan& plan, int gpus_per_node, const std::string& mesh);
+
+// "0,1,2" (`sep` between the numbers).
+std::string join_ints(const std::vector<int>& v, const char* sep);
+
+// The comment block every export starts with (each line begins with "# "): the job, the
+// plan and its prediction, so the file says what it launches.
+std::string export_header(const Plan& plan, ExportTarget target, const std::string& plan_path);
+
+}  // namespace rm

@@ -1,0 +1,35 @@
+#include "planner/export_torchtitan.h"
+
+#include "planner/cost_model.h"
+#include "planner/export_target.h"
+
+namespace rm {
+
+std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus_per_node,
+                              const std::string& plan_path) {
+  const PlanChoice& c = plan.choice;
+  auto str = [](int64_t v) { return std::to_string(v); };
+  std::string out = export_header(plan, ExportTarget::kTorchtitan, plan_path);
+  out += "# Merge into your torchtitan job config; pick the [model] flavor of " + model.name + " (" +
+         str(model.layers) + " layers, hidden " + str(model.hidden) + ", " + str(model.heads) + " heads, " +
+         str(model.kv_heads) + " kv heads).\n";
+  out += placement_comment(plan, gpus_per_node, "torchtitan's mesh [dp_shard, cp], TP 1");
+  out += "\n[training]\n";
+  out += "seq_len = " + str(plan.job.seq_len) + "\n";
+  out += "local_batch_size = " + str(c.micro_batch) + "\n";
+  out += "global_batch_size = " + str(sequences_per_step(plan.job)) + "\n";
+  out += "\n[parallelism]\n";
+  out += "data_parallel_replicate_degree = 1\n";
+  out += "data_parallel_shard_degree = " + str(c.dp) + "\n";
+  out += "tensor_parallel_degree = 1\n";
+  out += "pipeline_parallel_degree = 1\n";
+  out += "context_parallel_degree = " + str(c.cp) + "\n";
+  if (c.cp > 1)
+    out += std::string("context_parallel_rotate_method = \"") +
+           (c.strategy == Strategy::kAllGatherCp ? "allgather" : "alltoall") + "\"\n";
+  out += "\n[activation_checkpoint]\n";
+  out += std::string("mode = \"") + (c.checkpointing == Checkpointing::kFull ? "full" : "none") + "\"\n";
+  return out;
+}
+
+}  // namespace rm

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The questions users ask, through the real binary: --min-gpus (the fewest GPUs that fit,
+# and with a step-time target more), --train-tokens / --gpu-hour-cost (days, GPU-hours,
+# cost = steps x step time), --max-seq --headroom (fits in the rest, a multiple of 2 x cp),
+# the defaults in the header, exit 1 when the plan does not fit or leaves GPUs idle (bad
+# input stays 2), sizes echoed as typed, --format csv, --version, help CMD, list --show.
+# Usage: plan_questions.sh <ringmaster> <source-dir>. Exit 77 = skipped.
+set -u
+bin=$1
+src=$2
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/expect_bad.bash"
+need python3 "needed to parse the JSON"
+checked=0
+
+# ---- --min-gpus: the fewest GPUs that fit; a step-time target asks for more ---------------
+checked=$((checked + 1))
+"$bin" plan --min-gpus --gpus 64 --seq 1M --format json >"$tmp/min.json" 2>"$tmp/min.err" ||
+  fail "plan --min-gpus exited $?: $(tail -2 "$tmp/min.err")"
+min=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["predicted"]["fits"]; print(d["gpus"])' "$tmp/min.json") ||
+  fail "plan --min-gpus JSON"
+# One GPU count fewer (the candidate before it) does not fit.
+checked=$((checked + 1))
+grep -q "min-gpus: $min GPUs: yes" "$tmp/min.err" || fail "no progress line for $min GPUs"
+prev=$(grep -o 'min-gpus: [0-9]* GPUs' "$tmp/min.err" | tail -2 | head -1 | grep -o '[0-9]*')
+if [[ -n $prev && $prev != "$min" ]]; then
+  checked=$((checked + 1))
+  "$bin" plan --gpus "$prev" --seq 1M >/dev/null 2>&1
+  [[ $? -eq 1 ]] || fail "plan on $prev GPUs (one count below --min-gpus' $min) should not fit (exit 1)"
+fi
+checked=$((checked + 1))
+step=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["predicted"]["step_time_s"])' "$tmp/min.json")
+target=$(python3 -c "print($step / 1.5)")
+"$bin" plan --min-gpus --gpus 128 --seq 1M --target-step-time "$target" --format json >"$tmp/fast.json" 2>/dev/null ||
+  fail "plan --min-gpus --target-step-time exited $?"
+python3 - "$tmp/fast.json" "$min" "$target" <<'PY' || fail "--target-step-time not met or not more GPUs"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["gpus"] > int(sys.argv[2]) and d["predicted"]["step_time_s"] <= float(sys.argv[3]), d["gpus"]
+PY
+checked=$((checked + 1))
+"$bin" plan --min-gpus --gpus 16 --seq 1M --target-step-time 0.001 >/dev/null 2>"$tmp/none.err"
+rc=$?
+[[ $rc -eq 1 ]] && grep -q "no GPU count up to 16" "$tmp/none.err" || fail "an unmet target: exit $rc (want 1): $(cat "$tmp/none.err")"
+
+# ---- --train-tokens: days, GPU-hours and cost from the step time --------------------------
+checked=$((checked + 1))
+"$bin" plan --gpus 64 --seq 128k --train-tokens 1T --gpu-hour-cost 2.5 --format json >"$tmp/run.json" 2>/dev/null ||
+  fail "plan --train-tokens exited $?"
+python3 - "$tmp/run.json" <<'PY' || fail "training_run figures"
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+t, p = d["training_run"], d["predicted"]
+batch = d["batch_tokens"]
+assert t["tokens"] == 1e12 and t["steps"] == math.ceil(1e12 / batch), t
+assert abs(t["days"] - t["steps"] * p["step_time_s"] / 86400) < 1e-6 * t["days"], t
+assert abs(t["gpu_hours"] - 64 * t["days"] * 24) < 1e-6 * t["gpu_hours"], t
+assert abs(t["cost"] - 2.5 * t["gpu_hours"]) < 1e-6 * t["cost"], t
+PY
+checked=$((checked + 1))
+"$bin" plan --gpus 64 --seq 128k --train-tokens 1T --gpu-hour-cost 2.5 >"$tmp/run.txt" 2>/dev/null
+grep -q "wall clock .* days" "$tmp/run.txt" && grep -q "GPU-hours" "$tmp/run.txt" || fail "training run table missing"
+
+# ---- --max-seq --headroom: fits in the rest, a multiple of 2 x cp -------------------------
+checked=$((checked + 1))
+"$bin" plan --gpus 16 --max-seq --headroom 10% --format json >"$tmp/h.json" 2>/dev/null || fail "--max-seq --headroom exited $?"
+"$bin" plan --gpus 16 --max-seq --format json >"$tmp/h0.json" 2>/dev/null || fail "--max-seq exited $?"
+python3 - "$tmp/h.json" "$tmp/h0.json" <<'PY' || fail "--headroom: not less, not below 90 % of 80 GB, or not a multiple of 2 x cp"
+import json, sys
+h, h0 = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert h["seq_len"] < h0["seq_len"], (h["seq_len"], h0["seq_len"])
+assert h["predicted"]["memory_gib_per_gpu"] <= 0.9 * 80, h["predicted"]["memory_gib_per_gpu"]
+assert h["seq_len"] % (2 * h["plan"]["cp"]) == 0
+PY
+expect_bad "percentage from 0 to 90" "--headroom" -- plan --gpus 16 --max-seq --headroom 95%
+
+# ---- the header states the defaults; sizes echo as typed ---------------------------------
+checked=$((checked + 1))
+"$bin" plan --gpus 16 --seq 128000 >"$tmp/typed.txt" 2>/dev/null
+head -3 "$tmp/typed.txt" | grep -q "128000 tokens per sequence" &&
+  head -3 "$tmp/typed.txt" | grep -q "defaults: model llama2-7b (--model), topology dgx-a100-ib (--topology), global batch 2M tokens" ||
+  fail "header: $(head -3 "$tmp/typed.txt")"
+checked=$((checked + 1))
+"$bin" plan --gpus 16 --seq 1.5M >"$tmp/frac.txt" 2>/dev/null
+head -1 "$tmp/frac.txt" | grep -q "1.5M tokens per sequence" || fail "--seq 1.5M: $(head -1 "$tmp/frac.txt")"
+
+# ---- does not fit / idle GPUs: exit 1 after printing; bad input stays 2 ------------------
+checked=$((checked + 1))
+"$bin" plan --gpus 8 --seq 1M --cp 8 --checkpointing none >"$tmp/nofit.txt" 2>"$tmp/nofit.err"
+rc=$?
+[[ $rc -eq 1 ]] && grep -q "does not fit" "$tmp/nofit.err" && grep -q "fits" "$tmp/nofit.txt" ||
+  fail "a plan that does not fit: exit $rc (want 1), stderr: $(cat "$tmp/nofit.err")"
+checked=$((checked + 1))
+"$bin" plan --gpus 64 --seq 1M --cp 8 >/dev/null 2>"$tmp/idle.err"
+rc=$?
+[[ $rc -eq 1 ]] && grep -q "rings idle" "$tmp/idle.err" || fail "idle GPUs: exit $rc (want 1): $(cat "$tmp/idle.err")"
+expect_bad "required" "--gpus" -- plan --seq 1M
+expect_bad "add --min-gpus" "--target-step-time" -- plan --gpus 16 --seq 1M --target-step-time 3
+expect_bad "add --train-tokens" "--gpu-hour-cost" -- plan --gpus 16 --seq 1M --gpu-hour-cost 2
+expect_bad "token count" "--train-tokens" -- plan --gpus 16 --seq 1M --train-tokens lots
+
+# ---- --format csv on plan and sweep ------------------------------------------------------
+checked=$((checked + 1))
+"$bin" plan --gpus 16 --seq 1M --format csv >"$tmp/p.csv" 2>/dev/null
+python3 -c 'import csv,sys; r=list(csv.reader(open(sys.argv[1]))); assert len(r)==2 and r[0][0]=="GPUs" and r[1][0]=="16" and "step (s)" in r[0], r' "$tmp/p.csv" ||
+  fail "plan --format csv"
+checked=$((checked + 1))
+"$bin" sweep --gpus 16,32 --seqs 8k,1M --format csv >"$tmp/s.csv" 2>/dev/null
+python3 -c 'import csv,sys; r=list(csv.reader(open(sys.argv[1]))); assert len(r)==5 and len(set(map(len,r)))==1, r' "$tmp/s.csv" ||
+  fail "sweep --format csv"
+
+# ---- --version, help CMD, list --show ------------------------------------------------------
+checked=$((checked + 1))
+"$bin" --version | grep -q "^ringmaster [0-9]" || fail "--version"
+checked=$((checked + 1))
+diff <("$bin" help plan) <("$bin" plan --help) >/dev/null || fail "help plan differs from plan --help"
+checked=$((checked + 1))
+diff <("$bin" help) <("$bin" --help) >/dev/null || fail "help differs from --help"
+expect_bad "expected a command" "help" -- help nosuchcommand
+checked=$((checked + 1))
+"$bin" validate --published --format csv 2>/dev/null | head -1 | grep -q "^entry,gpu,metric,published,predicted,ratio,error % ((pub-pred)/pred),split$" ||
+  fail "validate --published --format csv header (the error's sign convention)"
+checked=$((checked + 1))
+cmp -s <("$bin" list --show dgx-a100-ib) "$src/topologies/dgx-a100-ib.yaml" || fail "list --show dgx-a100-ib is not the shipped file"
+expect_bad "shipped topology or model" "--show" -- list --show nosuch
+
+echo "plan questions: $checked checks, $failures failed"
+[[ $failures -eq 0 ]]

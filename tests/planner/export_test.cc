@@ -1,0 +1,147 @@
+// Export to Megatron-LM and torchtitan: what each framework can express, where its ranks go,
+// and Megatron's own argument rules on every plan `plan --target megatron` makes for the
+// study's grid. The rules, as Megatron-LM states them:
+//  - megatron/training/arguments.py, validate_args: "world size ({}) is not divisible by tensor
+//    parallel size ({}) times pipeline parallel size ({}) times context parallel size ({})";
+//    data_parallel_size = world_size // (TP x PP x CP).
+//  - the same: `if "a2a+p2p" in args.cp_comm_type: assert args.hierarchical_context_parallel_sizes
+//    is not None`, and `context_parallel_size == prod(hierarchical_context_parallel_sizes)`.
+//  - megatron/training/utils.py, get_batch_on_this_cp_rank: `val.view(..., 2 * cp_size,
+//    val.shape[seq_dim] // (2 * cp_size), ...)`, rank r keeps chunks r and 2*cp_size - r - 1.
+// torchtitan's fields: torchtitan/config/job_config.py (Parallelism.context_parallel_degree,
+// context_parallel_rotate_method "allgather" | "alltoall", ActivationCheckpoint.mode).
+#include <doctest/doctest.h>
+
+#include "planner/cost_model.h"
+#include "planner/export_megatron.h"
+#include "planner/export_target.h"
+#include "planner/export_torchtitan.h"
+#include "planner/input_error.h"
+#include "planner/search.h"
+#include "planner/spec_library.h"
+
+using namespace rm;
+
+namespace {
+
+struct Study {
+  explicit Study(int gpus) : fabric(topo, gpus), planner(model, fabric, CostParams::from_topology(topo)) {}
+  Topology topo = load_topology(kStudyTopology);
+  ModelSpec model = load_model(kDefaultModel);
+  Fabric fabric;
+  Planner planner;
+};
+
+}  // namespace
+
+TEST_CASE("plan --target megatron: every plan of the study grid passes Megatron's argument rules") {
+  for (int gpus : kStudyGpus) {
+    Study s(gpus);
+    for (int64_t n : kStudySeqs) {
+      CAPTURE(gpus);
+      CAPTURE(n);
+      const Plan p = plan_for_target(s.planner, study_job(gpus, n), {}, ExportTarget::kMegatron, s.model,
+                                     s.topo.gpus_per_node, "test");
+      CHECK(export_refusal(p, s.model, s.topo.gpus_per_node, ExportTarget::kMegatron) == "");
+      const MegatronArgs a = megatron_args(p, s.model);
+      CHECK(megatron_rule_violations(a).empty());
+      // The rules restated here, independently of megatron_rule_violations.
+      CHECK(a.tp * a.pp * a.cp * a.dp == gpus);
+      CHECK(a.seq_length % (2 * a.cp) == 0);
+      CHECK(a.global_batch_size % (int64_t{a.micro_batch_size} * a.dp) == 0);
+      CHECK((a.cp == 1 || a.cp_comm_type == "p2p"));
+      CHECK(p.choice.schedule == Schedule::kFlat);
+      CHECK(p.choice.load_balance == LoadBalance::kZigzag);
+    }
+  }
+}
+
+TEST_CASE("Megatron's rules catch what Megatron would reject") {
+  Study s(16);
+  const Plan p = plan_for_target(s.planner, study_job(16, 1048576), {}, ExportTarget::kMegatron, s.model,
+                                 s.topo.gpus_per_node, "test");
+  const MegatronArgs good = megatron_args(p, s.model);
+  REQUIRE(megatron_rule_violations(good).empty());
+  MegatronArgs a = good;
+  a.dp += 1;
+  CHECK(megatron_rule_violations(a).front().rfind("world size 16 != TP x PP x CP x DP", 0) == 0);
+  a = good;
+  a.cp_comm_type = "a2a+p2p";
+  CHECK(megatron_rule_violations(a).front().find("--hierarchical-context-parallel-sizes") != std::string::npos);
+  a.hierarchical_cp_sizes = {2, a.cp / 2};
+  CHECK(megatron_rule_violations(a).empty());  // 32 heads split 2 ways
+  a = good;
+  a.seq_length = 2 * a.cp * 1000 + a.cp;  // divisible by CP, not by 2 x CP
+  CHECK(megatron_rule_violations(a).front().find("2 x CP") != std::string::npos);
+  a = good;
+  a.sequence_parallel = true;  // TP is 1
+  CHECK(megatron_rule_violations(a).size() == 1);
+}
+
+TEST_CASE("refusals name the plan field and the framework's rule") {
+  Study s(16);
+  const Job job = study_job(16, 1048576);
+  SearchPins pins;
+  pins.cp = 16;
+  const int gpn = s.topo.gpus_per_node;
+  auto refusal = [&](SearchPins extra, ExportTarget t) {
+    return export_refusal(s.planner.best_ring_plan(job, extra), s.model, gpn, t);
+  };
+  SearchPins bi = pins;
+  bi.schedule = Schedule::kBidirectional;
+  CHECK(refusal(bi, ExportTarget::kMegatron).rfind("plan.schedule: Megatron-LM's ring passes K,V in one direction", 0) == 0);
+  SearchPins two = pins;
+  two.schedule = Schedule::kHierarchical;
+  CHECK(refusal(two, ExportTarget::kMegatron).find("a2a+p2p") != std::string::npos);
+  CHECK(refusal(two, ExportTarget::kSlurm) == "");  // ringmaster run executes its own schedules
+  SearchPins striped = pins;
+  striped.schedule = Schedule::kFlat;
+  striped.load_balance = LoadBalance::kStriped;
+  CHECK(refusal(striped, ExportTarget::kTorchtitan).rfind("plan.load_balance:", 0) == 0);
+  SearchPins sel = pins;
+  sel.schedule = Schedule::kFlat;
+  sel.checkpointing = Checkpointing::kSelective;
+  CHECK(refusal(sel, ExportTarget::kTorchtitan).rfind("plan.checkpointing:", 0) == 0);
+  CHECK(refusal(sel, ExportTarget::kMegatron) == "");  // --recompute-modules mlp
+  Job attention = job;
+  attention.workload = Workload::kAttention;
+  CHECK(export_refusal(s.planner.best_ring_plan(attention, sel), s.model, gpn, ExportTarget::kMegatron)
+            .rfind("workload:", 0) == 0);
+  // An order that moves a ring position to another node: torchrun cannot place it.
+  Plan moved = s.planner.best_ring_plan(job, sel);
+  std::swap(moved.choice.order[0], moved.choice.order[8]);
+  CHECK(export_refusal(moved, s.model, gpn, ExportTarget::kMegatron).rfind("plan.order: rank 0", 0) == 0);
+}
+
+TEST_CASE("a pin the target cannot run is bad input; the target's search avoids what it lacks") {
+  Study s(16);
+  SearchPins pins;
+  pins.schedule = Schedule::kHierarchical;
+  CHECK_THROWS_AS(plan_for_target(s.planner, study_job(16, 1048576), pins, ExportTarget::kMegatron, s.model, 8, "t"),
+                  InputError);
+  for (int64_t n : kStudySeqs) {
+    const Plan p = plan_for_target(s.planner, study_job(16, n), {}, ExportTarget::kTorchtitan, s.model, 8, "t");
+    CAPTURE(n);
+    CHECK(p.choice.checkpointing != Checkpointing::kSelective);
+    CHECK(export_refusal(p, s.model, 8, ExportTarget::kTorchtitan) == "");
+  }
+}
+
+TEST_CASE("rank placement: the snake order reverses every other node's devices") {
+  Study s(16);
+  SearchPins pins;
+  pins.cp = 16;
+  pins.order = "snake";
+  pins.schedule = Schedule::kFlat;
+  const Plan p = s.planner.best_ring_plan(study_job(16, 1048576), pins);
+  const RankPlacement pl = rank_placement(p, 8);
+  CHECK(pl.nodes == 2);
+  CHECK(!pl.node_major);
+  CHECK(pl.off_node_rank == -1);
+  CHECK(pl.visible_devices[0] == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(pl.visible_devices[1] == std::vector<int>{7, 6, 5, 4, 3, 2, 1, 0});
+  const std::string toml = torchtitan_export(p, s.model, 8, "plan.yaml");
+  CHECK(toml.find("node 1: export CUDA_VISIBLE_DEVICES=7,6,5,4,3,2,1,0") != std::string::npos);
+  CHECK(toml.find("context_parallel_degree = 16\n") != std::string::npos);
+  CHECK(toml.find("context_parallel_rotate_method = \"alltoall\"") != std::string::npos);
+}

@@ -1,0 +1,59 @@
+"""The Python module against the CLI: ringmaster.plan/sweep/export return exactly what the
+binary prints (--format json, export text), bad input raises ringmaster.InputError with the
+CLI's message, and simulate replays a plan file. Usage: test_module.py <ringmaster binary>."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import ringmaster
+
+BIN = sys.argv[1]
+
+
+def cli(*args):
+    return subprocess.run([BIN, *args], capture_output=True, text=True)
+
+
+def main():
+    checked = 0
+    plan = ringmaster.plan(gpus=16, seq="1M")
+    assert plan == json.loads(cli("plan", "--gpus", "16", "--seq", "1M", "--format", "json").stdout), "plan differs"
+    checked += 1
+    assert ringmaster.plan(gpus=16, seq=1048576) == plan  # an int size is the same job
+    checked += 1
+
+    sweep = ringmaster.sweep(gpus=[16, 32], seqs=["128k", "1M"])
+    assert len(sweep["plans"]) == 4 and sweep["plans"][1] == plan, "sweep rows (GPU counts outer)"
+    checked += 1
+
+    try:
+        ringmaster.plan(gpus=16, seq="1.3M")
+        raise AssertionError("--seq 1.3M accepted")
+    except ringmaster.InputError as e:
+        err = cli("plan", "--gpus", "16", "--seq", "1.3M")
+        assert err.returncode == 2 and str(e).replace("ringmaster.plan", "command line") in err.stderr, (str(e), err.stderr)
+        assert isinstance(e, ValueError)
+    checked += 1
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "plan.yaml")
+        ringmaster.plan(gpus=16, seq="1M", target="torchtitan", output=path)
+        for to in ("megatron", "torchtitan"):
+            assert ringmaster.export(plan=path, to=to) == cli("export", "--plan", path, "--to", to).stdout, to
+            checked += 1
+        try:
+            ringmaster.export(plan=path, to="slurm-ish")
+            raise AssertionError("bad target accepted")
+        except ringmaster.InputError as e:
+            assert "expected one of megatron, torchtitan, slurm" in str(e)
+        checked += 1
+        sim = ringmaster.simulate(plan=path, layers=2)
+        assert sim["simulated"]["step_time_s"] > 0 and sim["gpus"] == 16
+        checked += 1
+    print(f"python module: {checked} checks passed")
+
+
+if __name__ == "__main__":
+    main()
