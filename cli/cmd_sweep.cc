@@ -89,7 +89,9 @@ std::vector<sim::Simulation> simulate_rows(const JobOptions& options, const std:
   for (const SweepRow& row : rows) {
     const Plan& p = row.plan;
     const ResolvedJob r = resolve_job(options, p.job.gpus, p.job.seq_len);
-    out.push_back(sim::simulate_plan(p, r.model, *r.fabric, r.cost));
+    sim::SimulateOptions so;
+    so.fold_ring_steps = so.fold_replicas = true;  // the fast mode, as `simulate` without --full
+    out.push_back(sim::simulate_plan(p, r.model, *r.fabric, r.cost, so));
     const sim::Simulation& s = out.back();
     std::fprintf(stderr, "sweep: simulated [%zu/%zu] %d GPUs, %s tokens: %.4g s (planner %.4g s), %.2f s wall\n",
                  out.size(), rows.size(), p.job.gpus, format_size(p.job.seq_len).c_str(), s.step_time_s,
