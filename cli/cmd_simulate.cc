@@ -45,6 +45,7 @@ struct SimulateCliOptions {
   std::string trace;
   std::string trace_ranks;  // "0-7,12": the GPUs the trace keeps ("" = all)
   int layers = 16;
+  bool full = false;  // replay every ring step of every ring (no folding)
 };
 
 // The plan to simulate with the specs, fabric and costs it runs on.
@@ -89,7 +90,8 @@ std::string report(const Subject& s, const Prediction& p, const sim::Simulation&
                     " cp " + std::to_string(c.cp) + " x dp " + std::to_string(c.dp) + ", order " +
                     c.order_name + ", " + to_string(c.load_balance) + "\n";
   if (!sim.note.empty()) {
-    out += "(" + sim.note + ": times, FLOPs and throughput extrapolated to all layers)\n";
+    out += "(" + sim.note + ": times, FLOPs and throughput extrapolated to all layers" +
+           (sim.fast ? ", ring steps and rings; memory exact; --full replays everything" : "") + ")\n";
   }
   out += "\n";
   Table t({{"figure", "", Align::kLeft},
@@ -126,7 +128,9 @@ std::string report(const Subject& s, const Prediction& p, const sim::Simulation&
     g.add_row(cells);
   };
   if (static_cast<int>(gpus.size()) <= kMaxGpuRows) {
-    for (size_t i = 0; i < gpus.size(); ++i) row(std::to_string(i), [&](auto f) { return gpus[i].*f; });
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      row(std::to_string(sim.replay.gpu_ids[i]), [&](auto f) { return gpus[i].*f; });
+    }
   } else {
     auto reduce = [&](auto f, double init, auto op) {
       double v = init;
@@ -189,6 +193,7 @@ void run_simulate(const SimulateCliOptions& o) {
   check_output_path(o.trace, "--trace");  // before a long simulation, not after it
   sim::SimulateOptions so;
   so.max_layers = o.layers;
+  so.fold_ring_steps = so.fold_replicas = !o.full;
   so.replay.trace_path = o.trace;
   if (!o.trace_ranks.empty()) {
     if (o.trace.empty()) fail_input(kWhere, "--trace-ranks", "selects what --trace writes: add --trace");
@@ -236,6 +241,10 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--seq", o->job.seq, "sequence length in tokens (without --plan): 8k, 1M or 1048576");
   cmd->add_option("--layers", o->layers,
                   "layers to simulate, extrapolated to all (they are identical; replay.h); 0 = all (default 16)");
+  cmd->add_flag("--full", o->full,
+                "replay every ring step of every data-parallel ring; by default the middle steps of each ring pass "
+                "(alike on every GPU) are replayed once and stand for the rest, and only the rings on ring 0's nodes "
+                "are replayed, standing for their copies with their link load kept (memory exact)");
   cmd->add_option("--trace", o->trace, "write a Chrome trace-event JSON timeline (opens in Perfetto)");
   cmd->add_option("--trace-ranks", o->trace_ranks,
                   "with --trace: keep these GPUs' events only, e.g. 0-7,12 (large rings make huge traces)");

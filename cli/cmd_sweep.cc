@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,25 +23,34 @@
 namespace rm::cli {
 
 std::vector<SweepRow> plan_sweep(const JobOptions& options, const std::vector<int>& gpus,
-                                 const std::vector<int64_t>& seqs, bool progress) {
+                                 const std::vector<int64_t>& seqs, bool progress, const SweepShard& shard) {
   std::vector<SweepRow> rows;
-  const size_t total = gpus.size() * seqs.size();
-  for (int g : gpus) {
-    // One planner per GPU count: its traffic patterns are reused across lengths.
-    ResolvedJob r = resolve_job(options, g, seqs.front());
-    Planner planner(r.model, *r.fabric, r.cost);
-    for (int64_t n : seqs) {
+  size_t total = 0;
+  for (size_t i = 0; i < gpus.size() * seqs.size(); ++i) total += shard.holds(i);
+  for (size_t gi = 0; gi < gpus.size(); ++gi) {
+    const int g = gpus[gi];
+    std::optional<ResolvedJob> r;
+    std::optional<Planner> planner;
+    for (size_t si = 0; si < seqs.size(); ++si) {
+      const size_t grid_row = gi * seqs.size() + si;
+      if (!shard.holds(grid_row)) continue;
+      if (!planner) {
+        // One planner per GPU count: its traffic patterns are reused across lengths.
+        r = resolve_job(options, g, seqs.front());
+        planner.emplace(r->model, *r->fabric, r->cost);
+      }
       const auto t0 = std::chrono::steady_clock::now();
-      Job job = r.job;
-      job.seq_len = n;
+      Job job = r->job;
+      job.seq_len = seqs[si];
       SweepRow row;
-      row.plan = planner.plan(job, r.pins);
+      row.grid_row = grid_row;
+      row.plan = planner->plan(job, r->pins);
       row.plan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       rows.push_back(std::move(row));
       if (progress) {
         const Plan& p = rows.back().plan;
         std::fprintf(stderr, "sweep: [%zu/%zu] %d GPUs, %s tokens: cp %d x dp %d %s, %.1f ms\n",
-                     rows.size(), total, g, format_size(n).c_str(), p.choice.cp, p.choice.dp,
+                     rows.size(), total, g, format_size(seqs[si]).c_str(), p.choice.cp, p.choice.dp,
                      to_string(p.choice.schedule), 1e3 * rows.back().plan_seconds);
       }
     }
@@ -56,7 +66,22 @@ struct SweepOptions {
   std::vector<std::string> gpus;
   std::string format = "table";
   bool simulate = false;
+  std::optional<std::string> shard;  // "K/N" (sweep_shard.h); unset = the whole grid
 };
+
+// What defines a sweep's grid and its plans: parts of one sweep carry equal copies
+// (sweep_shard.h), so merge can refuse parts of another.
+nlohmann::json sweep_identity(const SweepOptions& o, const std::vector<int>& gpus, const std::vector<int64_t>& seqs) {
+  const JobOptions& j = o.job;
+  auto pin = [](const std::optional<int>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+  return {{"model", j.model.empty() ? kDefaultModel : j.model},
+          {"topology", j.topology.empty() ? kStudyTopology : j.topology},
+          {"gpus", gpus}, {"seqs", seqs}, {"batch_tokens", j.batch_tokens}, {"causal", j.causal},
+          {"workload", j.workload}, {"profile", j.profile}, {"cp", pin(j.cp)}, {"schedule", j.schedule},
+          {"order", j.order}, {"load_balance", j.load_balance}, {"block_q", pin(j.block_q)},
+          {"block_kv", pin(j.block_kv)}, {"kv_subblocks", pin(j.kv_subblocks)},
+          {"checkpointing", j.checkpointing}, {"micro_batch", pin(j.micro_batch)}, {"simulate", o.simulate}};
+}
 
 // Replays every row's plan on SimGrid (simulate.h), progress on stderr.
 std::vector<sim::Simulation> simulate_rows(const JobOptions& options, const std::vector<SweepRow>& rows) {
@@ -64,7 +89,9 @@ std::vector<sim::Simulation> simulate_rows(const JobOptions& options, const std:
   for (const SweepRow& row : rows) {
     const Plan& p = row.plan;
     const ResolvedJob r = resolve_job(options, p.job.gpus, p.job.seq_len);
-    out.push_back(sim::simulate_plan(p, r.model, *r.fabric, r.cost));
+    sim::SimulateOptions so;
+    so.fold_ring_steps = so.fold_replicas = true;  // the fast mode, as `simulate` without --full
+    out.push_back(sim::simulate_plan(p, r.model, *r.fabric, r.cost, so));
     const sim::Simulation& s = out.back();
     std::fprintf(stderr, "sweep: simulated [%zu/%zu] %d GPUs, %s tokens: %.4g s (planner %.4g s), %.2f s wall\n",
                  out.size(), rows.size(), p.job.gpus, format_size(p.job.seq_len).c_str(), s.step_time_s,
@@ -94,8 +121,9 @@ void run_sweep(const SweepOptions& o) {
     if (gpus.empty()) gpus.push_back(max);
   }
 
+  const SweepShard shard = o.shard ? parse_shard(*o.shard, "--shard") : SweepShard{};
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<SweepRow> rows = plan_sweep(o.job, gpus, seqs, true);
+  const std::vector<SweepRow> rows = plan_sweep(o.job, gpus, seqs, true, shard);
   const std::vector<sim::Simulation> sims = o.simulate ? simulate_rows(o.job, rows) : std::vector<sim::Simulation>{};
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -105,7 +133,16 @@ void run_sweep(const SweepOptions& o) {
       plans.push_back(plan_to_json(rows[i].plan));
       if (o.simulate) plans.back()["simulated"] = sim::simulation_to_json(sims[i], false);
     }
-    std::printf("%s\n", nlohmann::json{{"plans", plans}}.dump(2).c_str());
+    nlohmann::json out{{"plans", plans}};
+    if (o.shard) {
+      std::vector<size_t> grid_rows;
+      for (const SweepRow& row : rows) grid_rows.push_back(row.grid_row);
+      out["shard"] = shard_to_json(shard, grid_rows, gpus.size() * seqs.size(), sweep_identity(o, gpus, seqs));
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+  } else if (rows.empty()) {
+    std::printf("ringmaster sweep: shard %s holds no rows of this %zu-row grid\n", o.shard->c_str(),
+                gpus.size() * seqs.size());
   } else {
     std::vector<Column> columns = sweep_columns();
     if (o.simulate) {
@@ -154,6 +191,9 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--format", opts->format, "table, json or csv")->check(CLI::IsMember({"table", "json", "csv"}));
   cmd->add_flag("--simulate", opts->simulate,
                 "also replay each plan on SimGrid (like `simulate`): simulated step time, comm overhead, memory");
+  cmd->add_option("--shard", opts->shard,
+                  "run only the K-th of N disjoint parts of the grid, e.g. 3/8 (row i goes to part i mod N + 1); "
+                  "`ringmaster merge` joins the parts' JSON");
   cmd->callback([opts] { run_sweep(*opts); });
 }
 

@@ -9,6 +9,7 @@ namespace rm::cli {
 void add_list_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
+void add_merge_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_schedule_command(CLI::App& app);
 void add_run_command(CLI::App& app);

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   rm::cli::add_list_command(app);
   rm::cli::add_plan_command(app);
   rm::cli::add_sweep_command(app);
+  rm::cli::add_merge_command(app);
   rm::cli::add_simulate_command(app);
   rm::cli::add_schedule_command(app);
   rm::cli::add_run_command(app);

@@ -7,18 +7,21 @@
 #include <vector>
 
 #include "cli/job_options.h"
+#include "cli/sweep_shard.h"
 #include "planner/plan.h"
 
 namespace rm::cli {
 
 struct SweepRow {
+  size_t grid_row = 0;  // index in the whole grid (sweep_shard.h)
   Plan plan;
   double plan_seconds = 0;  // how long the search took
 };
 
-// Plans every (gpus, seq) pair, GPU counts outer. Progress goes to stderr, one line per
-// row. Throws InputError on a bad option or a GPU count the topology cannot hold.
+// Plans every (gpus, seq) pair that `shard` holds, GPU counts outer. Progress goes to
+// stderr, one line per row. Throws InputError on a bad option or a GPU count the topology
+// cannot hold.
 std::vector<SweepRow> plan_sweep(const JobOptions& options, const std::vector<int>& gpus,
-                                 const std::vector<int64_t>& seqs, bool progress);
+                                 const std::vector<int64_t>& seqs, bool progress, const SweepShard& shard = {});
 
 }  // namespace rm::cli

@@ -48,13 +48,13 @@ std::string framework_refusal(const Plan& plan, int gpus_per_node, ExportTarget 
     if (c.schedule == Schedule::kBidirectional)
       return "plan.schedule: " + fw + "'s ring passes K,V in one direction only; it cannot run "
              "'bidirectional': re-plan with --target " + to_string(t);
-    if (c.schedule == Schedule::kHierarchical)
+    if (c.schedule == Schedule::kTwoLevel)
       return t == ExportTarget::kMegatron
-                 ? "plan.schedule: 'hierarchical' is ringmaster's two-level ring (a ring inside each "
+                 ? "plan.schedule: 'two-level' is ringmaster's double ring (a ring inside each "
                    "node, one across nodes on every rail); Megatron-LM's a2a+p2p is all-to-all "
                    "inside a node and a ring across, another plan: re-plan with --target megatron"
                  : "plan.schedule: torchtitan's context parallelism is one flat ring; it cannot run "
-                   "'hierarchical': re-plan with --target torchtitan";
+                   "'two-level': re-plan with --target torchtitan";
     if (c.kv_subblocks > 1)
       return "plan.kv_subblocks: " + fw + " sends each K,V block as one message (got " +
              str(c.kv_subblocks) + "): re-plan without --kv-subblocks";

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rm {
@@ -109,6 +110,14 @@ struct OpSchedule {
   std::vector<std::vector<int>> groups;    // collective groups (GPU ids)
   int layers_emitted = 0;                  // layers present in the op lists
   int layer_multiplier = 1;                // identical layers each emitted layer stands for
+  // By Op::step: the ring steps an emitted step stands for when steps are folded
+  // (ScheduleOptions::fold_ring_steps); empty = every step stands for itself.
+  std::vector<double> step_weights;
+  // Replica folding (ScheduleOptions::fold_replicas): the GPUs whose op lists are emitted
+  // (sorted; empty = all), and the (src, dst) GPU pairs of every rank's ring transfers,
+  // emitted or not, so a replay can keep the load of the rings it does not replay.
+  std::vector<int> emitted_gpus;
+  std::vector<std::pair<int, int>> ring_flows;
   std::string note;                        // e.g. "1 of 32 identical layers emitted"
 };
 

@@ -68,6 +68,9 @@ class RingPass {
   bool bwd_;
   int unit_;  // an all_gather backward moves on to the next for its reduce-scatter
   std::vector<Pending> batch_;
+  // The ring steps the step being emitted stands for (RingContext::stands_for): its
+  // FLOPs, bytes and sync are that many steps' (a folded "macro" step).
+  double repeat_ = 1;
 
   int tag(Stream stream, int step, int sub) const {
     return unit_ * ctx_.tag_stride() + (stream * (ctx_.P + 2) + step) * ctx_.subblocks + sub;
@@ -90,7 +93,7 @@ class RingPass {
     const int n = ctx_.subblocks;
     for (const Pending& p : batch_) {
       for (int k = 0; k < n; ++k) {
-        p.reqs->push_back(em_.transfer(p.kind, ctx_.gpu(p.peer_pos), p.bytes / n, p.buffer,
+        p.reqs->push_back(em_.transfer(p.kind, ctx_.gpu(p.peer_pos), p.bytes * repeat_ / n, p.buffer,
                                        tag(p.stream, p.step, k), phase));
       }
     }
@@ -112,11 +115,11 @@ class RingPass {
         ctx_.attention_efficiency * (bwd_ ? kBackwardFlopsFactor / ctx_.backward_factor : 1.0);
     const double useful = f.useful * (bwd_ ? kLinearBackwardFactor : 1.0) * useful_scale_;
     em_.compute(bwd_ ? ComputeKind::kAttentionBackward : ComputeKind::kAttentionForward,
-                f.executed * factor, useful, efficiency, kv, aux, mod(owner, ctx_.P));
+                f.executed * factor * repeat_, useful * repeat_, efficiency, kv, aux, mod(owner, ctx_.P));
     // Every block after the rank's own merges its partial into the running result.
     const double merge_eff = ctx_.merge_efficiency[bwd_ ? 1 : 0];
     if (mod(owner, ctx_.P) != pos_ && merge_eff > 0) {
-      em_.compute(ComputeKind::kMerge, ctx_.merge_elements, 0, merge_eff, kv, -1);
+      em_.compute(ComputeKind::kMerge, ctx_.merge_elements * repeat_, 0, merge_eff, kv, -1);
     }
     return true;
   }
@@ -130,7 +133,7 @@ class RingPass {
   }
   void accumulate(int into, int from) {
     const double elements = ctx_.dkv_bytes / 4;
-    em_.compute(ComputeKind::kAccumulate, elements, 0, ctx_.accumulate_efficiency, into, from);
+    em_.compute(ComputeKind::kAccumulate, elements * repeat_, 0, ctx_.accumulate_efficiency, into, from);
   }
 
   // Held K,V block at step s: own at s = 0, then the stream's two ring buffers alternately
@@ -150,7 +153,9 @@ class RingPass {
     const bool ring_bwd = bwd_ && S > 1;
     std::vector<int> reqs, acc_recv;
     for (int s = 0; s < S; ++s) {
-      em_.begin_step(s, ctx_.sync_s);
+      if (!ctx_.emitted(s)) continue;
+      repeat_ = ctx_.stands_for(s);
+      em_.begin_step(s, ctx_.sync_s * repeat_);
       if (s < S - 1) {
         recv(i - 1, ctx_.kv_bytes, cw_kv(s + 1), kKvCw, s, reqs);
         send(i + 1, ctx_.kv_bytes, cw_kv(s), kKvCw, s, reqs);
@@ -172,6 +177,7 @@ class RingPass {
       }
       em_.wait_all(reqs);
     }
+    repeat_ = 1;
     if (!bwd_) return;
     if (S == 1) {
       em_.own_grad(b_.dkv_partial);
@@ -264,7 +270,9 @@ class RingPass {
     const bool ring_bwd = bwd_ && P > 1;
     std::vector<int> reqs, cw_recv, ccw_recv;
     for (int s = 0; s <= last_cw; ++s) {
-      em_.begin_step(s, ctx_.sync_s);
+      if (!ctx_.emitted(s)) continue;
+      repeat_ = ctx_.stands_for(s);
+      em_.begin_step(s, ctx_.sync_s * repeat_);
       if (s < last_cw) {
         recv(i - 1, ctx_.kv_bytes, cw_kv(s + 1), kKvCw, s, reqs);
         send(i + 1, ctx_.kv_bytes, cw_kv(s), kKvCw, s, reqs);
@@ -299,6 +307,7 @@ class RingPass {
       }
       em_.wait_all(reqs);
     }
+    repeat_ = 1;
     if (!bwd_) return;
     if (P == 1) {
       em_.own_grad(b_.dkv_partial);
@@ -340,6 +349,8 @@ class RingPass {
     std::vector<int> outer_reqs, outer_acc_recv, outer_send;
     int own = ctx_.P == 1 ? b_.dkv_partial : -1;
     for (int o = 0; o < n; ++o) {
+      if (!ctx_.emitted(o)) continue;
+      repeat_ = ctx_.stands_for(o);
       // The inner cycle's result for the outer block lands here. A ring of one has no
       // accumulators (memory model): its dK,dV stay in the partial, as in the flat ring.
       const int result = ctx_.P == 1 ? b_.dkv_partial : o == 0 ? b_.acc[2] : b_.acc[g % 2];
@@ -347,7 +358,7 @@ class RingPass {
       std::vector<int> reqs, acc_recv;
       for (int t = 0; t < g; ++t) {
         const int step = o * g + t;
-        em_.begin_step(step, ctx_.sync_s);
+        em_.begin_step(step, ctx_.sync_s * repeat_);
         if (t == 0 && o < n - 1) {
           recv(at(k - 1, l), ctx_.kv_bytes, outer_kv(o + 1), kKvOuter, o, outer_reqs);
           send(at(k + 1, l), ctx_.kv_bytes, outer_kv(o), kKvOuter, o, outer_reqs);
@@ -401,6 +412,7 @@ class RingPass {
       flush(last, 2);
       em_.wait_all(outer_reqs);
     }
+    repeat_ = 1;
     if (!bwd_) return;
     if (n > 1) {
       // Own dK,dV from the previous node, sent after its last outer step.
@@ -421,6 +433,38 @@ int ring_pass_units(const RingContext& ctx, bool backward) {
 
 int RingContext::tag_stride() const { return kStreamCount * (P + 2) * subblocks; }
 int RingContext::gpu(int pos) const { return (*ring_gpus)[mod(pos, P)]; }
+
+std::vector<int> ring_send_positions(const RingContext& ctx, int pos) {
+  std::vector<int> to;
+  if (ctx.P == 1) return to;
+  if (ctx.schedule == Schedule::kTwoLevel) {
+    const int n = ctx.P / ctx.g, k = pos / ctx.g, l = pos % ctx.g;
+    if (ctx.g > 1) to.push_back(k * ctx.g + mod(l + 1, ctx.g));
+    if (n > 1) to.push_back(mod(k + 1, n) * ctx.g + l);
+    return to;
+  }
+  to.push_back(mod(pos + 1, ctx.P));
+  if (ctx.schedule == Schedule::kBidirectional && ctx.P > 2) to.push_back(mod(pos - 1, ctx.P));
+  return to;
+}
+
+int RingContext::pass_steps() const {
+  if (schedule == Schedule::kBidirectional) return P / 2 + 1;
+  if (schedule == Schedule::kTwoLevel) return P / g;
+  return steps;
+}
+
+bool RingContext::emitted(int s) const {
+  const int steps = pass_steps();
+  if (!fold || steps <= kFoldHeadSteps + 1 + kFoldTailSteps) return true;
+  return s <= kFoldHeadSteps || s >= steps - kFoldTailSteps;
+}
+
+int RingContext::stands_for(int s) const {
+  const int steps = pass_steps();
+  if (!fold || steps <= kFoldHeadSteps + 1 + kFoldTailSteps || s != kFoldHeadSteps) return 1;
+  return steps - kFoldHeadSteps - kFoldTailSteps;
+}
 
 void emit_ring_pass(const RingContext& ctx, const RingBufferIds& ids,
                     const std::vector<PairFlops>& pairs, int pos, RankEmitter& em,

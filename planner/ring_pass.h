@@ -29,6 +29,21 @@ namespace rm {
 // Phases per ring step: post at the step's start, post after its waits, post after that.
 inline constexpr int kPhasesPerStep = 3;
 
+// Folded ring steps (ScheduleOptions::fold_ring_steps): a pass of S steps (flat: P; bidirectional:
+// P/2 + 1; two-level: P/g outer steps) emits steps 0..kFoldHeadSteps, which fill the ring's
+// pipeline (step 0 has no transfer to hide behind, step 1 the first accumulator), and the
+// last kFoldTailSteps, which drain it (no K,V sent, accumulators going home). Step
+// kFoldHeadSteps stands for itself and every step not emitted as one "macro" step: its
+// FLOPs, bytes and sync are those of all of them (OpSchedule::step_weights says how many),
+// so it lasts as long in simulated time as they do and a collective in flight beside it
+// shares links with it for as long as it would with them. With balanced work (zigzag or
+// striped causal, or full attention) those steps are alike on every position: the same
+// FLOPs, the same bytes on the same links; what the macro step lacks is the per-step
+// transfer latency, which the replay adds (simgrid_replay.cc). The agreement tests
+// (tests/simulator/fold_agreement_test.cc) bound the folded step time against the full one.
+inline constexpr int kFoldHeadSteps = 4;
+inline constexpr int kFoldTailSteps = 3;
+
 // Everything one ring pass needs that is the same for every position and layer.
 struct RingContext {
   Strategy kind = Strategy::kRing;  // kRing (and flash-fsdp), kAllGatherCp or kUlysses
@@ -54,10 +69,16 @@ struct RingContext {
   int gather_blocks = 1;
   double a2a_qkv_bytes = 0, a2a_out_bytes = 0;
   const std::vector<int>* ring_gpus = nullptr;  // GPU id of each position
+  bool fold = false;                 // fold the steps (see kFoldHeadSteps)
   // Tags and phases of pass `unit` start at unit * stride (see ring_pass.cc).
   int tag_stride() const;
   int phase_stride() const { return (P + 2) * kPhasesPerStep; }
   int gpu(int pos) const;
+  // Steps (outer steps of a two-level ring) a pass has, and whether step s of them is emitted.
+  int pass_steps() const;
+  bool emitted(int s) const;
+  // How many steps step s stands for (1 unless it is the folded one).
+  int stands_for(int s) const;
 };
 
 // Buffer ids one rank uses in a ring pass.
@@ -72,6 +93,8 @@ struct RingBufferIds {
 // Pass numbers (`unit`) a pass uses: an all_gather backward is two (the gather, then the
 // reduce-scatter of dK,dV), every other pass one.
 int ring_pass_units(const RingContext& ctx, bool backward);
+// Ring positions `pos` sends K,V blocks to in a pass (the links a ring loads).
+std::vector<int> ring_send_positions(const RingContext& ctx, int pos);
 
 // Emits ring pass number `unit` (in emission order, the same on every rank of the ring)
 // for position `pos`. `pairs[j]`: forward FLOPs of this position's Q against position j's

@@ -44,16 +44,21 @@ class Generator {
     setup();
     out_.ranks.resize(G_);
     for (int gpu = 0; gpu < G_; ++gpu) out_.ranks[gpu].gpu = gpu;
+    const std::vector<char> rings = opt_.fold_replicas ? rings_on_ring0_nodes() : std::vector<char>(choice_.dp, 1);
     for (int r = 0; r < choice_.dp; ++r) {
       for (int p = 0; p < P_; ++p) {
         const int gpu = choice_.order[r * P_ + p];
         RankSchedule& rs = out_.ranks[gpu];
         rs.ring = r;
         rs.position = p;
-        if (!wanted(gpu)) continue;
+        if (opt_.fold_replicas) {
+          for (int to : ring_send_positions(ring_, p)) out_.ring_flows.push_back({gpu, ring_gpus_[r][to]});
+        }
+        if (!rings[r] || !wanted(gpu)) continue;
         emit_rank(rs, r, p);
       }
     }
+    if (opt_.fold_replicas) note_replicas(rings);
     return std::move(out_);
   }
 
@@ -79,6 +84,45 @@ class Generator {
   ElementwiseBytes ew_{};
   int mb_ = 1;                // sequences per micro-step (PlanChoice::micro_batch)
   double act_per_layer_ = 0;  // stored activation bytes of one layer, all mb_ sequences
+
+  // Replica folding: ring 0 and every ring sharing a node with the rings taken so far.
+  std::vector<char> rings_on_ring0_nodes() const {
+    const int gpn = fabric_.topology().gpus_per_node;
+    std::vector<char> ring_taken(choice_.dp, 0), node_taken(fabric_.nodes(), 0);
+    std::vector<int> ring_of(G_);
+    for (int i = 0; i < G_; ++i) ring_of[choice_.order[i]] = i / P_;
+    std::vector<int> todo{0};
+    ring_taken[0] = 1;
+    while (!todo.empty()) {
+      const int r = todo.back();
+      todo.pop_back();
+      for (int gpu : ring_gpus_[r]) {
+        const int node = fabric_.node_of(gpu);
+        if (node_taken[node]) continue;
+        node_taken[node] = 1;
+        for (int g = node * gpn; g < std::min(G_, (node + 1) * gpn); ++g) {
+          if (!ring_taken[ring_of[g]]) {
+            ring_taken[ring_of[g]] = 1;
+            todo.push_back(ring_of[g]);
+          }
+        }
+      }
+    }
+    return ring_taken;
+  }
+
+  void note_replicas(const std::vector<char>& rings) {
+    const int taken = static_cast<int>(std::count(rings.begin(), rings.end(), 1));
+    if (taken == choice_.dp) return;
+    for (int r = 0; r < choice_.dp; ++r) {
+      if (rings[r]) out_.emitted_gpus.insert(out_.emitted_gpus.end(), ring_gpus_[r].begin(), ring_gpus_[r].end());
+    }
+    std::sort(out_.emitted_gpus.begin(), out_.emitted_gpus.end());
+    out_.note += std::string(out_.note.empty() ? "" : "; ") + std::to_string(taken) + " of " +
+                 std::to_string(choice_.dp) + " data-parallel rings emitted (" +
+                 std::to_string(out_.emitted_gpus.size()) + " of " + std::to_string(G_) +
+                 " GPUs), each standing for its copies on other nodes";
+  }
 
   bool wanted(int gpu) const {
     return opt_.only_gpus.empty() ||
@@ -215,6 +259,20 @@ class Generator {
       const double kv_heads = std::max(m_.kv_heads, P_);
       ring_.a2a_qkv_bytes = static_cast<double>(c_) * (m_.heads + 2 * kv_heads) * m_.head_dim * e / P_;
       ring_.a2a_out_bytes = static_cast<double>(c_) * m_.heads * m_.head_dim * e / P_;
+    }
+    // Folding needs every middle step alike: a contiguous causal split gives each position
+    // a different mix of full and masked blocks per step.
+    ring_.fold = opt_.fold_ring_steps && ring_.kind == Strategy::kRing &&
+                 (!job_.causal || choice_.load_balance != LoadBalance::kContiguous);
+    const int steps = ring_.pass_steps();
+    if (ring_.stands_for(kFoldHeadSteps) > 1) {
+      // Ops of outer step o of a two-level ring carry steps o*g .. o*g + g - 1.
+      const int per = choice_.schedule == Schedule::kTwoLevel ? ring_.g : 1;
+      out_.step_weights.assign(P_ + 2, 1.0);
+      for (int t = 0; t < per; ++t) out_.step_weights[kFoldHeadSteps * per + t] = ring_.stands_for(kFoldHeadSteps);
+      out_.note += std::string(out_.note.empty() ? "" : "; ") + std::to_string(kFoldHeadSteps + 1 + kFoldTailSteps) +
+                   " of " + std::to_string(steps) + (per > 1 ? " outer" : "") + " ring steps emitted per pass (step " +
+                   std::to_string(kFoldHeadSteps) + " stands for " + std::to_string(ring_.stands_for(kFoldHeadSteps)) + ")";
     }
   }
 

@@ -107,6 +107,15 @@ struct ScheduleOptions {
   // Emit only this many layers (0 = all) and report the multiplier: lets the simulator
   // replay one layer forward and backward at 1,024 GPUs when all layers are identical.
   int max_layers = 0;
+  // Emit only the first and last ring steps of each pass and one that stands for the
+  // others (ring_pass.h, kFoldHeadSteps), where the plan's work per step is balanced:
+  // the simulator's fast mode at thousands of GPUs. Sets OpSchedule::step_weights.
+  bool fold_ring_steps = false;
+  // Emit only the rings on the nodes of ring 0 (ring 0 and every ring sharing a node
+  // with those, until closed) when other rings exist beside them: the data-parallel
+  // copies, identical by symmetry on other nodes. Sets OpSchedule::emitted_gpus and
+  // ring_flows (the simulator keeps the copies' load on the links they share).
+  bool fold_replicas = false;
   // Emit only these GPUs' op lists (empty = all): the executor needs its own rank only.
   std::vector<int> only_gpus;
   // Rates for the ops' efficiencies; null = CostParams::from_topology(fabric.topology()).

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "planner/input_error.h"
@@ -196,7 +197,6 @@ Fabric::Fabric(const Topology& topo, int gpus) : topo_(topo), gpus_(gpus) {
       }
     }
   }
-  route_rows_.resize(gpus);
 }
 
 std::vector<int> Fabric::compute_route(int src, int dst) const {
@@ -260,12 +260,10 @@ std::vector<int> Fabric::compute_route(int src, int dst) const {
 }
 
 const std::vector<int>& Fabric::route(int src, int dst) const {
-  auto& row = route_rows_.at(src);
-  if (row.empty()) {
-    row.resize(gpus_);
-    for (int d = 0; d < gpus_; ++d) row[d] = compute_route(src, d);
-  }
-  return row.at(dst);
+  if (src < 0 || src >= gpus_ || dst < 0 || dst >= gpus_) throw std::out_of_range("Fabric::route: GPU id out of range");
+  auto [it, added] = routes_.try_emplace(static_cast<int64_t>(src) * gpus_ + dst);
+  if (added) it->second = compute_route(src, dst);
+  return it->second;
 }
 
 double Fabric::route_latency_s(int src, int dst) const {

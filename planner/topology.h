@@ -11,8 +11,10 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "planner/kernel_efficiency.h"
@@ -126,9 +128,9 @@ class Fabric {
   Topology topo_;
   int gpus_;
   std::vector<Link> links_;
-  // route_rows_[src] is empty until route(src, *) is first asked, then holds all gpus
-  // routes from src (a 1,024-GPU fabric must not build a million routes up front).
-  mutable std::vector<std::vector<std::vector<int>>> route_rows_;
+  // Routes asked for so far, by src * gpus + dst: a schedule asks for a few per GPU, and
+  // all of them (or a whole row per source) would be 16,384^2 at 16,384 GPUs.
+  mutable std::unordered_map<int64_t, std::vector<int>> routes_;
   std::vector<int> compute_route(int src, int dst) const;
   // Link ids by role, filled by the constructor for compute_route.
   std::vector<int> gpu_up_, gpu_down_;        // per GPU, intra-node port

@@ -17,8 +17,12 @@
 
 namespace rm::sim {
 
-// [group][gpu]: each member's role in each of the schedule's groups.
+// [group][gpu]: each member's role in each of the schedule's groups. When only some GPUs
+// are emitted (OpSchedule::emitted_gpus), their rings skip the others: the replayed GPUs'
+// flows pair among themselves, with the full group's sizes.
 std::vector<std::vector<CollectiveRole>> collective_roles(const OpSchedule& s, const Fabric& fabric);
+// The same for every member of the full groups, ignoring emitted_gpus (the load of all).
+std::vector<std::vector<CollectiveRole>> full_collective_roles(const OpSchedule& s, const Fabric& fabric);
 
 // The flows GPU `self` posts for collective `op` (outgoing and incoming, per ring).
 std::vector<MessageEnd> collective_flows(const CollectiveRole& role, int self, const Op& op);

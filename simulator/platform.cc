@@ -19,16 +19,22 @@ void configure_network_model() {
   sg4::Engine::set_config("network/TCP-gamma:0");
 }
 
-Platform::Platform(const Fabric& fabric, const CostParams& costs)
-    : fabric_(fabric), costs_(costs), has_route_(fabric.gpus()) {
+Platform::Platform(const Fabric& fabric, const CostParams& costs, const std::vector<double>& link_share,
+                   const std::vector<int>& only_gpus)
+    : fabric_(fabric), costs_(costs) {
   for (const LinkOverride& o : costs.links) calibrated_latency_ = calibrated_latency_ || o.alpha_s > 0;
   zone_ = sg4::create_full_zone("fabric");
-  for (int g = 0; g < fabric.gpus(); ++g) {
-    hosts_.push_back(zone_->create_host("gpu" + std::to_string(g), costs.peak_flops));
+  hosts_.assign(fabric.gpus(), nullptr);
+  auto make_host = [&](int g) { hosts_[g] = zone_->create_host("gpu" + std::to_string(g), costs.peak_flops); };
+  if (only_gpus.empty()) {
+    for (int g = 0; g < fabric.gpus(); ++g) make_host(g);
+  } else {
+    for (int g : only_gpus) make_host(g);
   }
   for (const Link& l : fabric.links()) {
     // Full duplex is already two directed Fabric links, so each is one SHARED SimGrid link.
-    sg4::Link* link = zone_->create_link(l.name, costs.link_bytes_per_s(l));
+    const double share = link_share.empty() ? 1.0 : link_share[links_.size()];
+    sg4::Link* link = zone_->create_link(l.name, costs.link_bytes_per_s(l) * share);
     // A calibrated alpha is a whole route's latency (CostParams::route_latency_s): the
     // route then carries it on a link of its own (add_route) and these carry none.
     link->set_latency(calibrated_latency_ ? 0 : l.latency_s);
@@ -40,10 +46,7 @@ Platform::Platform(const Fabric& fabric, const CostParams& costs)
 
 void Platform::add_route(int src, int dst) {
   if (src == dst) return;
-  auto& row = has_route_[src];
-  if (row.empty()) row.assign(fabric_.gpus(), 0);
-  if (row[dst]) return;
-  row[dst] = 1;
+  if (!has_route_.insert(static_cast<int64_t>(src) * fabric_.gpus() + dst).second) return;
   std::vector<sg4::LinkInRoute> path;
   for (int id : fabric_.route(src, dst)) path.emplace_back(links_[id]);
   if (calibrated_latency_) {

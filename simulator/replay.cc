@@ -76,6 +76,7 @@ ReplayResult replay(const OpSchedule& schedule, const Fabric& fabric, const Cost
                  .replayed_time_s = sc.replayed_time_s,
                  .layer_multiplier = schedule.layer_multiplier,
                  .gpus = figures.gpus,
+                 .gpu_ids = {},
                  .ops = sc.ops,
                  .activities = sc.activities,
                  .routes = sc.routes,
@@ -86,6 +87,7 @@ ReplayResult replay(const OpSchedule& schedule, const Fabric& fabric, const Cost
   for (size_t g = 0; g < r.gpus.size(); ++g) {
     GpuTimes& t = r.gpus[g];
     const RankSchedule& rank = schedule.ranks[g];
+    if (rank.ops.empty()) continue;  // not emitted: a copy of a replayed GPU
     t.peak_memory_bytes = peak_memory(rank, schedule);
     Weighted useful;
     for (const Op& op : rank.ops) {
@@ -95,6 +97,16 @@ ReplayResult replay(const OpSchedule& schedule, const Fabric& fabric, const Cost
     t.idle_s = std::max(0.0, r.time_s - t.busy_s - t.exposed_comm_s);
     r.peak_memory_bytes = std::max(r.peak_memory_bytes, t.peak_memory_bytes);
     r.useful_flops += t.useful_flops;
+  }
+  if (!schedule.emitted_gpus.empty()) {
+    r.useful_flops *= static_cast<double>(r.gpus.size()) / schedule.emitted_gpus.size();
+    std::vector<GpuTimes> replayed;
+    for (int g : schedule.emitted_gpus) replayed.push_back(r.gpus[g]);
+    r.gpus = std::move(replayed);
+    r.gpu_ids = schedule.emitted_gpus;
+  } else {
+    r.gpu_ids.resize(r.gpus.size());
+    for (size_t g = 0; g < r.gpus.size(); ++g) r.gpu_ids[g] = static_cast<int>(g);
   }
   return r;
 }

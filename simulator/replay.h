@@ -10,7 +10,10 @@
 //
 // When the schedule emits E of the model's L identical layers (OpSchedule::
 // layer_multiplier > 1), the figures are extrapolated to all layers as layer_weights.h
-// says; replayed_time_s is the makespan of the op lists as emitted.
+// says, and folded ring steps likewise; replayed_time_s is the makespan of the op lists as
+// emitted. When it emits only some data-parallel rings (OpSchedule::emitted_gpus), the
+// others are their copies: the per-GPU figures are the replayed GPUs', useful FLOPs count
+// every GPU as its copy, and the copies' link load is kept (replica_load.h).
 //
 // A SimGrid engine can be run once per process (its clock and models are global), so
 // replay() runs it in a forked child process and reads the results back (child_process.h);
@@ -42,8 +45,10 @@ struct ReplayResult {
   double replayed_time_s = 0;        // makespan of the op lists as emitted (SimGrid clock)
   int layer_multiplier = 1;          // OpSchedule::layer_multiplier
   std::vector<GpuTimes> gpus;        // extrapolated to all layers (layer_weights.h)
+  std::vector<int> gpu_ids;          // GPU id of each entry of `gpus`: all, or the replayed ones
+                                     // when replicas are folded (OpSchedule::emitted_gpus)
   double peak_memory_bytes = 0;      // max over GPUs
-  double useful_flops = 0;           // all GPUs, extrapolated
+  double useful_flops = 0;           // all GPUs, extrapolated (folded replicas counted as replayed)
   int64_t ops = 0;                   // ops replayed
   int64_t activities = 0;            // SimGrid comms and sleeps simulated
   int routes = 0;                    // routes added to the platform

@@ -16,6 +16,7 @@
 #include "simulator/layer_weights.h"
 #include "simulator/message_matching.h"
 #include "simulator/platform.h"
+#include "simulator/replica_load.h"
 #include "simulator/replay_trace.h"
 
 namespace sg4 = simgrid::s4u;
@@ -49,6 +50,8 @@ struct Request {
   Half a;                          // a send's or receive's one end
   std::vector<Half> flows;         // a collective's flows (collective_ring.h)
   double extra_latency_s = 0;      // a collective's further ring-step latencies
+  double latency_owed_s = 0;       // a folded macro step's transfer: the route latencies of
+                                   // the steps it stands for beyond the first (ring_pass.h)
   double busy_at_post_s = 0;       // the GPU's compute seconds when it posted this
   int post_group = 0;              // compute ops run before it was posted (see kWait)
 };
@@ -78,10 +81,15 @@ class SimGridReplay {
     configure_network_model();
     // Actors only walk op lists: small stacks keep 1,024 of them cheap.
     sg4::Engine::set_config("contexts/stack-size:256");
-    Platform platform(fabric_, costs_);
+    Platform platform(fabric_, costs_, replayed_link_share(s_, fabric_, roles_), s_.emitted_gpus);
     add_routes(platform);
     platform.seal();
     for (int g = 0; g < G_; ++g) {
+      // Ranks not emitted (replica folding) have no ops, no host and no actor.
+      if (s_.ranks[g].ops.empty()) {
+        gpus_[g].finished = true;
+        continue;
+      }
       sg4::Actor::create("gpu" + std::to_string(g), platform.host(g), [this, g] { gpu(g); });
     }
     engine->run();
@@ -243,7 +251,11 @@ class SimGridReplay {
         case OpKind::kSend:
         case OpKind::kRecv: {
           Request& r = request(op.request);
-          r.a = post(transfer_end(g, op), op);
+          const MessageEnd end = transfer_end(g, op);
+          r.a = post(end, op);
+          if (!s_.step_weights.empty() && s_.step_weights[op.step] > 1) {
+            r.latency_owed_s = (s_.step_weights[op.step] - 1) * costs_.route_latency_s(fabric_, end.src, end.dst);
+          }
           r.busy_at_post_s = busy_s;
           r.post_group = computes;
           ++in_flight;
@@ -262,6 +274,9 @@ class SimGridReplay {
           if (r.a.t) wait(r.a);
           for (const Half& h : r.flows) wait(h);
           double extra_s = r.extra_latency_s;
+          if (r.latency_owed_s > 0) {
+            extra_s += std::max(0.0, r.a.comm->get_finish_time() + r.latency_owed_s - sg4::Engine::get_clock());
+          }
           if (r.a.t && costs_.transfer_overlap < 1) {
             const double x = r.a.comm->get_finish_time() - r.a.comm->get_start_time();
             const double due = (1 - costs_.transfer_overlap) * std::min(busy_s - r.busy_at_post_s, x);

@@ -16,6 +16,8 @@ Simulation simulate_plan(const Plan& plan, const ModelSpec& model, const Fabric&
                          const std::string& where) {
   ScheduleOptions so;
   so.max_layers = options.max_layers;
+  so.fold_ring_steps = options.fold_ring_steps;
+  so.fold_replicas = options.fold_replicas;
   so.costs = &costs;
   so.where = where;
   OpSchedule schedule = generate_schedule(plan, model, fabric, so);
@@ -29,6 +31,7 @@ Simulation simulate_plan(const Plan& plan, const ModelSpec& model, const Fabric&
   Simulation s;
   s.replay = replay(schedule, fabric, costs, options.replay);
   s.note = schedule.note;
+  s.fast = !schedule.step_weights.empty() || !schedule.emitted_gpus.empty();
   s.step_time_s = s.replay.time_s;
   s.free_comm_time_s = s.replay.time_free_comm_s;
   s.memory_bytes_per_gpu = s.replay.peak_memory_bytes;
@@ -53,7 +56,8 @@ nlohmann::json simulation_to_json(const Simulation& s, bool per_gpu) {
                       {"tokens_per_s", s.tokens_per_s},
                       {"mfu", s.mfu},
                       {"memory_gib_per_gpu", s.memory_bytes_per_gpu / kGiB},
-                      {"note", s.note}};
+                      {"note", s.note},
+                      {"mode", s.fast ? "fast" : "full"}};
   j["simulation"] = {{"activities", r.activities},
                      {"ops", r.ops},
                      {"wall_s", r.wall_s},
@@ -63,7 +67,7 @@ nlohmann::json simulation_to_json(const Simulation& s, bool per_gpu) {
     nlohmann::json gpus = nlohmann::json::array();
     for (size_t g = 0; g < r.gpus.size(); ++g) {
       const GpuTimes& t = r.gpus[g];
-      gpus.push_back({{"gpu", g},
+      gpus.push_back({{"gpu", r.gpu_ids[g]},
                       {"busy_s", t.busy_s},
                       {"idle_s", t.idle_s},
                       {"exposed_comm_s", t.exposed_comm_s},

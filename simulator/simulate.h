@@ -21,6 +21,13 @@ struct SimulateOptions {
   // of the simulation time. The generator emits a divisor of the model's layer count;
   // where none is in [kMinEmittedLayers, max_layers], all layers are simulated.
   int max_layers = 16;
+  // Fast mode (`simulate` without --full): fold each ring pass's middle steps into one
+  // (ScheduleOptions::fold_ring_steps) and replay only the data-parallel rings on ring 0's
+  // nodes, the others being their copies (fold_replicas, replica_load.h). Memory stays
+  // exact; tests/simulator/fold_agreement_test.cc bounds the step time against the full
+  // replay.
+  bool fold_ring_steps = false;
+  bool fold_replicas = false;
   ReplayOptions replay;
 };
 
@@ -34,7 +41,8 @@ struct Simulation {
   double tokens_per_s = 0;
   double mfu = 0;
   double memory_bytes_per_gpu = 0;  // peak of the alloc/free ops, max over GPUs
-  std::string note;                 // "1 of 32 identical layers emitted" when extrapolated
+  std::string note;                 // "16 of 32 identical layers emitted; ..." when extrapolated
+  bool fast = false;                // ring steps or replicas folded (SimulateOptions)
   ReplayResult replay;
 };
 
@@ -47,8 +55,8 @@ Simulation simulate_plan(const Plan& plan, const ModelSpec& model, const Fabric&
 
 // The `simulated` object of `simulate --format json` and of each `sweep --simulate` row:
 // step_time_s, free_comm_step_time_s, comm_overhead, tokens_per_s, mfu,
-// memory_gib_per_gpu, note, and `simulation` (activities, ops, wall_s, events_per_s,
-// routes). `per_gpu` adds `gpus`: [{gpu, busy_s, idle_s, exposed_comm_s, peak_memory_gib}].
+// memory_gib_per_gpu, note, mode ("fast" or "full"), and `simulation` (activities, ops,
+// wall_s, events_per_s, routes). `per_gpu` adds `gpus`: [{gpu, busy_s, idle_s, exposed_comm_s, peak_memory_gib}].
 nlohmann::json simulation_to_json(const Simulation& s, bool per_gpu);
 
 }  // namespace rm::sim

@@ -11,7 +11,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 need python3
 
 "$bin" plan --gpus 16 --seq 128k -o "$tmp/plan.yaml" >/dev/null 2>&1 || fail "plan -o exited $?"
-out=$("$bin" simulate --plan "$tmp/plan.yaml" --trace "$tmp/trace.json" 2>"$tmp/err") || fail "simulate --plan exited $?"
+# --full: every GPU replayed (the fast default replays the rings on ring 0's nodes only).
+out=$("$bin" simulate --plan "$tmp/plan.yaml" --full --trace "$tmp/trace.json" 2>"$tmp/err") || fail "simulate --plan exited $?"
 grep -q "^step time" <<<"$out" || fail "simulate table has no step time row"
 grep -q "^peak memory per GPU" <<<"$out" || fail "simulate table has no peak memory row"
 python3 - "$tmp/trace.json" <<'PY' || fail "--trace is not valid trace-event JSON with a track per GPU"
@@ -24,17 +25,32 @@ for g in range(16):
         assert (g, t) in names, (g, t)
 assert all(e["dur"] >= 0 for e in ev if e["ph"] == "X")
 PY
-json=$("$bin" simulate --plan "$tmp/plan.yaml" --format json 2>/dev/null) || fail "simulate --format json exited $?"
+json=$("$bin" simulate --plan "$tmp/plan.yaml" --full --format json 2>/dev/null) || fail "simulate --format json exited $?"
 python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 s, p = d["simulated"], d["predicted"]
+assert s["mode"] == "full", s["mode"]
 for k in ("step_time_s", "comm_overhead", "memory_gib_per_gpu", "tokens_per_s", "mfu", "gpus"):
     assert k in s, k
 assert len(s["gpus"]) == 16
 assert abs(s["step_time_s"] - p["step_time_s"]) / p["step_time_s"] < 0.02, (s["step_time_s"], p["step_time_s"])
 assert abs(s["memory_gib_per_gpu"] - p["memory_gib_per_gpu"]) / p["memory_gib_per_gpu"] < 0.02
 ' <<<"$json" || fail "simulate --format json: keys or agreement with the planner"
+
+# The fast default: the replayed GPUs listed by id, the note saying what stands for what,
+# the same step within 2 % and the same memory as --full.
+fast=$("$bin" simulate --plan "$tmp/plan.yaml" --format json 2>/dev/null) || fail "simulate (fast) exited $?"
+python3 -c '
+import json, sys
+full, fast = (json.loads(t)["simulated"] for t in (sys.argv[1], sys.argv[2]))
+assert fast["mode"] == "fast", fast["mode"]
+assert "data-parallel rings emitted" in fast["note"], fast["note"]
+ids = [g["gpu"] for g in fast["gpus"]]
+assert 0 < len(ids) < 16 and ids == sorted(set(ids)), ids
+assert abs(fast["step_time_s"] - full["step_time_s"]) / full["step_time_s"] < 0.02, (fast["step_time_s"], full["step_time_s"])
+assert fast["memory_gib_per_gpu"] == full["memory_gib_per_gpu"]
+' "$json" "$fast" || fail "simulate fast mode: note, replayed GPUs or agreement with --full"
 
 # The job options path: plan first, then simulate.
 "$bin" simulate --gpus 8 --seq 32k --topology a100-nvlink-box --workload attention >/dev/null 2>&1 ||

@@ -91,7 +91,7 @@ TEST_CASE("refusals name the plan field and the framework's rule") {
   bi.schedule = Schedule::kBidirectional;
   CHECK(refusal(bi, ExportTarget::kMegatron).rfind("plan.schedule: Megatron-LM's ring passes K,V in one direction", 0) == 0);
   SearchPins two = pins;
-  two.schedule = Schedule::kHierarchical;
+  two.schedule = Schedule::kTwoLevel;
   CHECK(refusal(two, ExportTarget::kMegatron).find("a2a+p2p") != std::string::npos);
   CHECK(refusal(two, ExportTarget::kSlurm) == "");  // ringmaster run executes its own schedules
   SearchPins striped = pins;
@@ -116,7 +116,7 @@ TEST_CASE("refusals name the plan field and the framework's rule") {
 TEST_CASE("a pin the target cannot run is bad input; the target's search avoids what it lacks") {
   Study s(16);
   SearchPins pins;
-  pins.schedule = Schedule::kHierarchical;
+  pins.schedule = Schedule::kTwoLevel;
   CHECK_THROWS_AS(plan_for_target(s.planner, study_job(16, 1048576), pins, ExportTarget::kMegatron, s.model, 8, "t"),
                   InputError);
   for (int64_t n : kStudySeqs) {
