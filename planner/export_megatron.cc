@@ -7,17 +7,6 @@ namespace rm {
 
 namespace {
 
-// Megatron's --cp-comm-type for each CP strategy (flash-fsdp runs without CP).
-const char* cp_comm_type(Strategy s) {
-  switch (s) {
-    case Strategy::kRing: return "p2p";
-    case Strategy::kAllGatherCp: return "all_gather";
-    case Strategy::kUlysses: return "a2a";
-    case Strategy::kFlashFsdp: return "";
-  }
-  return "";
-}
-
 std::string str(int64_t v) { return std::to_string(v); }
 
 }  // namespace
@@ -28,7 +17,7 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
   a.world_size = plan.job.gpus;
   a.cp = c.cp;
   a.dp = c.dp;
-  if (c.cp > 1) a.cp_comm_type = cp_comm_type(c.strategy);
+  if (c.cp > 1) a.cp_comm_type = cp_comm_type(c.strategy);  // plan.h: Megatron's names
   switch (c.checkpointing) {
     case Checkpointing::kNone: break;
     case Checkpointing::kSelective:
