@@ -16,4 +16,7 @@ void add_calibrate_command(CLI::App& app);
 void add_tune_command(CLI::App& app);
 void add_validate_command(CLI::App& app);
 
+// A finite number in [lo, hi] (CLI::Range and CLI::PositiveNumber let nan through).
+CLI::Validator finite_in(double lo, double hi);
+
 }  // namespace rm::cli

@@ -1,6 +1,8 @@
 // Bounded failure for `ringmaster run`: a rank whose current op makes no progress for
 // the deadline (a peer died or stalled, so a receive never completes) prints which rank,
-// pass, step and op it was stuck in and exits with status 1. mpirun then terminates the
+// pass, step and op it was stuck in and whom it waited for ("no progress from peer N", or
+// "this rank's own step ran past the timeout" for its own compute, or "this rank was not
+// running" when the rank itself was stopped) and exits with status 1. mpirun then terminates the
 // other ranks (it ends the job when one rank exits non-zero), so every rank exits
 // non-zero within about deadline + mpirun's teardown, never hangs.
 //
@@ -33,8 +35,12 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // Starts the deadline for an op; `what` names it for the message (kept until disarm).
-  void arm(const std::string& what);
+  // Who the armed op waits for, so a timeout blames the right one.
+  static constexpr int kOwnWork = -1;    // this rank's own compute or copy
+  static constexpr int kOtherRanks = -2;  // a collective (barrier, gather): any other rank
+  // Starts the deadline for an op; `what` names it for the message (kept until disarm);
+  // `waits_on` is the peer rank it waits for, or kOwnWork / kOtherRanks.
+  void arm(const std::string& what, int waits_on = kOtherRanks);
   void disarm();
 
  private:
@@ -46,6 +52,7 @@ class Watchdog {
   bool stop_ = false;
   bool armed_ = false;
   double armed_at_ = 0;
+  int waits_on_ = kOtherRanks;
   std::string what_;
   std::thread thread_;
 };

@@ -8,7 +8,8 @@
 
 namespace rm {
 
-int64_t parse_size(const std::string& text, const std::string& where, const std::string& field) {
+int64_t parse_size(const std::string& text, const std::string& where, const std::string& field,
+                   int64_t max) {
   auto bad = [&]() {
     fail_input(where, field, "expected a positive size like 8k, 1M or 1048576 (got '" + text + "')");
   };
@@ -36,6 +37,9 @@ int64_t parse_size(const std::string& text, const std::string& where, const std:
   }
   if (i != end || value == 0) bad();
   if (value > std::numeric_limits<int64_t>::max() / mult) bad();
+  if (value * mult > max) {
+    fail_input(where, field, "expected at most " + format_size(max) + " (" + std::to_string(max) + ") (got '" + text + "')");
+  }
   return value * mult;
 }
 
