@@ -5,6 +5,8 @@
 #include <map>
 #include <sstream>
 
+#include <yaml-cpp/eventhandler.h>
+
 #include "planner/input_error.h"
 
 namespace rm {
@@ -75,25 +77,45 @@ void check_tree(const YAML::Node& n, const std::string& source, const std::strin
   }
 }
 
+// Counts the documents the parser meets; remembers where the second one starts.
+struct DocumentStarts : YAML::EventHandler {
+  int count = 0;
+  int second_line = -1;
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (++count == 2) second_line = mark.line;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 }  // namespace
 
 YAML::Node load_yaml(const std::string& text, const std::string& source) {
-  std::vector<YAML::Node> docs;
+  YAML::Node root;
   try {
-    docs = YAML::LoadAll(text);
+    root = YAML::Load(text);
+    // A second document would be ignored by Load: look for one. (Not YAML::LoadAll: on some
+    // malformed text, such as ", 1", yaml-cpp 0.7's LoadAll loops forever.)
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentStarts starts;
+    if (parser.HandleNextDocument(starts) && parser.HandleNextDocument(starts) && starts.count > 1) {
+      throw InputError(with_line(source, starts.second_line) +
+                       ": a second YAML document (after '---'); expected one document");
+    }
   } catch (const YAML::ParserException& e) {
     throw InputError(with_line(source, e.mark.line) + ": YAML syntax: " + e.msg);
   }
-  if (docs.size() > 1) {
-    throw InputError(with_line(source, docs[1].Mark().line) +
-                     ": a second YAML document (after '---'); expected one document");
-  }
-  if (docs.empty() || !docs[0].IsDefined() || docs[0].IsNull()) {
-    throw InputError(source + ": file is empty (expected a mapping)");
-  }
+  if (!root.IsDefined() || root.IsNull()) throw InputError(source + ": file is empty (expected a mapping)");
   int nodes = 0;
-  check_tree(docs[0], source, "", nodes);
-  return docs[0];
+  check_tree(root, source, "", nodes);
+  return root;
 }
 
 bool Range::contains(double v) const {

@@ -77,7 +77,7 @@ TEST_CASE("each kind of file has a size limit") {
 TEST_CASE("one YAML document, no key twice, a bounded number of nodes") {
   CHECK(yaml_error("a: 1\nb: {c: 2, c: 3}\n") == "t.yaml:2: b.c: key given twice (first at line 2)");
   CHECK(yaml_error("a: 1\nb: 2\na: 3\n") == "t.yaml:3: a: key given twice (first at line 1)");
-  CHECK(yaml_error("a: 1\n---\nb: 2\n") == "t.yaml:3: a second YAML document (after '---'); expected one document");
+  CHECK(yaml_error("a: 1\n---\nb: 2\n") == "t.yaml:2: a second YAML document (after '---'); expected one document");
   CHECK(yaml_error("# only a comment\n") == "t.yaml: file is empty (expected a mapping)");
   CHECK(yaml_error("list: [1, 2]\n").empty());
   // A billion laughs: ten levels of ten aliases would be 10^10 nodes once expanded.

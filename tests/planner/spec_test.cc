@@ -104,7 +104,7 @@ TEST_CASE("model validation names file, line and field") {
   CHECK(error_of(typo, false) == "x.yaml:1: vocab: missing (required); found 'vocabb' (a misspelling?)");
   std::string neg = kTinyModel;
   neg.replace(neg.find("layers: 2"), 9, "layers: -2");
-  CHECK(error_of(neg, false) == "x.yaml:2: layers: expected a whole number in [1, 1e+09] (got -2)");
+  CHECK(error_of(neg, false) == "x.yaml:2: layers: expected a whole number in [1, 16384] (got -2)");
   std::string gqa = kTinyModel;
   gqa.replace(gqa.find("kv_heads: 2"), 11, "kv_heads: 3");
   CHECK(error_of(gqa, false) == "x.yaml:5: kv_heads: expected a divisor of heads 4 (got 3)");
