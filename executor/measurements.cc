@@ -98,8 +98,8 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& wh
   if (pass != "forward" && pass != "backward")
     fail_input(where, "pass", "expected forward or backward (got '" + pass + "')");
   m.backward = pass == "backward";
-  m.layer = int_field(j, "layer", 0, kMaxInt, where);
-  m.step = int_field(j, "step", 0, kMaxInt, where);
+  m.layer = int_field(j, "layer", -1, kMaxInt, where);  // -1: ops outside the layers
+  m.step = int_field(j, "step", -1, kMaxInt, where);
   m.kind = text_field(j, "kind", where);
   m.block_q = int_field(j, "block_q", 0, kMaxBlockTokens, where);
   m.block_kv = int_field(j, "block_kv", 0, kMaxBlockTokens, where);
