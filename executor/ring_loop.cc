@@ -132,7 +132,7 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
       const std::string what = describe(op, index, waits_on);
       watchdog_->arm(what, waits_on);
     }
-    maybe_inject_fault(fault_, rank_, op.step);
+    maybe_inject_fault(fault_, rank_, op.step, watchdog_);
     const double t0 = be_.now();
     switch (op.kind) {
       case OpKind::kAlloc:

@@ -78,6 +78,11 @@ void Watchdog::disarm() {
   armed_ = false;
 }
 
+void Watchdog::blame_self() {
+  std::lock_guard<std::mutex> lock(mu_);
+  waits_on_ = kOwnWork;
+}
+
 void Watchdog::run() {
   std::unique_lock<std::mutex> lock(mu_);
   // Poll often enough that the bound is deadline + 0.1 s.
@@ -131,13 +136,14 @@ FaultSpec fault_from_env() {
   return f;
 }
 
-void maybe_inject_fault(const FaultSpec& fault, int rank, int step) {
+void maybe_inject_fault(const FaultSpec& fault, int rank, int step, Watchdog* watchdog) {
   if (fault.kind != FaultSpec::Kind::kKill && fault.kind != FaultSpec::Kind::kStall) return;
   if (fault.rank != rank || fault.step != step) return;
   std::fprintf(stderr, "ringmaster run: rank %d: injected fault (%s) at step %d\n", rank,
                fault.kind == FaultSpec::Kind::kKill ? "kill" : "stall", step);
   std::fflush(stderr);
   if (fault.kind == FaultSpec::Kind::kKill) std::raise(SIGKILL);
+  if (watchdog != nullptr) watchdog->blame_self();
   for (;;) pause();
 }
 

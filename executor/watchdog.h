@@ -42,6 +42,8 @@ class Watchdog {
   // `waits_on` is the peer rank it waits for, or kOwnWork / kOtherRanks.
   void arm(const std::string& what, int waits_on = kOtherRanks);
   void disarm();
+  // The armed op now waits on this rank itself (an injected stall): a timeout says so.
+  void blame_self();
 
  private:
   void run();
@@ -66,8 +68,9 @@ struct FaultSpec {
 // Parses RINGMASTER_FAULT (unset or empty = none). Throws InputError on a bad value.
 FaultSpec fault_from_env();
 
-// Applies a kill or stall fault if it targets this rank and step (does not return then).
-void maybe_inject_fault(const FaultSpec& fault, int rank, int step);
+// Applies a kill or stall fault if it targets this rank and step (does not return then);
+// a stall tells `watchdog` (when given) that the rank itself is what is stuck.
+void maybe_inject_fault(const FaultSpec& fault, int rank, int step, Watchdog* watchdog);
 // Applies a swap fault to the rank's op list if it targets this rank.
 void maybe_swap_posts(const FaultSpec& fault, RankSchedule& rank);
 

@@ -58,6 +58,10 @@ for fault in kill stall; do
   if [[ $fault == stall && ! $out =~ $watchdog_re ]]; then
     fail "stall: no watchdog message naming a rank, whom it waited for and a step"
   fi
+  # The stalled rank blames itself, never a peer.
+  if [[ $out =~ rank\ 1:\ no\ progress\ from\ peer ]]; then
+    fail "stall: the stalled rank 1 blamed a peer"
+  fi
   # The survivors, terminated by mpirun (or their watchdog), say where they were.
   if [[ $fault == kill && ! $out =~ rank\ [02]:\ (terminated|no\ progress\ from).*step\ [0-9] ]]; then
     fail "kill: no survivor message naming a rank and a step"
