@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include <dirent.h>
@@ -95,7 +96,10 @@ void write_file_atomically(const std::string& requested, const std::string& text
   if (exists && !S_ISREG(st.st_mode)) refuse("it exists and is not a regular file");
   remove_stale_tmps(path);
 
-  // The pid keeps concurrent writers (MPI ranks, parallel tests) off each other's temp file.
+  // The pid keeps concurrent writers (MPI ranks, parallel tests) off each other's temp file;
+  // the lock keeps this process's threads to one write at a time (one signal-handler slot).
+  static std::mutex one_at_a_time;
+  const std::lock_guard<std::mutex> lock(one_at_a_time);
   const std::string tmp = path + "." + std::to_string(::getpid()) + ".tmp";
   const TmpGuard guard(tmp);
   auto fail = [&](const char* what) {

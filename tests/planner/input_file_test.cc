@@ -5,7 +5,10 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cstdio>
 #include <fstream>
@@ -127,4 +130,32 @@ TEST_CASE("the writer goes through symlinks, keeps the mode, refuses non-regular
                        rm::InputError);
   CHECK_THROWS_WITH_AS(rm::write_file_atomically("/dev/null", "x"),
                        "/dev/null: cannot write file (it exists and is not a regular file)", rm::InputError);
+}
+
+TEST_CASE("a writer stopped by SIGTERM leaves no temporary file") {
+  Scratch s;
+  const std::string out = s.path("big.yaml");
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // 256 MiB: the write and fsync last long enough for the parent to see the temporary file.
+    rm::write_file_atomically(out, std::string(size_t{256} << 20, 'x'));
+    ::_exit(0);
+  }
+  const std::string tmp = out + "." + std::to_string(child) + ".tmp";
+  bool seen = false;
+  for (int i = 0; i < 20000 && !seen; ++i) {  // up to 20 s
+    seen = ::access(tmp.c_str(), F_OK) == 0;
+    if (!seen) ::usleep(1000);
+  }
+  ::kill(child, SIGTERM);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  if (seen && WIFSIGNALED(status)) {
+    CHECK(WTERMSIG(status) == SIGTERM);  // the signal is handed on after the clean-up
+    CHECK(::access(tmp.c_str(), F_OK) != 0);
+    CHECK(::access(out.c_str(), F_OK) != 0);
+  } else {
+    MESSAGE("the write finished before SIGTERM arrived; nothing to check");
+  }
 }
