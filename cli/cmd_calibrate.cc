@@ -24,6 +24,7 @@
 #include "executor/measurements.h"
 #include "executor/run.h"
 #include "planner/input_error.h"
+#include "planner/input_limits.h"
 #include "planner/profile.h"
 #include "planner/profile_fit.h"
 #include "planner/spec_library.h"
@@ -140,7 +141,15 @@ void refit(const CalibrateOptions& o) {
   for (const auto& f : o.from) {
     auto r = exec::read_measurements_jsonl(f);
     std::fprintf(stderr, "calibrate: %s: %zu records\n", f.c_str(), r.size());
-    for (const auto& m : r) ranks = std::max(ranks, m.rank + 1);
+    for (const auto& m : r) {
+      // The fit routes every transfer over the topology: a rank outside it is the file's error.
+      if (std::max(m.rank, m.peer) >= topo.max_gpus()) {
+        fail_input(f, "rank", "record of rank " + std::to_string(m.rank) + " (peer " + std::to_string(m.peer) +
+                                  ") is outside topology " + topo.name + " (" + std::to_string(topo.max_gpus()) +
+                                  " GPUs); give --topology the machine that was measured");
+      }
+      ranks = std::max(ranks, m.rank + 1);
+    }
     records.insert(records.end(), r.begin(), r.end());
     sources.push_back("measurements: " + f);
   }
@@ -204,7 +213,7 @@ void add_calibrate_command(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--np", o->np, "MPI ranks for the benchmarks (links need 2 or more)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, kMaxGpus))
       ->capture_default_str();
   cmd->add_option("--from", o->from, "refit from these measurements files instead of benchmarking")
       ->expected(1, -1);

@@ -18,7 +18,9 @@
 #include "cli/self_launch.h"
 #include "executor/run.h"
 #include "executor/train.h"
+#include "executor/watchdog.h"
 #include "planner/input_error.h"
+#include "planner/input_limits.h"
 
 namespace rm::cli {
 
@@ -29,7 +31,7 @@ void add_run_command(CLI::App& app) {
   auto np = std::make_shared<int>(0);
   cmd->add_option("--plan", o->plan_path, "plan.yaml from `ringmaster plan -o`")->required();
   cmd->add_option("--np", *np, "MPI ranks to start (default: the plan's GPU count)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, kMaxGpus));
   cmd->add_option("--iters", o->iters, "timed iterations after one untimed warm-up")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
@@ -43,7 +45,7 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--timeout-s", o->timeout_s,
                   "a rank with no progress for this long aborts the run (dead or stalled peer)")
-      ->check(CLI::PositiveNumber)
+      ->check(finite_in(0.001, 86400))
       ->capture_default_str();
   cmd->callback([o, np] {
     if (under_mpi()) {
@@ -57,6 +59,7 @@ void add_run_command(CLI::App& app) {
     check_output_path(o->trace_path, "--trace");
     const LoadedPlanFile lp = exec::load_plan_for_run(o->plan_path, o->backend);
     if (lp.plan.job.workload == Workload::kStep) exec::check_train_inputs(exec::run_step_options(*o));
+    exec::fault_from_env();  // a bad RINGMASTER_FAULT is refused here, before any rank starts
     if (*np != 0 && *np != lp.plan.job.gpus)
       fail_input(o->plan_path, "gpus",
                  "the plan is for " + std::to_string(lp.plan.job.gpus) + " ranks but --np is " +

@@ -15,6 +15,7 @@
 #include "cli/plan_report.h"
 #include "cli/sweep.h"
 #include "planner/input_error.h"
+#include "planner/input_limits.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
 #include "planner/units.h"
@@ -104,13 +105,12 @@ void run_sweep(const SweepOptions& o) {
   std::vector<int64_t> seqs = kStudySeqs;
   if (!o.seqs.empty()) {
     seqs.clear();
-    for (const auto& s : o.seqs) seqs.push_back(parse_size(s, "command line", "--seqs"));
+    for (const auto& s : o.seqs) seqs.push_back(parse_size(s, "command line", "--seqs", kMaxSeqTokens));
   }
   std::vector<int> gpus;
   if (!o.gpus.empty()) {
     for (const auto& s : o.gpus) {
-      const int64_t g = parse_size(s, "command line", "--gpus");
-      if (g > (int64_t{1} << 30)) fail_input("command line", "--gpus", "too large (got " + s + ")");
+      const int64_t g = parse_size(s, "command line", "--gpus", kMaxGpus);
       gpus.push_back(static_cast<int>(g));
     }
   } else {

@@ -22,4 +22,7 @@ void add_report_command(CLI::App& app);
 // `help CMD`: keeps a reference to `app` for the commands it explains.
 void add_help_command(CLI::App& app);
 
+// A finite number in [lo, hi] (CLI::Range and CLI::PositiveNumber let nan through).
+CLI::Validator finite_in(double lo, double hi);
+
 }  // namespace rm::cli

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "planner/input_error.h"
+#include "planner/input_limits.h"
 #include "planner/plan_loader.h"
 #include "planner/spec_library.h"
 #include "planner/units.h"
@@ -22,12 +23,13 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   cmd->add_option("--topology", o.topology,
                   std::string("cluster: a shipped name or a YAML path (default ") + kStudyTopology + ")");
   if (with_job_size) {
-    cmd->add_option("--gpus", o.gpus, "number of GPUs (required; with plan --min-gpus the most to try)");
-    cmd->add_option("--seq", o.seq, "sequence length in tokens: 8k, 1M or 1048576");
+    cmd->add_option("--gpus", o.gpus, "number of GPUs, at most " + std::to_string(kMaxGpus) +
+                                          " (required; with plan --min-gpus the most to try)");
+    cmd->add_option("--seq", o.seq, "sequence length in tokens: 8k, 1M or 1048576 (at most 1G = 2^30)");
   }
   cmd->add_option("--batch-tokens", o.batch_tokens,
                   "global batch per optimizer step in tokens (default 2M, the Ring Attention paper's A100 "
-                  "batch; at least one sequence)");
+                  "batch; at least one sequence, at most 2^40)");
   cmd->add_flag("--causal,!--no-causal", o.causal, "causal mask (default) or full attention");
   cmd->add_option("--workload", o.workload,
                   "what is predicted: attention (ring attention fwd+bwd), layer, or step (default)");
@@ -61,25 +63,33 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   if (gpus == 0) fail_input(kWhere, "--gpus", "required: the number of GPUs");
   r.job.attention_kernel = o.attention_kernel;
   apply_attention_kernel(r.topology, o.attention_kernel, kWhere, "--attention-kernel");
-  if (gpus < 1) fail_input(kWhere, "--gpus", "must be >= 1 (got " + std::to_string(gpus) + ")");
+  if (gpus < 1 || gpus > kMaxGpus)
+    fail_input(kWhere, "--gpus", "must be in [1, " + std::to_string(kMaxGpus) + "] (got " + std::to_string(gpus) + ")");
   r.job.gpus = gpus;
-  r.job.seq_len = seq_len > 0 ? seq_len : (o.seq.empty() ? 0 : parse_size(o.seq, kWhere, "--seq"));
-  r.job.batch_tokens = o.batch_tokens.empty() ? 0 : parse_size(o.batch_tokens, kWhere, "--batch-tokens");
+  r.job.seq_len = seq_len > 0 ? seq_len : (o.seq.empty() ? 0 : parse_size(o.seq, kWhere, "--seq", kMaxSeqTokens));
+  r.job.batch_tokens =
+      o.batch_tokens.empty() ? 0 : parse_size(o.batch_tokens, kWhere, "--batch-tokens", kMaxBatchTokens);
+  if (r.job.batch_tokens != 0 && r.job.batch_tokens < r.job.seq_len) {
+    fail_input(kWhere, "--batch-tokens",
+               "expected at least one sequence, --seq " + std::to_string(r.job.seq_len) + " tokens (got " +
+                   std::to_string(r.job.batch_tokens) + ")");
+  }
   r.job.causal = o.causal;
   r.job.workload = parse_workload(o.workload, kWhere, "--workload");
   r.topology.gpu.memory_bytes *= 1 - o.headroom;  // the fabric copies the topology: before it
   build_fabric_and_costs(r.topology, gpus, o.profile, r.fabric, r.cost);
 
   SearchPins& p = r.pins;
-  auto positive = [](const std::optional<int>& v, const char* name) {
-    if (v && *v < 1) fail_input(kWhere, name, "must be >= 1 (got " + std::to_string(*v) + ")");
+  auto in_range = [](const std::optional<int>& v, const char* name, int hi) {
+    if (v && (*v < 1 || *v > hi))
+      fail_input(kWhere, name, "must be in [1, " + std::to_string(hi) + "] (got " + std::to_string(*v) + ")");
     return v;
   };
-  p.cp = positive(o.cp, "--cp");
-  p.block_q = positive(o.block_q, "--block-q");
-  p.block_kv = positive(o.block_kv, "--block-kv");
-  p.kv_subblocks = positive(o.kv_subblocks, "--kv-subblocks");
-  p.micro_batch = positive(o.micro_batch, "--micro-batch");
+  p.cp = in_range(o.cp, "--cp", kMaxGpus);
+  p.block_q = in_range(o.block_q, "--block-q", kMaxBlockTokens);
+  p.block_kv = in_range(o.block_kv, "--block-kv", kMaxBlockTokens);
+  p.kv_subblocks = in_range(o.kv_subblocks, "--kv-subblocks", kMaxKvSubblocks);
+  p.micro_batch = in_range(o.micro_batch, "--micro-batch", kMaxMicroBatch);
   if (!o.cp_comm_type.empty()) p.cp_comm_type = parse_cp_comm_type(o.cp_comm_type, kWhere, "--cp-comm-type");
   if (!o.schedule.empty()) p.schedule = parse_schedule(o.schedule, kWhere, "--schedule");
   if (o.schedule == kOldTwoLevelSpelling) {

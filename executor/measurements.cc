@@ -5,7 +5,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -14,6 +15,8 @@
 
 #include "planner/atomic_file.h"
 #include "planner/input_error.h"
+#include "planner/input_file.h"
+#include "planner/input_limits.h"
 #include "planner/trace_events.h"
 
 namespace rm::exec {
@@ -42,48 +45,72 @@ nlohmann::json to_json(const Measurement& m) {
 
 namespace {
 
-template <typename T>
-T field(const nlohmann::json& j, const char* key, const std::string& where) {
+const nlohmann::json& member(const nlohmann::json& j, const char* key, const std::string& where) {
   auto it = j.find(key);
   if (it == j.end()) fail_input(where, key, "missing");
-  if constexpr (std::is_same_v<T, std::string>) {
-    if (!it->is_string()) fail_input(where, key, "expected a string");
-  } else if constexpr (std::is_integral_v<T>) {
-    if (!it->is_number_integer()) fail_input(where, key, "expected an integer");
-  } else {
-    if (!it->is_number()) fail_input(where, key, "expected a number");
+  return *it;
+}
+
+std::string text_field(const nlohmann::json& j, const char* key, const std::string& where) {
+  const nlohmann::json& v = member(j, key, where);
+  if (!v.is_string()) fail_input(where, key, "expected a string (got " + v.dump() + ")");
+  return v.get<std::string>();
+}
+
+// A whole number in [lo, hi], range-checked before it is narrowed to int.
+int int_field(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi, const std::string& where) {
+  const nlohmann::json& v = member(j, key, where);
+  const std::string expected =
+      "expected a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " + v.dump() + ")";
+  if (!v.is_number_integer()) fail_input(where, key, expected);
+  const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi)
+                                               : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  if (!in_range) fail_input(where, key, expected);
+  return static_cast<int>(v.get<int64_t>());
+}
+
+double number_field(const nlohmann::json& j, const char* key, double lo, double hi, const std::string& where) {
+  const nlohmann::json& v = member(j, key, where);
+  const double x = v.is_number() ? v.get<double>() : std::nan("");
+  if (!(x >= lo && x <= hi)) {
+    std::ostringstream expected;
+    expected << "expected a number in [" << lo << ", " << hi << "] (got " << v.dump() << ")";
+    fail_input(where, key, expected.str());
   }
-  return it->get<T>();
+  return x;
 }
 
 }  // namespace
 
 Measurement measurement_from_json(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) throw InputError(where + ": expected a JSON object per line");
+  // Ranks and positions within the GPU limit, tiles as the plan reader allows them, times up
+  // to 1e6 s (11 days) and work up to 1e21 FLOPs or 2^50 bytes per op, so sums of them stay
+  // finite (one record of 1e308 s once gave a profile with r2 = nan).
+  constexpr int kMaxInt = std::numeric_limits<int>::max();
   Measurement m;
-  m.rank = field<int>(j, "rank", where);
-  m.ring = field<int>(j, "ring", where);
-  m.position = field<int>(j, "position", where);
-  m.iteration = field<int>(j, "iteration", where);
-  m.op = field<int>(j, "op", where);
-  const auto pass = field<std::string>(j, "pass", where);
+  m.rank = int_field(j, "rank", 0, kMaxGpus - 1, where);
+  m.ring = int_field(j, "ring", 0, kMaxGpus - 1, where);
+  m.position = int_field(j, "position", 0, kMaxGpus - 1, where);
+  m.iteration = int_field(j, "iteration", 0, kMaxInt, where);
+  m.op = int_field(j, "op", 0, kMaxInt, where);
+  const auto pass = text_field(j, "pass", where);
   if (pass != "forward" && pass != "backward")
     fail_input(where, "pass", "expected forward or backward (got '" + pass + "')");
   m.backward = pass == "backward";
-  m.layer = field<int>(j, "layer", where);
-  m.step = field<int>(j, "step", where);
-  m.kind = field<std::string>(j, "kind", where);
-  m.block_q = field<int>(j, "block_q", where);
-  m.block_kv = field<int>(j, "block_kv", where);
-  m.head_dim = field<int>(j, "head_dim", where);
-  m.flops = field<double>(j, "flops", where);
-  m.useful_flops = field<double>(j, "useful_flops", where);
-  m.bytes = field<double>(j, "bytes", where);
-  m.peer = field<int>(j, "peer", where);
-  m.request = field<int>(j, "request", where);
-  m.start = field<double>(j, "start", where);
-  m.seconds = field<double>(j, "seconds", where);
-  if (m.seconds < 0) fail_input(where, "seconds", "must be >= 0");
+  m.layer = int_field(j, "layer", -1, kMaxInt, where);  // -1: ops outside the layers
+  m.step = int_field(j, "step", -1, kMaxInt, where);
+  m.kind = text_field(j, "kind", where);
+  m.block_q = int_field(j, "block_q", 0, kMaxBlockTokens, where);
+  m.block_kv = int_field(j, "block_kv", 0, kMaxBlockTokens, where);
+  m.head_dim = int_field(j, "head_dim", 0, 1 << 14, where);
+  m.flops = number_field(j, "flops", 0, 1e21, where);
+  m.useful_flops = number_field(j, "useful_flops", 0, 1e21, where);
+  m.bytes = number_field(j, "bytes", 0, 0x1p50, where);
+  m.peer = int_field(j, "peer", -1, kMaxGpus - 1, where);
+  m.request = int_field(j, "request", -1, kMaxInt, where);
+  m.start = number_field(j, "start", -1e6, 1e6, where);
+  m.seconds = number_field(j, "seconds", 0, 1e6, where);
   return m;
 }
 
@@ -94,8 +121,11 @@ void write_measurements_jsonl(const std::vector<Measurement>& records, const std
 }
 
 std::vector<Measurement> read_measurements_jsonl(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open measurements file");
+  return parse_measurements_jsonl(read_input_file(path, InputKind::kMeasurements), path);
+}
+
+std::vector<Measurement> parse_measurements_jsonl(const std::string& text, const std::string& path) {
+  std::istringstream in(text);
   std::vector<Measurement> out;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {

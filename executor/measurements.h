@@ -68,6 +68,8 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& wh
 void write_measurements_jsonl(const std::vector<Measurement>& records, const std::string& path);
 // Reads a measurements file; InputError names the file and line of a bad record.
 std::vector<Measurement> read_measurements_jsonl(const std::string& path);
+// The same from text already read; `source` names it in messages ("<source>:<line>: ...").
+std::vector<Measurement> parse_measurements_jsonl(const std::string& text, const std::string& source);
 
 // Per timed iteration: the step time of the slowest rank, the compute and exposed
 // communication of the busiest rank (the critical path; the planner predicts that rank).

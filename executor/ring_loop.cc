@@ -86,14 +86,17 @@ void RingLoop::region(int buffer, double bytes, bool recv, std::size_t& offset,
   cursor = last ? 0 : end;
 }
 
-std::string RingLoop::describe(const Op& op, int index) const {
+std::string RingLoop::describe(const Op& op, int index, int& waits_on) const {
+  waits_on = Watchdog::kOwnWork;
   std::string s = (iteration_ < 0 ? std::string("the warm-up iteration")
                                   : "iteration " + std::to_string(iteration_)) + ", " +
                   (op.backward ? "backward" : "forward") + " pass, layer " +
                   std::to_string(op.layer) + ", step " + std::to_string(op.step) + ", op " +
                   std::to_string(index) + " (" + op_name(op);
-  if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv)
+  if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
     s += (op.kind == OpKind::kSend ? " to rank " : " from rank ") + std::to_string(op.peer);
+    waits_on = op.peer;
+  }
   if (op.kind == OpKind::kWait) {
     // Name the transfer the wait is for.
     for (int i = index - 1; i >= 0; --i) {
@@ -101,6 +104,7 @@ std::string RingLoop::describe(const Op& op, int index) const {
       if ((p.kind == OpKind::kSend || p.kind == OpKind::kRecv) && p.request == op.request) {
         s += std::string(" for ") + (p.kind == OpKind::kSend ? "send to rank " : "recv from rank ") +
              std::to_string(p.peer);
+        waits_on = p.peer;
         break;
       }
     }
@@ -123,8 +127,12 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
   for (size_t idx = 0; idx < ops.size(); ++idx) {
     const Op& op = ops[idx];
     const int index = static_cast<int>(idx);
-    if (watchdog_) watchdog_->arm(describe(op, index));
-    maybe_inject_fault(fault_, rank_, op.step);
+    if (watchdog_) {
+      int waits_on = Watchdog::kOwnWork;
+      const std::string what = describe(op, index, waits_on);
+      watchdog_->arm(what, waits_on);
+    }
+    maybe_inject_fault(fault_, rank_, op.step, watchdog_);
     const double t0 = be_.now();
     switch (op.kind) {
       case OpKind::kAlloc:

@@ -53,7 +53,8 @@ class RingLoop {
   // The backend byte range [offset, offset + size) of the next message of `bytes`
   // (schedule bytes) on `buffer`, advancing the buffer's send or receive cursor.
   void region(int buffer, double bytes, bool recv, std::size_t& offset, std::size_t& size);
-  std::string describe(const Op& op, int index) const;
+  // The op in words, and whom it waits for (a peer rank or Watchdog::kOwnWork).
+  std::string describe(const Op& op, int index, int& waits_on) const;
 
   Backend& be_;
   const OpSchedule& sched_;

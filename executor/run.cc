@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include <unistd.h>
+
 #include "executor/backend.h"
 #include "executor/measurements.h"
 #include "executor/ring_loop.h"
@@ -19,8 +21,35 @@
 #include "planner/attention_work.h"
 #include "planner/input_error.h"
 #include "planner/schedule.h"
+#include "planner/units.h"
 
 namespace rm::exec {
+
+namespace {
+
+// Refuses a plan whose tensors cannot fit one rank's host memory before any rank allocates
+// them (a plan with seq_len 1G once made every rank allocate past the host's memory).
+// Counted: each rank's fp32 Q, out, dout, dQ (h heads) and K, V, dK, dV (h_kv heads) of c
+// tokens, twice for the ring's receive buffers and the verification copies, plus its token
+// ids and one fp32 score and probability tile (tiles are clamped to c): a lower bound of what
+// the cpu backend and the verification hold.
+void check_host_memory(const std::string& plan_path, const Plan& p, const ModelSpec& m) {
+  const double c = static_cast<double>(p.job.seq_len) / p.choice.cp;
+  const double tile = std::min<double>(p.choice.block_q, c) * std::min<double>(p.choice.block_kv, c);
+  const double need = 2.0 * 4.0 * c * m.head_dim * 4.0 * (m.heads + m.kv_heads) + 8.0 * c + 2.0 * 4.0 * tile;
+  const double host = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (host > 0 && need > host) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "each rank needs at least %.1f GiB of host memory for its tensors (c = %.0f tokens, "
+                  "h = %d, h_kv = %d, d = %d) but this host has %.1f GiB: re-plan with a shorter "
+                  "sequence or more ranks",
+                  need / kGiB, c, m.heads, m.kv_heads, m.head_dim, host / kGiB);
+    fail_input(plan_path, "seq_len", text);
+  }
+}
+
+}  // namespace
 
 LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string& backend) {
   LoadedPlanFile lp = load_plan_file(plan_path);
@@ -31,6 +60,7 @@ LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string
                "only: re-plan with --workload attention or step");
   check_backend_available(backend);
   check_plan_runnable(lp, plan_path, backend);
+  check_host_memory(plan_path, lp.plan, lp.model);
   return lp;
 }
 

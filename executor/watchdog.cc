@@ -64,11 +64,12 @@ Watchdog::~Watchdog() {
   thread_.join();
 }
 
-void Watchdog::arm(const std::string& what) {
+void Watchdog::arm(const std::string& what, int waits_on) {
   publish_where(rank_, what);
   std::lock_guard<std::mutex> lock(mu_);
   armed_ = true;
   armed_at_ = monotonic_s();
+  waits_on_ = waits_on;
   what_ = what;
 }
 
@@ -77,18 +78,44 @@ void Watchdog::disarm() {
   armed_ = false;
 }
 
+void Watchdog::blame_self() {
+  std::lock_guard<std::mutex> lock(mu_);
+  waits_on_ = kOwnWork;
+}
+
 void Watchdog::run() {
   std::unique_lock<std::mutex> lock(mu_);
   // Poll often enough that the bound is deadline + 0.1 s.
-  while (!cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_; })) {
-    if (armed_ && monotonic_s() - armed_at_ > deadline_s_) {
-      std::fprintf(stderr,
-                   "ringmaster run: rank %d: no progress for %.1f s in %s: a peer rank died or "
-                   "stalled (see --timeout-s); aborting\n",
-                   rank_, deadline_s_, what_.c_str());
-      std::fflush(stderr);
-      std::_Exit(1);
+  constexpr double kPollS = 0.1;
+  double last_poll = monotonic_s(), not_running_s = 0;
+  while (!cv_.wait_for(lock, std::chrono::duration<double>(kPollS), [this] { return stop_; })) {
+    const double now = monotonic_s();
+    // A poll 1 s late means this process did not run (SIGSTOP, a starved host): the time is
+    // its own, not a peer's.
+    if (now - last_poll > kPollS + 1.0) not_running_s += now - last_poll - kPollS;
+    last_poll = now;
+    if (!armed_) {
+      not_running_s = 0;
+      continue;
     }
+    if (now - armed_at_ <= deadline_s_) continue;
+    std::string why;
+    char buf[160];
+    if (not_running_s > 0) {
+      std::snprintf(buf, sizeof buf, "this rank was not running for %.1f s (stopped or starved)", not_running_s);
+      why = buf;
+    } else if (waits_on_ == kOwnWork) {
+      why = "this rank's own step ran past the timeout";
+    } else if (waits_on_ == kOtherRanks) {
+      why = "no progress from the other ranks (one died or stalled)";
+    } else {
+      std::snprintf(buf, sizeof buf, "no progress from peer %d (it died or stalled)", waits_on_);
+      why = buf;
+    }
+    std::fprintf(stderr, "ringmaster run: rank %d: %s: %.1f s in %s (see --timeout-s); aborting\n", rank_,
+                 why.c_str(), deadline_s_, what_.c_str());
+    std::fflush(stderr);
+    std::_Exit(1);
   }
 }
 
@@ -96,7 +123,8 @@ FaultSpec fault_from_env() {
   FaultSpec f;
   const char* env = std::getenv("RINGMASTER_FAULT");
   if (env == nullptr || *env == '\0') return f;
-  static const std::regex re(R"((kill|stall|swap|checkpoint-kill):rank=(\d+),step=(\d+))");
+  // At most 9 digits: the numbers fit an int (a longer one made std::stoi throw, exit 1).
+  static const std::regex re(R"((kill|stall|swap|checkpoint-kill):rank=(\d{1,9}),step=(\d{1,9}))");
   std::cmatch m;
   if (!std::regex_match(env, m, re))
     fail_input("RINGMASTER_FAULT", env, "expected kill|stall|swap|checkpoint-kill:rank=R,step=S");
@@ -109,13 +137,14 @@ FaultSpec fault_from_env() {
   return f;
 }
 
-void maybe_inject_fault(const FaultSpec& fault, int rank, int step) {
+void maybe_inject_fault(const FaultSpec& fault, int rank, int step, Watchdog* watchdog) {
   if (fault.kind != FaultSpec::Kind::kKill && fault.kind != FaultSpec::Kind::kStall) return;
   if (fault.rank != rank || fault.step != step) return;
   std::fprintf(stderr, "ringmaster run: rank %d: injected fault (%s) at step %d\n", rank,
                fault.kind == FaultSpec::Kind::kKill ? "kill" : "stall", step);
   std::fflush(stderr);
   if (fault.kind == FaultSpec::Kind::kKill) std::raise(SIGKILL);
+  if (watchdog != nullptr) watchdog->blame_self();
   for (;;) pause();
 }
 

@@ -1,6 +1,8 @@
 // Bounded failure for `ringmaster run`: a rank whose current op makes no progress for
 // the deadline (a peer died or stalled, so a receive never completes) prints which rank,
-// pass, step and op it was stuck in and exits with status 1. mpirun then terminates the
+// pass, step and op it was stuck in and whom it waited for ("no progress from peer N", or
+// "this rank's own step ran past the timeout" for its own compute, or "this rank was not
+// running" when the rank itself was stopped) and exits with status 1. mpirun then terminates the
 // other ranks (it ends the job when one rank exits non-zero), so every rank exits
 // non-zero within about deadline + mpirun's teardown, never hangs.
 //
@@ -35,9 +37,15 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // Starts the deadline for an op; `what` names it for the message (kept until disarm).
-  void arm(const std::string& what);
+  // Who the armed op waits for, so a timeout blames the right one.
+  static constexpr int kOwnWork = -1;    // this rank's own compute or copy
+  static constexpr int kOtherRanks = -2;  // a collective (barrier, gather): any other rank
+  // Starts the deadline for an op; `what` names it for the message (kept until disarm);
+  // `waits_on` is the peer rank it waits for, or kOwnWork / kOtherRanks.
+  void arm(const std::string& what, int waits_on = kOtherRanks);
   void disarm();
+  // The armed op now waits on this rank itself (an injected stall): a timeout says so.
+  void blame_self();
 
  private:
   void run();
@@ -48,6 +56,7 @@ class Watchdog {
   bool stop_ = false;
   bool armed_ = false;
   double armed_at_ = 0;
+  int waits_on_ = kOtherRanks;
   std::string what_;
   std::thread thread_;
 };
@@ -61,8 +70,9 @@ struct FaultSpec {
 // Parses RINGMASTER_FAULT (unset or empty = none). Throws InputError on a bad value.
 FaultSpec fault_from_env();
 
-// Applies a kill or stall fault if it targets this rank and step (does not return then).
-void maybe_inject_fault(const FaultSpec& fault, int rank, int step);
+// Applies a kill or stall fault if it targets this rank and step (does not return then);
+// a stall tells `watchdog` (when given) that the rank itself is what is stuck.
+void maybe_inject_fault(const FaultSpec& fault, int rank, int step, Watchdog* watchdog);
 // Applies a swap fault to the rank's op list if it targets this rank.
 void maybe_swap_posts(const FaultSpec& fault, RankSchedule& rank);
 

@@ -76,7 +76,9 @@ double overlap_threshold_tokens(double flops_per_s, double bytes_per_s, int elem
 
 std::vector<LinkThreshold> overlap_thresholds(const Topology& topo, const CostParams& cost,
                                               const ModelSpec& model) {
-  const Fabric fabric(topo, topo.max_gpus());
+  // Two nodes hold one link of every class but the spine (left out below), whatever the
+  // topology's size: a fabric of all its GPUs could be millions of links.
+  const Fabric fabric(topo, std::min(topo.max_gpus(), 2 * topo.gpus_per_node));
   std::vector<LinkThreshold> out;
   for (const Link& l : fabric.links()) {
     if (l.cls == LinkClass::kSpine) continue;

@@ -154,6 +154,8 @@ struct Plan {
 // plan.yaml round trip. read_plan throws InputError naming the file and field.
 void write_plan_yaml(const Plan& plan, const std::string& path);  // temp file + rename
 Plan read_plan_yaml(const std::string& path);
+// The same from text already read; `source` names it in messages.
+Plan parse_plan_yaml(const std::string& yaml_text, const std::string& source);
 std::string plan_to_yaml_string(const Plan& plan);
 
 // The JSON object `plan` prints and `sweep` lists (a contract; see README):

@@ -25,6 +25,8 @@
 
 #include "planner/atomic_file.h"
 #include "planner/input_error.h"
+#include "planner/input_file.h"
+#include "planner/input_limits.h"
 #include "planner/plan.h"
 #include "planner/schedule.h"
 #include "planner/units.h"
@@ -317,12 +319,8 @@ void write_plan_yaml(const Plan& plan, const std::string& path) {
 
 namespace {
 
-int64_t size_field(const YamlMap& m, const std::string& key) {
-  return parse_size(m.str(key), m.location(key), m.field(key));
-}
-
-int int_field(const YamlMap& m, const std::string& key, int64_t lo) {
-  return static_cast<int>(m.integer(key, Range{static_cast<double>(lo), false, 1e9, false}));
+int64_t size_field(const YamlMap& m, const std::string& key, int64_t max) {
+  return parse_size(m.str(key), m.location(key), m.field(key), max);
 }
 
 PlanChoice read_choice(const YamlMap& m, int gpus) {
@@ -339,8 +337,8 @@ PlanChoice read_choice(const YamlMap& m, int gpus) {
   }
   if (m.has("sharding") && m.str("sharding") != kFsdpSharding)
     m.fail("sharding", std::string("expected ") + kFsdpSharding + " (got '" + m.str("sharding") + "')");
-  c.cp = int_field(m, "cp", 1);
-  c.dp = int_field(m, "dp", 1);
+  c.cp = m.count("cp", 1, kMaxGpus);
+  c.dp = m.count("dp", 1, kMaxGpus);
   if (static_cast<int64_t>(c.cp) * c.dp != gpus) {
     m.fail("dp", "expected cp * dp == gpus " + std::to_string(gpus) + " (got " + std::to_string(c.cp) +
                      " * " + std::to_string(c.dp) + ")");
@@ -362,19 +360,19 @@ PlanChoice read_choice(const YamlMap& m, int gpus) {
     c.order.push_back(static_cast<int>(id));
   }
   c.load_balance = parse_load_balance(m.str("load_balance"), m.location("load_balance"), m.field("load_balance"));
-  c.block_q = int_field(m, "block_q", 1);
-  c.block_kv = int_field(m, "block_kv", 1);
-  c.kv_subblocks = int_field(m, "kv_subblocks", 1);
+  c.block_q = m.count("block_q", 1, kMaxBlockTokens);
+  c.block_kv = m.count("block_kv", 1, kMaxBlockTokens);
+  c.kv_subblocks = m.count("kv_subblocks", 1, kMaxKvSubblocks);
   c.checkpointing =
       parse_checkpointing(m.str("checkpointing"), m.location("checkpointing"), m.field("checkpointing"));
-  c.grad_accum = static_cast<int>(m.integer_or("grad_accum", 1, Range{1, false, 1e9, false}));
-  c.micro_batch = static_cast<int>(m.integer_or("micro_batch", 1, Range{1, false, 1e6, false}));
+  c.grad_accum = m.count_or("grad_accum", 1, 1, kMaxGradAccum);
+  c.micro_batch = m.count_or("micro_batch", 1, 1, kMaxMicroBatch);
   m.finish();
   return c;
 }
 
 Prediction read_predicted(const YamlMap& m) {
-  const Range any = Range::non_negative();
+  const Range any = Range::between(0, 1e18);  // informational figures; finite after scaling
   Prediction p;
   p.step_time_s = m.number_or("step_time_s", 0, any);
   p.tokens_per_s = m.number_or("tokens_per_s", 0, any);
@@ -404,7 +402,7 @@ Prediction read_predicted(const YamlMap& m) {
 }
 
 Baseline read_baseline(const YamlMap& m) {
-  const Range any = Range::non_negative();
+  const Range any = Range::between(0, 1e18);  // informational figures; finite after scaling
   Baseline b;
   b.strategy = parse_strategy(m.str("strategy"), m.location("strategy"), m.field("strategy"));
   b.feasible = m.boolean_or("feasible", true);
@@ -412,8 +410,8 @@ Baseline read_baseline(const YamlMap& m) {
   b.memory_bytes_per_gpu = m.number_or("memory_gib_per_gpu", 0, any) * kGiB;
   b.tokens_per_s = m.number_or("tokens_per_s", 0, any);
   b.step_time_s = m.number_or("step_time_s", 0, any);
-  b.cp = static_cast<int>(m.integer_or("cp", 1, Range{1, false, 1e9, false}));
-  b.dp = static_cast<int>(m.integer_or("dp", 1, Range{1, false, 1e9, false}));
+  b.cp = m.count_or("cp", 1, 1, kMaxGpus);
+  b.dp = m.count_or("dp", 1, 1, kMaxGpus);
   b.why_not = m.str_or("why_not", "");
   m.finish();
   return b;
@@ -421,8 +419,10 @@ Baseline read_baseline(const YamlMap& m) {
 
 }  // namespace
 
-Plan read_plan_yaml(const std::string& path) {
-  const YamlMap root(load_yaml(read_text_file(path), path), path);
+Plan read_plan_yaml(const std::string& path) { return parse_plan_yaml(read_input_file(path, InputKind::kPlan), path); }
+
+Plan parse_plan_yaml(const std::string& yaml_text, const std::string& path) {
+  const YamlMap root(load_yaml(yaml_text, path), path);
   if (root.has("format") && root.integer("format", Range::at_least(0)) != 1) {
     root.fail("format", "expected 1 (this ringmaster reads plan format 1)");
   }
@@ -430,9 +430,13 @@ Plan read_plan_yaml(const std::string& path) {
   Job& j = plan.job;
   j.model = root.str("model");
   j.topology = root.str("topology");
-  j.gpus = int_field(root, "gpus", 1);
-  j.seq_len = size_field(root, "seq_len");
-  j.batch_tokens = root.has("batch_tokens") ? size_field(root, "batch_tokens") : 0;
+  j.gpus = root.count("gpus", 1, kMaxGpus);
+  j.seq_len = size_field(root, "seq_len", kMaxSeqTokens);
+  j.batch_tokens = root.has("batch_tokens") ? size_field(root, "batch_tokens", kMaxBatchTokens) : 0;
+  if (j.batch_tokens != 0 && j.batch_tokens < j.seq_len) {
+    root.fail("batch_tokens", "expected at least one sequence, seq_len " + std::to_string(j.seq_len) + " (got " +
+                                  std::to_string(j.batch_tokens) + ")");
+  }
   j.causal = root.boolean_or("causal", true);
   j.workload = root.has("workload") ? parse_workload(root.str("workload"), root.location("workload"), root.field("workload"))
                                     : Workload::kStep;

@@ -7,8 +7,13 @@
 namespace rm {
 
 void build_fabric_and_costs(const Topology& topology, int gpus, const std::string& profile,
-                            std::unique_ptr<Fabric>& fabric, CostParams& cost) {
-  fabric = std::make_unique<Fabric>(topology, gpus);
+                            std::unique_ptr<Fabric>& fabric, CostParams& cost, const std::string& gpus_source) {
+  try {
+    fabric = std::make_unique<Fabric>(topology, gpus);
+  } catch (const InputError& e) {
+    if (gpus_source.empty()) throw;
+    fail_input(gpus_source, "gpus", e.what());
+  }
   cost = CostParams::from_topology(topology);
   if (!profile.empty()) load_and_apply_profile(profile, *fabric, cost);
 }
@@ -16,8 +21,16 @@ void build_fabric_and_costs(const Topology& topology, int gpus, const std::strin
 LoadedPlanFile load_plan_file(const std::string& path, const std::string& profile) {
   LoadedPlanFile l;
   l.plan = read_plan_yaml(path);
-  l.model = load_model(l.plan.job.model);
-  l.topology = load_topology(l.plan.job.topology);
+  // A shipped name the plan gives that does not exist is the plan's error: name the plan.
+  auto from_plan = [&](const char* field, auto load) {
+    try {
+      return load();
+    } catch (const InputError& e) {
+      fail_input(path, field, e.what());
+    }
+  };
+  l.model = from_plan("model", [&] { return load_model(l.plan.job.model); });
+  l.topology = from_plan("topology", [&] { return load_topology(l.plan.job.topology); });
   apply_attention_kernel(l.topology, l.plan.job.attention_kernel, path, "attention_kernel");
   // The plan is what is wrong when its GPU count does not fit its topology: name it.
   const int max = l.topology.max_gpus();
@@ -25,7 +38,7 @@ LoadedPlanFile load_plan_file(const std::string& path, const std::string& profil
     fail_input(path, "gpus", "must be in [1, " + std::to_string(max) + "], the GPUs of topology " +
                                  l.topology.name + " (got " + std::to_string(l.plan.job.gpus) + ")");
   }
-  build_fabric_and_costs(l.topology, l.plan.job.gpus, profile, l.fabric, l.cost);
+  build_fabric_and_costs(l.topology, l.plan.job.gpus, profile, l.fabric, l.cost, path);
   return l;
 }
 

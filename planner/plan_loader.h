@@ -32,7 +32,9 @@ LoadedPlanFile load_plan_file(const std::string& path, const std::string& profil
 
 // The fabric for `gpus` GPUs of `topology` and its costs: the topology's defaults, then the
 // profile's calibrated values when `profile` is not empty (InputError naming the profile).
+// A GPU count the topology cannot hold is blamed on `gpus_source` (the plan file) when given.
 void build_fabric_and_costs(const Topology& topology, int gpus, const std::string& profile,
-                            std::unique_ptr<Fabric>& fabric, CostParams& cost);
+                            std::unique_ptr<Fabric>& fabric, CostParams& cost,
+                            const std::string& gpus_source = "");
 
 }  // namespace rm

@@ -11,6 +11,9 @@
 
 #include "planner/atomic_file.h"
 #include "planner/input_error.h"
+#include "planner/input_file.h"
+#include "planner/input_limits.h"
+#include "planner/units.h"
 #include "planner/yaml_reader.h"
 
 namespace rm {
@@ -22,12 +25,13 @@ constexpr LinkClass kAllLinkClasses[] = {LinkClass::kNvlink, LinkClass::kPcie,  
 
 FitQuality read_quality(const YamlMap& m) {
   FitQuality q;
-  q.points = static_cast<int>(m.integer("points", Range::at_least(1)));
-  q.r2 = m.number("r2", Range{-std::numeric_limits<double>::infinity(), false, 1, false});
-  q.mape = m.number("mape", Range::non_negative());
-  q.mean_residual = m.number("mean_residual", Range{});
-  q.max_abs_residual = m.number("max_abs_residual", Range::non_negative());
-  q.p90_abs_residual = m.number("p90_abs_residual", Range::non_negative());
+  q.points = m.count("points", 1, std::numeric_limits<int>::max());
+  // Fit statistics are reported, not used: any finite value is read, bounded so sums stay finite.
+  q.r2 = m.number("r2", Range::between(-1e30, 1));
+  q.mape = m.number("mape", Range::between(0, 1e30));
+  q.mean_residual = m.number("mean_residual", Range::between(-1e30, 1e30));
+  q.max_abs_residual = m.number("max_abs_residual", Range::between(0, 1e30));
+  q.p90_abs_residual = m.number("p90_abs_residual", Range::between(0, 1e30));
   m.finish();
   return q;
 }
@@ -62,7 +66,7 @@ Profile parse_profile(const std::string& yaml_text, const std::string& source) {
     YamlMap hw = top.map("hardware");
     p.hardware.hostname = hw.str("hostname");
     p.hardware.device_name = hw.str("device_name");
-    p.hardware.device_count = static_cast<int>(hw.integer("device_count", Range::at_least(1)));
+    p.hardware.device_count = hw.count("device_count", 1, kMaxGpus);
     p.hardware.backend = hw.str("backend");
     if (p.hardware.backend != "cpu" && p.hardware.backend != "cuda")
       hw.fail("backend", "expected cpu or cuda (got '" + p.hardware.backend + "')");
@@ -70,50 +74,58 @@ Profile parse_profile(const std::string& yaml_text, const std::string& source) {
   }
   p.date = top.str("date");
   p.device_kind = top.str("device_kind");
-  p.peak_flops = top.number("peak_flops", Range::positive());
+  p.peak_flops = top.number("peak_flops", Range::above_up_to(0, kMaxTflops * kTera));
   {
     YamlMap par = top.map("parameters");
     YamlMap att = par.map("attention");
     // Efficiencies are fractions of peak_flops; above 1 means the peak is understated,
     // which the rescaling in apply keeps harmless, so only > 0 is required.
-    p.attention.max_efficiency = att.number("max_efficiency", Range::positive());
-    p.attention.half_flops = att.number("half_flops", Range::non_negative());
-    p.attention.backward_factor = att.number("backward_factor", Range::positive());
+    // Upper bounds: 1e3 x peak or x forward is no measurement, and keeps products finite.
+    p.attention.max_efficiency = att.number("max_efficiency", Range::above_up_to(0, 1e3));
+    p.attention.half_flops = att.number("half_flops", Range::between(0, kMaxTflops * kTera));
+    p.attention.backward_factor = att.number("backward_factor", Range::above_up_to(0, 1e3));
     att.finish();
-    p.gemm_efficiency = par.number("gemm_efficiency", Range::positive());
+    p.gemm_efficiency = par.number("gemm_efficiency", Range::above_up_to(0, 1e3));
     YamlMap links = par.map("links");
     for (const auto& kv : par.node("links")) {
-      const std::string name = kv.first.as<std::string>();
+      const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : "";
       LinkClass cls = parse_link_class(name, source + ":" + std::to_string(kv.first.Mark().line + 1),
                                        "parameters.links");
       YamlMap l = links.map(name);
-      p.links[cls] = {l.number("alpha_s", Range::non_negative()),
-                      l.number("beta_bytes_per_s", Range::positive())};
+      p.links[cls] = {l.number("alpha_s", Range::between(0, kMaxLatencyUs * kMicro)),
+                      l.number("beta_bytes_per_s", Range::above_up_to(0, kMaxGbPerS * kGB))};
       l.finish();
     }
     links.finish();
-    p.overlap_interference = par.number("overlap_interference", Range::at_least(1));
+    p.overlap_interference = par.number("overlap_interference", Range::between(1, 1e3));
     p.transfer_overlap = par.number("transfer_overlap", Range{0, false, 1, false});
     par.finish();
   }
   if (top.has("fits")) {
     YamlMap fits = top.map("fits");
     for (const auto& kv : top.node("fits")) {
-      const std::string name = kv.first.as<std::string>();
+      const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : "";
       p.fits[name] = read_quality(fits.map(name));
     }
     fits.finish();
   }
   if (top.has("sources")) {
     YAML::Node s = top.node("sources");
-    if (!s.IsSequence()) top.fail("sources", "expected a list of strings");
-    for (const auto& e : s) p.sources.push_back(e.as<std::string>());
+    if (!s.IsSequence()) top.fail("sources", "expected a list of strings (got " + describe_node(s) + ")");
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (!s[i].IsScalar()) {
+        top.fail("sources", "expected a list of strings (item " + std::to_string(i) + " is " + describe_node(s[i]) + ")");
+      }
+      p.sources.push_back(s[i].Scalar());
+    }
   }
   top.finish();
   return p;
 }
 
-Profile read_profile(const std::string& path) { return parse_profile(read_text_file(path), path); }
+Profile read_profile(const std::string& path) {
+  return parse_profile(read_input_file(path, InputKind::kProfile), path);
+}
 
 std::string profile_to_yaml_string(const Profile& p) {
   YAML::Emitter out;
@@ -167,7 +179,15 @@ std::string profile_to_yaml_string(const Profile& p) {
 }
 
 void write_profile(const Profile& p, const std::string& path) {
-  write_file_atomically(path, profile_to_yaml_string(p));
+  // Read back by the reader `plan --profile` uses before it replaces the old profile, so a
+  // fit that went wrong (a NaN r2) never leaves a file that plan then refuses.
+  const std::string text = profile_to_yaml_string(p);
+  try {
+    parse_profile(text, path);
+  } catch (const InputError& e) {
+    throw InputError(std::string("the fitted profile fails its own reader, so it was not written: ") + e.what());
+  }
+  write_file_atomically(path, text);
 }
 
 ProfileHardware local_cpu_hardware(int device_count) {

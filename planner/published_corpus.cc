@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "planner/input_error.h"
+#include "planner/input_file.h"
+#include "planner/input_limits.h"
 #include "planner/yaml_reader.h"
 
 namespace rm {
@@ -137,11 +139,11 @@ PublishedEntry parse_entry(const YAML::Node& node, const std::string& source, si
     m.fail("gpu", "expected one of " + joined(kGpus) + " (got '" + e.gpu + "')");
   e.cluster = m.str("cluster");
   e.model = m.str("model");
-  auto count = [&m](const char* key) { return static_cast<int>(m.integer(key, Range{1, false, 1e9, false})); };
+  auto count = [&m](const char* key) { return m.count(key, 1, kMaxGpus); };
   e.gpus = count("gpus");
-  e.seq_len = m.integer("seq_len", Range::at_least(1));
+  e.seq_len = m.integer("seq_len", Range::between(1, kMaxSeqTokens));
   if (!is_null(node, m, "micro_batch")) e.micro_batch = count("micro_batch");
-  if (!is_null(node, m, "global_batch")) e.global_batch = m.integer("global_batch", Range::at_least(1));
+  if (!is_null(node, m, "global_batch")) e.global_batch = m.integer("global_batch", Range::between(1, kMaxBatchTokens));
   e.workload = parse_name(m, "workload", kWorkloads);
   e.passes = parse_name(m, "passes", kPasses);
   e.cp = count("cp");
@@ -158,7 +160,7 @@ PublishedEntry parse_entry(const YAML::Node& node, const std::string& source, si
     m.fail("attention_kernel", "expected a name of a-z, 0-9 and '_' (got '" + e.attention_kernel + "')");
   e.causal = m.boolean("causal");
   e.metric = parse_name(m, "metric", kMetrics);
-  e.published = m.number("published", Range::positive());
+  e.published = m.number("published", Range::above_up_to(0, 1e18));  // tokens/s, MFU, seconds
   e.definitions = m.str("definitions");
   e.split = parse_name(m, "split", kSplits);
   e.note = m.str("note");
@@ -198,7 +200,7 @@ PublishedCorpus parse_published_corpus(const std::string& yaml_text, const std::
 
 PublishedCorpus load_published_corpus(const std::string& path) {
   if (path.empty()) return parse_published_corpus(shipped_corpus_text(), kShippedCorpusPath);
-  return parse_published_corpus(read_text_file(path), path);
+  return parse_published_corpus(read_input_file(path, InputKind::kCorpus), path);
 }
 
 }  // namespace rm

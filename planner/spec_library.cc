@@ -10,6 +10,8 @@
 
 #include "planner/hf_config.h"
 #include "planner/input_error.h"
+#include "planner/input_file.h"
+#include "planner/input_limits.h"
 #include "planner/kernel_efficiency.h"
 #include "planner/shipped_specs.h"
 #include "planner/units.h"
@@ -80,25 +82,25 @@ InterKind parse_inter_kind(const YamlMap& m) {
 GpuSpec parse_gpu(const YamlMap& m) {
   GpuSpec g;
   g.name = m.str("name");
-  g.memory_bytes = m.number("memory_gib", Range::positive()) * kGiB;
-  g.peak_flops = m.number("peak_tflops", Range::positive()) * kTera;
-  g.hbm_bytes_per_s = m.number("hbm_gb_per_s", Range::positive()) * kGB;
-  g.runtime_reserve_bytes = m.number("runtime_reserve_gib", Range::non_negative()) * kGiB;
+  g.memory_bytes = m.number("memory_gib", Range::above_up_to(0, kMaxMemoryGib)) * kGiB;
+  g.peak_flops = m.number("peak_tflops", Range::above_up_to(0, kMaxTflops)) * kTera;
+  g.hbm_bytes_per_s = m.number("hbm_gb_per_s", Range::above_up_to(0, kMaxGbPerS)) * kGB;
+  g.runtime_reserve_bytes = m.number("runtime_reserve_gib", Range::between(0, kMaxMemoryGib)) * kGiB;
   if (g.runtime_reserve_bytes >= g.memory_bytes) {
     m.fail("runtime_reserve_gib", "expected less than memory_gib");
   }
   g.gemm_efficiency = m.number("gemm_efficiency", Range::fraction());
-  g.element_bytes = static_cast<int>(m.integer("element_bytes", Range{2, false, 4, false}));
+  g.element_bytes = m.count("element_bytes", 2, 4);
   if (g.element_bytes != 2 && g.element_bytes != 4) {
     m.fail("element_bytes", "expected 2 (bf16) or 4 (fp32) (got " + std::to_string(g.element_bytes) + ")");
   }
   const YamlMap a = m.map("attention");
   g.attention.max_efficiency = a.number("max_efficiency", Range::fraction());
-  g.attention.half_flops = a.number("half_flops", Range::non_negative());
-  g.attention.tile_bytes_limit = a.number("tile_kib", Range::positive()) * kKiB;
-  g.attention.backward_factor = a.number_or("backward_factor", kBackwardFlopsFactor, Range::positive());
-  g.attention.merge_bytes = a.number_or("merge_bytes", 0, Range::non_negative());
-  g.attention.dq_merge_bytes = a.number_or("dq_merge_bytes", 0, Range::non_negative());
+  g.attention.half_flops = a.number("half_flops", Range::between(0, kMaxTflops * kTera));
+  g.attention.tile_bytes_limit = a.number("tile_kib", Range::above_up_to(0, 1 << 20)) * kKiB;
+  g.attention.backward_factor = a.number_or("backward_factor", kBackwardFlopsFactor, Range::above_up_to(0, 1e3));
+  g.attention.merge_bytes = a.number_or("merge_bytes", 0, Range::between(0, 1e6));
+  g.attention.dq_merge_bytes = a.number_or("dq_merge_bytes", 0, Range::between(0, 1e6));
   if (a.has("kernels")) {
     const YamlMap k = a.map("kernels");
     for (const auto& item : a.node("kernels")) {
@@ -114,6 +116,10 @@ GpuSpec parse_gpu(const YamlMap& m) {
   return g;
 }
 
+// Link bandwidths (GB/s per direction) and latencies (microseconds per link crossed).
+const Range kBandwidth = Range::above_up_to(0, kMaxGbPerS);
+const Range kLatency = Range::between(0, kMaxLatencyUs);
+
 IntraNode parse_intra(const YamlMap& m, int gpus_per_node) {
   IntraNode in;
   in.kind = parse_intra_kind(m);
@@ -122,25 +128,25 @@ IntraNode parse_intra(const YamlMap& m, int gpus_per_node) {
     m.finish();
     return in;
   }
-  in.bytes_per_s = m.number("gb_per_s", Range::positive()) * kGB;
-  in.latency_s = m.number("latency_us", Range::non_negative()) * kMicro;
+  in.bytes_per_s = m.number("gb_per_s", kBandwidth) * kGB;
+  in.latency_s = m.number("latency_us", kLatency) * kMicro;
   if (in.kind == IntraKind::kPcieTree) {
-    in.gpus_per_switch = static_cast<int>(m.integer("gpus_per_switch", Range::at_least(1)));
+    in.gpus_per_switch = m.count("gpus_per_switch", 1, gpus_per_node);
     if (gpus_per_node % in.gpus_per_switch != 0) {
       m.fail("gpus_per_switch", "expected a divisor of gpus_per_node " + std::to_string(gpus_per_node) +
                                     " (got " + std::to_string(in.gpus_per_switch) + ")");
     }
     const int switches = gpus_per_node / in.gpus_per_switch;
-    in.switches_per_socket = static_cast<int>(m.integer_or("switches_per_socket", 1, Range::at_least(1)));
+    in.switches_per_socket = m.count_or("switches_per_socket", 1, 1, kMaxGpusPerNode);
     if (switches % in.switches_per_socket != 0) {
       m.fail("switches_per_socket", "expected a divisor of the " + std::to_string(switches) +
                                         " PCIe switches (got " + std::to_string(in.switches_per_socket) + ")");
     }
-    in.switch_uplink_bytes_per_s = m.number("switch_uplink_gb_per_s", Range::positive()) * kGB;
+    in.switch_uplink_bytes_per_s = m.number("switch_uplink_gb_per_s", kBandwidth) * kGB;
     const bool two_sockets = switches / in.switches_per_socket > 1;
     if (two_sockets || m.has("socket_gb_per_s")) {
-      in.socket_bytes_per_s = m.number("socket_gb_per_s", Range::positive()) * kGB;
-      in.socket_latency_s = m.number("socket_latency_us", Range::non_negative()) * kMicro;
+      in.socket_bytes_per_s = m.number("socket_gb_per_s", kBandwidth) * kGB;
+      in.socket_latency_s = m.number("socket_latency_us", kLatency) * kMicro;
     }
   }
   m.finish();
@@ -155,15 +161,15 @@ InterNode parse_inter(const YamlMap& m, int gpus_per_node, int max_nodes) {
     m.finish();
     return ex;
   }
-  ex.latency_s = m.number("latency_us", Range::non_negative()) * kMicro;
+  ex.latency_s = m.number("latency_us", kLatency) * kMicro;
   if (ex.kind == InterKind::kFatTree) {
-    ex.nics_per_node = static_cast<int>(m.integer("nics_per_node", Range::at_least(1)));
-    ex.nic_bytes_per_s = m.number("nic_gb_per_s", Range::positive()) * kGB;
+    ex.nics_per_node = m.count("nics_per_node", 1, kMaxNicsPerNode);
+    ex.nic_bytes_per_s = m.number("nic_gb_per_s", kBandwidth) * kGB;
     ex.rail_optimized = m.boolean_or("rail_optimized", true);
-    ex.nodes_per_leaf = static_cast<int>(m.integer_or("nodes_per_leaf", max_nodes, Range::at_least(1)));
-    ex.oversubscription = m.number_or("oversubscription", 1.0, Range::at_least(1));
+    ex.nodes_per_leaf = m.count_or("nodes_per_leaf", max_nodes, 1, kMaxNodes);
+    ex.oversubscription = m.number_or("oversubscription", 1.0, Range::between(1, 1e3));
   } else {
-    const auto dims = m.int_list("dims", Range::at_least(1));
+    const auto dims = m.int_list("dims", Range::between(1, kMaxNodes));
     if (dims.size() != 3) m.fail("dims", "expected three sizes [x, y, z] (got " + std::to_string(dims.size()) + ")");
     ex.torus_dims = {static_cast<int>(dims[0]), static_cast<int>(dims[1]), static_cast<int>(dims[2])};
     const int64_t product = dims[0] * dims[1] * dims[2];
@@ -172,7 +178,7 @@ InterNode parse_inter(const YamlMap& m, int gpus_per_node, int max_nodes) {
                          std::to_string(product) + ")");
     }
     if (gpus_per_node != 1) m.fail("kind", "a torus has one device per node: expected gpus_per_node: 1");
-    ex.torus_link_bytes_per_s = m.number("link_gb_per_s", Range::positive()) * kGB;
+    ex.torus_link_bytes_per_s = m.number("link_gb_per_s", kBandwidth) * kGB;
   }
   m.finish();
   return ex;
@@ -184,8 +190,12 @@ Topology parse_topology(const std::string& yaml_text, const std::string& source)
   const YamlMap root(load_yaml(yaml_text, source), source);
   Topology t;
   parse_head(root, source, t);
-  t.gpus_per_node = static_cast<int>(root.integer("gpus_per_node", Range::at_least(1)));
-  t.max_nodes = static_cast<int>(root.integer("max_nodes", Range::at_least(1)));
+  t.gpus_per_node = root.count("gpus_per_node", 1, kMaxGpusPerNode);
+  t.max_nodes = root.count("max_nodes", 1, kMaxNodes);
+  if (static_cast<int64_t>(t.gpus_per_node) * t.max_nodes > kMaxGpus) {
+    root.fail("max_nodes", "expected gpus_per_node * max_nodes <= " + std::to_string(kMaxGpus) + " (got " +
+                               std::to_string(t.gpus_per_node) + " * " + std::to_string(t.max_nodes) + ")");
+  }
   t.gpu = parse_gpu(root.map("gpu"));
   t.intra = parse_intra(root.map("intra"), t.gpus_per_node);
   if (root.has("inter")) {
@@ -201,16 +211,15 @@ ModelSpec parse_model(const std::string& yaml_text, const std::string& source) {
   const YamlMap root(load_yaml(yaml_text, source), source);
   ModelSpec m;
   parse_head(root, source, m);
-  auto positive_int = [&](const char* key) {
-    return static_cast<int>(root.integer(key, Range{1, false, 1e9, false}));
-  };
-  m.layers = positive_int("layers");
-  m.hidden = positive_int("hidden");
-  m.heads = positive_int("heads");
-  m.kv_heads = positive_int("kv_heads");
-  m.head_dim = positive_int("head_dim");
-  m.ffn_hidden = positive_int("ffn_hidden");
-  m.vocab = positive_int("vocab");
+  // Limits: about 100x the largest published models (Llama 3 405B: 126 layers, hidden
+  // 16,384, 128 heads, FFN 53,248; vocabularies up to 256K), so products stay far from overflow.
+  m.layers = root.count("layers", 1, 1 << 14);
+  m.hidden = root.count("hidden", 1, 1 << 21);
+  m.heads = root.count("heads", 1, 1 << 14);
+  m.kv_heads = root.count("kv_heads", 1, 1 << 14);
+  m.head_dim = root.count("head_dim", 1, 1 << 14);
+  m.ffn_hidden = root.count("ffn_hidden", 1, 1 << 23);
+  m.vocab = root.count("vocab", 1, 1 << 25);
   m.gated_ffn = root.boolean_or("gated_ffn", true);
   m.sliding_window = root.integer_or("sliding_window", 0, Range{1, false, 1e15, false});
   m.tied_embeddings = root.boolean_or("tied_embeddings", false);
@@ -230,9 +239,10 @@ namespace {
 
 // A user's file by path, else a shipped spec by name (its source becomes "builtin:<name>").
 template <typename Spec>
-Spec load_spec(const std::string& name_or_path, const char* kind,
+Spec load_spec(const std::string& name_or_path, const char* kind, InputKind input_kind,
                Spec (*parse)(const std::string&, const std::string&)) {
-  if (is_path(name_or_path)) return parse(read_text_file(name_or_path), name_or_path);
+  if (name_or_path.empty()) throw InputError(std::string(kind) + ": empty name; expected a shipped name or a YAML path");
+  if (is_path(name_or_path)) return parse(read_input_file(name_or_path, input_kind), name_or_path);
   const ShippedSpec& s = find_shipped(name_or_path, kind);
   Spec spec = parse(s.text, s.path);
   spec.source = std::string("builtin:") + s.name;
@@ -242,12 +252,13 @@ Spec load_spec(const std::string& name_or_path, const char* kind,
 }  // namespace
 
 Topology load_topology(const std::string& name_or_path) {
-  return load_spec(name_or_path, "topology", &parse_topology);
+  return load_spec(name_or_path, "topology", InputKind::kTopology, &parse_topology);
 }
 
 ModelSpec load_model(const std::string& name_or_path) {
-  if (is_hf_config_path(name_or_path)) return parse_hf_config(read_text_file(name_or_path), name_or_path);
-  return load_spec(name_or_path, "model", &parse_model);
+  if (is_hf_config_path(name_or_path))
+    return parse_hf_config(read_input_file(name_or_path, InputKind::kModel), name_or_path);
+  return load_spec(name_or_path, "model", InputKind::kModel, &parse_model);
 }
 
 std::vector<std::string> shipped_topologies() { return shipped_names("topology"); }

@@ -8,7 +8,8 @@
 
 namespace rm {
 
-int64_t parse_size(const std::string& text, const std::string& where, const std::string& field) {
+int64_t parse_size(const std::string& text, const std::string& where, const std::string& field,
+                   int64_t max) {
   auto bad = [&]() {
     fail_input(where, field, "expected a positive size like 8k, 1M or 1048576 (got '" + text + "')");
   };
@@ -49,6 +50,9 @@ int64_t parse_size(const std::string& text, const std::string& where, const std:
   if (frac > 0 && (frac > std::numeric_limits<int64_t>::max() / mult || (frac * mult) % frac_scale != 0)) bad();
   const int64_t n = value * mult + (frac > 0 ? frac * mult / frac_scale : 0);
   if (n == 0) bad();
+  if (n > max) {
+    fail_input(where, field, "expected at most " + format_size(max) + " (" + std::to_string(max) + ") (got '" + text + "')");
+  }
   return n;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 namespace rm {
@@ -20,8 +21,10 @@ inline constexpr double kMicro = 1e-6;    // microseconds
 // A positive whole count with an optional k/K, m/M or g/G suffix (binary, see above); a
 // fraction with a suffix is accepted when it gives whole tokens ("1.5M" = 1572864).
 // Throws InputError "<where>: <field>: expected a positive size like 8k, 1M or 1048576
-// (got '<text>')" for 0, negatives, other fractions, garbage or overflow.
-int64_t parse_size(const std::string& text, const std::string& where, const std::string& field);
+// (got '<text>')" for 0, negatives, other fractions, garbage or overflow, and "...: expected
+// at most <max> (got '<text>')" above `max`.
+int64_t parse_size(const std::string& text, const std::string& where, const std::string& field,
+                   int64_t max = std::numeric_limits<int64_t>::max());
 
 // "8K", "1M", "1.5M" or "3000": the short form tables use for token counts.
 std::string format_size(int64_t n);

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <map>
 #include <sstream>
+
+#include <yaml-cpp/eventhandler.h>
 
 #include "planner/input_error.h"
 
@@ -49,24 +51,71 @@ std::string with_line(const std::string& source, int line0) {
 
 }  // namespace
 
+namespace {
+
+// Refuses duplicate keys below `n` and counts nodes (an alias counts each time it is used).
+void check_tree(const YAML::Node& n, const std::string& source, const std::string& path, int& nodes) {
+  if (++nodes > kMaxYamlNodes) {
+    throw InputError(source + ": more than " + std::to_string(kMaxYamlNodes) +
+                     " YAML nodes (aliases included); expected a ringmaster input file");
+  }
+  if (n.IsSequence()) {
+    for (size_t i = 0; i < n.size(); ++i) check_tree(n[i], source, path + "[" + std::to_string(i) + "]", nodes);
+  } else if (n.IsMap()) {
+    std::map<std::string, int> first_line;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      const std::string key = it->first.IsScalar() ? it->first.Scalar() : "?";
+      const std::string field = path.empty() ? key : path + "." + key;
+      const int line = it->first.Mark().line;
+      const auto [seen, fresh] = first_line.emplace(key, line);
+      if (!fresh) {
+        throw InputError(with_line(source, line) + ": " + field + ": key given twice (first at line " +
+                         std::to_string(seen->second + 1) + ")");
+      }
+      check_tree(it->second, source, field, nodes);
+    }
+  }
+}
+
+// Counts the documents the parser meets; remembers where the second one starts.
+struct DocumentStarts : YAML::EventHandler {
+  int count = 0;
+  int second_line = -1;
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (++count == 2) second_line = mark.line;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+}  // namespace
+
 YAML::Node load_yaml(const std::string& text, const std::string& source) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
+    // A second document would be ignored by Load: look for one. (Not YAML::LoadAll: on some
+    // malformed text, such as ", 1", yaml-cpp 0.7's LoadAll loops forever.)
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentStarts starts;
+    if (parser.HandleNextDocument(starts) && parser.HandleNextDocument(starts) && starts.count > 1) {
+      throw InputError(with_line(source, starts.second_line) +
+                       ": a second YAML document (after '---'); expected one document");
+    }
   } catch (const YAML::ParserException& e) {
     throw InputError(with_line(source, e.mark.line) + ": YAML syntax: " + e.msg);
   }
   if (!root.IsDefined() || root.IsNull()) throw InputError(source + ": file is empty (expected a mapping)");
+  int nodes = 0;
+  check_tree(root, source, "", nodes);
   return root;
-}
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot read file");
-  std::ostringstream os;
-  os << in.rdbuf();
-  if (in.bad()) throw InputError(path + ": cannot read file");
-  return os.str();
 }
 
 bool Range::contains(double v) const {
@@ -181,6 +230,14 @@ int64_t YamlMap::integer(const std::string& key, Range range) const {
 
 int64_t YamlMap::integer_or(const std::string& key, int64_t fallback, Range range) const {
   return has(key) ? integer(key, range) : fallback;
+}
+
+int YamlMap::count(const std::string& key, int lo, int hi) const {
+  return static_cast<int>(integer(key, Range::between(lo, hi)));
+}
+
+int YamlMap::count_or(const std::string& key, int fallback, int lo, int hi) const {
+  return has(key) ? count(key, lo, hi) : fallback;
 }
 
 bool YamlMap::boolean(const std::string& key) const {

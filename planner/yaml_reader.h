@@ -18,11 +18,12 @@
 
 namespace rm {
 
-// Parses one YAML document. Syntax errors and an empty document throw InputError
-// "<source>:<line>: ...".
+// Parses exactly one YAML document (read it with read_input_file of planner/input_file.h).
+// Throws InputError "<source>:<line>: ..." on a syntax error, an empty document, a second
+// document, a key given twice in one mapping, or more than kMaxYamlNodes nodes (aliases
+// count each time they are used, so a few lines cannot expand into millions of nodes).
 YAML::Node load_yaml(const std::string& text, const std::string& source);
-// Whole file as text; InputError "<path>: cannot read file" when it cannot be opened.
-std::string read_text_file(const std::string& path);
+inline constexpr int kMaxYamlNodes = 1 << 20;  // a 131,072-GPU plan's order list is 131,072
 
 // Allowed range of a number: lo and hi, each open or closed.
 struct Range {
@@ -34,6 +35,8 @@ struct Range {
   static Range non_negative() { return {0, false}; }
   static Range fraction() { return {0, true, 1, false}; }  // (0, 1]
   static Range at_least(double v) { return {v, false}; }
+  static Range between(double lo, double hi) { return {lo, false, hi, false}; }  // [lo, hi]
+  static Range above_up_to(double lo, double hi) { return {lo, true, hi, false}; }  // (lo, hi]
   bool contains(double v) const;
   std::string describe() const;  // "> 0", "in (0, 1]"
 };
@@ -51,6 +54,10 @@ class YamlMap {
   double number_or(const std::string& key, double fallback, Range range) const;
   int64_t integer(const std::string& key, Range range) const;
   int64_t integer_or(const std::string& key, int64_t fallback, Range range) const;
+  // A whole number in [lo, hi] as an int: the range check comes before the narrowing, so
+  // 4294967298 is refused rather than read as 2.
+  int count(const std::string& key, int lo, int hi) const;
+  int count_or(const std::string& key, int fallback, int lo, int hi) const;
   bool boolean(const std::string& key) const;
   bool boolean_or(const std::string& key, bool fallback) const;
   std::vector<int64_t> int_list(const std::string& key, Range range) const;

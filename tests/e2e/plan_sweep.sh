@@ -128,7 +128,7 @@ fi
 source "$(dirname "${BASH_SOURCE[0]}")/lib/expect_bad.bash"
 expect_bad "is not a multiple of 16" "--cp 16" -- plan --gpus 16 --seq 16008 --cp 16
 expect_bad "must divide" "--cp" -- plan --gpus 16 --seq 64k --cp 5
-expect_bad "must be >= 1 (got 0)" "--cp" -- plan --gpus 16 --seq 64k --cp 0
+expect_bad "must be in [1, 131072] (got 0)" "--cp" -- plan --gpus 16 --seq 64k --cp 0
 expect_bad "bidirectional ring needs cp >= 3" "cp" -- plan --gpus 16 --seq 64k --cp 2 --schedule bidirectional
 expect_bad "--max-seq" "drop --seq" -- plan --gpus 16 --seq 64k --max-seq
 # CP kinds: a2a needs cp to divide the heads; the ring's choices are not the other kinds';

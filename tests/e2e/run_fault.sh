@@ -53,11 +53,17 @@ for fault in kill stall; do
   if [[ $out != *"rank 1: injected fault ($fault) at step 1"* ]]; then
     fail "$fault: no injection message"
   fi
-  if [[ $fault == stall && ! $out =~ rank\ [0-9]:\ no\ progress\ for.*step\ [0-9] ]]; then
-    fail "stall: no watchdog message naming a rank and a step"
+  # The watchdog names whom it waited for: a peer, or (the stalled rank) its own step.
+  watchdog_re="rank [0-9]: (no progress from peer [0-9]|this rank's own step ran past the timeout).*step [0-9]"
+  if [[ $fault == stall && ! $out =~ $watchdog_re ]]; then
+    fail "stall: no watchdog message naming a rank, whom it waited for and a step"
+  fi
+  # The stalled rank blames itself, never a peer.
+  if [[ $out =~ rank\ 1:\ no\ progress\ from\ peer ]]; then
+    fail "stall: the stalled rank 1 blamed a peer"
   fi
   # The survivors, terminated by mpirun (or their watchdog), say where they were.
-  if [[ $fault == kill && ! $out =~ rank\ [02]:\ (terminated|no\ progress).*step\ [0-9] ]]; then
+  if [[ $fault == kill && ! $out =~ rank\ [02]:\ (terminated|no\ progress\ from).*step\ [0-9] ]]; then
     fail "kill: no survivor message naming a rank and a step"
   fi
   if pgrep -f "$tmp/plan.yaml" >/dev/null; then

@@ -97,7 +97,8 @@ TEST_CASE("pair FLOPs match brute force for every layout, tile and mask") {
     for (int P : {1, 2, 3, 4}) {
       for (int64_t c : {8, 12, 20}) {
         TokenLayout L{lb, c * P, P};
-        for (auto [bq, bkv] : {std::pair{4, 4}, {3, 5}, {8, 2}, {64, 64}, {6, 4}}) {
+        for (const auto& tiles : {std::pair{4, 4}, {3, 5}, {8, 2}, {64, 64}, {6, 4}}) {
+          const int bq = tiles.first, bkv = tiles.second;  // not a structured binding: clang 14 cannot capture one
           for (bool causal : {true, false}) {
             for (int q = 0; q < P; ++q) {
               for (int kv = 0; kv < P; ++kv) {

@@ -10,6 +10,7 @@
 
 #include "planner/input_error.h"
 #include "planner/plan.h"
+#include "planner/plan_loader.h"
 #include "planner/spec_library.h"
 
 namespace {
@@ -37,7 +38,7 @@ std::string load_error(const std::string& name, const std::string& path) {
     } else if (name.rfind("model-", 0) == 0) {
       rm::load_model(path);
     } else if (name.rfind("plan-", 0) == 0) {
-      rm::read_plan_yaml(path);
+      rm::load_plan_file(path);  // with its model and topology, as every consumer loads it
     } else {
       return "unknown prefix (expected topology-, model- or plan-)";
     }

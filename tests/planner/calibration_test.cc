@@ -4,10 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include "planner/calibration_fit.h"
 #include "planner/input_error.h"
@@ -167,13 +169,28 @@ TEST_CASE("bad profiles name file, line and field") {
   };
   CHECK(error_of(good).empty());
   CHECK(with("gemm_efficiency: 0.8", "gemm_efficiency: -1") ==
-        "p.yaml:8: parameters.gemm_efficiency: expected a number > 0 (got -1)");
+        "p.yaml:8: parameters.gemm_efficiency: expected a number in (0, 1000] (got -1)");
   CHECK(with("shared-memory:", "warp-drive:").find("p.yaml:10: parameters.links: unknown link class 'warp-drive'") == 0);
   CHECK(with("overlap_interference: 1.05", "overlap_interference: 0.5").find("p.yaml:11: parameters.overlap_interference") == 0);
   CHECK(with("backend: cpu", "backend: tpu").find("p.yaml:2: hardware.backend: expected cpu or cuda") == 0);
   CHECK(with("format: 1", "format: 7").find("p.yaml:1: format:") == 0);
   CHECK(with("  gemm_efficiency: 0.8\n", "").find("parameters.gemm_efficiency") != std::string::npos);
   CHECK(with("sources:", "colour: red\nsources:").find("p.yaml:15: colour: unknown key") == 0);
+  // Hostile values: exit 2 with the field named, never a yaml-cpp conversion error (exit 1).
+  CHECK(with("sources: [unit test]", "sources: [[1, 2]]") ==
+        "p.yaml:15: sources: expected a list of strings (item 0 is a list)");
+  CHECK(with("beta_bytes_per_s: 5.0e9", "beta_bytes_per_s: 1e308").find("p.yaml:10: parameters.links.shared-memory.beta_bytes_per_s: expected a number in (0, 1e+15]") == 0);
+  CHECK(with("r2: 0.99", "r2: .nan").find("p.yaml:14: fits.gemm.r2: expected a number") == 0);
+  CHECK(with("gemm_efficiency: 0.8", "gemm_efficiency: 0.8\n  gemm_efficiency: 0.9").find("p.yaml:9: parameters.gemm_efficiency: key given twice (first at line 8)") == 0);
+  CHECK(with("{points: 4,", "{points: 4294967297,").find("fits.gemm.points: expected a whole number") != std::string::npos);
+}
+
+TEST_CASE("a profile that fails its own reader is not written") {
+  Profile p = parse_profile(kGoodProfile, "p.yaml");
+  p.fits["gemm"].r2 = std::numeric_limits<double>::quiet_NaN();  // what one 1e308 s record gave
+  const std::string path = "/tmp/rm-nan-profile-" + std::to_string(::getpid()) + ".yaml";
+  CHECK_THROWS_WITH_AS(write_profile(p, path), doctest::Contains("fails its own reader"), InputError);
+  CHECK(::access(path.c_str(), F_OK) != 0);
 }
 
 TEST_CASE("a profile from other hardware is flagged") {

@@ -89,7 +89,7 @@ TEST_CASE("a corpus entry reads every field") {
 
 TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
   CHECK(error_of(replaced(kOneEntry, "gpus: 8", "gpus: eight")) ==
-        "c.yaml:8: rfa-a100-fwd-zigzag.gpus: expected a whole number in [1, 1e+09] (got 'eight')");
+        "c.yaml:8: rfa-a100-fwd-zigzag.gpus: expected a whole number in [1, 131072] (got 'eight')");
   CHECK(error_of(replaced(kOneEntry, "micro_batch: 1", "micro_bach: 1")) ==
         "c.yaml:3: rfa-a100-fwd-zigzag.micro_batch: missing (required); found 'micro_bach' (a misspelling?)");
   CHECK(error_of(replaced(kOneEntry, "    split: fit\n", "")) ==

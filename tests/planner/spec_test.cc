@@ -8,6 +8,7 @@
 #include "planner/shipped_specs.h"
 #include "planner/spec_library.h"
 #include "planner/units.h"
+#include "planner/input_file.h"
 #include "planner/yaml_reader.h"
 
 namespace {
@@ -105,7 +106,7 @@ TEST_CASE("model validation names file, line and field") {
   CHECK(error_of(typo, false) == "x.yaml:1: vocab: missing (required); found 'vocabb' (a misspelling?)");
   std::string neg = kTinyModel;
   neg.replace(neg.find("layers: 2"), 9, "layers: -2");
-  CHECK(error_of(neg, false) == "x.yaml:2: layers: expected a whole number in [1, 1e+09] (got -2)");
+  CHECK(error_of(neg, false) == "x.yaml:2: layers: expected a whole number in [1, 16384] (got -2)");
   std::string gqa = kTinyModel;
   gqa.replace(gqa.find("kv_heads: 2"), 11, "kv_heads: 3");
   CHECK(error_of(gqa, false) == "x.yaml:5: kv_heads: expected a divisor of heads 4 (got 3)");
@@ -144,7 +145,7 @@ TEST_CASE("a GPU's other attention kernels: relative factors, read strictly") {
   CHECK(a100.gpu.attention_kernels.count("flash_attn_3") == 0);  // Hopper only
   CHECK(rm::load_topology("dgx-h100-ib").gpu.attention_kernels.at("flash_attn_3") == doctest::Approx(1.73));
   // Bad factors name the field.
-  const std::string text = rm::read_text_file(std::string(RM_SOURCE_DIR) + "/topologies/dgx-a100-ib.yaml");
+  const std::string text = rm::read_input_file(std::string(RM_SOURCE_DIR) + "/topologies/dgx-a100-ib.yaml", rm::InputKind::kTopology);
   const auto at = text.find("      triton: 0.55");
   REQUIRE(at != std::string::npos);
   std::string bad = text;
