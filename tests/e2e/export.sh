@@ -77,7 +77,9 @@ checked=$((checked + 1))
 expect_bad "plan.schedule: Megatron-LM's ring passes K,V in one direction only" "plan-bidirectional.yaml" -- \
   export --plan plan-bidirectional.yaml --to megatron
 expect_bad "plan.schedule: torchtitan" "plan-bidirectional.yaml" -- export --plan plan-bidirectional.yaml --to torchtitan
-expect_bad "workload 'attention' (ring attention" "plan-step.yaml" -- export --plan plan-step.yaml --to slurm
+# `run` executes step plans too (whole training steps): a step plan exports to slurm.
+"$bin" export --plan plan-step.yaml --to slurm >"$tmp/step.sbatch" 2>"$tmp/step.err" && grep -q "ringmaster run" "$tmp/step.sbatch" ||
+  fail "export --to slurm of a step plan: $(tail -2 "$tmp/step.err")"
 expect_bad "workload: the plan prices 'attention'" "plan-attention.yaml" -- export --plan plan-attention.yaml --to megatron
 expect_bad "expected one of megatron, torchtitan, slurm" "--to" -- export --plan plan-step.yaml --to deepspeed
 expect_bad "runs a flat ring only" "--schedule" -- plan --gpus 16 --seq 1M --target megatron --schedule bidirectional

@@ -12,8 +12,9 @@ checked=0
 
 "$bin" plan --gpus 16 --seq 128k -o "$tmp/plan.yaml" >/dev/null 2>&1 || fail "plan -o exited $?"
 checked=$((checked + 1))
-"$bin" simulate --plan "$tmp/plan.yaml" --layers 2 --trace "$tmp/all.json" >/dev/null 2>&1 || fail "simulate --trace exited $?"
-"$bin" simulate --plan "$tmp/plan.yaml" --layers 2 --trace "$tmp/some.json" --trace-ranks 0-1,9 >/dev/null 2>&1 ||
+# --full: the exact replay traces every GPU (the fast mode replays one data-parallel ring's nodes).
+"$bin" simulate --plan "$tmp/plan.yaml" --full --layers 2 --trace "$tmp/all.json" >/dev/null 2>&1 || fail "simulate --trace exited $?"
+"$bin" simulate --plan "$tmp/plan.yaml" --full --layers 2 --trace "$tmp/some.json" --trace-ranks 0-1,9 >/dev/null 2>&1 ||
   fail "simulate --trace-ranks exited $?"
 python3 - "$tmp/all.json" "$tmp/some.json" <<'PY' || fail "--trace-ranks 0-1,9 did not keep exactly GPUs 0, 1 and 9"
 import json, sys

@@ -75,9 +75,10 @@ cmp -s "$tmp/sb-whole.json" "$tmp/sb.json" || fail "slurm_sweep.sbatch: merged p
 
 # ---- refusals: exit 2 naming the option or the file --------------------------------------
 source "$(dirname "${BASH_SOURCE[0]}")/lib/expect_bad.bash"
-for bad in 0/4 5/4 4 a/4 1/0 -1/4 1/4/2 ""; do
+for bad in 0/4 5/4 4 a/4 1/0 -1/4 1/4/2; do
   expect_bad "expected K/N with 1 <= K <= N" "--shard" -- sweep --format json --shard "$bad"
 done
+expect_bad "expected a value (got an empty string)" "--shard" -- sweep --format json --shard ""
 "$bin" sweep --format json --gpus 16 --shard 2/4 >"$tmp/other.json" 2>/dev/null
 expect_bad "a part of a different sweep" "$tmp/other.json" -- merge "$tmp/parts/1.json" "$tmp/other.json"
 expect_bad "they differ in 'gpus'" "shard.sweep" -- merge "$tmp/parts/1.json" "$tmp/other.json"
