@@ -1,10 +1,12 @@
 #include "cli/self_launch.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -14,10 +16,17 @@
 #include <stdexcept>
 #include <thread>
 
+#include "cli/mpirun_relay.h"
 #include "planner/input_error.h"
 
 namespace rm::cli {
 namespace {
+
+volatile pid_t g_mpirun = 0;  // the mpirun child relaunch_under_mpirun waits for
+
+void forward_to_mpirun(int sig) {
+  if (g_mpirun > 0) kill(g_mpirun, sig);
+}
 
 std::vector<char*> c_argv(std::vector<std::string>& args) {
   std::vector<char*> argv;
@@ -63,9 +72,43 @@ void relaunch_under_mpirun(int np, const std::vector<std::string>& args) {
   std::vector<char*> argv = c_argv(all);
   std::fflush(stdout);
   std::fflush(stderr);
-  execvp("mpirun", argv.data());
-  throw std::runtime_error("cannot start mpirun (" + std::string(std::strerror(errno)) +
-                           "): install Open MPI, or launch the ranks with your MPI launcher");
+  // mpirun runs as a child whose stderr passes through the relay (mpirun_relay.h); its exit
+  // status becomes ours, and an interrupt is handed on to it.
+  int pipe_fd[2];
+  if (pipe(pipe_fd) != 0) throw std::runtime_error("pipe failed: " + std::string(std::strerror(errno)));
+  int ready[2];  // closed on exec: tells the parent whether mpirun started
+  if (pipe2(ready, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed: " + std::string(std::strerror(errno)));
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed: " + std::string(std::strerror(errno)));
+  if (pid == 0) {
+    close(pipe_fd[0]);
+    close(ready[0]);
+    dup2(pipe_fd[1], STDERR_FILENO);
+    close(pipe_fd[1]);
+    execvp("mpirun", argv.data());
+    const int err = errno;
+    (void)!write(ready[1], &err, sizeof err);
+    _exit(127);
+  }
+  close(pipe_fd[1]);
+  close(ready[1]);
+  int exec_errno = 0;
+  const bool failed = read(ready[0], &exec_errno, sizeof exec_errno) == static_cast<ssize_t>(sizeof exec_errno);
+  close(ready[0]);
+  if (failed) {
+    waitpid(pid, nullptr, 0);
+    throw std::runtime_error("cannot start mpirun (" + std::string(std::strerror(exec_errno)) +
+                             "): install Open MPI, or launch the ranks with your MPI launcher");
+  }
+  g_mpirun = pid;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, forward_to_mpirun);
+  relay_mpirun_stderr(pipe_fd[0]);
+  close(pipe_fd[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) throw std::runtime_error("waitpid failed: " + std::string(std::strerror(errno)));
+  std::fflush(stdout);
+  std::exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 }
 
 std::vector<std::string> own_arguments() {

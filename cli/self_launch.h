@@ -16,10 +16,12 @@ std::string self_path();
 // not writable (checked before any rank runs).
 void check_output_path(const std::string& path, const char* flag);
 
-// Replaces this process with
+// Runs
 //   mpirun -np <np> [--allow-run-as-root] [--oversubscribe] --bind-to none
 //          -x OMP_NUM_THREADS=1 [-x RINGMASTER_FAULT] <this binary> <args...>
-// (--allow-run-as-root as root, --oversubscribe when np exceeds the cores).
+// (--allow-run-as-root as root, --oversubscribe when np exceeds the cores) with its stderr
+// through the relay (mpirun_relay.h: no Open MPI banners, one line per rank), interrupts
+// handed on, and exits with its status.
 [[noreturn]] void relaunch_under_mpirun(int np, const std::vector<std::string>& args);
 // This process's own arguments after the binary name (from /proc/self/cmdline), for
 // relaunching exactly what the user typed.

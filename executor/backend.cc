@@ -3,8 +3,31 @@
 
 #include "executor/verify.h"
 #include "planner/input_error.h"
+#include "planner/model_spec.h"
+#include "planner/plan.h"
+#include "planner/token_layout.h"
 
 namespace rm::exec {
+
+AttentionShape plan_attention_shape(const Plan& plan, const ModelSpec& model) {
+  AttentionShape shape;
+  shape.c = TokenLayout{plan.choice.load_balance, plan.job.seq_len, plan.choice.cp}.tokens_per_rank();
+  shape.d = model.head_dim;
+  shape.h = model.heads;
+  shape.h_kv = model.kv_heads;
+  shape.block_q = plan.choice.block_q;
+  shape.block_kv = plan.choice.block_kv;
+  shape.causal = plan.job.causal;
+  shape.segments = plan.choice.load_balance == LoadBalance::kZigzag ? 2 : 1;
+  return shape;
+}
+
+std::vector<int64_t> rank_token_indices(const Plan& plan, int position) {
+  const TokenLayout layout{plan.choice.load_balance, plan.job.seq_len, plan.choice.cp};
+  std::vector<int64_t> tokens(static_cast<size_t>(layout.tokens_per_rank()));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = layout.global_index(position, static_cast<int64_t>(i));
+  return tokens;
+}
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;

@@ -59,6 +59,19 @@ struct AttentionShape {
   int segments = 1;
 };
 
+}  // namespace rm::exec
+namespace rm {
+struct Plan;
+struct ModelSpec;
+}  // namespace rm
+namespace rm::exec {
+
+// The attention a plan runs on every rank: c tokens, the model's heads, the plan's tiles and
+// mask, zigzag's two segments. And the global token index of each token ring position
+// `position` holds (planner/token_layout.h).
+AttentionShape plan_attention_shape(const Plan& plan, const ModelSpec& model);
+std::vector<int64_t> rank_token_indices(const Plan& plan, int position);
+
 // Deterministic inputs: element (head, global token t, dim) of tensor `which` is a
 // uniform value in [-1, 1) hashed from (seed, which, head, t, dim), so any process (the
 // reference in verify.cc, another backend) regenerates exactly the same tensors from

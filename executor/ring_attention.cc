@@ -36,17 +36,8 @@ RingAttention::RingAttention(const LoadedPlanFile& lp, const std::string& plan_p
   bwd.assign(me.ops.begin() + static_cast<std::ptrdiff_t>(cut), me.ops.end());
 
   const TokenLayout layout{plan.choice.load_balance, plan.job.seq_len, plan.choice.cp};
-  AttentionShape shape;
-  shape.c = layout.tokens_per_rank();
-  shape.d = lp.model.head_dim;
-  shape.h = lp.model.heads;
-  shape.h_kv = lp.model.kv_heads;
-  shape.block_q = plan.choice.block_q;
-  shape.block_kv = plan.choice.block_kv;
-  shape.causal = plan.job.causal;
-  shape.segments = plan.choice.load_balance == LoadBalance::kZigzag ? 2 : 1;
-  tokens_.resize(static_cast<size_t>(shape.c));
-  for (int64_t i = 0; i < shape.c; ++i) tokens_[i] = layout.global_index(position_, i);
+  const AttentionShape shape = plan_attention_shape(plan, lp.model);
+  tokens_ = rank_token_indices(plan, position_);
 
   backend_ = make_backend(backend);
   backend_->setup(shape, tokens_, 0);  // inputs are replaced by load() before every pass

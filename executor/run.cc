@@ -133,17 +133,8 @@ int run_body(const RunOptions& opt, int rank, int size) {
   const RankSchedule& me = sched.ranks.at(static_cast<size_t>(rank));
 
   const TokenLayout layout{plan.choice.load_balance, plan.job.seq_len, plan.choice.cp};
-  AttentionShape shape;
-  shape.c = layout.tokens_per_rank();
-  shape.d = lp.model.head_dim;
-  shape.h = lp.model.heads;
-  shape.h_kv = lp.model.kv_heads;
-  shape.block_q = plan.choice.block_q;
-  shape.block_kv = plan.choice.block_kv;
-  shape.causal = plan.job.causal;
-  shape.segments = plan.choice.load_balance == LoadBalance::kZigzag ? 2 : 1;
-  std::vector<int64_t> tokens(static_cast<size_t>(shape.c));
-  for (int64_t i = 0; i < shape.c; ++i) tokens[i] = layout.global_index(me.position, i);
+  const AttentionShape shape = plan_attention_shape(plan, lp.model);
+  const std::vector<int64_t> tokens = rank_token_indices(plan, me.position);
 
   std::unique_ptr<Backend> backend = make_backend(opt.backend);
   backend->setup(shape, tokens, opt.seed + static_cast<uint64_t>(me.ring));

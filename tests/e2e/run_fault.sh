@@ -69,8 +69,15 @@ for fault in kill stall; do
   if pgrep -f "$tmp/plan.yaml" >/dev/null; then
     fail "$fault: ranks still running after mpirun exited"
   fi
+  # mpirun's own report comes as one line per rank, not its banner (cli/mpirun_relay.h).
+  if [[ $out =~ -{20,} || $out == *"Primary job"* || $out == *"mpirun noticed"* ]]; then
+    fail "$fault: mpirun's banner reached the user: $out"
+  fi
+  if [[ $fault == kill && $out != *"ringmaster: rank 1 was killed by signal 9 (Killed)"* ]]; then
+    fail "kill: no one-line report of the killed rank: $out"
+  fi
   echo "$fault: exit $rc after ${elapsed} s"
-  echo "$out" | grep -E "injected|no progress|terminated|exited on signal" | head -5
+  echo "$out" | grep -E "injected|no progress|terminated|killed by signal" | head -5
 done
 
 # A broken message contract (two receives posted in swapped order, executor/watchdog.h):

@@ -151,7 +151,8 @@ TEST_CASE("sliding window: pair FLOPs match brute force, ring steps and totals m
       for (int64_t c : {8, 12}) {
         TokenLayout L{lb, c * P, P};
         for (int64_t W : {1, 2, 5, 9, 13, 30}) {
-          for (auto [bq, bkv] : {std::pair{4, 4}, {3, 5}, {8, 2}}) {
+          for (const auto& tiles : {std::pair{4, 4}, {3, 5}, {8, 2}}) {
+            const int bq = tiles.first, bkv = tiles.second;  // INFO's lambda: clang 14 cannot capture bindings
             const AttentionTiles t{bq, bkv};
             double executed = 0, useful = 0;
             int last_needed = 0;
