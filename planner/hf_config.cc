@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <limits>
 
 #include <nlohmann/json.hpp>
 
 #include "planner/input_error.h"
+#include "planner/input_limits.h"
 
 namespace rm {
 
@@ -32,12 +32,16 @@ class Reader {
     fail_input(source_, key, expected);
   }
   bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
-  int64_t integer(const char* key, int64_t lo = 1) const {
+  // A count stored as int, range-checked before narrowing (limits: planner/input_limits.h).
+  int count(const char* key, int hi) const {
     if (!has(key)) fail(key, "missing (required)");
-    return integer_at(key, lo);
+    return static_cast<int>(integer_at(key, 1, hi));
   }
-  int64_t integer_or(const char* key, int64_t fallback, int64_t lo = 1) const {
-    return has(key) ? integer_at(key, lo) : fallback;
+  int count_or(const char* key, int fallback, int hi) const {
+    return has(key) ? static_cast<int>(integer_at(key, 1, hi)) : fallback;
+  }
+  int64_t integer_or(const char* key, int64_t fallback, int64_t hi) const {
+    return has(key) ? integer_at(key, 1, hi) : fallback;
   }
   bool boolean_or(const char* key, bool fallback) const {
     if (!has(key)) return fallback;
@@ -54,11 +58,14 @@ class Reader {
   const json& j_;
   const std::string& source_;
 
-  int64_t integer_at(const char* key, int64_t lo) const {
+  int64_t integer_at(const char* key, int64_t lo, int64_t hi) const {
     const json& v = j_.at(key);
-    constexpr int64_t kMax = 1'000'000'000'000'000;
-    if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > kMax) {
-      fail(key, "expected a whole number >= " + std::to_string(lo) + " (got " + v.dump() + ")");
+    // An unsigned value above INT64_MAX is out of range, not a negative number.
+    const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi)
+                                                 : v.is_number_integer() && v.get<int64_t>() <= hi;
+    if (!in_range || v.get<int64_t>() < lo) {
+      fail(key, "expected a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " +
+                    v.dump() + ")");
     }
     return v.get<int64_t>();
   }
@@ -97,18 +104,17 @@ ModelSpec parse_hf_config(const std::string& json_text, const std::string& sourc
   m.source = source;
   m.name = model_name(source);
   m.note = std::string("Hugging Face config (model_type ") + type + ")";
-  auto to_int = [](int64_t v) { return static_cast<int>(std::min<int64_t>(v, std::numeric_limits<int>::max())); };
-  m.layers = to_int(r.integer("num_hidden_layers"));
-  m.hidden = to_int(r.integer("hidden_size"));
-  m.heads = to_int(r.integer("num_attention_heads"));
-  m.kv_heads = to_int(r.integer_or("num_key_value_heads", m.heads));
+  m.layers = r.count("num_hidden_layers", kMaxLayers);
+  m.hidden = r.count("hidden_size", kMaxHidden);
+  m.heads = r.count("num_attention_heads", kMaxHeads);
+  m.kv_heads = r.count_or("num_key_value_heads", m.heads, kMaxHeads);
   if (!r.has("head_dim") && m.hidden % m.heads != 0) {
     r.fail("head_dim", "missing, and num_attention_heads " + std::to_string(m.heads) +
                            " does not divide hidden_size " + std::to_string(m.hidden));
   }
-  m.head_dim = to_int(r.integer_or("head_dim", m.hidden / m.heads));
-  m.ffn_hidden = to_int(r.integer("intermediate_size"));
-  m.vocab = to_int(r.integer("vocab_size"));
+  m.head_dim = r.count_or("head_dim", m.hidden / m.heads, kMaxHeadDim);
+  m.ffn_hidden = r.count("intermediate_size", kMaxFfnHidden);
+  m.vocab = r.count("vocab_size", kMaxVocab);
   if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
     r.fail("num_key_value_heads", "expected a divisor of num_attention_heads " + std::to_string(m.heads) +
                                       " (got " + std::to_string(m.kv_heads) + ")");
@@ -119,7 +125,7 @@ ModelSpec parse_hf_config(const std::string& json_text, const std::string& sourc
   }
   m.gated_ffn = true;  // SwiGLU (llama, mistral, qwen2) or GeGLU (gemma)
   // Qwen2 writes its window size but applies it only with use_sliding_window: true.
-  if (r.boolean_or("use_sliding_window", type != "qwen2")) m.sliding_window = r.integer_or("sliding_window", 0);
+  if (r.boolean_or("use_sliding_window", type != "qwen2")) m.sliding_window = r.integer_or("sliding_window", 0, kMaxSeqTokens);
   m.tied_embeddings = r.boolean_or("tie_word_embeddings", arch->tied_by_default);
   return m;
 }

@@ -25,6 +25,15 @@ inline constexpr int64_t kMaxBatchTokens = int64_t{1} << 40;
 // a whole 1M-token chunk as one tile. Transfers are split into at most 1,024 messages.
 inline constexpr int kMaxBlockTokens = 1 << 20;
 inline constexpr int kMaxKvSubblocks = 1024;
+// Model shapes, for YAML and Hugging Face configs alike: about 100x the largest published
+// models (Llama 3 405B: 126 layers, hidden 16,384, 128 heads, FFN 53,248; vocabularies up to
+// 256K), so products of them stay far from overflow.
+inline constexpr int kMaxLayers = 1 << 14;
+inline constexpr int kMaxHidden = 1 << 21;
+inline constexpr int kMaxHeads = 1 << 14;
+inline constexpr int kMaxHeadDim = 1 << 14;
+inline constexpr int kMaxFfnHidden = 1 << 23;
+inline constexpr int kMaxVocab = 1 << 25;
 // Sequences per micro-batch and micro-batches per step.
 inline constexpr int kMaxMicroBatch = 1 << 20;
 inline constexpr int kMaxGradAccum = 1 << 20;

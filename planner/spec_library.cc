@@ -211,17 +211,15 @@ ModelSpec parse_model(const std::string& yaml_text, const std::string& source) {
   const YamlMap root(load_yaml(yaml_text, source), source);
   ModelSpec m;
   parse_head(root, source, m);
-  // Limits: about 100x the largest published models (Llama 3 405B: 126 layers, hidden
-  // 16,384, 128 heads, FFN 53,248; vocabularies up to 256K), so products stay far from overflow.
-  m.layers = root.count("layers", 1, 1 << 14);
-  m.hidden = root.count("hidden", 1, 1 << 21);
-  m.heads = root.count("heads", 1, 1 << 14);
-  m.kv_heads = root.count("kv_heads", 1, 1 << 14);
-  m.head_dim = root.count("head_dim", 1, 1 << 14);
-  m.ffn_hidden = root.count("ffn_hidden", 1, 1 << 23);
-  m.vocab = root.count("vocab", 1, 1 << 25);
+  m.layers = root.count("layers", 1, kMaxLayers);
+  m.hidden = root.count("hidden", 1, kMaxHidden);
+  m.heads = root.count("heads", 1, kMaxHeads);
+  m.kv_heads = root.count("kv_heads", 1, kMaxHeads);
+  m.head_dim = root.count("head_dim", 1, kMaxHeadDim);
+  m.ffn_hidden = root.count("ffn_hidden", 1, kMaxFfnHidden);
+  m.vocab = root.count("vocab", 1, kMaxVocab);
   m.gated_ffn = root.boolean_or("gated_ffn", true);
-  m.sliding_window = root.integer_or("sliding_window", 0, Range{1, false, 1e15, false});
+  m.sliding_window = root.integer_or("sliding_window", 0, Range{1, false, static_cast<double>(kMaxSeqTokens), false});
   m.tied_embeddings = root.boolean_or("tied_embeddings", false);
   if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
     root.fail("kv_heads", "expected a divisor of heads " + std::to_string(m.heads) + " (got " +

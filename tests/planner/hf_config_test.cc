@@ -81,7 +81,14 @@ TEST_CASE("config.json errors name the file and the key") {
   CHECK(error_of("{" + base + R"(, "hidden_act": "relu"})") ==
         "c.json: hidden_act: expected one of silu, swish, gelu, gelu_pytorch_tanh, gelu_new (got 'relu')");
   CHECK(error_of("{" + base + R"(, "sliding_window": -5})") ==
-        "c.json: sliding_window: expected a whole number >= 1 (got -5)");
+        "c.json: sliding_window: expected a whole number in [1, 1073741824] (got -5)");
+  // Counts are range-checked before they become int (2^32 + 2 is not 2), unsigned values too.
+  CHECK(error_of("{" + base + R"(, "num_hidden_layers": 4294967298})") ==
+        "c.json: num_hidden_layers: expected a whole number in [1, 16384] (got 4294967298)");
+  CHECK(error_of("{" + base + R"(, "vocab_size": 18446744073709551615})") ==
+        "c.json: vocab_size: expected a whole number in [1, 33554432] (got 18446744073709551615)");
+  CHECK(error_of("{" + base + R"(, "head_dim": 1e3})") ==
+        "c.json: head_dim: expected a whole number in [1, 16384] (got 1000.0)");
   CHECK(error_of("{" + base + R"(, "tie_word_embeddings": "yes"})") ==
         "c.json: tie_word_embeddings: expected true or false (got \"yes\")");
   CHECK(error_of("[1, 2]") == "c.json: expected a JSON object (a transformers config.json)");
