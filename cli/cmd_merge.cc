@@ -1,9 +1,7 @@
 // `ringmaster merge parts/*.json [-o FILE]`: join the parts of a sharded sweep
 // (`sweep --shard K/N --format json`) into the JSON the unsharded sweep prints, byte for byte.
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +12,7 @@
 #include "cli/sweep_shard.h"
 #include "planner/atomic_file.h"
 #include "planner/input_error.h"
+#include "planner/input_file.h"
 
 namespace rm::cli {
 
@@ -25,13 +24,10 @@ struct MergeOptions {
 };
 
 nlohmann::json read_part(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail_input(path, "file", "cannot be read");
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_input_file(path, InputKind::kToolOutput);
   try {
-    return nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
     fail_input(path, "json", std::string("not valid JSON (") + e.what() + "); a shard that did not finish?");
   }
 }

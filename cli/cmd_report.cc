@@ -21,6 +21,7 @@
 #include "cli/self_launch.h"
 #include "planner/atomic_file.h"
 #include "planner/input_error.h"
+#include "planner/input_file.h"
 #include "planner/spec_library.h"
 #include "planner/units.h"
 
@@ -282,11 +283,10 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("-o,--output", *out, "the HTML file to write")->required();
   cmd->callback([in, out] {
     check_output_path(*out, "--output");
-    std::ifstream f(*in);
-    if (!f) fail_input(*in, "file", "cannot read it");
+    const std::string text = read_input_file(*in, InputKind::kToolOutput);
     json j;
     try {
-      j = json::parse(f);
+      j = json::parse(text);
     } catch (const json::exception& e) {
       fail_input(*in, "file", std::string("expected JSON from ringmaster --format json (") + e.what() + ")");
     }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/input_error.h"
+#include "planner/input_file.h"
 
 namespace rm::exec {
 
@@ -65,8 +66,10 @@ std::string step_name(int64_t step, bool temporary = false) {
 void read_floats(const fs::path& folder, const std::string& name, const nlohmann::json& entry,
                  const std::vector<std::vector<float>*>& arrays, size_t count) {
   const fs::path path = folder / name;
+  if (!fs::exists(path)) fail_input(path.string(), "checkpoint", "missing file (the manifest lists it)");
+  check_regular_file(path.string(), "expected a checkpoint array file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail_input(path.string(), "checkpoint", "missing file (the manifest lists it)");
+  if (!in) fail_input(path.string(), "checkpoint", "cannot read the file");
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t want = arrays.size() * count * sizeof(float);
   char hex[17];
@@ -137,11 +140,8 @@ std::optional<TrainState> read_latest_checkpoint(const std::string& dir, const T
   const fs::path folder = fs::path(dir) / latest;
   const std::string mpath = (folder / "manifest.json").string();
   nlohmann::json mf;
-  {
-    std::ifstream in(mpath);
-    if (!in) fail_input(mpath, "checkpoint", "missing manifest (corrupted checkpoint)");
-    mf = nlohmann::json::parse(in, nullptr, false);
-  }
+  if (!fs::exists(mpath)) fail_input(mpath, "checkpoint", "missing manifest (corrupted checkpoint)");
+  mf = nlohmann::json::parse(read_input_file(mpath, InputKind::kCheckpointManifest), nullptr, false);
   if (mf.is_discarded() || !mf.is_object() || mf.value("format", std::string()) != kFormat)
     fail_input(mpath, "format", std::string("expected a ") + kFormat + " manifest (corrupted checkpoint?)");
   const nlohmann::json want = model_json(model);

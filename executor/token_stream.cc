@@ -2,8 +2,10 @@
 #include "executor/token_stream.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "planner/input_error.h"
+#include "planner/input_file.h"
 
 namespace rm::exec {
 
@@ -25,6 +27,9 @@ bool is_control(unsigned char b) {
 
 TokenStream::TokenStream(const std::string& path, int64_t seq_len)
     : path_(path), seq_len_(seq_len) {
+  if (!std::filesystem::exists(path))
+    fail_input(path, "data", "cannot open the training text (missing or unreadable)");
+  check_regular_file(path, "expected a text file for --data");  // opening a FIFO would block
   in_.open(path, std::ios::binary);
   if (!in_) fail_input(path, "data", "cannot open the training text (missing or unreadable)");
   in_.seekg(0, std::ios::end);

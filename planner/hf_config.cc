@@ -88,7 +88,7 @@ ModelSpec parse_hf_config(const std::string& json_text, const std::string& sourc
   json j;
   try {
     j = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     throw InputError(source + ": not valid JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw InputError(source + ": expected a JSON object (a transformers config.json)");

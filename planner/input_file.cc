@@ -35,6 +35,8 @@ const char* to_string(InputKind kind) {
     case InputKind::kProfile: return "profile";
     case InputKind::kMeasurements: return "measurements";
     case InputKind::kCorpus: return "published corpus";
+    case InputKind::kToolOutput: return "ringmaster JSON output";
+    case InputKind::kCheckpointManifest: return "checkpoint manifest";
   }
   return "?";
 }
@@ -51,24 +53,33 @@ size_t max_input_bytes(InputKind kind) {
     case InputKind::kMeasurements: return 256 * kMiB;
     // validation/published.yaml is about 60 KiB.
     case InputKind::kCorpus: return 16 * kMiB;
+    // `sweep --format json` writes about 2 KiB a row: 256 MiB holds 100,000 rows.
+    case InputKind::kToolOutput: return 256 * kMiB;
+    // A manifest lists a handful of arrays with their sizes and checksums: under 4 KiB.
+    case InputKind::kCheckpointManifest: return 1 * kMiB;
   }
   return 1 * kMiB;
 }
 
-std::string read_input_file(const std::string& path, InputKind kind) {
-  const std::string expected = std::string("expected a ") + to_string(kind) + " file";
+int64_t check_regular_file(const std::string& path, const std::string& expected) {
   if (path.empty()) throw InputError("(empty path): " + expected);
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     throw InputError(path + ": cannot read file (" + std::strerror(errno) + ")");
   }
   if (!S_ISREG(st.st_mode)) throw InputError(path + ": is " + kind_of_file(st.st_mode) + ", " + expected);
+  return static_cast<int64_t>(st.st_size);
+}
+
+std::string read_input_file(const std::string& path, InputKind kind) {
+  const std::string expected = std::string("expected a ") + to_string(kind) + " file";
+  check_regular_file(path, expected);
+  struct stat st {};
   const size_t limit = max_input_bytes(kind);
   auto too_large = [&]() {
     throw InputError(path + ": larger than the " + size_text(limit) + " limit for a " + to_string(kind) +
                      " file");
   };
-  if (static_cast<size_t>(st.st_size) > limit) too_large();
   // O_NONBLOCK: should the path become a FIFO between stat and open, open does not wait.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw InputError(path + ": cannot read file (" + std::strerror(errno) + ")");
@@ -79,6 +90,7 @@ std::string read_input_file(const std::string& path, InputKind kind) {
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     throw InputError(path + ": is " + kind_of_file(st.st_mode) + ", " + expected);
   }
+  if (static_cast<size_t>(st.st_size) > limit) too_large();
   std::string text;
   char buf[1 << 16];
   for (;;) {

@@ -53,7 +53,15 @@ for f in "$tmp/fifo.yaml" /dev/zero "$tmp/dir.yaml"; do
   expect_bad "is $what, expected a profile file" "$f" -- plan --model tiny --topology cpu-local --gpus 2 --seq 1k --profile "$f"
   expect_bad "is $what, expected a measurements file" "$f" -- calibrate --from "$f" -o "$tmp/p.yaml"
   expect_bad "is $what, expected a published corpus file" "$f" -- validate --published "$f"
+  expect_bad "is $what, expected a ringmaster JSON output file" "$f" -- merge "$f" -o "$tmp/merged.json"
+  expect_bad "is $what, expected a ringmaster JSON output file" "$f" -- report "$f" -o "$tmp/r.html"
 done
+# A number past double's range in JSON is nlohmann's out_of_range, not a parse error.
+printf '{"model_type": "llama", "hidden_size": 1e400}\n' > "$tmp/huge.json"
+expect_bad "not valid JSON" "huge.json" -- plan --model "$tmp/huge.json" --topology dgx-a100-ib "${job[@]}"
+printf '{"rows": [1e400]}\n' > "$tmp/huge-part.json"
+expect_bad "not valid JSON" "huge-part.json" -- merge "$tmp/huge-part.json"
+expect_bad "expected JSON" "huge-part.json" -- report "$tmp/huge-part.json" -o "$tmp/r.html"
 head -c $((2 * 1024 * 1024)) /dev/zero | tr '\0' '#' > "$tmp/big.yaml"
 expect_bad "larger than the 1 MiB limit for a topology file" "big.yaml" -- plan --model llama2-7b --topology "$tmp/big.yaml" "${job[@]}"
 

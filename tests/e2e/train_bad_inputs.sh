@@ -35,6 +35,8 @@ expect_bad "$tmp/missing.txt: data: cannot open" --plan "$tmp/p.yaml" --data "$t
 expect_bad "$tmp/empty.txt: data: the training text is empty" --plan "$tmp/p.yaml" --data "$tmp/empty.txt"
 expect_bad "$tmp/binary.dat: data: binary file" --plan "$tmp/p.yaml" --data "$tmp/binary.dat"
 expect_bad "$tmp/short.txt: data: holds 101 tokens" --plan "$tmp/p.yaml" --data "$tmp/short.txt"
+mkfifo "$tmp/fifo.txt"  # refused by name: opening it would wait for a writer forever
+expect_bad "$tmp/fifo.txt: is a FIFO (named pipe), expected a text file for --data" --plan "$tmp/p.yaml" --data "$tmp/fifo.txt"
 expect_bad "$tmp/gpt.yaml: model gpt3-xl: gated_ffn" --plan "$tmp/gpt.yaml" --data "$data"
 
 # Checkpoints: one of tiny, then resumed by a plan for small; then damaged.
