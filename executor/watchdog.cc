@@ -51,7 +51,7 @@ void publish_where(int rank, const std::string& what) {
 }  // namespace
 
 Watchdog::Watchdog(int rank, double deadline_s)
-    : rank_(rank), deadline_s_(deadline_s), thread_([this] { run(); }) {
+    : rank_(rank), deadline_s_(deadline_s), last_poll_(monotonic_s()), thread_([this] { run(); }) {
   std::signal(SIGTERM, on_sigterm);
 }
 
@@ -87,13 +87,13 @@ void Watchdog::run() {
   std::unique_lock<std::mutex> lock(mu_);
   // Poll often enough that the bound is deadline + 0.1 s.
   constexpr double kPollS = 0.1;
-  double last_poll = monotonic_s(), not_running_s = 0;
+  double not_running_s = 0;
   while (!cv_.wait_for(lock, std::chrono::duration<double>(kPollS), [this] { return stop_; })) {
     const double now = monotonic_s();
     // A poll 1 s late means this process did not run (SIGSTOP, a starved host): the time is
     // its own, not a peer's.
-    if (now - last_poll > kPollS + 1.0) not_running_s += now - last_poll - kPollS;
-    last_poll = now;
+    if (now - last_poll_ > kPollS + 1.0) not_running_s += now - last_poll_ - kPollS;
+    last_poll_ = now;
     if (!armed_) {
       not_running_s = 0;
       continue;

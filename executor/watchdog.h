@@ -58,6 +58,9 @@ class Watchdog {
   double armed_at_ = 0;
   int waits_on_ = kOtherRanks;
   std::string what_;
+  // Set before the thread starts: a process stopped before the thread first ran still shows
+  // the gap at the first poll.
+  double last_poll_;
   std::thread thread_;
 };
 
