@@ -28,7 +28,7 @@ struct ExportOptions {
 };
 
 void run_export(const ExportOptions& o) {
-  const ExportTarget target = parse_export_target(o.to, "command line", "--to");
+  const ExportTarget target = parse_export_target(o.to, kCommandLine, "--to");
   check_output_path(o.out, "--output");
   const LoadedPlanFile lp = load_plan_file(o.plan);
   const int gpn = lp.topology.gpus_per_node;

@@ -27,7 +27,7 @@ void add_help_command(CLI::App& app) {
       }
       names += (names.empty() ? "" : ", ") + sub->get_name();
     }
-    fail_input("command line", "help", "expected a command: " + names + " (got '" + *name + "')");
+    fail_input(kCommandLine, "help", "expected a command: " + names + " (got '" + *name + "')");
   });
 }
 

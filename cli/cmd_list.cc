@@ -86,7 +86,7 @@ void show_spec(const std::string& name) {
     }
     names += (names.empty() ? "" : ", ") + std::string(s.name);
   }
-  fail_input("command line", "--show", "expected a shipped topology or model: " + names + " (got '" + name + "')");
+  fail_input(kCommandLine, "--show", "expected a shipped topology or model: " + names + " (got '" + name + "')");
 }
 
 void run_list(const std::string& format) {

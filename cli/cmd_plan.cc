@@ -28,7 +28,6 @@ namespace rm::cli {
 
 namespace {
 
-constexpr const char* kWhere = "command line";
 
 struct PlanOptions {
   JobOptions job;
@@ -58,8 +57,8 @@ Answer plan_on(const PlanOptions& o, int gpus) {
   if (o.max_seq) a.plan = planner.max_seq(r.job, r.pins);
   else if (o.target.empty()) a.plan = planner.plan(r.job, r.pins);
   else
-    a.plan = plan_for_target(planner, r.job, r.pins, parse_export_target(o.target, kWhere, "--target"), r.model,
-                             r.topology.gpus_per_node, kWhere);
+    a.plan = plan_for_target(planner, r.job, r.pins, parse_export_target(o.target, kCommandLine, "--target"), r.model,
+                             r.topology.gpus_per_node, kCommandLine);
   return a;
 }
 
@@ -120,25 +119,25 @@ ReportHeader header_for(const PlanOptions& o, const Plan& plan, const Topology& 
 
 void run_plan(const PlanOptions& o) {
   if (!o.max_seq && o.job.seq.empty()) {
-    fail_input(kWhere, "--seq", "required (or --max-seq for the longest sequence that fits)");
+    fail_input(kCommandLine, "--seq", "required (or --max-seq for the longest sequence that fits)");
   }
   if (o.max_seq && !o.job.seq.empty()) {
-    fail_input(kWhere, "--max-seq", "searches the sequence length: drop --seq");
+    fail_input(kCommandLine, "--max-seq", "searches the sequence length: drop --seq");
   }
-  if (o.max_seq && !o.target.empty()) fail_input(kWhere, "--target", "plans one sequence length: give --seq, not --max-seq");
-  if (o.max_seq && o.min_gpus) fail_input(kWhere, "--min-gpus", "needs a sequence length: give --seq, not --max-seq");
+  if (o.max_seq && !o.target.empty()) fail_input(kCommandLine, "--target", "plans one sequence length: give --seq, not --max-seq");
+  if (o.max_seq && o.min_gpus) fail_input(kCommandLine, "--min-gpus", "needs a sequence length: give --seq, not --max-seq");
   if (!o.min_gpus && (o.target_step_time_s || !o.target_tokens_per_s.empty()))
-    fail_input(kWhere, o.target_step_time_s ? "--target-step-time" : "--target-tokens-per-s",
+    fail_input(kCommandLine, o.target_step_time_s ? "--target-step-time" : "--target-tokens-per-s",
                "is a goal for --min-gpus: add --min-gpus");
   if (o.target_step_time_s && *o.target_step_time_s <= 0)
-    fail_input(kWhere, "--target-step-time", "must be > 0 seconds");
+    fail_input(kCommandLine, "--target-step-time", "must be > 0 seconds");
   if (o.gpu_hour_cost && (*o.gpu_hour_cost < 0 || o.train_tokens.empty()))
-    fail_input(kWhere, "--gpu-hour-cost", o.train_tokens.empty() ? "prices --train-tokens: add --train-tokens" : "must be >= 0");
+    fail_input(kCommandLine, "--gpu-hour-cost", o.train_tokens.empty() ? "prices --train-tokens: add --train-tokens" : "must be >= 0");
   const double min_tokens_per_s =
-      o.target_tokens_per_s.empty() ? 0 : parse_token_count(o.target_tokens_per_s, kWhere, "--target-tokens-per-s");
-  const double train_tokens = o.train_tokens.empty() ? 0 : parse_token_count(o.train_tokens, kWhere, "--train-tokens");
+      o.target_tokens_per_s.empty() ? 0 : parse_token_count(o.target_tokens_per_s, kCommandLine, "--target-tokens-per-s");
+  const double train_tokens = o.train_tokens.empty() ? 0 : parse_token_count(o.train_tokens, kCommandLine, "--train-tokens");
   PlanOptions opt = o;
-  opt.job.headroom = o.headroom.empty() ? 0 : parse_percent(o.headroom, kWhere, "--headroom");
+  opt.job.headroom = o.headroom.empty() ? 0 : parse_percent(o.headroom, kCommandLine, "--headroom");
   check_output_path(o.out, "--output");  // before printing a plan that cannot be saved
 
   const Answer a = o.min_gpus ? fewest_gpus(opt, min_tokens_per_s) : plan_on(opt, o.job.gpus);

@@ -29,7 +29,6 @@ namespace rm::cli {
 
 namespace {
 
-constexpr const char* kWhere = "command line";
 
 struct ScheduleCliOptions {
   std::string plan_path;
@@ -104,11 +103,11 @@ std::string rank_table(const OpSchedule& s, const RankSchedule& rs) {
 }
 
 void run_schedule(const ScheduleCliOptions& o) {
-  if (o.layers < 0) fail_input(kWhere, "--layers", "must be >= 0 (0 = all layers)");
+  if (o.layers < 0) fail_input(kCommandLine, "--layers", "must be >= 0 (0 = all layers)");
   const LoadedPlanFile l = load_plan_file(o.plan_path, o.profile);
   const int gpus = l.plan.job.gpus;
   if (o.rank >= gpus) {
-    fail_input(kWhere, "--rank", "must be in [0, " + std::to_string(gpus - 1) + "], the plan's GPUs (got " +
+    fail_input(kCommandLine, "--rank", "must be in [0, " + std::to_string(gpus - 1) + "], the plan's GPUs (got " +
                                      std::to_string(o.rank) + ")");
   }
   ScheduleOptions so;

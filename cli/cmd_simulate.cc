@@ -30,7 +30,6 @@ namespace rm::cli {
 
 namespace {
 
-constexpr const char* kWhere = "command line";
 // Above this many GPUs the table lists the spread (min, mean, max) instead of every GPU.
 constexpr int kMaxGpuRows = 16;
 // A trace above this size gets a warning: JSON traces that large load slowly in Perfetto's
@@ -55,14 +54,14 @@ struct Subject : LoadedPlanFile {
 
 Subject from_plan_file(const SimulateCliOptions& o) {
   if (o.gpus > 0 || !o.job.seq.empty()) {
-    fail_input(kWhere, "--plan", "the plan fixes the GPUs and the sequence: drop --gpus and --seq");
+    fail_input(kCommandLine, "--plan", "the plan fixes the GPUs and the sequence: drop --gpus and --seq");
   }
   return {load_plan_file(o.plan_path, o.job.profile), o.plan_path};
 }
 
 Subject from_job(const SimulateCliOptions& o) {
-  if (o.gpus < 1) fail_input(kWhere, "--gpus", "required without --plan (the number of GPUs)");
-  if (o.job.seq.empty()) fail_input(kWhere, "--seq", "required without --plan (tokens per sequence)");
+  if (o.gpus < 1) fail_input(kCommandLine, "--gpus", "required without --plan (the number of GPUs)");
+  if (o.job.seq.empty()) fail_input(kCommandLine, "--seq", "required without --plan (tokens per sequence)");
   ResolvedJob r = resolve_job(o.job, o.gpus);
   Subject s;
   s.where = "the planned job";
@@ -74,7 +73,6 @@ Subject from_job(const SimulateCliOptions& o) {
   return s;
 }
 
-std::string pct(double f) { return fixed(100 * f, 1); }
 std::string diff_pct(double sim, double pred) {
   return pred > 0 ? fixed(100 * (sim - pred) / pred, 2) : "-";
 }
@@ -158,7 +156,7 @@ std::string report(const Subject& s, const Prediction& p, const sim::Simulation&
 // "0-7,12" -> {0, ..., 7, 12}; every id in [0, gpus). InputError naming --trace-ranks.
 std::vector<int> parse_ranks(const std::string& text, int gpus) {
   auto bad = [&](const std::string& why) {
-    fail_input(kWhere, "--trace-ranks", "expected GPU ids and ranges like 0-7,12 in [0, " +
+    fail_input(kCommandLine, "--trace-ranks", "expected GPU ids and ranges like 0-7,12 in [0, " +
                                             std::to_string(gpus - 1) + "] (" + why + ", got '" + text + "')");
   };
   std::vector<int> out;
@@ -189,14 +187,14 @@ std::vector<int> parse_ranks(const std::string& text, int gpus) {
 
 void run_simulate(const SimulateCliOptions& o) {
   Subject s = o.plan_path.empty() ? from_job(o) : from_plan_file(o);
-  if (o.layers < 0) fail_input(kWhere, "--layers", "must be >= 0 (0 = all layers)");
+  if (o.layers < 0) fail_input(kCommandLine, "--layers", "must be >= 0 (0 = all layers)");
   check_output_path(o.trace, "--trace");  // before a long simulation, not after it
   sim::SimulateOptions so;
   so.max_layers = o.layers;
   so.fold_ring_steps = so.fold_replicas = !o.full;
   so.replay.trace_path = o.trace;
   if (!o.trace_ranks.empty()) {
-    if (o.trace.empty()) fail_input(kWhere, "--trace-ranks", "selects what --trace writes: add --trace");
+    if (o.trace.empty()) fail_input(kCommandLine, "--trace-ranks", "selects what --trace writes: add --trace");
     so.replay.trace_gpus = parse_ranks(o.trace_ranks, s.plan.job.gpus);
   }
   so.replay.progress = true;

@@ -105,12 +105,12 @@ void run_sweep(const SweepOptions& o) {
   std::vector<int64_t> seqs = kStudySeqs;
   if (!o.seqs.empty()) {
     seqs.clear();
-    for (const auto& s : o.seqs) seqs.push_back(parse_size(s, "command line", "--seqs", kMaxSeqTokens));
+    for (const auto& s : o.seqs) seqs.push_back(parse_size(s, kCommandLine, "--seqs", kMaxSeqTokens));
   }
   std::vector<int> gpus;
   if (!o.gpus.empty()) {
     for (const auto& s : o.gpus) {
-      const int64_t g = parse_size(s, "command line", "--gpus", kMaxGpus);
+      const int64_t g = parse_size(s, kCommandLine, "--gpus", kMaxGpus);
       gpus.push_back(static_cast<int>(g));
     }
   } else {

@@ -92,7 +92,7 @@ std::string runners_up_table(const Plan& best, const std::vector<Plan>& alts) {
 }
 
 void run_tune(TuneOptions o, bool workload_given) {
-  if (o.job.seq.empty()) fail_input("command line", "--seq", "required");
+  if (o.job.seq.empty()) fail_input(kCommandLine, "--seq", "required");
   check_output_path(o.out, "--output");
   const Topology topo = load_topology(o.job.topology.empty() ? kStudyTopology : o.job.topology);
   const bool local = topo.intra.kind == IntraKind::kSharedMemory;

@@ -115,7 +115,6 @@ Figures measure(const std::string& plan_path, const ValidateOptions& o, const Sc
 }
 
 std::string ms(double s) { return fixed(s * 1e3, 2); }
-std::string pct(double f) { return fixed(f * 100, 1); }
 
 void print_table(const std::vector<Row>& rows, bool csv) {
   Table t({{"plan", "", Align::kLeft},
@@ -144,8 +143,8 @@ void print_table(const std::vector<Row>& rows, bool csv) {
 }
 
 void run_validate(const ValidateOptions& o) {
-  if (o.profile.empty()) fail_input("command line", "--profile", "required to validate plans (or use --published)");
-  if (o.plans.empty()) fail_input("command line", "plans", "name at least one plan.yaml to validate");
+  if (o.profile.empty()) fail_input(kCommandLine, "--profile", "required to validate plans (or use --published)");
+  if (o.plans.empty()) fail_input(kCommandLine, "plans", "name at least one plan.yaml to validate");
   read_profile(o.profile);  // a bad profile fails before any run
   if (!o.keep.empty()) check_output_path(o.keep + "/x", "--keep-measurements");
   Scratch scratch;

@@ -12,7 +12,7 @@ namespace rm::cli {
 
 namespace {
 
-constexpr const char* kWhere = "command line";
+constexpr const char* kWhere = kCommandLine;
 
 }  // namespace
 

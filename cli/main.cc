@@ -46,11 +46,11 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
       const std::string arg = argv[i];
       if (arg.empty()) {
-        rm::fail_input("command line", i > 1 ? argv[i - 1] : "argument " + std::to_string(i),
+        rm::fail_input(rm::kCommandLine, i > 1 ? argv[i - 1] : "argument " + std::to_string(i),
                        "expected a value (got an empty string)");
       }
       if (arg.rfind("--", 0) == 0 && arg.back() == '=') {
-        rm::fail_input("command line", arg.substr(0, arg.size() - 1), "expected a value (got an empty string)");
+        rm::fail_input(rm::kCommandLine, arg.substr(0, arg.size() - 1), "expected a value (got an empty string)");
       }
     }
     app.parse(argc, argv);

@@ -9,7 +9,6 @@ namespace rm::cli {
 
 namespace {
 
-std::string pct(double f) { return fixed(100 * f, 1); }
 
 std::string gib(double bytes) { return fixed(bytes / kGiB, 1); }
 

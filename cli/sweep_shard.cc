@@ -12,14 +12,14 @@ SweepShard parse_shard(const std::string& text, const std::string& option) {
   const size_t slash = text.find('/');
   auto number = [&](const std::string& s) {
     if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos)
-      fail_input("command line", option, expected);
+      fail_input(kCommandLine, option, expected);
     return std::stoi(s);
   };
-  if (slash == std::string::npos) fail_input("command line", option, expected);
+  if (slash == std::string::npos) fail_input(kCommandLine, option, expected);
   SweepShard s;
   s.index = number(text.substr(0, slash));
   s.count = number(text.substr(slash + 1));
-  if (s.index < 1 || s.index > s.count) fail_input("command line", option, expected);
+  if (s.index < 1 || s.index > s.count) fail_input(kCommandLine, option, expected);
   return s;
 }
 
@@ -43,7 +43,7 @@ std::string first_difference(const nlohmann::json& a, const nlohmann::json& b) {
 }  // namespace
 
 nlohmann::json merge_sweep_parts(const std::vector<std::pair<std::string, nlohmann::json>>& parts) {
-  if (parts.empty()) fail_input("command line", "parts", "expected at least one part file");
+  if (parts.empty()) fail_input(kCommandLine, "parts", "expected at least one part file");
   const std::string not_a_part = "not a part of a sharded sweep (expected the JSON of `ringmaster sweep --shard "
                                  "K/N --format json`, with 'plans' and 'shard')";
   std::optional<nlohmann::json> sweep;
@@ -106,7 +106,7 @@ nlohmann::json merge_sweep_parts(const std::vector<std::pair<std::string, nlohma
   for (int k = 1; k <= count; ++k)
     if (!shard_file.count(k)) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
   if (!missing.empty())
-    fail_input("command line", "parts", "shards " + missing + " of " + std::to_string(count) + " missing");
+    fail_input(kCommandLine, "parts", "shards " + missing + " of " + std::to_string(count) + " missing");
   nlohmann::json merged = nlohmann::json::array();
   for (size_t row = 0; row < total; ++row) {
     if (!plans[row]) fail_input(shard_file[static_cast<int>(row % count) + 1], "shard.rows",

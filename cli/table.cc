@@ -72,6 +72,8 @@ std::string fixed(double v, int decimals) {
   return buf;
 }
 
+std::string pct(double fraction) { return fixed(100 * fraction, 1); }
+
 std::string sig(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*g", digits, v);

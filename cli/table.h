@@ -38,6 +38,7 @@ class Table {
 
 // Number formatting for cells.
 std::string fixed(double v, int decimals);  // "12.35"
+std::string pct(double fraction);           // a fraction as per cent, one decimal: "12.3"
 std::string sig(double v, int digits = 3);  // 3 significant digits: "0.0123", "1.23e+06"
 
 }  // namespace rm::cli

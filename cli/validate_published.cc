@@ -70,7 +70,6 @@ std::string joined(const std::vector<std::string>& items) {
   return s;
 }
 
-std::string pct(double fraction) { return fixed(fraction * 100, 1); }
 
 void print_summary_line(const char* what, const ErrorSummary& s) {
   if (s.count == 0) {

@@ -26,4 +26,7 @@ class InputError : public std::runtime_error {
   throw InputError(where + ": " + field + ": " + expected);
 }
 
+// `where` for a bad option value: "command line: --seq: ...".
+inline constexpr const char* kCommandLine = "command line";
+
 }  // namespace rm
