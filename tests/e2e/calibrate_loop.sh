@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The calibration loop through the real binary and real mpirun, on 2 CPU ranks:
 #   tune (no profile: calibrates this machine first, small grid) -> run -> validate --format json
-#   calibrate --backend cpu --measurements -> calibrate --from (refit) -> plan/sweep --profile
+#   calibrate --backend cpu --measurements (fit quality and machine load reported) ->
+#   calibrate --from (refit) -> plan/sweep --profile
 # and the refusals: a measurements file with garbage lines or missing fields (exit 2, file and
 # line named), a profile from other hardware (a warning), a profile to an unwritable folder
 # (exit 2, nothing left behind).
@@ -67,6 +68,9 @@ if expect_exit 0 cal.log "$bin" calibrate --backend cpu --np 2 --grid small -o b
     grep -q "^  $k: {points:" bench.yaml || fail "profile has no '$k' fit"
   done
   grep -q "calibrate: kernel" cal.log || fail "calibrate printed no progress on stderr"
+  grep -Eq "machine during the measurements: load average [0-9.]+ over the last minute on [0-9]+ cores" cal.log ||
+    fail "calibrate did not report the machine load while it measured: $(grep -i load cal.log)"
+  grep -Eq "^attention_forward +[0-9]+ +-?[0-9.]+ " cal.log || fail "calibrate printed no fit quality (R^2) per fit"
   expect_exit 0 refit.log "$bin" calibrate --from bench.jsonl -o refit.yaml
   grep -q "measurements: bench.jsonl" refit.yaml || fail "the refit profile does not name its source"
   expect_exit 0 plan.log "$bin" plan "${job[@]}" --seq 2k --workload attention --profile refit.yaml
