@@ -81,10 +81,10 @@ Answer fewest_gpus(const PlanOptions& o, double min_tokens_per_s) {
     const Prediction& p = a.plan.predicted;
     std::string why = plan_shortfall(a.plan);
     if (why.empty() && o.target_step_time_s && p.step_time_s > *o.target_step_time_s)
-      why = "step " + sig(p.step_time_s, 3) + " s > --target-step-time";
+      why = "step " + sig(p.step_time_s, 6) + " s > " + sig(*o.target_step_time_s, 6) + " s (--target-step-time)";
     if (why.empty() && p.tokens_per_s < min_tokens_per_s)
-      why = fixed(p.tokens_per_s, 0) + " tokens/s < --target-tokens-per-s";
-    std::fprintf(stderr, "min-gpus: %d GPUs: %s\n", g, why.empty() ? "yes" : why.c_str());
+      why = fixed(p.tokens_per_s, 0) + " tokens/s < " + o.target_tokens_per_s + " (--target-tokens-per-s)";
+    std::fprintf(stderr, "min-gpus: %d GPU%s: %s\n", g, g == 1 ? "" : "s", why.empty() ? "yes" : why.c_str());
     if (why.empty()) return a;
     last_why = why;
   }
@@ -112,7 +112,7 @@ ReportHeader header_for(const PlanOptions& o, const Plan& plan, const Topology& 
                       ", what the " + to_string(plan.choice.load_balance) + " split needs");
   if (o.min_gpus)
     h.notes.push_back("the fewest GPUs (--min-gpus" + (o.job.gpus > 0 ? ", up to " + std::to_string(o.job.gpus) : std::string()) + ") that fit" +
-                      (o.target_step_time_s ? ", step <= " + sig(*o.target_step_time_s, 3) + " s" : "") +
+                      (o.target_step_time_s ? ", step <= " + sig(*o.target_step_time_s, 6) + " s" : "") +
                       (o.target_tokens_per_s.empty() ? "" : ", >= " + o.target_tokens_per_s + " tokens/s"));
   if (!o.target.empty()) h.notes.push_back("only plans " + o.target + " can run (--target; export --to " + o.target + ")");
   return h;
