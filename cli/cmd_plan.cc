@@ -107,9 +107,14 @@ ReportHeader header_for(const PlanOptions& o, const Plan& plan, const Topology& 
   if (headroom > 0)
     h.notes.push_back("keeping " + fixed(100 * headroom, 0) + " % of GPU memory free (--headroom): plans fit in " +
                       fixed(topo.gpu.memory_bytes / kGiB, 1) + " GiB");
-  if (o.max_seq)
-    h.notes.push_back("the length is a multiple of 2 x cp = " + std::to_string(2 * plan.choice.cp) +
-                      ", what the " + to_string(plan.choice.load_balance) + " split needs");
+  if (o.max_seq) {  // Planner::max_seq steps in multiples of 2 x GPUs, which every ring and split divide
+    const int cp = plan.choice.cp;
+    const bool zigzag = plan.choice.load_balance == LoadBalance::kZigzag;
+    h.notes.push_back("the length is a multiple of 2 x " + std::to_string(plan.job.gpus) + " GPUs = " +
+                      std::to_string(2 * plan.job.gpus) + ", which every ring and load balance split (this plan's " +
+                      to_string(plan.choice.load_balance) + " split needs a multiple of " +
+                      (zigzag ? "2 x cp = " + std::to_string(2 * cp) : "cp = " + std::to_string(cp)) + ")");
+  }
   if (o.min_gpus)
     h.notes.push_back("the fewest GPUs (--min-gpus" + (o.job.gpus > 0 ? ", up to " + std::to_string(o.job.gpus) : std::string()) + ") that fit" +
                       (o.target_step_time_s ? ", step <= " + sig(*o.target_step_time_s, 6) + " s" : "") +
