@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The calibration loop through the real binary and real mpirun, on 2 CPU ranks:
-#   tune (no profile: calibrates this machine first, small grid) -> run -> validate --format json
+#   tune (no profile: calibrates this machine first, small grid) -> run -> validate --format json|csv
 #   calibrate --backend cpu --measurements (fit quality and machine load reported) ->
 #   calibrate --from (refit) -> plan/sweep --profile
 # and the refusals: a measurements file with garbage lines or missing fields (exit 2, file and
@@ -59,6 +59,19 @@ for p in d["plans"]:
 EOF
 else
   fail "validate exited $?: $(tail -3 validate.log)"
+fi
+# validate --format csv: the table's columns, the error in the one sign convention (one run).
+if "$bin" validate --profile plan.profile.yaml --iters 1 --format csv plan.yaml >validate.csv 2>validate-csv.log; then
+  python3 - validate.csv <<'EOF' || fail "validate --format csv: $(cat validate.csv)"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert [r["plan"] for r in rows] == ["plan.yaml", "total"], rows
+for r in rows:
+    pred, meas, err = float(r["step pred (ms)"]), float(r["step meas (ms)"]), float(r["error (% (meas-pred)/pred)"])
+    assert abs(err - 100 * (meas - pred) / pred) < 0.06 + 100 * 0.006 / pred, r  # shown to 0.01 ms and 0.1 %
+EOF
+else
+  fail "validate --format csv exited $?: $(tail -3 validate-csv.log)"
 fi
 
 # Micro-benchmarks with their records, then a refit from those records.
