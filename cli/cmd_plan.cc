@@ -55,11 +55,15 @@ Answer plan_on(const PlanOptions& o, int gpus) {
   a.r = std::make_unique<ResolvedJob>(resolve_job(o.job, gpus, o.max_seq ? 1 : 0));
   ResolvedJob& r = *a.r;
   Planner planner(r.model, *r.fabric, r.cost);
-  if (o.max_seq) a.plan = planner.max_seq(r.job, r.pins);
-  else if (o.target.empty()) a.plan = planner.plan(r.job, r.pins);
-  else
-    a.plan = plan_for_target(planner, r.job, r.pins, parse_export_target(o.target, kWhere, "--target"), r.model,
-                             r.topology.gpus_per_node, kWhere);
+  if (o.target.empty()) {
+    a.plan = o.max_seq ? planner.max_seq(r.job, r.pins) : planner.plan(r.job, r.pins);
+    return a;
+  }
+  const ExportTarget target = parse_export_target(o.target, kWhere, "--target");
+  auto for_target = [&](const Job& job) {
+    return plan_for_target(planner, job, r.pins, target, r.model, r.topology.gpus_per_node, kWhere);
+  };
+  a.plan = o.max_seq ? planner.max_seq(r.job, for_target) : for_target(r.job);
   return a;
 }
 
@@ -110,10 +114,13 @@ ReportHeader header_for(const PlanOptions& o, const Plan& plan, const Topology& 
   if (o.max_seq) {  // Planner::max_seq steps in multiples of 2 x GPUs, which every ring and split divide
     const int cp = plan.choice.cp;
     const bool zigzag = plan.choice.load_balance == LoadBalance::kZigzag;
+    const std::string needs =
+        plan.choice.strategy == Strategy::kUlysses
+            ? "an a2a plan attends over the whole sequence, whatever the split"
+            : "this plan's " + std::string(to_string(plan.choice.load_balance)) + " split needs a multiple of " +
+                  (zigzag ? "2 x cp = " + std::to_string(2 * cp) : "cp = " + std::to_string(cp));
     h.notes.push_back("the length is a multiple of 2 x " + std::to_string(plan.job.gpus) + " GPUs = " +
-                      std::to_string(2 * plan.job.gpus) + ", which every ring and load balance split (this plan's " +
-                      to_string(plan.choice.load_balance) + " split needs a multiple of " +
-                      (zigzag ? "2 x cp = " + std::to_string(2 * cp) : "cp = " + std::to_string(cp)) + ")");
+                      std::to_string(2 * plan.job.gpus) + ", which every ring and load balance split (" + needs + ")");
   }
   if (o.min_gpus)
     h.notes.push_back("the fewest GPUs (--min-gpus" + (o.job.gpus > 0 ? ", up to " + std::to_string(o.job.gpus) : std::string()) + ") that fit" +
@@ -130,7 +137,6 @@ void run_plan(const PlanOptions& o) {
   if (o.max_seq && !o.job.seq.empty()) {
     fail_input(kWhere, "--max-seq", "searches the sequence length: drop --seq");
   }
-  if (o.max_seq && !o.target.empty()) fail_input(kWhere, "--target", "plans one sequence length: give --seq, not --max-seq");
   if (o.max_seq && o.min_gpus) fail_input(kWhere, "--min-gpus", "needs a sequence length: give --seq, not --max-seq");
   if (!o.min_gpus && (o.target_step_time_s || !o.target_tokens_per_s.empty()))
     fail_input(kWhere, o.target_step_time_s ? "--target-step-time" : "--target-tokens-per-s",

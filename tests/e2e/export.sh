@@ -106,6 +106,35 @@ for t in megatron torchtitan; do
     "$bin" export --plan "$tmp/p-$t.yaml" --to $t >/dev/null || fail "plan --target $t then export --to $t"
 done
 
+# The collective kinds the frameworks run are searched too: at 128K tokens on 16 GPUs all-to-all
+# is the fastest plan; Megatron-LM runs it (--cp-comm-type a2a), torchtitan has no a2a CP.
+checked=$((checked + 1))
+"$bin" plan --gpus 16 --seq 128k --target megatron -o "$tmp/a2a.yaml" >/dev/null 2>&1 &&
+  "$bin" export --plan "$tmp/a2a.yaml" --to megatron | grep -q -- "--context-parallel-size 8 --cp-comm-type a2a " ||
+  fail "plan --target megatron at 128K on 16 GPUs: not exported as --cp-comm-type a2a"
+checked=$((checked + 1))
+"$bin" plan --gpus 16 --seq 128k --target torchtitan -o "$tmp/t128.yaml" >/dev/null 2>&1 &&
+  "$bin" export --plan "$tmp/t128.yaml" --to torchtitan >/dev/null || fail "plan --target torchtitan at 128K then export"
+expect_bad "plan.strategy: torchtitan has no all-to-all" "--target" -- \
+  plan --gpus 16 --seq 128k --cp-comm-type a2a --target torchtitan
+
+# --max-seq --target: the longest sequence the framework's plans fit, which it exports, and no
+# longer than the longest of any plan.
+for t in megatron torchtitan; do
+  checked=$((checked + 1))
+  "$bin" plan --gpus 16 --max-seq --target $t -o "$tmp/max-$t.yaml" --format json >"$tmp/max-$t.json" 2>/dev/null &&
+    "$bin" export --plan "$tmp/max-$t.yaml" --to $t >/dev/null || fail "plan --max-seq --target $t then export --to $t"
+done
+checked=$((checked + 1))
+"$bin" plan --gpus 16 --max-seq --format json >"$tmp/max-any.json" 2>/dev/null || fail "plan --max-seq exited $?"
+python3 - "$tmp/max-any.json" "$tmp/max-megatron.json" "$tmp/max-torchtitan.json" <<'PY' || fail "--max-seq --target: longer than any plan, or does not fit"
+import json, sys
+best = json.load(open(sys.argv[1]))["seq_len"]
+for path in sys.argv[2:]:
+    d = json.load(open(path))
+    assert d["predicted"]["fits"] and 0 < d["seq_len"] <= best and d["seq_len"] % (2 * d["plan"]["cp"]) == 0, (path, d["seq_len"], best)
+PY
+
 # ---- the train script runs: srun stood in for by a script that drops its options -------------
 # (`ringmaster train` outside an MPI job starts the plan's ranks with mpirun), 2 steps with a
 # checkpoint after each, then STEPS=3 at submission resumes after step 2; without DATA the
