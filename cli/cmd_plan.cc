@@ -167,7 +167,7 @@ void run_plan(const PlanOptions& o) {
     std::fputs(plan_to_yaml_string(plan).c_str(), stdout);
   } else if (o.format == "csv") {
     Table t(sweep_columns());
-    t.add_row(sweep_cells(plan));
+    t.add_row(sweep_cells(plan, o.job.seq));
     std::fputs(t.csv().c_str(), stdout);
   } else {
     std::fputs(plan_report(plan, r.topology, r.cost, r.model, o.max_seq, header_for(o, plan, r.topology, opt.job.headroom))

@@ -97,6 +97,16 @@ head -3 "$tmp/typed.txt" | grep -q "128000 tokens per sequence" &&
 checked=$((checked + 1))
 "$bin" plan --gpus 16 --seq 1.5M >"$tmp/frac.txt" 2>/dev/null
 head -1 "$tmp/frac.txt" | grep -q "1.5M tokens per sequence" || fail "--seq 1.5M: $(head -1 "$tmp/frac.txt")"
+# ... and in the sweep and csv tables (128000 is 125K exactly: shown as typed, not respelled).
+checked=$((checked + 1))
+"$bin" sweep --gpus 16 --seqs 1.5M,128000 >"$tmp/typed-sweep.txt" 2>/dev/null
+[[ $(awk '$1 == 16 { print $2 }' "$tmp/typed-sweep.txt" | paste -sd,) == "1.5M,128000" ]] ||
+  fail "sweep --seqs 1.5M,128000 does not show the lengths as typed: $(cat "$tmp/typed-sweep.txt")"
+head -1 "$tmp/typed-sweep.txt" | grep -q "global batch 2M tokens (--batch-tokens) in whole sequences" ||
+  fail "the sweep header does not state the global batch asked for: $(head -1 "$tmp/typed-sweep.txt")"
+checked=$((checked + 1))
+"$bin" plan --gpus 16 --seq 128000 --format csv 2>/dev/null | awk -F, 'NR == 2 { print $2 }' | grep -qx 128000 ||
+  fail "plan --seq 128000 --format csv does not show the length as typed"
 
 # ---- does not fit / idle GPUs: exit 1 after printing; bad input stays 2 ------------------
 checked=$((checked + 1))
