@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "planner/attention_work.h"
 #include "planner/cost_model.h"
 #include "planner/export_megatron.h"
 #include "planner/input_error.h"
@@ -241,6 +242,26 @@ Plan plan_for_target(Planner& planner, const Job& job, const SearchPins& pins, E
   if (!best) fail_input(where, "--target", "no plan " + fw + " can run: " + why);
   best->baselines = first ? first->baselines : planner.baselines(job);
   return *best;
+}
+
+std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology& topology, const std::string& backend) {
+  if (plan.job.workload == Workload::kLayer)
+    return "workload: the executor runs workloads 'attention' (ring attention alone) and 'step' "
+           "(whole training steps, as `ringmaster train`); 'layer' is for prediction "
+           "only: re-plan with --workload attention or step";
+  if (plan.choice.strategy != Strategy::kRing)
+    return std::string("plan.strategy: run executes ring-attention plans, cp_comm_type p2p (got '") +
+           to_string(plan.choice.strategy) + "', cp_comm_type " + cp_comm_type(plan.choice.strategy) +
+           "): re-plan with --cp-comm-type p2p";
+  if (effective_window(model, plan.job) > 0)
+    return "model.sliding_window: the executor's kernels apply the causal mask only, not a sliding window of " +
+           std::to_string(model.sliding_window) +
+           " tokens: such a plan is priced and simulated (`ringmaster simulate`), not run";
+  if (backend == "cpu" && topology.intra.kind != IntraKind::kSharedMemory)
+    return "topology: the cpu backend runs plans made for a CPU topology (shared-memory devices, "
+           "e.g. cpu-local); this plan is for '" + topology.name +
+           "': re-plan with --topology cpu-local, or run it with --backend cuda";
+  return "";
 }
 
 std::string export_header(const Plan& plan, ExportTarget target, const std::string& plan_path) {

@@ -93,6 +93,8 @@ std::string export_plan(const std::string& plan_path, const std::string& to) {
   if (target == rm::ExportTarget::kSlurm) {  // the `ringmaster run` script (the CLI's --launch run)
     rm::SlurmLaunch launch;
     launch.backend = lp.topology.intra.kind == rm::IntraKind::kSharedMemory ? "cpu" : "cuda";
+    const std::string why = rm::run_refusal(lp.plan, lp.model, lp.topology, launch.backend);
+    if (!why.empty()) throw rm::InputError(plan_path + ": " + why);
     return rm::slurm_export(lp.plan, lp.topology, plan_path, launch);
   }
   const std::string why = rm::export_refusal(lp.plan, lp.model, gpn, target);
