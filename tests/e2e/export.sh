@@ -84,6 +84,8 @@ checked=$((checked + 1))
 expect_bad "plan.schedule: Megatron-LM's ring passes K,V in one direction only" "plan-bidirectional.yaml" -- \
   export --plan plan-bidirectional.yaml --to megatron
 expect_bad "plan.schedule: torchtitan" "plan-bidirectional.yaml" -- export --plan plan-bidirectional.yaml --to torchtitan
+"$bin" plan --model tiny --topology cpu-local --gpus 2 --cp 2 --seq 256 --workload layer -o "$tmp/layer.yaml" >/dev/null 2>&1
+expect_bad "'layer' is for prediction only" "layer.yaml: workload" -- export --plan "$tmp/layer.yaml" --to slurm
 # `run` executes step plans too (whole training steps): a step plan exports to slurm.
 "$bin" export --plan plan-step.yaml --to slurm >"$tmp/step.sbatch" 2>"$tmp/step.err" && grep -q "ringmaster run" "$tmp/step.sbatch" ||
   fail "export --to slurm of a step plan: $(tail -2 "$tmp/step.err")"
