@@ -29,7 +29,7 @@ struct SlurmLaunch {
   // CHECKPOINT_DIR and CHECKPOINT_EVERY.
   std::string data;
   int64_t steps = 0;
-  // A fixed folder next to the plan (not per job), so that a resubmission resumes.
+  // A fixed folder in the submission folder (not per job), so that a resubmission resumes.
   std::string checkpoint_dir = "checkpoints";
   int64_t checkpoint_every = 0;  // train's default: only after the last step
 };
