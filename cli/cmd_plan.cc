@@ -54,11 +54,15 @@ Answer plan_on(const PlanOptions& o, int gpus) {
   a.r = std::make_unique<ResolvedJob>(resolve_job(o.job, gpus, o.max_seq ? 1 : 0));
   ResolvedJob& r = *a.r;
   Planner planner(r.model, *r.fabric, r.cost);
-  if (o.max_seq) a.plan = planner.max_seq(r.job, r.pins);
-  else if (o.target.empty()) a.plan = planner.plan(r.job, r.pins);
-  else
-    a.plan = plan_for_target(planner, r.job, r.pins, parse_export_target(o.target, kCommandLine, "--target"), r.model,
-                             r.topology.gpus_per_node, kCommandLine);
+  if (o.target.empty()) {
+    a.plan = o.max_seq ? planner.max_seq(r.job, r.pins) : planner.plan(r.job, r.pins);
+    return a;
+  }
+  const ExportTarget target = parse_export_target(o.target, kCommandLine, "--target");
+  auto for_target = [&](const Job& job) {
+    return plan_for_target(planner, job, r.pins, target, r.model, r.topology.gpus_per_node, kCommandLine);
+  };
+  a.plan = o.max_seq ? planner.max_seq(r.job, for_target) : for_target(r.job);
   return a;
 }
 
@@ -80,10 +84,10 @@ Answer fewest_gpus(const PlanOptions& o, double min_tokens_per_s) {
     const Prediction& p = a.plan.predicted;
     std::string why = plan_shortfall(a.plan);
     if (why.empty() && o.target_step_time_s && p.step_time_s > *o.target_step_time_s)
-      why = "step " + sig(p.step_time_s, 3) + " s > --target-step-time";
+      why = "step " + sig(p.step_time_s, 6) + " s > " + sig(*o.target_step_time_s, 6) + " s (--target-step-time)";
     if (why.empty() && p.tokens_per_s < min_tokens_per_s)
-      why = fixed(p.tokens_per_s, 0) + " tokens/s < --target-tokens-per-s";
-    std::fprintf(stderr, "min-gpus: %d GPUs: %s\n", g, why.empty() ? "yes" : why.c_str());
+      why = fixed(p.tokens_per_s, 0) + " tokens/s < " + o.target_tokens_per_s + " (--target-tokens-per-s)";
+    std::fprintf(stderr, "min-gpus: %d GPU%s: %s\n", g, g == 1 ? "" : "s", why.empty() ? "yes" : why.c_str());
     if (why.empty()) return a;
     last_why = why;
   }
@@ -106,12 +110,20 @@ ReportHeader header_for(const PlanOptions& o, const Plan& plan, const Topology& 
   if (headroom > 0)
     h.notes.push_back("keeping " + fixed(100 * headroom, 0) + " % of GPU memory free (--headroom): plans fit in " +
                       fixed(topo.gpu.memory_bytes / kGiB, 1) + " GiB");
-  if (o.max_seq)
-    h.notes.push_back("the length is a multiple of 2 x cp = " + std::to_string(2 * plan.choice.cp) +
-                      ", what the " + to_string(plan.choice.load_balance) + " split needs");
+  if (o.max_seq) {  // Planner::max_seq steps in multiples of 2 x GPUs, which every ring and split divide
+    const int cp = plan.choice.cp;
+    const bool zigzag = plan.choice.load_balance == LoadBalance::kZigzag;
+    const std::string needs =
+        plan.choice.strategy == Strategy::kUlysses
+            ? "an a2a plan attends over the whole sequence, whatever the split"
+            : "this plan's " + std::string(to_string(plan.choice.load_balance)) + " split needs a multiple of " +
+                  (zigzag ? "2 x cp = " + std::to_string(2 * cp) : "cp = " + std::to_string(cp));
+    h.notes.push_back("the length is a multiple of 2 x " + std::to_string(plan.job.gpus) + " GPUs = " +
+                      std::to_string(2 * plan.job.gpus) + ", which every ring and load balance split (" + needs + ")");
+  }
   if (o.min_gpus)
     h.notes.push_back("the fewest GPUs (--min-gpus" + (o.job.gpus > 0 ? ", up to " + std::to_string(o.job.gpus) : std::string()) + ") that fit" +
-                      (o.target_step_time_s ? ", step <= " + sig(*o.target_step_time_s, 3) + " s" : "") +
+                      (o.target_step_time_s ? ", step <= " + sig(*o.target_step_time_s, 6) + " s" : "") +
                       (o.target_tokens_per_s.empty() ? "" : ", >= " + o.target_tokens_per_s + " tokens/s"));
   if (!o.target.empty()) h.notes.push_back("only plans " + o.target + " can run (--target; export --to " + o.target + ")");
   return h;
@@ -124,7 +136,6 @@ void run_plan(const PlanOptions& o) {
   if (o.max_seq && !o.job.seq.empty()) {
     fail_input(kCommandLine, "--max-seq", "searches the sequence length: drop --seq");
   }
-  if (o.max_seq && !o.target.empty()) fail_input(kCommandLine, "--target", "plans one sequence length: give --seq, not --max-seq");
   if (o.max_seq && o.min_gpus) fail_input(kCommandLine, "--min-gpus", "needs a sequence length: give --seq, not --max-seq");
   if (!o.min_gpus && (o.target_step_time_s || !o.target_tokens_per_s.empty()))
     fail_input(kCommandLine, o.target_step_time_s ? "--target-step-time" : "--target-tokens-per-s",
@@ -155,7 +166,7 @@ void run_plan(const PlanOptions& o) {
     std::fputs(plan_to_yaml_string(plan).c_str(), stdout);
   } else if (o.format == "csv") {
     Table t(sweep_columns());
-    t.add_row(sweep_cells(plan));
+    t.add_row(sweep_cells(plan, o.job.seq));
     std::fputs(t.csv().c_str(), stdout);
   } else {
     std::fputs(plan_report(plan, r.topology, r.cost, r.model, o.max_seq, header_for(o, plan, r.topology, opt.job.headroom))

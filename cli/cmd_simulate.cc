@@ -33,8 +33,9 @@ namespace {
 // Above this many GPUs the table lists the spread (min, mean, max) instead of every GPU.
 constexpr int kMaxGpuRows = 16;
 // A trace above this size gets a warning: JSON traces that large load slowly in Perfetto's
-// UI (the threshold issue 11 set after trying it).
-constexpr double kTraceWarnBytes = 200 * kMiB;
+// UI (the threshold issue 11 set after trying it). Decimal MB, as file browsers show sizes.
+constexpr double kMB = 1e6;
+constexpr double kTraceWarnBytes = 200 * kMB;
 
 struct SimulateCliOptions {
   std::string plan_path;
@@ -219,7 +220,7 @@ void run_simulate(const SimulateCliOptions& o) {
       std::fprintf(stderr,
                    "ringmaster: warning: %s is %.0f MB, slow to open in Perfetto above %.0f MB: keep fewer GPUs "
                    "(--trace-ranks 0-%d) or layers (--layers 2)\n",
-                   o.trace.c_str(), static_cast<double>(bytes) / kMiB, kTraceWarnBytes / kMiB,
+                   o.trace.c_str(), static_cast<double>(bytes) / kMB, kTraceWarnBytes / kMB,
                    std::min(7, s.plan.job.gpus - 1));
   }
 }

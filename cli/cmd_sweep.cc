@@ -4,6 +4,7 @@
 // c >= F/B threshold applies unchanged): 24 rows.
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -151,9 +152,12 @@ void run_sweep(const SweepOptions& o) {
                                      {"sim comm", "% exposed", Align::kRight},
                                      {"sim memory", "GiB", Align::kRight}});
     }
+    std::map<int64_t, std::string> typed;  // each --seqs length as typed (1.5M, 128000)
+    for (size_t i = 0; i < o.seqs.size(); ++i) typed.emplace(seqs[i], o.seqs[i]);
     Table t(columns);
     for (size_t i = 0; i < rows.size(); ++i) {
-      std::vector<std::string> cells = sweep_cells(rows[i].plan);
+      const auto as_typed = typed.find(rows[i].plan.job.seq_len);
+      std::vector<std::string> cells = sweep_cells(rows[i].plan, as_typed == typed.end() ? "" : as_typed->second);
       if (o.simulate) {
         const sim::Simulation& s = sims[i];
         const double pred = rows[i].plan.predicted.step_time_s;
@@ -166,10 +170,12 @@ void run_sweep(const SweepOptions& o) {
     if (o.format == "csv") {
       std::fputs(t.csv().c_str(), stdout);
     } else {
-      std::printf("ringmaster sweep: %s on %s, %s, attention %s, batch %s tokens per step\n%s",
+      // The global batch asked for: each row holds as many whole sequences as fit in it (at least one).
+      const std::string batch = o.job.batch_tokens.empty() ? format_size(kDefaultBatchTokens) + " tokens (--batch-tokens)"
+                                                           : o.job.batch_tokens + " tokens";
+      std::printf("ringmaster sweep: %s on %s, %s, attention %s, global batch %s in whole sequences (at least one)\n%s",
                   first.job.model.c_str(), first.job.topology.c_str(),
-                  first.job.causal ? "causal" : "full attention", first.job.attention_kernel.c_str(),
-                  format_size(first.job.batch_tokens > 0 ? first.job.batch_tokens : kDefaultBatchTokens).c_str(),
+                  first.job.causal ? "causal" : "full attention", first.job.attention_kernel.c_str(), batch.c_str(),
                   t.render().c_str());
     }
   }

@@ -12,7 +12,6 @@ namespace rm::cli {
 
 namespace {
 
-constexpr const char* kWhere = kCommandLine;
 
 }  // namespace
 
@@ -60,29 +59,29 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   r.job.topology = o.topology.empty() ? kStudyTopology : o.topology;
   r.model = load_model(r.job.model);
   r.topology = load_topology(r.job.topology);
-  if (gpus == 0) fail_input(kWhere, "--gpus", "required: the number of GPUs");
+  if (gpus == 0) fail_input(kCommandLine, "--gpus", "required: the number of GPUs");
   r.job.attention_kernel = o.attention_kernel;
-  apply_attention_kernel(r.topology, o.attention_kernel, kWhere, "--attention-kernel");
+  apply_attention_kernel(r.topology, o.attention_kernel, kCommandLine, "--attention-kernel");
   if (gpus < 1 || gpus > kMaxGpus)
-    fail_input(kWhere, "--gpus", "must be in [1, " + std::to_string(kMaxGpus) + "] (got " + std::to_string(gpus) + ")");
+    fail_input(kCommandLine, "--gpus", "must be in [1, " + std::to_string(kMaxGpus) + "] (got " + std::to_string(gpus) + ")");
   r.job.gpus = gpus;
-  r.job.seq_len = seq_len > 0 ? seq_len : (o.seq.empty() ? 0 : parse_size(o.seq, kWhere, "--seq", kMaxSeqTokens));
+  r.job.seq_len = seq_len > 0 ? seq_len : (o.seq.empty() ? 0 : parse_size(o.seq, kCommandLine, "--seq", kMaxSeqTokens));
   r.job.batch_tokens =
-      o.batch_tokens.empty() ? 0 : parse_size(o.batch_tokens, kWhere, "--batch-tokens", kMaxBatchTokens);
+      o.batch_tokens.empty() ? 0 : parse_size(o.batch_tokens, kCommandLine, "--batch-tokens", kMaxBatchTokens);
   if (r.job.batch_tokens != 0 && r.job.batch_tokens < r.job.seq_len) {
-    fail_input(kWhere, "--batch-tokens",
+    fail_input(kCommandLine, "--batch-tokens",
                "expected at least one sequence, --seq " + std::to_string(r.job.seq_len) + " tokens (got " +
                    std::to_string(r.job.batch_tokens) + ")");
   }
   r.job.causal = o.causal;
-  r.job.workload = parse_workload(o.workload, kWhere, "--workload");
+  r.job.workload = parse_workload(o.workload, kCommandLine, "--workload");
   r.topology.gpu.memory_bytes *= 1 - o.headroom;  // the fabric copies the topology: before it
   build_fabric_and_costs(r.topology, gpus, o.profile, r.fabric, r.cost);
 
   SearchPins& p = r.pins;
   auto in_range = [](const std::optional<int>& v, const char* name, int hi) {
     if (v && (*v < 1 || *v > hi))
-      fail_input(kWhere, name, "must be in [1, " + std::to_string(hi) + "] (got " + std::to_string(*v) + ")");
+      fail_input(kCommandLine, name, "must be in [1, " + std::to_string(hi) + "] (got " + std::to_string(*v) + ")");
     return v;
   };
   p.cp = in_range(o.cp, "--cp", kMaxGpus);
@@ -90,22 +89,22 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   p.block_kv = in_range(o.block_kv, "--block-kv", kMaxBlockTokens);
   p.kv_subblocks = in_range(o.kv_subblocks, "--kv-subblocks", kMaxKvSubblocks);
   p.micro_batch = in_range(o.micro_batch, "--micro-batch", kMaxMicroBatch);
-  if (!o.cp_comm_type.empty()) p.cp_comm_type = parse_cp_comm_type(o.cp_comm_type, kWhere, "--cp-comm-type");
-  if (!o.schedule.empty()) p.schedule = parse_schedule(o.schedule, kWhere, "--schedule");
+  if (!o.cp_comm_type.empty()) p.cp_comm_type = parse_cp_comm_type(o.cp_comm_type, kCommandLine, "--cp-comm-type");
+  if (!o.schedule.empty()) p.schedule = parse_schedule(o.schedule, kCommandLine, "--schedule");
   if (o.schedule == kOldTwoLevelSpelling) {
     std::fprintf(stderr,
                  "note: --schedule hierarchical is now spelled two-level (the double ring); "
                  "Megatron's hierarchical context parallelism is --cp-comm-type a2a+p2p\n");
   }
-  if (!o.load_balance.empty()) p.load_balance = parse_load_balance(o.load_balance, kWhere, "--load-balance");
-  if (!o.checkpointing.empty()) p.checkpointing = parse_checkpointing(o.checkpointing, kWhere, "--checkpointing");
+  if (!o.load_balance.empty()) p.load_balance = parse_load_balance(o.load_balance, kCommandLine, "--load-balance");
+  if (!o.checkpointing.empty()) p.checkpointing = parse_checkpointing(o.checkpointing, kCommandLine, "--checkpointing");
   if (!o.order.empty()) {
     if (o.order != "node-major" && o.order != "snake" && o.order != "searched")
-      fail_input(kWhere, "--order", "expected one of node-major, snake, searched (got '" + o.order + "')");
+      fail_input(kCommandLine, "--order", "expected one of node-major, snake, searched (got '" + o.order + "')");
     p.order = o.order;
   }
   if (p.cp && gpus % *p.cp != 0)
-    fail_input(kWhere, "--cp", "must divide --gpus " + std::to_string(gpus) + " (got " + std::to_string(*p.cp) + ")");
+    fail_input(kCommandLine, "--cp", "must divide --gpus " + std::to_string(gpus) + " (got " + std::to_string(*p.cp) + ")");
   return r;
 }
 

@@ -129,7 +129,7 @@ std::vector<Column> sweep_columns() {
           {"fits", "", Align::kLeft},         {"flash-fsdp", "GiB / fits", Align::kRight}};
 }
 
-std::vector<std::string> sweep_cells(const Plan& plan) {
+std::vector<std::string> sweep_cells(const Plan& plan, const std::string& seq_as_typed) {
   const PlanChoice& c = plan.choice;
   const Prediction& p = plan.predicted;
   std::string fsdp = "-";
@@ -138,7 +138,7 @@ std::vector<std::string> sweep_cells(const Plan& plan) {
       fsdp = gib(b.memory_bytes_per_gpu) + (b.fits ? " / yes" : " / NO");
   }
   return {std::to_string(plan.job.gpus),
-          format_size(plan.job.seq_len),
+          seq_as_typed.empty() ? format_size(plan.job.seq_len) : seq_as_typed,
           cp_comm_type(c.strategy),
           std::to_string(c.cp) + " x " + std::to_string(c.dp),
           c.strategy == Strategy::kRing ? to_string(c.schedule) : "-",

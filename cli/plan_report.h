@@ -31,6 +31,8 @@ std::string overlap_threshold_table(const Topology& topo, const CostParams& cost
 
 // One row per plan: the sweep table's columns. Callers may add columns after these.
 std::vector<Column> sweep_columns();
-std::vector<std::string> sweep_cells(const Plan& plan);
+// `seq_as_typed`: the length as the user typed it (1.5M, 128000), shown as typed; "" shows
+// format_size's spelling.
+std::vector<std::string> sweep_cells(const Plan& plan, const std::string& seq_as_typed = "");
 
 }  // namespace rm::cli

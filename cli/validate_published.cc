@@ -86,7 +86,7 @@ void print_table(const std::vector<Row>& rows, bool csv) {
            {"metric", "", Align::kLeft},
            {"published", "", Align::kRight},
            {"predicted", "", Align::kRight},
-           {"ratio", "", Align::kRight},
+           {"ratio", "pub/pred", Align::kRight},
            {"error %", "(pub-pred)/pred", Align::kRight},
            {"split", "", Align::kLeft}});
   for (const Row& r : rows) {
@@ -95,7 +95,7 @@ void print_table(const std::vector<Row>& rows, bool csv) {
     std::string err = pct(r.check.error);
     if (r.check.error >= 0) err = "+" + err;
     t.add_row({e.id, e.gpu, metric_label(e.metric), figure(e.published), figure(r.check.predicted),
-               fixed(r.check.predicted / e.published, 2), err, to_string(e.split)});
+               fixed(e.published / r.check.predicted, 2), err, to_string(e.split)});
   }
   if (csv) {
     std::fputs(t.csv().c_str(), stdout);

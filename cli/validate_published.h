@@ -3,8 +3,10 @@
 // (planner/published_corpus.h; the shipped validation/published.yaml unless FILE is given).
 //
 // For people: a table of the modelled entries (entry, gpu, metric, published, predicted,
-// ratio, error %, split), the entries not modelled yet with their reasons, the defaults
-// taken where a source is silent, and a summary: how many are modelled, median and worst
+// ratio = published / predicted, error % = (published - predicted) / predicted, split: the
+// published figure is the measured one of the one sign convention, and the header says
+// so), the entries not modelled yet with their reasons, the defaults taken where a source
+// is silent, and a summary: how many are modelled, median and worst
 // |error| over all modelled entries and over the fit and heldout splits.
 //
 // --format json prints exactly

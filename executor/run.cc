@@ -19,6 +19,7 @@
 #include "executor/verify.h"
 #include "executor/watchdog.h"
 #include "planner/attention_work.h"
+#include "planner/export_target.h"
 #include "planner/input_error.h"
 #include "planner/schedule.h"
 #include "planner/units.h"
@@ -53,34 +54,15 @@ void check_host_memory(const std::string& plan_path, const Plan& p, const ModelS
 
 LoadedPlanFile load_plan_for_run(const std::string& plan_path, const std::string& backend) {
   LoadedPlanFile lp = load_plan_file(plan_path);
-  if (lp.plan.job.workload == Workload::kLayer)
-    fail_input(plan_path, "workload",
-               "the executor runs workloads 'attention' (ring attention alone) and 'step' "
-               "(whole training steps, as `ringmaster train`); 'layer' is for prediction "
-               "only: re-plan with --workload attention or step");
-  check_backend_available(backend);
   check_plan_runnable(lp, plan_path, backend);
+  check_backend_available(backend);
   check_host_memory(plan_path, lp.plan, lp.model);
   return lp;
 }
 
 void check_plan_runnable(const LoadedPlanFile& lp, const std::string& plan_path, const std::string& backend) {
-  const Plan& p = lp.plan;
-  if (p.choice.strategy != Strategy::kRing)
-    fail_input(plan_path, "plan.strategy",
-               std::string("run executes ring-attention plans, cp_comm_type p2p (got '") +
-                   to_string(p.choice.strategy) + "', cp_comm_type " + cp_comm_type(p.choice.strategy) +
-                   "): re-plan with --cp-comm-type p2p");
-  if (effective_window(lp.model, p.job) > 0)
-    fail_input(plan_path, "model.sliding_window",
-               "the executor's kernels apply the causal mask only, not a sliding window of " +
-                   std::to_string(lp.model.sliding_window) +
-                   " tokens: such a plan is priced and simulated (`ringmaster simulate`), not run");
-  if (backend == "cpu" && lp.topology.intra.kind != IntraKind::kSharedMemory)
-    fail_input(plan_path, "topology",
-               "the cpu backend runs plans made for a CPU topology (shared-memory devices, "
-               "e.g. cpu-local); this plan is for '" + lp.topology.name +
-                   "': re-plan with --topology cpu-local, or run it with --backend cuda");
+  const std::string why = run_refusal(lp.plan, lp.model, lp.topology, backend);
+  if (!why.empty()) throw InputError(plan_path + ": " + why);
 }
 
 namespace {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "planner/attention_work.h"
 #include "planner/cost_model.h"
 #include "planner/export_megatron.h"
 #include "planner/input_error.h"
@@ -61,7 +62,10 @@ std::string framework_refusal(const Plan& plan, int gpus_per_node, ExportTarget 
   }
   // Megatron's get_batch_on_this_cp_rank and PyTorch's context_parallel load balancer both
   // give rank r chunks r and 2CP-1-r of 2 x CP chunks (our zigzag), whatever the mask.
-  if (c.cp > 1 && c.load_balance != LoadBalance::kZigzag)
+  // All-to-all (a2a) is exempt: after it every rank attends over the whole sequence for its
+  // heads (TransformerEngine puts the chunks back in order first), so the split changes
+  // nothing the plan priced.
+  if (c.cp > 1 && c.strategy != Strategy::kUlysses && c.load_balance != LoadBalance::kZigzag)
     return "plan.load_balance: " + fw + " splits the sequence into 2 x CP chunks, rank r holding "
            "chunks r and 2CP-1-r (zigzag); it cannot run '" + to_string(c.load_balance) +
            "': re-plan with --target " + to_string(t);
@@ -166,44 +170,98 @@ Plan plan_for_target(Planner& planner, const Job& job, const SearchPins& pins, E
     fail_input(where, "--checkpointing", "torchtitan has no FFN-only selective checkpointing: none or full");
   if (p.order && *p.order == "searched")
     fail_input(where, "--order", "a searched order may move ranks across nodes, which torchrun cannot place");
-  p.schedule = Schedule::kFlat;
-  p.load_balance = LoadBalance::kZigzag;
-  p.kv_subblocks = 1;
+  const bool ring_pinned = pins.schedule || pins.order || pins.load_balance || pins.kv_subblocks;
+  if (!p.cp_comm_type || *p.cp_comm_type == Strategy::kRing) {  // the ring the target has
+    p.schedule = Schedule::kFlat;
+    p.load_balance = LoadBalance::kZigzag;
+    p.kv_subblocks = 1;
+  }
 
-  Plan first = planner.plan(job, p);
-  std::string why = export_refusal(first, model, gpus_per_node, target);
-  if (why.empty()) return first;
+  // The fastest plan the target runs (fitting plans first).
+  std::optional<Plan> best;
+  auto offer = [&](Plan cand) {
+    if (!export_refusal(cand, model, gpus_per_node, target).empty()) return;
+    const bool better = !best || (cand.predicted.fits && !best->predicted.fits) ||
+                        (cand.predicted.fits == best->predicted.fits &&
+                         cand.predicted.tokens_per_s > best->predicted.tokens_per_s);
+    if (better) best = std::move(cand);
+  };
+  // The search's pick: a p2p ring pinned as above, or the kind --cp-comm-type pinned.
+  std::optional<Plan> first;
+  std::string why;
+  try {
+    first = planner.plan(job, p);
+    why = export_refusal(*first, model, gpus_per_node, target);
+    offer(*first);
+  } catch (const InputError& e) {
+    if (pins.cp_comm_type) throw;  // the kind asked for cannot run the job
+    why = e.what();                // no ring runs it; a collective kind may
+  }
 
-  // The pick holds what the target lacks: the fastest of the searches pinned to each
-  // checkpointing and order it has (fitting plans first).
+  // The checkpointings and orders the target has, where the pick holds one it lacks.
   std::vector<Checkpointing> ckpts;
   if (p.checkpointing) ckpts = {*p.checkpointing};
   else if (target == ExportTarget::kTorchtitan) ckpts = {Checkpointing::kNone, Checkpointing::kFull};
   else ckpts = {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull};
   const std::vector<std::string> orders =
       p.order ? std::vector<std::string>{*p.order} : std::vector<std::string>{"node-major", "snake"};
-  std::optional<Plan> best;
-  for (Checkpointing ck : ckpts) {
-    for (const std::string& order : orders) {
-      SearchPins q = p;
-      q.checkpointing = ck;
-      q.order = order;
-      Plan cand;
-      try {
-        cand = planner.best_ring_plan(job, q);
-      } catch (const InputError&) {
-        continue;  // this pin cannot work for the job at all (e.g. snake on one GPU)
+  if (first && !why.empty() && first->choice.strategy == Strategy::kRing) {
+    for (Checkpointing ck : ckpts) {
+      for (const std::string& order : orders) {
+        SearchPins q = p;
+        q.checkpointing = ck;
+        q.order = order;
+        try {
+          offer(planner.best_ring_plan(job, q));
+        } catch (const InputError&) {
+          // this pin cannot work for the job at all (e.g. snake on one GPU)
+        }
       }
-      if (!export_refusal(cand, model, gpus_per_node, target).empty()) continue;
-      const bool better = !best || (cand.predicted.fits && !best->predicted.fits) ||
-                          (cand.predicted.fits == best->predicted.fits &&
-                           cand.predicted.tokens_per_s > best->predicted.tokens_per_s);
-      if (better) best = std::move(cand);
+    }
+  }
+  // The collective kinds (all_gather; a2a, which torchtitan lacks), each searched on its own
+  // per checkpointing the target has: the ring pins above leave them out of the search.
+  // Only the pinned kind when --cp-comm-type is given; none when a ring choice is.
+  std::vector<Strategy> kinds;
+  if (pins.cp_comm_type) {
+    if (*pins.cp_comm_type != Strategy::kRing) kinds = {*pins.cp_comm_type};
+  } else if (!ring_pinned && !(pins.cp && *pins.cp == 1)) {
+    kinds = {Strategy::kAllGatherCp, Strategy::kUlysses};
+  }
+  for (Strategy kind : kinds) {
+    for (Checkpointing ck : ckpts) {
+      SearchPins q = pins;
+      q.checkpointing = ck;
+      try {
+        offer(planner.best_collective_cp_plan(kind, job, q));
+      } catch (const InputError&) {
+        // this kind cannot split the job (e.g. a2a beyond the heads)
+      }
     }
   }
   if (!best) fail_input(where, "--target", "no plan " + fw + " can run: " + why);
-  best->baselines = first.baselines;
+  best->baselines = first ? first->baselines : planner.baselines(job);
   return *best;
+}
+
+std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology& topology, const std::string& backend) {
+  if (plan.job.workload == Workload::kLayer)
+    return "workload: the executor runs workloads 'attention' (ring attention alone) and 'step' "
+           "(whole training steps, as `ringmaster train`); 'layer' is for prediction "
+           "only: re-plan with --workload attention or step";
+  if (plan.choice.strategy != Strategy::kRing)
+    return std::string("plan.strategy: run executes ring-attention plans, cp_comm_type p2p (got '") +
+           to_string(plan.choice.strategy) + "', cp_comm_type " + cp_comm_type(plan.choice.strategy) +
+           "): re-plan with --cp-comm-type p2p";
+  if (effective_window(model, plan.job) > 0)
+    return "model.sliding_window: the executor's kernels apply the causal mask only, not a sliding window of " +
+           std::to_string(model.sliding_window) +
+           " tokens: such a plan is priced and simulated (`ringmaster simulate`), not run";
+  if (backend == "cpu" && topology.intra.kind != IntraKind::kSharedMemory)
+    return "topology: the cpu backend runs plans made for a CPU topology (shared-memory devices, "
+           "e.g. cpu-local); this plan is for '" + topology.name +
+           "': re-plan with --topology cpu-local, or run it with --backend cuda";
+  return "";
 }
 
 std::string export_header(const Plan& plan, ExportTarget target, const std::string& plan_path) {
@@ -217,11 +275,15 @@ std::string export_header(const Plan& plan, ExportTarget target, const std::stri
                 static_cast<long long>(sequences_per_step(j)), j.causal ? "causal" : "full attention",
                 to_string(j.workload));
   h += buf;
-  std::snprintf(buf, sizeof buf,
-                "# plan: %s, cp %d x dp %d, %s schedule, %s order, %s split, checkpointing %s, "
-                "micro-batch %d x %d micro-steps\n",
-                to_string(c.strategy), c.cp, c.dp, to_string(c.schedule), c.order_name.c_str(),
-                to_string(c.load_balance), to_string(c.checkpointing), c.micro_batch, c.grad_accum);
+  // a2a has no ring: after its all-to-all each rank attends over the whole sequence for its
+  // heads, whatever the split (the framework's zigzag chunks price the same).
+  const std::string layout = c.strategy == Strategy::kUlysses
+                                 ? "all-to-all over heads (" + c.order_name + " order; any split prices the same)"
+                                 : std::string(to_string(c.schedule)) + " schedule, " + c.order_name + " order, " +
+                                       to_string(c.load_balance) + " split";
+  std::snprintf(buf, sizeof buf, "# plan: %s, cp %d x dp %d, %s, checkpointing %s, micro-batch %d x %d micro-steps\n",
+                to_string(c.strategy), c.cp, c.dp, layout.c_str(), to_string(c.checkpointing), c.micro_batch,
+                c.grad_accum);
   h += buf;
   const Prediction& p = plan.predicted;
   if (p.step_time_s > 0) {

@@ -18,6 +18,7 @@
 #include "planner/model_spec.h"
 #include "planner/plan.h"
 #include "planner/search.h"
+#include "planner/topology.h"
 
 namespace rm {
 
@@ -44,15 +45,22 @@ RankPlacement rank_placement(const Plan& plan, int gpus_per_node);
 
 // Why `target` cannot run `plan` as planned: "<field>: <reason>" naming the plan field and
 // the target's rule, "" when it can. Megatron's plans are also checked against Megatron's
-// own argument rules (export_megatron.h). Slurm launches `ringmaster run`, whose own
-// checks (executor/run.h) the CLI applies.
+// own argument rules (export_megatron.h). Slurm launches `ringmaster run`, whose checks
+// are run_refusal's.
 std::string export_refusal(const Plan& plan, const ModelSpec& model, int gpus_per_node, ExportTarget target);
+
+// What `ringmaster run` (and `train`) execute with `backend` ("cpu" or "cuda"), the Slurm
+// target's own framework: "<field>: <reason>" naming the plan field, "" when it runs.
+// executor/run.h applies it before ranks start, `export --to slurm` (CLI and Python
+// module) before writing a script.
+std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology& topology, const std::string& backend);
 
 // The fastest plan `target` can run: the search pinned to what the target has (a flat
 // ring, the zigzag split) and, when its pick still holds something the target lacks
 // (selective checkpointing for torchtitan, a searched order that moves ranks across
 // nodes), the fastest of the searches pinned to each checkpointing and order the target
-// can run. Throws InputError "<where>: --target: ..." when a pin contradicts the target or
+// can run; beside them the collective kinds it runs (all_gather for both, a2a for
+// Megatron-LM) unless --cp-comm-type or a ring choice is pinned. Throws InputError "<where>: --target: ..." when a pin contradicts the target or
 // when no plan the target can run exists.
 Plan plan_for_target(Planner& planner, const Job& job, const SearchPins& pins, ExportTarget target,
                      const ModelSpec& model, int gpus_per_node, const std::string& where);

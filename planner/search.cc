@@ -383,12 +383,16 @@ Plan Planner::plan(const Job& job, const SearchPins& pins, SearchStats* stats) {
 }
 
 Plan Planner::max_seq(const Job& job, const SearchPins& pins, SearchStats* stats) {
+  return max_seq(job, [&](const Job& j) { return best_plan(j, pins, stats); });
+}
+
+Plan Planner::max_seq(const Job& job, const std::function<Plan(const Job&)>& plan_of) {
   const int64_t step = 2 * static_cast<int64_t>(fabric_.gpus());
   auto fits = [&](int64_t n, Plan* out) {
     Job j = job;
     j.seq_len = n;
     try {
-      Plan p = best_plan(j, pins, stats);
+      Plan p = plan_of(j);
       if (out) *out = p;
       return p.predicted.fits;
     } catch (const InputError&) {

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,6 +82,9 @@ class Planner {
   // every ring size and zigzag divide it) and its plan. Throws InputError if not even
   // 2·G tokens fit.
   Plan max_seq(const Job& job, const SearchPins& pins = {}, SearchStats* stats = nullptr);
+  // The same search with `plan_of` giving each length's plan (e.g. plan_for_target's);
+  // a length it throws InputError for does not fit.
+  Plan max_seq(const Job& job, const std::function<Plan(const Job&)>& plan_of);
 
   // The named orders for a ring size and schedule ("node-major", "snake", "searched").
   std::vector<std::pair<std::string, std::vector<int>>> orders(int cp, Schedule schedule,

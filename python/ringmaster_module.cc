@@ -90,9 +90,13 @@ std::string export_plan(const std::string& plan_path, const std::string& to) {
   const rm::ExportTarget target = rm::parse_export_target(to, "ringmaster.export", "to");
   const rm::LoadedPlanFile lp = rm::load_plan_file(plan_path);
   const int gpn = lp.topology.gpus_per_node;
-  if (target == rm::ExportTarget::kSlurm)
-    return rm::slurm_export(lp.plan, lp.topology, plan_path,
-                            lp.topology.intra.kind == rm::IntraKind::kSharedMemory ? "cpu" : "cuda");
+  if (target == rm::ExportTarget::kSlurm) {  // the `ringmaster run` script (the CLI's --launch run)
+    rm::SlurmLaunch launch;
+    launch.backend = lp.topology.intra.kind == rm::IntraKind::kSharedMemory ? "cpu" : "cuda";
+    const std::string why = rm::run_refusal(lp.plan, lp.model, lp.topology, launch.backend);
+    if (!why.empty()) throw rm::InputError(plan_path + ": " + why);
+    return rm::slurm_export(lp.plan, lp.topology, plan_path, launch);
+  }
   const std::string why = rm::export_refusal(lp.plan, lp.model, gpn, target);
   if (!why.empty()) throw rm::InputError(plan_path + ": " + why);
   return target == rm::ExportTarget::kMegatron ? rm::megatron_export(lp.plan, lp.model, gpn, plan_path)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The calibration loop through the real binary and real mpirun, on 2 CPU ranks:
-#   tune (no profile: calibrates this machine first, small grid) -> run -> validate --format json
-#   calibrate --backend cpu --measurements -> calibrate --from (refit) -> plan/sweep --profile
+#   tune (no profile: calibrates this machine first, small grid) -> run -> validate --format json|csv
+#   calibrate --backend cpu --measurements (fit quality and machine load reported) ->
+#   calibrate --from (refit) -> plan/sweep --profile
 # and the refusals: a measurements file with garbage lines or missing fields (exit 2, file and
 # line named), a profile from other hardware (a warning), a profile to an unwritable folder
 # (exit 2, nothing left behind).
@@ -59,6 +60,19 @@ EOF
 else
   fail "validate exited $?: $(tail -3 validate.log)"
 fi
+# validate --format csv: the table's columns, the error in the one sign convention (one run).
+if "$bin" validate --profile plan.profile.yaml --iters 1 --format csv plan.yaml >validate.csv 2>validate-csv.log; then
+  python3 - validate.csv <<'EOF' || fail "validate --format csv: $(cat validate.csv)"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert [r["plan"] for r in rows] == ["plan.yaml", "total"], rows
+for r in rows:
+    pred, meas, err = float(r["step pred (ms)"]), float(r["step meas (ms)"]), float(r["error (% (meas-pred)/pred)"])
+    assert abs(err - 100 * (meas - pred) / pred) < 0.06 + 100 * 0.006 / pred, r  # shown to 0.01 ms and 0.1 %
+EOF
+else
+  fail "validate --format csv exited $?: $(tail -3 validate-csv.log)"
+fi
 
 # Micro-benchmarks with their records, then a refit from those records.
 if expect_exit 0 cal.log "$bin" calibrate --backend cpu --np 2 --grid small -o bench.yaml \
@@ -67,6 +81,9 @@ if expect_exit 0 cal.log "$bin" calibrate --backend cpu --np 2 --grid small -o b
     grep -q "^  $k: {points:" bench.yaml || fail "profile has no '$k' fit"
   done
   grep -q "calibrate: kernel" cal.log || fail "calibrate printed no progress on stderr"
+  grep -Eq "machine during the measurements: load average [0-9.]+ over the last minute on [0-9]+ cores" cal.log ||
+    fail "calibrate did not report the machine load while it measured: $(grep -i load cal.log)"
+  grep -Eq "^attention_forward +[0-9]+ +-?[0-9.]+ " cal.log || fail "calibrate printed no fit quality (R^2) per fit"
   expect_exit 0 refit.log "$bin" calibrate --from bench.jsonl -o refit.yaml
   grep -q "measurements: bench.jsonl" refit.yaml || fail "the refit profile does not name its source"
   expect_exit 0 plan.log "$bin" plan "${job[@]}" --seq 2k --workload attention --profile refit.yaml

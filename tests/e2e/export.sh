@@ -2,7 +2,8 @@
 # `ringmaster export` and `plan --target` through the real binary: the golden files of
 # tests/data/export (RINGMASTER_UPDATE_GOLDEN=1 rewrites them), the Megatron line checked
 # against Megatron-LM's argument rules, the torchtitan TOML parsed, the sbatch script
-# syntax-checked, -o written whole, and refusals (exit 2, the plan field and the rule named).
+# syntax-checked, -o written whole, refusals (exit 2, the plan field and the rule named), and
+# the `--launch train` script run through a stand-in srun (trains, resumes, stops without DATA).
 # Megatron's rules, as it states them: megatron/training/arguments.py validate_args (world
 # size divisible by TP x PP x CP, DP the quotient; a2a+p2p needs
 # --hierarchical-context-parallel-sizes), megatron/training/utils.py get_batch_on_this_cp_rank
@@ -18,18 +19,22 @@ checked=0
 cd "$src/tests/data/export" || exit 1
 
 # ---- golden files ----------------------------------------------------------------------
-golden() {  # golden <name> <plan> <target>
+golden() {  # golden <name> <plan> <target> [export options...]
+  local name=$1 plan=$2 to=$3
+  shift 3
   checked=$((checked + 1))
-  if ! "$bin" export --plan "$2" --to "$3" >"$tmp/$1" 2>"$tmp/$1.err"; then
-    fail "export --plan $2 --to $3 exited non-zero: $(cat "$tmp/$1.err")"
+  if ! "$bin" export --plan "$plan" --to "$to" "$@" >"$tmp/$name" 2>"$tmp/$name.err"; then
+    fail "export --plan $plan --to $to $* exited non-zero: $(cat "$tmp/$name.err")"
     return
   fi
-  if [[ -n ${RINGMASTER_UPDATE_GOLDEN:-} ]]; then cp "$tmp/$1" "$1"; fi
-  diff -u "$1" "$tmp/$1" || fail "export --plan $2 --to $3 differs from $1"
+  if [[ -n ${RINGMASTER_UPDATE_GOLDEN:-} ]]; then cp "$tmp/$name" "$name"; fi
+  diff -u "$name" "$tmp/$name" || fail "export --plan $plan --to $to $* differs from $name"
 }
 golden megatron.golden plan-step.yaml megatron
 golden torchtitan.golden plan-step.yaml torchtitan
 golden slurm.golden plan-attention.yaml slurm
+# A step plan for a CPU topology (train runs on the cpu backend), trained by the script.
+golden slurm-train.golden plan-step-cpu.yaml slurm --launch train --data corpus.txt --steps 4769 --checkpoint-every 500
 
 # ---- the Megatron line obeys Megatron's rules --------------------------------------------
 checked=$((checked + 1))
@@ -65,8 +70,10 @@ python3 -c 'import sys, tomllib; c = tomllib.load(open(sys.argv[1], "rb")); p = 
 assert p["context_parallel_degree"] * p["data_parallel_shard_degree"] == 16, p
 assert c["training"]["seq_len"] % (2 * p["context_parallel_degree"]) == 0' "$tmp/torchtitan.golden" ||
   fail "torchtitan.golden is not the expected TOML"
-checked=$((checked + 1))
-bash -n "$tmp/slurm.golden" || fail "slurm.golden is not valid bash"
+for f in slurm.golden slurm-train.golden; do
+  checked=$((checked + 1))
+  bash -n "$tmp/$f" || fail "$f is not valid bash"
+done
 
 # ---- -o writes the same text ------------------------------------------------------------------
 checked=$((checked + 1))
@@ -77,10 +84,18 @@ checked=$((checked + 1))
 expect_bad "plan.schedule: Megatron-LM's ring passes K,V in one direction only" "plan-bidirectional.yaml" -- \
   export --plan plan-bidirectional.yaml --to megatron
 expect_bad "plan.schedule: torchtitan" "plan-bidirectional.yaml" -- export --plan plan-bidirectional.yaml --to torchtitan
+"$bin" plan --model tiny --topology cpu-local --gpus 2 --cp 2 --seq 256 --workload layer -o "$tmp/layer.yaml" >/dev/null 2>&1
+expect_bad "'layer' is for prediction only" "layer.yaml: workload" -- export --plan "$tmp/layer.yaml" --to slurm
 # `run` executes step plans too (whole training steps): a step plan exports to slurm.
 "$bin" export --plan plan-step.yaml --to slurm >"$tmp/step.sbatch" 2>"$tmp/step.err" && grep -q "ringmaster run" "$tmp/step.sbatch" ||
   fail "export --to slurm of a step plan: $(tail -2 "$tmp/step.err")"
 expect_bad "workload: the plan prices 'attention'" "plan-attention.yaml" -- export --plan plan-attention.yaml --to megatron
+expect_bad "workload: the plan prices 'attention', not a whole training step" "plan-attention.yaml" -- \
+  export --plan plan-attention.yaml --to slurm --launch train
+expect_bad "runs on the cpu backend only" "plan-step.yaml: topology" -- export --plan plan-step.yaml --to slurm --launch train
+expect_bad "only with --to slurm --launch train" "--data" -- export --plan plan-step-cpu.yaml --to slurm --data corpus.txt
+expect_bad "only with --to slurm --launch train" "--steps" -- export --plan plan-step.yaml --to megatron --steps 10
+expect_bad "only with --to slurm" "--launch" -- export --plan plan-step.yaml --to megatron --launch train
 expect_bad "expected one of megatron, torchtitan, slurm" "--to" -- export --plan plan-step.yaml --to deepspeed
 expect_bad "runs a flat ring only" "--schedule" -- plan --gpus 16 --seq 1M --target megatron --schedule bidirectional
 expect_bad "none or full" "--checkpointing" -- plan --gpus 16 --seq 1M --target torchtitan --checkpointing selective
@@ -92,6 +107,74 @@ for t in megatron torchtitan; do
   "$bin" plan --gpus 32 --seq 512k --target $t -o "$tmp/p-$t.yaml" >/dev/null 2>&1 &&
     "$bin" export --plan "$tmp/p-$t.yaml" --to $t >/dev/null || fail "plan --target $t then export --to $t"
 done
+
+# The collective kinds the frameworks run are searched too: at 128K tokens on 16 GPUs all-to-all
+# is the fastest plan; Megatron-LM runs it (--cp-comm-type a2a), torchtitan has no a2a CP.
+checked=$((checked + 1))
+"$bin" plan --gpus 16 --seq 128k --target megatron -o "$tmp/a2a.yaml" >/dev/null 2>&1 &&
+  "$bin" export --plan "$tmp/a2a.yaml" --to megatron | grep -q -- "--context-parallel-size 8 --cp-comm-type a2a " ||
+  fail "plan --target megatron at 128K on 16 GPUs: not exported as --cp-comm-type a2a"
+checked=$((checked + 1))
+"$bin" plan --gpus 16 --seq 128k --target torchtitan -o "$tmp/t128.yaml" >/dev/null 2>&1 &&
+  "$bin" export --plan "$tmp/t128.yaml" --to torchtitan >/dev/null || fail "plan --target torchtitan at 128K then export"
+expect_bad "plan.strategy: torchtitan has no all-to-all" "--target" -- \
+  plan --gpus 16 --seq 128k --cp-comm-type a2a --target torchtitan
+
+# --max-seq --target: the longest sequence the framework's plans fit, which it exports, and no
+# longer than the longest of any plan.
+for t in megatron torchtitan; do
+  checked=$((checked + 1))
+  "$bin" plan --gpus 16 --max-seq --target $t -o "$tmp/max-$t.yaml" --format json >"$tmp/max-$t.json" 2>/dev/null &&
+    "$bin" export --plan "$tmp/max-$t.yaml" --to $t >/dev/null || fail "plan --max-seq --target $t then export --to $t"
+done
+checked=$((checked + 1))
+"$bin" plan --gpus 16 --max-seq --format json >"$tmp/max-any.json" 2>/dev/null || fail "plan --max-seq exited $?"
+python3 - "$tmp/max-any.json" "$tmp/max-megatron.json" "$tmp/max-torchtitan.json" <<'PY' || fail "--max-seq --target: longer than any plan, or does not fit"
+import json, sys
+best = json.load(open(sys.argv[1]))["seq_len"]
+for path in sys.argv[2:]:
+    d = json.load(open(path))
+    assert d["predicted"]["fits"] and 0 < d["seq_len"] <= best and d["seq_len"] % (2 * d["plan"]["cp"]) == 0, (path, d["seq_len"], best)
+PY
+
+# ---- the train script runs: srun stood in for by a script that drops its options -------------
+# (`ringmaster train` outside an MPI job starts the plan's ranks with mpirun), 2 steps with a
+# checkpoint after each, then STEPS=3 at submission resumes after step 2; without DATA the
+# script stops before srun (exit 2, DATA named).
+if command -v mpirun >/dev/null 2>&1; then
+  mkdir -p "$tmp/bin" "$tmp/job"
+  printf '#!/usr/bin/env bash\nwhile [[ $1 == --* ]]; do shift; done\ntouch "$(dirname "$0")/srun-called"\nexec "$@"\n' >"$tmp/bin/srun"
+  chmod +x "$tmp/bin/srun"
+  cp plan-step-cpu.yaml "$tmp/job/"
+  data=$(realpath "$src/data/public_domain.txt")
+  "$bin" export --plan plan-step-cpu.yaml --to slurm --launch train --data "$data" --steps 2 --checkpoint-every 1 \
+    -o "$tmp/job/train.sbatch" 2>/dev/null || fail "export --launch train -o exited $?"
+  submit() { (cd "$tmp/job" && PATH="$tmp/bin:$PATH" SLURM_JOB_ID=7 RINGMASTER="$bin" "$@" bash train.sbatch); }
+  checked=$((checked + 1))
+  if submit env >"$tmp/job/1.out" 2>"$tmp/job/1.err"; then
+    [[ $(grep -cE '^ +[12] +[0-9.]+ ' "$tmp/job/1.out") -eq 2 ]] || fail "the train script did not print steps 1 and 2: $(cat "$tmp/job/1.out")"
+    [[ -d $tmp/job/checkpoints ]] || fail "the train script wrote no checkpoints/ folder"
+    [[ -s $tmp/job/measurements-7.jsonl ]] || fail "the train script wrote no measurements-7.jsonl"
+  else
+    fail "the exported train script exited non-zero: $(tail -3 "$tmp/job/1.err")"
+  fi
+  checked=$((checked + 1))
+  if submit env STEPS=3 >"$tmp/job/2.out" 2>"$tmp/job/2.err"; then
+    grep -q "resumed after step 2" "$tmp/job/2.out" || fail "resubmitted with STEPS=3, train did not resume: $(head -3 "$tmp/job/2.out")"
+    [[ $(grep -cE '^ +[0-9]+ +[0-9.]+ ' "$tmp/job/2.out") -eq 1 ]] || fail "resubmitted with STEPS=3: want step 3 only: $(cat "$tmp/job/2.out")"
+  else
+    fail "the resubmitted train script exited non-zero: $(tail -3 "$tmp/job/2.err")"
+  fi
+  checked=$((checked + 1))
+  rm -f "$tmp/bin/srun-called"
+  "$bin" export --plan plan-step-cpu.yaml --to slurm --launch train -o "$tmp/job/train.sbatch" 2>/dev/null
+  submit env >"$tmp/job/3.out" 2>"$tmp/job/3.err"
+  rc=$?
+  [[ $rc -eq 2 && $(cat "$tmp/job/3.err") == "DATA: the training text is not set"* && ! -e $tmp/bin/srun-called ]] ||
+    fail "a train script without DATA: exit $rc (want 2 before srun): $(cat "$tmp/job/3.err")"
+else
+  echo "mpirun not found: the train script is not run"
+fi
 
 echo "export: $checked checks, $failures failed"
 [[ $failures -eq 0 ]]

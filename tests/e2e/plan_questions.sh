@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The questions users ask, through the real binary: --min-gpus (the fewest GPUs that fit,
-# and with a step-time target more), --train-tokens / --gpu-hour-cost (days, GPU-hours,
+# and with a step-time or throughput target more), --train-tokens / --gpu-hour-cost (days, GPU-hours,
 # cost = steps x step time), --max-seq --headroom (fits in the rest, a multiple of 2 x cp),
 # the defaults in the header, exit 1 when the plan does not fit or leaves GPUs idle (bad
 # input stays 2), sizes echoed as typed, --format csv, --version, help CMD, list --show.
@@ -22,7 +22,7 @@ min=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["pre
 # One GPU count fewer (the candidate before it) does not fit.
 checked=$((checked + 1))
 grep -q "min-gpus: $min GPUs: yes" "$tmp/min.err" || fail "no progress line for $min GPUs"
-prev=$(grep -o 'min-gpus: [0-9]* GPUs' "$tmp/min.err" | tail -2 | head -1 | grep -o '[0-9]*')
+prev=$(grep -o 'min-gpus: [0-9]* GPUs\?' "$tmp/min.err" | tail -2 | head -1 | grep -o '[0-9]*')
 if [[ -n $prev && $prev != "$min" ]]; then
   checked=$((checked + 1))
   "$bin" plan --gpus "$prev" --seq 1M >/dev/null 2>&1
@@ -31,13 +31,27 @@ fi
 checked=$((checked + 1))
 step=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["predicted"]["step_time_s"])' "$tmp/min.json")
 target=$(python3 -c "print($step / 1.5)")
-"$bin" plan --min-gpus --gpus 128 --seq 1M --target-step-time "$target" --format json >"$tmp/fast.json" 2>/dev/null ||
+"$bin" plan --min-gpus --gpus 128 --seq 1M --target-step-time "$target" --format json >"$tmp/fast.json" 2>"$tmp/fast.err" ||
   fail "plan --min-gpus --target-step-time exited $?"
 python3 - "$tmp/fast.json" "$min" "$target" <<'PY' || fail "--target-step-time not met or not more GPUs"
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["gpus"] > int(sys.argv[2]) and d["predicted"]["step_time_s"] <= float(sys.argv[3]), d["gpus"]
 PY
+grep -Eq "^min-gpus: $min GPUs: step [0-9.]+ s > [0-9.]+ s \(--target-step-time\)$" "$tmp/fast.err" ||
+  fail "the GPU count that fits but is too slow does not say so with both times: $(cat "$tmp/fast.err")"
+# --target-tokens-per-s: twice the throughput of the fewest GPUs takes more of them.
+checked=$((checked + 1))
+want=$(python3 -c 'import json,sys; print(round(2 * json.load(open(sys.argv[1]))["predicted"]["tokens_per_s"]))' "$tmp/min.json")
+"$bin" plan --min-gpus --gpus 128 --seq 1M --target-tokens-per-s "$want" --format json >"$tmp/tput.json" 2>"$tmp/tput.err" ||
+  fail "plan --min-gpus --target-tokens-per-s exited $?"
+python3 - "$tmp/tput.json" "$min" "$want" <<'PY' || fail "--target-tokens-per-s not met or not more GPUs"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["gpus"] > int(sys.argv[2]) and d["predicted"]["tokens_per_s"] >= float(sys.argv[3]), (d["gpus"], d["predicted"])
+PY
+grep -Eq "^min-gpus: $min GPUs: [0-9]+ tokens/s < $want \(--target-tokens-per-s\)$" "$tmp/tput.err" ||
+  fail "the GPU count that fits but is too slow does not say so with both throughputs: $(cat "$tmp/tput.err")"
 checked=$((checked + 1))
 "$bin" plan --min-gpus --gpus 16 --seq 1M --target-step-time 0.001 >/dev/null 2>"$tmp/none.err"
 rc=$?
@@ -83,6 +97,16 @@ head -3 "$tmp/typed.txt" | grep -q "128000 tokens per sequence" &&
 checked=$((checked + 1))
 "$bin" plan --gpus 16 --seq 1.5M >"$tmp/frac.txt" 2>/dev/null
 head -1 "$tmp/frac.txt" | grep -q "1.5M tokens per sequence" || fail "--seq 1.5M: $(head -1 "$tmp/frac.txt")"
+# ... and in the sweep and csv tables (128000 is 125K exactly: shown as typed, not respelled).
+checked=$((checked + 1))
+"$bin" sweep --gpus 16 --seqs 1.5M,128000 >"$tmp/typed-sweep.txt" 2>/dev/null
+[[ $(awk '$1 == 16 { print $2 }' "$tmp/typed-sweep.txt" | paste -sd,) == "1.5M,128000" ]] ||
+  fail "sweep --seqs 1.5M,128000 does not show the lengths as typed: $(cat "$tmp/typed-sweep.txt")"
+head -1 "$tmp/typed-sweep.txt" | grep -q "global batch 2M tokens (--batch-tokens) in whole sequences" ||
+  fail "the sweep header does not state the global batch asked for: $(head -1 "$tmp/typed-sweep.txt")"
+checked=$((checked + 1))
+"$bin" plan --gpus 16 --seq 128000 --format csv 2>/dev/null | awk -F, 'NR == 2 { print $2 }' | grep -qx 128000 ||
+  fail "plan --seq 128000 --format csv does not show the length as typed"
 
 # ---- does not fit / idle GPUs: exit 1 after printing; bad input stays 2 ------------------
 checked=$((checked + 1))
@@ -118,7 +142,7 @@ checked=$((checked + 1))
 diff <("$bin" help) <("$bin" --help) >/dev/null || fail "help differs from --help"
 expect_bad "expected a command" "help" -- help nosuchcommand
 checked=$((checked + 1))
-"$bin" validate --published --format csv 2>/dev/null | head -1 | grep -q "^entry,gpu,metric,published,predicted,ratio,error % ((pub-pred)/pred),split$" ||
+"$bin" validate --published --format csv 2>/dev/null | head -1 | grep -q "^entry,gpu,metric,published,predicted,ratio (pub/pred),error % ((pub-pred)/pred),split$" ||
   fail "validate --published --format csv header (the error's sign convention)"
 checked=$((checked + 1))
 cmp -s <("$bin" list --show dgx-a100-ib) "$src/topologies/dgx-a100-ib.yaml" || fail "list --show dgx-a100-ib is not the shipped file"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `ringmaster validate --published`: the shipped corpus works from any folder, --format json
 # has exactly the documented keys, every shipped entry is either priced or says why not, and
-# --max-abs-error sets the exit code (checked on a one-entry corpus written here), and the
+# --max-abs-error sets the exit code (checked on a one-entry corpus written here), ratio and
+# error follow the one sign convention (published as measured), and the
 # shipped corpus stays inside its accuracy guard.
 # Usage: validate_published.sh <ringmaster> <source-dir>.
 set -u
@@ -59,6 +60,22 @@ out = [f"{i} {v:.3f}" for v, i in dev if v > 0.20]
 assert not out, out
 print("guard: median %.1f %%, worst %.1f %% (%s)" % (100 * median, 100 * dev[-1][0], dev[-1][1]))
 ' <<<"$json" || fail "the shipped corpus left its accuracy guard"
+
+# --- every figure in the one sign convention, the published figure as the measured one:
+# ratio = published / predicted and error = (published - predicted) / predicted, both
+# headers saying so (--format csv carries the table's columns) ---
+csv=$("$bin" validate --published --format csv) || fail "validate --published --format csv exited $?"
+python3 -c '
+import csv, sys
+rows = list(csv.DictReader(sys.stdin))
+assert rows, "no rows"
+for r in rows:
+    pub, pred = float(r["published"]), float(r["predicted"])
+    ratio, err = float(r["ratio (pub/pred)"]), float(r["error % ((pub-pred)/pred)"])
+    assert abs(ratio - pub / pred) <= 0.006, (r["entry"], ratio, pub / pred)
+    assert abs(err - 100 * (pub - pred) / pred) <= 0.12, (r["entry"], err)  # 4 digits shown, 0.1 %
+    assert (ratio > 1) == (err > 0) or abs(err) < 0.1, (r["entry"], ratio, err)
+' <<<"$csv" || fail "validate --published --format csv: ratio or error not in the one sign convention"
 
 # --- --max-abs-error on a corpus of one entry ---
 sed -n '/^version:/,/^entries:/p' "$src/validation/published.yaml" >one.yaml

@@ -49,9 +49,10 @@ TEST_CASE("plan --target megatron: every plan of the study grid passes Megatron'
       CHECK(a.tp * a.pp * a.cp * a.dp == gpus);
       CHECK(a.seq_length % (2 * a.cp) == 0);
       CHECK(a.global_batch_size % (int64_t{a.micro_batch_size} * a.dp) == 0);
-      CHECK((a.cp == 1 || a.cp_comm_type == "p2p"));
+      CHECK((a.cp == 1 || a.cp_comm_type == "p2p" || a.cp_comm_type == "all_gather" || a.cp_comm_type == "a2a"));
       CHECK(p.choice.schedule == Schedule::kFlat);
-      CHECK(p.choice.load_balance == LoadBalance::kZigzag);
+      // a2a attends over the whole sequence per head group: its split prices nothing.
+      CHECK((p.choice.load_balance == LoadBalance::kZigzag || p.choice.strategy == Strategy::kUlysses));
     }
   }
 }
@@ -125,6 +126,32 @@ TEST_CASE("a pin the target cannot run is bad input; the target's search avoids 
     CHECK(p.choice.checkpointing != Checkpointing::kSelective);
     CHECK(export_refusal(p, s.model, 8, ExportTarget::kTorchtitan) == "");
   }
+}
+
+TEST_CASE("plan --target searches the collective kinds the framework runs") {
+  // 128K tokens on 16 A100s: all-to-all (Ulysses) is the fastest plan (README), Megatron-LM
+  // runs it (--cp-comm-type a2a); torchtitan has no all-to-all CP and gets another kind.
+  Study s(16);
+  const Job job = study_job(16, 131072);
+  const Plan any = s.planner.plan(job, {});
+  REQUIRE(any.choice.strategy == Strategy::kUlysses);
+  const Plan mega = plan_for_target(s.planner, job, {}, ExportTarget::kMegatron, s.model, 8, "t");
+  CHECK(mega.choice.strategy == Strategy::kUlysses);
+  CHECK(mega.predicted.tokens_per_s == doctest::Approx(any.predicted.tokens_per_s));
+  CHECK(megatron_args(mega, s.model).cp_comm_type == "a2a");
+  const Plan titan = plan_for_target(s.planner, job, {}, ExportTarget::kTorchtitan, s.model, 8, "t");
+  CHECK(titan.choice.strategy != Strategy::kUlysses);
+  CHECK(export_refusal(titan, s.model, 8, ExportTarget::kTorchtitan) == "");
+  CHECK(titan.predicted.tokens_per_s <= mega.predicted.tokens_per_s);
+  // A pinned kind is searched alone; torchtitan refuses a2a naming the strategy.
+  SearchPins a2a;
+  a2a.cp_comm_type = Strategy::kUlysses;
+  CHECK_THROWS_WITH_AS(plan_for_target(s.planner, job, a2a, ExportTarget::kTorchtitan, s.model, 8, "t"),
+                       doctest::Contains("plan.strategy: torchtitan has no all-to-all"), InputError);
+  SearchPins ag;
+  ag.cp_comm_type = Strategy::kAllGatherCp;
+  CHECK(plan_for_target(s.planner, job, ag, ExportTarget::kTorchtitan, s.model, 8, "t").choice.strategy ==
+        Strategy::kAllGatherCp);
 }
 
 TEST_CASE("rank placement: the snake order reverses every other node's devices") {
