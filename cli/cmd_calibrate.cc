@@ -58,14 +58,25 @@ constexpr double kPoorMape = 0.15;
 // The load average over the last minute and the cores: how busy the machine was while it
 // measured ("" where /proc/loadavg is missing).
 std::string machine_load() {
-  std::FILE* f = std::fopen("/proc/loadavg", "r");
-  if (f == nullptr) return "";
-  double one = 0;
-  const int n = std::fscanf(f, "%lf", &one);
-  std::fclose(f);
-  if (n != 1) return "";
+  const double one = exec::host_load_average();
+  if (one < 0) return "";
   return "load average " + fixed(one, 2) + " over the last minute on " +
          std::to_string(std::thread::hardware_concurrency()) + " cores";
+}
+
+// --from: the load the ranks recorded with their measurements (the range over ranks and
+// files), or that they recorded none.
+std::string recorded_load(const std::vector<exec::Measurement>& records) {
+  double lo = 1e300, hi = -1;
+  for (const auto& m : records) {
+    if (m.load1 < 0) continue;
+    lo = std::min(lo, m.load1);
+    hi = std::max(hi, m.load1);
+  }
+  if (hi < 0) return "not recorded in these files (written before measurements carried load1)";
+  return "load average " + fixed(lo, 2) + (hi > lo ? "-" + fixed(hi, 2) : "") +
+         " over the last minute, as the ranks recorded it (this machine has " +
+         std::to_string(std::thread::hardware_concurrency()) + " cores)";
 }
 
 void print_fits(const Profile& p, const std::vector<std::string>& notes) {
@@ -159,6 +170,7 @@ void refit(const CalibrateOptions& o) {
     hw.device_name = topo.gpu.name;
     hw.backend = "cuda";
   }
+  std::fprintf(stderr, "calibrate: machine during the measurements: %s\n", recorded_load(records).c_str());
   fit_and_write(records, topo, hw, sources, o.output);
 }
 

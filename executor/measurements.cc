@@ -22,7 +22,7 @@
 namespace rm::exec {
 
 nlohmann::json to_json(const Measurement& m) {
-  return {{"rank", m.rank},
+  nlohmann::json j = {{"rank", m.rank},
           {"ring", m.ring},
           {"position", m.position},
           {"iteration", m.iteration},
@@ -41,6 +41,17 @@ nlohmann::json to_json(const Measurement& m) {
           {"request", m.request},
           {"start", m.start},
           {"seconds", m.seconds}};
+  if (m.load1 >= 0) j["load1"] = m.load1;
+  return j;
+}
+
+double host_load_average() {
+  std::FILE* f = std::fopen("/proc/loadavg", "r");
+  if (f == nullptr) return -1;
+  double one = -1;
+  if (std::fscanf(f, "%lf", &one) != 1) one = -1;
+  std::fclose(f);
+  return one;
 }
 
 namespace {
@@ -111,6 +122,7 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& wh
   m.request = int_field(j, "request", -1, kMaxInt, where);
   m.start = number_field(j, "start", -1e6, 1e6, where);
   m.seconds = number_field(j, "seconds", 0, 1e6, where);
+  if (j.contains("load1")) m.load1 = number_field(j, "load1", 0, 1e6, where);
   return m;
 }
 
@@ -239,7 +251,11 @@ void write_measurements_trace(const std::vector<Measurement>& records, const std
 
 std::vector<Measurement> gather_measurements(const std::vector<Measurement>& mine) {
   std::string text;
-  for (const Measurement& m : mine) text += to_json(m).dump() + "\n";
+  const double load = host_load_average();  // each rank its own host's
+  for (Measurement m : mine) {
+    m.load1 = load;
+    text += to_json(m).dump() + "\n";
+  }
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -57,7 +57,14 @@ struct Measurement {
   int request = -1;
   double start = 0;
   double seconds = 0;
+  // The rank's host load average over the last minute when it handed in its records (at the
+  // end of the run, so it covers the last minute of measuring); -1 = not recorded (files
+  // written before the field existed). Optional key "load1" in the JSON.
+  double load1 = -1;
 };
+
+// The host's load average over the last minute (/proc/loadavg), -1 where unavailable.
+double host_load_average();
 
 nlohmann::json to_json(const Measurement& m);
 // Throws InputError naming `where` (file:line) and the field when a key is missing or

@@ -40,6 +40,8 @@ PY
 checked=$((checked + 1))
 if "$bin" calibrate --from "$tmp/clean.jsonl" -o "$tmp/clean.yaml" >"$tmp/clean.out" 2>"$tmp/clean.err"; then
   grep -q "fit is poor" "$tmp/clean.err" && fail "records on the curve drew a poor-fit warning: $(cat "$tmp/clean.err")"
+  grep -q "machine during the measurements: not recorded in these files" "$tmp/clean.err" ||
+    fail "records without load1 were not reported as such: $(cat "$tmp/clean.err")"
   grep -Eq "^attention_forward +24 +1\.0000 " "$tmp/clean.out" ||
     fail "records on the curve: no attention_forward row with 24 points and R^2 1.0000: $(cat "$tmp/clean.out")"
 else

@@ -86,6 +86,10 @@ if expect_exit 0 cal.log "$bin" calibrate --backend cpu --np 2 --grid small -o b
   grep -Eq "^attention_forward +[0-9]+ +-?[0-9.]+ " cal.log || fail "calibrate printed no fit quality (R^2) per fit"
   expect_exit 0 refit.log "$bin" calibrate --from bench.jsonl -o refit.yaml
   grep -q "measurements: bench.jsonl" refit.yaml || fail "the refit profile does not name its source"
+  # The records carry each rank's load (load1), so the refit reports it too.
+  grep -q '"load1":' bench.jsonl || fail "the measurement records carry no load1"
+  grep -Eq "machine during the measurements: load average [0-9.]+(-[0-9.]+)? over the last minute, as the ranks recorded it" refit.log ||
+    fail "calibrate --from did not report the recorded load: $(grep -i load refit.log)"
   expect_exit 0 plan.log "$bin" plan "${job[@]}" --seq 2k --workload attention --profile refit.yaml
   grep -q "warning" plan.log && fail "plan warned about a profile made on this machine: $(grep warning plan.log)"
   expect_exit 0 sweep.log "$bin" sweep --model tiny --topology cpu-local --gpus 2 --seqs 1k,2k \
