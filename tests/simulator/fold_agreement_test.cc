@@ -1,7 +1,7 @@
 // The fast replay (ring steps folded, data-parallel copies folded; simulate.h) against the
 // full one at 1,024 GPUs of the DGX H100 SuperPOD: step time within 2 %, peak memory
-// exact, for the flat, bidirectional and two-level rings; for rings that share an
-// oversubscribed spine with their copies within 5 % (exact for the ring attention alone). A whole training step of Llama 3 8B's shapes
+// exact, for the flat, bidirectional and two-level rings and for rings that share an
+// oversubscribed spine with their copies. A whole training step of Llama 3 8B's shapes
 // with 2 layers instead of 32, so the full replays take seconds, not minutes (the
 // 32-layer figures at 1,024 GPUs and beyond are in BENCHMARKS.md).
 #include <doctest/doctest.h>
@@ -71,10 +71,10 @@ PlanChoice ring(Schedule schedule, int cp, std::vector<int> order) {
   return ch;
 }
 
-void check(const Agreement& a, double bound = 0.02) {
+void check(const Agreement& a) {
   CHECK(a.fast.fast);
   CHECK_FALSE(a.full.fast);
-  CHECK(a.error() < bound);
+  CHECK(a.error() < 0.02);
   CHECK(a.fast.memory_bytes_per_gpu == a.full.memory_bytes_per_gpu);
   CHECK(a.fast.replay.ops * 8 < a.full.replay.ops);  // it folded something worth folding
   CHECK(a.fast.note.find("data-parallel rings emitted") != std::string::npos);
@@ -103,12 +103,12 @@ TEST_CASE("fast replay within 2 % of the full one: two-level ring, 1,024 GPUs") 
 
 // Rings 2q and 2q+1 alternate nodes (8q, 8q+2, 8q+4, 8q+6 and 8q+1, ...) under leaves of 4
 // nodes with 4:1 oversubscription: every leaf uplink a replayed ring crosses also carries
-// the hops of its neighbour, which the fast replay does not run but keeps as load. The
-// ring attention alone agrees exactly; the whole step is within 5 %, not 2 %: on the two
-// rails whose uplinks the replayed ring's hops share with its neighbour's, the FSDP
-// collectives' flows also run at the ring's share of the link (replica_load.h), though in
-// the full replay they have it to themselves between ring passes (measured: +4.1 %).
-TEST_CASE("fast replay within 5 % of the full one: rings sharing an oversubscribed spine") {
+// the hops of its neighbour, which the fast replay does not run but keeps as load. On the
+// two rails whose uplinks the replayed ring's hops share with its neighbour's, the FSDP
+// collectives' flows have those uplinks to themselves between ring passes: the link's
+// share follows the classes of flows running on it (replica_load.h; a share fixed for the
+// whole step made this case +4.1 %).
+TEST_CASE("fast replay within 2 % of the full one: rings sharing an oversubscribed spine") {
   Topology topo = load_topology("dgx-h100-superpod");
   topo.inter.nodes_per_leaf = 4;
   topo.inter.oversubscription = 4;
@@ -121,7 +121,7 @@ TEST_CASE("fast replay within 5 % of the full one: rings sharing an oversubscrib
   }
   PlanChoice ch = ring(Schedule::kFlat, 32, order);
   const Agreement a = full_and_fast(topo, ch, 131072);
-  check(a, 0.05);
+  check(a);
   // The spine is contended: without the copies' load the replayed ring would run faster.
   CHECK(a.full.comm_overhead > 0.05);
   // The ring attention alone (no collectives): the copies' load is kept exactly.
