@@ -299,7 +299,15 @@ class SimGridReplay {
           const double start = sg4::Engine::get_clock();
           if (r.a.t) wait(r.a);
           for (const Half& h : r.flows) wait(h);
-          double extra_s = r.extra_latency_s;
+          // A collective's further step latencies run from its flows' end, while the GPU
+          // computes as much as while it waits (the cost model hides them behind the
+          // layer too): only what is left of them is added here.
+          double extra_s = 0;
+          if (r.extra_latency_s > 0) {
+            double flows_end = 0;
+            for (const Half& h : r.flows) flows_end = std::max(flows_end, h.comm->get_finish_time());
+            extra_s = std::max(0.0, flows_end + r.extra_latency_s - sg4::Engine::get_clock());
+          }
           if (r.latency_owed_s > 0) {
             extra_s += std::max(0.0, r.a.comm->get_finish_time() + r.latency_owed_s - sg4::Engine::get_clock());
           }
