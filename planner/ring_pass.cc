@@ -22,6 +22,7 @@ enum Stream {
   kAccCcw,     // dK,dV accumulators along kKvCcw
   kKvOuter,    // two-level: K,V between nodes
   kAccOuter,   // two-level: dK,dV between nodes
+  kAccOuterFolded,  // two-level, folded: a macro step's outer dK,dV but the last step's
   kReturnCw,   // bidirectional: final accumulators straight to their owners
   kReturnCcw,
   kStreamCount
@@ -363,6 +364,14 @@ class RingPass {
           recv(at(k - 1, l), ctx_.kv_bytes, outer_kv(o + 1), kKvOuter, o, outer_reqs);
           send(at(k + 1, l), ctx_.kv_bytes, outer_kv(o), kKvOuter, o, outer_reqs);
         }
+        if (t == 0 && bwd_ && repeat_ > 1) {
+          // A macro step's outer dK,dV: each step it stands for sends its sum on behind the
+          // next step's inner cycle, so all but the last move during the macro step itself
+          // (sent after it, they were exposed: 5 ms a layer at 512 GPUs, cp 512 x dp 1).
+          const double ahead = ctx_.dkv_bytes * (repeat_ - 1) / repeat_;
+          send(at(k + 1, l), ahead, b_.acc[2 + o % 2], kAccOuterFolded, o, outer_reqs);
+          recv(at(k - 1, l), ahead, b_.acc[2 + (o + 1) % 2], kAccOuterFolded, o, outer_reqs);
+        }
         if (t < g - 1) {
           recv(at(k, l - 1), ctx_.kv_bytes, inner_kv(t + 1), kKvCw, step, reqs);
           send(at(k, l + 1), ctx_.kv_bytes, inner_kv(t), kKvCw, step, reqs);
@@ -407,8 +416,9 @@ class RingPass {
         accumulate(outer_acc, result);
       }
       em_.wait_all(outer_send);  // frees acc[2 + (o + 1) % 2] for the next receive
-      send(at(k + 1, l), ctx_.dkv_bytes, outer_acc, kAccOuter, o, outer_send);
-      recv(at(k - 1, l), ctx_.dkv_bytes, b_.acc[2 + (o + 1) % 2], kAccOuter, o, outer_acc_recv);
+      // (In a macro step only the last step's: the others went with kAccOuterFolded.)
+      send(at(k + 1, l), ctx_.dkv_bytes / repeat_, outer_acc, kAccOuter, o, outer_send);
+      recv(at(k - 1, l), ctx_.dkv_bytes / repeat_, b_.acc[2 + (o + 1) % 2], kAccOuter, o, outer_acc_recv);
       flush(last, 2);
       em_.wait_all(outer_reqs);
     }

@@ -3,7 +3,8 @@
 // definition the cost model prices. Each member posts one flow per ring to its successor
 // carrying all the shards that ring moves through it (the same links, the same sharing
 // and the same bandwidth term as the ring's steps) and receives one from its
-// predecessor; the wait then adds the further ring-step latencies of the slower ring.
+// predecessor; the collective ends the further ring-step latencies of the slower ring
+// after its flows, and its wait blocks until then (compute in between hides them).
 // One flow per ring and member instead of one per step keeps 1,024-GPU steps fast.
 #pragma once
 
@@ -27,8 +28,8 @@ std::vector<std::vector<CollectiveRole>> full_collective_roles(const OpSchedule&
 // The flows GPU `self` posts for collective `op` (outgoing and incoming, per ring).
 std::vector<MessageEnd> collective_flows(const CollectiveRole& role, int self, const Op& op);
 
-// Seconds the wait adds after the flows: the ring steps beyond the first, each one route
-// latency, of whichever ring has more of them in time.
+// Seconds the collective lasts after its flows: the ring steps beyond the first, each one
+// route latency, of whichever ring has more of them in time.
 double collective_extra_latency_s(const CollectiveRole& role, int self, const Fabric& fabric,
                                   const CostParams& costs);
 

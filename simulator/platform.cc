@@ -19,8 +19,7 @@ void configure_network_model() {
   sg4::Engine::set_config("network/TCP-gamma:0");
 }
 
-Platform::Platform(const Fabric& fabric, const CostParams& costs, const std::vector<double>& link_share,
-                   const std::vector<int>& only_gpus)
+Platform::Platform(const Fabric& fabric, const CostParams& costs, const std::vector<int>& only_gpus)
     : fabric_(fabric), costs_(costs) {
   for (const LinkOverride& o : costs.links) calibrated_latency_ = calibrated_latency_ || o.alpha_s > 0;
   zone_ = sg4::create_full_zone("fabric");
@@ -33,8 +32,7 @@ Platform::Platform(const Fabric& fabric, const CostParams& costs, const std::vec
   }
   for (const Link& l : fabric.links()) {
     // Full duplex is already two directed Fabric links, so each is one SHARED SimGrid link.
-    const double share = link_share.empty() ? 1.0 : link_share[links_.size()];
-    sg4::Link* link = zone_->create_link(l.name, costs.link_bytes_per_s(l) * share);
+    sg4::Link* link = zone_->create_link(l.name, costs.link_bytes_per_s(l));
     // A calibrated alpha is a whole route's latency (CostParams::route_latency_s): the
     // route then carries it on a link of its own (add_route) and these carry none.
     link->set_latency(calibrated_latency_ ? 0 : l.latency_s);

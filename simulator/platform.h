@@ -36,18 +36,18 @@ void configure_network_model();
 class Platform {
  public:
   // Hosts at costs.peak_flops; link bandwidths as the cost model sees them
-  // (CostParams::link_bytes_per_s, so a calibrated profile applies here too), times
-  // `link_share[id]` where given (a folded replay's share, replica_load.h). `only_gpus`:
-  // hosts for these GPUs only (empty = all): SimGrid's full zone keeps a hosts^2 route
-  // table, 2 GB at 16,384 hosts, so a folded replay makes hosts for what it replays.
-  Platform(const Fabric& fabric, const CostParams& costs, const std::vector<double>& link_share = {},
-           const std::vector<int>& only_gpus = {});
+  // (CostParams::link_bytes_per_s, so a calibrated profile applies here too; a folded
+  // replay changes them as it runs, replica_load.h). `only_gpus`: hosts for these GPUs
+  // only (empty = all): SimGrid's full zone keeps a hosts^2 route table, 2 GB at 16,384
+  // hosts, so a folded replay makes hosts for what it replays.
+  Platform(const Fabric& fabric, const CostParams& costs, const std::vector<int>& only_gpus = {});
 
   // Adds the route src -> dst (idempotent; ignored when src == dst). Before seal().
   void add_route(int src, int dst);
   void seal();
 
   simgrid::s4u::Host* host(int gpu) const { return hosts_[gpu]; }  // null if not made
+  const std::vector<simgrid::s4u::Link*>& links() const { return links_; }  // by Fabric link id
   int routes() const { return routes_; }
 
  private:

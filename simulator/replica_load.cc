@@ -1,15 +1,19 @@
-// Link shares of a folded replay (see replica_load.h).
+// The copies' load on the links of a folded replay (see replica_load.h).
 #include "simulator/replica_load.h"
+
+#include <simgrid/s4u/Link.hpp>
 
 #include "simulator/collective_ring.h"
 
 namespace rm::sim {
 
-std::vector<double> replayed_link_share(const OpSchedule& s, const Fabric& fabric,
-                                        const std::vector<std::vector<CollectiveRole>>& replayed_roles) {
+ReplicaLoad replica_load(const OpSchedule& s, const Fabric& fabric,
+                         const std::vector<std::vector<CollectiveRole>>& replayed_roles) {
   const size_t links = fabric.links().size();
-  std::vector<double> share(links, 1.0);
-  if (s.emitted_gpus.empty()) return share;
+  ReplicaLoad out;
+  out.stands_for[0].assign(links, 1.0);
+  out.stands_for[1].assign(links, 1.0);
+  if (s.emitted_gpus.empty()) return out;
   std::vector<char> replayed(fabric.gpus(), 0);
   for (int g : s.emitted_gpus) replayed[g] = 1;
   // [0]: ring transfers, [1]: collective flows; in the full job and in the replay.
@@ -33,14 +37,51 @@ std::vector<double> replayed_link_share(const OpSchedule& s, const Fabric& fabri
       count(mine[1], g, replayed_roles[group][g].node_succ);
     }
   }
-  for (size_t l = 0; l < links; ++l) {
-    // Ring transfers and collectives rarely run at once and the ring's carry the bytes of
-    // long sequences: a link the replayed rings use takes their share, others the
-    // collectives' share.
-    const int kind = mine[0][l] > 0 ? 0 : 1;
-    if (mine[kind][l] > 0 && all[kind][l] > mine[kind][l]) share[l] = mine[kind][l] / all[kind][l];
+  for (int k = 0; k < 2; ++k) {
+    for (size_t l = 0; l < links; ++l) {
+      if (mine[k][l] > 0 && all[k][l] > mine[k][l]) {
+        out.stands_for[k][l] = all[k][l] / mine[k][l];
+        out.folded = true;
+      }
+    }
   }
-  return share;
+  return out;
+}
+
+ReplicaLinks::ReplicaLinks(ReplicaLoad load, const Fabric& fabric, std::vector<simgrid::s4u::Link*> links,
+                           std::vector<double> capacity)
+    : load_(std::move(load)), fabric_(fabric), links_(std::move(links)), capacity_(std::move(capacity)) {
+  set_to_ = capacity_;
+  running_[0].assign(links_.size(), 0);
+  running_[1].assign(links_.size(), 0);
+}
+
+void ReplicaLinks::started(const void* flow, int src, int dst, FlowClass kind) {
+  if (!load_.folded || src == dst || !flows_.emplace(flow, Running{src, dst, kind}).second) return;
+  add(src, dst, kind, +1);
+}
+
+void ReplicaLinks::finished(const void* flow) {
+  const auto it = flows_.find(flow);
+  if (it == flows_.end()) return;
+  const Running r = it->second;
+  flows_.erase(it);
+  add(r.src, r.dst, r.kind, -1);
+}
+
+void ReplicaLinks::add(int src, int dst, FlowClass kind, int delta) {
+  for (int l : fabric_.route(src, dst)) {
+    running_[static_cast<int>(kind)][l] += delta;
+    const double a0 = running_[0][l], a1 = running_[1][l];
+    if (a0 + a1 == 0) continue;  // idle: its capacity is set again when a flow starts
+    const double f0 = load_.stands_for[0][l], f1 = load_.stands_for[1][l];
+    if (f0 == 1 && f1 == 1) continue;
+    const double bandwidth = capacity_[l] * (a0 + a1) / (a0 * f0 + a1 * f1);
+    if (bandwidth != set_to_[l]) {
+      set_to_[l] = bandwidth;
+      links_[l]->set_bandwidth(bandwidth);
+    }
+  }
 }
 
 }  // namespace rm::sim

@@ -1,27 +1,69 @@
-// The load of the rings a folded replay leaves out (ScheduleOptions::fold_replicas): the
-// replayed rings' flows get the share of each link that they have in the full job. Per
-// directed link, count the flows that cross it in the full job and those the replay posts,
-// for ring transfers (every rank's, OpSchedule::ring_flows, against the replayed ranks')
-// and for collective flows (every member's, against the closed rings of collective_ring.h)
-// apart; the link runs at capacity x replayed / all, of ring transfers where the replayed
-// rings use it, else of collectives. The rings run in lockstep with equal transfers, so
-// under max-min sharing each replayed flow gets what it would get beside all the others.
-// Ring transfers and collectives share a link only briefly (the collectives are the
-// smaller part in long-context steps), so each class's share is taken alone. Links only
-// the replayed GPUs use keep their capacity.
+// The load of the rings a folded replay leaves out (ScheduleOptions::fold_replicas). The
+// copies run in lockstep with the replayed rings and move the same bytes, so each
+// replayed flow on a link stands for all the flows of its class there in the full job:
+// per directed link, count the flows that cross it in the full job and those the replay
+// posts, for ring transfers (every rank's, OpSchedule::ring_flows, against the replayed
+// ranks') and for collective flows (every member's, against the closed rings of
+// collective_ring.h) apart. While flows run on a link, its capacity is the replayed
+// flows' share of what runs there in the full job, from the flows running now:
+//   capacity x (a_ring + a_coll) / (a_ring x f_ring + a_coll x f_coll)
+// where a_k is the replayed flows of class k running on the link and f_k = all_k / mine_k
+// the flows each stands for; under max-min sharing each replayed flow then gets what it
+// would get beside all the others. The share follows the classes that run: a collective
+// that has an uplink to itself between ring passes gets the collectives' share of it, not
+// the ring transfers' (a share fixed per link over the whole step made the FSDP flows of an
+// oversubscribed spine 4 % slow). Links only the replayed GPUs use keep their capacity.
 #pragma once
 
+#include <unordered_map>
 #include <vector>
 
 #include "planner/collective_pattern.h"
 #include "planner/op_list.h"
 #include "planner/topology.h"
 
+namespace simgrid::s4u {
+class Link;
+}  // namespace simgrid::s4u
+
 namespace rm::sim {
 
-// Capacity factor per Fabric link id (all 1 when every rank is emitted). `replayed_roles`:
-// collective_roles(s, fabric) as the replay uses them.
-std::vector<double> replayed_link_share(const OpSchedule& s, const Fabric& fabric,
-                                        const std::vector<std::vector<CollectiveRole>>& replayed_roles);
+enum class FlowClass { kRing = 0, kCollective = 1 };
+
+// Per Fabric link id and class: the full job's flows each replayed flow stands for (>= 1;
+// all 1 when every rank is emitted). `replayed_roles`: collective_roles(s, fabric) as the
+// replay uses them.
+struct ReplicaLoad {
+  std::vector<double> stands_for[2];
+  bool folded = false;  // some link has a factor above 1
+};
+ReplicaLoad replica_load(const OpSchedule& s, const Fabric& fabric,
+                         const std::vector<std::vector<CollectiveRole>>& replayed_roles);
+
+// Sets the replay's links to the replayed flows' share as flows start and finish (needs a
+// live SimGrid engine; `links` and `capacity` by Fabric link id, as the platform made them).
+class ReplicaLinks {
+ public:
+  ReplicaLinks(ReplicaLoad load, const Fabric& fabric, std::vector<simgrid::s4u::Link*> links,
+               std::vector<double> capacity);
+  // A flow of `flow` (an activity's identity: what SimGrid's completion names) started.
+  void started(const void* flow, int src, int dst, FlowClass kind);
+  // A flow finished (ignored when it was not started here).
+  void finished(const void* flow);
+
+ private:
+  struct Running {
+    int src, dst;
+    FlowClass kind;
+  };
+  void add(int src, int dst, FlowClass kind, int delta);
+
+  ReplicaLoad load_;
+  const Fabric& fabric_;
+  std::vector<simgrid::s4u::Link*> links_;
+  std::vector<double> capacity_, set_to_;
+  std::vector<int> running_[2];
+  std::unordered_map<const void*, Running> flows_;
+};
 
 }  // namespace rm::sim

@@ -10,6 +10,7 @@
 #include <string>
 #include <unordered_map>
 
+#include <simgrid/kernel/resource/Action.hpp>
 #include <simgrid/s4u.hpp>
 
 #include "simulator/collective_ring.h"
@@ -81,9 +82,10 @@ class SimGridReplay {
     configure_network_model();
     // Actors only walk op lists: small stacks keep 1,024 of them cheap.
     sg4::Engine::set_config("contexts/stack-size:256");
-    Platform platform(fabric_, costs_, replayed_link_share(s_, fabric_, roles_), s_.emitted_gpus);
+    Platform platform(fabric_, costs_, s_.emitted_gpus);
     add_routes(platform);
     platform.seal();
+    follow_replica_load(platform);
     for (int g = 0; g < G_; ++g) {
       // Ranks not emitted (replica folding) have no ops, no host and no actor.
       if (s_.ranks[g].ops.empty()) {
@@ -130,6 +132,7 @@ class SimGridReplay {
   ReplayTrace trace_;
   MessageTable<std::shared_ptr<Transfer>> messages_;  // half-posted transfers
   std::vector<sg4::Mailbox*> free_mailboxes_;
+  std::unique_ptr<ReplicaLinks> replica_links_;  // a folded replay's link shares (else null)
   int mailboxes_ = 0;
   int64_t activities_ = 0, ops_ = 0, ops_total_ = 0;
   std::chrono::steady_clock::time_point wall_last_;
@@ -147,6 +150,25 @@ class SimGridReplay {
         }
       }
     }
+  }
+
+  // Folded replicas: the links follow the classes of flows running on them (replica_load.h).
+  // A comm's flow starts when its second half is posted (post) and ends when SimGrid's
+  // network model finishes it, which the actors only see at their waits.
+  void follow_replica_load(const Platform& p) {
+    ReplicaLoad load = replica_load(s_, fabric_, roles_);
+    if (!load.folded) return;
+    std::vector<double> capacity;
+    for (const Link& l : fabric_.links()) capacity.push_back(costs_.link_bytes_per_s(l));
+    replica_links_ = std::make_unique<ReplicaLinks>(std::move(load), fabric_, p.links(), std::move(capacity));
+    using simgrid::kernel::resource::Action;
+    sg4::Link::on_communication_state_change_cb([this](simgrid::kernel::resource::NetworkAction& n, Action::State) {
+      // NetworkAction (not in SimGrid's installed headers) derives from Action alone.
+      const auto& a = reinterpret_cast<const Action&>(n);
+      if (a.get_state() == Action::State::FINISHED || a.get_state() == Action::State::FAILED) {
+        replica_links_->finished(a.get_activity());
+      }
+    });
   }
 
   // Posts end `e` of a transfer: a put from its source, a get at its destination.
@@ -177,6 +199,10 @@ class SimGridReplay {
       h.comm = t->mailbox->put_async(t.get(), static_cast<uint64_t>(std::llround(e.bytes)));
     } else {
       h.comm = t->mailbox->get_async<void>(&t->received);
+    }
+    if (!first && replica_links_) {
+      replica_links_->started(h.comm->get_impl(), e.src, e.dst,
+                              op.kind == OpKind::kCollective ? FlowClass::kCollective : FlowClass::kRing);
     }
     return h;
   }
@@ -273,7 +299,15 @@ class SimGridReplay {
           const double start = sg4::Engine::get_clock();
           if (r.a.t) wait(r.a);
           for (const Half& h : r.flows) wait(h);
-          double extra_s = r.extra_latency_s;
+          // A collective's further step latencies run from its flows' end, while the GPU
+          // computes as much as while it waits (the cost model hides them behind the
+          // layer too): only what is left of them is added here.
+          double extra_s = 0;
+          if (r.extra_latency_s > 0) {
+            double flows_end = 0;
+            for (const Half& h : r.flows) flows_end = std::max(flows_end, h.comm->get_finish_time());
+            extra_s = std::max(0.0, flows_end + r.extra_latency_s - sg4::Engine::get_clock());
+          }
           if (r.latency_owed_s > 0) {
             extra_s += std::max(0.0, r.a.comm->get_finish_time() + r.latency_owed_s - sg4::Engine::get_clock());
           }

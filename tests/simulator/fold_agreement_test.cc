@@ -1,7 +1,7 @@
 // The fast replay (ring steps folded, data-parallel copies folded; simulate.h) against the
 // full one at 1,024 GPUs of the DGX H100 SuperPOD: step time within 2 %, peak memory
-// exact, for the flat, bidirectional and two-level rings; for rings that share an
-// oversubscribed spine with their copies within 5 % (exact for the ring attention alone). A whole training step of Llama 3 8B's shapes
+// exact, for the flat, bidirectional and two-level rings and for rings that share an
+// oversubscribed spine with their copies. A whole training step of Llama 3 8B's shapes
 // with 2 layers instead of 32, so the full replays take seconds, not minutes (the
 // 32-layer figures at 1,024 GPUs and beyond are in BENCHMARKS.md).
 #include <doctest/doctest.h>
@@ -71,10 +71,10 @@ PlanChoice ring(Schedule schedule, int cp, std::vector<int> order) {
   return ch;
 }
 
-void check(const Agreement& a, double bound = 0.02) {
+void check(const Agreement& a) {
   CHECK(a.fast.fast);
   CHECK_FALSE(a.full.fast);
-  CHECK(a.error() < bound);
+  CHECK(a.error() < 0.02);
   CHECK(a.fast.memory_bytes_per_gpu == a.full.memory_bytes_per_gpu);
   CHECK(a.fast.replay.ops * 8 < a.full.replay.ops);  // it folded something worth folding
   CHECK(a.fast.note.find("data-parallel rings emitted") != std::string::npos);
@@ -103,12 +103,12 @@ TEST_CASE("fast replay within 2 % of the full one: two-level ring, 1,024 GPUs") 
 
 // Rings 2q and 2q+1 alternate nodes (8q, 8q+2, 8q+4, 8q+6 and 8q+1, ...) under leaves of 4
 // nodes with 4:1 oversubscription: every leaf uplink a replayed ring crosses also carries
-// the hops of its neighbour, which the fast replay does not run but keeps as load. The
-// ring attention alone agrees exactly; the whole step is within 5 %, not 2 %: on the two
-// rails whose uplinks the replayed ring's hops share with its neighbour's, the FSDP
-// collectives' flows also run at the ring's share of the link (replica_load.h), though in
-// the full replay they have it to themselves between ring passes (measured: +4.1 %).
-TEST_CASE("fast replay within 5 % of the full one: rings sharing an oversubscribed spine") {
+// the hops of its neighbour, which the fast replay does not run but keeps as load. On the
+// two rails whose uplinks the replayed ring's hops share with its neighbour's, the FSDP
+// collectives' flows have those uplinks to themselves between ring passes: the link's
+// share follows the classes of flows running on it (replica_load.h; a share fixed for the
+// whole step made this case +4.1 %).
+TEST_CASE("fast replay within 2 % of the full one: rings sharing an oversubscribed spine") {
   Topology topo = load_topology("dgx-h100-superpod");
   topo.inter.nodes_per_leaf = 4;
   topo.inter.oversubscription = 4;
@@ -121,7 +121,7 @@ TEST_CASE("fast replay within 5 % of the full one: rings sharing an oversubscrib
   }
   PlanChoice ch = ring(Schedule::kFlat, 32, order);
   const Agreement a = full_and_fast(topo, ch, 131072);
-  check(a, 0.05);
+  check(a);
   // The spine is contended: without the copies' load the replayed ring would run faster.
   CHECK(a.full.comm_overhead > 0.05);
   // The ring attention alone (no collectives): the copies' load is kept exactly.
@@ -138,4 +138,35 @@ TEST_CASE("fast replay within 5 % of the full one: rings sharing an oversubscrib
   const sim::Simulation fast = sim::simulate_plan(plan, model, fabric, cost, fast_opt);
   std::printf("ring attention alone: full %.6f s, fast %.6f s\n", full.step_time_s, fast.step_time_s);
   CHECK(fast.step_time_s == doctest::Approx(full.step_time_s).epsilon(1e-3));
+}
+
+// A two-level ring of 16 outer steps (cp 128 on 16 nodes, one ring): the macro step stands
+// for 9 of them. Its outer dK,dV must move while it computes, as each step's does behind
+// the next step's inner cycle; sent after it, 9 steps' worth was exposed (+4.2 % here, +12 %
+// at cp 256, +13 % on a whole step at cp 512).
+TEST_CASE("fast replay of a long two-level ring: the macro step's dK,dV overlap it") {
+  const Topology topo = load_topology("dgx-h100-superpod");
+  const ModelSpec model = load_model("llama3-8b");
+  constexpr int kRing = 128;
+  const Fabric fabric(topo, kRing);
+  const CostParams cost = CostParams::from_topology(topo);
+  Plan plan;
+  plan.job = make_job(topo, kRing, 131072, Workload::kAttention);
+  PlanChoice ch;
+  ch.cp = kRing;
+  ch.dp = 1;
+  ch.schedule = Schedule::kTwoLevel;
+  ch.load_balance = LoadBalance::kZigzag;
+  ch.order_name = "snake";
+  ch.order = snake_order(fabric);
+  plan.choice = ch;
+  REQUIRE(CostModel(model, fabric, cost).why_invalid(plan.job, ch) == "");
+  sim::SimulateOptions fast_opt;
+  fast_opt.fold_ring_steps = true;
+  const sim::Simulation full = sim::simulate_plan(plan, model, fabric, cost);
+  const sim::Simulation fast = sim::simulate_plan(plan, model, fabric, cost, fast_opt);
+  std::printf("two-level cp %d, ring attention: full %.6f s, fast %.6f s; %s\n", kRing, full.step_time_s,
+              fast.step_time_s, fast.note.c_str());
+  CHECK(fast.note.find("stands for 9") != std::string::npos);
+  CHECK(fast.step_time_s == doctest::Approx(full.step_time_s).epsilon(0.01));
 }
