@@ -89,7 +89,7 @@ expect_bad "shards 2, 4 of 4 missing" "parts" -- merge "$tmp/parts/1.json" "$tmp
 expect_bad "not a part of a sharded sweep" "$tmp/whole.json" -- merge "$tmp/whole.json"
 head -c 200 "$tmp/parts/1.json" >"$tmp/cut.json"
 expect_bad "not valid JSON" "$tmp/cut.json" -- merge "$tmp/cut.json" "$tmp/parts/2.json"
-expect_bad "cannot be read" "$tmp/nowhere.json" -- merge "$tmp/nowhere.json"
+expect_bad "cannot read file (No such file or directory)" "$tmp/nowhere.json" -- merge "$tmp/nowhere.json"
 # A part whose rows belong to another shard (edited by hand) is refused, not merged.
 python3 -c '
 import json, sys
