@@ -19,7 +19,6 @@ using Vec = Eigen::VectorXf;
 using CMap = Eigen::Map<const RowMat>;
 using MMap = Eigen::Map<RowMat>;
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 enum class TileMask { kHidden, kPartial, kVisible };
 

@@ -9,10 +9,15 @@
 // with some are computed whole and masked. Softmax scale: `scale` (1/sqrt(d)).
 #pragma once
 
+#include <limits>
+
 #include <cstdint>
 #include <functional>
 
 namespace rm::exec {
+
+// The log-sum-exp of a query that has seen no key yet (and the mask value).
+inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 struct TileShape {
   int block_q = 128;

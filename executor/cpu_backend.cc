@@ -17,7 +17,6 @@ namespace rm::exec {
 
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 class CpuBackend final : public Backend {
  public:

@@ -13,7 +13,7 @@ namespace rm {
 
 namespace {
 
-constexpr size_t kMiB = size_t{1} << 20;
+constexpr size_t kMiBytes = size_t{1} << 20;  // size_t, unlike units.h's kMiB
 
 std::string kind_of_file(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
@@ -23,7 +23,7 @@ std::string kind_of_file(mode_t mode) {
   return "not a regular file";
 }
 
-std::string size_text(size_t bytes) { return std::to_string(bytes / kMiB) + " MiB"; }
+std::string size_text(size_t bytes) { return std::to_string(bytes / kMiBytes) + " MiB"; }
 
 }  // namespace
 
@@ -46,19 +46,19 @@ size_t max_input_bytes(InputKind kind) {
     // Shipped specs and profiles are 1-3 KiB: 1 MiB leaves room for any comments.
     case InputKind::kTopology:
     case InputKind::kModel:
-    case InputKind::kProfile: return 1 * kMiB;
+    case InputKind::kProfile: return 1 * kMiBytes;
     // A plan lists one ring position per GPU: about 8 bytes each, 1 MiB at the GPU limit.
-    case InputKind::kPlan: return 16 * kMiB;
+    case InputKind::kPlan: return 16 * kMiBytes;
     // About 350 bytes a record: 256 MiB holds 750,000 records, hours of a calibration run.
-    case InputKind::kMeasurements: return 256 * kMiB;
+    case InputKind::kMeasurements: return 256 * kMiBytes;
     // validation/published.yaml is about 60 KiB.
-    case InputKind::kCorpus: return 16 * kMiB;
+    case InputKind::kCorpus: return 16 * kMiBytes;
     // `sweep --format json` writes about 2 KiB a row: 256 MiB holds 100,000 rows.
-    case InputKind::kToolOutput: return 256 * kMiB;
+    case InputKind::kToolOutput: return 256 * kMiBytes;
     // A manifest lists a handful of arrays with their sizes and checksums: under 4 KiB.
-    case InputKind::kCheckpointManifest: return 1 * kMiB;
+    case InputKind::kCheckpointManifest: return 1 * kMiBytes;
   }
-  return 1 * kMiB;
+  return 1 * kMiBytes;
 }
 
 int64_t check_regular_file(const std::string& path, const std::string& expected) {

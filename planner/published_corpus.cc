@@ -33,10 +33,10 @@ const Names<Metric> kMetrics = {{Metric::kTokensPerSPerGpu, "tokens_per_s_per_gp
                                 {Metric::kGibPerGpu, "gib_per_gpu"}};
 const Names<Split> kSplits = {{Split::kFit, "fit"}, {Split::kHeldout, "heldout"}};
 // The corpus's own spellings of planner enums (the schema's, not the CLI's).
-const Names<Workload> kWorkloads = {{Workload::kStep, "step"}, {Workload::kAttention, "attention"}};
-const Names<Passes> kPasses = {{Passes::kForward, "forward"},
+const Names<Workload> kCorpusWorkloads = {{Workload::kStep, "step"}, {Workload::kAttention, "attention"}};
+const Names<Passes> kCorpusPasses = {{Passes::kForward, "forward"},
                                {Passes::kForwardBackward, "forward_backward"}};
-const Names<Checkpointing> kCheckpointings = {{Checkpointing::kNone, "none"},
+const Names<Checkpointing> kCorpusCheckpointings = {{Checkpointing::kNone, "none"},
                                               {Checkpointing::kSelective, "selective"},
                                               {Checkpointing::kFull, "full"}};
 const std::vector<std::string> kGpus = {"a100-80gb", "a100-40gb", "h100-80gb",
@@ -144,15 +144,15 @@ PublishedEntry parse_entry(const YAML::Node& node, const std::string& source, si
   e.seq_len = m.integer("seq_len", Range::between(1, kMaxSeqTokens));
   if (!is_null(node, m, "micro_batch")) e.micro_batch = count("micro_batch");
   if (!is_null(node, m, "global_batch")) e.global_batch = m.integer("global_batch", Range::between(1, kMaxBatchTokens));
-  e.workload = parse_name(m, "workload", kWorkloads);
-  e.passes = parse_name(m, "passes", kPasses);
+  e.workload = parse_name(m, "workload", kCorpusWorkloads);
+  e.passes = parse_name(m, "passes", kCorpusPasses);
   e.cp = count("cp");
   e.cp_kind = parse_name(m, "cp_kind", kCpKinds);
   e.tp = count("tp");
   e.pp = count("pp");
   e.dp = count("dp");
   if (!is_null(node, m, "sharding")) e.sharding = parse_name(m, "sharding", kShardings);
-  if (!is_null(node, m, "checkpointing")) e.checkpointing = parse_name(m, "checkpointing", kCheckpointings);
+  if (!is_null(node, m, "checkpointing")) e.checkpointing = parse_name(m, "checkpointing", kCorpusCheckpointings);
   e.precision = parse_name(m, "precision", kPrecisions);
   e.attention_kernel = m.str_or("attention_kernel", kDefaultAttentionKernel);
   if (e.attention_kernel.empty() ||

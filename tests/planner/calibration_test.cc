@@ -41,7 +41,7 @@ std::string temp_path(const std::string& name) {
   return std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/rm_cal_" + name;
 }
 
-std::string error_of(const std::string& yaml) {
+std::string profile_error_of(const std::string& yaml) {
   try {
     parse_profile(yaml, "p.yaml");
   } catch (const InputError& e) {
@@ -165,9 +165,9 @@ TEST_CASE("bad profiles name file, line and field") {
   auto with = [&](const std::string& from, const std::string& to) {
     std::string s = good;
     s.replace(s.find(from), from.size(), to);
-    return error_of(s);
+    return profile_error_of(s);
   };
-  CHECK(error_of(good).empty());
+  CHECK(profile_error_of(good).empty());
   CHECK(with("gemm_efficiency: 0.8", "gemm_efficiency: -1") ==
         "p.yaml:8: parameters.gemm_efficiency: expected a number in (0, 1000] (got -1)");
   CHECK(with("shared-memory:", "warp-drive:").find("p.yaml:10: parameters.links: unknown link class 'warp-drive'") == 0);

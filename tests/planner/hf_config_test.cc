@@ -14,7 +14,7 @@ namespace {
 
 const std::string kHfDir = std::string(RM_SOURCE_DIR) + "/tests/data/hf";
 
-std::string error_of(const std::string& json) {
+std::string hf_error_of(const std::string& json) {
   try {
     parse_hf_config(json, "c.json");
   } catch (const InputError& e) {
@@ -70,29 +70,29 @@ TEST_CASE("Gemma 7B: head_dim of its own, tied embeddings counted once") {
 }
 
 TEST_CASE("config.json errors name the file and the key") {
-  CHECK(error_of(R"({"model_type": "gpt2", "n_embd": 768})") ==
+  CHECK(hf_error_of(R"({"model_type": "gpt2", "n_embd": 768})") ==
         "c.json: model_type: unknown architecture 'gpt2' (understood: llama, mistral, qwen2, gemma); "
         "write a model YAML for it");
-  CHECK(error_of(R"({"hidden_size": 768})") == "c.json: model_type: missing (required)");
+  CHECK(hf_error_of(R"({"hidden_size": 768})") == "c.json: model_type: missing (required)");
   const std::string base =
       R"("model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, )"
       R"("intermediate_size": 128, "vocab_size": 100)";
-  CHECK(error_of("{" + base + "}").empty());
-  CHECK(error_of("{" + base + R"(, "hidden_act": "relu"})") ==
+  CHECK(hf_error_of("{" + base + "}").empty());
+  CHECK(hf_error_of("{" + base + R"(, "hidden_act": "relu"})") ==
         "c.json: hidden_act: expected one of silu, swish, gelu, gelu_pytorch_tanh, gelu_new (got 'relu')");
-  CHECK(error_of("{" + base + R"(, "sliding_window": -5})") ==
+  CHECK(hf_error_of("{" + base + R"(, "sliding_window": -5})") ==
         "c.json: sliding_window: expected a whole number in [1, 1073741824] (got -5)");
   // Counts are range-checked before they become int (2^32 + 2 is not 2), unsigned values too.
-  CHECK(error_of("{" + base + R"(, "num_hidden_layers": 4294967298})") ==
+  CHECK(hf_error_of("{" + base + R"(, "num_hidden_layers": 4294967298})") ==
         "c.json: num_hidden_layers: expected a whole number in [1, 16384] (got 4294967298)");
-  CHECK(error_of("{" + base + R"(, "vocab_size": 18446744073709551615})") ==
+  CHECK(hf_error_of("{" + base + R"(, "vocab_size": 18446744073709551615})") ==
         "c.json: vocab_size: expected a whole number in [1, 33554432] (got 18446744073709551615)");
-  CHECK(error_of("{" + base + R"(, "head_dim": 1e3})") ==
+  CHECK(hf_error_of("{" + base + R"(, "head_dim": 1e3})") ==
         "c.json: head_dim: expected a whole number in [1, 16384] (got 1000.0)");
-  CHECK(error_of("{" + base + R"(, "tie_word_embeddings": "yes"})") ==
+  CHECK(hf_error_of("{" + base + R"(, "tie_word_embeddings": "yes"})") ==
         "c.json: tie_word_embeddings: expected true or false (got \"yes\")");
-  CHECK(error_of("[1, 2]") == "c.json: expected a JSON object (a transformers config.json)");
-  CHECK(error_of("{").rfind("c.json: not valid JSON", 0) == 0);
+  CHECK(hf_error_of("[1, 2]") == "c.json: expected a JSON object (a transformers config.json)");
+  CHECK(hf_error_of("{").rfind("c.json: not valid JSON", 0) == 0);
   // null means none, as transformers writes it.
   const ModelSpec m = parse_hf_config("{" + base + R"(, "sliding_window": null})", "c.json");
   CHECK(m.sliding_window == 0);

@@ -49,7 +49,7 @@ std::string replaced(std::string text, const std::string& from, const std::strin
   return text.replace(at, from.size(), to);
 }
 
-std::string error_of(const std::string& yaml) {
+std::string corpus_error_of(const std::string& yaml) {
   try {
     rm::parse_published_corpus(yaml, "c.yaml");
   } catch (const rm::InputError& e) {
@@ -88,33 +88,33 @@ TEST_CASE("a corpus entry reads every field") {
 }
 
 TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
-  CHECK(error_of(replaced(kOneEntry, "gpus: 8", "gpus: eight")) ==
+  CHECK(corpus_error_of(replaced(kOneEntry, "gpus: 8", "gpus: eight")) ==
         "c.yaml:8: rfa-a100-fwd-zigzag.gpus: expected a whole number in [1, 131072] (got 'eight')");
-  CHECK(error_of(replaced(kOneEntry, "micro_batch: 1", "micro_bach: 1")) ==
+  CHECK(corpus_error_of(replaced(kOneEntry, "micro_batch: 1", "micro_bach: 1")) ==
         "c.yaml:3: rfa-a100-fwd-zigzag.micro_batch: missing (required); found 'micro_bach' (a misspelling?)");
-  CHECK(error_of(replaced(kOneEntry, "    split: fit\n", "")) ==
+  CHECK(corpus_error_of(replaced(kOneEntry, "    split: fit\n", "")) ==
         "c.yaml:3: rfa-a100-fwd-zigzag.split: missing (required)");
-  CHECK(error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    comment: x")) ==
+  CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    comment: x")) ==
         "c.yaml:28: rfa-a100-fwd-zigzag.comment: unknown key; expected one of: assumed, attention_kernel, causal, "
         "checkpointing, cluster, cp, cp_kind, definitions, dp, global_batch, gpu, gpus, id, metric, "
         "micro_batch, model, note, passes, pp, precision, published, seq_len, sharding, source, split, tp, "
         "workload");
-  CHECK(error_of(replaced(kOneEntry, "cp_kind: zigzag", "cp_kind: ulysses")) ==
+  CHECK(corpus_error_of(replaced(kOneEntry, "cp_kind: zigzag", "cp_kind: ulysses")) ==
         "c.yaml:15: rfa-a100-fwd-zigzag.cp_kind: expected one of none, ring, zigzag, striped, all_gather, "
         "a2a, a2a+p2p (got 'ulysses')");
-  CHECK(error_of(replaced(kOneEntry, "gpus: 8", "gpus: 16")) ==
+  CHECK(corpus_error_of(replaced(kOneEntry, "gpus: 8", "gpus: 16")) ==
         "c.yaml:8: rfa-a100-fwd-zigzag.gpus: expected tp * pp * dp * cp = 1 * 1 * 1 * 8 = 8 (got 16)");
-  CHECK(error_of(replaced(replaced(kOneEntry, "cp: 8", "cp: 1"), "dp: 1", "dp: 8")) ==
+  CHECK(corpus_error_of(replaced(replaced(kOneEntry, "cp: 8", "cp: 1"), "dp: 1", "dp: 8")) ==
         "c.yaml:15: rfa-a100-fwd-zigzag.cp_kind: expected none when cp is 1 (got zigzag)");
-  CHECK(error_of(replaced(kOneEntry, "assumed: [gpu]", "assumed: [gpu, flops]")) ==
+  CHECK(corpus_error_of(replaced(kOneEntry, "assumed: [gpu]", "assumed: [gpu, flops]")) ==
         "c.yaml:28: rfa-a100-fwd-zigzag.assumed: item 1 is 'flops': expected the name of another field "
         "of the entry");
-  CHECK(error_of(replaced(kOneEntry, "id: rfa-a100-fwd-zigzag", "id: Ring_1")) ==
+  CHECK(corpus_error_of(replaced(kOneEntry, "id: rfa-a100-fwd-zigzag", "id: Ring_1")) ==
         "c.yaml:3: entries[0].id: expected a kebab-case name: a-z, 0-9 and '-' (got 'Ring_1')");
-  CHECK(error_of(replaced(kOneEntry, "version: 1", "version: 2")) ==
+  CHECK(corpus_error_of(replaced(kOneEntry, "version: 1", "version: 2")) ==
         "c.yaml:1: version: expected a whole number in [1, 1] (got 2)");
   const std::string entry = kOneEntry.substr(kOneEntry.find("  - id"));
-  CHECK(error_of(kOneEntry + entry) ==
+  CHECK(corpus_error_of(kOneEntry + entry) ==
         "c.yaml:29: rfa-a100-fwd-zigzag.id: duplicate id (first at c.yaml:3)");
 }
 
@@ -237,6 +237,6 @@ TEST_CASE("an entry's attention kernel scales the GPU's attention curve by the t
   REQUIRE(none.not_modelled.size() == 1);
   CHECK(none.not_modelled[0].find("attention kernel flash_attn_3") == 0);
   // A malformed name is refused at reading.
-  CHECK(error_of(replaced(kOneEntry, "    causal: true", "    attention_kernel: Flash-3\n    causal: true")) ==
+  CHECK(corpus_error_of(replaced(kOneEntry, "    causal: true", "    attention_kernel: Flash-3\n    causal: true")) ==
         "c.yaml:22: rfa-a100-fwd-zigzag.attention_kernel: expected a name of a-z, 0-9 and '_' (got 'Flash-3')");
 }
