@@ -155,3 +155,22 @@ TEST_CASE("a GPU's other attention kernels: relative factors, read strictly") {
   bad.replace(at, 18, "      flash_attn_2: 1");
   CHECK(error_of(bad, true).find("is the curve above itself") != std::string::npos);
 }
+
+TEST_CASE("a GPU's fp8 block and slice merge bytes: optional, read strictly") {
+  const rm::Topology a100 = rm::load_topology("dgx-a100-ib");
+  CHECK(a100.gpu.fp8_peak_flops == 0);  // Ampere: no fp8 tensor cores
+  CHECK(a100.gpu.attention.slice_merge_bytes == doctest::Approx(8));
+  const rm::Topology h200 = rm::load_topology("dgx-h200-ib");
+  CHECK(h200.gpu.fp8_peak_flops == doctest::Approx(1979e12));
+  CHECK(h200.gpu.fp8_gemm_efficiency == doctest::Approx(0.354));
+  const std::string text =
+      rm::read_input_file(std::string(RM_SOURCE_DIR) + "/topologies/dgx-h200-ib.yaml", rm::InputKind::kTopology);
+  const auto at = text.find("    gemm_efficiency: 0.354");
+  REQUIRE(at != std::string::npos);
+  std::string bad = text;
+  bad.replace(at, 26, "    gemm_efficiency: 1.354");
+  CHECK(error_of(bad, true).find("gpu.fp8.gemm_efficiency: expected a number in (0, 1]") != std::string::npos);
+  bad = text;
+  bad.replace(at, 26, "    gemm_efficency: 0.354");
+  CHECK(error_of(bad, true).find("gpu.fp8.") != std::string::npos);
+}
