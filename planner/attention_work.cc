@@ -278,6 +278,10 @@ double attention_pairs(int64_t seq_len, bool causal, int64_t window) {
   return causal ? n * (n + 1) / 2 : n * n;
 }
 
+bool merges_slice(const TokenLayout& layout, bool causal, int q_pos, int kv_pos) {
+  return causal && layout.lb == LoadBalance::kStriped && kv_pos > q_pos;
+}
+
 int window_blocks(int64_t c, int64_t window, int P) {
   // Block i - s's nearest pair to block i is (s-1)·c + 1 apart: needed while < W.
   if (window <= 0 || c <= 0) return P;

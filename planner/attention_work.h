@@ -66,6 +66,13 @@ RingAttentionWork ring_attention_work(const TokenLayout& layout, bool causal, in
                                       int head_dim, const AttentionTiles& tiles,
                                       int64_t window = 0);
 
+// Whether position q_pos merges its partial against kv_pos's block into a slice of its
+// output (CostParams::merge_s, `sliced`): striped and causal with kv_pos > q_pos, where the
+// block's first query row sees no key. ring-flash-attention's stripe_flash_attn.py runs
+// q[:, 1:] against k[:, :-1] there and merges with update_out_and_lse(..., slice_), which
+// writes the slice back into the output. Position 0 does so at every later ring step.
+bool merges_slice(const TokenLayout& layout, bool causal, int q_pos, int kv_pos);
+
 // Unmasked (query, key) pairs of a whole sequence: N² or N(N+1)/2; with a window W < N
 // (causal) W(W+1)/2 + (N-W)·W.
 double attention_pairs(int64_t seq_len, bool causal, int64_t window = 0);

@@ -59,12 +59,18 @@ struct CostParams {
   // Merging one ring step's partial result (KernelCurve::merge_bytes, dq_merge_bytes) for
   // `elements` output elements (c·h·d): memory bound. The schedule's kMerge op carries
   // flops = elements at merge_efficiency(), which gives the same seconds.
-  double merge_s(double elements, bool backward) const {
-    return elements * (backward ? attention.dq_merge_bytes : attention.merge_bytes) / hbm_bytes_per_s;
+  // `sliced`: a forward merge into a slice of the output, copied back (slice_merge_bytes).
+  double merge_s(double elements, bool backward, bool sliced = false) const {
+    return elements * merge_bytes(backward, sliced) / hbm_bytes_per_s;
   }
-  double merge_efficiency(bool backward) const {
-    const double b = backward ? attention.dq_merge_bytes : attention.merge_bytes;
+  double merge_efficiency(bool backward, bool sliced = false) const {
+    const double b = merge_bytes(backward, sliced);
     return b > 0 ? hbm_bytes_per_s / (b * peak_flops) : 0;
+  }
+  double merge_bytes(bool backward, bool sliced) const {
+    if (backward) return attention.dq_merge_bytes;
+    if (attention.merge_bytes <= 0) return 0;  // the kernel merges in place: no slice either
+    return attention.merge_bytes + (sliced ? attention.slice_merge_bytes : 0);
   }
   // Adam update of `params` parameters: read and write the fp32 master, m and v (24 B)
   // and the bf16 param, read the bf16 grad (6 B): memory bound.

@@ -36,6 +36,10 @@ struct KernelCurve {
   // block after a rank's own (cost_params.h merge_s).
   double merge_bytes = 0;
   double dq_merge_bytes = 0;
+  // Forward, on top of merge_bytes: a block whose partial covers a slice of the output
+  // (striped causal, a block of a later ring position: its first query row sees no key)
+  // is merged into that slice and copied back (cost_params.h merge_s, `sliced`).
+  double slice_merge_bytes = 0;
 
   // Fraction of peak FLOP/s for tiles of bq x bkv with head dim d; 0 if the tile does
   // not fit in tile_bytes_limit.

@@ -64,6 +64,9 @@ struct PublishedEntry {
   // The attention implementation the run used (optional; flash_attn_2 when absent): a name
   // the GPU's spec prices (GpuSpec::attention_kernels), e.g. llm-foundry's `attn_impl: triton`.
   std::string attention_kernel = kDefaultAttentionKernel;
+  // The shipped topology that describes the source's cluster (optional; "" = the GPU's
+  // default, published_prediction.h), e.g. llama3-h100-roce for the Llama 3 paper's runs.
+  std::string topology;
   bool causal = true;
   Metric metric = Metric::kTokensPerSPerGpu;
   double published = 0;   // the figure as printed, in `metric`'s unit

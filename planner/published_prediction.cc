@@ -5,6 +5,7 @@
 
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
+#include "planner/linear_precision.h"
 #include "planner/plan_loader.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
@@ -50,6 +51,18 @@ const ConventionText kConventionTexts[] = {
 
 // The topology for the entry's GPU and size, or "" with the reason added.
 std::string topology_for(const PublishedEntry& e, std::vector<std::string>& why) {
+  if (!e.topology.empty()) {  // the entry names its cluster
+    int max = 0;
+    try {
+      max = load_topology(e.topology).max_gpus();
+    } catch (const InputError& bad) {
+      throw InputError(e.location + ": " + e.id + ".topology: " + bad.what());
+    }
+    if (e.gpus <= max) return e.topology;
+    why.push_back(std::to_string(e.gpus) + " GPUs: more than the " + std::to_string(max) + " of topology " +
+                  e.topology);
+    return "";
+  }
   for (const GpuTopologies& g : kGpuTopologies) {
     if (e.gpu != g.gpu) continue;
     if (*g.one_node && e.gpus <= load_topology(g.one_node).max_gpus()) return g.one_node;
@@ -73,7 +86,6 @@ std::vector<std::string> unexpressible(const PublishedEntry& e) {
   const bool step = e.workload == Workload::kStep;
   if (e.tp > 1) why.push_back("tensor parallelism (tp " + std::to_string(e.tp) + ")");
   if (e.pp > 1) why.push_back("pipeline parallelism (pp " + std::to_string(e.pp) + ")");
-  if (e.precision == Precision::kFp8) why.push_back("fp8 linear layers");
   if (e.cp_kind == CpKind::kA2aP2p) why.push_back(std::string("cp_kind ") + to_string(e.cp_kind));
   if (step && e.dp > 1 && e.sharding && *e.sharding != Sharding::kFsdp)
     why.push_back(std::string("sharding ") + to_string(*e.sharding) + " (the planner prices FSDP)");
@@ -204,6 +216,14 @@ PublishedCheck check_published(const PublishedEntry& e) {
     r.not_modelled.push_back("attention kernel " + e.attention_kernel + ": topology " + r.topology +
                              " has no constant for it");
     return r;
+  }
+  if (e.precision == Precision::kFp8) {
+    try {
+      apply_linear_precision(topo, LinearPrecision::kFp8, e.location, e.id + ".precision");
+    } catch (const InputError&) {
+      r.not_modelled.push_back("fp8 linear layers: topology " + r.topology + " has no fp8 rate");
+      return r;
+    }
   }
   std::unique_ptr<Fabric> fabric;
   CostParams cost;

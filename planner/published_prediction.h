@@ -3,7 +3,7 @@
 // and the prediction converted into the figure the source published.
 //
 // Mapping, exactly as the source ran it and never guessed:
-//   topology   by `gpu`: one box when the run fits in one (a100-80gb -> a100-nvlink-box),
+//   topology   the entry's `topology` when it names one (its cluster), else by `gpu`: one box when the run fits in one (a100-80gb -> a100-nvlink-box),
 //              else the multi-node cluster (dgx-a100-ib, dgx-h100-ib, dgx-h200-ib,
 //              dgx-a100-40gb-ib); h800 -> h800-nvlink-box (one node only)
 //   job        gpus, seq_len, causal, workload (step | attention), passes; batch tokens =
@@ -15,9 +15,10 @@
 //              the planner's pick (the sources' kernels choose their own; for the attention
 //              workload the fastest: the planner's step memory does not apply to a kernel
 //              benchmark); a step's micro_batch (sequences per ring per micro-step), so
-//              grad_accum = global_batch / (dp x micro_batch).
+//              grad_accum = global_batch / (dp x micro_batch); precision fp8: float8
+//              linear layers at the GPU's fp8 rate (linear_precision.h).
 // An entry the planner cannot express yet is not modelled, with every reason that applies:
-// tp > 1, pp > 1, fp8, cp_kind all_gather / a2a / a2a+p2p, a GPU without a topology (or more
+// tp > 1, pp > 1, fp8 on a GPU without an fp8 rate, cp_kind a2a+p2p, a GPU without a topology (or more
 // GPUs than it holds), sharding other than FSDP, unstated checkpointing of a step, a FLOP
 // figure whose formula the entry does not state.
 // Where a step's source is silent on something the planner needs (micro-batch: the planner's
@@ -73,7 +74,7 @@ struct PublishedCheck {
 };
 
 // Maps, prices and converts one entry. Throws InputError (naming the entry) only for a model
-// it names that cannot be loaded; what the planner cannot express is a not-modelled reason.
+// or topology it names that cannot be loaded; what the planner cannot express is a not-modelled reason.
 PublishedCheck check_published(const PublishedEntry& e);
 
 }  // namespace rm

@@ -58,6 +58,10 @@ struct RingContext {
   double accumulate_efficiency = 0;  // memory-bound add, expressed as a fraction of peak
   double merge_elements = 0;         // c·h·d: output elements a step's merge moves
   double merge_efficiency[2] = {0, 0};  // forward, backward (0: the kernel merges in place)
+  // Forward merges of a later position's block go into a slice (merges_slice, striped causal)
+  // at this efficiency.
+  bool later_blocks_sliced = false;
+  double sliced_merge_efficiency = 0;
   double sync_s = 0;                 // per ring step (CostParams::step_sync_s)
   double backward_factor = 0;        // attention backward FLOPs over forward (CostParams)
   // all_gather and a2a: each GPU's share of the whole sequence's attention, forward FLOPs

@@ -101,6 +101,7 @@ GpuSpec parse_gpu(const YamlMap& m) {
   g.attention.backward_factor = a.number_or("backward_factor", kBackwardFlopsFactor, Range::above_up_to(0, 1e3));
   g.attention.merge_bytes = a.number_or("merge_bytes", 0, Range::between(0, 1e6));
   g.attention.dq_merge_bytes = a.number_or("dq_merge_bytes", 0, Range::between(0, 1e6));
+  g.attention.slice_merge_bytes = a.number_or("slice_merge_bytes", 0, Range::between(0, 1e6));
   if (a.has("kernels")) {
     const YamlMap k = a.map("kernels");
     for (const auto& item : a.node("kernels")) {
@@ -112,6 +113,12 @@ GpuSpec parse_gpu(const YamlMap& m) {
     k.finish();
   }
   a.finish();
+  if (m.has("fp8")) {
+    const YamlMap f = m.map("fp8");
+    g.fp8_peak_flops = f.number("peak_tflops", Range::above_up_to(0, kMaxTflops)) * kTera;
+    g.fp8_gemm_efficiency = f.number("gemm_efficiency", Range::fraction());
+    f.finish();
+  }
   m.finish();
   return g;
 }

@@ -33,6 +33,10 @@ struct GpuSpec {
   // Other attention implementations than the one `attention` describes (FlashAttention-2):
   // throughput relative to it, by the name a run states (published corpus `attention_kernel`).
   std::map<std::string, double> attention_kernels;
+  // Float8 linear layers (linear_precision.h), from the optional `fp8` block: the dense fp8
+  // tensor-core FLOP/s and the fraction of it the linear layers reach; 0 = no fp8.
+  double fp8_peak_flops = 0;
+  double fp8_gemm_efficiency = 0;
 };
 
 

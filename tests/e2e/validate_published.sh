@@ -48,7 +48,7 @@ table=$("$bin" validate --published) || fail "validate --published exited $?"
 
 # --- the accuracy guard on the shipped corpus, in the issue's terms (|predicted / published - 1|,
 # the distance from the published figure): median <= 7 % (the target) and no modelled entry
-# beyond 20 % (the target is 15 %; five entries sit between 15 and 19 %, named in the README's
+# beyond 18 % (the target is 15 %; three entries sit between 15 and 17.2 %, named in the README's
 # accuracy section). A model change that makes any entry worse than that fails.
 python3 -c '
 import json, sys
@@ -56,7 +56,7 @@ d = json.load(sys.stdin)
 dev = sorted((abs(e["predicted"] / e["published"] - 1), e["id"]) for e in d["entries"] if e["modelled"])
 median = dev[len(dev) // 2][0]
 assert median <= 0.07, "median %.3f" % median
-out = [f"{i} {v:.3f}" for v, i in dev if v > 0.20]
+out = [f"{i} {v:.3f}" for v, i in dev if v > 0.18]
 assert not out, out
 print("guard: median %.1f %%, worst %.1f %% (%s)" % (100 * median, 100 * dev[-1][0], dev[-1][1]))
 ' <<<"$json" || fail "the shipped corpus left its accuracy guard"

@@ -97,8 +97,8 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
   CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    comment: x")) ==
         "c.yaml:28: rfa-a100-fwd-zigzag.comment: unknown key; expected one of: assumed, attention_kernel, causal, "
         "checkpointing, cluster, cp, cp_kind, definitions, dp, global_batch, gpu, gpus, id, metric, "
-        "micro_batch, model, note, passes, pp, precision, published, seq_len, sharding, source, split, tp, "
-        "workload");
+        "micro_batch, model, note, passes, pp, precision, published, seq_len, sharding, source, split, topology, "
+        "tp, workload");
   CHECK(corpus_error_of(replaced(kOneEntry, "cp_kind: zigzag", "cp_kind: ulysses")) ==
         "c.yaml:15: rfa-a100-fwd-zigzag.cp_kind: expected one of none, ring, zigzag, striped, all_gather, "
         "a2a, a2a+p2p (got 'ulysses')");
@@ -194,12 +194,12 @@ TEST_CASE("an entry maps onto the plan its source ran") {
 TEST_CASE("what the planner cannot express is not modelled, with every reason") {
   const rm::PublishedCheck r = rm::check_published(shipped("torchtitan-h100-llama3-405b-cp8-256k"));
   CHECK(!r.modelled);
-  // all_gather CP is a plan the planner prices (search.h); TP, PP and fp8 are not.
-  REQUIRE(r.not_modelled.size() == 4);
+  // all_gather CP is a plan the planner prices (search.h), and fp8 linear layers on a GPU
+  // with an fp8 rate (linear_precision.h); TP and PP are not.
+  REQUIRE(r.not_modelled.size() == 3);
   CHECK(r.not_modelled[0] == "tensor parallelism (tp 8)");
   CHECK(r.not_modelled[1] == "pipeline parallelism (pp 8)");
-  CHECK(r.not_modelled[2] == "fp8 linear layers");
-  CHECK(r.not_modelled[3] == "no topology for h100-96gb (its bf16 peak at the 500 W limit is not published)");
+  CHECK(r.not_modelled[2] == "no topology for h100-96gb (its bf16 peak at the 500 W limit is not published)");
   const rm::PublishedCheck fa2 = rm::check_published(shipped("fa2-a100-gpt3xl-2k"));
   CHECK(fa2.modelled);
   REQUIRE(fa2.assumed.size() == 3);
@@ -239,4 +239,30 @@ TEST_CASE("an entry's attention kernel scales the GPU's attention curve by the t
   // A malformed name is refused at reading.
   CHECK(corpus_error_of(replaced(kOneEntry, "    causal: true", "    attention_kernel: Flash-3\n    causal: true")) ==
         "c.yaml:22: rfa-a100-fwd-zigzag.attention_kernel: expected a name of a-z, 0-9 and '_' (got 'Flash-3')");
+}
+
+TEST_CASE("an entry's topology names the cluster its source ran on") {
+  // The Llama 3 paper's runs are priced on Meta's RoCE cluster, not the 32-node DGX fabric:
+  // 16,384 GPUs fit there; what stays unexpressed is the parallelism.
+  const rm::PublishedCheck llama = rm::check_published(shipped("llama3-paper-405b-8k-16384gpu"));
+  CHECK(!llama.modelled);
+  for (const std::string& why : llama.not_modelled) CHECK(why.find("GPUs: more than") == std::string::npos);
+  CHECK(shipped("llama3-paper-405b-8k-16384gpu").topology == "llama3-h100-roce");
+  // Named on a small run, it replaces the GPU's default box.
+  const std::string roce = replaced(replaced(kOneEntry, "gpu: a100-80gb", "gpu: h100-80gb"), "    model:",
+                                    "    topology: llama3-h100-roce\n    model:");
+  const rm::PublishedCheck r = rm::check_published(rm::parse_published_corpus(roce, "c.yaml").entries[0]);
+  REQUIRE(r.modelled);
+  CHECK(r.topology == "llama3-h100-roce");
+  // An unknown one and a malformed name are refused, naming the entry's field.
+  const std::string unknown = replaced(roce, "topology: llama3-h100-roce", "topology: no-such-cluster");
+  try {
+    rm::check_published(rm::parse_published_corpus(unknown, "c.yaml").entries[0]);
+    FAIL("an unknown topology was accepted");
+  } catch (const rm::InputError& e) {
+    CHECK(std::string(e.what()).find("c.yaml:3: rfa-a100-fwd-zigzag.topology: ") == 0);
+  }
+  CHECK(corpus_error_of(replaced(roce, "topology: llama3-h100-roce", "topology: ../x.yaml")) ==
+        "c.yaml:7: rfa-a100-fwd-zigzag.topology: expected a shipped topology's name of a-z, 0-9, '-' and '_' "
+        "(got '../x.yaml')");
 }

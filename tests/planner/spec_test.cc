@@ -26,6 +26,15 @@ std::string error_of(const std::string& yaml, bool topology) {
   return "no error";
 }
 
+// A shipped topology's text with `from` (which must occur) replaced by `to`.
+std::string shipped_topology_with(const std::string& name, const std::string& from, const std::string& to) {
+  std::string text =
+      rm::read_input_file(std::string(RM_SOURCE_DIR) + "/topologies/" + name + ".yaml", rm::InputKind::kTopology);
+  const auto at = text.find(from);
+  REQUIRE_MESSAGE(at != std::string::npos, from);
+  return text.replace(at, from.size(), to);
+}
+
 const char* kTinyModel = R"(name: m
 layers: 2
 hidden: 256
@@ -145,13 +154,22 @@ TEST_CASE("a GPU's other attention kernels: relative factors, read strictly") {
   CHECK(a100.gpu.attention_kernels.count("flash_attn_3") == 0);  // Hopper only
   CHECK(rm::load_topology("dgx-h100-ib").gpu.attention_kernels.at("flash_attn_3") == doctest::Approx(1.73));
   // Bad factors name the field.
-  const std::string text = rm::read_input_file(std::string(RM_SOURCE_DIR) + "/topologies/dgx-a100-ib.yaml", rm::InputKind::kTopology);
-  const auto at = text.find("      triton: 0.55");
-  REQUIRE(at != std::string::npos);
-  std::string bad = text;
-  bad.replace(at, 18, "      triton: 9.00");
-  CHECK(error_of(bad, true).find("gpu.attention.kernels.triton: expected a number in (0, 4]") != std::string::npos);
-  bad = text;
-  bad.replace(at, 18, "      flash_attn_2: 1");
-  CHECK(error_of(bad, true).find("is the curve above itself") != std::string::npos);
+  CHECK(error_of(shipped_topology_with("dgx-a100-ib", "      triton: 0.55", "      triton: 9.00"), true)
+            .find("gpu.attention.kernels.triton: expected a number in (0, 4]") != std::string::npos);
+  CHECK(error_of(shipped_topology_with("dgx-a100-ib", "      triton: 0.55", "      flash_attn_2: 1"), true)
+            .find("is the curve above itself") != std::string::npos);
+}
+
+TEST_CASE("a GPU's fp8 block and slice merge bytes: optional, read strictly") {
+  const rm::Topology a100 = rm::load_topology("dgx-a100-ib");
+  CHECK(a100.gpu.fp8_peak_flops == 0);  // Ampere: no fp8 tensor cores
+  CHECK(a100.gpu.attention.slice_merge_bytes == doctest::Approx(8));
+  const rm::Topology h200 = rm::load_topology("dgx-h200-ib");
+  CHECK(h200.gpu.fp8_peak_flops == doctest::Approx(1979e12));
+  CHECK(h200.gpu.fp8_gemm_efficiency == doctest::Approx(0.354));
+  const std::string fp8 = "    gemm_efficiency: 0.354";
+  CHECK(error_of(shipped_topology_with("dgx-h200-ib", fp8, "    gemm_efficiency: 1.354"), true)
+            .find("gpu.fp8.gemm_efficiency: expected a number in (0, 1]") != std::string::npos);
+  CHECK(error_of(shipped_topology_with("dgx-h200-ib", fp8, "    gemm_efficency: 0.354"), true).find("gpu.fp8.") !=
+        std::string::npos);
 }

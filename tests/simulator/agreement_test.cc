@@ -11,6 +11,7 @@
 
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
+#include "planner/linear_precision.h"
 #include "planner/ring_order.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
@@ -186,6 +187,20 @@ TEST_CASE("training steps (FSDP, all layers extrapolated): step time and peak me
     CHECK(c.memory_error() < 0.02);
     worst.add(c, true);
   }
+}
+
+TEST_CASE("float8 linear layers: the replay prices the same fp8 step, within 2 %") {
+  const ModelSpec model = load_model(kDefaultModel);
+  const Topology bf16 = load_topology("dgx-h100-ib");
+  Topology fp8 = bf16;
+  apply_linear_precision(fp8, LinearPrecision::kFp8, "test", "precision");
+  Worst worst{"fp8 training step"};
+  const Compared c = plan_and_simulate(fp8, model, make_job(fp8, 16, 32768, Workload::kStep), {});
+  CHECK(c.time_error() < 0.02);
+  worst.add(c, true);
+  const Compared b = plan_and_simulate(bf16, model, make_job(bf16, 16, 32768, Workload::kStep), {});
+  CHECK(c.predicted.step_time_s < b.predicted.step_time_s);
+  CHECK(c.simulated.step_time_s < b.simulated.step_time_s);
 }
 
 TEST_CASE("the layer extrapolation matches simulating every layer") {
