@@ -11,46 +11,20 @@
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Dense>
-#include <algorithm>
 #include <cmath>
-#include <ctime>
-#include <limits>
 #include <vector>
 
+#include "bench/eigen_reference.h"
 #include "executor/cpu_attention.h"
 
 namespace {
 
-using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using rm::bench::cpu_now;
+using rm::bench::reference_gemm;
+using rm::bench::RowMat;
 
 constexpr int kHeadDim = 128;      // the target shape (llama-class head dim)
 constexpr int64_t kBlock = 1024;   // tokens of the q block and of the kv block: 4 tiles of 256
-constexpr int kReferenceGemm = 512;  // square fp32 GEMM: large enough for Eigen's best blocking
-
-// This thread's CPU time: other processes on a shared machine do not inflate it.
-double cpu_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// This machine's Eigen GEMM rate, measured once (best of several: the machine is shared).
-double reference_gemm() {
-  static const double rate = [] {
-    Eigen::setNbThreads(1);
-    const int n = kReferenceGemm;
-    RowMat a = RowMat::Random(n, n), b = RowMat::Random(n, n), c(n, n);
-    double best = std::numeric_limits<double>::infinity();
-    for (int r = 0; r < 20; ++r) {
-      const double t0 = cpu_now();
-      c.noalias() = a * b;
-      benchmark::DoNotOptimize(c.data());
-      best = std::min(best, cpu_now() - t0);
-    }
-    return 2.0 * n * n * n / best;
-  }();
-  return rate;
-}
 
 void BM_EigenGemm(benchmark::State& state) {
   Eigen::setNbThreads(1);

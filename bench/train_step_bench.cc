@@ -16,39 +16,19 @@
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Dense>
-#include <algorithm>
-#include <ctime>
-#include <limits>
 #include <vector>
 
+#include "bench/eigen_reference.h"
 #include "executor/reference_attention.h"
 #include "executor/transformer.h"
 #include "planner/spec_library.h"
 
 namespace {
 
-using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-constexpr int64_t kTokens = 512;     // one sequence on one rank
-constexpr int kReferenceGemm = 512;  // square fp32 GEMM: large enough for Eigen's best blocking
+using rm::bench::cpu_now;
+using rm::bench::reference_gemm;
 
-double cpu_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-double reference_gemm() {
-  const int n = kReferenceGemm;
-  RowMat a = RowMat::Random(n, n), b = RowMat::Random(n, n), c(n, n);
-  double best = std::numeric_limits<double>::infinity();
-  for (int r = 0; r < 20; ++r) {
-    const double t0 = cpu_now();
-    c.noalias() = a * b;
-    benchmark::DoNotOptimize(c.data());
-    best = std::min(best, cpu_now() - t0);
-  }
-  return 2.0 * n * n * n / best;
-}
+constexpr int64_t kTokens = 512;  // one sequence on one rank
 
 void BM_SmallModelStep(benchmark::State& state) {
   Eigen::setNbThreads(1);
