@@ -50,7 +50,7 @@ heldout seq768-cp2-selective  --seq 768  --cp 2 --micro-batch 1 --checkpointing 
 heldout seq256-cp2-mb2        --seq 256  --cp 2 --micro-batch 2 --checkpointing none
 heldout seq1k-cp2-full        --seq 1k   --cp 2 --micro-batch 1 --checkpointing full
 heldout seq256-dp2-mb2-sel    --seq 256  --cp 1 --micro-batch 2 --checkpointing selective
-heldout seq768-dp2-full       --seq 768  --cp 1 --micro-batch 1 --checkpointing full
+heldout seq512-dp2-full       --seq 512  --cp 1 --micro-batch 1 --checkpointing full
 printf '%s\n' "${held[@]}"
 
 echo "== validate (predicted vs measured, median of $iters steps)"
