@@ -1,12 +1,13 @@
 // `ringmaster train --plan plan.yaml --data text.txt --steps S [--seed N]
 //  [--checkpoint-dir DIR] [--checkpoint-every K] [--resume] [--measurements m.jsonl]
-//  [--format table|json] [--lr LR] [--warmup W] [--timeout-s S]`
+//  [--format table|json] [--lr LR] [--warmup W] [--timeout-s S] [--sharding fsdp|ddp]`
 //
 // Trains the plan's model on a text file (executor/train.h) over the plan's ranks. Like
 // `run`, outside an MPI job it checks its inputs (plan, model, data, checkpoint), then
 // replaces itself with mpirun starting the plan's GPU count of ranks of this binary;
 // under mpirun it runs as one rank.
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -49,6 +50,12 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--warmup", o->optimizer.warmup_steps, "linear learning-rate warm-up steps")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--sharding", o->sharding,
+                  "model state over the ranks: fsdp (default, the plan's: sharded over all ranks) "
+                  "or ddp (replicated on every rank, one gradient all-reduce)")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, exec::Sharding>{{"fsdp", exec::Sharding::kFsdp},
+                                                {"ddp", exec::Sharding::kDdp}}));
   cmd->add_option("--timeout-s", o->timeout_s,
                   "a rank with no progress for this long aborts the run (dead or stalled peer)")
       ->check(CLI::PositiveNumber)

@@ -64,13 +64,12 @@ struct Row {
 
 Figures predict(const std::string& plan_path, const std::string& profile_path) {
   const LoadedPlanFile l = load_plan_file(plan_path, profile_path);
-  // A step plan's run records its ring attention only (executor/train.h), not the whole
-  // step this would compare with.
-  if (l.plan.job.workload != Workload::kAttention)
+  // `run` executes attention plans and whole training steps (executor/train.h, its
+  // "step" records span the step), not a single layer.
+  if (l.plan.job.workload == Workload::kLayer)
     fail_input(plan_path, "workload",
-               "validate compares attention plans only (got '" +
-                   std::string(to_string(l.plan.job.workload)) +
-                   "'); re-plan with --workload attention");
+               "validate compares attention and step plans (got 'layer'); re-plan with "
+               "--workload step or attention");
   const Prediction p = CostModel(l.model, *l.fabric, l.cost).predict(l.plan.job, l.plan.choice);
   return {p.step_time_s, p.attention_compute_s + p.linear_compute_s, p.exposed_comm_s};
 }

@@ -1,7 +1,7 @@
-// AdamW (Loshchilov & Hutter 2019) with global gradient-norm clipping, over the model's
-// flat fp32 parameter vector (transformer.h). Every rank holds the full optimizer state
-// and applies the same update to the same all-reduced gradients, so the replicas stay
-// bit-identical.
+// AdamW (Loshchilov & Hutter 2019) with global gradient-norm clipping, over a rank's part
+// of the model's flat fp32 parameter vector (transformer.h): the whole vector, or its FSDP
+// shards (fsdp.h). It is elementwise, so every rank updating its own elements from the
+// same global gradient norm gives the same parameters as one rank updating them all.
 #pragma once
 
 #include <cstdint>
@@ -31,12 +31,22 @@ struct AdamWState {
   std::vector<float> m, v;
 };
 
+// Elements [begin, end) of the arrays AdamW updates, with or without weight decay.
+struct AdamWSegment {
+  size_t begin = 0, end = 0;
+  bool decay = true;
+};
+// The segments of the whole flat vector: one per tensor.
+std::vector<AdamWSegment> whole_model_segments(const std::vector<ParamTensor>& tensors);
+
 // The learning rate of update number `step` (0-based).
 double adamw_lr(const AdamWConfig& cfg, int64_t step);
 
-// Clips `grads` to a global norm of cfg.clip_norm, then applies one AdamW update to
-// `params`. Returns the gradient norm before clipping.
-double adamw_update(const AdamWConfig& cfg, const std::vector<ParamTensor>& tensors,
-                    std::vector<float>& params, std::vector<float>& grads, AdamWState& state);
+// Clips the gradients of the global norm `grad_norm` (over all ranks' parts) to
+// cfg.clip_norm, then applies one AdamW update to the `segments` of `params` (the state's
+// m and v are sized as `params` on the first call).
+void adamw_update(const AdamWConfig& cfg, const std::vector<AdamWSegment>& segments,
+                  double grad_norm, std::vector<float>& params, const std::vector<float>& grads,
+                  AdamWState& state);
 
 }  // namespace rm::exec

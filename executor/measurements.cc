@@ -153,19 +153,23 @@ std::vector<Measurement> parse_measurements_jsonl(const std::string& text, const
 std::vector<IterationSummary> summarize(const std::vector<Measurement>& records) {
   struct RankIter {
     double begin = 1e300, end = -1e300, compute = 0, wait = 0, flops = 0, useful = 0;
+    double rest = 0;  // a training step's compute outside the attention kernels
   };
   std::map<std::pair<int, int>, RankIter> per;  // (iteration, rank)
   for (const Measurement& m : records) {
     RankIter& r = per[{m.iteration, m.rank}];
     r.begin = std::min(r.begin, m.start);
     r.end = std::max(r.end, m.start + m.seconds);
-    if (m.kind == "wait") r.wait += m.seconds;
+    if (m.kind == "wait" || m.kind == "all_gather" || m.kind == "reduce_scatter" ||
+        m.kind == "all_reduce")
+      r.wait += m.seconds;
     if (m.kind == "attention_forward" || m.kind == "attention_backward" ||
         m.kind == "accumulate") {
       r.compute += m.seconds;
       r.flops += m.flops;
       r.useful += m.useful_flops;
     }
+    if (m.kind == "linear" || m.kind == "elementwise" || m.kind == "optimizer") r.rest += m.seconds;
   }
   std::vector<IterationSummary> rows;
   std::map<int, int> kernel_ranks;  // iteration -> ranks with kernel time
@@ -184,8 +188,8 @@ std::vector<IterationSummary> summarize(const std::vector<Measurement>& records)
     s.step_s = std::max(s.step_s, r.end - r.begin);
     // The busiest rank is the critical path: under an imbalanced load (contiguous causal)
     // the light rank ends at the same time only because it waits for the heavy one.
-    if (r.compute > s.compute_s) {
-      s.compute_s = r.compute;
+    if (r.compute + r.rest > s.compute_s) {
+      s.compute_s = r.compute + r.rest;
       s.exposed_comm_s = r.wait;
     }
   }

@@ -11,7 +11,15 @@
 //   layer       int
 //   step        int     ring step within the pass
 //   kind        string  "attention_forward" | "attention_backward" | "accumulate" |
-//                       "send" | "recv" | "wait" | "alloc" | "free"
+//                       "send" | "recv" | "wait" | "alloc" | "free"; and from training
+//                       steps (train, run of a step plan; executor/train.h), per rank
+//                       and step: "all_gather" | "reduce_scatter" (FSDP, per unit:
+//                       layer = the unit, bytes = its unsharded size) | "all_reduce"
+//                       (DDP's gradients), "linear" (the step's GEMM time, flops = what
+//                       the cost model counts), "elementwise" (the rest of the layers'
+//                       compute, bytes = what the cost model counts), "optimizer"
+//                       (bytes = kOptimizerBytesPerParam x parameters updated) and
+//                       "step" (the rank's whole step: its span covers the others)
 //   block_q, block_kv  int   tile sizes of the blockwise kernel (attention ops)
 //   head_dim    int     d of the attention ops (a tile of one head is 4*block_q*block_kv*d
 //                       FLOPs: what calibration fits the kernel curve on); 0 otherwise
@@ -83,8 +91,9 @@ std::vector<Measurement> parse_measurements_jsonl(const std::string& text, const
 struct IterationSummary {
   int iteration = 0;
   double step_s = 0;          // slowest rank's time from its first op to its last
-  double compute_s = 0;       // busiest rank's kernel time (attention, accumulate)
-  double exposed_comm_s = 0;  // busiest rank's time blocked in wait
+  double compute_s = 0;       // busiest rank's kernel time (attention, accumulate; and in
+                              // a training step linear, elementwise, optimizer)
+  double exposed_comm_s = 0;  // busiest rank's time blocked in wait (and collectives)
   double flops = 0;           // FLOPs executed, all ranks
   double useful_flops = 0;    // useful FLOPs, all ranks
   double kernel_flops_per_s = 0;  // executed FLOPs / kernel time, mean over ranks

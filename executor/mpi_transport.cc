@@ -24,13 +24,13 @@ void check(int rc, const char* what, int peer) {
                            ": " + std::string(msg, static_cast<size_t>(len)));
 }
 
+}  // namespace
+
 int world_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
 }
-
-}  // namespace
 
 int MpiTransport::slot() {
   if (!free_.empty()) {

@@ -21,6 +21,9 @@
 
 namespace rm::exec {
 
+// This process's rank in MPI_COMM_WORLD.
+int world_rank();
+
 class MpiTransport {
  public:
   // Post a non-blocking send / receive of `bytes` at `data` to / from `peer`; `tag` is the

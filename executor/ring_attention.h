@@ -47,6 +47,8 @@ class RingAttention {
   // `layer` = the model's layer), and the seconds blocked in waits among them.
   void set_step(int step) { step_ = step; }
   std::vector<Measurement> take_records();
+  // The backend clock's reading the records' start times count from.
+  double epoch() const { return epoch_; }
   double exposed_comm_s() const { return exposed_s_; }
   void reset_exposed() { exposed_s_ = 0; }
 

@@ -15,6 +15,7 @@
 
 #include "executor/backend.h"
 #include "executor/measurements.h"
+#include "executor/mpi_transport.h"
 #include "executor/ring_loop.h"
 #include "executor/verify.h"
 #include "executor/watchdog.h"
@@ -66,12 +67,6 @@ void check_plan_runnable(const LoadedPlanFile& lp, const std::string& plan_path,
 }
 
 namespace {
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
 
 std::string describe_plan(const std::string& path, const LoadedPlanFile& lp, int ranks) {
   const Plan& p = lp.plan;

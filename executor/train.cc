@@ -2,6 +2,7 @@
 #include "executor/train.h"
 
 #include <mpi.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "executor/checkpoint.h"
+#include "executor/fsdp.h"
 #include "executor/measurements.h"
 #include "executor/ring_attention.h"
 #include "executor/run.h"
@@ -21,6 +23,8 @@
 #include "executor/transformer.h"
 #include "executor/verify.h"
 #include "executor/watchdog.h"
+#include "planner/attention_work.h"
+#include "planner/cost_params.h"
 #include "planner/input_error.h"
 
 namespace rm::exec {
@@ -42,20 +46,25 @@ Loaded load_inputs(const TrainOptions& opt) {
 
 std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences, int64_t start) {
   const Plan& p = in.lp.plan;
-  char line[768];
+  const std::string state =
+      opt.sharding == Sharding::kFsdp
+          ? "sharded over all " + std::to_string(p.job.gpus) +
+                " ranks (FSDP: each holds its shard of every unit's parameters, gradients and AdamW state)"
+          : std::string("replicated on every rank (DDP: one gradient all-reduce)");
+  char line[1024];
   std::snprintf(
       line, sizeof line,
       "# ringmaster train: %s: %s (%.2fM params) on %s, %d ranks = ring %d x dp %d, %s ring, %s\n"
       "#   N = %lld tokens, %lld sequences per step (micro-batch %d x grad-accum %d x dp %d), "
       "AdamW lr %.3g (warm-up %d), data %s\n"
-      "#   every rank holds the whole model and optimizer (the plan's FSDP sharding and "
-      "'%s' checkpointing are not applied; same numbers)%s\n",
+      "#   model state %s; '%s' activation checkpointing%s\n",
       opt.plan_path.c_str(), in.lp.model.name.c_str(), in.model.num_params() / 1e6,
       in.lp.topology.name.c_str(), p.job.gpus, p.choice.cp, p.choice.dp,
       to_string(p.choice.schedule), to_string(p.choice.load_balance),
       static_cast<long long>(p.job.seq_len), static_cast<long long>(sequences),
       p.choice.micro_batch, p.choice.grad_accum, p.choice.dp, opt.optimizer.lr,
-      opt.optimizer.warmup_steps, opt.synthetic_data ? "synthetic (run)" : opt.data_path.c_str(), to_string(p.choice.checkpointing),
+      opt.optimizer.warmup_steps, opt.synthetic_data ? "synthetic (run)" : opt.data_path.c_str(),
+      state.c_str(), to_string(p.choice.checkpointing),
       start > 0 ? (", resumed after step " + std::to_string(start)).c_str() : "");
   return line;
 }
@@ -135,14 +144,26 @@ int train_body(const TrainOptions& opt, int rank, int size) {
                    opt.checkpoint_dir.c_str());
     st.params = in.model.init(opt.seed);
   }
+  // From here on this rank holds only its shards; st keeps the step, seed and data position.
+  FsdpParams model_state(in.model, opt.sharding, st.params, &watchdog, attention.epoch());
+  AdamWState optimizer;
+  optimizer.step = st.optimizer.step;
+  if (resumed) {
+    optimizer.m = model_state.shard(st.optimizer.m);
+    optimizer.v = model_state.shard(st.optimizer.v);
+  }
+  std::vector<float>().swap(st.params);
+  std::vector<float>().swap(st.optimizer.m);
+  std::vector<float>().swap(st.optimizer.v);
 
   const int dp = plan.choice.dp, mb = plan.choice.micro_batch, ga = plan.choice.grad_accum;
   const int64_t sequences = int64_t{dp} * mb * ga;
   const double grad_scale = 1.0 / (static_cast<double>(sequences) * N);
   const auto& idx = attention.tokens();
   const int64_t c = static_cast<int64_t>(idx.size());
-  std::vector<int32_t> tok(static_cast<size_t>(c)), tgt(static_cast<size_t>(c));
-  std::vector<float> grads(st.params.size());
+  std::vector<int32_t> tok(static_cast<size_t>(c * mb)), tgt(static_cast<size_t>(c * mb));
+  const TokenStepWork step_work =
+      token_step_work(in.lp.model, plan.choice.checkpointing, in.lp.topology.gpu.element_bytes);
   const AttentionFn fwd = [&](int l, LayerAttention<float>& t) { attention.forward(l, t); };
   const AttentionFn bwd = [&](int l, LayerAttention<float>& t) { attention.backward(l, t); };
   const bool json = opt.format == "json";
@@ -161,6 +182,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   std::optional<VerifyResult> verified;
   double elapsed = 0;
   int64_t timed = 0;
+  size_t held_activations = 0;  // the most stored for backward by one micro-step
   for (int64_t step = st.step; step < opt.steps; ++step) {
     watchdog.arm("the barrier before training step " + std::to_string(step + 1));
     MPI_Barrier(MPI_COMM_WORLD);
@@ -168,33 +190,47 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     const double t0 = MPI_Wtime();
     std::vector<std::vector<int32_t>> seqs;
     for (int64_t s = 0; s < sequences; ++s) seqs.push_back(next_sequence());
-    std::fill(grads.begin(), grads.end(), 0.0f);
+    model_state.zero_grads();
+    model_state.set_step(static_cast<int>(step));
+    PassTimes pass_times;
     attention.reset_exposed();
     attention.set_step(static_cast<int>(step));
     double loss = 0;
-    for (int a = 0; a < ga; ++a)
+    for (int a = 0; a < ga; ++a) {  // one micro-step: this ring's mb sequences, stacked
       for (int m = 0; m < mb; ++m) {
         const auto& seq = seqs[static_cast<size_t>((int64_t{a} * dp + attention.ring()) * mb + m)];
         for (int64_t i = 0; i < c; ++i) {
-          tok[i] = seq[static_cast<size_t>(idx[i])];
-          tgt[i] = seq[static_cast<size_t>(idx[i] + 1)];
+          tok[m * c + i] = seq[static_cast<size_t>(idx[i])];
+          tgt[m * c + i] = seq[static_cast<size_t>(idx[i] + 1)];
         }
-        loss += in.model.forward_backward(st.params, grads, tok.data(), tgt.data(), idx.data(), c,
-                                          grad_scale, fwd, bwd);
       }
-    // Gradients (and the loss) summed over every rank: blocking, so wholly exposed.
+      size_t held = 0;
+      loss += in.model.forward_backward<float>(model_state, TokenBatch{tok.data(), tgt.data(), idx.data(), c, mb},
+                                               grad_scale, fwd, bwd, plan.choice.checkpointing, &held,
+                                               &pass_times);
+      held_activations = std::max(held_activations, held);
+    }
+    // The gradient shards summed over the replicas (DDP) and the loss over every rank:
+    // blocking, so wholly exposed, as are FSDP's collectives.
     const double ta = MPI_Wtime();
-    watchdog.arm("the gradient all-reduce of training step " + std::to_string(step + 1));
-    MPI_Allreduce(MPI_IN_PLACE, grads.data(), static_cast<int>(grads.size()), MPI_FLOAT, MPI_SUM,
-                  MPI_COMM_WORLD);
+    model_state.finish_gradients();
+    watchdog.arm("the loss all-reduce of training step " + std::to_string(step + 1));
     MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     watchdog.disarm();
-    const double exposed = attention.exposed_comm_s() + (MPI_Wtime() - ta);
-    if (opt.verify && step == 0 && rank == 0)
-      verified = verify_step(in.model, plan, st.params, grads, loss, seqs, grad_scale,
-                             kVerifyTolerance);
-    const double grad_norm = adamw_update(opt.optimizer, in.model.tensors(), st.params, grads, st.optimizer);
-    double times[2] = {MPI_Wtime() - t0, exposed};  // the slowest rank's
+    const double exposed = attention.exposed_comm_s() + model_state.comm_s() + (MPI_Wtime() - ta);
+    if (opt.verify && step == 0) {  // the full parameters and gradients, on every rank
+      const std::vector<float> params = model_state.unshard(model_state.params());
+      const std::vector<float> grads = model_state.unshard(model_state.grads());
+      if (rank == 0)
+        verified = verify_step(in.model, plan, params, grads, loss, seqs, grad_scale, kVerifyTolerance);
+    }
+    const double grad_norm = std::sqrt(model_state.grad_squared_norm());
+    const double to = MPI_Wtime();
+    adamw_update(opt.optimizer, model_state.segments(), grad_norm, model_state.params(),
+                 model_state.grads(), optimizer);
+    const double optimizer_s = MPI_Wtime() - to;
+    const double my_step_s = MPI_Wtime() - t0;
+    double times[2] = {my_step_s, exposed};  // the slowest rank's
     MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     st.step = step + 1;
     if (data) st.data = data->position();
@@ -203,8 +239,32 @@ int train_body(const TrainOptions& opt, int rank, int size) {
       ++timed;
     }
     std::vector<Measurement> mine = attention.take_records();
-    if (!opt.measurements_path.empty() || !opt.trace_path.empty())
+    std::vector<Measurement> collectives = model_state.take_records();
+    if ((!opt.measurements_path.empty() || !opt.trace_path.empty()) && step >= opt.untimed_steps) {
       records.insert(records.end(), mine.begin(), mine.end());
+      records.insert(records.end(), collectives.begin(), collectives.end());
+      // The rest of the step, labelled with the work the cost model charges for it.
+      const double rows = static_cast<double>(c) * mb * ga;
+      auto add = [&](const char* kind, double start, double seconds, double flops, double bytes) {
+        Measurement r;
+        r.rank = rank;
+        r.ring = attention.ring();
+        r.position = attention.position();
+        r.iteration = static_cast<int>(step);
+        r.layer = -1;
+        r.step = -1;
+        r.kind = kind;
+        r.start = start - attention.epoch();
+        r.seconds = seconds;
+        r.flops = flops;
+        r.bytes = bytes;
+        records.push_back(r);
+      };
+      add("linear", t0, pass_times.linear_s, rows * step_work.gemm_flops, 0);
+      add("elementwise", t0, pass_times.elementwise_s, 0, rows * step_work.elementwise_bytes);
+      add("optimizer", to, optimizer_s, 0, kOptimizerBytesPerParam * model_state.params().size());
+      add("step", t0, my_step_s, 0, 0);
+    }
 
     if (rank == 0) {
       const double mean_loss = loss * grad_scale;
@@ -214,7 +274,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
         nlohmann::json j = {{"step", st.step},          {"loss", mean_loss},
                             {"tokens_per_s", tokens_per_s}, {"step_time_s", times[0]},
                             {"exposed_comm_s", times[1]}, {"grad_norm", grad_norm},
-                            {"lr", adamw_lr(opt.optimizer, st.optimizer.step - 1)},
+                            {"lr", adamw_lr(opt.optimizer, optimizer.step - 1)},
                             {"eta_s", eta}};
         std::printf("%s\n", j.dump().c_str());
       } else {
@@ -226,10 +286,16 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     }
     if (checkpoints && ((opt.checkpoint_every > 0 && st.step % opt.checkpoint_every == 0) ||
                         st.step == opt.steps)) {
+      // The unsharded state (so any rank count can resume it), gathered on every rank.
+      TrainState whole = st;
+      whole.params = model_state.unshard(model_state.params());
+      whole.optimizer.step = optimizer.step;
+      whole.optimizer.m = model_state.unshard(optimizer.m);
+      whole.optimizer.v = model_state.unshard(optimizer.v);
       if (rank == 0) {
         const bool kill = fault.kind == FaultSpec::Kind::kCheckpointKill && fault.rank == rank &&
                           fault.step == st.step;
-        write_checkpoint(opt.checkpoint_dir, in.model, opt.data_path, st, kill);
+        write_checkpoint(opt.checkpoint_dir, in.model, opt.data_path, whole, kill);
         std::fprintf(stderr, "ringmaster train: checkpoint of step %lld written to %s\n",
                      static_cast<long long>(st.step), opt.checkpoint_dir.c_str());
       }
@@ -237,6 +303,25 @@ int train_body(const TrainOptions& opt, int rank, int size) {
       MPI_Barrier(MPI_COMM_WORLD);
       watchdog.disarm();
     }
+  }
+  {
+    // What a rank held (the largest over ranks): model state (parameter, gradient and
+    // AdamW shards), unsharded unit buffers at once, stored activations, peak RSS.
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    double held[4] = {static_cast<double>(model_state.sharded_bytes() +
+                                          (optimizer.m.size() + optimizer.v.size()) * sizeof(float)),
+                      static_cast<double>(model_state.peak_unsharded_bytes()),
+                      static_cast<double>(held_activations), ru.ru_maxrss * 1024.0};
+    MPI_Allreduce(MPI_IN_PLACE, held, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0)
+      std::fprintf(json ? stderr : stdout,
+                   "# per rank: model state %.2f MiB (replicated: %.2f MiB), unsharded units at "
+                   "most %.2f MiB, stored activations %.2f MiB ('%s' checkpointing), peak RSS "
+                   "%.1f MiB\n",
+                   held[0] / 1048576.0, 4.0 * in.model.num_params() * sizeof(float) / 1048576.0,
+                   held[1] / 1048576.0, held[2] / 1048576.0, to_string(plan.choice.checkpointing),
+                   held[3] / 1048576.0);
   }
   if (rank == 0 && opt.synthetic_data && timed > 0 && plan.predicted.step_time_s > 0) {
     const double mean = elapsed / timed;

@@ -3,26 +3,26 @@
 //
 // A step (global batch S = dp * micro_batch * grad_accum sequences of N tokens, read in
 // order from the token stream; every rank reads all S and keeps its own):
-//   for each micro-step a and sequence m of the micro-batch: ring r takes sequence
-//   (a * dp + r) * micro_batch + m, each of its ranks runs the transformer on its c
-//   tokens (TokenLayout) with the plan's ring attention joining them (ring_attention.h),
-//   adding the gradient of the mean token loss over the whole batch;
-//   then one all-reduce (sum) of the gradients over all ranks (data parallel, and the
-//   ring's ranks' shares of the shared weights), clipping and AdamW on every rank.
-// So the loss of a step does not depend on cp, dp, micro-batch or grad-accum, only on
-// S and N: runs with different rank counts follow the same trajectory up to fp32
-// rounding (tests/e2e/train_equivalence.sh).
-//
-// Not executed as planned (numerically equivalent, reported in the header line): FSDP's
-// sharding (every rank holds the whole model and optimizer; the gradient all-reduce is
-// the reduce-scatter + all-gather pair it stands for) and activation checkpointing (all
-// activations are kept).
+//   for each micro-step a: ring r takes sequences (a * dp + r) * micro_batch + m for
+//   m < micro_batch, each of its ranks runs the transformer on its c tokens of each
+//   (TokenLayout) with the plan's ring attention joining them (ring_attention.h) and the
+//   plan's activation checkpointing, adding the gradient of the mean token loss over the
+//   whole batch;
+//   the model state sharded as the plan says (fsdp.h): FSDP over all ranks gathers each
+//   unit before its forward and again before its backward, and reduce-scatters its
+//   gradients after it, once per micro-step; then clipping by the global norm and AdamW
+//   on each rank's shard (DDP, --sharding ddp: every rank holds everything, one
+//   all-reduce of the gradients).
+// So the loss of a step does not depend on cp, dp, micro-batch, grad-accum, sharding or
+// checkpointing, only on S and N: runs with different rank counts follow the same
+// trajectory up to fp32 rounding (tests/e2e/train_equivalence.sh).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "executor/adamw.h"
+#include "executor/fsdp.h"
 #include "executor/run.h"
 
 namespace rm::exec {
@@ -41,6 +41,9 @@ struct TrainOptions {
   std::string backend = "cpu";
   double timeout_s = 60;  // watchdog deadline per op (watchdog.h)
   AdamWConfig optimizer;
+  // How the model state is laid out over the ranks: kFsdp is what every plan prices
+  // (planner/plan.h, sharding "fsdp"); kDdp replicates it (for comparison).
+  Sharding sharding = Sharding::kFsdp;
   // `run` of a step plan (run_step_options): tokens hashed from the seed instead of a
   // file, the first `untimed_steps` left out of the measured mean, and the mean step time
   // compared with the plan's prediction.

@@ -3,6 +3,7 @@
 // backwards; each block comments its tensors' shapes.
 #include "executor/transformer.h"
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -57,13 +58,14 @@ void rmsnorm_backward(const MatOf<T>& x, const std::vector<T>& r, const T* g, co
 
 // Rotary embedding in place, the half-split form of Llama's reference code: dims i and
 // i + d/2 of each head rotate by pos * theta^(-2i/d). `sign` -1 applies the inverse (the
-// backward of a rotation is its transpose).   x [c][heads * d]
+// backward of a rotation is its transpose). Row i is at positions[i % c] (sequences
+// stacked).   x [rows][heads * d]; positions [c]
 template <class T>
-void rope(MatOf<T>& x, int heads, int d, const int64_t* positions, T sign) {
+void rope(MatOf<T>& x, int heads, int d, const int64_t* positions, int64_t c, T sign) {
   const int half = d / 2;
   for (Eigen::Index i = 0; i < x.rows(); ++i)
     for (int k = 0; k < half; ++k) {
-      const double angle = static_cast<double>(positions[i]) *
+      const double angle = static_cast<double>(positions[i % c]) *
                            std::pow(kRopeTheta, -2.0 * k / static_cast<double>(d));
       const T cs = static_cast<T>(std::cos(angle));
       const T sn = sign * static_cast<T>(std::sin(angle));
@@ -77,35 +79,46 @@ void rope(MatOf<T>& x, int heads, int d, const int64_t* positions, T sign) {
     }
 }
 
-// Row-major [c][heads * d] <-> head-major [heads][c][d].
+// Rows row0 .. row0 + c of row-major [rows][heads * d] <-> head-major [heads][c][d].
 template <class T>
-std::vector<T> to_heads(const MatOf<T>& x, int heads, int d) {
-  const Eigen::Index c = x.rows();
+std::vector<T> to_heads(const MatOf<T>& x, int64_t row0, int64_t c, int heads, int d) {
   std::vector<T> t(static_cast<size_t>(heads) * c * d);
   for (int j = 0; j < heads; ++j)
-    for (Eigen::Index i = 0; i < c; ++i)
-      for (int k = 0; k < d; ++k) t[(j * c + i) * d + k] = x(i, j * d + k);
+    for (int64_t i = 0; i < c; ++i)
+      for (int k = 0; k < d; ++k) t[(j * c + i) * d + k] = x(row0 + i, j * d + k);
   return t;
 }
 template <class T>
-MatOf<T> from_heads(const std::vector<T>& t, int heads, int d, int64_t c) {
-  MatOf<T> x(c, static_cast<Eigen::Index>(heads) * d);
+void from_heads(const std::vector<T>& t, int heads, int d, int64_t c, MatOf<T>& x, int64_t row0) {
   for (int j = 0; j < heads; ++j)
     for (int64_t i = 0; i < c; ++i)
-      for (int k = 0; k < d; ++k) x(i, j * d + k) = t[(j * c + i) * d + k];
-  return x;
+      for (int k = 0; k < d; ++k) x(row0 + i, j * d + k) = t[(j * c + i) * d + k];
 }
 
-// What one layer's backward pass needs from its forward pass.
+// What one layer's backward pass needs from its forward pass (rows = the batch's tokens).
 template <class T>
 struct LayerActs {
-  MatOf<T> x, a;          // input, attention_norm(x)            [c][H]
+  MatOf<T> x, a;          // input, attention_norm(x)            [rows][H]
   std::vector<T> r1;
-  LayerAttention<T> attn; // q, k (after RoPE), v, out, lse      head-major
-  MatOf<T> o;             // attention output                    [c][h d]
-  MatOf<T> x2, b;         // after the attention residual, ffn_norm(x2)   [c][H]
+  std::vector<LayerAttention<T>> attn;  // per sequence: q, k (after RoPE), v, out, lse
+  MatOf<T> o;             // attention output                    [rows][h d]
+  MatOf<T> x2, b;         // after the attention residual, ffn_norm(x2)   [rows][H]
   std::vector<T> r2;
-  MatOf<T> u, g, s;       // w1 b, w3 b, silu(u) * g             [c][F]
+  MatOf<T> u, g, s;       // w1 b, w3 b, silu(u) * g             [rows][F]
+
+  void drop_ffn_intermediates() { u = g = s = MatOf<T>(); }
+  void drop_all_but_input() {
+    MatOf<T> keep = std::move(x);
+    *this = LayerActs();
+    x = std::move(keep);
+  }
+  size_t bytes() const {
+    size_t n = static_cast<size_t>(x.size() + a.size() + o.size() + x2.size() + b.size() +
+                                   u.size() + g.size() + s.size()) +
+               r1.size() + r2.size();
+    for (const auto& t : attn) n += t.q.size() + t.k.size() + t.v.size() + t.out.size() + t.lse.size();
+    return n * sizeof(T);
+  }
 };
 
 }  // namespace
@@ -132,23 +145,35 @@ Transformer::Transformer(const ModelSpec& model, const std::string& where) : m_(
                    " tokens (got " + std::to_string(m_.vocab) + ")");
   const int64_t H = m_.hidden, qd = int64_t{m_.heads} * m_.head_dim,
                 kvd = int64_t{m_.kv_heads} * m_.head_dim, F = m_.ffn_hidden;
+  // Offsets are kept relative to their unit's begin (a unit's parameters arrive as one
+  // gathered buffer).
+  auto open_unit = [&](const std::string& name) { units_.push_back({name, num_params_, 0}); };
+  auto close_unit = [&] { units_.back().end = num_params_; };
+  open_unit("tok_embeddings");
   tok_embeddings_ = add("tok_embeddings", m_.vocab, H, true);
+  close_unit();
   for (int l = 0; l < m_.layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
+    open_unit("layers." + std::to_string(l));
+    const size_t b = num_params_;
     LayerOffsets o{};
-    o.attention_norm = add(p + "attention_norm", 1, H, false);
-    o.wq = add(p + "attention.wq", H, qd, true);
-    o.wk = add(p + "attention.wk", H, kvd, true);
-    o.wv = add(p + "attention.wv", H, kvd, true);
-    o.wo = add(p + "attention.wo", qd, H, true);
-    o.ffn_norm = add(p + "ffn_norm", 1, H, false);
-    o.w1 = add(p + "feed_forward.w1", H, F, true);
-    o.w3 = add(p + "feed_forward.w3", H, F, true);
-    o.w2 = add(p + "feed_forward.w2", F, H, true);
+    o.attention_norm = add(p + "attention_norm", 1, H, false) - b;
+    o.wq = add(p + "attention.wq", H, qd, true) - b;
+    o.wk = add(p + "attention.wk", H, kvd, true) - b;
+    o.wv = add(p + "attention.wv", H, kvd, true) - b;
+    o.wo = add(p + "attention.wo", qd, H, true) - b;
+    o.ffn_norm = add(p + "ffn_norm", 1, H, false) - b;
+    o.w1 = add(p + "feed_forward.w1", H, F, true) - b;
+    o.w3 = add(p + "feed_forward.w3", H, F, true) - b;
+    o.w2 = add(p + "feed_forward.w2", F, H, true) - b;
     layers_.push_back(o);
+    close_unit();
   }
-  norm_ = add("norm", 1, H, false);
-  output_ = add("output", H, m_.vocab, true);
+  open_unit("norm+output");
+  const size_t head = num_params_;
+  norm_ = add("norm", 1, H, false) - head;
+  output_ = add("output", H, m_.vocab, true) - head;
+  close_unit();
 }
 
 std::vector<float> Transformer::init(uint64_t seed) const {
@@ -177,55 +202,118 @@ std::vector<float> Transformer::init(uint64_t seed) const {
 }
 
 template <class T>
-double Transformer::forward_backward(const std::vector<T>& params, std::vector<T>& grads,
-                                     const int32_t* tokens, const int32_t* targets,
-                                     const int64_t* positions, int64_t c, double grad_scale,
-                                     const AttentionFnOf<T>& attention_forward,
-                                     const AttentionFnOf<T>& attention_backward) const {
+double Transformer::forward_backward(ParamAccess<T>& access, const TokenBatch& batch,
+                                     double grad_scale, const AttentionFnOf<T>& attention_forward,
+                                     const AttentionFnOf<T>& attention_backward,
+                                     Checkpointing checkpointing, size_t* held_activation_bytes,
+                                     PassTimes* times) const {
   using Mat = MatOf<T>;
   using CMap = Eigen::Map<const Mat>;
   using MMap = Eigen::Map<Mat>;
   const int H = m_.hidden, h = m_.heads, hkv = m_.kv_heads, d = m_.head_dim, F = m_.ffn_hidden,
-            V = m_.vocab;
-  auto W = [&](size_t off, int64_t rows, int64_t cols) { return CMap(params.data() + off, rows, cols); };
-  auto dW = [&](size_t off, int64_t rows, int64_t cols) { return MMap(grads.data() + off, rows, cols); };
+            V = m_.vocab, L = m_.layers;
+  const int64_t c = batch.c, n = batch.sequences, rows = n * c;  // rows: the batch's tokens
+  const int64_t hd = int64_t{h} * d, kvd = int64_t{hkv} * d;
+  const int head_unit = L + 1;
+  const int32_t* tokens = batch.tokens;
+  const int32_t* targets = batch.targets;
+  auto W = [](const T* unit, size_t off, int64_t r, int64_t k) { return CMap(unit + off, r, k); };
+  auto dW = [](T* unit, size_t off, int64_t r, int64_t k) { return MMap(unit + off, r, k); };
+  // Laps of one clock: each stretch of this call goes to the GEMMs (lin), the elementwise
+  // work (ew), or, for the attention calls and the collectives behind `access`, nowhere.
+  PassTimes unused;
+  PassTimes& pt = times ? *times : unused;
+  double* const lin = &pt.linear_s;
+  double* const ew = &pt.elementwise_s;
+  auto lap_start = std::chrono::steady_clock::now();
+  auto lap = [&](double* into) {
+    const auto now = std::chrono::steady_clock::now();
+    if (into) *into += std::chrono::duration<double>(now - lap_start).count();
+    lap_start = now;
+  };
+  auto gather = [&](int u) { lap(ew); const T* p = access.gather(u); lap(nullptr); return p; };
+  auto grads_of = [&](int u) { lap(ew); T* g = access.grads(u); lap(nullptr); return g; };
+  auto done = [&](int u, bool reduce) {
+    lap(ew);
+    if (reduce) access.reduce(u);
+    access.release(u);
+    lap(nullptr);
+  };
 
-  // ---- embedding: x [c][H]
-  Mat x(c, H);
-  for (int64_t i = 0; i < c; ++i) x.row(i) = W(tok_embeddings_, V, H).row(tokens[i]);
-
-  // ---- layers, forward
-  std::vector<LayerActs<T>> acts(static_cast<size_t>(m_.layers));
-  for (int l = 0; l < m_.layers; ++l) {
+  // SwiGLU intermediates of block l from its stored FFN input A.b.   u, g, s [rows][F]
+  auto swiglu = [&](int l, const T* p, LayerActs<T>& A) {
     const LayerOffsets& o = layers_[l];
-    LayerActs<T>& A = acts[l];
-    A.x = x;
-    rmsnorm_forward<T>(A.x, params.data() + o.attention_norm, A.a, A.r1);
-    Mat q = A.a * W(o.wq, H, int64_t{h} * d);      // [c][h d]
-    Mat k = A.a * W(o.wk, H, int64_t{hkv} * d);    // [c][h_kv d]
-    const Mat v = A.a * W(o.wv, H, int64_t{hkv} * d);
-    rope<T>(q, h, d, positions, T(1));
-    rope<T>(k, hkv, d, positions, T(1));
-    A.attn.q = to_heads<T>(q, h, d);
-    A.attn.k = to_heads<T>(k, hkv, d);
-    A.attn.v = to_heads<T>(v, hkv, d);
-    attention_forward(l, A.attn);  // out [h][c][d], lse [h][c]
-    A.o = from_heads<T>(A.attn.out, h, d, c);
-    A.x2 = A.x + A.o * W(o.wo, int64_t{h} * d, H);
-    rmsnorm_forward<T>(A.x2, params.data() + o.ffn_norm, A.b, A.r2);
-    A.u = A.b * W(o.w1, H, F);
-    A.g = A.b * W(o.w3, H, F);
+    A.u = A.b * W(p, o.w1, H, F);
+    A.g = A.b * W(p, o.w3, H, F);
+    lap(lin);
     A.s = (A.u.array() / (T(1) + (-A.u.array()).exp())).matrix().cwiseProduct(A.g);  // silu(u) g
-    x = A.x2 + A.s * W(o.w2, F, H);
-  }
+    lap(ew);
+  };
+  // Block l's forward from its stored input A.x with its parameters p: fills A and
+  // returns the block's output [rows][H].
+  auto layer_forward = [&](int l, const T* p, LayerActs<T>& A) -> Mat {
+    const LayerOffsets& o = layers_[l];
+    rmsnorm_forward<T>(A.x, p + o.attention_norm, A.a, A.r1);
+    lap(ew);
+    Mat q = A.a * W(p, o.wq, H, hd);    // [rows][h d]
+    Mat k = A.a * W(p, o.wk, H, kvd);   // [rows][h_kv d]
+    const Mat v = A.a * W(p, o.wv, H, kvd);
+    lap(lin);
+    rope<T>(q, h, d, batch.positions, c, T(1));
+    rope<T>(k, hkv, d, batch.positions, c, T(1));
+    A.attn.resize(static_cast<size_t>(n));
+    A.o.resize(rows, hd);
+    for (int64_t m = 0; m < n; ++m) {  // the ring joins one sequence at a time
+      LayerAttention<T>& t = A.attn[static_cast<size_t>(m)];
+      t.q = to_heads<T>(q, m * c, c, h, d);
+      t.k = to_heads<T>(k, m * c, c, hkv, d);
+      t.v = to_heads<T>(v, m * c, c, hkv, d);
+      lap(ew);
+      attention_forward(l, t);  // out [h][c][d], lse [h][c]
+      lap(nullptr);
+      from_heads<T>(t.out, h, d, c, A.o, m * c);
+    }
+    lap(ew);
+    A.x2 = A.x + A.o * W(p, o.wo, hd, H);
+    lap(lin);
+    rmsnorm_forward<T>(A.x2, p + o.ffn_norm, A.b, A.r2);
+    lap(ew);
+    swiglu(l, p, A);
+    Mat out = A.x2 + A.s * W(p, o.w2, F, H);
+    lap(lin);
+    return out;
+  };
 
-  // ---- head and loss: z [c][H], logits [c][V]
+  // ---- embedding: x [rows][H]
+  const T* pe = gather(0);
+  Mat x(rows, H);
+  for (int64_t i = 0; i < rows; ++i) x.row(i) = W(pe, tok_embeddings_, V, H).row(tokens[i]);
+  done(0, false);
+
+  // ---- layers, forward (each block gathered, run, released: resharded after forward)
+  std::vector<LayerActs<T>> acts(static_cast<size_t>(L));
+  size_t held = 0;
+  for (int l = 0; l < L; ++l) {
+    LayerActs<T>& A = acts[l];
+    A.x = std::move(x);
+    x = layer_forward(l, gather(l + 1), A);
+    done(l + 1, false);
+    if (checkpointing == Checkpointing::kFull) A.drop_all_but_input();
+    if (checkpointing == Checkpointing::kSelective) A.drop_ffn_intermediates();
+    held += A.bytes();
+  }
+  if (held_activation_bytes) *held_activation_bytes = held;
+
+  // ---- head and loss: z [rows][H], logits [rows][V]
+  const T* ph = gather(head_unit);
   Mat z;
   std::vector<T> rf;
-  rmsnorm_forward<T>(x, params.data() + norm_, z, rf);
-  Mat logits = z * W(output_, H, V);
+  rmsnorm_forward<T>(x, ph + norm_, z, rf);
+  lap(ew);
+  Mat logits = z * W(ph, output_, H, V);
+  lap(lin);
   double loss = 0;
-  for (int64_t i = 0; i < c; ++i) {  // logits become dlogits = (softmax - onehot) * scale
+  for (int64_t i = 0; i < rows; ++i) {  // logits become dlogits = (softmax - onehot) * scale
     auto row = logits.row(i);
     const T mx = row.maxCoeff();
     const double target_logit = row(targets[i]) - mx;
@@ -237,56 +325,84 @@ double Transformer::forward_backward(const std::vector<T>& params, std::vector<T
   }
 
   // ---- head, backward
-  dW(output_, H, V).noalias() += z.transpose() * logits;
-  const Mat dz = logits * W(output_, H, V).transpose();
-  Mat dx = Mat::Zero(c, H);
-  rmsnorm_backward<T>(x, rf, params.data() + norm_, dz, dx, grads.data() + norm_);
+  T* gh = grads_of(head_unit);
+  dW(gh, output_, H, V).noalias() += z.transpose() * logits;
+  const Mat dz = logits * W(ph, output_, H, V).transpose();
+  lap(lin);
+  Mat dx = Mat::Zero(rows, H);
+  rmsnorm_backward<T>(x, rf, ph + norm_, dz, dx, gh + norm_);
+  done(head_unit, true);
 
   // ---- layers, backward: dx is d(loss)/d(layer output)
-  for (int l = m_.layers - 1; l >= 0; --l) {
+  for (int l = L - 1; l >= 0; --l) {
     const LayerOffsets& o = layers_[l];
     LayerActs<T>& A = acts[l];
+    const T* p = gather(l + 1);
+    if (checkpointing == Checkpointing::kFull) (void)layer_forward(l, p, A);  // recompute
+    if (checkpointing == Checkpointing::kSelective) swiglu(l, p, A);
+    T* gp = grads_of(l + 1);
     // feed-forward: x3 = x2 + s w2
-    dW(o.w2, F, H).noalias() += A.s.transpose() * dx;
-    const Mat ds = dx * W(o.w2, F, H).transpose();  // [c][F]
+    dW(gp, o.w2, F, H).noalias() += A.s.transpose() * dx;
+    const Mat ds = dx * W(p, o.w2, F, H).transpose();  // [rows][F]
+    lap(lin);
     const Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> sig =
         T(1) / (T(1) + (-A.u.array()).exp());
     const Mat dg = (ds.array() * A.u.array() * sig).matrix();
     const Mat du = (ds.array() * A.g.array() * sig * (T(1) + A.u.array() * (T(1) - sig))).matrix();
-    dW(o.w1, H, F).noalias() += A.b.transpose() * du;
-    dW(o.w3, H, F).noalias() += A.b.transpose() * dg;
-    const Mat db = du * W(o.w1, H, F).transpose() + dg * W(o.w3, H, F).transpose();
+    lap(ew);
+    dW(gp, o.w1, H, F).noalias() += A.b.transpose() * du;
+    dW(gp, o.w3, H, F).noalias() += A.b.transpose() * dg;
+    const Mat db = du * W(p, o.w1, H, F).transpose() + dg * W(p, o.w3, H, F).transpose();
+    lap(lin);
     Mat dx2 = dx;
-    rmsnorm_backward<T>(A.x2, A.r2, params.data() + o.ffn_norm, db, dx2, grads.data() + o.ffn_norm);
+    rmsnorm_backward<T>(A.x2, A.r2, p + o.ffn_norm, db, dx2, gp + o.ffn_norm);
+    lap(ew);
     // attention: x2 = x + o wo
-    dW(o.wo, int64_t{h} * d, H).noalias() += A.o.transpose() * dx2;
-    A.attn.dout = to_heads<T>(dx2 * W(o.wo, int64_t{h} * d, H).transpose(), h, d);
-    attention_backward(l, A.attn);  // dq [h][c][d], dk, dv [h_kv][c][d]
-    Mat dq = from_heads<T>(A.attn.dq, h, d, c), dk = from_heads<T>(A.attn.dk, hkv, d, c);
-    const Mat dv = from_heads<T>(A.attn.dv, hkv, d, c);
-    rope<T>(dq, h, d, positions, T(-1));
-    rope<T>(dk, hkv, d, positions, T(-1));
-    dW(o.wq, H, int64_t{h} * d).noalias() += A.a.transpose() * dq;
-    dW(o.wk, H, int64_t{hkv} * d).noalias() += A.a.transpose() * dk;
-    dW(o.wv, H, int64_t{hkv} * d).noalias() += A.a.transpose() * dv;
-    const Mat da = dq * W(o.wq, H, int64_t{h} * d).transpose() +
-                   dk * W(o.wk, H, int64_t{hkv} * d).transpose() +
-                   dv * W(o.wv, H, int64_t{hkv} * d).transpose();
-    dx = dx2;
-    rmsnorm_backward<T>(A.x, A.r1, params.data() + o.attention_norm, da, dx,
-                     grads.data() + o.attention_norm);
+    dW(gp, o.wo, hd, H).noalias() += A.o.transpose() * dx2;
+    const Mat dout = dx2 * W(p, o.wo, hd, H).transpose();  // [rows][h d]
+    lap(lin);
+    Mat dq(rows, hd), dk(rows, kvd), dv(rows, kvd);
+    for (int64_t m = 0; m < n; ++m) {
+      LayerAttention<T>& t = A.attn[static_cast<size_t>(m)];
+      t.dout = to_heads<T>(dout, m * c, c, h, d);
+      lap(ew);
+      attention_backward(l, t);  // dq [h][c][d], dk, dv [h_kv][c][d]
+      lap(nullptr);
+      from_heads<T>(t.dq, h, d, c, dq, m * c);
+      from_heads<T>(t.dk, hkv, d, c, dk, m * c);
+      from_heads<T>(t.dv, hkv, d, c, dv, m * c);
+    }
+    rope<T>(dq, h, d, batch.positions, c, T(-1));
+    rope<T>(dk, hkv, d, batch.positions, c, T(-1));
+    lap(ew);
+    dW(gp, o.wq, H, hd).noalias() += A.a.transpose() * dq;
+    dW(gp, o.wk, H, kvd).noalias() += A.a.transpose() * dk;
+    dW(gp, o.wv, H, kvd).noalias() += A.a.transpose() * dv;
+    const Mat da = dq * W(p, o.wq, H, hd).transpose() + dk * W(p, o.wk, H, kvd).transpose() +
+                   dv * W(p, o.wv, H, kvd).transpose();
+    lap(lin);
+    dx = std::move(dx2);
+    rmsnorm_backward<T>(A.x, A.r1, p + o.attention_norm, da, dx, gp + o.attention_norm);
+    done(l + 1, true);
+    A = LayerActs<T>();  // this layer's activations are no longer needed
   }
 
   // ---- embedding, backward
-  for (int64_t i = 0; i < c; ++i) dW(tok_embeddings_, V, H).row(tokens[i]) += dx.row(i);
+  T* ge = grads_of(0);
+  for (int64_t i = 0; i < rows; ++i) dW(ge, tok_embeddings_, V, H).row(tokens[i]) += dx.row(i);
+  lap(ew);
+  access.reduce(0);
+  lap(nullptr);
   return loss;
 }
 
-template double Transformer::forward_backward<float>(
-    const std::vector<float>&, std::vector<float>&, const int32_t*, const int32_t*,
-    const int64_t*, int64_t, double, const AttentionFnOf<float>&, const AttentionFnOf<float>&) const;
-template double Transformer::forward_backward<double>(
-    const std::vector<double>&, std::vector<double>&, const int32_t*, const int32_t*,
-    const int64_t*, int64_t, double, const AttentionFnOf<double>&, const AttentionFnOf<double>&) const;
+template double Transformer::forward_backward<float>(ParamAccess<float>&, const TokenBatch&, double,
+                                                     const AttentionFnOf<float>&,
+                                                     const AttentionFnOf<float>&, Checkpointing,
+                                                     size_t*, PassTimes*) const;
+template double Transformer::forward_backward<double>(ParamAccess<double>&, const TokenBatch&,
+                                                      double, const AttentionFnOf<double>&,
+                                                      const AttentionFnOf<double>&, Checkpointing,
+                                                      size_t*, PassTimes*) const;
 
 }  // namespace rm::exec

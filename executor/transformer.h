@@ -17,6 +17,11 @@
 //   tok_embeddings [V][H]; per layer l "layers.l.": attention_norm [H], wq [H][h d],
 //   wk [H][h_kv d], wv [H][h_kv d], wo [h d][H], ffn_norm [H], w1 [H][F], w3 [H][F],
 //   w2 [F][H]; norm [H]; output [H][V].
+// The flat vector splits into FSDP units (units()), contiguous ranges as torchtitan wraps
+// them: the embedding, each TransformerBlock, and the final norm with the output head.
+// forward_backward() reads a unit's parameters and adds into its gradients only through
+// a ParamAccess, between gather and release, so FSDP (fsdp.h) can hold each unit
+// unsharded only while it runs.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +31,7 @@
 
 #include "executor/backend.h"
 #include "planner/model_spec.h"
+#include "planner/plan.h"
 
 namespace rm::exec {
 
@@ -44,6 +50,66 @@ template <class T>
 struct LayerAttention {
   std::vector<T> q, k, v, out, lse, dout, dq, dk, dv;
 };
+// One FSDP unit: parameters [begin, end) of the flat vector.
+struct ParamUnit {
+  std::string name;
+  size_t begin = 0, end = 0;
+  size_t size() const { return end - begin; }
+};
+
+// Where forward_backward() finds each unit's parameters and gradients. Within one call,
+// per unit u: gather(u) before its parameters are read (in the forward pass, and again in
+// the backward pass after a release), release(u) when they are no longer needed for now;
+// grads(u) once, before the first gradient is added (a unit-sized buffer indexed from the
+// unit's begin, zero or holding earlier sums), and reduce(u) after the last one.
+template <class T>
+class ParamAccess {
+ public:
+  virtual ~ParamAccess() = default;
+  virtual const T* gather(int unit) = 0;
+  virtual void release(int unit) = 0;
+  virtual T* grads(int unit) = 0;
+  virtual void reduce(int unit) = 0;
+};
+
+// The whole model in two flat vectors (one rank, no sharding): gather and grads point
+// into them, release and reduce do nothing; the gradients accumulate across calls.
+template <class T>
+class FullParams : public ParamAccess<T> {
+ public:
+  FullParams(const std::vector<ParamUnit>& units, const std::vector<T>& params, std::vector<T>& grads)
+      : units_(units), params_(params), grads_(grads) {}
+  const T* gather(int u) override { return params_.data() + units_[u].begin; }
+  void release(int) override {}
+  T* grads(int u) override { return grads_.data() + units_[u].begin; }
+  void reduce(int) override {}
+
+ private:
+  const std::vector<ParamUnit>& units_;
+  const std::vector<T>& params_;
+  std::vector<T>& grads_;
+};
+
+// One call's micro-batch: `sequences` sequences of this rank's c tokens each, stacked
+// ([sequences][c]: tokens, targets), at the global `positions` [c] (RoPE; the same for
+// every sequence).
+struct TokenBatch {
+  const int32_t* tokens = nullptr;
+  const int32_t* targets = nullptr;
+  const int64_t* positions = nullptr;
+  int64_t c = 0;
+  int sequences = 1;
+};
+
+// Where forward_backward()'s own compute went, added up over calls (seconds): the GEMMs
+// of the linear layers and the head, and the elementwise work around them (norms, RoPE,
+// SwiGLU's activation, softmax and loss, residual adds, layout copies). The attention
+// calls and the collectives behind the ParamAccess count in neither.
+struct PassTimes {
+  double linear_s = 0;
+  double elementwise_s = 0;
+};
+
 template <class T>
 using AttentionFnOf = std::function<void(int layer, LayerAttention<T>& t)>;
 using AttentionFn = AttentionFnOf<float>;
@@ -63,18 +129,42 @@ class Transformer {
   // Radford et al. 2019, section 2.3), norm gains 1.
   std::vector<float> init(uint64_t seed) const;
 
-  // One sequence's c tokens on this rank: `tokens` and `targets` (size c) at global
-  // `positions` (for RoPE). Adds grad_scale * d(sum of token losses)/d(params) into
-  // `grads` and returns the sum of the c tokens' cross-entropy losses (nats).
+  // FSDP units (see above): 0 the embedding, 1..layers the blocks, layers + 1 the head.
+  const std::vector<ParamUnit>& units() const { return units_; }
+
+  // A micro-batch's tokens on this rank (attention called once per sequence, layer and
+  // pass). Adds grad_scale * d(sum of token losses)/d(params) into the gradients of
+  // `params` and returns the sum of the tokens' cross-entropy losses (nats).
+  // `checkpointing` as Megatron-LM's recompute: kNone keeps every activation for the
+  // backward pass; kSelective drops the SwiGLU intermediates (w1 b, w3 b, silu(.) * .,
+  // [c][F] each) and recomputes them from the stored FFN input; kFull keeps only each
+  // layer's input and recomputes the whole layer, its ring attention forward included,
+  // before the layer's backward. The gradients do not depend on it (same arithmetic).
+  // `held_activation_bytes`, when given, receives the bytes of activations stored for the
+  // backward pass at the end of the forward pass (the peak of what is kept across layers);
+  // `times`, when given, gets this call's compute added (PassTimes).
   // T is float (training) or double (the reference of run --verify).
+  template <class T>
+  double forward_backward(ParamAccess<T>& params, const TokenBatch& batch, double grad_scale,
+                          const AttentionFnOf<T>& attention_forward,
+                          const AttentionFnOf<T>& attention_backward,
+                          Checkpointing checkpointing = Checkpointing::kNone,
+                          size_t* held_activation_bytes = nullptr,
+                          PassTimes* times = nullptr) const;
+  // One sequence (c tokens at `positions`), all parameters and gradients in flat vectors.
   template <class T>
   double forward_backward(const std::vector<T>& params, std::vector<T>& grads,
                           const int32_t* tokens, const int32_t* targets,
                           const int64_t* positions, int64_t c, double grad_scale,
                           const AttentionFnOf<T>& attention_forward,
-                          const AttentionFnOf<T>& attention_backward) const;
+                          const AttentionFnOf<T>& attention_backward) const {
+    FullParams<T> access(units_, params, grads);
+    return forward_backward<T>(access, TokenBatch{tokens, targets, positions, c, 1}, grad_scale,
+                               attention_forward, attention_backward);
+  }
 
  private:
+  // Offsets within the layer's unit.
   struct LayerOffsets {
     size_t attention_norm, wq, wk, wv, wo, ffn_norm, w1, w3, w2;
   };
@@ -82,7 +172,8 @@ class Transformer {
   ModelSpec m_;
   std::vector<ParamTensor> tensors_;
   std::vector<LayerOffsets> layers_;
-  size_t tok_embeddings_ = 0, norm_ = 0, output_ = 0;
+  std::vector<ParamUnit> units_;
+  size_t tok_embeddings_ = 0, norm_ = 0, output_ = 0;  // within their units
   size_t num_params_ = 0;
 };
 

@@ -341,4 +341,18 @@ ElementwiseBytes elementwise_bytes_per_token(const ModelSpec& m, int element_byt
   return b;
 }
 
+TokenStepWork token_step_work(const ModelSpec& m, Checkpointing ckpt, int element_bytes) {
+  const LinearFlops lf = linear_flops_per_token(m);
+  const ElementwiseBytes ewb = elementwise_bytes_per_token(m, element_bytes);
+  const double recompute_ew = ckpt == Checkpointing::kFull ? 1.0 : 0.0;
+  TokenStepWork w;
+  w.gemm_flops = m.layers * (lf.layer() * (1 + kLinearBackwardFactor) +
+                             linear_recompute_flops_per_token(m, ckpt)) +
+                 3 * lf.logits;
+  w.elementwise_bytes =
+      m.layers * ewb.layer_fwd * (1 + kElementwiseBackwardFactor + recompute_ew) + ewb.loss_fwd +
+      ewb.loss_bwd;
+  return w;
+}
+
 }  // namespace rm

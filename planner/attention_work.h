@@ -128,4 +128,17 @@ inline constexpr double kElementwiseBackwardFactor = 2.0;
 // (a whole forward ring pass) is counted by the cost model from RingAttentionWork.
 double linear_recompute_flops_per_token(const ModelSpec& m, Checkpointing ckpt);
 
+// What the cost model charges per token for a forward and backward pass of the whole
+// model outside the attention kernel (cost_model.cc: layer_times' linear_fwd/linear_bwd
+// summed over the layers, and the logits term): GEMM FLOPs (layers' forward, backward
+// kLinearBackwardFactor x forward, the recompute of `ckpt`; logits 3 x forward) and
+// elementwise bytes (layers' forward x (1 + kElementwiseBackwardFactor, + 1 recomputed
+// under full); loss forward + backward). The executor labels its measured linear and
+// elementwise time with these, so calibration fits the cost model's own rates.
+struct TokenStepWork {
+  double gemm_flops = 0;
+  double elementwise_bytes = 0;
+};
+TokenStepWork token_step_work(const ModelSpec& m, Checkpointing ckpt, int element_bytes);
+
 }  // namespace rm

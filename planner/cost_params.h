@@ -14,6 +14,9 @@
 namespace rm {
 
 inline constexpr int kLinkClassCount = 7;  // LinkClass enumerators
+// Adam's update moves per parameter: read and write the fp32 master, m and v (24 B), the
+// bf16 param, read the bf16 grad (6 B).
+inline constexpr double kOptimizerBytesPerParam = 30;
 
 struct LinkOverride {
   double alpha_s = 0;           // end-to-end latency of one message; 0 = sum of route latencies
@@ -72,9 +75,14 @@ struct CostParams {
     if (attention.merge_bytes <= 0) return 0;  // the kernel merges in place: no slice either
     return attention.merge_bytes + (sliced ? attention.slice_merge_bytes : 0);
   }
-  // Adam update of `params` parameters: read and write the fp32 master, m and v (24 B)
-  // and the bf16 param, read the bf16 grad (6 B): memory bound.
-  double optimizer_s(double params) const { return 30 * params / hbm_bytes_per_s; }
+  // The optimizer's rate over kOptimizerBytesPerParam; 0 = memory bound at
+  // hbm_bytes_per_s (a calibrated profile sets it where the update is not, as on a CPU).
+  double optimizer_bytes_per_s = 0;
+  // Adam update of `params` parameters.
+  double optimizer_s(double params) const {
+    return kOptimizerBytesPerParam * params /
+           (optimizer_bytes_per_s > 0 ? optimizer_bytes_per_s : hbm_bytes_per_s);
+  }
 };
 
 }  // namespace rm

@@ -99,6 +99,11 @@ Profile parse_profile(const std::string& yaml_text, const std::string& source) {
     links.finish();
     p.overlap_interference = par.number("overlap_interference", Range::between(1, 1e3));
     p.transfer_overlap = par.number("transfer_overlap", Range{0, false, 1, false});
+    if (par.has("hbm_bytes_per_s"))
+      p.hbm_bytes_per_s = par.number("hbm_bytes_per_s", Range::above_up_to(0, kMaxGbPerS * kGB));
+    if (par.has("optimizer_bytes_per_s"))
+      p.optimizer_bytes_per_s =
+          par.number("optimizer_bytes_per_s", Range::above_up_to(0, kMaxGbPerS * kGB));
     par.finish();
   }
   if (top.has("fits")) {
@@ -164,6 +169,12 @@ std::string profile_to_yaml_string(const Profile& p) {
       << YAML::Comment("compute time while transfers run over compute time alone");
   out << YAML::Key << "transfer_overlap" << YAML::Value << p.transfer_overlap
       << YAML::Comment("share of a transfer that proceeds while computing (0..1)");
+  if (p.hbm_bytes_per_s > 0)
+    out << YAML::Key << "hbm_bytes_per_s" << YAML::Value << p.hbm_bytes_per_s
+        << YAML::Comment("memory-bound (elementwise) ops");
+  if (p.optimizer_bytes_per_s > 0)
+    out << YAML::Key << "optimizer_bytes_per_s" << YAML::Value << p.optimizer_bytes_per_s
+        << YAML::Comment("optimizer update, over 30 bytes per parameter");
   out << YAML::EndMap;
   out << YAML::Key << "fits" << YAML::Value << YAML::BeginMap;
   for (const auto& [name, q] : p.fits) {
@@ -248,6 +259,8 @@ void apply_profile(const Profile& p, CostParams& params) {
   params.gemm_efficiency = p.gemm_efficiency * rescale;
   params.overlap_interference = p.overlap_interference;
   params.transfer_overlap = p.transfer_overlap;
+  if (p.hbm_bytes_per_s > 0) params.hbm_bytes_per_s = p.hbm_bytes_per_s;
+  if (p.optimizer_bytes_per_s > 0) params.optimizer_bytes_per_s = p.optimizer_bytes_per_s;
   for (const auto& [cls, l] : p.links)
     params.links[static_cast<int>(cls)] = {l.alpha_s, l.beta_bytes_per_s};
 }

@@ -19,6 +19,10 @@
 //     overlap_interference: 1.05   # compute slowdown while transfers run (>= 1)
 //     transfer_overlap: 0.0        # share of a transfer that proceeds during compute
 //                                  # (1: DMA engines / NCCL; ~0: MPI without progress)
+//     hbm_bytes_per_s: 3.0e9       # optional: memory-bound (elementwise) ops' rate
+//     optimizer_bytes_per_s: 1.0e9 # optional: the optimizer's rate over
+//                                  # kOptimizerBytesPerParam (both fitted from the
+//                                  # records of `train` / `run` of step plans)
 //   fits:                          # per fitted curve; residuals relative, as fractions
 //     attention_forward: {points: 24, r2: 0.99, mape: 0.03, mean_residual: 0.0,
 //                         max_abs_residual: 0.08, p90_abs_residual: 0.05}
@@ -63,8 +67,11 @@ struct Profile {
   std::map<LinkClass, LinkParams> links;
   double overlap_interference = 1;
   double transfer_overlap = 1;
+  double hbm_bytes_per_s = 0;        // 0 = not calibrated (the topology's is used)
+  double optimizer_bytes_per_s = 0;  // 0 = not calibrated (memory bound at hbm_bytes_per_s)
   // Fitted curve name ("attention_forward", "attention_backward", "gemm",
-  // "link_shared-memory", "interference", "transfer_overlap") -> how well it fits.
+  // "link_shared-memory", "interference", "transfer_overlap", "elementwise", "optimizer")
+  // -> how well it fits.
   std::map<std::string, FitQuality> fits;
   std::vector<std::string> sources;
 };

@@ -68,6 +68,8 @@ Profile fit_profile(const std::vector<CalibrationRecord>& records, const Topolog
   std::vector<KernelSample> alone;
   std::vector<std::pair<KernelSample, double>> overlapped;  // sample, measured seconds
   std::vector<GemmSample> gemms;
+  // Memory-bound work: seconds at the topology's HBM rate, and measured.
+  std::vector<std::pair<double, double>> elementwise, optimizer;
   std::map<LinkClass, std::vector<TransferSample>> pure;
   struct Busy { LinkClass cls; double bytes, compute, exposed, span; };
   std::vector<Busy> busy;
@@ -92,8 +94,12 @@ Profile fit_profile(const std::vector<CalibrationRecord>& records, const Topolog
           overlapped.push_back({s, m->seconds});
         else
           alone.push_back(s);
-      } else if (m->kind == "gemm" && m->flops > 0) {
+      } else if ((m->kind == "gemm" || m->kind == "linear") && m->flops > 0) {
         gemms.push_back({m->flops, m->seconds});
+      } else if (m->kind == "elementwise" && m->bytes > 0) {
+        elementwise.push_back({m->bytes / topo.gpu.hbm_bytes_per_s, m->seconds});
+      } else if (m->kind == "optimizer" && m->bytes > 0) {
+        optimizer.push_back({m->bytes / topo.gpu.hbm_bytes_per_s, m->seconds});
       } else if (m->kind == "recv" && m->bytes > 0 && m->peer >= 0) {
         double compute = 0, last_end = -1;
         double bytes = 0;  // all messages arriving in this span share the link
@@ -184,9 +190,27 @@ Profile fit_profile(const std::vector<CalibrationRecord>& records, const Topolog
     p.gemm_efficiency = g.efficiency;
     p.fits["gemm"] = g.quality;
   } else {
-    note("no gemm records: gemm_efficiency kept from the topology (" +
+    note("no gemm or linear records: gemm_efficiency kept from the topology (" +
          std::to_string(p.gemm_efficiency) + ")");
   }
+  // Elementwise and optimizer rates: measured = factor x (bytes / topology's HBM rate).
+  auto rate = [&](const std::vector<std::pair<double, double>>& samples, const char* name,
+                  double& out) {
+    if (samples.empty()) {
+      note(std::string("no ") + name + " records: its rate kept from the topology's hbm_bytes_per_s");
+      return;
+    }
+    std::vector<double> at_hbm, measured;
+    for (const auto& [x, sec] : samples) {
+      at_hbm.push_back(x);
+      measured.push_back(sec);
+    }
+    const ScaleFit f = fit_scale(at_hbm, measured);
+    out = topo.gpu.hbm_bytes_per_s / f.factor;
+    p.fits[name] = f.quality;
+  };
+  rate(elementwise, "elementwise", p.hbm_bytes_per_s);
+  rate(optimizer, "optimizer", p.optimizer_bytes_per_s);
 
   for (const auto& [cls, samples] : pure) {
     std::set<double> sizes;

@@ -16,7 +16,12 @@
 //                   (forward ones; backward ones too when some ran alone). Where every
 //                   backward record had a transfer in flight (ring runs), the backward
 //                   factor is fitted on them over curve x interference.
-//   gemm            gemm records (calibration benchmarks only)
+//   gemm            gemm records (calibration benchmarks) and linear records (a training
+//                   step's GEMMs, with the FLOPs the cost model counts for them)
+//   elementwise     elementwise records (a step's memory-bound work, with the bytes the
+//                   cost model counts): hbm_bytes_per_s
+//   optimizer       optimizer records (bytes = kOptimizerBytesPerParam x parameters
+//                   updated): optimizer_bytes_per_s
 //   links           recv records with no compute inside their span (pure transfers), per
 //                   link class of the route peer -> rank on the topology's fabric
 //   transfer overlap recv records with compute inside their span: how much of the
@@ -40,12 +45,13 @@ struct CalibrationRecord {
   int rank = 0;
   int iteration = 0;
   std::string kind;  // "attention_forward", "attention_backward", "accumulate", "gemm",
-                     // "send", "recv"; other kinds are ignored
+                     // "linear", "elementwise", "optimizer", "send", "recv"; other kinds
+                     // are ignored
   int block_q = 0;   // tile sizes and head dim of attention records
   int block_kv = 0;
   int head_dim = 0;
   double flops = 0;  // executed (a backward's: kBackwardFlopsFactor x its forward's)
-  double bytes = 0;  // send, recv
+  double bytes = 0;  // send, recv, elementwise, optimizer
   int peer = -1;     // send, recv: the other rank
   double start = 0;  // seconds on the rank's clock
   double seconds = 0;

@@ -2,9 +2,11 @@
 # `ringmaster train`: for the same seed and data, the loss of every step of the first 20
 # with 2 and 4 ranks matches the 1-rank run within 1e-4 relative, for each ring schedule
 # (flat, bidirectional), load balance (zigzag, striped, contiguous), data parallelism,
-# micro-batches and gradient accumulation: the ranks' ring attention, all-reduce and
-# batch split change nothing but fp32 rounding. Every run takes 4 sequences of 128 tokens
-# per step (--batch-tokens 512).
+# micro-batches and gradient accumulation, with the model state sharded (FSDP, the
+# default) and replicated (--sharding ddp), and under each activation checkpointing
+# policy: the ranks' ring attention, collectives, recomputation and batch split change
+# nothing but fp32 rounding. Every run takes 4 sequences of 128 tokens per step
+# (--batch-tokens 512).
 # Usage: train_equivalence.sh <ringmaster> <source-dir>.
 set -u
 bin=$1
@@ -15,7 +17,9 @@ need python3 "compares the JSON lines"
 data=$src/data/public_domain.txt
 steps=20
 
-# train_losses <name> <plan options...>: plans tiny on cpu-local, trains, keeps the JSON lines.
+# train_losses <name> <plan options...>: plans tiny on cpu-local, trains (with $train_opts),
+# keeps the JSON lines.
+train_opts=""
 train_losses() {
   local name=$1
   shift
@@ -24,7 +28,8 @@ train_losses() {
     fail "$name: plan $* failed: $(cat "$tmp/$name.plan.err")"
     return
   fi
-  if ! "$bin" train --plan "$tmp/$name.yaml" --data "$data" --steps $steps --seed 7 \
+  # shellcheck disable=SC2086  # train_opts is a list of words
+  if ! "$bin" train --plan "$tmp/$name.yaml" --data "$data" --steps $steps --seed 7 $train_opts \
       --format json >"$tmp/$name.jsonl" 2>"$tmp/$name.err"; then
     fail "$name: train exited non-zero: $(tail -3 "$tmp/$name.err")"
   fi
@@ -36,6 +41,11 @@ train_losses dp2 --gpus 2 --cp 1 --micro-batch 2
 train_losses zigzag4 --gpus 4 --cp 4 --schedule flat --load-balance zigzag --micro-batch 1
 train_losses bidir4 --gpus 4 --cp 4 --schedule bidirectional --load-balance striped --micro-batch 2
 train_losses cp2dp2 --gpus 4 --cp 2 --schedule flat --load-balance contiguous --micro-batch 1
+train_losses full2 --gpus 2 --cp 2 --schedule flat --load-balance zigzag --micro-batch 1 --checkpointing full
+train_losses selective4 --gpus 4 --cp 2 --schedule flat --load-balance zigzag --micro-batch 2 --checkpointing selective
+train_opts="--sharding ddp"
+train_losses ddp4 --gpus 4 --cp 2 --schedule flat --load-balance zigzag --micro-batch 1
+train_opts=""
 
 python3 - "$tmp" $steps <<'PY' || fail "losses differ (above)"
 import json, sys
@@ -53,7 +63,7 @@ if not bad:
     print(f"1 rank: loss {ref[0]:.4f} at step 1 -> {ref[-1]:.4f} at step {steps}")
     bad = not ref[-1] < ref[0] - 0.5
     if bad: print("the 1-rank loss did not fall by 0.5 nats")
-for name in ["zigzag2", "dp2", "zigzag4", "bidir4", "cp2dp2"]:
+for name in ["zigzag2", "dp2", "zigzag4", "bidir4", "cp2dp2", "full2", "selective4", "ddp4"]:
     got = losses(name)
     if ref is None or got is None or len(got) != steps:
         print(f"{name}: {0 if got is None else len(got)} steps, want {steps}"); bad = True; continue
@@ -65,5 +75,19 @@ PY
 # The plans really differ in what the equivalence is about.
 grep -q "grad_accum: 4" "$tmp/zigzag2.yaml" 2>/dev/null || fail "zigzag2 plan has no gradient accumulation"
 grep -q "micro_batch: 2" "$tmp/dp2.yaml" 2>/dev/null || fail "dp2 plan has no micro-batch of 2"
+grep -q "checkpointing: full" "$tmp/full2.yaml" 2>/dev/null || fail "full2 plan has no full checkpointing"
+grep -q "model state sharded over all 4 ranks (FSDP" "$tmp/cp2dp2.err" || fail "cp2dp2 did not shard (FSDP)"
+grep -q "model state replicated on every rank (DDP" "$tmp/ddp4.err" || fail "ddp4 did not replicate"
+# FSDP holds a quarter of the model state on each of 4 ranks (units padded to 4 shards).
+python3 - "$tmp" <<'PY' || fail "memory per rank (above)"
+import re, sys
+def state(name):
+    m = re.search(r"per rank: model state ([0-9.]+) MiB \(replicated: ([0-9.]+) MiB\)", open(f"{sys.argv[1]}/{name}.err").read())
+    return float(m.group(1)), float(m.group(2))
+fsdp, whole = state("cp2dp2")
+ddp, _ = state("ddp4")
+print(f"model state per rank: FSDP over 4 ranks {fsdp:.2f} MiB, DDP {ddp:.2f} MiB (whole model {whole:.2f} MiB)")
+sys.exit(0 if abs(ddp - whole) < 0.01 and fsdp < whole / 4 * 1.01 else 1)
+PY
 echo "train_equivalence: $failures failed"
 [[ $failures -eq 0 ]]

@@ -69,3 +69,46 @@ TEST_CASE("fit_profile: ring-run records where every backward kernel has a trans
 }
 
 }  // namespace rm
+
+namespace rm {
+
+TEST_CASE("fit_profile: a training step's linear, elementwise and optimizer records set their rates") {
+  const Topology topo = load_topology("cpu-local");
+  std::vector<CalibrationRecord> records;
+  auto add = [&](int it, const char* kind, double flops, double bytes, double seconds) {
+    CalibrationRecord m;
+    m.iteration = it;
+    m.kind = kind;
+    m.flops = flops;
+    m.bytes = bytes;
+    m.seconds = seconds;
+    records.push_back(m);
+  };
+  // A kernel alone, so the attention curve has something to fit.
+  add(0, "attention_forward", 1e8, 0, 1e8 / (kPeak * 0.3));
+  records.back().block_q = records.back().block_kv = 64;
+  records.back().head_dim = kD;
+  for (int it = 0; it < 3; ++it) {
+    const double scale = 1 + it;  // steps of different sizes, one rate each
+    add(it, "linear", 4e9 * scale, 0, 4e9 * scale / (kPeak * 0.5));
+    add(it, "elementwise", 0, 2e8 * scale, 2e8 * scale / 3e9);
+    add(it, "optimizer", 0, 3e7 * scale, 3e7 * scale / 5e8);
+    add(it, "step", 0, 0, 1.0);  // ignored by the fit
+  }
+  std::vector<std::string> notes;
+  const Profile p = fit_profile(records, topo, {"host", "test cpu", 2, "cpu"}, {"test"}, &notes);
+  CHECK(p.gemm_efficiency == doctest::Approx(0.5).epsilon(1e-6));
+  CHECK(p.hbm_bytes_per_s == doctest::Approx(3e9).epsilon(1e-6));
+  CHECK(p.optimizer_bytes_per_s == doctest::Approx(5e8).epsilon(1e-6));
+  CHECK(p.fits.at("elementwise").points == 3);
+  CHECK(p.fits.at("optimizer").points == 3);
+  CostParams params = CostParams::from_topology(topo);
+  apply_profile(p, params);
+  CHECK(params.optimizer_s(1e6) == doctest::Approx(30e6 / 5e8).epsilon(1e-6));
+  // A profile written and read back keeps both rates.
+  const Profile back = parse_profile(profile_to_yaml_string(p), "p.yaml");
+  CHECK(back.hbm_bytes_per_s == doctest::Approx(3e9).epsilon(1e-6));
+  CHECK(back.optimizer_bytes_per_s == doctest::Approx(5e8).epsilon(1e-6));
+}
+
+}  // namespace rm

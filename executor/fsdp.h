@@ -1,0 +1,105 @@
+// The model state of `ringmaster train` sharded over data-parallel ranks, as PyTorch FSDP
+// (ZeRO-3, Rajbhandari et al. 2020) keeps it: each FSDP unit of the model (transformer.h:
+// the embedding, each block, the head) is one flat vector, like FSDP's FlatParameter,
+// padded to a multiple of the shard group's size S and split into S equal shards; a rank
+// keeps only its shard of the parameters, of the gradients and of AdamW's m and v.
+//
+// As a ParamAccess (what the transformer reads through): gather(u) all-gathers the unit
+// into a temporary unsharded buffer (MPI_Allgather), release(u) frees it (the blocks are
+// resharded after forward and gathered again for backward, FSDP's FULL_SHARD, which the
+// planner prices); grads(u) hands out a zeroed unsharded gradient buffer, and reduce(u)
+// reduce-scatters it (MPI_Reduce_scatter_block, sum) into this rank's gradient shard and
+// frees it. So the gradients of a step's micro-steps accumulate in the shard.
+//
+// Two communicators make the layout: `shard` (the ranks a unit is split over) and
+// `replica` (ranks holding the same shard, whose gradient shards finish_gradients()
+// all-reduces). FSDP over all ranks is (world, self); "ddp", the replicated layout, is
+// (self, world): a shard is then the whole model and the one all-reduce is DDP's (HSDP,
+// PyTorch's HYBRID_SHARD, would be the pair in between).
+//
+// Collectives block, so all their time is exposed; each one is recorded (measurements.h:
+// kind "all_gather" or "reduce_scatter", bytes = this rank's unsharded unit, layer = the
+// unit index). Every rank of the shard group calls the same units in the same order.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "executor/adamw.h"
+#include "executor/measurements.h"
+#include "executor/transformer.h"
+#include "executor/watchdog.h"
+
+namespace rm::exec {
+
+enum class Sharding { kFsdp, kDdp };
+
+class FsdpParams : public ParamAccess<float> {
+ public:
+  // `full` is the whole model's parameters (the same on every rank); this rank keeps its
+  // shard of them and zero gradients. Records' start times count from MPI_Wtime() = `epoch`.
+  FsdpParams(const Transformer& model, Sharding sharding, const std::vector<float>& full,
+             Watchdog* watchdog, double epoch);
+  ~FsdpParams() override;
+  FsdpParams(const FsdpParams&) = delete;
+  FsdpParams& operator=(const FsdpParams&) = delete;
+
+  const float* gather(int unit) override;
+  void release(int unit) override;
+  float* grads(int unit) override;
+  void reduce(int unit) override;
+
+  int shard_ranks() const { return shard_size_; }
+  // This rank's shards (local layout: unit after unit, each unit's shard padded).
+  std::vector<float>& params() { return params_; }
+  std::vector<float>& grads() { return grads_; }
+  // Where weight decay applies in the local layout (padding excluded).
+  const std::vector<AdamWSegment>& segments() const { return segments_; }
+
+  void zero_grads();
+  // After the step's last reduce: sums the gradient shards over the replica group.
+  void finish_gradients();
+  // The global squared gradient norm (collective over the shard group).
+  double grad_squared_norm() const;
+  // The full vector from every rank's `local` shards (collective over the shard group;
+  // every rank returns it), and the local shards of a full vector.
+  std::vector<float> unshard(const std::vector<float>& local);
+  std::vector<float> shard(const std::vector<float>& full) const;
+
+  // Bytes of model state this rank holds for good (parameter and gradient shards), and
+  // the most held at once in unsharded unit buffers since the last reset_peak().
+  size_t sharded_bytes() const { return (params_.size() + grads_.size()) * sizeof(float); }
+  size_t peak_unsharded_bytes() const { return peak_unsharded_; }
+  void reset_peak() { peak_unsharded_ = unsharded_; }
+  // Seconds spent in collectives since the last take_records(), and their records.
+  double comm_s() const { return comm_s_; }
+  void set_step(int step) { step_ = step; }
+  std::vector<Measurement> take_records();
+
+ private:
+  struct Unit {
+    size_t begin = 0, size = 0;  // in the full vector
+    size_t shard = 0;            // elements per shard (size padded / shard group size)
+    size_t local = 0;            // where this rank's shard starts in params_ / grads_
+  };
+  void record(const char* kind, int unit, double t0);
+  void hold(std::vector<float>& buffer, size_t n);
+  void drop(std::vector<float>& buffer);
+  std::vector<Unit> units_;
+  MPI_Comm shard_comm_ = MPI_COMM_NULL, replica_comm_ = MPI_COMM_NULL;
+  int shard_size_ = 1, shard_rank_ = 0, world_rank_ = 0;
+  std::vector<float> params_, grads_;
+  std::vector<AdamWSegment> segments_;
+  std::vector<std::vector<float>> gathered_, unsharded_grads_;  // per unit, while held
+  size_t unsharded_ = 0, peak_unsharded_ = 0;  // bytes
+  Watchdog* watchdog_;
+  double epoch_;
+  double comm_s_ = 0;
+  int step_ = 0;
+  std::vector<Measurement> records_;
+};
+
+}  // namespace rm::exec
