@@ -15,6 +15,10 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
   const PlanChoice& c = plan.choice;
   MegatronArgs a;
   a.world_size = plan.job.gpus;
+  // Tensor parallelism always with sequence parallelism, as the plan priced it
+  // (tensor_parallel.h).
+  a.tp = c.tp;
+  a.sequence_parallel = c.tp > 1;
   a.cp = c.cp;
   a.dp = c.dp;
   if (c.cp > 1) a.cp_comm_type = cp_comm_type(c.strategy);  // plan.h: Megatron's names
