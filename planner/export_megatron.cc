@@ -140,7 +140,7 @@ std::string megatron_export(const Plan& plan, const ModelSpec& model, int gpus_p
          "# optimizer and the model's norm / position embedding; the attention kernel picks its own tiles).\n";
   if (plan.job.gpus > 1)
     out += "# Megatron-FSDP: leave CUDA_DEVICE_MAX_CONNECTIONS unset (its checks want more than 1).\n";
-  out += placement_comment(plan, gpus_per_node, "Megatron's rank order tp-cp-ep-dp-pp, TP 1");
+  out += placement_comment(plan, gpus_per_node, "Megatron's rank order tp-cp-ep-dp-pp, TP " + std::to_string(plan.choice.tp));
   out += megatron_command_line(megatron_args(plan, model)) + "\n";
   return out;
 }
