@@ -119,6 +119,7 @@ void run_tune(TuneOptions o, bool workload_given) {
   ResolvedJob r = resolve_job(o.job, o.job.gpus);
   // The plan is for `ringmaster run`, whose backends execute the p2p ring.
   if (!r.pins.cp_comm_type) r.pins.cp_comm_type = Strategy::kRing;
+  if (!r.pins.tp) r.pins.tp = 1;  // nor tensor parallelism yet
   Planner planner(r.model, *r.fabric, r.cost);
   const Plan best = planner.plan(r.job, r.pins);
   const std::vector<Plan> alts = runners_up(planner, r, best, o.runners_up);

@@ -40,7 +40,10 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   pins->add_option("--cp-comm-type", o.cp_comm_type,
                    "context-parallel kind (Megatron's --cp-comm-type): p2p (ring), all_gather (K,V "
                    "all-gather, Llama 3) or a2a (Ulysses)");
-  pins->add_option("--cp", o.cp, "context-parallel size (cp); dp = gpus / cp");
+  pins->add_option("--tp", o.tp,
+                   "tensor-parallel size with sequence parallelism, inside a node (Megatron's "
+                   "--tensor-model-parallel-size; searched over 1, 2, 4, 8)");
+  pins->add_option("--cp", o.cp, "context-parallel size (cp); dp = gpus / (tp x cp)");
   pins->add_option("--schedule", o.schedule,
                    "flat, bidirectional or two-level (ring schedules; 'hierarchical' is read as two-level)");
   pins->add_option("--order", o.order, "ring order: node-major, snake (rail-aware) or searched");
@@ -84,6 +87,7 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
       fail_input(kCommandLine, name, "must be in [1, " + std::to_string(hi) + "] (got " + std::to_string(*v) + ")");
     return v;
   };
+  p.tp = in_range(o.tp, "--tp", kMaxGpus);
   p.cp = in_range(o.cp, "--cp", kMaxGpus);
   p.block_q = in_range(o.block_q, "--block-q", kMaxBlockTokens);
   p.block_kv = in_range(o.block_kv, "--block-kv", kMaxBlockTokens);
@@ -105,6 +109,11 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   }
   if (p.cp && gpus % *p.cp != 0)
     fail_input(kCommandLine, "--cp", "must divide --gpus " + std::to_string(gpus) + " (got " + std::to_string(*p.cp) + ")");
+  if (p.tp && gpus % *p.tp != 0)
+    fail_input(kCommandLine, "--tp", "must divide --gpus " + std::to_string(gpus) + " (got " + std::to_string(*p.tp) + ")");
+  if (p.tp && p.cp && gpus % (int64_t{*p.tp} * *p.cp) != 0)
+    fail_input(kCommandLine, "--cp", "--tp x --cp must divide --gpus " + std::to_string(gpus) + " (got " +
+                                         std::to_string(*p.tp) + " x " + std::to_string(*p.cp) + ")");
   return r;
 }
 

@@ -31,7 +31,7 @@ struct JobOptions {
   double headroom = 0;       // share of GPU memory kept free (`plan --headroom`): fits means
                              // memory <= (1 - headroom) x the GPU's
   // Pins (unset = searched; a given 0 is refused, not taken as unset).
-  std::optional<int> cp;
+  std::optional<int> tp, cp;
   std::string cp_comm_type, schedule, order, load_balance, checkpointing;
   std::optional<int> block_q, block_kv, kv_subblocks, micro_batch;
 };
@@ -47,7 +47,7 @@ struct ResolvedJob {
 };
 
 // Adds --model --topology --batch-tokens --causal/--no-causal --workload --profile and the
-// pins (--cp-comm-type --cp --schedule --order --load-balance --block-q --block-kv --kv-subblocks
+// pins (--cp-comm-type --tp --cp --schedule --order --load-balance --block-q --block-kv --kv-subblocks
 // --checkpointing). `with_job_size` adds --gpus and --seq too (sweep has lists instead).
 void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size);
 

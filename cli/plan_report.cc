@@ -30,6 +30,43 @@ std::string baseline_name(Strategy s) {
   return "?";
 }
 
+// Why the pick has tensor parallelism: it against the best plan without (tp = 1).
+std::string why_tp(const Plan& plan) {
+  const Baseline& b = *plan.without_tp;
+  const Prediction& p = plan.predicted;
+  const PlanChoice& c = plan.choice;
+  Table t({{"why tp " + std::to_string(c.tp), "", Align::kLeft},
+           {"tp x cp x dp", "", Align::kRight},
+           {"ckpt", "", Align::kLeft},
+           {"mb", "seqs", Align::kRight},
+           {"fits", "", Align::kLeft},
+           {"memory", "GiB", Align::kRight},
+           {"throughput", "tokens/s", Align::kRight},
+           {"vs plan", "x", Align::kRight}});
+  t.add_row({"this plan", std::to_string(c.tp) + " x " + std::to_string(c.cp) + " x " + std::to_string(c.dp),
+             to_string(c.checkpointing), std::to_string(c.micro_batch), p.fits ? "yes" : "NO",
+             gib(p.memory_bytes_per_gpu), fixed(p.tokens_per_s, 0), "1.00"});
+  if (!b.feasible) {
+    t.add_row({"best with tp 1", "-", "-", "-", "no", "-", "-", "-"});
+    return t.render() + "  (" + b.why_not + ")\n";
+  }
+  t.add_row({std::string("best with tp 1 (") + cp_comm_type(b.strategy) + ")",
+             "1 x " + std::to_string(b.cp) + " x " + std::to_string(b.dp), to_string(b.checkpointing),
+             std::to_string(b.micro_batch), b.fits ? "yes" : "NO", gib(b.memory_bytes_per_gpu),
+             fixed(b.tokens_per_s, 0), p.tokens_per_s > 0 ? fixed(b.tokens_per_s / p.tokens_per_s, 2) : "-"});
+  std::string why;
+  if (!b.fits) why = "without tensor parallelism no plan fits (" + b.why_not + ")";
+  else
+    why = "tp " + std::to_string(c.tp) + " divides weights, optimizer states and (with sequence parallelism) "
+          "activations by " + std::to_string(c.tp) + ", so it needs " +
+          (b.checkpointing != c.checkpointing ? std::string("less recompute (") + to_string(c.checkpointing) +
+                                                     " instead of " + to_string(b.checkpointing) + ") and "
+                                               : std::string()) +
+          "a shorter ring: " + fixed((p.tokens_per_s / std::max(1.0, b.tokens_per_s) - 1) * 100, 1) +
+          " % more tokens/s";
+  return t.render() + "  " + why + "\n";
+}
+
 }  // namespace
 
 std::string overlap_threshold_table(const Topology& topo, const CostParams& cost, const ModelSpec& model) {
@@ -60,9 +97,15 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   const bool ring = c.strategy == Strategy::kRing;
   choice.add_row({"context parallelism (cp_comm_type)", std::string(cp_comm_type(c.strategy)) + " (" +
                                                             baseline_name(c.strategy) + ")"});
-  choice.add_row({"tp x cp x pp x dp", "1 x " + std::to_string(c.cp) + " x 1 x " + std::to_string(c.dp) +
-                                          " (tensor and pipeline parallelism: not searched yet)"});
-  choice.add_row({"sharding", std::string(kFsdpSharding) + " over all " + std::to_string(j.gpus) + " GPUs"});
+  choice.add_row({"tp x cp x pp x dp", std::to_string(c.tp) + " x " + std::to_string(c.cp) + " x 1 x " +
+                                          std::to_string(c.dp) + " (pipeline parallelism: not searched yet)"});
+  if (c.tp > 1) {
+    choice.add_row({"tensor parallelism", "tp " + std::to_string(c.tp) +
+                                              " inside a node, with sequence parallelism (rank order tp-cp-dp)"});
+  }
+  choice.add_row({"sharding", std::string(kFsdpSharding) + " over " +
+                                  (c.tp > 1 ? "each TP rank's " + std::to_string(j.gpus / c.tp) + " GPUs"
+                                            : "all " + std::to_string(j.gpus) + " GPUs")});
   choice.add_row({"schedule", ring ? to_string(c.schedule) : "-"});
   choice.add_row({"order", order_text(c)});
   choice.add_row({"load balance", to_string(c.load_balance)});
@@ -83,6 +126,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   pred.add_row({"linear compute", sig(p.linear_compute_s, 4), "s"});
   pred.add_row({"exposed comm", sig(p.exposed_comm_s, 4), "s"});
   pred.add_row({"  of which FSDP", sig(p.fsdp_exposed_s, 4), "s"});
+  if (c.tp > 1) pred.add_row({"  of which TP collectives", sig(p.tp_comm_s, 4), "s"});
   pred.add_row({"overlap threshold (this plan)", format_size(static_cast<int64_t>(p.overlap_threshold_tokens)),
                 "tokens per GPU (c = " + format_size(j.seq_len / std::max(1, c.cp)) + ")"});
   pred.add_row({"memory per GPU", gib(p.memory_bytes_per_gpu), "GiB of " + gib(topo.gpu.memory_bytes)});
@@ -111,6 +155,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
                   p.tokens_per_s > 0 ? fixed(b.tokens_per_s / p.tokens_per_s, 2) : "-", b.why_not});
   }
   out += base.render() + "\n";
+  if (plan.without_tp) out += why_tp(plan) + "\n";
   out += "Overlap thresholds of " + topo.name + " (peak FLOP/s over link bytes/s, Ring Attention Table 2):\n";
   out += overlap_threshold_table(topo, cost, model);
   return out;
@@ -140,7 +185,7 @@ std::vector<std::string> sweep_cells(const Plan& plan, const std::string& seq_as
   return {std::to_string(plan.job.gpus),
           seq_as_typed.empty() ? format_size(plan.job.seq_len) : seq_as_typed,
           cp_comm_type(c.strategy),
-          std::to_string(c.cp) + " x " + std::to_string(c.dp),
+          std::to_string(c.cp) + " x " + std::to_string(c.dp) + (c.tp > 1 ? ", tp " + std::to_string(c.tp) : ""),
           c.strategy == Strategy::kRing ? to_string(c.schedule) : "-",
           c.order_name,
           to_string(c.load_balance),

@@ -6,6 +6,7 @@
 
 #include "planner/collective_pattern.h"
 #include "planner/schedule.h"
+#include "planner/tensor_parallel.h"
 
 namespace rm {
 
@@ -48,7 +49,8 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 // The times of `n` sequences through a layer, one after another.
 LayerTimes scaled(LayerTimes t, int n) {
   for (double* x : {&t.attention_fwd, &t.attention_bwd, &t.attention_compute_fwd, &t.attention_compute,
-                    &t.ring_busy_fwd, &t.ring_busy_bwd, &t.linear_fwd, &t.linear_bwd}) {
+                    &t.ring_busy_fwd, &t.ring_busy_bwd, &t.linear_fwd, &t.linear_bwd, &t.tp_fwd,
+                    &t.tp_bwd}) {
     *x *= n;
   }
   return t;
@@ -193,7 +195,8 @@ const PatternCost& CostModel::ring_home_pattern(int cp, int dp, const std::vecto
   auto it = ring_home_.find(key);
   if (it != ring_home_.end()) return it->second;
   std::vector<UnitFlow> f;
-  for (int r = 0; r < dp; ++r)
+  const int rings = static_cast<int>(order.size()) / cp;  // dp, or tp·dp with tensor parallelism
+  for (int r = 0; r < rings; ++r)
     for (int i = 0; i < cp; ++i)
       f.push_back({order[r * cp + i], order[r * cp + ((i - hops) % cp + cp) % cp], 4.0, 0});
   return ring_home_.emplace(key, solve(fabric_, cost_, f, 1)[0]).first->second;
@@ -204,7 +207,8 @@ const PatternCost& CostModel::all_to_all_pattern(int cp, int dp, const std::vect
   auto it = all_to_all_.find(key);
   if (it != all_to_all_.end()) return it->second;
   std::vector<UnitFlow> f;
-  for (int r = 0; r < dp; ++r)
+  const int rings = static_cast<int>(order.size()) / cp;  // dp, or tp·dp with tensor parallelism
+  for (int r = 0; r < rings; ++r)
     for (int i = 0; i < cp; ++i)
       for (int j = 0; j < cp; ++j)
         if (i != j) f.push_back({order[r * cp + i], order[r * cp + j], 1.0, 0});
@@ -212,52 +216,86 @@ const PatternCost& CostModel::all_to_all_pattern(int cp, int dp, const std::vect
   return all_to_all_.emplace(key, p).first->second;
 }
 
-double CostModel::fsdp_collective_s(double bytes_per_gpu) {
-  const int G = fabric_.gpus();
-  if (G < 2) return 0;
-  if (!fsdp_ready_) {
-    // The two concurrent rings of collective_pattern.h over all GPUs: one per rail across
-    // nodes, one inside each node; each member's flow carries all its ring's shards.
-    std::vector<int> all(static_cast<size_t>(G));
-    for (int i = 0; i < G; ++i) all[static_cast<size_t>(i)] = i;
-    const std::vector<CollectiveRole> roles = collective_roles(fabric_, all);
-    std::vector<UnitFlow> f;
-    for (int i = 0; i < G; ++i) {
+const GroupCollective& CostModel::group_collective(const std::vector<std::vector<int>>& groups) {
+  auto it = collectives_.find(groups);
+  if (it != collectives_.end()) return it->second;
+  // The two concurrent rings of collective_pattern.h over each group's GPUs: one per rail
+  // across nodes, one inside each node; each member's flow carries all its ring's shards.
+  // The groups run at once (sharing links).
+  std::vector<UnitFlow> f;
+  GroupCollective gc;
+  for (const std::vector<int>& members : groups) {
+    const std::vector<CollectiveRole> roles = collective_roles(fabric_, members);
+    for (int i : members) {
       const CollectiveRole& r = roles[static_cast<size_t>(i)];
       if (r.rail_succ >= 0) f.push_back({i, r.rail_succ, r.rail_shards, 0});
       if (r.node_succ >= 0) f.push_back({i, r.node_succ, r.node_shards, 1});
     }
-    const std::vector<PatternCost> p = solve(fabric_, cost_, f, 2);
-    fsdp_rail_ = p[0];
-    fsdp_node_ = p[1];
-    fsdp_rail_steps_ = roles[0].rail_steps;
-    fsdp_node_steps_ = roles[0].node_steps;
-    fsdp_ready_ = true;
+    const CollectiveRole& first = roles[static_cast<size_t>(members.front())];
+    gc.rail_steps = std::max(gc.rail_steps, first.rail_steps);
+    gc.node_steps = std::max(gc.node_steps, first.node_steps);
   }
-  // Both rings at once; each flow pays one latency, the wait the slower ring's further
-  // step latencies (the simulator's collective_ring.h charges the same).
-  auto flows = [&](const PatternCost& p) { return p.time(bytes_per_gpu); };
-  auto steps = [&](const PatternCost& p, int n) {
-    return p.bottleneck_link < 0 ? 0.0 : (n - 1) * p.latency_s;
-  };
-  return std::max(flows(fsdp_rail_), flows(fsdp_node_)) +
-         std::max(steps(fsdp_rail_, fsdp_rail_steps_), steps(fsdp_node_, fsdp_node_steps_));
+  const std::vector<PatternCost> p = solve(fabric_, cost_, f, 2);
+  gc.rail = p[0];
+  gc.node = p[1];
+  return collectives_.emplace(groups, gc).first->second;
 }
 
-int CostModel::fsdp_bottleneck_link() {
-  fsdp_collective_s(1);
+double GroupCollective::time(double bytes_per_gpu) const {
+  // Both rings at once; each flow pays one latency, the wait the slower ring's further
+  // step latencies (the simulator's collective_ring.h charges the same).
+  auto steps = [](const PatternCost& p, int n) { return p.bottleneck_link < 0 ? 0.0 : (n - 1) * p.latency_s; };
+  return std::max(rail.time(bytes_per_gpu), node.time(bytes_per_gpu)) +
+         std::max(steps(rail, rail_steps), steps(node, node_steps));
+}
+
+int GroupCollective::bottleneck_link() const {
   // The link of the ring whose bandwidth term is the larger.
-  return fsdp_rail_.s_per_unit >= fsdp_node_.s_per_unit ? fsdp_rail_.bottleneck_link
-                                                        : fsdp_node_.bottleneck_link;
+  return rail.s_per_unit >= node.s_per_unit ? rail.bottleneck_link : node.bottleneck_link;
+}
+
+const GroupCollective& CostModel::fsdp_collective(int tp) {
+  const int G = fabric_.gpus();
+  auto it = fsdp_.find(tp);
+  if (it != fsdp_.end()) return *it->second;
+  // FSDP shards each TP rank's weights over its cp·dp GPUs (all GPUs when tp = 1); the
+  // groups do not depend on how those split into cp and dp.
+  return *(fsdp_[tp] = &group_collective(fsdp_groups(tp_order(tp, 1, G / tp), tp, 1)));
+}
+
+const GroupCollective& CostModel::tp_collective(int tp) {
+  const int G = fabric_.gpus();
+  auto it = tp_.find(tp);
+  if (it != tp_.end()) return *it->second;
+  return *(tp_[tp] = &group_collective(tp_groups(tp_order(tp, 1, G / tp), tp, 1)));
+}
+
+double CostModel::fsdp_collective_s(double bytes_per_gpu) {
+  return fabric_.gpus() < 2 ? 0 : fsdp_collective(1).time(bytes_per_gpu);
+}
+
+const ModelSpec& CostModel::shard(int tp) {
+  auto it = shards_.find(tp);
+  if (it != shards_.end()) return it->second;
+  return shards_.emplace(tp, tp_shard(model_, tp)).first->second;
 }
 
 std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {
   const int G = fabric_.gpus();
   const ModelSpec& m = model_;
   auto str = [](auto v) { return std::to_string(v); };
-  if (ch.cp < 1 || ch.dp < 1 || ch.cp * ch.dp != G)
-    return "cp x dp must equal the " + str(G) + " GPUs (cp " + str(ch.cp) + ", dp " + str(ch.dp) + ")";
+  if (ch.tp < 1 || ch.cp < 1 || ch.dp < 1 || int64_t{ch.tp} * ch.cp * ch.dp != G)
+    return "tp x cp x dp must equal the " + str(G) + " GPUs (tp " + str(ch.tp) + ", cp " + str(ch.cp) +
+           ", dp " + str(ch.dp) + ")";
   if (static_cast<int>(ch.order.size()) != G) return "the order must list all " + str(G) + " GPUs";
+  if (ch.tp > 1) {
+    const std::string why = tp_why_invalid(m, ch.tp, fabric_.topology().gpus_per_node);
+    if (!why.empty()) return why;
+    if (ch.order != tp_order(ch.tp, ch.cp, ch.dp))
+      return "with tp > 1 the order must be the tp-cp-dp rank order (TP innermost on NVLink)";
+    if (ch.strategy == Strategy::kRing && ch.schedule == Schedule::kTwoLevel)
+      return "a two-level ring runs with tp = 1 (its inner ring is the node's GPUs)";
+  }
   const int64_t need = ch.load_balance == LoadBalance::kZigzag ? 2 * int64_t{ch.cp} : ch.cp;
   if (job.seq_len % need != 0)
     return "sequence length " + str(job.seq_len) + " is not a multiple of " + str(need) + " (" +
@@ -298,18 +336,22 @@ std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {
   if (ch.micro_batch > 1 && job.workload != Workload::kStep)
     return "micro_batch > 1 applies to step workloads (sequences per micro-step)";
   if (ch.strategy == Strategy::kUlysses) {
-    if (m.heads % ch.cp != 0)
-      return "Ulysses needs cp to divide the " + str(m.heads) + " query heads (cp " + str(ch.cp) + ")";
-    if (m.kv_heads % ch.cp != 0 && ch.cp % m.kv_heads != 0)
-      return "Ulysses needs cp to divide the " + str(m.kv_heads) +
-             " kv heads or be a multiple of them (K,V heads replicated) (cp " + str(ch.cp) + ")";
+    // A TP member splits its own h/tp and h_kv/tp heads over the cp GPUs. Both counts must
+    // divide: TransformerEngine's a2a (Megatron's --cp-comm-type a2a) asserts "The number
+    // of attention heads needs to be divisible by CP size!" for Q and for K,V alike.
+    const int h = m.heads / ch.tp, hkv = m.kv_heads / ch.tp;
+    const std::string per = ch.tp > 1 ? " (per TP rank)" : "";
+    if (h % ch.cp != 0)
+      return "Ulysses needs cp to divide the " + str(h) + " query heads" + per + " (cp " + str(ch.cp) + ")";
+    if (hkv % ch.cp != 0)
+      return "Ulysses needs cp to divide the " + str(hkv) + " kv heads" + per + " (cp " + str(ch.cp) + ")";
   }
   return "";
 }
 
 LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const RingPatterns& pat,
                                   const PatternCost* a2a, bool free_comm) {
-  const ModelSpec& m = model_;
+  const ModelSpec& m = shard(ch.tp);  // one TP member's heads and weights
   const int P = std::max(1, ch.cp);
   const int64_t c = job.seq_len / P;
   const double units = 2.0 * static_cast<double>(c) * m.head_dim * m.kv_heads;  // K,V elements
@@ -347,8 +389,7 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
     } else if (P > 1) {
       // All-to-all of Q,K,V in and of the output back (backward: dout in, dQ,dK,dV out).
       const double e = fabric_.topology().gpu.element_bytes;
-      const double kv_heads = std::max(m.kv_heads, P);  // replicated up to P
-      const double qkv = static_cast<double>(c) * (m.heads + 2 * kv_heads) * m.head_dim * e;
+      const double qkv = static_cast<double>(c) * (m.heads + 2.0 * m.kv_heads) * m.head_dim * e;
       const double out = static_cast<double>(c) * m.heads * m.head_dim * e;
       comm_f = X(*a2a, qkv / P) + X(*a2a, out / P);
       comm_b = comm_f;
@@ -475,9 +516,11 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   const LinearFlops lf = linear_flops_per_token(m);
   const double Fg = cost_.gemm_flops_per_s();
   // Norms, rotary, activation and residual adds ride with the linear layers (HBM bound).
+  // Tensor + sequence parallelism splits all of it tp ways (norms and adds by tokens,
+  // rotary and the activation by heads and FFN columns).
   const double ew = static_cast<double>(c) *
-                    elementwise_bytes_per_token(m, fabric_.topology().gpu.element_bytes).layer_fwd /
-                    cost_.hbm_bytes_per_s;
+                    elementwise_bytes_per_token(model_, fabric_.topology().gpu.element_bytes).layer_fwd /
+                    cost_.hbm_bytes_per_s / ch.tp;
   const double gemm_fwd = static_cast<double>(c) * lf.layer() / Fg;
   t.linear_fwd = gemm_fwd + ew;
   if (!fwd_only) {
@@ -491,6 +534,18 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       t.ring_busy_bwd += t.ring_busy_fwd;
     }
   }
+  if (ch.tp > 1 && !free_comm) {
+    // The TP group's all-gathers and reduce-scatters (tensor_parallel.h), unhidden.
+    const double x = tp_collective(ch.tp).time(
+        tp_collective_bytes(model_, c, fabric_.topology().gpu.element_bytes, ch.tp));
+    t.tp_fwd = kTpCollectivesForward * x;
+    if (!fwd_only) {
+      const int redo = ch.checkpointing == Checkpointing::kFull        ? kTpCollectivesRecomputeFull
+                       : ch.checkpointing == Checkpointing::kSelective ? kTpCollectivesRecomputeSelective
+                                                                       : 0;
+      t.tp_bwd = (kTpCollectivesBackward + redo) * x;
+    }
+  }
   return t;
 }
 
@@ -500,6 +555,7 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch) {
 
 Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPatterns& pat) {
   const ModelSpec& m = model_;
+  const ModelSpec& ms = shard(ch.tp);  // one TP member's
   const GpuSpec& gpu = fabric_.topology().gpu;
   const int G = fabric_.gpus();
   const int P = std::max(1, ch.cp);
@@ -515,16 +571,25 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
   // FSDP collectives per layer, overlapped with the layer's compute, and at each
   // micro-step's ends (step workload), where nothing computes to hide them.
   double fsdp_exposed = 0, fsdp_ends = 0;
-  if (G > 1) {
-    const double shard = m.layer_params() * gpu.element_bytes / G;
-    const double ag = fsdp_collective_s(shard), rs = ag;
-    const int fl = fsdp_bottleneck_link();
-    const bool same_links =
-        fl >= 0 && (pat.link_classes >> static_cast<int>(fabric_.links()[fl].cls) & 1u) != 0;
-    // The collectives hide behind the layer's time, less what the ring itself keeps
-    // the same class of links busy.
-    const double window_f = real.linear_fwd + real.attention_fwd - (same_links ? real.ring_busy_fwd : 0);
-    const double window_b = real.linear_bwd + real.attention_bwd - (same_links ? real.ring_busy_bwd : 0);
+  if (G / ch.tp > 1) {
+    // Each TP rank's FSDP group holds 1/tp of the layer over its G/tp GPUs.
+    const GroupCollective& fsdp = fsdp_collective(ch.tp);
+    const double shard_bytes = m.layer_params() * gpu.element_bytes / G;
+    const double ag = fsdp.time(shard_bytes), rs = ag;
+    const int fl = fsdp.bottleneck_link();
+    auto crosses = [&](unsigned classes) {
+      return fl >= 0 && (classes >> static_cast<int>(fabric_.links()[fl].cls) & 1u) != 0;
+    };
+    const bool same_links = crosses(pat.link_classes);
+    // The collectives hide behind the layer's time, less what the ring and the TP
+    // collectives themselves keep the same class of links busy.
+    const GroupCollective* tpc = ch.tp > 1 ? &tp_collective(ch.tp) : nullptr;
+    const bool tp_same = tpc && crosses(tpc->rail.link_classes | tpc->node.link_classes);
+    const double tp_f = tp_same ? 0 : real.tp_fwd, tp_b = tp_same ? 0 : real.tp_bwd;
+    const double window_f =
+        real.linear_fwd + real.attention_fwd + tp_f - (same_links ? real.ring_busy_fwd : 0);
+    const double window_b =
+        real.linear_bwd + real.attention_bwd + tp_b - (same_links ? real.ring_busy_bwd : 0);
     fsdp_exposed = std::max(0.0, ag - std::max(0.0, window_f));
     if (!fwd_only) fsdp_exposed += std::max(0.0, ag + rs - std::max(0.0, window_b));
     // The ends (schedule.cc step_workload): a micro-step starts on the embedding's and
@@ -533,14 +598,15 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
     // embedding's reduce-scatters, sharing links (their sum). 3-3.5 % of an 8K step with
     // pure data parallelism on dgx-a100-ib (short layers, many micro-steps).
     if (job.workload == Workload::kStep) {
-      const double ag_vocab =
-          fsdp_collective_s(static_cast<double>(m.vocab) * m.hidden * gpu.element_bytes / G);
+      const double ag_vocab = fsdp.time(static_cast<double>(m.vocab) * m.hidden * gpu.element_bytes / G);
       fsdp_ends = std::max(2 * ag, ag + ag_vocab) + (fwd_only ? 0 : rs + ag_vocab);
     }
   }
 
-  const LinearFlops lf = linear_flops_per_token(m);
-  const ElementwiseBytes ewb = elementwise_bytes_per_token(m, gpu.element_bytes);
+  // The head and the loss are vocabulary-parallel over the TP group (Megatron's
+  // vocab-parallel cross entropy).
+  const LinearFlops lf = linear_flops_per_token(ms);
+  const ElementwiseBytes ewb = elementwise_bytes_per_token(ms, gpu.element_bytes);
   const double logits =
       mb * static_cast<double>(c) *
       (lf.logits * (fwd_only ? 1 : 3) / cost_.gemm_flops_per_s() +
@@ -550,11 +616,11 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
   const int64_t active = std::min<int64_t>(seqs, ch.dp);
   const double L = m.layers;
   auto layer = [&](const LayerTimes& t, double fsdp) {
-    return t.attention_fwd + t.attention_bwd + t.linear_fwd + t.linear_bwd + fsdp;
+    return t.attention_fwd + t.attention_bwd + t.linear_fwd + t.linear_bwd + t.tp_fwd + t.tp_bwd + fsdp;
   };
 
   double time = 0, free_time = 0, tokens = 0, flops = 0, att_compute = 0, lin_compute = 0,
-         fsdp_total = 0;
+         fsdp_total = 0, tp_total = 0;
   const double att_useful_fwd =
       4.0 * m.head_dim * m.heads *
       attention_pairs(job.seq_len, job.causal, effective_window(m, job));  // one layer, one sequence
@@ -575,6 +641,7 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
       att_compute = free.attention_compute;
       lin_compute = free.linear_fwd + free.linear_bwd;
       fsdp_total = fsdp_exposed;
+      tp_total = real.tp_fwd + real.tp_bwd;
       break;
     case Workload::kStep: {
       const double opt = fwd_only ? 0 : cost_.optimizer_s(m.params() / G);
@@ -585,6 +652,7 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
       att_compute = accum * L * free.attention_compute;
       lin_compute = accum * (L * (free.linear_fwd + free.linear_bwd) + logits) + opt;
       fsdp_total = accum * (L * fsdp_exposed + fsdp_ends);
+      tp_total = accum * L * (real.tp_fwd + real.tp_bwd);
       break;
     }
   }
@@ -599,15 +667,16 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
   p.attention_compute_s = att_compute;
   p.linear_compute_s = lin_compute;
   p.fsdp_exposed_s = fsdp_total;
+  p.tp_comm_s = tp_total;
   p.memory = memory_breakdown(m, ch, job.seq_len, gpu, effective_window(m, job));
   p.memory_bytes_per_gpu = p.memory.total();
   p.fits = p.memory_bytes_per_gpu <= gpu.memory_bytes;
   // Tokens per GPU at which one step's compute would just cover its transfer, on this
   // plan's bottleneck with sharing (two-level: the outer transfer over g inner steps).
   if (ch.strategy == Strategy::kRing && P > 1 && pat.bottleneck_link >= 0) {
-    const double units = 2.0 * static_cast<double>(c) * m.head_dim * m.kv_heads;
+    const double units = 2.0 * static_cast<double>(c) * ms.head_dim * ms.kv_heads;
     const TokenLayout layout{ch.load_balance, job.seq_len, P};
-    const RingAttentionWork w = ring_attention_work(layout, job.causal, m.heads, m.head_dim,
+    const RingAttentionWork w = ring_attention_work(layout, job.causal, ms.heads, ms.head_dim,
                                                     {ch.block_q, ch.block_kv}, effective_window(m, job));
     const double F = cost_.attention_flops_per_s(ch.block_q, ch.block_kv, m.head_dim);
     const double steps = ch.schedule == Schedule::kTwoLevel ? fabric_.topology().gpus_per_node : 1;

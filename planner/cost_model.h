@@ -104,7 +104,19 @@ struct LayerTimes {
   double attention_compute = 0;                 // compute parts of the two (and recompute)
   double ring_busy_fwd = 0, ring_busy_bwd = 0;  // time the ring's links carry data
   double linear_fwd = 0, linear_bwd = 0;        // incl. recompute
+  double tp_fwd = 0, tp_bwd = 0;                // TP all-gathers and reduce-scatters (recompute's too)
   double fsdp_exposed = 0;
+};
+
+// An all-gather or reduce-scatter run by every group of a partition of the GPUs at once
+// (collective_pattern.h's two rings per group, links shared): FSDP's groups, or the TP
+// groups inside the nodes.
+struct GroupCollective {
+  PatternCost rail, node;  // the ring across nodes (per rail) and the one inside a node
+  int rail_steps = 0, node_steps = 0;
+  // Seconds for one collective of `bytes_per_gpu` (each GPU's shard).
+  double time(double bytes_per_gpu) const;
+  int bottleneck_link() const;
 };
 
 class CostModel {
@@ -115,13 +127,18 @@ class CostModel {
   const Fabric& fabric() const { return fabric_; }
   const CostParams& cost() const { return cost_; }
 
+  // The whole model, or one TP member's share of it (tensor_parallel.h's tp_shard), cached.
+  const ModelSpec& shard(int tp);
+  // FSDP's collective for a TP degree (each TP rank's cp·dp GPUs; all GPUs when tp = 1) and
+  // the TP groups' (tp consecutive GPUs), all groups at once; cached.
+  const GroupCollective& fsdp_collective(int tp);
+  const GroupCollective& tp_collective(int tp);
   // Cached by (cp, dp, schedule, order).
   const RingPatterns& ring_patterns(int cp, int dp, Schedule schedule, const std::vector<int>& order);
   // The FSDP collectives over all G GPUs (collective_pattern.h: every rail across nodes
   // and NVSwitch inside, concurrently): seconds for one all-gather or reduce-scatter of
   // `bytes_per_gpu` (each GPU's shard).
   double fsdp_collective_s(double bytes_per_gpu);
-  int fsdp_bottleneck_link();
 
   // Evaluate a ring plan (or the flash-fsdp / all-gather CP / Ulysses baselines, by
   // choice.strategy). `patterns` must be ring_patterns() of the same choice. Checks
@@ -149,9 +166,10 @@ class CostModel {
   std::map<std::tuple<int, int, int, std::vector<int>>, std::unique_ptr<RingPatterns>> patterns_;
   std::map<std::tuple<int, int, std::vector<int>>, PatternCost> all_to_all_;
   std::map<std::tuple<int, int, int, std::vector<int>>, PatternCost> ring_home_;
-  bool fsdp_ready_ = false;
-  PatternCost fsdp_rail_, fsdp_node_;  // the collective's two rings
-  int fsdp_rail_steps_ = 0, fsdp_node_steps_ = 0;
+  const GroupCollective& group_collective(const std::vector<std::vector<int>>& groups);
+  std::map<std::vector<std::vector<int>>, GroupCollective> collectives_;
+  std::map<int, const GroupCollective*> fsdp_, tp_;  // by tp
+  std::map<int, ModelSpec> shards_;                  // by tp
 };
 
 // Sequences per optimizer step: batch_tokens / N (2M tokens when 0), at least one.

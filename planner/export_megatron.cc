@@ -15,6 +15,10 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
   const PlanChoice& c = plan.choice;
   MegatronArgs a;
   a.world_size = plan.job.gpus;
+  // Tensor parallelism always with sequence parallelism, as the plan priced it
+  // (tensor_parallel.h).
+  a.tp = c.tp;
+  a.sequence_parallel = c.tp > 1;
   a.cp = c.cp;
   a.dp = c.dp;
   if (c.cp > 1) a.cp_comm_type = cp_comm_type(c.strategy);  // plan.h: Megatron's names
@@ -136,7 +140,7 @@ std::string megatron_export(const Plan& plan, const ModelSpec& model, int gpus_p
          "# optimizer and the model's norm / position embedding; the attention kernel picks its own tiles).\n";
   if (plan.job.gpus > 1)
     out += "# Megatron-FSDP: leave CUDA_DEVICE_MAX_CONNECTIONS unset (its checks want more than 1).\n";
-  out += placement_comment(plan, gpus_per_node, "Megatron's rank order tp-cp-ep-dp-pp, TP 1");
+  out += placement_comment(plan, gpus_per_node, "Megatron's rank order tp-cp-ep-dp-pp, TP " + std::to_string(plan.choice.tp));
   out += megatron_command_line(megatron_args(plan, model)) + "\n";
   return out;
 }

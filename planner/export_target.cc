@@ -110,8 +110,12 @@ RankPlacement rank_placement(const Plan& plan, int gpus_per_node) {
   p.ranks_per_node = std::min(G, gpus_per_node);
   p.nodes = (G + gpus_per_node - 1) / gpus_per_node;
   p.visible_devices.assign(static_cast<size_t>(p.nodes), {});
+  const int tp = plan.choice.tp, cp = plan.choice.cp;
   for (int r = 0; r < G; ++r) {
-    const int g = plan.choice.order[static_cast<size_t>(r)];
+    // Megatron's and torchtitan's rank r = t + tp·(i + cp·d) (TP fastest) is the plan's TP
+    // rank t of ring position i of replica d, listed at order[(d·tp + t)·cp + i].
+    const int t = r % tp, i = (r / tp) % cp, d = r / (tp * cp);
+    const int g = plan.choice.order[static_cast<size_t>((d * tp + t) * cp + i)];
     const int node = r / gpus_per_node;
     if (g / gpus_per_node != node && p.off_node_rank < 0) p.off_node_rank = r;
     auto& devices = p.visible_devices[static_cast<size_t>(node)];
@@ -134,8 +138,12 @@ std::string placement_comment(const Plan& plan, int gpus_per_node, const std::st
   const int cp = plan.choice.cp;
   if (cp == 1) return "";
   const RankPlacement pl = rank_placement(plan, gpus_per_node);
-  std::string out = "# Rank placement: ring k is ranks k*" + str(cp) + " .. k*" + str(cp) + "+" + str(cp - 1) + " (" +
-                    mesh + "); torchrun starts rank r on node r / " + str(pl.ranks_per_node) + ".\n";
+  const int tp = plan.choice.tp;
+  std::string out =
+      tp > 1 ? "# Rank placement: rank r is TP rank r % " + str(tp) + " of ring position (r / " + str(tp) + ") % " +
+                   str(cp) + " (" + mesh + "); torchrun starts rank r on node r / " + str(pl.ranks_per_node) + ".\n"
+             : "# Rank placement: ring k is ranks k*" + str(cp) + " .. k*" + str(cp) + "+" + str(cp - 1) + " (" +
+                   mesh + "); torchrun starts rank r on node r / " + str(pl.ranks_per_node) + ".\n";
   if (pl.node_major) return out + "# The plan's order is node-major: no CUDA_VISIBLE_DEVICES needed.\n";
   out += "# On each node, before torchrun (the plan's " + plan.choice.order_name + " order):\n";
   for (size_t n = 0; n < pl.visible_devices.size(); ++n)
@@ -253,6 +261,9 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
     return std::string("plan.strategy: run executes ring-attention plans, cp_comm_type p2p (got '") +
            to_string(plan.choice.strategy) + "', cp_comm_type " + cp_comm_type(plan.choice.strategy) +
            "): re-plan with --cp-comm-type p2p";
+  if (plan.choice.tp > 1)
+    return "plan.tp: the executor runs plans without tensor parallelism (got tp " + std::to_string(plan.choice.tp) +
+           "): such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: re-plan with --tp 1";
   if (effective_window(model, plan.job) > 0)
     return "model.sliding_window: the executor's kernels apply the causal mask only, not a sliding window of " +
            std::to_string(model.sliding_window) +
@@ -281,8 +292,9 @@ std::string export_header(const Plan& plan, ExportTarget target, const std::stri
                                  ? "all-to-all over heads (" + c.order_name + " order; any split prices the same)"
                                  : std::string(to_string(c.schedule)) + " schedule, " + c.order_name + " order, " +
                                        to_string(c.load_balance) + " split";
-  std::snprintf(buf, sizeof buf, "# plan: %s, cp %d x dp %d, %s, checkpointing %s, micro-batch %d x %d micro-steps\n",
-                to_string(c.strategy), c.cp, c.dp, layout.c_str(), to_string(c.checkpointing), c.micro_batch,
+  const std::string tp = c.tp > 1 ? "tp " + std::to_string(c.tp) + " x " : "";
+  std::snprintf(buf, sizeof buf, "# plan: %s, %scp %d x dp %d, %s, checkpointing %s, micro-batch %d x %d micro-steps\n",
+                to_string(c.strategy), tp.c_str(), c.cp, c.dp, layout.c_str(), to_string(c.checkpointing), c.micro_batch,
                 c.grad_accum);
   h += buf;
   const Prediction& p = plan.predicted;

@@ -13,7 +13,8 @@ std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus
   out += "# Merge into your torchtitan job config; pick the [model] flavor of " + model.name + " (" +
          str(model.layers) + " layers, hidden " + str(model.hidden) + ", " + str(model.heads) + " heads, " +
          str(model.kv_heads) + " kv heads).\n";
-  out += placement_comment(plan, gpus_per_node, "torchtitan's mesh [dp_shard, cp], TP 1");
+  out += placement_comment(plan, gpus_per_node,
+                           c.tp > 1 ? "torchtitan's mesh [dp_shard, cp, tp], TP innermost" : "torchtitan's mesh [dp_shard, cp], TP 1");
   out += "\n[training]\n";
   out += "seq_len = " + str(plan.job.seq_len) + "\n";
   out += "local_batch_size = " + str(c.micro_batch) + "\n";
@@ -21,7 +22,8 @@ std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus
   out += "\n[parallelism]\n";
   out += "data_parallel_replicate_degree = 1\n";
   out += "data_parallel_shard_degree = " + str(c.dp) + "\n";
-  out += "tensor_parallel_degree = 1\n";
+  // torchtitan's TP plan shards the norms by sequence too (sequence parallelism).
+  out += "tensor_parallel_degree = " + str(c.tp) + "\n";
   out += "pipeline_parallel_degree = 1\n";
   out += "context_parallel_degree = " + str(c.cp) + "\n";
   if (c.cp > 1)

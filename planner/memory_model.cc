@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "planner/tensor_parallel.h"
+
 namespace rm {
 
 namespace {
@@ -25,12 +27,13 @@ ActivationParts activation_parts(const ModelSpec& m, int e) {
 
 }  // namespace
 
-double activation_bytes_per_token_layer(const ModelSpec& m, Checkpointing ckpt, int e) {
+double activation_bytes_per_token_layer(const ModelSpec& m, Checkpointing ckpt, int e, int tp) {
   const ActivationParts a = activation_parts(m, e);
+  const double t = std::max(1, tp);  // sequence parallelism splits every stored tensor
   switch (ckpt) {
-    case Checkpointing::kNone: return a.attention + a.ffn_norm + a.ffn_inter;
-    case Checkpointing::kSelective: return a.attention + a.ffn_norm;
-    case Checkpointing::kFull: return static_cast<double>(e) * m.hidden;
+    case Checkpointing::kNone: return (a.attention + a.ffn_norm + a.ffn_inter) / t;
+    case Checkpointing::kSelective: return (a.attention + a.ffn_norm) / t;
+    case Checkpointing::kFull: return static_cast<double>(e) * m.hidden / t;
   }
   return 0;
 }
@@ -44,9 +47,12 @@ double RingBuffers::working_set_bytes() const {
   return std::max({attention_backward_bytes(), ffn_backward_bytes(), logits_bytes()});
 }
 
-RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
+RingBuffers ring_buffers(const ModelSpec& model, const PlanChoice& choice, int64_t seq_len,
                          const GpuSpec& gpu, int64_t window) {
   const int e = gpu.element_bytes;
+  // One TP member's heads, FFN columns and vocabulary (the model itself when tp = 1).
+  const int tp = std::max(1, choice.tp);
+  const ModelSpec m = tp_shard(model, tp);
   const int P = std::max(1, choice.cp);
   const int64_t c = seq_len / P;
   const double cd = static_cast<double>(c);
@@ -80,9 +86,9 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
       b.dkv_partial = 0;
       break;
     case Strategy::kUlysses: {
-      // After the all-to-all a GPU holds all N tokens of h/P query heads and of
-      // max(h_kv/P, 1) K,V heads (K,V heads replicated when P > h_kv).
-      const double kv_heads_here = std::max(1.0, static_cast<double>(m.kv_heads) / P);
+      // After the all-to-all a GPU holds all N tokens of h/P query heads and of h_kv/P
+      // K,V heads (P divides both: CostModel::why_invalid).
+      const double kv_heads_here = static_cast<double>(m.kv_heads) / P;
       const double kv_full = 2.0 * static_cast<double>(seq_len) * m.head_dim * kv_heads_here;
       b.dkv_partial = kv_full * 4;
       // Staging of the all-to-all (send + receive) for Q and for K,V.
@@ -91,7 +97,11 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
     }
   }
   const ActivationParts a = activation_parts(m, e);
-  if (choice.checkpointing == Checkpointing::kFull) b.recompute = cd * (a.attention + a.ffn_norm);
+  if (choice.checkpointing == Checkpointing::kFull) {
+    const ActivationParts whole = activation_parts(model, e);
+    b.recompute = cd * (whole.attention + whole.ffn_norm) / tp;  // sequence-parallel
+  }
+  // All c tokens: with tp > 1 the gathered (all-gathered) gradient of the layer's input.
   b.grad_stream = 2 * cd * m.hidden * e;
   const double ffn_tokens = static_cast<double>(std::min(c, kFfnChunkTokens));
   b.ffn_chunk = ffn_tokens * a.ffn_inter * 2;
@@ -104,18 +114,20 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
                                  const GpuSpec& gpu, int64_t window) {
   const int e = gpu.element_bytes;
   const int P = std::max(1, choice.cp);
-  const double gpus = static_cast<double>(P) * std::max(1, choice.dp);
+  const int tp = std::max(1, choice.tp);
+  const double fsdp_gpus = static_cast<double>(P) * std::max(1, choice.dp);
   const double c = static_cast<double>(seq_len / P);
+  const ModelSpec shard = tp_shard(m, tp);  // one TP member's weights (m / tp)
   MemoryBreakdown mem;
-  mem.model_states = kModelStateBytesPerParam * m.params() / gpus;
-  const double layer_unit = std::max(m.layer_params(), static_cast<double>(m.vocab) * m.hidden);
-  // One GPU holds every parameter unsharded already: nothing to gather.
-  mem.layer_buffers = gpus > 1 ? e * 4.0 * layer_unit : 0;
+  mem.model_states = kModelStateBytesPerParam * shard.params() / fsdp_gpus;
+  const double layer_unit = std::max(shard.layer_params(), static_cast<double>(shard.vocab) * shard.hidden);
+  // A TP member whose shard no other GPU shares holds it unsharded already: nothing to gather.
+  mem.layer_buffers = fsdp_gpus > 1 ? e * 4.0 * layer_unit : 0;
   // Stored activations of every sequence of the micro-step (PlanChoice::micro_batch); the
-  // working set is one sequence's at a time.
+  // working set is one sequence's at a time. Sequence parallelism divides both by tp.
   mem.activations = std::max(1, choice.micro_batch) *
-                    (m.layers * c * activation_bytes_per_token_layer(m, choice.checkpointing, e) +
-                     c * m.hidden * e);
+                    (m.layers * c * activation_bytes_per_token_layer(m, choice.checkpointing, e, tp) +
+                     c * m.hidden * e / tp);
   mem.working_set = ring_buffers(m, choice, seq_len, gpu, window).working_set_bytes();
   mem.runtime_reserve = gpu.runtime_reserve_bytes;
   return mem;

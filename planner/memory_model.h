@@ -76,8 +76,14 @@ struct RingBuffers {
 //   full       the layer input only (e·hidden); the backward reruns the whole layer
 //              forward, ring attention included
 // For llama2-7b (bf16): none ≈ 123 KB, selective ≈ 57 KB, full = 8 KB per token per layer.
-double activation_bytes_per_token_layer(const ModelSpec& m, Checkpointing ckpt, int element_bytes);
+// With tensor + sequence parallelism of degree tp every term is divided by tp (Korthikanti
+// et al. 2022, Eq. 5; tensor_parallel.h). For a GPT-style layer (plain 4h FFN) `none` is
+// Megatron's 34·h bytes per token less its two 1-byte dropout masks, plus our fp32 lse.
+double activation_bytes_per_token_layer(const ModelSpec& m, Checkpointing ckpt, int element_bytes,
+                                        int tp = 1);
 
+// `m` is the whole model; with choice.tp > 1 the buffers are one TP member's (h/tp and
+// h_kv/tp heads, f/tp FFN columns, V/tp vocabulary; tensor_parallel.h).
 // `window`: the job's effective sliding window (attention_work.h), 0 = none. K,V that no
 // step needs are not held: a contiguous ring cut to one step has no ring buffers, and
 // all-gather CP on contiguous chunks gathers only the window_blocks() a position attends to.
@@ -86,6 +92,9 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
 
 // Memory per GPU of a plan (choice.strategy decides the buffers: the ring, flash-fsdp
 // with cp = 1, all-gather CP, Ulysses).
+// With choice.tp > 1 every GPU holds one TP member's weights (params / tp) and SP divides
+// the activations by tp (tensor_parallel.h); FSDP then shards over the cp·dp GPUs of a TP
+// rank, so model_states is 16 B/param / (tp·cp·dp) in all.
 //   model_states   16 B/param / (cp·dp): parameters are the same on every rank of a ring
 //                  (CP splits tokens, not weights), so ZeRO-3/FSDP shards them over all
 //                  cp·dp GPUs, as Ring Attention's FSDP setup and Megatron's CP (which

@@ -6,7 +6,7 @@
 // Shape letters used throughout ringmaster:
 //   N  sequence length (tokens per sequence)   P  ring size (= cp)
 //   c  tokens per rank per sequence = N / P    d  head dim
-//   h  query heads    h_kv  key/value heads    G  GPUs = cp * dp
+//   h  query heads    h_kv  key/value heads    G  GPUs = tp * cp * dp
 #pragma once
 
 #include <cstdint>
@@ -82,12 +82,16 @@ struct Job {
 // Ring order names: "node-major", "snake" (rail-aware), "searched", "custom".
 struct PlanChoice {
   Strategy strategy = Strategy::kRing;
+  // Tensor-parallel degree (with sequence parallelism, tensor_parallel.h): each ring
+  // position is a TP group of tp GPUs on one node; Megatron's --tensor-model-parallel-size.
+  int tp = 1;
   int cp = 1;  // ring size P
-  int dp = 1;  // data-parallel (FSDP) degree; cp * dp == gpus
+  int dp = 1;  // data-parallel (FSDP) degree; tp * cp * dp == gpus
   Schedule schedule = Schedule::kFlat;
   std::string order_name = "node-major";
   // A permutation of all G GPU ids; ring k is order[k*cp .. (k+1)*cp). The GPU at
-  // order[k*cp + i] holds ring position i of ring k.
+  // order[k*cp + i] holds ring position i of ring k. With tp > 1 there are tp·dp rings,
+  // ring d·tp + t being TP rank t of replica d (tensor_parallel.h's tp_order).
   std::vector<int> order;
   LoadBalance load_balance = LoadBalance::kZigzag;
   int block_q = 128;      // query tile of the blockwise kernel
@@ -129,6 +133,7 @@ struct Prediction {
   double linear_compute_s = 0;
   double exposed_comm_s = 0;
   double fsdp_exposed_s = 0;
+  double tp_comm_s = 0;  // tensor-parallel all-gathers and reduce-scatters (unhidden)
   double overlap_threshold_tokens = 0;  // c >= F/B on the ring's bottleneck link
   std::string why_not;  // set when !fits or the plan is infeasible: the reason, for people
 };
@@ -141,6 +146,8 @@ struct Baseline {
   double tokens_per_s = 0;
   double step_time_s = 0;
   int cp = 1, dp = 1;
+  Checkpointing checkpointing = Checkpointing::kNone;
+  int micro_batch = 1;
   std::string why_not;
 };
 
@@ -149,6 +156,9 @@ struct Plan {
   PlanChoice choice;
   Prediction predicted;
   std::vector<Baseline> baselines;
+  // Set by Planner::plan when the pick has tp > 1 (unpinned): the best plan with tp = 1,
+  // what tensor parallelism is measured against. JSON "without_tp"; not in plan.yaml.
+  std::optional<Baseline> without_tp;
 };
 
 // plan.yaml round trip. read_plan throws InputError naming the file and field.
@@ -161,9 +171,9 @@ std::string plan_to_yaml_string(const Plan& plan);
 // The JSON object `plan` prints and `sweep` lists (a contract; see README):
 // schema_version, model, topology, gpus, seq_len, plan{...}, predicted{...}, baselines[...].
 // Schema 2 added, beside the existing keys (unchanged): plan.cp_comm_type, plan.tp,
-// plan.pp, plan.sharding, plan.virtual_stages. The planner prices tp = pp = 1,
-// virtual_stages = 1 and FSDP sharding over all GPUs ("fsdp"); plan.yaml carries the same
-// keys and refuses other values.
+// plan.pp, plan.sharding, plan.virtual_stages. The planner prices tp >= 1 (with sequence
+// parallelism), pp = 1, virtual_stages = 1 and FSDP sharding over each TP rank's cp·dp
+// GPUs ("fsdp"); plan.yaml carries the same keys and refuses other values.
 inline constexpr int kPlanSchemaVersion = 2;
 // Megatron / torchtitan data-parallel sharding of every plan: ZeRO-3 over all GPUs.
 extern const char* const kFsdpSharding;

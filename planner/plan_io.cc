@@ -167,7 +167,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
   out["attention_kernel"] = j.attention_kernel;
   out["plan"] = {{"strategy", to_string(c.strategy)},
                  {"cp_comm_type", cp_comm_type(c.strategy)},
-                 {"tp", 1},
+                 {"tp", c.tp},
                  {"pp", 1},
                  {"sharding", kFsdpSharding},
                  {"virtual_stages", 1},
@@ -194,6 +194,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
                       {"linear_compute_s", p.linear_compute_s},
                       {"exposed_comm_s", p.exposed_comm_s},
                       {"fsdp_exposed_s", p.fsdp_exposed_s},
+                      {"tp_comm_s", p.tp_comm_s},
                       {"overlap_threshold_tokens", p.overlap_threshold_tokens},
                       {"memory_gib", memory_json(p.memory)},
                       {"why_not", p.why_not}};
@@ -210,6 +211,21 @@ nlohmann::json plan_to_json(const Plan& plan) {
                          {"why_not", b.why_not}});
   }
   out["baselines"] = std::move(baselines);
+  if (plan.without_tp) {
+    const Baseline& b = *plan.without_tp;
+    out["without_tp"] = {{"cp_comm_type", cp_comm_type(b.strategy)},
+                         {"feasible", b.feasible},
+                         {"fits", b.fits},
+                         {"memory_gib_per_gpu", b.memory_bytes_per_gpu / kGiB},
+                         {"tokens_per_s", b.tokens_per_s},
+                         {"step_time_s", b.step_time_s},
+                         {"tp", 1},
+                         {"cp", b.cp},
+                         {"dp", b.dp},
+                         {"checkpointing", to_string(b.checkpointing)},
+                         {"micro_batch", b.micro_batch},
+                         {"why_not", b.why_not}};
+  }
   return out;
 }
 
@@ -248,7 +264,7 @@ std::string plan_to_yaml_string(const Plan& plan) {
   e << YAML::Key << "plan" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "strategy" << YAML::Value << to_string(c.strategy);
   e << YAML::Key << "cp_comm_type" << YAML::Value << cp_comm_type(c.strategy);
-  e << YAML::Key << "tp" << YAML::Value << 1;
+  e << YAML::Key << "tp" << YAML::Value << c.tp;
   e << YAML::Key << "pp" << YAML::Value << 1;
   e << YAML::Key << "sharding" << YAML::Value << kFsdpSharding;
   e << YAML::Key << "virtual_stages" << YAML::Value << 1;
@@ -280,6 +296,7 @@ std::string plan_to_yaml_string(const Plan& plan) {
   e << YAML::Key << "linear_compute_s" << YAML::Value << num(p.linear_compute_s);
   e << YAML::Key << "exposed_comm_s" << YAML::Value << num(p.exposed_comm_s);
   e << YAML::Key << "fsdp_exposed_s" << YAML::Value << num(p.fsdp_exposed_s);
+  e << YAML::Key << "tp_comm_s" << YAML::Value << num(p.tp_comm_s);
   e << YAML::Key << "overlap_threshold_tokens" << YAML::Value << num(p.overlap_threshold_tokens);
   e << YAML::Key << "memory_gib" << YAML::Value << YAML::BeginMap;
   const MemoryBreakdown& m = p.memory;
@@ -331,17 +348,18 @@ PlanChoice read_choice(const YamlMap& m, int gpus) {
                                to_string(c.strategy) + " (got '" + m.str("cp_comm_type") + "')");
   }
   // Schema 2's dimensions the planner prices at one value only (plan.h).
-  for (const char* one : {"tp", "pp", "virtual_stages"}) {
+  for (const char* one : {"pp", "virtual_stages"}) {
     if (m.has(one) && m.integer(one, Range::at_least(1)) != 1)
-      m.fail(one, "expected 1 (plans with tensor or pipeline parallelism are not priced yet)");
+      m.fail(one, "expected 1 (plans with pipeline parallelism are not priced yet)");
   }
+  c.tp = m.count_or("tp", 1, 1, kMaxGpus);
   if (m.has("sharding") && m.str("sharding") != kFsdpSharding)
     m.fail("sharding", std::string("expected ") + kFsdpSharding + " (got '" + m.str("sharding") + "')");
   c.cp = m.count("cp", 1, kMaxGpus);
   c.dp = m.count("dp", 1, kMaxGpus);
-  if (static_cast<int64_t>(c.cp) * c.dp != gpus) {
-    m.fail("dp", "expected cp * dp == gpus " + std::to_string(gpus) + " (got " + std::to_string(c.cp) +
-                     " * " + std::to_string(c.dp) + ")");
+  if (static_cast<int64_t>(c.tp) * c.cp * c.dp != gpus) {
+    m.fail("dp", "expected tp * cp * dp == gpus " + std::to_string(gpus) + " (got " + std::to_string(c.tp) +
+                     " * " + std::to_string(c.cp) + " * " + std::to_string(c.dp) + ")");
   }
   c.schedule = parse_schedule(m.str("schedule"), m.location("schedule"), m.field("schedule"));
   c.order_name = m.str_or("order_name", "custom");
@@ -385,6 +403,7 @@ Prediction read_predicted(const YamlMap& m) {
   p.linear_compute_s = m.number_or("linear_compute_s", 0, any);
   p.exposed_comm_s = m.number_or("exposed_comm_s", 0, any);
   p.fsdp_exposed_s = m.number_or("fsdp_exposed_s", 0, any);
+  p.tp_comm_s = m.number_or("tp_comm_s", 0, any);
   p.overlap_threshold_tokens = m.number_or("overlap_threshold_tokens", 0, any);
   if (m.has("memory_gib")) {
     const YamlMap mem = m.map("memory_gib");

@@ -84,7 +84,6 @@ std::string topology_for(const PublishedEntry& e, std::vector<std::string>& why)
 std::vector<std::string> unexpressible(const PublishedEntry& e) {
   std::vector<std::string> why;
   const bool step = e.workload == Workload::kStep;
-  if (e.tp > 1) why.push_back("tensor parallelism (tp " + std::to_string(e.tp) + ")");
   if (e.pp > 1) why.push_back("pipeline parallelism (pp " + std::to_string(e.pp) + ")");
   if (e.cp_kind == CpKind::kA2aP2p) why.push_back(std::string("cp_kind ") + to_string(e.cp_kind));
   if (step && e.dp > 1 && e.sharding && *e.sharding != Sharding::kFsdp)
@@ -253,6 +252,7 @@ PublishedCheck check_published(const PublishedEntry& e) {
     pins.kv_subblocks = 1;
   }
   pins.checkpointing = e.checkpointing.value_or(Checkpointing::kNone);
+  pins.tp = e.tp;  // as the source ran it (tensor_parallel.h): tp 1 is not searched past
   // A step's micro-batch as the source ran it (unstated: the planner's pick); an attention
   // call over several sequences is priced as that many one-sequence calls (metric_value).
   if (e.workload != Workload::kStep) pins.micro_batch = 1;

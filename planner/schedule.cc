@@ -15,6 +15,7 @@
 #include "planner/op_emitter.h"
 #include "planner/ring_order.h"
 #include "planner/ring_pass.h"
+#include "planner/tensor_parallel.h"
 
 namespace rm {
 
@@ -34,6 +35,7 @@ class Generator {
       : job_(plan.job),
         choice_(plan.choice),
         m_(model),
+        ms_(tp_shard(model, std::max(1, plan.choice.tp))),
         fabric_(fabric),
         opt_(options),
         costs_(options.costs ? *options.costs : CostParams::from_topology(fabric.topology())),
@@ -44,8 +46,8 @@ class Generator {
     setup();
     out_.ranks.resize(G_);
     for (int gpu = 0; gpu < G_; ++gpu) out_.ranks[gpu].gpu = gpu;
-    const std::vector<char> rings = opt_.fold_replicas ? rings_on_ring0_nodes() : std::vector<char>(choice_.dp, 1);
-    for (int r = 0; r < choice_.dp; ++r) {
+    const std::vector<char> rings = opt_.fold_replicas ? rings_on_ring0_nodes() : std::vector<char>(rings_, 1);
+    for (int r = 0; r < rings_; ++r) {
       for (int p = 0; p < P_; ++p) {
         const int gpu = choice_.order[r * P_ + p];
         RankSchedule& rs = out_.ranks[gpu];
@@ -66,6 +68,7 @@ class Generator {
   const Job& job_;
   const PlanChoice& choice_;
   const ModelSpec& m_;
+  const ModelSpec ms_;  // one TP member's heads, FFN columns, vocabulary (m_ when tp = 1)
   const Fabric& fabric_;
   const ScheduleOptions& opt_;
   CostParams costs_;
@@ -73,6 +76,8 @@ class Generator {
   BufferTable table_;
 
   int G_ = 1, P_ = 1, E_ = 1;  // GPUs, ring size, layers emitted
+  int T_ = 1;                  // tensor-parallel degree
+  int rings_ = 1;              // rings: dp, or tp·dp (one per TP rank of each replica)
   int64_t c_ = 0;
   int64_t window_ = 0;  // effective sliding window (0 = none)
   TokenLayout layout_{};
@@ -83,12 +88,13 @@ class Generator {
   LinearFlops lin_{};
   ElementwiseBytes ew_{};
   int mb_ = 1;                // sequences per micro-step (PlanChoice::micro_batch)
+  double tp_bytes_ = 0;       // one member's share of a TP collective (tensor_parallel.h)
   double act_per_layer_ = 0;  // stored activation bytes of one layer, all mb_ sequences
 
   // Replica folding: ring 0 and every ring sharing a node with the rings taken so far.
   std::vector<char> rings_on_ring0_nodes() const {
     const int gpn = fabric_.topology().gpus_per_node;
-    std::vector<char> ring_taken(choice_.dp, 0), node_taken(fabric_.nodes(), 0);
+    std::vector<char> ring_taken(rings_, 0), node_taken(fabric_.nodes(), 0);
     std::vector<int> ring_of(G_);
     for (int i = 0; i < G_; ++i) ring_of[choice_.order[i]] = i / P_;
     std::vector<int> todo{0};
@@ -113,13 +119,13 @@ class Generator {
 
   void note_replicas(const std::vector<char>& rings) {
     const int taken = static_cast<int>(std::count(rings.begin(), rings.end(), 1));
-    if (taken == choice_.dp) return;
-    for (int r = 0; r < choice_.dp; ++r) {
+    if (taken == rings_) return;
+    for (int r = 0; r < rings_; ++r) {
       if (rings[r]) out_.emitted_gpus.insert(out_.emitted_gpus.end(), ring_gpus_[r].begin(), ring_gpus_[r].end());
     }
     std::sort(out_.emitted_gpus.begin(), out_.emitted_gpus.end());
     out_.note += std::string(out_.note.empty() ? "" : "; ") + std::to_string(taken) + " of " +
-                 std::to_string(choice_.dp) + " data-parallel rings emitted (" +
+                 std::to_string(rings_) + (T_ > 1 ? " rings (tp x dp) emitted (" : " data-parallel rings emitted (") +
                  std::to_string(out_.emitted_gpus.size()) + " of " + std::to_string(G_) +
                  " GPUs), each standing for its copies on other nodes";
   }
@@ -137,24 +143,33 @@ class Generator {
       fail_input(w, "cp", std::string(cp_comm_type(choice_.strategy)) + " needs cp >= 2 (got " +
                               num(choice_.cp) + ")");
     }
+    if (choice_.tp < 1 || choice_.tp > job_.gpus) fail_input(w, "tp", "must be in [1, gpus] (got " + num(choice_.tp) + ")");
+    if (choice_.tp > 1) {
+      const std::string why = tp_why_invalid(m_, choice_.tp, fabric_.topology().gpus_per_node);
+      if (!why.empty()) fail_input(w, "tp", why);
+      if (choice_.schedule == Schedule::kTwoLevel)
+        fail_input(w, "schedule", "a two-level ring runs with tp = 1 (got tp " + num(choice_.tp) + ")");
+    }
     if (choice_.strategy == Strategy::kUlysses &&
-        (m_.heads % choice_.cp != 0 || (m_.kv_heads % choice_.cp != 0 && choice_.cp % m_.kv_heads != 0))) {
-      fail_input(w, "cp", "a2a splits heads: cp must divide the " + num(m_.heads) +
-                              " query heads and divide or be a multiple of the " + num(m_.kv_heads) +
-                              " kv heads (got " + num(choice_.cp) + ")");
+        (ms_.heads % choice_.cp != 0 || ms_.kv_heads % choice_.cp != 0)) {
+      fail_input(w, "cp", "a2a splits heads: cp must divide the " + num(ms_.heads) + " query heads and the " +
+                              num(ms_.kv_heads) + " kv heads" + (choice_.tp > 1 ? " of a TP rank" : "") +
+                              " (got " + num(choice_.cp) + ")");
     }
     if (job_.gpus != fabric_.gpus()) {
       fail_input(w, "gpus", "must equal the topology's GPU count " + num(fabric_.gpus()) +
                                 " (got " + num(job_.gpus) + ")");
     }
-    if (choice_.cp < 1 || choice_.dp < 1 || choice_.cp * choice_.dp != job_.gpus) {
-      fail_input(w, "cp, dp", "cp * dp must equal gpus = " + num(job_.gpus) + " (got cp " +
-                                  num(choice_.cp) + ", dp " + num(choice_.dp) + ")");
+    if (choice_.cp < 1 || choice_.dp < 1 || int64_t{choice_.tp} * choice_.cp * choice_.dp != job_.gpus) {
+      fail_input(w, "cp, dp", "tp * cp * dp must equal gpus = " + num(job_.gpus) + " (got tp " + num(choice_.tp) +
+                                  ", cp " + num(choice_.cp) + ", dp " + num(choice_.dp) + ")");
     }
     if (choice_.strategy == Strategy::kFlashFsdp && choice_.cp != 1) {
       fail_input(w, "cp", "must be 1 for flash-fsdp (got " + num(choice_.cp) + ")");
     }
     check_order(choice_.order, job_.gpus, w);
+    if (choice_.tp > 1 && choice_.order != tp_order(choice_.tp, choice_.cp, choice_.dp))
+      fail_input(w, "order", "with tp > 1 the order must be the tp-cp-dp rank order (TP innermost, node-major)");
     TokenLayout::check_divisible(choice_.load_balance, job_.seq_len, choice_.cp, w);
     if (m_.heads < 1 || m_.kv_heads < 1 || m_.heads % m_.kv_heads != 0) {
       fail_input(m_.source, "kv_heads", "must divide heads (" + num(m_.heads) + ")");
@@ -182,7 +197,7 @@ class Generator {
                  "two-level needs cp to be a multiple of the GPUs per node " + num(g) +
                      " (got cp " + num(choice_.cp) + ")");
     }
-    if (costs_.attention.efficiency(choice_.block_q, choice_.block_kv, m_.head_dim) <= 0) {
+    if (costs_.attention.efficiency(choice_.block_q, choice_.block_kv, ms_.head_dim) <= 0) {
       fail_input(w, "block_q, block_kv",
                  "the attention tile does not fit the GPU's on-chip memory (got " +
                      num(choice_.block_q) + " x " + num(choice_.block_kv) + ")");
@@ -192,18 +207,24 @@ class Generator {
   void setup() {
     G_ = job_.gpus;
     P_ = choice_.cp;
+    T_ = choice_.tp;
+    rings_ = T_ * choice_.dp;
     c_ = job_.seq_len / P_;
     layout_ = TokenLayout{choice_.load_balance, job_.seq_len, P_};
     const GpuSpec& gpu = fabric_.topology().gpu;
     window_ = effective_window(m_, job_);
     rb_ = ring_buffers(m_, choice_, job_.seq_len, gpu, window_);
     mem_ = memory_breakdown(m_, choice_, job_.seq_len, gpu, window_);
-    lin_ = linear_flops_per_token(m_);
-    ew_ = elementwise_bytes_per_token(m_, gpu.element_bytes);
+    // A TP member's GEMMs and loss (vocabulary-parallel); sequence parallelism splits the
+    // layer's memory-bound work tp ways too (CostModel::layer_times).
+    lin_ = linear_flops_per_token(ms_);
+    ew_ = elementwise_bytes_per_token(ms_, gpu.element_bytes);
+    ew_.layer_fwd = elementwise_bytes_per_token(m_, gpu.element_bytes).layer_fwd / T_;
+    tp_bytes_ = tp_collective_bytes(m_, c_, gpu.element_bytes, T_);
     mb_ = job_.workload == Workload::kStep ? std::max(1, choice_.micro_batch) : 1;
     // Every sequence of the micro-step keeps its activations (the memory model's count).
     act_per_layer_ = mb_ * static_cast<double>(c_) *
-                     activation_bytes_per_token_layer(m_, choice_.checkpointing, gpu.element_bytes);
+                     activation_bytes_per_token_layer(m_, choice_.checkpointing, gpu.element_bytes, T_);
 
     E_ = m_.layers;
     if (opt_.max_layers > 0 && opt_.max_layers < m_.layers) {
@@ -220,17 +241,23 @@ class Generator {
                   " identical layers emitted";
     }
 
-    ring_gpus_.assign(choice_.dp, {});
-    for (int r = 0; r < choice_.dp; ++r) {
+    ring_gpus_.assign(rings_, {});
+    for (int r = 0; r < rings_; ++r) {
       ring_gpus_[r].assign(choice_.order.begin() + r * P_, choice_.order.begin() + (r + 1) * P_);
     }
     // FSDP shards over all cp·dp GPUs; NCCL's ring for it is rail-aligned (the snake), as
     // in CostModel::fsdp_collective_s.
-    if (G_ > 1) out_.groups.push_back(snake_order(fabric_));
+    // With tp > 1: one FSDP group per TP rank (groups 0..tp-1), then the TP groups
+    // (tensor_parallel.h; group tp + d·cp + i for replica d, ring position i).
+    if (T_ == 1 && G_ > 1) out_.groups.push_back(snake_order(fabric_));
+    if (T_ > 1) {
+      for (auto& g : fsdp_groups(choice_.order, T_, P_)) out_.groups.push_back(std::move(g));
+      for (auto& g : tp_groups(choice_.order, T_, P_)) out_.groups.push_back(std::move(g));
+    }
 
     ring_.kind = choice_.strategy;
     ring_.P = P_;
-    ring_.steps = ring_attention_work(layout_, job_.causal, m_.heads, m_.head_dim,
+    ring_.steps = ring_attention_work(layout_, job_.causal, ms_.heads, ms_.head_dim,
                                       {choice_.block_q, choice_.block_kv}, window_)
                       .steps;
     ring_.g = choice_.schedule == Schedule::kTwoLevel ? fabric_.topology().gpus_per_node : 1;
@@ -239,9 +266,9 @@ class Generator {
     ring_.kv_bytes = rb_.kv_block;
     ring_.dkv_bytes = rb_.dkv_block;
     ring_.attention_efficiency =
-        costs_.attention.efficiency(choice_.block_q, choice_.block_kv, m_.head_dim);
+        costs_.attention.efficiency(choice_.block_q, choice_.block_kv, ms_.head_dim);
     ring_.accumulate_efficiency = costs_.accumulate_efficiency();
-    ring_.merge_elements = static_cast<double>(c_) * m_.heads * m_.head_dim;
+    ring_.merge_elements = static_cast<double>(c_) * ms_.heads * ms_.head_dim;
     ring_.merge_efficiency[0] = costs_.merge_efficiency(false);
     ring_.merge_efficiency[1] = costs_.merge_efficiency(true);
     ring_.later_blocks_sliced = P_ > 1 && merges_slice(layout_, job_.causal, 0, 1);
@@ -251,16 +278,15 @@ class Generator {
     if (ring_.kind == Strategy::kAllGatherCp || ring_.kind == Strategy::kUlysses) {
       // Each GPU computes 1/P of the whole sequence's attention (CostModel::layer_times).
       const TokenLayout whole{LoadBalance::kContiguous, job_.seq_len, 1};
-      const RingAttentionWork w = ring_attention_work(whole, job_.causal, m_.heads, m_.head_dim,
+      const RingAttentionWork w = ring_attention_work(whole, job_.causal, ms_.heads, ms_.head_dim,
                                                       {choice_.block_q, choice_.block_kv}, window_);
       ring_.share_executed = w.executed_total / P_;
       ring_.share_useful = w.useful_total / P_;
       ring_.gather_blocks = all_gather_blocks(choice_, c_, window_);
-      // a2a: Q,K,V (K,V heads replicated up to P) and the output, 1/P of each to each peer.
+      // a2a: Q,K,V and the output, 1/P of each to each peer.
       const double e = gpu.element_bytes;
-      const double kv_heads = std::max(m_.kv_heads, P_);
-      ring_.a2a_qkv_bytes = static_cast<double>(c_) * (m_.heads + 2 * kv_heads) * m_.head_dim * e / P_;
-      ring_.a2a_out_bytes = static_cast<double>(c_) * m_.heads * m_.head_dim * e / P_;
+      ring_.a2a_qkv_bytes = static_cast<double>(c_) * (ms_.heads + 2.0 * ms_.kv_heads) * ms_.head_dim * e / P_;
+      ring_.a2a_out_bytes = static_cast<double>(c_) * ms_.heads * ms_.head_dim * e / P_;
     }
     // Folding needs every middle step alike: a contiguous causal split gives each position
     // a different mix of full and masked blocks per step.
@@ -289,7 +315,10 @@ class Generator {
     RingBufferIds ids;
     int pos = 0;
     int units = 0;                 // ring passes emitted (tags)
-    int collectives = 0;           // collectives emitted on group 0 (their tag)
+    int fsdp_group = 0;            // its FSDP group (its TP rank's) and TP group (-1: none)
+    int tp_group = -1;
+    int collectives = 0;           // collectives emitted on its FSDP group (their tag)
+    int tp_collectives = 0;        // collectives emitted on its TP group (their tag)
     std::vector<int> gathers;      // outstanding all-gathers, oldest first
     int scatter = -1;              // outstanding reduce-scatter
     double useful_scale = 1;       // 0 while recomputing (MFU does not count recompute)
@@ -305,11 +334,15 @@ class Generator {
   void emit_rank(RankSchedule& rs, int ring, int pos) {
     Rank r(rs, ring_, pos);
     r.ctx.ring_gpus = &ring_gpus_[ring];
+    if (T_ > 1) {  // ring = d·tp + t (tensor_parallel.h)
+      r.fsdp_group = ring % T_;
+      r.tp_group = T_ + (ring / T_) * P_ + pos;
+    }
     const AttentionTiles tiles{choice_.block_q, choice_.block_kv};
     r.pairs.resize(P_);
     for (int j = 0; j < P_; ++j) {
       r.pairs[j] =
-          attention_pair_flops(layout_, pos, j, job_.causal, m_.heads, m_.head_dim, tiles, window_);
+          attention_pair_flops(layout_, pos, j, job_.causal, ms_.heads, ms_.head_dim, tiles, window_);
     }
     for (int k = 0; k < rb_.kv_ring_buffers; ++k) {
       r.ids.kv[k] = buf("kv" + std::to_string(k), rb_.kv_block, BufferRole::kKvRing);
@@ -364,8 +397,8 @@ class Generator {
     r.em.alloc(id, bytes);
     return id;
   }
-  double final_hidden_bytes() const {
-    return mb_ * static_cast<double>(c_) * m_.hidden * fabric_.topology().gpu.element_bytes;
+  double final_hidden_bytes() const {  // sequence-parallel: 1/tp of the tokens' hidden states
+    return mb_ * static_cast<double>(c_) * m_.hidden * fabric_.topology().gpu.element_bytes / T_;
   }
 
   // The attention tensors (Q, own K,V, out, lse) plus the rest of a layer's activations.
@@ -471,19 +504,20 @@ class Generator {
   double vocab_shard_bytes() const {
     return static_cast<double>(m_.vocab) * m_.hidden * fabric_.topology().gpu.element_bytes / G_;
   }
+  bool fsdp() const { return G_ / T_ > 1; }  // some other GPU holds the same weight shard
   void gather(Rank& r, double bytes) {
-    if (G_ == 1) return;
-    r.gathers.push_back(r.em.collective(CollectiveKind::kAllGather, 0, bytes,
+    if (!fsdp()) return;
+    r.gathers.push_back(r.em.collective(CollectiveKind::kAllGather, r.fsdp_group, bytes,
                                         buf("layer_buffers", mem_.layer_buffers), r.collectives++));
   }
   void wait_gather(Rank& r) {
-    if (G_ == 1) return;
+    if (!fsdp()) return;
     r.em.wait(r.gathers.front());
     r.gathers.erase(r.gathers.begin());
   }
   void scatter(Rank& r, double bytes) {
-    if (G_ == 1) return;
-    const int req = r.em.collective(CollectiveKind::kReduceScatter, 0, bytes,
+    if (!fsdp()) return;
+    const int req = r.em.collective(CollectiveKind::kReduceScatter, r.fsdp_group, bytes,
                                     buf("layer_buffers", mem_.layer_buffers), r.collectives++);
     if (r.scatter >= 0) r.em.wait(r.scatter);
     r.scatter = req;
@@ -491,6 +525,20 @@ class Generator {
   void finish_scatter(Rank& r) {
     if (r.scatter >= 0) r.em.wait(r.scatter);
     r.scatter = -1;
+  }
+
+  // --- Tensor parallelism ---------------------------------------------------------------------
+  // One all-gather (c/tp -> c tokens) or reduce-scatter (c -> c/tp) of the TP group, waited
+  // for at once: the next GEMM needs it (tensor_parallel.h; not overlapped).
+  void tp_collective(Rank& r, CollectiveKind kind) {
+    if (T_ == 1) return;
+    r.em.wait(r.em.collective(kind, r.tp_group, tp_bytes_, buf("tp_sequence", 0), r.tp_collectives++));
+  }
+  template <class F>
+  void tp_region(Rank& r, F body) {  // all-gather in, reduce-scatter out
+    tp_collective(r, CollectiveKind::kAllGather);
+    body();
+    tp_collective(r, CollectiveKind::kReduceScatter);
   }
 
   // --- Layers ------------------------------------------------------------------------------
@@ -511,10 +559,12 @@ class Generator {
     const LayerStore s = alloc_layer_store(r, layer);
     const LayerStore live = full_ckpt() ? alloc_transient_store(r) : s;
     for (int seq = 0; seq < mb_; ++seq) {  // the micro-step's sequences, one after another
-      gemm(r, lin_.qkv);
-      attention_forward_phase(r, live.kv);
-      gemm(r, lin_.out_proj);
-      ffn_phase(r, [&] { gemm(r, lin_.ffn); });
+      tp_region(r, [&] {
+        gemm(r, lin_.qkv);
+        attention_forward_phase(r, live.kv);
+        gemm(r, lin_.out_proj);
+      });
+      ffn_phase(r, [&] { tp_region(r, [&] { gemm(r, lin_.ffn); }); });
       elementwise(r, ew_.layer_fwd);
     }
     if (full_ckpt()) free_store(r, live);
@@ -529,23 +579,32 @@ class Generator {
       if (full_ckpt()) {
         live = alloc_transient_store(r);
         recompute(r, [&] {
-          gemm(r, lin_.qkv);
-          attention_forward_phase(r, live.kv);
-          gemm(r, lin_.out_proj);
+          tp_region(r, [&] {
+            gemm(r, lin_.qkv);
+            attention_forward_phase(r, live.kv);
+            gemm(r, lin_.out_proj);
+          });
           elementwise(r, ew_.layer_fwd);
         });
       }
       ffn_phase(r, [&] {
-        const double redo = full_ckpt() ? lin_.ffn
-                            : choice_.checkpointing == Checkpointing::kSelective
-                                ? lin_.ffn_recompute_selective
-                                : 0;
-        if (redo > 0) recompute(r, [&] { gemm(r, redo); });
-        gemm(r, lin_.ffn, kLinearBackwardFactor);
+        // Recompute from the gathered FFN input: the whole FFN again under full (its
+        // output reduce-scattered as in the forward), the up/gate GEMMs under selective.
+        if (full_ckpt()) recompute(r, [&] { tp_region(r, [&] { gemm(r, lin_.ffn); }); });
+        if (choice_.checkpointing == Checkpointing::kSelective) {
+          recompute(r, [&] {
+            tp_collective(r, CollectiveKind::kAllGather);
+            gemm(r, lin_.ffn_recompute_selective);
+          });
+        }
+        // Backward: the output gradient gathered in, the input gradient scattered out.
+        tp_region(r, [&] { gemm(r, lin_.ffn, kLinearBackwardFactor); });
       });
-      gemm(r, lin_.out_proj, kLinearBackwardFactor);
-      attention_backward_phase(r, live.kv);
-      gemm(r, lin_.qkv, kLinearBackwardFactor);
+      tp_region(r, [&] {
+        gemm(r, lin_.out_proj, kLinearBackwardFactor);
+        attention_backward_phase(r, live.kv);
+        gemm(r, lin_.qkv, kLinearBackwardFactor);
+      });
       elementwise(r, kElementwiseBackwardFactor * ew_.layer_fwd);
       if (full_ckpt()) free_store(r, live);
     }

@@ -80,6 +80,14 @@
 //   collective's sequence number on its group, the same on every member. Each unit (a
 //   layer, the embedding, the head) is all-gathered one ahead and reduce-scattered after
 //   its backward, one in flight.
+// - Tensor parallelism (tp > 1, tensor_parallel.h): every GPU runs one TP member's share
+//   (h/tp heads in its own ring of TP rank t, ring d·tp + t; f/tp FFN columns; V/tp
+//   vocabulary). Groups 0..tp-1 are the FSDP groups of each TP rank, tp + d·cp + i the TP
+//   group of replica d's ring position i. Per layer and sequence: an all-gather before the
+//   QKV GEMM and before the FFN, a reduce-scatter after the output projection and after
+//   the FFN (bytes c·hidden·e/tp, tag = the collective's number on its TP group), each
+//   waited for at once; the backward the same around its GEMMs; recompute reruns them
+//   (selective: one all-gather for the FFN's up/gate GEMMs).
 // - Ops of the backward pass have backward = true, recompute included (recomputed work
 //   has useful_flops = 0). layer = -1: embedding, head (logits), optimizer. useful_flops
 //   of a backward is 2x the forward's (model FLOPs, as the cost model's MFU counts them);

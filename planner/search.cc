@@ -6,6 +6,7 @@
 #include "planner/attention_work.h"
 #include "planner/input_error.h"
 #include "planner/ring_order.h"
+#include "planner/tensor_parallel.h"
 
 namespace rm {
 
@@ -124,6 +125,7 @@ std::string pins_text(const SearchPins& p) {
   std::string s;
   auto add = [&s](const char* opt, const std::string& v) { s += std::string(" ") + opt + " " + v; };
   if (p.cp_comm_type) add("--cp-comm-type", cp_comm_type(*p.cp_comm_type));
+  if (p.tp) add("--tp", std::to_string(*p.tp));
   if (p.cp) add("--cp", std::to_string(*p.cp));
   if (p.schedule) add("--schedule", to_string(*p.schedule));
   if (p.order) add("--order", *p.order);
@@ -138,6 +140,20 @@ std::string pins_text(const SearchPins& p) {
 
 }  // namespace
 
+std::vector<int> Planner::tp_degrees(const SearchPins& pins, const std::function<void(const std::string&)>& note) const {
+  const int G = fabric_.gpus();
+  std::vector<int> out;
+  for (int tp : pins.tp ? std::vector<int>{*pins.tp}
+                        : std::vector<int>(std::begin(kTensorParallelDegrees), std::end(kTensorParallelDegrees))) {
+    std::string why = tp_why_invalid(model_, tp, fabric_.topology().gpus_per_node);
+    if (why.empty() && G % tp != 0)
+      why = "tp " + std::to_string(tp) + " does not divide the " + std::to_string(G) + " GPUs";
+    if (why.empty()) out.push_back(tp);
+    else if (pins.tp) note(why);
+  }
+  return out;
+}
+
 Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats* stats) {
   const int G = fabric_.gpus();
   const int64_t seqs = sequences_per_step(job);
@@ -151,7 +167,7 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
   };
   std::string tile_reason;
   SearchStats local;
-  const std::vector<int> cps = pins.cp ? std::vector<int>{*pins.cp} : divisors(G);
+  const std::vector<int> tps = tp_degrees(pins, note);
   // A sliding window shorter than the sequence: the flat ring over contiguous chunks, which
   // the window balances itself and cuts short (attention_work.h); zigzag and striped would
   // spread the window over every block, and the other rings carry every block.
@@ -174,16 +190,28 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
       pins.checkpointing, {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull});
   const int64_t unpinned_subs = pins.kv_subblocks ? 1 : std::size(kKvSubblocks);
 
-  for (int cp : cps) {
-    if (cp < 1 || G % cp != 0) {
-      note("cp " + std::to_string(cp) + " does not divide the " + std::to_string(G) + " GPUs");
+  for (int tp : tps) {
+  // Each ring position is a TP group of tp GPUs (tensor_parallel.h): cp x dp = G / tp.
+  const int groups = G / tp;
+  for (int cp : pins.cp ? std::vector<int>{*pins.cp} : divisors(groups)) {
+    if (cp < 1 || groups % cp != 0) {
+      note("cp " + std::to_string(cp) + " does not divide the " + std::to_string(groups) +
+           (tp > 1 ? " TP groups" : " GPUs"));
       continue;
     }
     for (Schedule sched : schedules) {
       // A ring of one GPU has no schedule: evaluate it once, as flat.
       if (cp == 1 && sched != Schedule::kFlat && !pins.schedule) continue;
-      const auto ords = orders(cp, sched, pins);
-      if (ords.empty() && pins.order) {  // only "searched" can be empty
+      if (tp > 1 && sched == Schedule::kTwoLevel) {  // its inner ring is the node's GPUs
+        if (pins.schedule) note("a two-level ring runs with tp = 1 (its inner ring is the node's GPUs)");
+        continue;
+      }
+      // With tensor parallelism the one rank order: TP innermost (tensor_parallel.h).
+      std::vector<std::pair<std::string, std::vector<int>>> ords;
+      if (tp == 1) ords = orders(cp, sched, pins);
+      else if (!pins.order || *pins.order == "node-major") ords.emplace_back("node-major", tp_order(tp, cp, groups / cp));
+      else note("with tp > 1 the order is node-major (the tp-cp-dp rank order), not " + *pins.order);
+      if (ords.empty() && pins.order && tp == 1) {  // only "searched" can be empty
         note(sched == Schedule::kTwoLevel
                  ? "the searched order is for flat and bidirectional rings (not two-level)"
                  : "the searched order needs cp >= 3 (cp " + std::to_string(cp) + ")");
@@ -191,8 +219,9 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
       for (const auto& [order_name, order] : ords) {
         PlanChoice ch;
         ch.strategy = Strategy::kRing;
+        ch.tp = tp;
         ch.cp = cp;
-        ch.dp = G / cp;
+        ch.dp = groups / cp;
         ch.schedule = sched;
         ch.order_name = order_name;
         ch.order = order;
@@ -230,6 +259,7 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
       }
     }
   }
+  }
   if (stats) {
     stats->candidates += local.candidates;
     stats->evaluated += local.evaluated;
@@ -256,29 +286,33 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
       reasons.push_back(why);
   };
   SearchStats local;
-  const std::vector<int> cps = pins.cp ? std::vector<int>{*pins.cp} : divisors(G);
+  const std::vector<int> tps = tp_degrees(pins, note);
   const std::vector<Checkpointing> ckpts = pinned_or<Checkpointing>(
       pins.checkpointing, {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull});
   const std::vector<int> bqs = pins.block_q ? std::vector<int>{*pins.block_q}
                                             : std::vector<int>(std::begin(kTileSizes), std::end(kTileSizes));
   const std::vector<int> bkvs = pins.block_kv ? std::vector<int>{*pins.block_kv}
                                               : std::vector<int>(std::begin(kTileSizes), std::end(kTileSizes));
-  for (int cp : cps) {
+  for (int tp : tps) {
+  const int groups = G / tp;  // TP groups (tensor_parallel.h)
+  for (int cp : pins.cp ? std::vector<int>{*pins.cp} : divisors(groups)) {
     if (cp < 2) {  // cp 1 is the p2p plan without a ring
       if (pins.cp) note(std::string(cp_comm_type(kind)) + " needs cp >= 2");
       continue;
     }
-    if (G % cp != 0) {
-      note("cp " + std::to_string(cp) + " does not divide the " + std::to_string(G) + " GPUs");
+    if (groups % cp != 0) {
+      note("cp " + std::to_string(cp) + " does not divide the " + std::to_string(groups) +
+           (tp > 1 ? " TP groups" : " GPUs"));
       continue;
     }
     PlanChoice ch;
     ch.strategy = kind;
+    ch.tp = tp;
     ch.cp = cp;
-    ch.dp = G / cp;
+    ch.dp = groups / cp;
     ch.schedule = Schedule::kFlat;
-    ch.order_name = "snake";
-    ch.order = snake_order(fabric_);
+    ch.order_name = tp > 1 ? "node-major" : "snake";
+    ch.order = tp > 1 ? tp_order(tp, cp, ch.dp) : snake_order(fabric_);
     // all_gather balances a causal mask with zigzag chunks; under a sliding window contiguous
     // chunks balance themselves and gather only the window's blocks.
     ch.load_balance = kind == Strategy::kAllGatherCp && job.causal && effective_window(model_, job) == 0
@@ -303,6 +337,7 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
       }
     }
   }
+  }
   if (stats) {
     stats->candidates += local.candidates;
     stats->evaluated += local.evaluated;
@@ -325,13 +360,16 @@ std::vector<Baseline> Planner::baselines(const Job& job) {
       Plan plan;
       if (s == Strategy::kFlashFsdp) {
         SearchPins one;
+        one.tp = 1;  // the baselines are the plans without tensor parallelism
         one.cp = 1;
         one.schedule = Schedule::kFlat;
         one.order = "snake";
         one.load_balance = LoadBalance::kContiguous;
         plan = best_ring_plan(job, one);
       } else {
-        plan = best_collective_cp_plan(s, job, {});
+        SearchPins no_tp;
+        no_tp.tp = 1;
+        plan = best_collective_cp_plan(s, job, no_tp);
       }
       const Prediction& p = plan.predicted;
       b.fits = p.fits;
@@ -379,7 +417,33 @@ Plan Planner::best_plan(const Job& job, const SearchPins& pins, SearchStats* sta
 Plan Planner::plan(const Job& job, const SearchPins& pins, SearchStats* stats) {
   Plan p = best_plan(job, pins, stats);
   p.baselines = baselines(job);
+  p.without_tp = best_without_tp(p, pins);
   return p;
+}
+
+std::optional<Baseline> Planner::best_without_tp(const Plan& picked, const SearchPins& pins) {
+  if (picked.choice.tp == 1 || pins.tp) return std::nullopt;
+  SearchPins one = pins;
+  one.tp = 1;
+  Baseline b;
+  b.strategy = Strategy::kRing;
+  try {
+    const Plan q = best_plan(picked.job, one);
+    b.strategy = q.choice.strategy;
+    b.fits = q.predicted.fits;
+    b.memory_bytes_per_gpu = q.predicted.memory_bytes_per_gpu;
+    b.tokens_per_s = q.predicted.tokens_per_s;
+    b.step_time_s = q.predicted.step_time_s;
+    b.cp = q.choice.cp;
+    b.dp = q.choice.dp;
+    b.checkpointing = q.choice.checkpointing;
+    b.micro_batch = q.choice.micro_batch;
+    b.why_not = q.predicted.why_not;
+  } catch (const InputError& e) {
+    b.feasible = false;
+    b.why_not = e.what();
+  }
+  return b;
 }
 
 Plan Planner::max_seq(const Job& job, const SearchPins& pins, SearchStats* stats) {

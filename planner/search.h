@@ -1,5 +1,6 @@
-// The plan search: over the context-parallel kind (cp_comm_type: the p2p ring, all_gather,
-// a2a), ring size and DP degree, schedule, ring order, causal load balance, tile sizes,
+// The plan search: over the tensor-parallel degree (tp, with sequence parallelism, inside a
+// node: tensor_parallel.h), the context-parallel kind (cp_comm_type: the p2p ring, all_gather,
+// a2a), ring size and DP degree (tp·cp·dp = G), schedule, ring order, causal load balance, tile sizes,
 // KV sub-blocks and checkpointing, the fastest plan (highest tokens/s on the same batch)
 // that fits in GPU memory, with the baselines on the same job; and the capacity search
 // (--max-seq). Schedule, order, load balance and KV sub-blocks are the ring's (p2p);
@@ -32,6 +33,7 @@ namespace rm {
 
 struct SearchPins {
   std::optional<Strategy> cp_comm_type;  // kRing (p2p), kAllGatherCp, kUlysses
+  std::optional<int> tp;  // tensor-parallel degree (tensor_parallel.h); searched over kTensorParallelDegrees
   std::optional<int> cp;
   std::optional<Schedule> schedule;
   std::optional<std::string> order;  // "node-major", "snake", "searched"
@@ -76,8 +78,11 @@ class Planner {
   Plan best_collective_cp_plan(Strategy kind, const Job& job, const SearchPins& pins,
                                SearchStats* stats = nullptr);
   // Flash-fsdp, all-gather CP and Ulysses on the same job, each at its best degree and
-  // checkpointing.
+  // checkpointing (tp = 1: the plans without tensor parallelism).
   std::vector<Baseline> baselines(const Job& job);
+  // When `picked` has tp > 1 and tp was not pinned: the best plan with tp = 1 under the
+  // same pins, so the report shows what tensor parallelism buys (memory or time).
+  std::optional<Baseline> best_without_tp(const Plan& picked, const SearchPins& pins);
   // The longest sequence that fits (powers of two, then refined on multiples of 2·G so
   // every ring size and zigzag divide it) and its plan. Throws InputError if not even
   // 2·G tokens fit.
@@ -93,6 +98,9 @@ class Planner {
   CostModel& cost_model() { return cost_; }
 
  private:
+  // The TP degrees to search (pinned, or kTensorParallelDegrees that divide the model's
+  // heads and the GPUs and fit a node); `note` hears why a pinned one cannot work.
+  std::vector<int> tp_degrees(const SearchPins& pins, const std::function<void(const std::string&)>& note) const;
   const ModelSpec& model_;
   const Fabric& fabric_;
   CostModel cost_;

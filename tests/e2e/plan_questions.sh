@@ -115,7 +115,7 @@ rc=$?
 [[ $rc -eq 1 ]] && grep -q "does not fit" "$tmp/nofit.err" && grep -q "fits" "$tmp/nofit.txt" ||
   fail "a plan that does not fit: exit $rc (want 1), stderr: $(cat "$tmp/nofit.err")"
 checked=$((checked + 1))
-"$bin" plan --gpus 64 --seq 1M --cp 8 >/dev/null 2>"$tmp/idle.err"
+"$bin" plan --gpus 64 --seq 1M --cp 8 --tp 1 >/dev/null 2>"$tmp/idle.err"  # (tp 8 would use the idle GPUs)
 rc=$?
 [[ $rc -eq 1 ]] && grep -q "rings idle" "$tmp/idle.err" || fail "idle GPUs: exit $rc (want 1): $(cat "$tmp/idle.err")"
 expect_bad "required" "--gpus" -- plan --seq 1M

@@ -43,7 +43,7 @@ for r in rows:
         for k in base:
             if k not in b: errors.append(f"{where}: no 'baselines[].{k}'")
     p = r.get("plan", {})
-    if p.get("cp", 0) * p.get("dp", 0) != r.get("gpus"): errors.append(f"{where}: cp x dp != gpus")
+    if p.get("tp", 1) * p.get("cp", 0) * p.get("dp", 0) != r.get("gpus"): errors.append(f"{where}: tp x cp x dp != gpus")
     if r.get("schema_version") != 2: errors.append(f"{where}: schema_version {r.get('schema_version')}, want 2")
     if p.get("cp_comm_type") not in ("p2p", "all_gather", "a2a"): errors.append(f"{where}: cp_comm_type {p.get('cp_comm_type')}")
 grid = sorted((r["gpus"], r["seq_len"]) for r in rows)

@@ -194,12 +194,11 @@ TEST_CASE("an entry maps onto the plan its source ran") {
 TEST_CASE("what the planner cannot express is not modelled, with every reason") {
   const rm::PublishedCheck r = rm::check_published(shipped("torchtitan-h100-llama3-405b-cp8-256k"));
   CHECK(!r.modelled);
-  // all_gather CP is a plan the planner prices (search.h), and fp8 linear layers on a GPU
-  // with an fp8 rate (linear_precision.h); TP and PP are not.
-  REQUIRE(r.not_modelled.size() == 3);
-  CHECK(r.not_modelled[0] == "tensor parallelism (tp 8)");
-  CHECK(r.not_modelled[1] == "pipeline parallelism (pp 8)");
-  CHECK(r.not_modelled[2] == "no topology for h100-96gb (its bf16 peak at the 500 W limit is not published)");
+  // all_gather CP, TP and fp8 linear layers are plans the planner prices (search.h,
+  // tensor_parallel.h, linear_precision.h); PP is not.
+  REQUIRE(r.not_modelled.size() == 2);
+  CHECK(r.not_modelled[0] == "pipeline parallelism (pp 8)");
+  CHECK(r.not_modelled[1] == "no topology for h100-96gb (its bf16 peak at the 500 W limit is not published)");
   const rm::PublishedCheck fa2 = rm::check_published(shipped("fa2-a100-gpt3xl-2k"));
   CHECK(fa2.modelled);
   REQUIRE(fa2.assumed.size() == 3);

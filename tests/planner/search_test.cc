@@ -133,6 +133,7 @@ TEST_CASE("pins: impossible ones are explained, memory-bound ones are kept and s
   CHECK_THROWS_WITH_AS(pl.best_ring_plan(study_job(16, 65536), tile), doctest::Contains("on-chip"), InputError);
   SearchPins one;
   one.cp = 1;
+  one.tp = 1;  // a whole sequence per GPU (a TP group of 8 would hold it)
   const Plan p = pl.best_ring_plan(study_job(16, 1 << 20), one);
   CHECK(p.choice.cp == 1);
   CHECK_FALSE(p.predicted.fits);

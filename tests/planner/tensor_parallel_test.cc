@@ -1,0 +1,227 @@
+// Tensor parallelism with sequence parallelism (tensor_parallel.h): its memory terms
+// against Megatron's activation formulas, its collectives by hand, the rank order, the
+// schedule's TP ops, the search's choice and pin.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "planner/cost_model.h"
+#include "planner/input_error.h"
+#include "planner/memory_model.h"
+#include "planner/message_contract.h"
+#include "planner/schedule.h"
+#include "planner/search.h"
+#include "planner/spec_library.h"
+#include "planner/tensor_parallel.h"
+
+using namespace rm;
+
+namespace {
+
+// A GPT-style layer as Korthikanti et al. 2022 count it: MHA, a plain 4h FFN.
+ModelSpec gpt_layer(int hidden, int heads) {
+  ModelSpec m;
+  m.name = "gpt";
+  m.layers = 4;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = heads;
+  m.head_dim = hidden / heads;
+  m.ffn_hidden = 4 * hidden;
+  m.vocab = 51200;
+  m.gated_ffn = false;
+  return m;
+}
+
+Job step_job(const char* model, const char* topo, int gpus, int64_t seq) {
+  Job j;
+  j.model = model;
+  j.topology = topo;
+  j.gpus = gpus;
+  j.seq_len = seq;
+  j.workload = Workload::kStep;
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("activations with TP + SP: Megatron's 34·h/t bytes per token per layer, by hand") {
+  // Korthikanti et al. 2022, Eq. 5 with FlashAttention (no s x s scores stored): s·b·h·34/t
+  // bytes per layer, i.e. 34·h/t per token. Its 34 counts two 1-byte dropout masks that a
+  // dropout-free run does not store; ours adds the fp32 log-sum-exp (4 bytes per head).
+  for (int t : {1, 2, 4, 8}) {
+    CAPTURE(t);
+    const ModelSpec m = gpt_layer(4096, 32);
+    const double h = m.hidden, a = m.heads;
+    CHECK(activation_bytes_per_token_layer(m, Checkpointing::kNone, 2, t) ==
+          doctest::Approx(((34 - 2) * h + 4 * a) / t));
+    // Full recomputation stores the layer input only: 2·s·b·h/t (sequence-parallel).
+    CHECK(activation_bytes_per_token_layer(m, Checkpointing::kFull, 2, t) == doctest::Approx(2 * h / t));
+  }
+}
+
+TEST_CASE("a TP member's shard: heads, FFN columns and vocabulary divided, weights / tp") {
+  const ModelSpec m = load_model("llama3-70b");
+  const ModelSpec s = tp_shard(m, 8);
+  CHECK(s.heads == m.heads / 8);
+  CHECK(s.kv_heads == 1);
+  CHECK(s.ffn_hidden == m.ffn_hidden / 8);
+  CHECK(s.hidden == m.hidden);
+  CHECK(s.layer_params() == doctest::Approx(m.layer_params() / 8));
+  CHECK(s.params() == doctest::Approx(m.params() / 8));
+  CHECK(tp_why_invalid(m, 8, 8) == "");
+  CHECK(tp_why_invalid(m, 16, 8).find("GPUs per node") != std::string::npos);
+  // Megatron's GQA rule: tp divides the query groups (8 kv heads).
+  CHECK(tp_why_invalid(m, 16, 16).find("kv heads") != std::string::npos);
+}
+
+TEST_CASE("rank order tp-cp-dp: TP groups are consecutive GPUs, ring d·tp + t strides by tp") {
+  const std::vector<int> order = tp_order(4, 2, 2);  // 16 GPUs
+  REQUIRE(order.size() == 16);
+  // Ring 1 (replica 0, TP rank 1): GPUs 1 and 5; ring 4 (replica 1, TP rank 0): 8 and 12.
+  CHECK(order[2] == 1);
+  CHECK(order[3] == 5);
+  CHECK(order[8] == 8);
+  CHECK(order[9] == 12);
+  const auto tg = tp_groups(order, 4, 2);
+  REQUIRE(tg.size() == 4);
+  CHECK(tg[0] == std::vector<int>{0, 1, 2, 3});
+  CHECK(tg[3] == std::vector<int>{12, 13, 14, 15});
+  const auto fg = fsdp_groups(order, 4, 2);
+  REQUIRE(fg.size() == 4);
+  CHECK(fg[2] == std::vector<int>{2, 6, 10, 14});
+  CHECK(tp_order(1, 4, 2) == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+}
+
+TEST_CASE("memory with TP: weights, states and activations divided by tp") {
+  const ModelSpec m = load_model("llama3-70b");
+  const Topology topo = load_topology("dgx-h100-ib");
+  PlanChoice a;
+  a.tp = 1;
+  a.cp = 16;
+  a.dp = 8;
+  PlanChoice b = a;
+  b.tp = 8;
+  b.cp = 16;
+  b.dp = 1;
+  const int64_t n = 131072;
+  const MemoryBreakdown x = memory_breakdown(m, a, n, topo.gpu), y = memory_breakdown(m, b, n, topo.gpu);
+  // 128 GPUs either way: the model states per GPU are the same 16 B/param / 128.
+  CHECK(y.model_states == doctest::Approx(16 * m.params() / 128));
+  CHECK(x.model_states == doctest::Approx(y.model_states));
+  CHECK(y.layer_buffers == doctest::Approx(x.layer_buffers / 8));
+  CHECK(y.activations == doctest::Approx(x.activations / 8));
+}
+
+TEST_CASE("TP collectives by hand: 4 + 4 per layer and sequence on the NVLink ring") {
+  const ModelSpec m = load_model("llama2-7b");
+  const Topology topo = load_topology("a100-nvlink-box");
+  const Fabric fabric(topo, 8);
+  const CostParams cost = CostParams::from_topology(topo);
+  CostModel cm(m, fabric, cost);
+  Job j = step_job("llama2-7b", "a100-nvlink-box", 8, 32768);
+  j.batch_tokens = 32768;  // one sequence, one micro-step
+  PlanChoice ch;
+  ch.tp = 8;
+  ch.cp = 1;
+  ch.dp = 1;
+  ch.order = tp_order(8, 1, 1);
+  ch.load_balance = LoadBalance::kContiguous;
+  REQUIRE(cm.why_invalid(j, ch) == "");
+  const Prediction p = cm.predict(j, ch);
+  // One all-gather over the 8 GPUs of one NVSwitch node: a ring of 8 whose flows carry 7
+  // shards of c·hidden·e/8 bytes, plus 6 more step latencies.
+  const double shard = 32768.0 * m.hidden * 2 / 8;
+  const Link& nv = *std::find_if(fabric.links().begin(), fabric.links().end(),
+                                 [](const Link& l) { return l.cls == LinkClass::kNvlink; });
+  const double lat = cost.route_latency_s(fabric, 0, 1);
+  const double one = 7 * shard / cost.link_bytes_per_s(nv) + 7 * lat;
+  CHECK(p.tp_comm_s == doctest::Approx(m.layers * 8 * one).epsilon(0.01));
+  // Without TP the same GPUs run no TP collective.
+  PlanChoice none = ch;
+  none.tp = 1;
+  none.dp = 8;
+  none.order = tp_order(1, 1, 8);
+  CHECK(cm.predict(j, none).tp_comm_s == 0);
+  // A pinned order other than the tp-cp-dp one, and a two-level ring, are refused.
+  PlanChoice bad = ch;
+  std::swap(bad.order[0], bad.order[1]);
+  CHECK(cm.why_invalid(j, bad).find("tp-cp-dp") != std::string::npos);
+}
+
+TEST_CASE("schedule: TP collectives on the TP groups, 4 forward + 4 backward per layer, contract kept") {
+  const ModelSpec m = load_model("llama2-7b");
+  const Topology topo = load_topology("dgx-a100-ib");
+  const Fabric fabric(topo, 16);
+  const CostParams cost = CostParams::from_topology(topo);
+  SearchPins pins;
+  pins.tp = 4;
+  pins.cp = 2;
+  pins.checkpointing = Checkpointing::kNone;
+  Job j = step_job("llama2-7b", "dgx-a100-ib", 16, 65536);
+  j.batch_tokens = 2 * 65536;
+  const Plan plan = Planner(m, fabric, cost).best_ring_plan(j, pins);
+  REQUIRE(plan.choice.tp == 4);
+  REQUIRE(plan.choice.dp == 2);
+  ScheduleOptions so;
+  so.max_layers = 2;
+  const OpSchedule s = generate_schedule(plan, m, fabric, so);
+  // FSDP groups 0..3 (one per TP rank, 4 GPUs each), then 4 TP groups of 4 GPUs.
+  REQUIRE(s.groups.size() == 4 + 4);
+  CHECK(s.groups[4] == std::vector<int>{0, 1, 2, 3});
+  CHECK(s.groups[1] == std::vector<int>{1, 5, 9, 13});
+  for (const RankSchedule& rs : s.ranks) {
+    int tp_ops = 0, fsdp_ops = 0;
+    for (const Op& op : rs.ops) {
+      if (op.kind != OpKind::kCollective) continue;
+      if (op.group >= 4) {
+        ++tp_ops;
+        CHECK(op.bytes == doctest::Approx(65536.0 / 2 * m.hidden * 2 / 4));
+        CHECK(std::count(s.groups[op.group].begin(), s.groups[op.group].end(), rs.gpu) == 1);
+      } else {
+        ++fsdp_ops;
+        CHECK(op.group == rs.gpu % 4);
+      }
+    }
+    // 2 layers x (4 + 4) per micro-step, one micro-step (a sequence per replica).
+    CHECK(tp_ops == 2 * 8 * plan.choice.grad_accum);
+    CHECK(fsdp_ops > 0);
+  }
+  CHECK(message_contract_violation(s) == "");
+}
+
+TEST_CASE("pins: --tp that cannot split the model or a node is explained") {
+  const ModelSpec m = load_model("llama3-70b");
+  const Topology topo = load_topology("dgx-h100-ib");
+  const Fabric fabric(topo, 64);
+  Planner planner(m, fabric, CostParams::from_topology(topo));
+  SearchPins pins;
+  pins.tp = 16;
+  try {
+    planner.best_plan(step_job("llama3-70b", "dgx-h100-ib", 64, 32768), pins);
+    FAIL("tp 16 on 8-GPU nodes must be refused");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("--tp 16") != std::string::npos);
+    CHECK(std::string(e.what()).find("GPUs per node") != std::string::npos);
+  }
+  pins.tp = 4;
+  const Plan p = planner.best_plan(step_job("llama3-70b", "dgx-h100-ib", 64, 32768), pins);
+  CHECK(p.choice.tp == 4);
+  CHECK(p.choice.tp * p.choice.cp * p.choice.dp == 64);
+}
+
+TEST_CASE("llama3-70b at 128K on 256 H100s: tensor parallelism inside the nodes, and why") {
+  const ModelSpec m = load_model("llama3-70b");
+  const Topology topo = load_topology("dgx-h100-ib");
+  const Fabric fabric(topo, 256);
+  Planner planner(m, fabric, CostParams::from_topology(topo));
+  const Plan p = planner.plan(step_job("llama3-70b", "dgx-h100-ib", 256, 131072));
+  CHECK(p.choice.tp > 1);
+  CHECK(topo.gpus_per_node % p.choice.tp == 0);
+  CHECK(p.predicted.fits);
+  REQUIRE(p.without_tp.has_value());
+  // The reason: more tokens/s than the best plan without it, on the same batch.
+  CHECK(p.without_tp->tokens_per_s < p.predicted.tokens_per_s);
+  // Baselines stay the plans without tensor parallelism.
+  for (const Baseline& b : p.baselines) CHECK(b.cp * b.dp == 256);
+}
