@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Whole-step simulation at production scale: Llama 3 8B at 256K tokens on the DGX H100
-# SuperPOD (topologies/dgx-h100-superpod.yaml), 2M-token batch, for each GPU count: the
+# SuperPOD (topologies/dgx-h100-superpod.yaml), 2M-token batch (BATCH), for each GPU count: the
 # plan `ringmaster plan` picks (PIN=1: pinned to ring cp = G/8 x dp 8, flat, snake, which
 # it picks up to 4,096 GPUs), written to a file, then `simulate --plan` under
 # /usr/bin/time -v (wall time, CPU time and peak resident memory of the whole command,
@@ -10,6 +10,12 @@
 # Usage: bench/simulate_scale.sh <ringmaster> [gpu counts, default "256 1024 4096 16384"]
 #        FULL="256 1024" to also time --full at those counts; TIMEOUT (s, default 1200)
 #        bounds each run (a row that hits it says so).
+#        Without PIN the rows are the planner's own picks: at 16,384 GPUs a two-level ring
+#        512 x 32 (dp 32), the case of the 60 s target; its 32 rings need 32 sequences, so
+#        `BATCH=8M bench/simulate_scale.sh build-h/bin/ringmaster 16384` (at 2M, 8
+#        sequences, `plan` writes the same plan but exits 1: 24 of 32 rings idle). BATCH
+#        (default 2M) is the global batch in tokens; the plan search is not timed (~30 s
+#        of CPU at 16,384 GPUs).
 set -euo pipefail
 rm_bin=$1
 counts=${2:-256 1024 4096 16384}
@@ -17,7 +23,7 @@ full=" ${FULL:-} "
 limit=${TIMEOUT:-1200}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-job=(--model llama3-8b --topology dgx-h100-superpod --seq 256k)
+job=(--model llama3-8b --topology dgx-h100-superpod --seq 256k --batch-tokens "${BATCH:-2M}")
 
 measure() {  # measure <label> <gpus> <simulate options...>: one table row
   local label=$1 g=$2
@@ -56,5 +62,5 @@ for g in $counts; do
   [[ ${PIN:-0} == 1 ]] && pins=(--cp $((g / 8)) --schedule flat --order snake)
   "$rm_bin" plan "${job[@]}" --gpus "$g" "${pins[@]}" -o "$tmp/plan-$g.yaml" >/dev/null 2>&1
   measure fast "$g"
-  [[ $full == *" $g "* ]] && measure full "$g" --full
+  if [[ $full == *" $g "* ]]; then measure full "$g" --full; fi
 done
