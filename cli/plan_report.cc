@@ -20,12 +20,18 @@ std::string order_text(const PlanChoice& c) {
   return s + ")";
 }
 
+// a2a+p2p's split as Megatron's --hierarchical-context-parallel-sizes: "8x2".
+std::string usp_split_text(const PlanChoice& c) {
+  return std::to_string(c.cp_a2a) + "x" + std::to_string(c.cp / c.cp_a2a);
+}
+
 std::string baseline_name(Strategy s) {
   switch (s) {
     case Strategy::kFlashFsdp: return "flash-fsdp (FlashAttention + FSDP, no sequence parallelism)";
     case Strategy::kAllGatherCp: return "allgather-cp (Llama 3 style)";
     case Strategy::kUlysses: return "ulysses (all-to-all over heads)";
     case Strategy::kRing: return "ring attention";
+    case Strategy::kUsp: return "usp: all-to-all over heads inside a node, ring across";
   }
   return "?";
 }
@@ -57,11 +63,13 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   out += "\n";
 
   Table choice({{"choice", "", Align::kLeft}, {"value", "", Align::kLeft}});
-  const bool ring = c.strategy == Strategy::kRing;
+  const bool ring = c.strategy == Strategy::kRing || c.strategy == Strategy::kUsp;
   choice.add_row({"context parallelism (cp_comm_type)", std::string(cp_comm_type(c.strategy)) + " (" +
                                                             baseline_name(c.strategy) + ")"});
   choice.add_row({"tp x cp x pp x dp", "1 x " + std::to_string(c.cp) + " x 1 x " + std::to_string(c.dp) +
                                           " (tensor and pipeline parallelism: not searched yet)"});
+  if (c.strategy == Strategy::kUsp)
+    choice.add_row({"hierarchical cp sizes", usp_split_text(c) + " (a2a inside a node x p2p ring across)"});
   choice.add_row({"sharding", std::string(kFsdpSharding) + " over all " + std::to_string(j.gpus) + " GPUs"});
   choice.add_row({"schedule", ring ? to_string(c.schedule) : "-"});
   choice.add_row({"order", order_text(c)});
@@ -139,9 +147,10 @@ std::vector<std::string> sweep_cells(const Plan& plan, const std::string& seq_as
   }
   return {std::to_string(plan.job.gpus),
           seq_as_typed.empty() ? format_size(plan.job.seq_len) : seq_as_typed,
-          cp_comm_type(c.strategy),
+          c.strategy == Strategy::kUsp ? std::string(cp_comm_type(c.strategy)) + " " + usp_split_text(c)
+                                       : cp_comm_type(c.strategy),
           std::to_string(c.cp) + " x " + std::to_string(c.dp),
-          c.strategy == Strategy::kRing ? to_string(c.schedule) : "-",
+          c.strategy == Strategy::kRing || c.strategy == Strategy::kUsp ? to_string(c.schedule) : "-",
           c.order_name,
           to_string(c.load_balance),
           std::to_string(c.block_q) + "x" + std::to_string(c.block_kv),

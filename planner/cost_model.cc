@@ -6,6 +6,7 @@
 
 #include "planner/collective_pattern.h"
 #include "planner/schedule.h"
+#include "planner/usp_plan.h"
 
 namespace rm {
 
@@ -294,6 +295,10 @@ std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {
     }
   }
   if (ch.strategy == Strategy::kFlashFsdp && ch.cp != 1) return "flash-fsdp has cp = 1";
+  if (ch.strategy == Strategy::kUsp) {
+    const std::string why = usp_why_invalid(job, ch);
+    if (!why.empty()) return why;
+  }
   if (ch.micro_batch < 1) return "micro_batch must be >= 1 (got " + str(ch.micro_batch) + ")";
   if (ch.micro_batch > 1 && job.workload != Workload::kStep)
     return "micro_batch > 1 applies to step workloads (sequences per micro-step)";
@@ -330,7 +335,9 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   const int64_t window = effective_window(m, job);
 
   LayerTimes t;
-  if (ch.strategy == Strategy::kUlysses || ch.strategy == Strategy::kAllGatherCp) {
+  if (ch.strategy == Strategy::kUsp) {
+    t = usp_attention_times(job, ch, pat, *a2a, free_comm);
+  } else if (ch.strategy == Strategy::kUlysses || ch.strategy == Strategy::kAllGatherCp) {
     // Every GPU computes 1/P of the whole sequence's attention, balanced.
     const TokenLayout whole{LoadBalance::kContiguous, job.seq_len, 1};
     const RingAttentionWork w = ring_attention_work(whole, job.causal, m.heads, m.head_dim, tiles, window);
@@ -494,8 +501,16 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   return t;
 }
 
+const RingPatterns& CostModel::ring_patterns_of(const PlanChoice& ch) {
+  if (ch.strategy == Strategy::kUsp) {  // the patterns of its ring (usp_plan.h)
+    const PlanChoice rc = usp_ring_choice(ch);
+    return ring_patterns(rc.cp, rc.dp, rc.schedule, rc.order);
+  }
+  return ring_patterns(ch.cp, ch.dp, ch.schedule, ch.order);
+}
+
 Prediction CostModel::predict(const Job& job, const PlanChoice& ch) {
-  return predict(job, ch, ring_patterns(ch.cp, ch.dp, ch.schedule, ch.order));
+  return predict(job, ch, ring_patterns_of(ch));
 }
 
 Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPatterns& pat) {
@@ -505,7 +520,9 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
   const int P = std::max(1, ch.cp);
   const int64_t c = job.seq_len / P;
   const PatternCost* a2a =
-      ch.strategy == Strategy::kUlysses ? &all_to_all_pattern(ch.cp, ch.dp, ch.order) : nullptr;
+      ch.strategy == Strategy::kUlysses ? &all_to_all_pattern(ch.cp, ch.dp, ch.order)
+      : ch.strategy == Strategy::kUsp   ? &all_to_all_pattern(ch.cp_a2a, G / ch.cp_a2a, ch.order)
+                                        : nullptr;
   // A micro-step runs micro_batch sequences through each layer, one after another.
   const int mb = job.workload == Workload::kStep ? std::max(1, ch.micro_batch) : 1;
   const LayerTimes real = scaled(layer_times(job, ch, pat, a2a, false), mb);

@@ -45,6 +45,9 @@ std::string framework_refusal(const Plan& plan, int gpus_per_node, ExportTarget 
   if (c.strategy == Strategy::kUlysses && t == ExportTarget::kTorchtitan)
     return "plan.strategy: torchtitan has no all-to-all (Ulysses) context parallelism; its "
            "context_parallel_rotate_method is allgather or alltoall (a ring)";
+  if (c.strategy == Strategy::kUsp && t == ExportTarget::kTorchtitan)
+    return "plan.strategy: torchtitan has no a2a+p2p (all-to-all inside a node, ring across) context "
+           "parallelism; its context parallelism is one ring: re-plan with --target torchtitan";
   if (c.cp > 1 && c.strategy == Strategy::kRing) {
     if (c.schedule == Schedule::kBidirectional)
       return "plan.schedule: " + fw + "'s ring passes K,V in one direction only; it cannot run "
@@ -219,14 +222,14 @@ Plan plan_for_target(Planner& planner, const Job& job, const SearchPins& pins, E
       }
     }
   }
-  // The collective kinds (all_gather; a2a, which torchtitan lacks), each searched on its own
+  // The collective kinds (all_gather; a2a and a2a+p2p, which torchtitan lacks), each searched on its own
   // per checkpointing the target has: the ring pins above leave them out of the search.
   // Only the pinned kind when --cp-comm-type is given; none when a ring choice is.
   std::vector<Strategy> kinds;
   if (pins.cp_comm_type) {
     if (*pins.cp_comm_type != Strategy::kRing) kinds = {*pins.cp_comm_type};
   } else if (!ring_pinned && !(pins.cp && *pins.cp == 1)) {
-    kinds = {Strategy::kAllGatherCp, Strategy::kUlysses};
+    kinds = {Strategy::kAllGatherCp, Strategy::kUlysses, Strategy::kUsp};
   }
   for (Strategy kind : kinds) {
     for (Checkpointing ck : ckpts) {

@@ -137,6 +137,11 @@ class Generator {
       fail_input(w, "cp", std::string(cp_comm_type(choice_.strategy)) + " needs cp >= 2 (got " +
                               num(choice_.cp) + ")");
     }
+    if (choice_.strategy == Strategy::kUsp) {
+      fail_input(w, "cp_comm_type",
+                 "a2a+p2p is priced by the planner; its op lists are not generated yet (simulate or run "
+                 "p2p, all_gather or a2a)");
+    }
     if (choice_.strategy == Strategy::kUlysses &&
         (m_.heads % choice_.cp != 0 || (m_.kv_heads % choice_.cp != 0 && choice_.cp % m_.kv_heads != 0))) {
       fail_input(w, "cp", "a2a splits heads: cp must divide the " + num(m_.heads) +
