@@ -25,6 +25,9 @@ std::string usp_split_text(const PlanChoice& c) {
   return std::to_string(c.cp_a2a) + "x" + std::to_string(c.cp / c.cp_a2a);
 }
 
+// The ring's size: cp, or a2a+p2p's ring across nodes (its block is N / that).
+int ring_size(const PlanChoice& c) { return c.strategy == Strategy::kUsp ? c.cp / c.cp_a2a : c.cp; }
+
 std::string baseline_name(Strategy s) {
   switch (s) {
     case Strategy::kFlashFsdp: return "flash-fsdp (FlashAttention + FSDP, no sequence parallelism)";
@@ -92,7 +95,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   pred.add_row({"exposed comm", sig(p.exposed_comm_s, 4), "s"});
   pred.add_row({"  of which FSDP", sig(p.fsdp_exposed_s, 4), "s"});
   pred.add_row({"overlap threshold (this plan)", format_size(static_cast<int64_t>(p.overlap_threshold_tokens)),
-                "tokens per GPU (c = " + format_size(j.seq_len / std::max(1, c.cp)) + ")"});
+                "tokens per GPU (c = " + format_size(j.seq_len / std::max(1, ring_size(c))) + ")"});
   pred.add_row({"memory per GPU", gib(p.memory_bytes_per_gpu), "GiB of " + gib(topo.gpu.memory_bytes)});
   pred.add_row({"  model states", gib(p.memory.model_states), "GiB"});
   pred.add_row({"  layer buffers", gib(p.memory.layer_buffers), "GiB"});

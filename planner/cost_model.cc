@@ -621,16 +621,21 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
   p.fits = p.memory_bytes_per_gpu <= gpu.memory_bytes;
   // Tokens per GPU at which one step's compute would just cover its transfer, on this
   // plan's bottleneck with sharing (two-level: the outer transfer over g inner steps).
-  if (ch.strategy == Strategy::kRing && P > 1 && pat.bottleneck_link >= 0) {
-    const double units = 2.0 * static_cast<double>(c) * m.head_dim * m.kv_heads;
-    const TokenLayout layout{ch.load_balance, job.seq_len, P};
-    const RingAttentionWork w = ring_attention_work(layout, job.causal, m.heads, m.head_dim,
+  // a2a+p2p: its ring's, in tokens of the ring's block (N / ring size, h / cp_a2a heads).
+  const bool usp = ch.strategy == Strategy::kUsp;
+  if ((ch.strategy == Strategy::kRing || usp) && P > 1 && pat.bottleneck_link >= 0) {
+    const int a2a = usp ? ch.cp_a2a : 1;  // heads divided as usp_ring_model does
+    const int Pr = P / a2a;
+    const int64_t cr = job.seq_len / Pr;
+    const double units = 2.0 * static_cast<double>(cr) * m.head_dim * (m.kv_heads / a2a);
+    const TokenLayout layout{ch.load_balance, job.seq_len, Pr};
+    const RingAttentionWork w = ring_attention_work(layout, job.causal, m.heads / a2a, m.head_dim,
                                                     {ch.block_q, ch.block_kv}, effective_window(m, job));
     const double F = cost_.attention_flops_per_s(ch.block_q, ch.block_kv, m.head_dim);
     const double steps = ch.schedule == Schedule::kTwoLevel ? fabric_.topology().gpus_per_node : 1;
     const PatternCost& x = ch.schedule == Schedule::kTwoLevel ? pat.outer_kv : pat.kv;
     const double compute = steps * w.step_executed_max / F;
-    if (compute > 0) p.overlap_threshold_tokens = static_cast<double>(c) * units * x.s_per_unit / compute;
+    if (compute > 0) p.overlap_threshold_tokens = static_cast<double>(cr) * units * x.s_per_unit / compute;
   }
   if (!p.fits) {
     char buf[160];

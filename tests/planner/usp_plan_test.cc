@@ -112,6 +112,8 @@ TEST_CASE("a2a+p2p attention time, by hand: the all-to-alls on NVLink, the ring 
                      c * 8 * 128 * 2 / 2 / 100e9;             // the output back
   CHECK(p.step_time_s == doctest::Approx(2 * comp + a2a).epsilon(1e-9));
   CHECK(p.exposed_comm_s == doctest::Approx(a2a).epsilon(1e-6));
+  // The overlap threshold is the ring's, in tokens of its block: c_r x transfer / compute.
+  CHECK(p.overlap_threshold_tokens == doctest::Approx(cr * x_ring / comp).epsilon(1e-6));
   // Backward too: the same all-to-all bytes the other way; the ring as a 2-GPU ring.
   job.passes = Passes::kForwardBackward;
   const Prediction q = cm.predict(job, ch);
