@@ -32,6 +32,9 @@ checked=$((checked + 1))
 "$bin" export --plan "$tmp/p.yaml" --to megatron 2>"$tmp/m.err" |
   grep -q -- "--context-parallel-size 32 --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 8 4" ||
   fail "megatron export lacks --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 8 4: $(cat "$tmp/m.err")"
+checked=$((checked + 1))
+"$bin" export --plan "$tmp/p.yaml" --to megatron 2>/dev/null | grep -q "ranks 8 apart form the p2p ring of 4" ||
+  fail "megatron export does not say which ranks form the a2a groups and the ring"
 
 expect_bad "no a2a+p2p plan" "--hierarchical-context-parallel-sizes 16 2" -- plan "${job[@]}" --hierarchical-context-parallel-sizes 16 2
 expect_bad "divide --gpus" "--hierarchical-context-parallel-sizes" -- plan "${job[@]}" --hierarchical-context-parallel-sizes 3 8
