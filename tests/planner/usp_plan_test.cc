@@ -118,6 +118,11 @@ TEST_CASE("a2a+p2p attention time, by hand: the all-to-alls on NVLink, the ring 
   job.passes = Passes::kForwardBackward;
   const Prediction q = cm.predict(job, ch);
   CHECK(q.exposed_comm_s > 2 * a2a * (1 - 1e-9));
+  // ... that is the 2-GPU rings (both a2a indices at once) on 4 heads, plus the all-to-alls
+  // of both passes.
+  CostModel ring_model(usp_ring_model(gqa_model(), 2), f, cost);
+  const Prediction rq = ring_model.predict(job, usp_ring_choice(ch));
+  CHECK(q.step_time_s == doctest::Approx(rq.step_time_s + 2 * a2a).epsilon(1e-9));
   // The memory: the ring's buffers plus the all-to-all's staging of Q and K,V.
   PlanChoice ring = ch;
   ring.strategy = Strategy::kRing;
