@@ -39,7 +39,10 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   auto* pins = cmd->add_option_group("pins", "fix a choice; the search works around it");
   pins->add_option("--cp-comm-type", o.cp_comm_type,
                    "context-parallel kind (Megatron's --cp-comm-type): p2p (ring), all_gather (K,V "
-                   "all-gather, Llama 3) or a2a (Ulysses)");
+                   "all-gather, Llama 3), a2a (Ulysses) or a2a+p2p (all-to-all inside a node, ring across)");
+  pins->add_option("--hierarchical-context-parallel-sizes", o.hierarchical_cp_sizes,
+                   "a2a+p2p's split, as Megatron's: A B = the all-to-all degree inside a node and the ring "
+                   "size across (cp = A x B; implies --cp-comm-type a2a+p2p)");
   pins->add_option("--tp", o.tp,
                    "tensor-parallel size with sequence parallelism, inside a node (Megatron's "
                    "--tensor-model-parallel-size; searched over 1, 2, 4, 8)");
@@ -55,6 +58,32 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   pins->add_option("--micro-batch", o.micro_batch,
                    "sequences per ring per micro-step (step workload; Megatron --micro-batch-size)");
 }
+
+namespace {
+
+// --hierarchical-context-parallel-sizes A B: pins a2a+p2p, cp = A x B and the a2a degree A.
+void pin_hierarchical_cp_sizes(const std::vector<int>& h, int gpus, SearchPins& p) {
+  const char* f = "--hierarchical-context-parallel-sizes";
+  auto str = [](int64_t v) { return std::to_string(v); };
+  if (h.size() != 2 || h[0] < 2 || h[1] < 2 || h[0] > kMaxGpus || h[1] > kMaxGpus) {
+    std::string got;
+    for (int v : h) got += (got.empty() ? "" : " ") + str(v);
+    fail_input(kCommandLine, f, "expected two sizes A B >= 2: the a2a degree inside a node, the ring size across (got " +
+                                    got + ")");
+  }
+  const int64_t cp = int64_t{h[0]} * h[1];
+  if (p.cp_comm_type && *p.cp_comm_type != Strategy::kUsp)
+    fail_input(kCommandLine, f, std::string("is a2a+p2p's split (got --cp-comm-type ") + cp_comm_type(*p.cp_comm_type) + ")");
+  if (p.cp && *p.cp != cp)
+    fail_input(kCommandLine, f, "expected A x B = --cp " + str(*p.cp) + " (got " + str(cp) + ")");
+  if (gpus % cp != 0)
+    fail_input(kCommandLine, f, "expected A x B to divide --gpus " + str(gpus) + " (got " + str(cp) + ")");
+  p.cp_comm_type = Strategy::kUsp;
+  p.cp = static_cast<int>(cp);
+  p.cp_a2a = h[0];
+}
+
+}  // namespace
 
 ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   ResolvedJob r;
@@ -107,6 +136,7 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
       fail_input(kCommandLine, "--order", "expected one of node-major, snake, searched (got '" + o.order + "')");
     p.order = o.order;
   }
+  if (!o.hierarchical_cp_sizes.empty()) pin_hierarchical_cp_sizes(o.hierarchical_cp_sizes, gpus, p);
   if (p.cp && gpus % *p.cp != 0)
     fail_input(kCommandLine, "--cp", "must divide --gpus " + std::to_string(gpus) + " (got " + std::to_string(*p.cp) + ")");
   if (p.tp && gpus % *p.tp != 0)

@@ -33,6 +33,7 @@ struct JobOptions {
   // Pins (unset = searched; a given 0 is refused, not taken as unset).
   std::optional<int> tp, cp;
   std::string cp_comm_type, schedule, order, load_balance, checkpointing;
+  std::vector<int> hierarchical_cp_sizes;  // a2a+p2p's [a2a degree, ring size] (Megatron's)
   std::optional<int> block_q, block_kv, kv_subblocks, micro_batch;
 };
 

@@ -20,12 +20,21 @@ std::string order_text(const PlanChoice& c) {
   return s + ")";
 }
 
+// a2a+p2p's split as Megatron's --hierarchical-context-parallel-sizes: "8x2".
+std::string usp_split_text(const PlanChoice& c) {
+  return std::to_string(c.cp_a2a) + "x" + std::to_string(c.cp / c.cp_a2a);
+}
+
+// The ring's size: cp, or a2a+p2p's ring across nodes (its block is N / that).
+int ring_size(const PlanChoice& c) { return c.strategy == Strategy::kUsp ? c.cp / c.cp_a2a : c.cp; }
+
 std::string baseline_name(Strategy s) {
   switch (s) {
     case Strategy::kFlashFsdp: return "flash-fsdp (FlashAttention + FSDP, no sequence parallelism)";
     case Strategy::kAllGatherCp: return "allgather-cp (Llama 3 style)";
     case Strategy::kUlysses: return "ulysses (all-to-all over heads)";
     case Strategy::kRing: return "ring attention";
+    case Strategy::kUsp: return "usp: all-to-all over heads inside a node, ring across";
   }
   return "?";
 }
@@ -94,7 +103,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   out += "\n";
 
   Table choice({{"choice", "", Align::kLeft}, {"value", "", Align::kLeft}});
-  const bool ring = c.strategy == Strategy::kRing;
+  const bool ring = c.strategy == Strategy::kRing || c.strategy == Strategy::kUsp;
   choice.add_row({"context parallelism (cp_comm_type)", std::string(cp_comm_type(c.strategy)) + " (" +
                                                             baseline_name(c.strategy) + ")"});
   choice.add_row({"tp x cp x pp x dp", std::to_string(c.tp) + " x " + std::to_string(c.cp) + " x 1 x " +
@@ -103,6 +112,8 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
     choice.add_row({"tensor parallelism", "tp " + std::to_string(c.tp) +
                                               " inside a node, with sequence parallelism (rank order tp-cp-dp)"});
   }
+  if (c.strategy == Strategy::kUsp)
+    choice.add_row({"hierarchical cp sizes", usp_split_text(c) + " (a2a inside a node x p2p ring across)"});
   choice.add_row({"sharding", std::string(kFsdpSharding) + " over " +
                                   (c.tp > 1 ? "each TP rank's " + std::to_string(j.gpus / c.tp) + " GPUs"
                                             : "all " + std::to_string(j.gpus) + " GPUs")});
@@ -128,7 +139,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   pred.add_row({"  of which FSDP", sig(p.fsdp_exposed_s, 4), "s"});
   if (c.tp > 1) pred.add_row({"  of which TP collectives", sig(p.tp_comm_s, 4), "s"});
   pred.add_row({"overlap threshold (this plan)", format_size(static_cast<int64_t>(p.overlap_threshold_tokens)),
-                "tokens per GPU (c = " + format_size(j.seq_len / std::max(1, c.cp)) + ")"});
+                "tokens per GPU (c = " + format_size(j.seq_len / std::max(1, ring_size(c))) + ")"});
   pred.add_row({"memory per GPU", gib(p.memory_bytes_per_gpu), "GiB of " + gib(topo.gpu.memory_bytes)});
   pred.add_row({"  model states", gib(p.memory.model_states), "GiB"});
   pred.add_row({"  layer buffers", gib(p.memory.layer_buffers), "GiB"});
@@ -184,9 +195,10 @@ std::vector<std::string> sweep_cells(const Plan& plan, const std::string& seq_as
   }
   return {std::to_string(plan.job.gpus),
           seq_as_typed.empty() ? format_size(plan.job.seq_len) : seq_as_typed,
-          cp_comm_type(c.strategy),
+          c.strategy == Strategy::kUsp ? std::string(cp_comm_type(c.strategy)) + " " + usp_split_text(c)
+                                       : cp_comm_type(c.strategy),
           std::to_string(c.cp) + " x " + std::to_string(c.dp) + (c.tp > 1 ? ", tp " + std::to_string(c.tp) : ""),
-          c.strategy == Strategy::kRing ? to_string(c.schedule) : "-",
+          c.strategy == Strategy::kRing || c.strategy == Strategy::kUsp ? to_string(c.schedule) : "-",
           c.order_name,
           to_string(c.load_balance),
           std::to_string(c.block_q) + "x" + std::to_string(c.block_kv),

@@ -7,6 +7,7 @@
 #include "planner/collective_pattern.h"
 #include "planner/schedule.h"
 #include "planner/tensor_parallel.h"
+#include "planner/usp_plan.h"
 
 namespace rm {
 
@@ -332,6 +333,10 @@ std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {
     }
   }
   if (ch.strategy == Strategy::kFlashFsdp && ch.cp != 1) return "flash-fsdp has cp = 1";
+  if (ch.strategy == Strategy::kUsp) {
+    const std::string why = usp_why_invalid(job, ch);
+    if (!why.empty()) return why;
+  }
   if (ch.micro_batch < 1) return "micro_batch must be >= 1 (got " + str(ch.micro_batch) + ")";
   if (ch.micro_batch > 1 && job.workload != Workload::kStep)
     return "micro_batch > 1 applies to step workloads (sequences per micro-step)";
@@ -372,7 +377,9 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   const int64_t window = effective_window(m, job);
 
   LayerTimes t;
-  if (ch.strategy == Strategy::kUlysses || ch.strategy == Strategy::kAllGatherCp) {
+  if (ch.strategy == Strategy::kUsp) {
+    t = usp_attention_times(job, ch, pat, *a2a, free_comm);
+  } else if (ch.strategy == Strategy::kUlysses || ch.strategy == Strategy::kAllGatherCp) {
     // Every GPU computes 1/P of the whole sequence's attention, balanced.
     const TokenLayout whole{LoadBalance::kContiguous, job.seq_len, 1};
     const RingAttentionWork w = ring_attention_work(whole, job.causal, m.heads, m.head_dim, tiles, window);
@@ -549,8 +556,16 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   return t;
 }
 
+const RingPatterns& CostModel::ring_patterns_of(const PlanChoice& ch) {
+  if (ch.strategy == Strategy::kUsp) {  // the patterns of its ring (usp_plan.h)
+    const PlanChoice rc = usp_ring_choice(ch);
+    return ring_patterns(rc.cp, rc.dp, rc.schedule, rc.order);
+  }
+  return ring_patterns(ch.cp, ch.dp, ch.schedule, ch.order);
+}
+
 Prediction CostModel::predict(const Job& job, const PlanChoice& ch) {
-  return predict(job, ch, ring_patterns(ch.cp, ch.dp, ch.schedule, ch.order));
+  return predict(job, ch, ring_patterns_of(ch));
 }
 
 Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPatterns& pat) {
@@ -561,7 +576,9 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
   const int P = std::max(1, ch.cp);
   const int64_t c = job.seq_len / P;
   const PatternCost* a2a =
-      ch.strategy == Strategy::kUlysses ? &all_to_all_pattern(ch.cp, ch.dp, ch.order) : nullptr;
+      ch.strategy == Strategy::kUlysses ? &all_to_all_pattern(ch.cp, ch.dp, ch.order)
+      : ch.strategy == Strategy::kUsp   ? &all_to_all_pattern(ch.cp_a2a, G / ch.cp_a2a, ch.order)
+                                        : nullptr;
   // A micro-step runs micro_batch sequences through each layer, one after another.
   const int mb = job.workload == Workload::kStep ? std::max(1, ch.micro_batch) : 1;
   const LayerTimes real = scaled(layer_times(job, ch, pat, a2a, false), mb);
@@ -673,16 +690,21 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
   p.fits = p.memory_bytes_per_gpu <= gpu.memory_bytes;
   // Tokens per GPU at which one step's compute would just cover its transfer, on this
   // plan's bottleneck with sharing (two-level: the outer transfer over g inner steps).
-  if (ch.strategy == Strategy::kRing && P > 1 && pat.bottleneck_link >= 0) {
-    const double units = 2.0 * static_cast<double>(c) * ms.head_dim * ms.kv_heads;
-    const TokenLayout layout{ch.load_balance, job.seq_len, P};
-    const RingAttentionWork w = ring_attention_work(layout, job.causal, ms.heads, ms.head_dim,
+  // a2a+p2p: its ring's, in tokens of the ring's block (N / ring size, h / cp_a2a heads).
+  const bool usp = ch.strategy == Strategy::kUsp;
+  if ((ch.strategy == Strategy::kRing || usp) && P > 1 && pat.bottleneck_link >= 0) {
+    const int a2a = usp ? ch.cp_a2a : 1;  // heads divided as usp_ring_model does
+    const int Pr = P / a2a;
+    const int64_t cr = job.seq_len / Pr;
+    const double units = 2.0 * static_cast<double>(cr) * ms.head_dim * (ms.kv_heads / a2a);
+    const TokenLayout layout{ch.load_balance, job.seq_len, Pr};
+    const RingAttentionWork w = ring_attention_work(layout, job.causal, ms.heads / a2a, ms.head_dim,
                                                     {ch.block_q, ch.block_kv}, effective_window(m, job));
     const double F = cost_.attention_flops_per_s(ch.block_q, ch.block_kv, m.head_dim);
     const double steps = ch.schedule == Schedule::kTwoLevel ? fabric_.topology().gpus_per_node : 1;
     const PatternCost& x = ch.schedule == Schedule::kTwoLevel ? pat.outer_kv : pat.kv;
     const double compute = steps * w.step_executed_max / F;
-    if (compute > 0) p.overlap_threshold_tokens = static_cast<double>(c) * units * x.s_per_unit / compute;
+    if (compute > 0) p.overlap_threshold_tokens = static_cast<double>(cr) * units * x.s_per_unit / compute;
   }
   if (!p.fits) {
     char buf[160];

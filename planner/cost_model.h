@@ -135,13 +135,16 @@ class CostModel {
   const GroupCollective& tp_collective(int tp);
   // Cached by (cp, dp, schedule, order).
   const RingPatterns& ring_patterns(int cp, int dp, Schedule schedule, const std::vector<int>& order);
+  // The patterns predict() takes for `choice`: its own ring's, or a2a+p2p's ring's.
+  const RingPatterns& ring_patterns_of(const PlanChoice& choice);
   // The FSDP collectives over all G GPUs (collective_pattern.h: every rail across nodes
   // and NVSwitch inside, concurrently): seconds for one all-gather or reduce-scatter of
   // `bytes_per_gpu` (each GPU's shard).
   double fsdp_collective_s(double bytes_per_gpu);
 
   // Evaluate a ring plan (or the flash-fsdp / all-gather CP / Ulysses baselines, by
-  // choice.strategy). `patterns` must be ring_patterns() of the same choice. Checks
+  // choice.strategy). `patterns` must be ring_patterns() of the same choice (a2a+p2p: of
+  // its usp_ring_choice, usp_plan.h). Checks
   // nothing: the search only builds valid choices; use validate_choice for user input.
   Prediction predict(const Job& job, const PlanChoice& choice, const RingPatterns& patterns);
   // Convenience: looks the patterns up.
@@ -152,10 +155,15 @@ class CostModel {
   std::string why_invalid(const Job& job, const PlanChoice& choice) const;
 
  private:
-  // `a2a`: the all-to-all pattern, Ulysses only.
+  // `a2a`: the all-to-all pattern, Ulysses and a2a+p2p only.
   LayerTimes layer_times(const Job& job, const PlanChoice& choice, const RingPatterns& pat,
                          const PatternCost* a2a, bool free_comm);
   const PatternCost& all_to_all_pattern(int cp, int dp, const std::vector<int>& order);
+  // a2a+p2p (usp_plan.cc): the ring's attention (`pat`: its ring patterns) and the
+  // all-to-alls over `a2a` (all_to_all_pattern of the cp_a2a groups); linear parts zero.
+  LayerTimes usp_attention_times(const Job& job, const PlanChoice& choice, const RingPatterns& pat,
+                                 const PatternCost& a2a, bool free_comm);
+  std::string usp_why_invalid(const Job& job, const PlanChoice& choice) const;
   // A flat ring cut short by a sliding window: every position sends its last fp32
   // accumulator `hops` positions back, to the block's owner (units: K,V elements).
   const PatternCost& ring_home_pattern(int cp, int dp, const std::vector<int>& order, int hops);

@@ -22,6 +22,7 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
   a.cp = c.cp;
   a.dp = c.dp;
   if (c.cp > 1) a.cp_comm_type = cp_comm_type(c.strategy);  // plan.h: Megatron's names
+  if (c.strategy == Strategy::kUsp) a.hierarchical_cp_sizes = {c.cp_a2a, c.cp / c.cp_a2a};
   switch (c.checkpointing) {
     case Checkpointing::kNone: break;
     case Checkpointing::kSelective:

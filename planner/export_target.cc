@@ -45,6 +45,9 @@ std::string framework_refusal(const Plan& plan, int gpus_per_node, ExportTarget 
   if (c.strategy == Strategy::kUlysses && t == ExportTarget::kTorchtitan)
     return "plan.strategy: torchtitan has no all-to-all (Ulysses) context parallelism; its "
            "context_parallel_rotate_method is allgather or alltoall (a ring)";
+  if (c.strategy == Strategy::kUsp && t == ExportTarget::kTorchtitan)
+    return "plan.strategy: torchtitan has no a2a+p2p (all-to-all inside a node, ring across) context "
+           "parallelism; its context parallelism is one ring: re-plan with --target torchtitan";
   if (c.cp > 1 && c.strategy == Strategy::kRing) {
     if (c.schedule == Schedule::kBidirectional)
       return "plan.schedule: " + fw + "'s ring passes K,V in one direction only; it cannot run "
@@ -144,6 +147,10 @@ std::string placement_comment(const Plan& plan, int gpus_per_node, const std::st
                    str(cp) + " (" + mesh + "); torchrun starts rank r on node r / " + str(pl.ranks_per_node) + ".\n"
              : "# Rank placement: ring k is ranks k*" + str(cp) + " .. k*" + str(cp) + "+" + str(cp - 1) + " (" +
                    mesh + "); torchrun starts rank r on node r / " + str(pl.ranks_per_node) + ".\n";
+  const int a2a = plan.choice.cp_a2a;
+  if (plan.choice.strategy == Strategy::kUsp)  // usp_plan.h's layout, Megatron's level order
+    out += "# a2a+p2p: each " + str(a2a) + " adjacent ranks of a ring all-to-all (inside a node); ranks " + str(a2a) +
+           " apart form the p2p ring of " + str(cp / a2a) + ".\n";
   if (pl.node_major) return out + "# The plan's order is node-major: no CUDA_VISIBLE_DEVICES needed.\n";
   out += "# On each node, before torchrun (the plan's " + plan.choice.order_name + " order):\n";
   for (size_t n = 0; n < pl.visible_devices.size(); ++n)
@@ -227,14 +234,14 @@ Plan plan_for_target(Planner& planner, const Job& job, const SearchPins& pins, E
       }
     }
   }
-  // The collective kinds (all_gather; a2a, which torchtitan lacks), each searched on its own
+  // The collective kinds (all_gather; a2a and a2a+p2p, which torchtitan lacks), each searched on its own
   // per checkpointing the target has: the ring pins above leave them out of the search.
   // Only the pinned kind when --cp-comm-type is given; none when a ring choice is.
   std::vector<Strategy> kinds;
   if (pins.cp_comm_type) {
     if (*pins.cp_comm_type != Strategy::kRing) kinds = {*pins.cp_comm_type};
   } else if (!ring_pinned && !(pins.cp && *pins.cp == 1)) {
-    kinds = {Strategy::kAllGatherCp, Strategy::kUlysses};
+    kinds = {Strategy::kAllGatherCp, Strategy::kUlysses, Strategy::kUsp};
   }
   for (Strategy kind : kinds) {
     for (Checkpointing ck : ckpts) {

@@ -71,6 +71,12 @@ RingBuffers ring_buffers(const ModelSpec& model, const PlanChoice& choice, int64
   b.score_tiles = m.heads * KernelCurve::tile_bytes(choice.block_q, choice.block_kv, m.head_dim);
   const int blocks_needed = all_gather_blocks(choice, c, window);
   switch (choice.strategy) {
+    case Strategy::kUsp:
+      // The all-to-all's staging (send + receive) for Q and for K,V; then the ring's
+      // buffers: its block of N / r tokens of h_kv / u heads has the bytes of an
+      // N / cp-token block of all heads (b.kv_block).
+      b.gathered = 2 * (b.q + b.kv_block);
+      [[fallthrough]];
     case Strategy::kRing:
       if (P > 1 && blocks_needed > 1) {
         const bool two_streams = choice.schedule != Schedule::kFlat;

@@ -24,7 +24,10 @@ class Node;
 
 namespace rm {
 
-enum class Strategy { kRing, kFlashFsdp, kAllGatherCp, kUlysses };
+// kUsp: Megatron's a2a+p2p (unified sequence parallelism): all-to-all over heads inside a
+// node (PlanChoice::cp_a2a GPUs, Ulysses), then a p2p ring of cp / cp_a2a GPUs across nodes
+// carrying K,V of the h / cp_a2a heads each GPU then holds (usp_plan.h).
+enum class Strategy { kRing, kFlashFsdp, kAllGatherCp, kUlysses, kUsp };
 // kTwoLevel: the two-level ("double") ring of schedule.h, first spelled "hierarchical";
 // Megatron's hierarchical context parallelism is its a2a+p2p, hence the new name.
 enum class Schedule { kFlat, kBidirectional, kTwoLevel };
@@ -37,14 +40,15 @@ enum class Passes { kForward, kForwardBackward };
 
 // The context-parallel kind of a plan as Megatron-LM's --cp-comm-type spells it: "p2p"
 // (the ring), "all_gather" (Llama 3's all-gather of K,V), "a2a" (Ulysses, all-to-all over
-// heads). The strategy a kind is priced and scheduled as: p2p = kRing, all_gather =
-// kAllGatherCp, a2a = kUlysses; flash-fsdp (cp = 1) has none ("none").
+// heads), "a2a+p2p" (all-to-all inside a node, ring across). The strategy a kind is priced
+// and scheduled as: p2p = kRing, all_gather = kAllGatherCp, a2a = kUlysses, a2a+p2p = kUsp;
+// flash-fsdp (cp = 1) has none ("none").
 const char* cp_comm_type(Strategy v);
-// Throws InputError naming `where` and `field`; Megatron's a2a+p2p is named as not priced yet.
+// Throws InputError naming `where` and `field`.
 Strategy parse_cp_comm_type(const std::string& s, const std::string& where, const std::string& field);
 
 // Canonical spellings used on the command line, in YAML and in JSON
-// ("ring", "flash-fsdp", "allgather-cp", "ulysses"; "flat", "bidirectional",
+// ("ring", "flash-fsdp", "allgather-cp", "ulysses", "usp"; "flat", "bidirectional",
 // "two-level" (the old "hierarchical" is still read); "contiguous", "striped", "zigzag";
 // "none", "selective", "full";
 // "attention", "layer", "step"; "forward", "forward-backward").
@@ -104,6 +108,9 @@ struct PlanChoice {
   // layer once per micro-step, so more sequences per micro-step amortise them, at the
   // cost of that many sequences' stored activations.
   int micro_batch = 1;
+  // a2a+p2p (kUsp) only: the all-to-all degree inside a node, Megatron's first
+  // --hierarchical-context-parallel-sizes entry; the ring spans cp / cp_a2a GPUs. 1 otherwise.
+  int cp_a2a = 1;
 };
 
 struct MemoryBreakdown {  // bytes per GPU

@@ -57,11 +57,12 @@ E parse_enum(const std::string& s, const std::array<std::pair<E, const char*>, N
   fail_input(where, field, "expected one of " + valid + " (got '" + s + "')");
 }
 
-constexpr std::array<std::pair<Strategy, const char*>, 4> kStrategies{{
+constexpr std::array<std::pair<Strategy, const char*>, 5> kStrategies{{
     {Strategy::kRing, "ring"},
     {Strategy::kFlashFsdp, "flash-fsdp"},
     {Strategy::kAllGatherCp, "allgather-cp"},
     {Strategy::kUlysses, "ulysses"},
+    {Strategy::kUsp, "usp"},
 }};
 constexpr std::array<std::pair<Schedule, const char*>, 3> kSchedules{{
     {Schedule::kFlat, "flat"},
@@ -97,10 +98,11 @@ const char* to_string(Checkpointing v) { return spell(v, kCheckpointings); }
 const char* to_string(Workload v) { return spell(v, kWorkloads); }
 const char* to_string(Passes v) { return spell(v, kPasses); }
 
-constexpr std::array<std::pair<Strategy, const char*>, 4> kCpCommTypes{{
+constexpr std::array<std::pair<Strategy, const char*>, 5> kCpCommTypes{{
     {Strategy::kRing, "p2p"},
     {Strategy::kAllGatherCp, "all_gather"},
     {Strategy::kUlysses, "a2a"},
+    {Strategy::kUsp, "a2a+p2p"},
     {Strategy::kFlashFsdp, "none"},
 }};
 
@@ -108,14 +110,9 @@ const char* cp_comm_type(Strategy v) { return spell(v, kCpCommTypes); }
 const char* const kFsdpSharding = "fsdp";
 
 Strategy parse_cp_comm_type(const std::string& s, const std::string& where, const std::string& field) {
-  if (s == "a2a+p2p") {
-    fail_input(where, field,
-               "a2a+p2p (all-to-all inside a node, ring across) is not priced yet; expected one of "
-               "p2p, all_gather, a2a");
-  }
   for (const auto& [e, name] : kCpCommTypes)
     if (s == name && e != Strategy::kFlashFsdp) return e;
-  fail_input(where, field, "expected one of p2p, all_gather, a2a (got '" + s + "')");
+  fail_input(where, field, "expected one of p2p, all_gather, a2a, a2a+p2p (got '" + s + "')");
 }
 
 Strategy parse_strategy(const std::string& s, const std::string& where, const std::string& field) {
@@ -183,6 +180,8 @@ nlohmann::json plan_to_json(const Plan& plan) {
                  {"checkpointing", to_string(c.checkpointing)},
                  {"grad_accum", c.grad_accum},
                  {"micro_batch", c.micro_batch}};
+  if (c.strategy == Strategy::kUsp)  // Megatron's [a2a degree, ring size]
+    out["plan"]["hierarchical_context_parallel_sizes"] = {c.cp_a2a, c.cp / c.cp_a2a};
   out["predicted"] = {{"step_time_s", p.step_time_s},
                       {"tokens_per_s", p.tokens_per_s},
                       {"mfu", p.mfu},
@@ -280,6 +279,10 @@ std::string plan_to_yaml_string(const Plan& plan) {
   e << YAML::Key << "checkpointing" << YAML::Value << to_string(c.checkpointing);
   e << YAML::Key << "grad_accum" << YAML::Value << c.grad_accum;
   e << YAML::Key << "micro_batch" << YAML::Value << c.micro_batch;
+  if (c.strategy == Strategy::kUsp) {
+    e << YAML::Key << "hierarchical_context_parallel_sizes" << YAML::Value << YAML::Flow
+      << std::vector<int>{c.cp_a2a, c.cp / c.cp_a2a};
+  }
   e << YAML::EndMap;
 
   e << YAML::Key << "predicted" << YAML::Value;
@@ -340,6 +343,20 @@ int64_t size_field(const YamlMap& m, const std::string& key, int64_t max) {
   return parse_size(m.str(key), m.location(key), m.field(key), max);
 }
 
+// a2a+p2p's [a2a degree, ring size], product cp; no other kind has the key.
+void read_hierarchical_cp_sizes(const YamlMap& m, PlanChoice& c) {
+  const char* key = "hierarchical_context_parallel_sizes";
+  if (c.strategy != Strategy::kUsp) {
+    if (m.has(key)) m.fail(key, "expected only with cp_comm_type a2a+p2p");
+    return;
+  }
+  const auto sizes = m.int_list(key, Range::between(1, kMaxGpus));
+  if (sizes.size() != 2 || sizes[0] * sizes[1] != c.cp) {
+    m.fail(key, "expected [a2a degree, ring size] with product cp " + std::to_string(c.cp));
+  }
+  c.cp_a2a = static_cast<int>(sizes[0]);
+}
+
 PlanChoice read_choice(const YamlMap& m, int gpus) {
   PlanChoice c;
   c.strategy = parse_strategy(m.str("strategy"), m.location("strategy"), m.field("strategy"));
@@ -385,6 +402,7 @@ PlanChoice read_choice(const YamlMap& m, int gpus) {
       parse_checkpointing(m.str("checkpointing"), m.location("checkpointing"), m.field("checkpointing"));
   c.grad_accum = m.count_or("grad_accum", 1, 1, kMaxGradAccum);
   c.micro_batch = m.count_or("micro_batch", 1, 1, kMaxMicroBatch);
+  read_hierarchical_cp_sizes(m, c);
   m.finish();
   return c;
 }

@@ -150,6 +150,11 @@ class Generator {
       if (choice_.schedule == Schedule::kTwoLevel)
         fail_input(w, "schedule", "a two-level ring runs with tp = 1 (got tp " + num(choice_.tp) + ")");
     }
+    if (choice_.strategy == Strategy::kUsp) {
+      fail_input(w, "cp_comm_type",
+                 "a2a+p2p is priced by the planner; its op lists are not generated yet (simulate or run "
+                 "p2p, all_gather or a2a)");
+    }
     if (choice_.strategy == Strategy::kUlysses &&
         (ms_.heads % choice_.cp != 0 || ms_.kv_heads % choice_.cp != 0)) {
       fail_input(w, "cp", "a2a splits heads: cp must divide the " + num(ms_.heads) + " query heads and the " +

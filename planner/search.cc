@@ -127,6 +127,8 @@ std::string pins_text(const SearchPins& p) {
   if (p.cp_comm_type) add("--cp-comm-type", cp_comm_type(*p.cp_comm_type));
   if (p.tp) add("--tp", std::to_string(*p.tp));
   if (p.cp) add("--cp", std::to_string(*p.cp));
+  if (p.cp_a2a && p.cp)
+    add("--hierarchical-context-parallel-sizes", std::to_string(*p.cp_a2a) + " " + std::to_string(*p.cp / *p.cp_a2a));
   if (p.schedule) add("--schedule", to_string(*p.schedule));
   if (p.order) add("--order", *p.order);
   if (p.load_balance) add("--load-balance", to_string(*p.load_balance));
@@ -136,6 +138,17 @@ std::string pins_text(const SearchPins& p) {
   if (p.checkpointing) add("--checkpointing", to_string(*p.checkpointing));
   if (p.micro_batch) add("--micro-batch", std::to_string(*p.micro_batch));
   return s.empty() ? s : " with" + s;
+}
+
+// The a2a degrees a CP group of `cp` GPUs tries: a2a+p2p's pin or every proper divisor
+// >= 2 (why_invalid drops those the heads or the node cannot take); {1} for other kinds.
+std::vector<int> usp_a2a_degrees(Strategy kind, int cp, const SearchPins& pins) {
+  if (kind != Strategy::kUsp) return {1};
+  if (pins.cp_a2a) return {*pins.cp_a2a};
+  std::vector<int> out;
+  for (int a2a : divisors(cp))
+    if (a2a >= 2 && a2a < cp) out.push_back(a2a);
+  return out;
 }
 
 }  // namespace
@@ -315,25 +328,36 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
     ch.order = tp > 1 ? tp_order(tp, cp, ch.dp) : snake_order(fabric_);
     // all_gather balances a causal mask with zigzag chunks; under a sliding window contiguous
     // chunks balance themselves and gather only the window's blocks.
-    ch.load_balance = kind == Strategy::kAllGatherCp && job.causal && effective_window(model_, job) == 0
+    // a2a+p2p's ring too (Megatron runs it on Transformer Engine's zigzag p2p ring).
+    ch.load_balance = kind != Strategy::kUlysses && job.causal && effective_window(model_, job) == 0
                           ? LoadBalance::kZigzag
                           : LoadBalance::kContiguous;
-    const RingPatterns* pat = nullptr;
-    for (int bq : bqs) {
-      for (int bkv : bkvs) {
-        ch.block_q = bq;
-        ch.block_kv = bkv;
-        ch.checkpointing = ckpts.front();
-        local.candidates += static_cast<int64_t>(ckpts.size());
-        const std::string why = cost_.why_invalid(job, ch);
-        if (!why.empty()) {
-          note(why);
-          continue;
+    if (kind == Strategy::kUsp) {  // a2a groups of consecutive GPUs inside a node (usp_plan.h)
+      ch.order_name = "node-major";
+      ch.order = node_major_order(G);
+    }
+    const std::vector<int> a2as = usp_a2a_degrees(kind, cp, pins);
+    if (a2as.empty() && pins.cp)
+      note("a2a+p2p needs cp >= 4: an a2a degree and a ring of at least 2 each (cp " + std::to_string(cp) + ")");
+    for (int a2a : a2as) {
+      ch.cp_a2a = a2a;
+      const RingPatterns* pat = nullptr;
+      for (int bq : bqs) {
+        for (int bkv : bkvs) {
+          ch.block_q = bq;
+          ch.block_kv = bkv;
+          ch.checkpointing = ckpts.front();
+          local.candidates += static_cast<int64_t>(ckpts.size());
+          const std::string why = cost_.why_invalid(job, ch);
+          if (!why.empty()) {
+            note(why);
+            continue;
+          }
+          if (!pat) pat = &cost_.ring_patterns_of(ch);
+          local.evaluated += offer_micro_batches(
+              cost_, job, ch, *pat, micro_batches(job, ch.dp, pins), ckpts,
+              [&](const PlanChoice& c, const Prediction& p) { best.offer(job, c, p); });
         }
-        if (!pat) pat = &cost_.ring_patterns(cp, ch.dp, ch.schedule, ch.order);
-        local.evaluated += offer_micro_batches(
-            cost_, job, ch, *pat, micro_batches(job, ch.dp, pins), ckpts,
-            [&](const PlanChoice& c, const Prediction& p) { best.offer(job, c, p); });
       }
     }
   }
@@ -399,6 +423,8 @@ Plan Planner::best_plan(const Job& job, const SearchPins& pins, SearchStats* sta
   std::vector<Strategy> kinds;
   if (pins.cp_comm_type) kinds = {*pins.cp_comm_type};
   else if (ring_pins || (pins.cp && *pins.cp == 1)) kinds = {Strategy::kRing};
+  // a2a+p2p is searched when pinned (its split too): `simulate` and `sweep --simulate`
+  // replay every plan the unpinned search picks, and a2a+p2p has no op lists yet.
   else kinds = {Strategy::kRing, Strategy::kAllGatherCp, Strategy::kUlysses};
   Best best;
   std::string first_error;

@@ -1,11 +1,11 @@
 // The plan search: over the tensor-parallel degree (tp, with sequence parallelism, inside a
 // node: tensor_parallel.h), the context-parallel kind (cp_comm_type: the p2p ring, all_gather,
-// a2a), ring size and DP degree (tp·cp·dp = G), schedule, ring order, causal load balance, tile sizes,
+// a2a, a2a+p2p with its a2a degree), ring size and DP degree (tp·cp·dp = G), schedule, ring order, causal load balance, tile sizes,
 // KV sub-blocks and checkpointing, the fastest plan (highest tokens/s on the same batch)
 // that fits in GPU memory, with the baselines on the same job; and the capacity search
 // (--max-seq). Schedule, order, load balance and KV sub-blocks are the ring's (p2p);
 // all_gather runs zigzag chunks (causal) and a2a contiguous ones, as Llama 3 and
-// DeepSpeed-Ulysses do.
+// DeepSpeed-Ulysses do; a2a+p2p a flat zigzag ring over node-major a2a groups.
 //
 // Pins restrict the search to the user's choice. A pin that cannot work at all
 // (divisibility, heads, tile too big, schedule shape) throws InputError with the reason;
@@ -32,9 +32,10 @@
 namespace rm {
 
 struct SearchPins {
-  std::optional<Strategy> cp_comm_type;  // kRing (p2p), kAllGatherCp, kUlysses
+  std::optional<Strategy> cp_comm_type;  // kRing (p2p), kAllGatherCp, kUlysses, kUsp (a2a+p2p)
   std::optional<int> tp;  // tensor-parallel degree (tensor_parallel.h); searched over kTensorParallelDegrees
   std::optional<int> cp;
+  std::optional<int> cp_a2a;  // a2a+p2p's a2a degree (Megatron's first hierarchical CP size)
   std::optional<Schedule> schedule;
   std::optional<std::string> order;  // "node-major", "snake", "searched"
   std::optional<LoadBalance> load_balance;
@@ -73,8 +74,8 @@ class Planner {
   Plan best_plan(const Job& job, const SearchPins& pins, SearchStats* stats = nullptr);
   // The p2p ring plan alone (what the executor runs).
   Plan best_ring_plan(const Job& job, const SearchPins& pins, SearchStats* stats = nullptr);
-  // The best all_gather or a2a plan (`kind`), over cp >= 2, tiles, checkpointing and
-  // micro-batches; throws InputError with the reasons when none is valid.
+  // The best all_gather, a2a or a2a+p2p plan (`kind`), over cp >= 2 (a2a+p2p: and its a2a
+  // degree), tiles, checkpointing and micro-batches; throws InputError with the reasons when none is valid.
   Plan best_collective_cp_plan(Strategy kind, const Job& job, const SearchPins& pins,
                                SearchStats* stats = nullptr);
   // Flash-fsdp, all-gather CP and Ulysses on the same job, each at its best degree and

@@ -132,10 +132,10 @@ expect_bad "must be in [1, 131072] (got 0)" "--cp" -- plan --gpus 16 --seq 64k -
 expect_bad "bidirectional ring needs cp >= 3" "cp" -- plan --gpus 16 --seq 64k --cp 2 --schedule bidirectional
 expect_bad "--max-seq" "drop --seq" -- plan --gpus 16 --seq 64k --max-seq
 # CP kinds: a2a needs cp to divide the heads; the ring's choices are not the other kinds';
-# a2a+p2p is named as not priced yet.
+# a2a+p2p needs a split (tests/e2e/usp.sh has the rest).
 expect_bad "needs cp to divide the 32 query heads" "--cp-comm-type a2a --cp 64" -- plan --gpus 64 --seq 1M --cp-comm-type a2a --cp 64
 expect_bad "choices of the p2p ring" "--cp-comm-type all_gather" -- plan --gpus 16 --seq 64k --cp-comm-type all_gather --schedule flat
-expect_bad "a2a+p2p" "not priced yet" -- plan --gpus 16 --seq 64k --cp-comm-type a2a+p2p
+expect_bad "a2a+p2p needs cp >= 4" "--cp-comm-type a2a+p2p --cp 2" -- plan --gpus 16 --seq 64k --cp-comm-type a2a+p2p --cp 2
 # Bad plan files, through the loader every consumer uses (run checks the plan first).
 for f in plan-cp-dp-mismatch plan-order-not-permutation plan-seq-not-divisible; do
   exp=$(grep -P "^$f.yaml\t" "$bad/EXPECTED.tsv" | cut -f2-)

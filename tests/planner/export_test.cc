@@ -49,7 +49,13 @@ TEST_CASE("plan --target megatron: every plan of the study grid passes Megatron'
       CHECK(a.tp * a.pp * a.cp * a.dp == gpus);
       CHECK(a.seq_length % (2 * a.cp) == 0);
       CHECK(a.global_batch_size % (int64_t{a.micro_batch_size} * a.dp) == 0);
-      CHECK((a.cp == 1 || a.cp_comm_type == "p2p" || a.cp_comm_type == "all_gather" || a.cp_comm_type == "a2a"));
+      CHECK((a.cp == 1 || a.cp_comm_type == "p2p" || a.cp_comm_type == "all_gather" || a.cp_comm_type == "a2a" ||
+             a.cp_comm_type == "a2a+p2p"));
+      // a2a+p2p: the split as --hierarchical-context-parallel-sizes, product CP.
+      if (a.cp_comm_type == "a2a+p2p") {
+        REQUIRE(a.hierarchical_cp_sizes.size() == 2);
+        CHECK(a.hierarchical_cp_sizes[0] * a.hierarchical_cp_sizes[1] == a.cp);
+      }
       CHECK(p.choice.schedule == Schedule::kFlat);
       // a2a attends over the whole sequence per head group: its split prices nothing.
       CHECK((p.choice.load_balance == LoadBalance::kZigzag || p.choice.strategy == Strategy::kUlysses));

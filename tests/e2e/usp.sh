@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# a2a+p2p (Megatron's hierarchical context parallelism, USP) through the real binary: the
+# pin (--cp-comm-type a2a+p2p, and the split as --hierarchical-context-parallel-sizes A B)
+# gives a plan whose JSON and plan file carry the split; a bad split exits 2 naming the
+# option; Megatron's export carries both flags, torchtitan's is refused, simulate refuses
+# by name (op lists not generated yet).
+# Usage: usp.sh <ringmaster> <source-dir>. Exit 77 = skipped.
+set -u
+bin=$1
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/expect_bad.bash"
+need python3 "needed to parse the JSON"
+checked=0
+job=(--model llama3-8b --topology dgx-h100-ib --gpus 64 --seq 512k)
+
+checked=$((checked + 1))
+"$bin" plan "${job[@]}" --cp-comm-type a2a+p2p --format json >"$tmp/any.json" 2>"$tmp/any.err" ||
+  fail "plan --cp-comm-type a2a+p2p exited $?: $(tail -2 "$tmp/any.err")"
+python3 - "$tmp/any.json" <<'PY' || fail "a2a+p2p plan JSON"
+import json, sys
+p = json.load(open(sys.argv[1]))["plan"]
+a, r = p["hierarchical_context_parallel_sizes"]
+assert p["cp_comm_type"] == "a2a+p2p" and p["strategy"] == "usp" and a * r == p["cp"] and a >= 2 and r >= 2, p
+PY
+
+checked=$((checked + 1))
+"$bin" plan "${job[@]}" --hierarchical-context-parallel-sizes 8 4 -o "$tmp/p.yaml" >"$tmp/p.txt" 2>&1 ||
+  fail "plan --hierarchical-context-parallel-sizes 8 4 exited $?: $(tail -2 "$tmp/p.txt")"
+grep -q "hierarchical_context_parallel_sizes: \[8, 4\]" "$tmp/p.yaml" || fail "plan file lacks the split [8, 4]"
+grep -q "hierarchical cp sizes *8x4" "$tmp/p.txt" || fail "plan table lacks the split 8x4"
+checked=$((checked + 1))
+"$bin" export --plan "$tmp/p.yaml" --to megatron 2>"$tmp/m.err" |
+  grep -q -- "--context-parallel-size 32 --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 8 4" ||
+  fail "megatron export lacks --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 8 4: $(cat "$tmp/m.err")"
+checked=$((checked + 1))
+"$bin" export --plan "$tmp/p.yaml" --to megatron 2>/dev/null | grep -q "ranks 8 apart form the p2p ring of 4" ||
+  fail "megatron export does not say which ranks form the a2a groups and the ring"
+
+expect_bad "no a2a+p2p plan" "--hierarchical-context-parallel-sizes 16 2" -- plan "${job[@]}" --hierarchical-context-parallel-sizes 16 2
+expect_bad "divide --gpus" "--hierarchical-context-parallel-sizes" -- plan "${job[@]}" --hierarchical-context-parallel-sizes 3 8
+expect_bad "two sizes" "--hierarchical-context-parallel-sizes" -- plan "${job[@]}" --hierarchical-context-parallel-sizes 8
+expect_bad "a2a+p2p's split" "--hierarchical-context-parallel-sizes" -- plan "${job[@]}" --cp-comm-type a2a --hierarchical-context-parallel-sizes 8 4
+expect_bad "--cp 16" "--hierarchical-context-parallel-sizes" -- plan "${job[@]}" --cp 16 --hierarchical-context-parallel-sizes 8 4
+expect_bad "a2a+p2p" "torchtitan" -- export --plan "$tmp/p.yaml" --to torchtitan
+expect_bad "not generated yet" "cp_comm_type" -- simulate --plan "$tmp/p.yaml"
+
+echo "usp: $checked checks, $failures failed"
+[[ $failures -eq 0 ]]
