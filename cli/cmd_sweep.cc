@@ -51,9 +51,10 @@ std::vector<SweepRow> plan_sweep(const JobOptions& options, const std::vector<in
       rows.push_back(std::move(row));
       if (progress) {
         const Plan& p = rows.back().plan;
-        std::fprintf(stderr, "sweep: [%zu/%zu] %d GPUs, %s tokens: cp %d x dp %d %s, %.1f ms\n",
-                     rows.size(), total, g, format_size(seqs[si]).c_str(), p.choice.cp, p.choice.dp,
-                     to_string(p.choice.schedule), 1e3 * rows.back().plan_seconds);
+        std::fprintf(stderr, "sweep: [%zu/%zu] %d GPUs, %s tokens: tp %d x cp %d x dp %d %s %s, %.1f ms\n",
+                     rows.size(), total, g, format_size(seqs[si]).c_str(), p.choice.tp, p.choice.cp,
+                     p.choice.dp, cp_comm_type(p.choice.strategy), to_string(p.choice.schedule),
+                     1e3 * rows.back().plan_seconds);
       }
     }
   }

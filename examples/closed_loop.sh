@@ -30,7 +30,7 @@ plans=()
 plan() {
   local name=$1
   shift
-  "$rm_bin" plan --model tiny --topology cpu-local --gpus 2 --workload attention \
+  "$rm_bin" plan --model tiny --topology cpu-local --gpus 2 --tp 1 --workload attention \
     --profile "$out/profile.yaml" "$@" -o "$out/$name.yaml" >/dev/null
   plans+=("$out/$name.yaml")
 }
