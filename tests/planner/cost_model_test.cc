@@ -8,52 +8,14 @@
 #include "planner/cost_model.h"
 #include "planner/link_sharing.h"
 #include "planner/ring_order.h"
+#include "tests/planner/round_specs.h"
 
 using namespace rm;
 
 namespace {
 
-ModelSpec mha_model() {
-  ModelSpec m;
-  m.name = "mha";
-  m.layers = 2;
-  m.hidden = 1024;
-  m.heads = 8;
-  m.kv_heads = 8;
-  m.head_dim = 128;
-  m.ffn_hidden = 4096;
-  m.vocab = 1000;
-  return m;
-}
-
-// Nodes of `gpn` GPUs on a non-blocking switch, nodes on a fat tree; round numbers.
-Topology cluster(int gpn, int nodes, bool rail_optimized = true, double oversub = 1) {
-  Topology t;
-  t.name = "test";
-  t.source = "test";
-  t.gpu.name = "G";
-  t.gpu.memory_bytes = 80e9;
-  t.gpu.peak_flops = 100e12;
-  t.gpu.hbm_bytes_per_s = 2e12;
-  t.gpu.gemm_efficiency = 0.5;
-  t.gpu.element_bytes = 2;
-  t.gpu.attention = KernelCurve{0.5, 0, 1e9, 2.5};  // flat 50 % whatever the tile
-  t.gpus_per_node = gpn;
-  t.max_nodes = nodes;
-  t.intra.kind = IntraKind::kNvswitch;
-  t.intra.bytes_per_s = 100e9;
-  t.intra.latency_s = 0;
-  if (nodes > 1) {
-    t.inter.kind = InterKind::kFatTree;
-    t.inter.nics_per_node = gpn;
-    t.inter.nic_bytes_per_s = 10e9;
-    t.inter.latency_s = 1e-6;
-    t.inter.rail_optimized = rail_optimized;
-    t.inter.nodes_per_leaf = nodes;
-    t.inter.oversubscription = oversub;
-  }
-  return t;
-}
+using test::round_cluster;
+ModelSpec mha_model() { return test::round_model(8, 8); }
 
 // One sequence of `gpus` x c tokens through one attention layer, forward only.
 Job forward_attention_job(int gpus, int64_t c, bool causal) {
@@ -87,7 +49,7 @@ TEST_CASE("Table 2 of the Ring Attention paper: c >= F/B for MHA") {
   // GQA sends h/h_kv times fewer bytes: the threshold falls by that factor.
   CHECK(overlap_threshold_tokens(312e12, 300e9, 2, 32, 8) == doctest::Approx(nvlink / 4));
   // Per topology: the NVSwitch class of an A100 box at 300 GB/s.
-  Topology t = cluster(8, 1);
+  Topology t = round_cluster(8, 1);
   t.gpu.peak_flops = 312e12;
   t.intra.bytes_per_s = 300e9;
   const auto th = overlap_thresholds(t, CostParams::from_topology(t), mha_model());
@@ -97,7 +59,7 @@ TEST_CASE("Table 2 of the Ring Attention paper: c >= F/B for MHA") {
 }
 
 TEST_CASE("max-min sharing: flows on one link split it, a finished flow frees its share") {
-  const Topology t = cluster(4, 1);
+  const Topology t = round_cluster(4, 1);
   const Fabric f(t, 4);
   CostParams cost = CostParams::from_topology(t);
   // 0->1 and 0->2 share 0's up port (100 GB/s): 50 GB/s each; 3->2 shares 2's down port
@@ -117,7 +79,7 @@ TEST_CASE("max-min sharing: flows on one link split it, a finished flow frees it
 
 TEST_CASE("flat ring attention time, by hand") {
   // 4 GPUs on one switch, non-causal, c = 4096 tokens per rank, 8 heads of 128.
-  const Topology t = cluster(4, 1);
+  const Topology t = round_cluster(4, 1);
   const Fabric f(t, 4);
   CostParams cost = CostParams::from_topology(t);
   cost.step_sync_s = 0;
@@ -169,7 +131,7 @@ TEST_CASE("flat ring attention time, by hand") {
 }
 
 TEST_CASE("causal: zigzag and striped balance the ring, contiguous waits for the busiest") {
-  const Topology t = cluster(8, 1);
+  const Topology t = round_cluster(8, 1);
   const Fabric f(t, 8);
   CostModel cm(mha_model(), f, CostParams::from_topology(t));
   Job job;
@@ -191,7 +153,7 @@ TEST_CASE("causal: zigzag and striped balance the ring, contiguous waits for the
 
 // One device per node on a torus of `dims`; links of `bytes_per_s` per direction.
 Topology torus(std::array<int, 3> dims, double bytes_per_s) {
-  Topology t = cluster(1, dims[0] * dims[1] * dims[2]);
+  Topology t = round_cluster(1, dims[0] * dims[1] * dims[2]);
   t.intra.kind = IntraKind::kNone;
   t.inter = InterNode{};
   t.inter.kind = InterKind::kTorus;
@@ -220,7 +182,7 @@ TEST_CASE("GQA sends fewer bytes; bidirectional halves the steps on point-to-poi
   // Flat: 7 transfers in a row; bidirectional: 4 steps, +x and -x links both busy.
   CHECK(bidi < 0.65 * flat);
   // On a switch both directions leave through the same port: no gain there.
-  const Topology sw = cluster(8, 1);
+  const Topology sw = round_cluster(8, 1);
   Topology slow = sw;
   slow.intra.bytes_per_s = 1e9;
   const Fabric fs(slow, 8);
@@ -249,7 +211,7 @@ TEST_CASE("the order search shortens rings on a torus") {
 
 TEST_CASE("rings that share a NIC slow each other down") {
   // Not rail-optimised, 2:1 oversubscribed leaves: the search's link loads see it.
-  const Topology t = cluster(4, 4, false, 2.0);
+  const Topology t = round_cluster(4, 4, false, 2.0);
   const Fabric f(t, 16);
   const CostParams cost = CostParams::from_topology(t);
   // Rings of 4 across the 4 nodes (GPU l of every node): every NIC carries one flow out.
@@ -275,7 +237,7 @@ TEST_CASE("rings that share a NIC slow each other down") {
 }
 
 TEST_CASE("snake order keeps node-crossing hops on one rail") {
-  const Topology t = cluster(8, 4);
+  const Topology t = round_cluster(8, 4);
   const Fabric f(t, 32);
   const std::vector<int> s = snake_order(f);
   CHECK(s[7] == 7);
@@ -301,7 +263,7 @@ TEST_CASE("striped causal: a later position's block merges into a slice, copied 
   CHECK(!merges_slice(striped, false, 0, 1));
   CHECK(!merges_slice(TokenLayout{LoadBalance::kZigzag, 64, 4}, true, 0, 1));
 
-  Topology t = cluster(4, 1);
+  Topology t = round_cluster(4, 1);
   t.gpu.attention.merge_bytes = 34;
   Topology sliced = t;
   sliced.gpu.attention.slice_merge_bytes = 8;

@@ -11,50 +11,16 @@
 #include "planner/ring_order.h"
 #include "planner/search.h"
 #include "planner/usp_plan.h"
+#include "tests/planner/round_specs.h"
 
 using namespace rm;
 
 namespace {
 
-ModelSpec gqa_model() {
-  ModelSpec m;
-  m.name = "gqa";
-  m.layers = 2;
-  m.hidden = 1024;
-  m.heads = 8;
-  m.kv_heads = 4;
-  m.head_dim = 128;
-  m.ffn_hidden = 4096;
-  m.vocab = 1000;
-  return m;
-}
+ModelSpec gqa_model() { return test::round_model(8, 4); }
 
-// Nodes of `gpn` GPUs on a 100 GB/s switch, one 10 GB/s NIC per GPU on rails; round numbers.
-Topology two_level(int gpn, int nodes) {
-  Topology t;
-  t.name = "test";
-  t.source = "test";
-  t.gpu.name = "G";
-  t.gpu.memory_bytes = 80e9;
-  t.gpu.peak_flops = 100e12;
-  t.gpu.hbm_bytes_per_s = 2e12;
-  t.gpu.gemm_efficiency = 0.5;
-  t.gpu.element_bytes = 2;
-  t.gpu.attention = KernelCurve{0.5, 0, 1e9, 2.5};  // flat 50 % whatever the tile
-  t.gpus_per_node = gpn;
-  t.max_nodes = nodes;
-  t.intra.kind = IntraKind::kNvswitch;
-  t.intra.bytes_per_s = 100e9;
-  t.intra.latency_s = 0;
-  t.inter.kind = InterKind::kFatTree;
-  t.inter.nics_per_node = gpn;
-  t.inter.nic_bytes_per_s = 10e9;
-  t.inter.latency_s = 0;
-  t.inter.rail_optimized = true;
-  t.inter.nodes_per_leaf = nodes;
-  t.inter.oversubscription = 1;
-  return t;
-}
+// Nodes of `gpn` GPUs, no link latency.
+Topology two_level(int gpn, int nodes) { return test::round_cluster(gpn, nodes, true, 1, 0); }
 
 PlanChoice usp(int cp, int a2a, int gpus) {
   PlanChoice ch;
