@@ -10,12 +10,13 @@
 # Usage: bench/simulate_scale.sh <ringmaster> [gpu counts, default "256 1024 4096 16384"]
 #        FULL="256 1024" to also time --full at those counts; TIMEOUT (s, default 1200)
 #        bounds each run (a row that hits it says so).
-#        Without PIN the rows are the planner's own picks: at 16,384 GPUs a two-level ring
-#        512 x 32 (dp 32), the case of the 60 s target; its 32 rings need 32 sequences, so
-#        `BATCH=8M bench/simulate_scale.sh build-h/bin/ringmaster 16384` (at 2M, 8
-#        sequences, `plan` writes the same plan but exits 1: 24 of 32 rings idle). BATCH
-#        (default 2M) is the global batch in tokens; the plan search is not timed (~30 s
-#        of CPU at 16,384 GPUs).
+#        Without PIN the rows are the planner's own picks. At 16,384 GPUs without tensor
+#        parallelism that is a two-level ring 512 x 32 (dp 32), the case of the 60 s
+#        target; its 32 rings need 32 sequences, so `BATCH=8M PLAN_OPTS="--tp 1"
+#        bench/simulate_scale.sh build-h/bin/ringmaster 16384` (with tp searched the pick
+#        is tp 8 x all_gather cp 32 x dp 64, which leaves rings idle at 8M and `plan` exits
+#        1). BATCH (default 2M) is the global batch in tokens; PLAN_OPTS adds plan options;
+#        the plan search is not timed (~30-60 s of CPU at 16,384 GPUs). PIN=1 pins tp 1.
 set -euo pipefail
 rm_bin=$1
 counts=${2:-256 1024 4096 16384}
@@ -59,8 +60,10 @@ echo "  GPUs  mode         wall        CPU      peak RSS  (ringmaster $(git -C "
 for g in $counts; do
   # The plan search is not what is timed (18 s of CPU at 16,384 GPUs, BENCHMARKS.md).
   pins=()
-  [[ ${PIN:-0} == 1 ]] && pins=(--cp $((g / 8)) --schedule flat --order snake)
-  "$rm_bin" plan "${job[@]}" --gpus "$g" "${pins[@]}" -o "$tmp/plan-$g.yaml" >/dev/null 2>&1
+  [[ ${PIN:-0} == 1 ]] && pins=(--tp 1 --cp $((g / 8)) --schedule flat --order snake)
+  # shellcheck disable=SC2206  # PLAN_OPTS is a list of options
+  extra=(${PLAN_OPTS:-})
+  "$rm_bin" plan "${job[@]}" --gpus "$g" "${pins[@]}" "${extra[@]}" -o "$tmp/plan-$g.yaml" >/dev/null 2>&1
   measure fast "$g"
   if [[ $full == *" $g "* ]]; then measure full "$g" --full; fi
 done
