@@ -38,6 +38,7 @@ FsdpParams::FsdpParams(const Transformer& model, Sharding sharding, const std::v
 }
 
 FsdpParams::~FsdpParams() {
+  if (prefetched_ >= 0) MPI_Wait(&prefetch_, MPI_STATUS_IGNORE);  // its buffer is about to go
   MPI_Comm_free(&shard_comm_);
   MPI_Comm_free(&replica_comm_);
 }
@@ -71,19 +72,48 @@ void FsdpParams::record(const char* kind, int unit, double t0) {
   records_.push_back(m);
 }
 
-const float* FsdpParams::gather(int unit) {
+int FsdpParams::next_unit(int unit) const {
+  const int last = static_cast<int>(units_.size()) - 1;  // the head
+  if (unit == 0) return last > 0 ? 1 : -1;                // the forward starts
+  if (unit == last) return unit - 1;                      // the backward starts from the head
+  if (unit > last_gathered_) return unit + 1;             // forward
+  return unit - 1 >= 1 ? unit - 1 : -1;                   // backward, down to the first block
+}
+
+void FsdpParams::post_gather(int unit) {
   const Unit& u = units_[static_cast<size_t>(unit)];
-  if (shard_size_ == 1) return params_.data() + u.local;  // the shard is the whole unit
   std::vector<float>& buf = gathered_[static_cast<size_t>(unit)];
   hold(buf, u.shard * static_cast<size_t>(shard_size_));
   std::copy_n(params_.begin() + static_cast<std::ptrdiff_t>(u.local), u.shard,
               buf.begin() + static_cast<std::ptrdiff_t>(u.shard * static_cast<size_t>(shard_rank_)));
+  MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf.data(), static_cast<int>(u.shard), MPI_FLOAT,
+                 shard_comm_, &prefetch_);
+  prefetched_ = unit;
+}
+
+void FsdpParams::wait_prefetch(bool keep) {
+  const int unit = prefetched_;
   watchdog_->arm("the FSDP all-gather of unit " + std::to_string(unit));
   const double t0 = MPI_Wtime();
-  MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf.data(), static_cast<int>(u.shard),
-                MPI_FLOAT, shard_comm_);
+  MPI_Wait(&prefetch_, MPI_STATUS_IGNORE);
   record("all_gather", unit, t0);
   watchdog_->disarm();
+  prefetched_ = -1;
+  if (!keep) drop(gathered_[static_cast<size_t>(unit)]);
+}
+
+const float* FsdpParams::gather(int unit) {
+  const Unit& u = units_[static_cast<size_t>(unit)];
+  if (shard_size_ == 1) return params_.data() + u.local;  // the shard is the whole unit
+  if (prefetched_ >= 0) wait_prefetch(prefetched_ == unit);
+  std::vector<float>& buf = gathered_[static_cast<size_t>(unit)];
+  if (buf.empty()) {  // not prefetched: gather it now
+    post_gather(unit);
+    wait_prefetch(true);
+  }
+  const int next = next_unit(unit);
+  last_gathered_ = unit;
+  if (next >= 0) post_gather(next);
   return buf.data();
 }
 
@@ -136,6 +166,7 @@ double FsdpParams::grad_squared_norm() const {
 }
 
 std::vector<float> FsdpParams::unshard(const std::vector<float>& local) {
+  if (prefetched_ >= 0) wait_prefetch(false);
   size_t n = 0;
   for (const Unit& u : units_) n = std::max(n, u.begin + u.size);
   std::vector<float> full(n);

@@ -17,9 +17,16 @@
 // (self, world): a shard is then the whole model and the one all-reduce is DDP's (HSDP,
 // PyTorch's HYBRID_SHARD, would be the pair in between).
 //
-// Collectives block, so all their time is exposed; each one is recorded (measurements.h:
-// kind "all_gather" or "reduce_scatter", bytes = this rank's unsharded unit, layer = the
-// unit index). Every rank of the shard group calls the same units in the same order.
+// Prefetch, as FSDP's forward_prefetch / BACKWARD_PRE: gather(u) also starts the
+// all-gather of the unit the pass needs next (MPI_Iallgather: u + 1 going forward, u - 1
+// going backward, never the embedding after the last block, whose parameters the optimizer
+// is about to change), so it moves while u computes, as the planner prices it (hidden behind
+// the layer's compute). A guess the caller does not follow is completed and dropped. At most
+// two units are held gathered at once. The reduce-scatters block.
+// Each collective's exposed time is recorded (measurements.h: kind "all_gather" or
+// "reduce_scatter", seconds = time blocked in it, bytes = this rank's unsharded unit, layer =
+// the unit index). Every rank of the shard group calls the same units in the same order, so
+// every rank guesses, and posts, the same collectives in the same order.
 #pragma once
 
 #include <mpi.h>
@@ -86,6 +93,12 @@ class FsdpParams : public ParamAccess<float> {
     size_t local = 0;            // where this rank's shard starts in params_ / grads_
   };
   void record(const char* kind, int unit, double t0);
+  // The unit the pass gathers after `unit` (see above), or -1.
+  int next_unit(int unit) const;
+  // Starts the all-gather of `unit` into gathered_[unit].
+  void post_gather(int unit);
+  // Completes a pending prefetch; `keep` false drops its buffer (a wrong guess).
+  void wait_prefetch(bool keep);
   void hold(std::vector<float>& buffer, size_t n);
   void drop(std::vector<float>& buffer);
   std::vector<Unit> units_;
@@ -95,6 +108,8 @@ class FsdpParams : public ParamAccess<float> {
   std::vector<AdamWSegment> segments_;
   std::vector<std::vector<float>> gathered_, unsharded_grads_;  // per unit, while held
   size_t unsharded_ = 0, peak_unsharded_ = 0;  // bytes
+  MPI_Request prefetch_ = MPI_REQUEST_NULL;
+  int prefetched_ = -1, last_gathered_ = -1;  // units
   Watchdog* watchdog_;
   double epoch_;
   double comm_s_ = 0;

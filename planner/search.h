@@ -102,7 +102,7 @@ class Planner {
   // The TP degrees to search (pinned, or kTensorParallelDegrees that divide the model's
   // heads and the GPUs and fit a node); `note` hears why a pinned one cannot work.
   std::vector<int> tp_degrees(const SearchPins& pins, const std::function<void(const std::string&)>& note) const;
-  const ModelSpec& model_;
+  ModelSpec model_;  // a copy, as CostModel keeps one: callers may pass a temporary
   const Fabric& fabric_;
   CostModel cost_;
   // Searched orders per (cp, bidirectional).
