@@ -211,7 +211,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
       held_activations = std::max(held_activations, held);
     }
     // The gradient shards summed over the replicas (DDP) and the loss over every rank:
-    // blocking, so wholly exposed, as are FSDP's collectives.
+    // blocking, so wholly exposed; FSDP's collectives count the time blocked in them.
     const double ta = MPI_Wtime();
     model_state.finish_gradients();
     watchdog.arm("the loss all-reduce of training step " + std::to_string(step + 1));
