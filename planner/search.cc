@@ -204,74 +204,75 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
   const int64_t unpinned_subs = pins.kv_subblocks ? 1 : std::size(kKvSubblocks);
 
   for (int tp : tps) {
-  // Each ring position is a TP group of tp GPUs (tensor_parallel.h): cp x dp = G / tp.
-  const int groups = G / tp;
-  for (int cp : pins.cp ? std::vector<int>{*pins.cp} : divisors(groups)) {
-    if (cp < 1 || groups % cp != 0) {
-      note("cp " + std::to_string(cp) + " does not divide the " + std::to_string(groups) +
-           (tp > 1 ? " TP groups" : " GPUs"));
-      continue;
-    }
-    for (Schedule sched : schedules) {
-      // A ring of one GPU has no schedule: evaluate it once, as flat.
-      if (cp == 1 && sched != Schedule::kFlat && !pins.schedule) continue;
-      if (tp > 1 && sched == Schedule::kTwoLevel) {  // its inner ring is the node's GPUs
-        if (pins.schedule) note("a two-level ring runs with tp = 1 (its inner ring is the node's GPUs)");
+    // Each ring position is a TP group of tp GPUs (tensor_parallel.h): cp x dp = G / tp.
+    const int groups = G / tp;
+    for (int cp : pins.cp ? std::vector<int>{*pins.cp} : divisors(groups)) {
+      if (cp < 1 || groups % cp != 0) {
+        note("cp " + std::to_string(cp) + " does not divide the " + std::to_string(groups) +
+             (tp > 1 ? " TP groups" : " GPUs"));
         continue;
       }
-      // With tensor parallelism the one rank order: TP innermost (tensor_parallel.h).
-      std::vector<std::pair<std::string, std::vector<int>>> ords;
-      if (tp == 1) ords = orders(cp, sched, pins);
-      else if (!pins.order || *pins.order == "node-major") ords.emplace_back("node-major", tp_order(tp, cp, groups / cp));
-      else note("with tp > 1 the order is node-major (the tp-cp-dp rank order), not " + *pins.order);
-      if (ords.empty() && pins.order && tp == 1) {  // only "searched" can be empty
-        note(sched == Schedule::kTwoLevel
-                 ? "the searched order is for flat and bidirectional rings (not two-level)"
-                 : "the searched order needs cp >= 3 (cp " + std::to_string(cp) + ")");
-      }
-      for (const auto& [order_name, order] : ords) {
-        PlanChoice ch;
-        ch.strategy = Strategy::kRing;
-        ch.tp = tp;
-        ch.cp = cp;
-        ch.dp = groups / cp;
-        ch.schedule = sched;
-        ch.order_name = order_name;
-        ch.order = order;
-        const RingPatterns* pat = nullptr;
-        for (LoadBalance lb : lbs) {
-          ch.load_balance = lb;
-          for (int bq : bqs) {
-            for (int bkv : bkvs) {
-              ch.block_q = bq;
-              ch.block_kv = bkv;
-              for (int sub : subs) {
-                ch.kv_subblocks = sub;
-                local.candidates += static_cast<int64_t>(ckpts.size()) * unpinned_subs;
-                ch.checkpointing = ckpts.front();
-                const std::string why = cost_.why_invalid(job, ch);
-                if (!why.empty()) {
-                  // Tiles too big for on-chip memory are the grid's doing, not the
-                  // user's: said only when nothing else explains a failed search.
-                  if (!(pins.block_q && pins.block_kv) &&
-                      !cost_.cost().attention.fits(bq, bkv, model_.head_dim)) {
-                    if (tile_reason.empty()) tile_reason = why;
-                  } else {
-                    note(why);
+      for (Schedule sched : schedules) {
+        // A ring of one GPU has no schedule: evaluate it once, as flat.
+        if (cp == 1 && sched != Schedule::kFlat && !pins.schedule) continue;
+        if (tp > 1 && sched == Schedule::kTwoLevel) {  // its inner ring is the node's GPUs
+          if (pins.schedule) note("a two-level ring runs with tp = 1 (its inner ring is the node's GPUs)");
+          continue;
+        }
+        // With tensor parallelism the one rank order: TP innermost (tensor_parallel.h).
+        std::vector<std::pair<std::string, std::vector<int>>> ords;
+        if (tp == 1) ords = orders(cp, sched, pins);
+        else if (!pins.order || *pins.order == "node-major")
+          ords.emplace_back("node-major", tp_order(tp, cp, groups / cp));
+        else note("with tp > 1 the order is node-major (the tp-cp-dp rank order), not " + *pins.order);
+        if (ords.empty() && pins.order && tp == 1) {  // only "searched" can be empty
+          note(sched == Schedule::kTwoLevel
+                   ? "the searched order is for flat and bidirectional rings (not two-level)"
+                   : "the searched order needs cp >= 3 (cp " + std::to_string(cp) + ")");
+        }
+        for (const auto& [order_name, order] : ords) {
+          PlanChoice ch;
+          ch.strategy = Strategy::kRing;
+          ch.tp = tp;
+          ch.cp = cp;
+          ch.dp = groups / cp;
+          ch.schedule = sched;
+          ch.order_name = order_name;
+          ch.order = order;
+          const RingPatterns* pat = nullptr;
+          for (LoadBalance lb : lbs) {
+            ch.load_balance = lb;
+            for (int bq : bqs) {
+              for (int bkv : bkvs) {
+                ch.block_q = bq;
+                ch.block_kv = bkv;
+                for (int sub : subs) {
+                  ch.kv_subblocks = sub;
+                  local.candidates += static_cast<int64_t>(ckpts.size()) * unpinned_subs;
+                  ch.checkpointing = ckpts.front();
+                  const std::string why = cost_.why_invalid(job, ch);
+                  if (!why.empty()) {
+                    // Tiles too big for on-chip memory are the grid's doing, not the
+                    // user's: said only when nothing else explains a failed search.
+                    if (!(pins.block_q && pins.block_kv) &&
+                        !cost_.cost().attention.fits(bq, bkv, model_.head_dim)) {
+                      if (tile_reason.empty()) tile_reason = why;
+                    } else {
+                      note(why);
+                    }
+                    continue;
                   }
-                  continue;
+                  if (!pat) pat = &cost_.ring_patterns(cp, ch.dp, sched, order);
+                  local.evaluated += offer_micro_batches(
+                      cost_, job, ch, *pat, micro_batches(job, ch.dp, pins), ckpts,
+                      [&](const PlanChoice& c, const Prediction& p) { best.offer(job, c, p); });
                 }
-                if (!pat) pat = &cost_.ring_patterns(cp, ch.dp, sched, order);
-                local.evaluated += offer_micro_batches(
-                    cost_, job, ch, *pat, micro_batches(job, ch.dp, pins), ckpts,
-                    [&](const PlanChoice& c, const Prediction& p) { best.offer(job, c, p); });
               }
             }
           }
         }
       }
     }
-  }
   }
   if (stats) {
     stats->candidates += local.candidates;
@@ -307,60 +308,59 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
   const std::vector<int> bkvs = pins.block_kv ? std::vector<int>{*pins.block_kv}
                                               : std::vector<int>(std::begin(kTileSizes), std::end(kTileSizes));
   for (int tp : tps) {
-  const int groups = G / tp;  // TP groups (tensor_parallel.h)
-  for (int cp : pins.cp ? std::vector<int>{*pins.cp} : divisors(groups)) {
-    if (cp < 2) {  // cp 1 is the p2p plan without a ring
-      if (pins.cp) note(std::string(cp_comm_type(kind)) + " needs cp >= 2");
-      continue;
-    }
-    if (groups % cp != 0) {
-      note("cp " + std::to_string(cp) + " does not divide the " + std::to_string(groups) +
-           (tp > 1 ? " TP groups" : " GPUs"));
-      continue;
-    }
-    PlanChoice ch;
-    ch.strategy = kind;
-    ch.tp = tp;
-    ch.cp = cp;
-    ch.dp = groups / cp;
-    ch.schedule = Schedule::kFlat;
-    ch.order_name = tp > 1 ? "node-major" : "snake";
-    ch.order = tp > 1 ? tp_order(tp, cp, ch.dp) : snake_order(fabric_);
-    // all_gather balances a causal mask with zigzag chunks; under a sliding window contiguous
-    // chunks balance themselves and gather only the window's blocks.
-    // a2a+p2p's ring too (Megatron runs it on Transformer Engine's zigzag p2p ring).
-    ch.load_balance = kind != Strategy::kUlysses && job.causal && effective_window(model_, job) == 0
-                          ? LoadBalance::kZigzag
-                          : LoadBalance::kContiguous;
-    if (kind == Strategy::kUsp) {  // a2a groups of consecutive GPUs inside a node (usp_plan.h)
-      ch.order_name = "node-major";
-      ch.order = node_major_order(G);
-    }
-    const std::vector<int> a2as = usp_a2a_degrees(kind, cp, pins);
-    if (a2as.empty() && pins.cp)
-      note("a2a+p2p needs cp >= 4: an a2a degree and a ring of at least 2 each (cp " + std::to_string(cp) + ")");
-    for (int a2a : a2as) {
-      ch.cp_a2a = a2a;
-      const RingPatterns* pat = nullptr;
-      for (int bq : bqs) {
-        for (int bkv : bkvs) {
-          ch.block_q = bq;
-          ch.block_kv = bkv;
-          ch.checkpointing = ckpts.front();
-          local.candidates += static_cast<int64_t>(ckpts.size());
-          const std::string why = cost_.why_invalid(job, ch);
-          if (!why.empty()) {
-            note(why);
-            continue;
+    const int groups = G / tp;  // TP groups (tensor_parallel.h)
+    for (int cp : pins.cp ? std::vector<int>{*pins.cp} : divisors(groups)) {
+      if (cp < 2) {  // cp 1 is the p2p plan without a ring
+        if (pins.cp) note(std::string(cp_comm_type(kind)) + " needs cp >= 2");
+        continue;
+      }
+      if (groups % cp != 0) {
+        note("cp " + std::to_string(cp) + " does not divide the " + std::to_string(groups) +
+             (tp > 1 ? " TP groups" : " GPUs"));
+        continue;
+      }
+      PlanChoice ch;
+      ch.strategy = kind;
+      ch.tp = tp;
+      ch.cp = cp;
+      ch.dp = groups / cp;
+      ch.schedule = Schedule::kFlat;
+      // Node-major keeps each TP group innermost (tensor_parallel.h) and each a2a group of
+      // a2a+p2p on consecutive GPUs inside a node (usp_plan.h); with tp 1 it is 0, 1, 2, ...
+      const bool node_major = tp > 1 || kind == Strategy::kUsp;
+      ch.order_name = node_major ? "node-major" : "snake";
+      ch.order = node_major ? tp_order(tp, cp, ch.dp) : snake_order(fabric_);
+      // all_gather balances a causal mask with zigzag chunks; under a sliding window contiguous
+      // chunks balance themselves and gather only the window's blocks.
+      // a2a+p2p's ring too (Megatron runs it on Transformer Engine's zigzag p2p ring).
+      ch.load_balance = kind != Strategy::kUlysses && job.causal && effective_window(model_, job) == 0
+                            ? LoadBalance::kZigzag
+                            : LoadBalance::kContiguous;
+      const std::vector<int> a2as = usp_a2a_degrees(kind, cp, pins);
+      if (a2as.empty() && pins.cp)
+        note("a2a+p2p needs cp >= 4: an a2a degree and a ring of at least 2 each (cp " + std::to_string(cp) + ")");
+      for (int a2a : a2as) {
+        ch.cp_a2a = a2a;
+        const RingPatterns* pat = nullptr;
+        for (int bq : bqs) {
+          for (int bkv : bkvs) {
+            ch.block_q = bq;
+            ch.block_kv = bkv;
+            ch.checkpointing = ckpts.front();
+            local.candidates += static_cast<int64_t>(ckpts.size());
+            const std::string why = cost_.why_invalid(job, ch);
+            if (!why.empty()) {
+              note(why);
+              continue;
+            }
+            if (!pat) pat = &cost_.ring_patterns_of(ch);
+            local.evaluated += offer_micro_batches(
+                cost_, job, ch, *pat, micro_batches(job, ch.dp, pins), ckpts,
+                [&](const PlanChoice& c, const Prediction& p) { best.offer(job, c, p); });
           }
-          if (!pat) pat = &cost_.ring_patterns_of(ch);
-          local.evaluated += offer_micro_batches(
-              cost_, job, ch, *pat, micro_batches(job, ch.dp, pins), ckpts,
-              [&](const PlanChoice& c, const Prediction& p) { best.offer(job, c, p); });
         }
       }
     }
-  }
   }
   if (stats) {
     stats->candidates += local.candidates;
