@@ -1,5 +1,6 @@
 #include "planner/published_prediction.h"
 
+#include <algorithm>
 #include <cctype>
 #include <memory>
 
@@ -29,8 +30,7 @@ const GpuTopologies kGpuTopologies[] = {
     {"h100-80gb", "dgx-h100-ib", "dgx-h100-ib", ""},
     {"h200", "dgx-h200-ib", "dgx-h200-ib", ""},
     {"h800", "h800-nvlink-box", "", "no multi-node H800 topology"},
-    {"h100-96gb", "", "",
-     "no topology for h100-96gb (its bf16 peak at the 500 W limit is not published)"},
+    {"h100-96gb", "grand-teton-h100-96gb", "grand-teton-h100-96gb", ""},
 };
 
 // The kernel papers' backward FLOPs over forward FLOPs (FlashAttention-2/3 benchmarks, as
@@ -90,6 +90,11 @@ std::vector<std::string> unexpressible(const PublishedEntry& e) {
     why.push_back(std::string("sharding ") + to_string(*e.sharding) + " (the planner prices FSDP)");
   if (step && !e.checkpointing) why.push_back("checkpointing not stated");
   if (!step && e.metric == Metric::kGibPerGpu) why.push_back("memory of an attention call alone");
+  // torchtitan logs the caching allocator's peak reserve, with the loss over whole fp32 logits
+  // (32K tokens x 128K vocabulary: 16 GiB each for logits and their gradient).
+  if (step && e.metric == Metric::kGibPerGpu)
+    why.push_back("step memory as the allocator reserves it, whole fp32 logits included (the memory model prices "
+                  "chunked logits and no allocator reserve)");
   if (e.metric == Metric::kTflopsPerGpu || e.metric == Metric::kMfu) {
     const auto conv = flop_convention(e.definitions);
     if (!conv) {
@@ -108,6 +113,8 @@ std::vector<std::string> assumptions(const PublishedEntry& e) {
   if (e.workload != Workload::kStep) return out;
   if (!e.global_batch) out.push_back("global batch 2M tokens, the planner's default (not stated)");
   if (e.dp > 1 && !e.sharding) out.push_back("FSDP (sharding not stated)");
+  if (std::find(e.assumed.begin(), e.assumed.end(), "definitions") != e.assumed.end())
+    out.push_back("the FLOP formula in definitions (the source states none)");
   return out;
 }
 

@@ -65,7 +65,7 @@ TEST_CASE("every shipped spec loads, and its name is its file name") {
       ++models;
     }
   }
-  CHECK(topologies == 12);
+  CHECK(topologies == 13);
   CHECK(models == 14);
   CHECK(rm::load_topology(rm::kStudyTopology).max_gpus() == 128);
   CHECK_NOTHROW(rm::load_model(rm::kDefaultModel));
