@@ -329,13 +329,20 @@ double linear_recompute_flops_per_token(const ModelSpec& m, Checkpointing ckpt) 
   return 0;
 }
 
-ElementwiseBytes elementwise_bytes_per_token(const ModelSpec& m, int element_bytes) {
+ElementwiseBytes elementwise_bytes_per_token(const ModelSpec& m, int element_bytes, bool eager) {
   const double e = element_bytes;
   const double H = m.hidden;
   const double qk = static_cast<double>(m.heads + m.kv_heads) * m.head_dim;
   const double act = m.gated_ffn ? 3.0 * m.ffn_hidden : 2.0 * m.ffn_hidden;
   ElementwiseBytes b;
   b.layer_fwd = e * (2 * 2 * H + 2 * 3 * H + 2 * qk + act);
+  if (eager) {
+    const double hd = static_cast<double>(m.heads) * m.head_dim;
+    const double kvd = static_cast<double>(m.kv_heads) * m.head_dim;
+    const double repeat_kv = m.kv_heads < m.heads ? 2 * e * (kvd + hd) : 0;  // K and V
+    const double ffn = m.gated_ffn ? 10.0 * m.ffn_hidden : e * act;
+    b.layer_fwd = 2 * 36 * H + e * 2 * 3 * H + 20 * qk + repeat_kv + 2 * e * hd + ffn;
+  }
   b.loss_fwd = 10.0 * m.vocab;
   b.loss_bwd = 4.0 * m.vocab;
   return b;

@@ -114,12 +114,23 @@ inline constexpr double kLinearBackwardFactor = 2.0;
 //   loss: the logits (bf16 write) upcast and softmax in fp32 (read, write) and its gradient
 //   (fp32 write): 14 bytes per vocabulary entry, 10 without the backward.
 // Backward passes move about twice the forward's (gradients in, saved inputs read again).
+// `eager`: the layer's ops as PyTorch runs them eagerly, one kernel each, as torchtitan's
+// Llama does without torch.compile (pytorch/torchtitan torchtitan/models/llama/model.py
+// @ 6d74b81c7179f2ae06f54ec0d212b606a47e2257 and its RMSNorm in models/norms.py), per element:
+//   RMSNorm x2: x.float() (read 2, write 4), pow (4, 4), mean (4), x * rsqrt (4, 4),
+//     type_as (4, 2), * weight (2, 2): 36 bytes over `hidden`;
+//   rotary on Q and K: .float() (2, 4), complex multiply (4, 4), type_as (4, 2): 20 bytes;
+//   repeat_kv (GQA): K and V copied out to `heads` (read h_kv·d, write h·d, bf16 each);
+//   the attention output's .transpose(1, 2).contiguous() (read 2, write 2 over h·d);
+//   SwiGLU: silu (2, 2) then * w3(x) (2, 2, 2) over f: 10 bytes; residual adds as fused.
+// torch.compile fuses these back to about the fused count (torchtitan's H100 benchmark:
+// compile alone +15.7 % on 8 GPUs, Llama 3.1 8B, validation/published.yaml).
 struct ElementwiseBytes {
   double layer_fwd = 0;  // per token, one layer's forward
   double loss_fwd = 0;   // per token, logits and loss forward
   double loss_bwd = 0;   // per token, loss backward
 };
-ElementwiseBytes elementwise_bytes_per_token(const ModelSpec& m, int element_bytes);
+ElementwiseBytes elementwise_bytes_per_token(const ModelSpec& m, int element_bytes, bool eager = false);
 inline constexpr double kElementwiseBackwardFactor = 2.0;
 
 // Linear-layer FLOPs per token per layer redone in the backward pass by the checkpointing

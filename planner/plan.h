@@ -81,6 +81,10 @@ struct Job {
   // The attention implementation the run will use (kernel_efficiency.h); other than
   // flash_attn_2 it is priced by the GPU's factor for it (apply_attention_kernel).
   std::string attention_kernel = kDefaultAttentionKernel;
+  // The layers' elementwise ops run as PyTorch's eager kernels, one per op with fp32
+  // upcasts (torchtitan without torch.compile; attention_work.h ElementwiseBytes): set by
+  // `validate --published` from an entry's `compile: false`; plans otherwise price them fused.
+  bool eager_elementwise = false;
 };
 
 // Ring order names: "node-major", "snake" (rail-aware), "searched", "custom".

@@ -46,7 +46,7 @@ const std::vector<std::string> kEntryKeys = {
     "id",           "source",    "gpu",     "cluster",       "model",     "gpus",   "seq_len",
     "micro_batch",  "global_batch", "workload", "passes",     "cp",        "cp_kind", "tp",
     "pp",           "dp",        "sharding", "checkpointing", "precision", "causal", "metric",
-    "published",    "definitions", "split",  "note",          "attention_kernel", "topology"};
+    "published",    "definitions", "split",  "note",          "attention_kernel", "topology", "compile"};
 
 template <typename E>
 const char* name_of(const Names<E>& names, E v) {
@@ -163,6 +163,7 @@ PublishedEntry parse_entry(const YAML::Node& node, const std::string& source, si
                             e.topology.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_") != std::string::npos))
     m.fail("topology", "expected a shipped topology's name of a-z, 0-9, '-' and '_' (got '" + e.topology + "')");
   e.causal = m.boolean("causal");
+  if (m.has("compile")) e.compile = m.boolean("compile");
   e.metric = parse_name(m, "metric", kMetrics);
   e.published = m.number("published", Range::above_up_to(0, 1e18));  // tokens/s, MFU, seconds
   e.definitions = m.str("definitions");

@@ -67,6 +67,10 @@ struct PublishedEntry {
   // The shipped topology that describes the source's cluster (optional; "" = the GPU's
   // default, published_prediction.h), e.g. llama3-h100-roce for the Llama 3 paper's runs.
   std::string topology;
+  // Whether the run compiled its model (optional; absent: the framework's own kernels, priced
+  // fused). false = torchtitan without --training.compile: eager elementwise kernels
+  // (Job::eager_elementwise).
+  std::optional<bool> compile;
   bool causal = true;
   Metric metric = Metric::kTokensPerSPerGpu;
   double published = 0;   // the figure as printed, in `metric`'s unit

@@ -47,17 +47,26 @@ table=$("$bin" validate --published) || fail "validate --published exited $?"
 [[ $table == *"entries modelled"* && $table == *"not modelled yet"* ]] || fail "the table lacks its summary: $table"
 
 # --- the accuracy guard on the shipped corpus, in the issue's terms (|predicted / published - 1|,
-# the distance from the published figure): median <= 7 % (the target) and no modelled entry
-# beyond 18 % (the target is 15 %; three entries sit between 15 and 17.2 %, named in the README's
-# accuracy section). A model change that makes any entry worse than that fails.
+# the distance from the published figure): median <= 7 % and every modelled entry within 15 %
+# (the targets), except the four entries the README's accuracy section names as still outside,
+# each held to its present distance rounded up: a change that makes any entry worse than that,
+# or moves another one out of the band, fails. Drop a name here once its entry is inside 15 %.
 python3 -c '
 import json, sys
+outside = {  # README "Accuracy against published runs": why each is still outside
+    "llmfoundry-h100-mpt13b-2k-64gpu": 0.17,
+    "llmfoundry-h100-mpt30b-2k-32gpu": 0.18,
+    "torchtitan-h100-llama3-8b-cp4-128k": 0.33,
+    "torchtitan-h100-llama3-8b-cp8-256k": 0.41,
+}
 d = json.load(sys.stdin)
 dev = sorted((abs(e["predicted"] / e["published"] - 1), e["id"]) for e in d["entries"] if e["modelled"])
 median = dev[len(dev) // 2][0]
 assert median <= 0.07, "median %.3f" % median
-out = [f"{i} {v:.3f}" for v, i in dev if v > 0.18]
+out = [f"{i} {v:.3f}" for v, i in dev if v > outside.get(i, 0.15)]
 assert not out, out
+inside = [i for v, i in dev if i in outside and v <= 0.15]
+assert not inside, ("inside the band now: drop from the list", inside)
 print("guard: median %.1f %%, worst %.1f %% (%s)" % (100 * median, 100 * dev[-1][0], dev[-1][1]))
 ' <<<"$json" || fail "the shipped corpus left its accuracy guard"
 
@@ -74,7 +83,8 @@ for r in rows:
     ratio, err = float(r["ratio (pub/pred)"]), float(r["error % ((pub-pred)/pred)"])
     assert abs(ratio - pub / pred) <= 0.006, (r["entry"], ratio, pub / pred)
     assert abs(err - 100 * (pub - pred) / pred) <= 0.12, (r["entry"], err)  # 4 digits shown, 0.1 %
-    assert (ratio > 1) == (err > 0) or abs(err) < 0.1, (r["entry"], ratio, err)
+    # ratio shows 2 decimals: 1.00 can stand for an error of +-0.4 %
+    assert (ratio > 1) == (err > 0) or abs(err) < 0.1 or abs(ratio - 1) < 0.006, (r["entry"], ratio, err)
 ' <<<"$csv" || fail "validate --published --format csv: ratio or error not in the one sign convention"
 
 # --- --max-abs-error on a corpus of one entry ---

@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "planner/attention_work.h"
 #include "planner/input_error.h"
 #include "planner/published_corpus.h"
 #include "planner/published_prediction.h"
@@ -96,7 +97,7 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
         "c.yaml:3: rfa-a100-fwd-zigzag.split: missing (required)");
   CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    comment: x")) ==
         "c.yaml:28: rfa-a100-fwd-zigzag.comment: unknown key; expected one of: assumed, attention_kernel, causal, "
-        "checkpointing, cluster, cp, cp_kind, definitions, dp, global_batch, gpu, gpus, id, metric, "
+        "checkpointing, cluster, compile, cp, cp_kind, definitions, dp, global_batch, gpu, gpus, id, metric, "
         "micro_batch, model, note, passes, pp, precision, published, seq_len, sharding, source, split, topology, "
         "tp, workload");
   CHECK(corpus_error_of(replaced(kOneEntry, "cp_kind: zigzag", "cp_kind: ulysses")) ==
@@ -264,4 +265,28 @@ TEST_CASE("an entry's topology names the cluster its source ran on") {
   CHECK(corpus_error_of(replaced(roce, "topology: llama3-h100-roce", "topology: ../x.yaml")) ==
         "c.yaml:7: rfa-a100-fwd-zigzag.topology: expected a shipped topology's name of a-z, 0-9, '-' and '_' "
         "(got '../x.yaml')");
+}
+
+TEST_CASE("an entry run without torch.compile pays for eager elementwise kernels") {
+  // torchtitan's Llama without compile: RMSNorm, rotary, repeat_kv and SwiGLU as one kernel
+  // per op (attention_work.h): about 3.3x the fused bytes for Llama 3 8B.
+  const rm::ModelSpec llama = rm::load_model("llama3-8b");
+  const double fused = rm::elementwise_bytes_per_token(llama, 2).layer_fwd;
+  const double eager = rm::elementwise_bytes_per_token(llama, 2, true).layer_fwd;
+  CHECK(fused == doctest::Approx(188416));
+  CHECK(eager == doctest::Approx(626688));
+  const rm::PublishedEntry& e = shipped("torchtitan-h100-llama3-8b-fsdp8");
+  REQUIRE(e.compile.has_value());
+  CHECK(!*e.compile);
+  const rm::PublishedCheck eager_run = rm::check_published(e);
+  rm::PublishedEntry compiled = e;
+  compiled.compile = true;
+  const rm::PublishedCheck compiled_run = rm::check_published(compiled);
+  REQUIRE(eager_run.modelled);
+  REQUIRE(compiled_run.modelled);
+  CHECK(eager_run.predicted < compiled_run.predicted);
+  // The key is optional: absent, the framework's own kernels are priced fused.
+  CHECK(!rm::parse_published_corpus(kOneEntry, "c.yaml").entries[0].compile);
+  CHECK(corpus_error_of(replaced(kOneEntry, "causal: true", "causal: true\n    compile: maybe")).find(
+            "rfa-a100-fwd-zigzag.compile: ") != std::string::npos);
 }

@@ -204,6 +204,23 @@ TEST_CASE("float8 linear layers: the replay prices the same fp8 step, within 2 %
   CHECK(c.simulated.step_time_s < b.simulated.step_time_s);
 }
 
+TEST_CASE("eager elementwise kernels (no torch.compile): the replay prices the same slower step, within 2 %") {
+  const ModelSpec model = load_model("llama3-8b");
+  const Topology topo = load_topology("dgx-h100-ib");
+  Worst worst{"eager elementwise training step"};
+  Job eager = make_job(topo, 16, 8192, Workload::kStep);
+  eager.model = "llama3-8b";
+  eager.eager_elementwise = true;
+  Job fused = eager;
+  fused.eager_elementwise = false;
+  const Compared c = plan_and_simulate(topo, model, eager, {});
+  CHECK(c.time_error() < 0.02);
+  worst.add(c, true);
+  const Compared f = plan_and_simulate(topo, model, fused, {});
+  CHECK(c.predicted.step_time_s > f.predicted.step_time_s);
+  CHECK(c.simulated.step_time_s > f.simulated.step_time_s);
+}
+
 TEST_CASE("tensor parallelism (TP + SP inside a node): step time and peak memory within 2 %") {
   const ModelSpec model = load_model(kDefaultModel);
   Worst worst{"tensor-parallel training steps"};
