@@ -137,7 +137,14 @@ TEST_CASE("the sources' FLOP conventions reproduce their own checks") {
   CHECK(rm::flop_convention(shipped("fa2-a100-gpt3xl-2k").definitions) == rm::FlopConvention::kMegatron);
   CHECK(rm::flop_convention(shipped("fa3-h100-fwd-noncausal-8448").definitions) ==
         rm::FlopConvention::kAttentionKernel);
-  CHECK(!rm::flop_convention(shipped("llama3-paper-405b-8k-8192gpu").definitions));
+  CHECK(!rm::flop_convention("TFLOPS / GPU; formula not given"));
+  // NeMo's and the Llama 3 paper's, assumed (validation/published.yaml): Megatron's convention.
+  CHECK(rm::flop_convention(shipped("nemo-h100-llama2-7b-4k").definitions) == rm::FlopConvention::kMegatron);
+  CHECK(rm::flop_convention(shipped("llama3-paper-405b-8k-8192gpu").definitions) == rm::FlopConvention::kMegatron);
+  // It reproduces NeMo's performance summary (NeMo 24.07, LLAMA2-7B FP8 on 8 H100, 4096):
+  // 16847 tokens/s per GPU is 776 TFLOP/s.
+  const double nemo = rm::megatron_flops_per_sequence(rm::load_model("llama2-7b"), 4096) / 4096;
+  CHECK(16847 * nemo == doctest::Approx(776e12).epsilon(0.002));
   // FlashAttention-3, Table 2: {batch 4, seqlen 8448, 16 heads x 128} forward in 3.538 ms is
   // 661 TFLOP/s.
   const double fa3 = 4 * rm::attention_kernel_flops_per_sequence(rm::load_model("gpt3-xl"), 8448, false,
