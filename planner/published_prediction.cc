@@ -91,7 +91,7 @@ std::vector<std::string> unexpressible(const PublishedEntry& e) {
   if (step && !e.checkpointing) why.push_back("checkpointing not stated");
   if (!step && e.metric == Metric::kGibPerGpu) why.push_back("memory of an attention call alone");
   // torchtitan logs the caching allocator's peak reserve, with the loss over whole fp32 logits
-  // (32K tokens x 128K vocabulary: 16 GiB each for logits and their gradient).
+  // (32K tokens x 128K vocabulary: about 16 GB each for the logits and their gradient).
   if (step && e.metric == Metric::kGibPerGpu)
     why.push_back("step memory as the allocator reserves it, whole fp32 logits included (the memory model prices "
                   "chunked logits and no allocator reserve)");
