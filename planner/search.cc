@@ -423,9 +423,7 @@ Plan Planner::best_plan(const Job& job, const SearchPins& pins, SearchStats* sta
   std::vector<Strategy> kinds;
   if (pins.cp_comm_type) kinds = {*pins.cp_comm_type};
   else if (ring_pins || (pins.cp && *pins.cp == 1)) kinds = {Strategy::kRing};
-  // a2a+p2p is searched when pinned (its split too): `simulate` and `sweep --simulate`
-  // replay every plan the unpinned search picks, and a2a+p2p has no op lists yet.
-  else kinds = {Strategy::kRing, Strategy::kAllGatherCp, Strategy::kUlysses};
+  else kinds = {Strategy::kRing, Strategy::kAllGatherCp, Strategy::kUlysses, Strategy::kUsp};
   Best best;
   std::string first_error;
   for (Strategy k : kinds) {
