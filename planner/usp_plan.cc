@@ -62,10 +62,9 @@ LayerTimes CostModel::usp_attention_times(const Job& job, const PlanChoice& ch, 
                                           const PatternCost& a2a, bool free_comm) {
   // The ring on h / (tp·u) heads over N / r tokens per GPU, priced as any p2p ring; the
   // recompute of full checkpointing and the TP collectives are added by layer_times, once.
-  CostModel ring(usp_ring_model(model_, ch.tp, ch.cp_a2a), fabric_, cost_);
   PlanChoice rc = usp_ring_choice(ch);
   rc.checkpointing = Checkpointing::kNone;
-  LayerTimes t = ring.layer_times(job, rc, pat, nullptr, free_comm);
+  LayerTimes t = usp_ring(ch.tp, ch.cp_a2a).layer_times(job, rc, pat, nullptr, free_comm);
   t.linear_fwd = t.linear_bwd = 0;
   // The all-to-alls before and after attention, not overlapped (as a2a's).
   const UspA2aBytes b = usp_a2a_bytes(model_, ch, job.seq_len, fabric_.topology().gpu.element_bytes);
@@ -77,6 +76,12 @@ LayerTimes CostModel::usp_attention_times(const Job& job, const PlanChoice& ch, 
     t.ring_busy_bwd += x;
   }
   return t;
+}
+
+CostModel& CostModel::usp_ring(int tp, int cp_a2a) {
+  std::unique_ptr<CostModel>& ring = usp_rings_[{tp, cp_a2a}];
+  if (!ring) ring = std::make_unique<CostModel>(usp_ring_model(model_, tp, cp_a2a), fabric_, cost_);
+  return *ring;
 }
 
 std::string CostModel::usp_why_invalid(const Job& job, const PlanChoice& ch) const {
