@@ -277,7 +277,6 @@ class RingPass {
     ++unit_;
     ring();
     ++unit_;
-    em_.step = 0;
     exchange(*ctx_.a2a_gpus, ctx_.a2a_index, bwd_ ? ctx_.a2a_qkv_bytes : ctx_.a2a_out_bytes, kAccCw, 0);
     if (bwd_) em_.own_grad(b_.gathered);
   }
