@@ -86,6 +86,10 @@ std::string report(const Subject& s, const Prediction& p, const sim::Simulation&
                     " tokens, workload " + to_string(plan.job.workload) + "; " +
                     (c.strategy == Strategy::kRing ? std::string(to_string(c.schedule)) + " ring"
                                                    : std::string("cp_comm_type ") + cp_comm_type(c.strategy)) +
+                    (c.strategy == Strategy::kUsp  // Megatron's hierarchical CP sizes [a2a, ring]
+                         ? " " + std::to_string(c.cp_a2a) + "x" + std::to_string(c.cp / c.cp_a2a) + " (" +
+                               to_string(c.schedule) + " ring)"
+                         : std::string()) +
                     " tp " + std::to_string(c.tp) + " x cp " + std::to_string(c.cp) + " x dp " + std::to_string(c.dp) + ", order " +
                     c.order_name + ", " + to_string(c.load_balance) + "\n";
   if (!sim.note.empty()) {

@@ -164,6 +164,9 @@ class CostModel {
   LayerTimes usp_attention_times(const Job& job, const PlanChoice& choice, const RingPatterns& pat,
                                  const PatternCost& a2a, bool free_comm);
   std::string usp_why_invalid(const Job& job, const PlanChoice& choice) const;
+  // a2a+p2p's ring as a cost model of its own (usp_ring_model), by (tp, cp_a2a); cached.
+  CostModel& usp_ring(int tp, int cp_a2a);
+  std::map<std::pair<int, int>, std::unique_ptr<CostModel>> usp_rings_;
   // A flat ring cut short by a sliding window: every position sends its last fp32
   // accumulator `hops` positions back, to the block's owner (units: K,V elements).
   const PatternCost& ring_home_pattern(int cp, int dp, const std::vector<int>& order, int hops);

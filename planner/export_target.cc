@@ -149,7 +149,8 @@ std::string placement_comment(const Plan& plan, int gpus_per_node, const std::st
                    mesh + "); torchrun starts rank r on node r / " + str(pl.ranks_per_node) + ".\n";
   const int a2a = plan.choice.cp_a2a;
   if (plan.choice.strategy == Strategy::kUsp)  // usp_plan.h's layout, Megatron's level order
-    out += "# a2a+p2p: each " + str(a2a) + " adjacent ranks of a ring all-to-all (inside a node); ranks " + str(a2a) +
+    out += "# a2a+p2p: each " + str(a2a) + (tp > 1 ? " adjacent ring positions" : " adjacent ranks of a ring") +
+           " all-to-all (inside a node); " + (tp > 1 ? "positions " : "ranks ") + str(a2a) +
            " apart form the p2p ring of " + str(cp / a2a) + ".\n";
   if (pl.node_major) return out + "# The plan's order is node-major: no CUDA_VISIBLE_DEVICES needed.\n";
   out += "# On each node, before torchrun (the plan's " + plan.choice.order_name + " order):\n";

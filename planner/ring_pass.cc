@@ -41,6 +41,12 @@ class RingPass {
     em_.begin_pass(bwd_);
     if (ctx_.kind == Strategy::kAllGatherCp) return all_gather();
     if (ctx_.kind == Strategy::kUlysses) return all_to_all();
+    if (ctx_.kind == Strategy::kUsp) return usp();
+    ring();
+  }
+
+ private:
+  void ring() {
     switch (ctx_.schedule) {
       case Schedule::kFlat: flat(); break;
       case Schedule::kBidirectional: bidirectional(); break;
@@ -48,11 +54,10 @@ class RingPass {
     }
   }
 
- private:
   // A message waiting for its phase's post (flush).
   struct Pending {
     OpKind kind;
-    int peer_pos;
+    int peer;  // GPU id
     double bytes;
     int buffer;
     Stream stream;
@@ -78,11 +83,11 @@ class RingPass {
   }
   void send(int peer_pos, double bytes, int buffer, Stream stream, int step,
             std::vector<int>& reqs) {
-    batch_.push_back({OpKind::kSend, peer_pos, bytes, buffer, stream, step, &reqs});
+    batch_.push_back({OpKind::kSend, ctx_.gpu(peer_pos), bytes, buffer, stream, step, &reqs});
   }
   void recv(int peer_pos, double bytes, int buffer, Stream stream, int step,
             std::vector<int>& reqs) {
-    batch_.push_back({OpKind::kRecv, peer_pos, bytes, buffer, stream, step, &reqs});
+    batch_.push_back({OpKind::kRecv, ctx_.gpu(peer_pos), bytes, buffer, stream, step, &reqs});
   }
   // Posts the batch as phase (`step`, `sub`): by stream, sends before receives, each
   // split into `subblocks` messages in order. Both ends of a link sort the same way.
@@ -94,7 +99,7 @@ class RingPass {
     const int n = ctx_.subblocks;
     for (const Pending& p : batch_) {
       for (int k = 0; k < n; ++k) {
-        p.reqs->push_back(em_.transfer(p.kind, ctx_.gpu(p.peer_pos), p.bytes * repeat_ / n, p.buffer,
+        p.reqs->push_back(em_.transfer(p.kind, p.peer, p.bytes * repeat_ / n, p.buffer,
                                        tag(p.stream, p.step, k), phase));
       }
     }
@@ -182,7 +187,7 @@ class RingPass {
     repeat_ = 1;
     if (!bwd_) return;
     if (S == 1) {
-      em_.own_grad(b_.dkv_partial);
+      own_grad(b_.dkv_partial);
       return;
     }
     em_.begin_step(S, 0);
@@ -190,7 +195,7 @@ class RingPass {
     recv(i + (S - 1), ctx_.dkv_bytes, b_.acc[S % 2], kAccCw, S - 1, reqs);
     flush(S, 0);
     em_.wait_all(reqs);
-    em_.own_grad(b_.acc[S % 2]);
+    own_grad(b_.acc[S % 2]);
   }
 
   // --- all_gather (Llama 3) ---------------------------------------------------------
@@ -240,22 +245,45 @@ class RingPass {
   // this GPU's heads of the whole sequence, the second all-to-all. Forward: Q,K,V in,
   // output back; backward: the output's gradient in, those of Q,K,V back.
 
-  void exchange(double bytes, Stream stream, int step) {
+  // One all-to-all over `group` (GPU ids), this rank being member `me`.
+  void exchange(const std::vector<int>& group, int me, double bytes, Stream stream, int step) {
     std::vector<int> reqs;
+    const int n = static_cast<int>(group.size());
     em_.begin_step(step, 0);
-    for (int d = 1; d < ctx_.P; ++d) {
-      send(pos_ + d, bytes, b_.gathered, stream, 0, reqs);
-      recv(pos_ - d, bytes, b_.gathered, stream, 0, reqs);
+    for (int d = 1; d < n; ++d) {
+      batch_.push_back({OpKind::kSend, group[mod(me + d, n)], bytes, b_.gathered, stream, 0, &reqs});
+      batch_.push_back({OpKind::kRecv, group[mod(me - d, n)], bytes, b_.gathered, stream, 0, &reqs});
     }
     flush(step, 0);
     em_.wait_all(reqs);
   }
 
   void all_to_all() {
-    exchange(bwd_ ? ctx_.a2a_out_bytes : ctx_.a2a_qkv_bytes, kKvCw, 0);
+    exchange(*ctx_.ring_gpus, pos_, bwd_ ? ctx_.a2a_out_bytes : ctx_.a2a_qkv_bytes, kKvCw, 0);
     share_compute();
-    exchange(bwd_ ? ctx_.a2a_qkv_bytes : ctx_.a2a_out_bytes, kAccCw, 1);
+    exchange(*ctx_.ring_gpus, pos_, bwd_ ? ctx_.a2a_qkv_bytes : ctx_.a2a_out_bytes, kAccCw, 1);
     if (bwd_) em_.own_grad(b_.dkv_partial);
+  }
+
+  // --- a2a+p2p (USP) --------------------------------------------------------------------
+  // a2a's all-to-all over the rank's a2a group (Q,K,V from sequence- to head-sharded; the
+  // backward's dout), the flat or bidirectional ring over the p2p group on the heads it
+  // leaves, the all-to-all back (the output; the backward's dQ,dK,dV). Each is a pass
+  // number of its own, so the ring's tags and phases are the ring's and all three follow
+  // one another. The rank's dK,dV (sequence-sharded again) end in the staging buffer.
+
+  void usp() {
+    exchange(*ctx_.a2a_gpus, ctx_.a2a_index, bwd_ ? ctx_.a2a_out_bytes : ctx_.a2a_qkv_bytes, kKvCw, 0);
+    ++unit_;
+    ring();
+    ++unit_;
+    exchange(*ctx_.a2a_gpus, ctx_.a2a_index, bwd_ ? ctx_.a2a_qkv_bytes : ctx_.a2a_out_bytes, kAccCw, 0);
+    if (bwd_) em_.own_grad(b_.gathered);
+  }
+
+  // The ring's own dK,dV (a2a+p2p's go back through its all-to-all first).
+  void own_grad(int buffer) {
+    if (ctx_.kind != Strategy::kUsp) em_.own_grad(buffer);
   }
 
   // --- Bidirectional ring -----------------------------------------------------------
@@ -312,7 +340,7 @@ class RingPass {
     repeat_ = 1;
     if (!bwd_) return;
     if (P == 1) {
-      em_.own_grad(b_.dkv_partial);
+      own_grad(b_.dkv_partial);
       return;
     }
     em_.begin_step(last_cw + 1, 0);
@@ -328,7 +356,7 @@ class RingPass {
     flush(last_cw + 1, 0);
     em_.wait_all(reqs);
     if (own_ccw >= 0) accumulate(own_cw, own_ccw);
-    em_.own_grad(own_cw);
+    own_grad(own_cw);
   }
 
   // --- Two-level (double) ring ------------------------------------------------------
@@ -432,13 +460,14 @@ class RingPass {
       em_.wait_all(outer_send);
       own = b_.acc[2 + n % 2];
     }
-    em_.own_grad(own);
+    own_grad(own);
   }
 };
 
 }  // namespace
 
 int ring_pass_units(const RingContext& ctx, bool backward) {
+  if (ctx.kind == Strategy::kUsp) return 3;
   return ctx.kind == Strategy::kAllGatherCp && backward ? 2 : 1;
 }
 

@@ -1,7 +1,8 @@
 // One rank's ring pass (one layer's attention forward, backward, or recompute) as ops:
 // the three ring algorithms of the schedule generator (semantics in schedule.h), and the
 // passes of the other context-parallel kinds (all_gather, a2a), which follow the same
-// post / compute / wait pattern without overlap.
+// post / compute / wait pattern without overlap; a2a+p2p is a2a's all-to-all over its
+// a2a group around a flat or bidirectional ring.
 //
 // Every algorithm follows one pattern per ring step, which is what makes the message
 // contract (op_list.h) hold by construction:
@@ -46,7 +47,7 @@ inline constexpr int kFoldTailSteps = 3;
 
 // Everything one ring pass needs that is the same for every position and layer.
 struct RingContext {
-  Strategy kind = Strategy::kRing;  // kRing (and flash-fsdp), kAllGatherCp or kUlysses
+  Strategy kind = Strategy::kRing;  // kRing (and flash-fsdp), kAllGatherCp, kUlysses or kUsp
   int P = 1;
   int steps = 1;  // flat ring: steps run (P, or fewer under a sliding window)
   int g = 1;  // two-level ring: positions per node
@@ -65,14 +66,17 @@ struct RingContext {
   double sync_s = 0;                 // per ring step (CostParams::step_sync_s)
   double backward_factor = 0;        // attention backward FLOPs over forward (CostParams)
   // all_gather and a2a: each GPU's share of the whole sequence's attention, forward FLOPs
-  // (executed, useful), and a2a's per-peer messages: Q,K,V in (and their gradients out),
-  // the output out (and its gradient in).
+  // (executed, useful), and a2a's (and a2a+p2p's) per-peer messages: Q,K,V in (and their
+  // gradients out), the output out (and its gradient in).
   double share_executed = 0, share_useful = 0;
   // all_gather: blocks a position gathers, its own included: P, or under a sliding window
   // on contiguous chunks the window_blocks() it attends to (attention_work.h).
   int gather_blocks = 1;
   double a2a_qkv_bytes = 0, a2a_out_bytes = 0;
   const std::vector<int>* ring_gpus = nullptr;  // GPU id of each position
+  // a2a+p2p: GPU id of each member of this rank's all-to-all group, and its index there.
+  const std::vector<int>* a2a_gpus = nullptr;
+  int a2a_index = 0;
   bool fold = false;                 // fold the steps (see kFoldHeadSteps)
   // Tags and phases of pass `unit` start at unit * stride (see ring_pass.cc).
   int tag_stride() const;
@@ -95,7 +99,8 @@ struct RingBufferIds {
 };
 
 // Pass numbers (`unit`) a pass uses: an all_gather backward is two (the gather, then the
-// reduce-scatter of dK,dV), every other pass one.
+// reduce-scatter of dK,dV), an a2a+p2p pass three (all-to-all in, ring, all-to-all out),
+// every other pass one.
 int ring_pass_units(const RingContext& ctx, bool backward);
 // Ring positions `pos` sends K,V blocks to in a pass (the links a ring loads).
 std::vector<int> ring_send_positions(const RingContext& ctx, int pos);

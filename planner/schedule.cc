@@ -16,6 +16,7 @@
 #include "planner/ring_order.h"
 #include "planner/ring_pass.h"
 #include "planner/tensor_parallel.h"
+#include "planner/usp_plan.h"
 
 namespace rm {
 
@@ -49,7 +50,7 @@ class Generator {
     const std::vector<char> rings = opt_.fold_replicas ? rings_on_ring0_nodes() : std::vector<char>(rings_, 1);
     for (int r = 0; r < rings_; ++r) {
       for (int p = 0; p < P_; ++p) {
-        const int gpu = choice_.order[r * P_ + p];
+        const int gpu = order_[r * P_ + p];
         RankSchedule& rs = out_.ranks[gpu];
         rs.ring = r;
         rs.position = p;
@@ -77,8 +78,12 @@ class Generator {
 
   int G_ = 1, P_ = 1, E_ = 1;  // GPUs, ring size, layers emitted
   int T_ = 1;                  // tensor-parallel degree
-  int rings_ = 1;              // rings: dp, or tp·dp (one per TP rank of each replica)
-  int64_t c_ = 0;
+  int U_ = 1;                  // a2a+p2p: the all-to-all degree (cp = U_ x P_)
+  int rings_ = 1;              // rings: dp, or tp·dp (one per TP rank of each replica), x U_
+  // Ring k is order_[k*P_ .. (k+1)*P_): the plan's order, or a2a+p2p's rings
+  // (usp_ring_choice: ring (d·U_ + i)·tp + t, so ring % tp is still the TP rank).
+  std::vector<int> order_;
+  int64_t c_ = 0;              // tokens per GPU outside attention: N / cp
   int64_t window_ = 0;  // effective sliding window (0 = none)
   TokenLayout layout_{};
   RingBuffers rb_{};
@@ -96,7 +101,7 @@ class Generator {
     const int gpn = fabric_.topology().gpus_per_node;
     std::vector<char> ring_taken(rings_, 0), node_taken(fabric_.nodes(), 0);
     std::vector<int> ring_of(G_);
-    for (int i = 0; i < G_; ++i) ring_of[choice_.order[i]] = i / P_;
+    for (int i = 0; i < G_; ++i) ring_of[order_[i]] = i / P_;
     std::vector<int> todo{0};
     ring_taken[0] = 1;
     while (!todo.empty()) {
@@ -125,7 +130,10 @@ class Generator {
     }
     std::sort(out_.emitted_gpus.begin(), out_.emitted_gpus.end());
     out_.note += std::string(out_.note.empty() ? "" : "; ") + std::to_string(taken) + " of " +
-                 std::to_string(rings_) + (T_ > 1 ? " rings (tp x dp) emitted (" : " data-parallel rings emitted (") +
+                 std::to_string(rings_) +
+                 (T_ > 1 || U_ > 1 ? std::string(" rings (") + (T_ > 1 ? "tp x " : "") + (U_ > 1 ? "a2a x " : "") +
+                                         "dp) emitted ("
+                                   : std::string(" data-parallel rings emitted (")) +
                  std::to_string(out_.emitted_gpus.size()) + " of " + std::to_string(G_) +
                  " GPUs), each standing for its copies on other nodes";
   }
@@ -151,9 +159,10 @@ class Generator {
         fail_input(w, "schedule", "a two-level ring runs with tp = 1 (got tp " + num(choice_.tp) + ")");
     }
     if (choice_.strategy == Strategy::kUsp) {
-      fail_input(w, "cp_comm_type",
-                 "a2a+p2p is priced by the planner; its op lists are not generated yet (simulate or run "
-                 "p2p, all_gather or a2a)");
+      const std::string why = usp_split_why_invalid(m_, choice_, fabric_.topology().gpus_per_node);
+      if (!why.empty()) fail_input(w, "hierarchical_context_parallel_sizes", why);
+      if (choice_.schedule == Schedule::kTwoLevel)
+        fail_input(w, "schedule", "a2a+p2p's ring is flat or bidirectional (its inner level is the all-to-all)");
     }
     if (choice_.strategy == Strategy::kUlysses &&
         (ms_.heads % choice_.cp != 0 || ms_.kv_heads % choice_.cp != 0)) {
@@ -211,10 +220,13 @@ class Generator {
 
   void setup() {
     G_ = job_.gpus;
-    P_ = choice_.cp;
     T_ = choice_.tp;
-    rings_ = T_ * choice_.dp;
-    c_ = job_.seq_len / P_;
+    const bool usp = choice_.strategy == Strategy::kUsp;
+    U_ = usp ? choice_.cp_a2a : 1;
+    P_ = choice_.cp / U_;
+    rings_ = T_ * choice_.dp * U_;
+    order_ = usp ? usp_ring_choice(choice_).order : choice_.order;
+    c_ = job_.seq_len / choice_.cp;
     layout_ = TokenLayout{choice_.load_balance, job_.seq_len, P_};
     const GpuSpec& gpu = fabric_.topology().gpu;
     window_ = effective_window(m_, job_);
@@ -248,7 +260,7 @@ class Generator {
 
     ring_gpus_.assign(rings_, {});
     for (int r = 0; r < rings_; ++r) {
-      ring_gpus_[r].assign(choice_.order.begin() + r * P_, choice_.order.begin() + (r + 1) * P_);
+      ring_gpus_[r].assign(order_.begin() + r * P_, order_.begin() + (r + 1) * P_);
     }
     // FSDP shards over all cp·dp GPUs; NCCL's ring for it is rail-aligned (the snake), as
     // in CostModel::fsdp_collective_s.
@@ -256,8 +268,8 @@ class Generator {
     // (tensor_parallel.h; group tp + d·cp + i for replica d, ring position i).
     if (T_ == 1 && G_ > 1) out_.groups.push_back(snake_order(fabric_));
     if (T_ > 1) {
-      for (auto& g : fsdp_groups(choice_.order, T_, P_)) out_.groups.push_back(std::move(g));
-      for (auto& g : tp_groups(choice_.order, T_, P_)) out_.groups.push_back(std::move(g));
+      for (auto& g : fsdp_groups(order_, T_, P_)) out_.groups.push_back(std::move(g));
+      for (auto& g : tp_groups(order_, T_, P_)) out_.groups.push_back(std::move(g));
     }
 
     ring_.kind = choice_.strategy;
@@ -293,9 +305,14 @@ class Generator {
       ring_.a2a_qkv_bytes = static_cast<double>(c_) * (ms_.heads + 2.0 * ms_.kv_heads) * ms_.head_dim * e / P_;
       ring_.a2a_out_bytes = static_cast<double>(c_) * ms_.heads * ms_.head_dim * e / P_;
     }
+    if (usp) {
+      const UspA2aBytes b = usp_a2a_bytes(m_, choice_, job_.seq_len, gpu.element_bytes);
+      ring_.a2a_qkv_bytes = b.qkv;
+      ring_.a2a_out_bytes = b.out;
+    }
     // Folding needs every middle step alike: a contiguous causal split gives each position
     // a different mix of full and masked blocks per step.
-    ring_.fold = opt_.fold_ring_steps && ring_.kind == Strategy::kRing &&
+    ring_.fold = opt_.fold_ring_steps && (ring_.kind == Strategy::kRing || usp) &&
                  (!job_.causal || choice_.load_balance != LoadBalance::kContiguous);
     const int steps = ring_.pass_steps();
     if (ring_.stands_for(kFoldHeadSteps) > 1) {
@@ -324,6 +341,7 @@ class Generator {
     int tp_group = -1;
     int collectives = 0;           // collectives emitted on its FSDP group (their tag)
     int tp_collectives = 0;        // collectives emitted on its TP group (their tag)
+    std::vector<int> a2a_gpus;     // a2a+p2p: its all-to-all group, by a2a index
     std::vector<int> gathers;      // outstanding all-gathers, oldest first
     int scatter = -1;              // outstanding reduce-scatter
     double useful_scale = 1;       // 0 while recomputing (MFU does not count recompute)
@@ -343,11 +361,17 @@ class Generator {
       r.fsdp_group = ring % T_;
       r.tp_group = T_ + (ring / T_) * P_ + pos;
     }
+    if (U_ > 1) {  // ring (d·U_ + i)·tp + t: its a2a group is position pos of rings i = 0..U_-1
+      const int t = ring % T_, d = ring / T_ / U_;
+      for (int i = 0; i < U_; ++i) r.a2a_gpus.push_back(ring_gpus_[(d * U_ + i) * T_ + t][pos]);
+      r.ctx.a2a_gpus = &r.a2a_gpus;
+      r.ctx.a2a_index = ring / T_ % U_;
+    }
     const AttentionTiles tiles{choice_.block_q, choice_.block_kv};
     r.pairs.resize(P_);
-    for (int j = 0; j < P_; ++j) {
-      r.pairs[j] =
-          attention_pair_flops(layout_, pos, j, job_.causal, ms_.heads, ms_.head_dim, tiles, window_);
+    for (int j = 0; j < P_; ++j) {  // a2a+p2p's ring: the heads its all-to-all leaves
+      r.pairs[j] = attention_pair_flops(layout_, pos, j, job_.causal, ms_.heads / U_, ms_.head_dim, tiles,
+                                        window_);
     }
     for (int k = 0; k < rb_.kv_ring_buffers; ++k) {
       r.ids.kv[k] = buf("kv" + std::to_string(k), rb_.kv_block, BufferRole::kKvRing);

@@ -38,6 +38,10 @@
 // The outer transfer hides behind g inner steps. Backward: inner accumulators make a full
 // inner cycle (g transfers) and return to the GPU that passes the block on; the outer
 // accumulator is sent after the inner cycle and is added to one outer step later.
+// a2a+p2p (usp_plan.h): GPUs attend as positions of the tp·dp·cp_a2a rings of
+// usp_ring_choice (P = cp / cp_a2a, h / (tp·cp_a2a) heads per ring, ring % tp the TP rank);
+// each pass is a2a's all-to-all over the rank's cp_a2a group, the flat or bidirectional ring,
+// the all-to-all back (three pass numbers); the rest of the layer works on N / cp tokens.
 // ring_pass.h gives the step pattern all three follow, which makes the message contract
 // (op_list.h) hold by construction; message_contract.h checks it.
 //

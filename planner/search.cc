@@ -291,7 +291,7 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
 }
 
 Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const SearchPins& pins,
-                                      SearchStats* stats) {
+                                      SearchStats* stats, double to_beat) {
   const int G = fabric_.gpus();
   Best best;
   std::vector<std::string> reasons;
@@ -352,6 +352,16 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
             if (!why.empty()) {
               note(why);
               continue;
+            }
+            if (kind == Strategy::kUsp && to_beat > 0 && !pat) {
+              // Free ring transfers bound a2a+p2p's step from below (every transfer term of
+              // the cost model grows with its pattern's time; memory does not depend on it):
+              // when not even that beats `to_beat`, its ring patterns are not solved.
+              static const RingPatterns kFreeRing{};
+              Best bound;
+              offer_micro_batches(cost_, job, ch, kFreeRing, micro_batches(job, ch.dp, pins), ckpts,
+                                  [&](const PlanChoice& c, const Prediction& p) { bound.offer(job, c, p); });
+              if (!bound.plan.predicted.fits || bound.plan.predicted.tokens_per_s <= to_beat * (1 + 1e-9)) continue;
             }
             if (!pat) pat = &cost_.ring_patterns_of(ch);
             local.evaluated += offer_micro_batches(
@@ -423,14 +433,14 @@ Plan Planner::best_plan(const Job& job, const SearchPins& pins, SearchStats* sta
   std::vector<Strategy> kinds;
   if (pins.cp_comm_type) kinds = {*pins.cp_comm_type};
   else if (ring_pins || (pins.cp && *pins.cp == 1)) kinds = {Strategy::kRing};
-  // a2a+p2p is searched when pinned (its split too): `simulate` and `sweep --simulate`
-  // replay every plan the unpinned search picks, and a2a+p2p has no op lists yet.
-  else kinds = {Strategy::kRing, Strategy::kAllGatherCp, Strategy::kUlysses};
+  else kinds = {Strategy::kRing, Strategy::kAllGatherCp, Strategy::kUlysses, Strategy::kUsp};
   Best best;
   std::string first_error;
   for (Strategy k : kinds) {
     try {
-      Plan p = k == Strategy::kRing ? best_ring_plan(job, pins, stats) : best_collective_cp_plan(k, job, pins, stats);
+      const double to_beat = best.have && best.plan.predicted.fits ? best.plan.predicted.tokens_per_s : 0;
+      Plan p = k == Strategy::kRing ? best_ring_plan(job, pins, stats)
+                                    : best_collective_cp_plan(k, job, pins, stats, to_beat);
       best.offer(p.job, p.choice, p.predicted);
     } catch (const InputError& e) {
       if (first_error.empty()) first_error = e.what();

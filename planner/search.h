@@ -16,8 +16,9 @@
 // checkpointing is tried none -> selective -> full and stops at the first that fits
 // (each adds recompute and nothing else), kv_subblocks > 1 only when pinned (more
 // messages, the same bytes), micro-batches from 1 up while they fit (each adds stored
-// activations). `candidates` counts every combination the search covered,
-// `evaluated` those it priced.
+// activations), a2a+p2p (searched last) only where its bound with free ring transfers
+// beats the best plan of the other kinds. `candidates` counts every combination the search
+// covered, `evaluated` those it priced (bounds not counted).
 #pragma once
 
 #include <cstdint>
@@ -76,8 +77,11 @@ class Planner {
   Plan best_ring_plan(const Job& job, const SearchPins& pins, SearchStats* stats = nullptr);
   // The best all_gather, a2a or a2a+p2p plan (`kind`), over cp >= 2 (a2a+p2p: and its a2a
   // degree), tiles, checkpointing and micro-batches; throws InputError with the reasons when none is valid.
+  // `to_beat` > 0: the tokens/s of a fitting plan already found; a2a+p2p candidates that
+  // cannot beat it even with free ring transfers are not priced (nor their ring's
+  // link-sharing solved): exact pruning, the search's pick is the same.
   Plan best_collective_cp_plan(Strategy kind, const Job& job, const SearchPins& pins,
-                               SearchStats* stats = nullptr);
+                               SearchStats* stats = nullptr, double to_beat = 0);
   // Flash-fsdp, all-gather CP and Ulysses on the same job, each at its best degree and
   // checkpointing (tp = 1: the plans without tensor parallelism).
   std::vector<Baseline> baselines(const Job& job);

@@ -5,12 +5,14 @@
 // (one per node group, the same a2a index) then runs ring attention on those heads, and
 // a second all-to-all returns the output (backward: dout in, dQ,dK,dV out).
 //
-// Layout of a CP group k in PlanChoice::order (cp_a2a = u, ring size r):
+// Layout of a CP group k in PlanChoice::order (cp_a2a = u, ring size r; k = d·tp + t, TP
+// rank t of replica d, tensor_parallel.h's tp_order):
 //   order[k*cp + j*u + i]  is a2a index i (inside a node) of ring position j,
 // so the a2a groups are u consecutive entries and ring (k, i) takes every u-th one.
-// The ring is priced and checked as a p2p ring plan of r GPUs over dp * u rings
-// (usp_ring_choice) on the model with heads divided by u (usp_ring_model): one ring
-// pricing, no copy of it.
+// With tensor parallelism a TP member's h / tp heads are split u ways (h / (tp·u) each).
+// The ring is priced and checked as a p2p ring plan of r GPUs over tp·dp·u rings
+// (usp_ring_choice) on the TP member's model with heads divided by u (usp_ring_model):
+// one ring pricing, no copy of it. The schedule generator runs the same rings.
 #pragma once
 
 #include <string>
@@ -20,23 +22,26 @@
 
 namespace rm {
 
-// The ring part of an a2a+p2p choice: strategy kRing, cp = r, dp = dp * cp_a2a, the rings
-// of the layout above in order (ring k * cp_a2a + i), cp_a2a = 1; other choices kept.
+// The ring part of an a2a+p2p choice: strategy kRing, tp = 1, cp = r, dp = tp·dp·u, the
+// rings of the layout above in order: ring (d·u + i)·tp + t is a2a index i of TP rank t of
+// replica d (so ring % tp is the TP rank, as in a ring plan with tp > 1); cp_a2a = 1;
+// other choices kept.
 PlanChoice usp_ring_choice(const PlanChoice& choice);
-// The model as the ring sees it after the all-to-all: heads and kv_heads divided by cp_a2a.
-ModelSpec usp_ring_model(const ModelSpec& model, int cp_a2a);
+// The model as the ring sees it after the all-to-all: one TP member's (tp_shard) heads and
+// kv_heads divided by cp_a2a.
+ModelSpec usp_ring_model(const ModelSpec& model, int tp, int cp_a2a);
 // Bytes each GPU sends to each a2a peer before attention (Q,K,V: c·(h + 2·h_kv)·d·e / u)
-// and after it (the output: c·h·d·e / u), c = N / cp tokens per GPU; the backward moves
-// the same bytes the other way (dout in; dQ,dK,dV out).
+// and after it (the output: c·h·d·e / u), c = N / cp tokens per GPU, h and h_kv a TP
+// member's; the backward moves the same bytes the other way (dout in; dQ,dK,dV out).
 struct UspA2aBytes {
   double qkv = 0, out = 0;
 };
 UspA2aBytes usp_a2a_bytes(const ModelSpec& model, const PlanChoice& choice, int64_t seq_len,
                           int element_bytes);
-// Why the split cannot work, or "": 2 <= cp_a2a < cp dividing cp, the GPUs per node,
-// the query heads and the kv heads (Megatron: heads and query groups divisible by the a2a
-// size), and each a2a group of `order` inside one node (GPU g on node g / gpus_per_node,
-// as Fabric::node_of).
+// Why the split cannot work, or "": 2 <= cp_a2a < cp dividing cp, tp·cp_a2a dividing the
+// GPUs per node, cp_a2a dividing a TP member's query heads and kv heads (Megatron: heads
+// and query groups per TP rank divisible by the a2a size), and each a2a group of `order`
+// inside one node (GPU g on node g / gpus_per_node, as Fabric::node_of).
 std::string usp_split_why_invalid(const ModelSpec& model, const PlanChoice& choice, int gpus_per_node);
 
 }  // namespace rm

@@ -45,7 +45,10 @@ for r in rows:
     p = r.get("plan", {})
     if p.get("tp", 1) * p.get("cp", 0) * p.get("dp", 0) != r.get("gpus"): errors.append(f"{where}: tp x cp x dp != gpus")
     if r.get("schema_version") != 2: errors.append(f"{where}: schema_version {r.get('schema_version')}, want 2")
-    if p.get("cp_comm_type") not in ("p2p", "all_gather", "a2a"): errors.append(f"{where}: cp_comm_type {p.get('cp_comm_type')}")
+    if p.get("cp_comm_type") not in ("p2p", "all_gather", "a2a", "a2a+p2p"): errors.append(f"{where}: cp_comm_type {p.get('cp_comm_type')}")
+    if p.get("cp_comm_type") == "a2a+p2p":
+        a, ring = p.get("hierarchical_context_parallel_sizes", [0, 0])
+        if a * ring != p.get("cp"): errors.append(f"{where}: hierarchical_context_parallel_sizes {a} x {ring} != cp")
 grid = sorted((r["gpus"], r["seq_len"]) for r in rows)
 want = sorted((g, n) for g in (16, 32, 64, 128) for n in (8192, 32768, 131072, 262144, 524288, 1048576))
 if grid != want: errors.append(f"rows cover {grid}, want 6 lengths x 4 GPU counts")

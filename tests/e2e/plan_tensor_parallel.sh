@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tensor parallelism through the real binary: the issue's done-when job (Llama 3 70B, 128K
-# tokens, 256 H100s) picks TP inside the nodes and says why (text and JSON), --tp pins
+# tokens, 256 H100s) splits its heads inside the nodes (every kind searched: a2a+p2p 8x8 at
+# tp 1 leads), and among p2p rings picks TP inside the nodes and says why (text and JSON), --tp pins
 # and refusals (exit 2, one line), a TP plan file simulated and exported with Megatron's
 # TP flags, and refused by `run`. Usage: plan_tensor_parallel.sh <ringmaster> <source-dir>.
 # Exit 77 = skipped.
@@ -11,6 +12,14 @@ need python3 "needed to parse the JSON"
 
 # ---- the done-when job ---------------------------------------------------------------------
 job=(--model llama3-70b --topology dgx-h100-ib --gpus 256 --seq 128K)
+"$bin" plan "${job[@]}" --format json >"$tmp/any.json" 2>"$tmp/err" || fail "plan ${job[*]} exited $?: $(tail -3 "$tmp/err")"
+python3 - "$tmp/any.json" <<'EOF' || fail "plan ${job[*]} does not split the heads inside a node"
+import json, sys
+c = json.load(open(sys.argv[1]))["plan"]
+split = c["tp"] * (c["hierarchical_context_parallel_sizes"][0] if c["cp_comm_type"] == "a2a+p2p" else 1)
+assert 1 < split and 8 % split == 0, c
+EOF
+job+=(--cp-comm-type p2p)
 out=$("$bin" plan "${job[@]}" 2>"$tmp/err") || fail "plan ${job[*]} exited $?: $(tail -3 "$tmp/err")"
 grep -Eq "^tp x cp x pp x dp +[248] x " <<<"$out" || fail "plan ${job[*]} picks no TP inside a node: $(grep '^tp x' <<<"$out")"
 grep -q "^why tp" <<<"$out" || fail "plan ${job[*]} does not say why TP (no 'why tp' table)"

@@ -36,10 +36,12 @@ expect_bad "add --trace" "--trace-ranks" -- simulate --plan "$tmp/plan.yaml" --t
 # --- above 200 MB a trace draws a warning that offers --trace-ranks and --layers, with its
 # size; the advice (--layers 2) gives a trace below the limit and no warning. The 1M-token
 # plan on 128 GPUs replaying all 32 layers is the cheapest real trace above the limit we
-# found: about 225 MB in 11 s on a loaded 2-core machine; it is removed at once. --tp 1 keeps
-# the two-level ring of 64 (the search's tp 8 plan rings over 8 positions: a 34 MB trace).
+# found: about 225 MB in 11 s on a loaded 2-core machine; it is removed at once. --tp 1
+# --cp-comm-type p2p keep the two-level ring of 64 (the search's own pick, a2a+p2p 8x8, and
+# the tp 8 p2p plan ring over 8 positions: traces of 34-48 MB).
 checked=$((checked + 1))
-"$bin" plan --gpus 128 --seq 1M --tp 1 -o "$tmp/big.yaml" >/dev/null 2>&1 || fail "plan --gpus 128 --seq 1M exited $?"
+"$bin" plan --gpus 128 --seq 1M --tp 1 --cp-comm-type p2p -o "$tmp/big.yaml" >/dev/null 2>&1 ||
+  fail "plan --gpus 128 --seq 1M exited $?"
 if "$bin" simulate --plan "$tmp/big.yaml" --layers 0 --trace "$tmp/big.json" >/dev/null 2>"$tmp/big.err"; then
   size=$(stat -c %s "$tmp/big.json")
   rm -f "$tmp/big.json"

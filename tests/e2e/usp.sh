@@ -2,8 +2,9 @@
 # a2a+p2p (Megatron's hierarchical context parallelism, USP) through the real binary: the
 # pin (--cp-comm-type a2a+p2p, and the split as --hierarchical-context-parallel-sizes A B)
 # gives a plan whose JSON and plan file carry the split; a bad split exits 2 naming the
-# option; Megatron's export carries both flags, torchtitan's is refused, simulate refuses
-# by name (op lists not generated yet).
+# option; Megatron's export carries both flags, torchtitan's is refused; simulate replays
+# it (its op lists: all-to-all inside each node, ring across) within 2 % of the planner,
+# with tensor parallelism too; run refuses it by name (exit 2).
 # Usage: usp.sh <ringmaster> <source-dir>. Exit 77 = skipped.
 set -u
 bin=$1
@@ -42,7 +43,27 @@ expect_bad "two sizes" "--hierarchical-context-parallel-sizes" -- plan "${job[@]
 expect_bad "a2a+p2p's split" "--hierarchical-context-parallel-sizes" -- plan "${job[@]}" --cp-comm-type a2a --hierarchical-context-parallel-sizes 8 4
 expect_bad "--cp 16" "--hierarchical-context-parallel-sizes" -- plan "${job[@]}" --cp 16 --hierarchical-context-parallel-sizes 8 4
 expect_bad "a2a+p2p" "torchtitan" -- export --plan "$tmp/p.yaml" --to torchtitan
-expect_bad "not generated yet" "cp_comm_type" -- simulate --plan "$tmp/p.yaml"
+expect_bad "run executes ring-attention plans" "cp_comm_type a2a+p2p" -- run --plan "$tmp/p.yaml"
+
+# simulate replays the pinned split, and a split with tensor parallelism (tp 2 x a2a 4 in a
+# node, a ring of 4 nodes), within 2 % of the planner's step time.
+"$bin" plan "${job[@]}" --tp 2 --hierarchical-context-parallel-sizes 4 4 -o "$tmp/tp.yaml" >"$tmp/tp.txt" 2>&1 ||
+  fail "plan --tp 2 --hierarchical-context-parallel-sizes 4 4 exited $?: $(tail -2 "$tmp/tp.txt")"
+for plan in p tp; do
+  checked=$((checked + 1))
+  "$bin" simulate --plan "$tmp/$plan.yaml" --format json >"$tmp/sim_$plan.json" 2>"$tmp/sim_$plan.err" ||
+    { fail "simulate --plan $plan.yaml exited $?: $(tail -2 "$tmp/sim_$plan.err")"; continue; }
+  python3 - "$tmp/sim_$plan.json" <<'PY' || fail "simulate of the a2a+p2p plan $plan.yaml"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["plan"]["cp_comm_type"] == "a2a+p2p", d["plan"]
+pred, sim = d["predicted"]["step_time_s"], d["simulated"]["step_time_s"]
+assert abs(sim - pred) / pred < 0.02, (pred, sim)
+PY
+done
+checked=$((checked + 1))
+"$bin" simulate --plan "$tmp/p.yaml" 2>/dev/null | grep -q "cp_comm_type a2a+p2p 8x4 (flat ring)" ||
+  fail "simulate's header does not name the split"
 
 echo "usp: $checked checks, $failures failed"
 [[ $failures -eq 0 ]]

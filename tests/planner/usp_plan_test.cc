@@ -43,7 +43,7 @@ TEST_CASE("a2a+p2p: rings take every a2a-th GPU of a CP group, heads divided by 
   CHECK(rc.dp == 8);
   CHECK(rc.cp_a2a == 1);
   CHECK(rc.order == std::vector<int>{0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15});
-  const ModelSpec m = usp_ring_model(gqa_model(), 4);
+  const ModelSpec m = usp_ring_model(gqa_model(), 1, 4);
   CHECK(m.heads == 2);
   CHECK(m.kv_heads == 1);
   // Per peer: c (h + 2 h_kv) d e / u before attention, c h d e / u after; c = N / cp.
@@ -86,7 +86,7 @@ TEST_CASE("a2a+p2p attention time, by hand: the all-to-alls on NVLink, the ring 
   CHECK(q.exposed_comm_s > 2 * a2a * (1 - 1e-9));
   // ... that is the 2-GPU rings (both a2a indices at once) on 4 heads, plus the all-to-alls
   // of both passes.
-  CostModel ring_model(usp_ring_model(gqa_model(), 2), f, cost);
+  CostModel ring_model(usp_ring_model(gqa_model(), 1, 2), f, cost);
   const Prediction rq = ring_model.predict(job, usp_ring_choice(ch));
   CHECK(q.step_time_s == doctest::Approx(rq.step_time_s + 2 * a2a).epsilon(1e-9));
   // The memory: the ring's buffers plus the all-to-all's staging of Q and K,V.

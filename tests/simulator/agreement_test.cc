@@ -404,7 +404,7 @@ TEST_CASE("sliding window (Mistral 7B): the ring cut short, step time and memory
   }
 }
 
-TEST_CASE("every CP kind is a plan the simulator replays: all_gather and a2a within 2 %") {
+TEST_CASE("every CP kind is a plan the simulator replays: all_gather, a2a and a2a+p2p within 2 %") {
   const ModelSpec model = load_model(kDefaultModel);
   Worst worst{"cp kinds"};
   struct KindCase {
@@ -413,7 +413,7 @@ TEST_CASE("every CP kind is a plan the simulator replays: all_gather and a2a wit
     int64_t seq;
     Workload workload;
   };
-  for (Strategy kind : {Strategy::kAllGatherCp, Strategy::kUlysses}) {
+  for (Strategy kind : {Strategy::kAllGatherCp, Strategy::kUlysses, Strategy::kUsp}) {
     for (const KindCase kc : {KindCase{"a100-nvlink-box", 8, 8, 65536, Workload::kAttention},
                               KindCase{"a100-nvlink-box", 8, 4, 131072, Workload::kLayer},
                               KindCase{kStudyTopology, 16, 8, 131072, Workload::kStep},
@@ -436,5 +436,41 @@ TEST_CASE("every CP kind is a plan the simulator replays: all_gather and a2a wit
       if (step) CHECK(c.memory_error() < 0.02);
       worst.add(c, step);
     }
+  }
+}
+
+TEST_CASE("a2a+p2p with tensor parallelism, whole training steps: step time and peak memory within 2 %") {
+  // tp x a2a inside a node (the heads split tp·a2a ways), the ring across nodes.
+  const ModelSpec model = load_model(kDefaultModel);
+  Worst worst{"a2a+p2p with tp"};
+  struct UspCase {
+    int gpus, tp, cp, a2a;
+    int64_t seq;
+    Checkpointing ckpt;
+  };
+  for (const UspCase uc : {UspCase{16, 2, 8, 4, 131072, Checkpointing::kNone},
+                           UspCase{32, 2, 16, 2, 262144, Checkpointing::kSelective},
+                           UspCase{32, 4, 8, 2, 131072, Checkpointing::kFull}}) {
+    CAPTURE(uc.gpus);
+    CAPTURE(uc.tp);
+    CAPTURE(uc.cp);
+    CAPTURE(uc.a2a);
+    const Topology topo = load_topology(kStudyTopology);
+    SearchPins pins;
+    pins.cp_comm_type = Strategy::kUsp;
+    pins.tp = uc.tp;
+    pins.cp = uc.cp;
+    pins.cp_a2a = uc.a2a;
+    pins.checkpointing = uc.ckpt;
+    const Fabric fabric(topo, uc.gpus);
+    const CostParams cost = CostParams::from_topology(topo);
+    const Plan plan =
+        Planner(model, fabric, cost).best_plan(make_job(topo, uc.gpus, uc.seq, Workload::kStep), pins);
+    REQUIRE(plan.choice.strategy == Strategy::kUsp);
+    REQUIRE(plan.choice.tp == uc.tp);
+    const Compared c{plan.predicted, sim::simulate_plan(plan, model, fabric, cost)};
+    CHECK(c.time_error() < 0.02);
+    CHECK(c.memory_error() < 0.02);
+    worst.add(c, true);
   }
 }

@@ -1,7 +1,7 @@
 // The fast replay (ring steps folded, data-parallel copies folded; simulate.h) against the
 // full one at 1,024 GPUs of the DGX H100 SuperPOD: step time within 2 %, peak memory
-// exact, for the flat, bidirectional and two-level rings and for rings that share an
-// oversubscribed spine with their copies. A whole training step of Llama 3 8B's shapes
+// exact, for the flat, bidirectional and two-level rings, a2a+p2p's ring, and for rings that
+// share an oversubscribed spine with their copies. A whole training step of Llama 3 8B's shapes
 // with 2 layers instead of 32, so the full replays take seconds, not minutes (the
 // 32-layer figures at 1,024 GPUs and beyond are in BENCHMARKS.md).
 #include <doctest/doctest.h>
@@ -169,4 +169,21 @@ TEST_CASE("fast replay of a long two-level ring: the macro step's dK,dV overlap 
               fast.step_time_s, fast.note.c_str());
   CHECK(fast.note.find("stands for 9") != std::string::npos);
   CHECK(fast.step_time_s == doctest::Approx(full.step_time_s).epsilon(0.01));
+}
+
+TEST_CASE("fast replay within 2 % of the full one: a2a+p2p (8 x a ring of 32), 1,024 GPUs") {
+  // Its ring's steps fold as a p2p ring's do; the all-to-alls stay inside the nodes of the
+  // rings kept, and every a2a group is kept whole.
+  const Topology topo = load_topology("dgx-h100-superpod");
+  PlanChoice ch = ring(Schedule::kFlat, 256, node_major_order(kGpus));
+  ch.strategy = Strategy::kUsp;
+  ch.cp_a2a = 8;
+  ch.order_name = "node-major";
+  const Agreement a = full_and_fast(topo, ch, 262144);
+  CHECK(a.fast.fast);
+  CHECK(a.error() < 0.02);
+  CHECK(a.fast.memory_bytes_per_gpu == a.full.memory_bytes_per_gpu);
+  CHECK(a.fast.replay.ops * 8 < a.full.replay.ops);
+  CHECK(a.fast.note.find("8 of 32 ring steps") != std::string::npos);
+  CHECK(a.fast.note.find("rings (a2a x dp) emitted") != std::string::npos);
 }
