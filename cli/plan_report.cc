@@ -9,6 +9,22 @@ namespace rm::cli {
 
 namespace {
 
+// "zero1 (optimizer states) over all 64 GPUs"; hsdp names both degrees.
+std::string sharding_text(const PlanChoice& c, int gpus) {
+  const int data = gpus / c.tp;
+  const std::string over = c.tp > 1 ? "each TP rank's " + std::to_string(data) + " GPUs"
+                                    : "all " + std::to_string(data) + " GPUs";
+  switch (c.sharding) {
+    case Sharding::kDdp: return "ddp (replicated; grads all-reduced once per step) over " + over;
+    case Sharding::kZero1: return "zero1 (optimizer states sharded) over " + over;
+    case Sharding::kZero2: return "zero2 (optimizer states and grads sharded) over " + over;
+    case Sharding::kHsdp:
+      return "hsdp: fsdp over " + std::to_string(c.cp * c.dp_shard) + " GPUs (dp_shard " +
+             std::to_string(c.dp_shard) + "), replicated " + std::to_string(c.dp / c.dp_shard) + "x";
+    default: return "fsdp (params, grads and optimizer states sharded) over " + over;
+  }
+}
+
 
 std::string gib(double bytes) { return fixed(bytes / kGiB, 1); }
 
@@ -114,9 +130,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   }
   if (c.strategy == Strategy::kUsp)
     choice.add_row({"hierarchical cp sizes", usp_split_text(c) + " (a2a inside a node x p2p ring across)"});
-  choice.add_row({"sharding", std::string(kFsdpSharding) + " over " +
-                                  (c.tp > 1 ? "each TP rank's " + std::to_string(j.gpus / c.tp) + " GPUs"
-                                            : "all " + std::to_string(j.gpus) + " GPUs")});
+  choice.add_row({"sharding", sharding_text(c, j.gpus)});
   choice.add_row({"schedule", ring ? to_string(c.schedule) : "-"});
   choice.add_row({"order", order_text(c)});
   choice.add_row({"load balance", to_string(c.load_balance)});
