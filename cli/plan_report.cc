@@ -150,7 +150,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   pred.add_row({"attention compute", sig(p.attention_compute_s, 4), "s"});
   pred.add_row({"linear compute", sig(p.linear_compute_s, 4), "s"});
   pred.add_row({"exposed comm", sig(p.exposed_comm_s, 4), "s"});
-  pred.add_row({"  of which FSDP", sig(p.fsdp_exposed_s, 4), "s"});
+  pred.add_row({std::string("  of which ") + to_string(c.sharding) + " collectives", sig(p.fsdp_exposed_s, 4), "s"});
   if (c.tp > 1) pred.add_row({"  of which TP collectives", sig(p.tp_comm_s, 4), "s"});
   pred.add_row({"overlap threshold (this plan)", format_size(static_cast<int64_t>(p.overlap_threshold_tokens)),
                 "tokens per GPU (c = " + format_size(j.seq_len / std::max(1, ring_size(c))) + ")"});
@@ -192,7 +192,7 @@ std::vector<Column> sweep_columns() {
           {"cp x dp", "", Align::kRight},     {"schedule", "", Align::kLeft},
           {"order", "", Align::kLeft},        {"balance", "", Align::kLeft},
           {"tiles", "", Align::kRight},       {"ckpt", "", Align::kLeft},
-          {"mb", "seqs", Align::kRight},
+          {"mb", "seqs", Align::kRight},      {"sharding", "", Align::kLeft},
           {"step", "s", Align::kRight},       {"throughput", "tokens/s", Align::kRight},
           {"MFU", "%", Align::kRight},        {"comm", "% exposed", Align::kRight},
           {"scaling", "%", Align::kRight},    {"memory", "GiB", Align::kRight},
@@ -218,6 +218,7 @@ std::vector<std::string> sweep_cells(const Plan& plan, const std::string& seq_as
           std::to_string(c.block_q) + "x" + std::to_string(c.block_kv),
           to_string(c.checkpointing),
           std::to_string(c.micro_batch),
+          to_string(c.sharding),
           sig(p.step_time_s, 4),
           fixed(p.tokens_per_s, 0),
           pct(p.mfu),

@@ -94,9 +94,10 @@ std::vector<Sharding> sharding_levels(const PlanChoice& ch, int gpus_per_node, c
 // with each level's unsharded states, so each stops at its first misfit. Exact pruning:
 // levels other than fsdp hold more memory than fsdp, so when nothing fits fsdp is the
 // least-memory answer and the others are not priced where their memory does not fit;
-// when fsdp fits with no data-parallel time exposed, no other level can be faster (the
-// same compute at the same or a later checkpointing policy, an optimizer shard at least
-// as large), so they are not priced.
+// when fsdp fits, no other level can take less than fsdp's step less its exposed
+// data-parallel time (the same compute at the same or a later checkpointing policy, an
+// optimizer shard at least as large), so they are not priced when that bound does not
+// beat the best plan so far (`offer` returns its tokens/s, 0 while none fits).
 template <class Offer>
 int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, const RingPatterns& pat,
                             const std::vector<int>& mbs, const std::vector<Sharding>& levels,
@@ -123,10 +124,14 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
           continue;
         const Prediction p = cost.predict(job, ch, pat);
         ++evaluated;
-        offer(ch, p);
+        const double best_rate = offer(ch, p);
         if (p.fits) {
           fitted = true;
-          done = level == Sharding::kFsdp && p.fsdp_exposed_s <= 0;
+          if (level == Sharding::kFsdp) {
+            const double floor_s = p.step_time_s - p.fsdp_exposed_s;  // no level is faster
+            done = p.fsdp_exposed_s <= 0 ||
+                   (floor_s > 0 && p.tokens_per_s * p.step_time_s / floor_s <= best_rate * (1 + 1e-9));
+          }
           break;  // later policies only add recompute
         }
       }
@@ -145,17 +150,20 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
 struct Best {
   Plan plan;
   bool have = false;
-  void offer(const Job& job, const PlanChoice& ch, const Prediction& p) {
+  // Returns the best fitting plan's tokens/s after the offer (0 while none fits).
+  double offer(const Job& job, const PlanChoice& ch, const Prediction& p) {
     bool take;
     if (!have) take = true;
     else if (p.fits != plan.predicted.fits) take = p.fits;
     else if (p.fits) take = p.tokens_per_s > plan.predicted.tokens_per_s * (1 + 1e-9);
     else take = p.memory_bytes_per_gpu < plan.predicted.memory_bytes_per_gpu;
-    if (!take) return;
-    plan.job = job;
-    plan.choice = ch;
-    plan.predicted = p;
-    have = true;
+    if (take) {
+      plan.job = job;
+      plan.choice = ch;
+      plan.predicted = p;
+      have = true;
+    }
+    return have && plan.predicted.fits ? plan.predicted.tokens_per_s : 0;
   }
 };
 
@@ -312,7 +320,7 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
                   local.evaluated += offer_micro_batches(
                       cost_, job, ch, *pat, micro_batches(job, ch.dp, pins),
                       sharding_levels(ch, fabric_.topology().gpus_per_node, pins, note), ckpts,
-                      [&](const PlanChoice& c, const Prediction& p) { best.offer(job, c, p); });
+                      [&](const PlanChoice& c, const Prediction& p) { return best.offer(job, c, p); });
                 }
               }
             }
@@ -404,7 +412,7 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
             local.evaluated += offer_micro_batches(
                 cost_, job, ch, *pat, micro_batches(job, ch.dp, pins),
                 sharding_levels(ch, fabric_.topology().gpus_per_node, pins, note), ckpts,
-                [&](const PlanChoice& c, const Prediction& p) { best.offer(job, c, p); });
+                [&](const PlanChoice& c, const Prediction& p) { return best.offer(job, c, p); });
           }
         }
       }
