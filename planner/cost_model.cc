@@ -646,12 +646,15 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
     const GroupCollective& data = fsdp_collective(ch.tp);
     const GroupCollective& shard = hsdp ? hsdp_collective(ch, false) : data;
     const GroupCollective& repl = hsdp ? hsdp_collective(ch, true) : data;
-    const double shard_bytes = m.layer_params() * gpu.element_bytes / G;
-    const double vocab_bytes = static_cast<double>(m.vocab) * m.hidden * gpu.element_bytes / G;
-    dp.ag = shard.time(shard_bytes);
-    dp.ag_vocab = shard.time(vocab_bytes);
-    dp.ar = repl.all_reduce_time(shard_bytes);
-    dp.ar_vocab = repl.all_reduce_time(vocab_bytes);
+    // Each member's shard: of one TP member's unit over the shard group (all G / tp GPUs but
+    // for hsdp); the all-reduce's over the replicas of that shard (data_parallel.h): unit / G.
+    const double group = static_cast<double>(ch.tp) * shard_group_gpus(ch);
+    const double layer_bytes = m.layer_params() * gpu.element_bytes;
+    const double vocab_bytes = static_cast<double>(m.vocab) * m.hidden * gpu.element_bytes;
+    dp.ag = shard.time(layer_bytes / group);
+    dp.ag_vocab = shard.time(vocab_bytes / group);
+    dp.ar = repl.all_reduce_time(layer_bytes / G);
+    dp.ar_vocab = repl.all_reduce_time(vocab_bytes / G);
     // The collectives hide behind the layer's time, less what the ring and the TP
     // collectives themselves keep the same class of links busy.
     const GroupCollective* tpc = ch.tp > 1 ? &tp_collective(ch.tp) : nullptr;

@@ -22,9 +22,10 @@
 // - hsdp: FSDP over a shard group of cp·dp_shard GPUs of a TP rank, then each reduce-
 //   scattered grad shard all-reduced over the dp / dp_shard replicas holding the same shard
 //   (torchtitan's HSDP; once per step as with ddp, after the unit's last reduce-scatter).
-// Every collective's `bytes` is each member's shard of the unit over all G GPUs
-// (unit bytes / G): a unit of one TP member split over its cp·dp data-parallel GPUs, and for
-// hsdp's all-reduce the shard group's piece split again over the replicas.
+// A collective's `bytes` is each member's shard: of one TP member's unit over the shard
+// group for the all-gathers and reduce-scatters (unit / (tp·cp·dp) = unit / G, hsdp's
+// unit / (tp·cp·dp_shard)); of that shard again over the replicas for hsdp's all-reduce,
+// and of the unit over the cp·dp GPUs for ddp's (unit / G both).
 // An all-reduce is priced and replayed as NCCL's ring all-reduce: a reduce-scatter then an
 // all-gather over the same rings (twice the bytes and twice the ring steps).
 #pragma once

@@ -13,9 +13,10 @@ std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus
   out += "# Merge into your torchtitan job config; pick the [model] flavor of " + model.name + " (" +
          str(model.layers) + " layers, hidden " + str(model.hidden) + ", " + str(model.heads) + " heads, " +
          str(model.kv_heads) + " kv heads).\n";
+  const bool replicas = c.sharding == Sharding::kDdp || c.sharding == Sharding::kHsdp;
+  const std::string mesh = std::string("torchtitan's mesh [") + (replicas ? "dp_replicate, " : "") + "dp_shard, cp";
   out += placement_comment(plan, gpus_per_node,
-                           c.tp > 1 ? "torchtitan's mesh [dp_replicate, dp_shard, cp, tp], TP innermost"
-                                    : "torchtitan's mesh [dp_replicate, dp_shard, cp], TP 1");
+                           c.tp > 1 ? mesh + ", tp], TP innermost" : mesh + "], TP 1");
   out += "\n[training]\n";
   out += "seq_len = " + str(plan.job.seq_len) + "\n";
   out += "local_batch_size = " + str(c.micro_batch) + "\n";

@@ -533,11 +533,14 @@ class Generator {
   // and/or an all-reduce, one of each in flight (hsdp: a unit's all-reduce starts when its
   // reduce-scatter has ended).
 
+  // A member's shard of one TP member's unit over its shard group (hsdp: cp·dp_shard GPUs,
+  // else all cp·dp); an all-reduce moves that shard's piece per replica (data_parallel.h).
+  double shard_group() const { return static_cast<double>(T_) * shard_group_gpus(choice_); }
   double layer_shard_bytes() const {
-    return m_.layer_params() * fabric_.topology().gpu.element_bytes / G_;
+    return m_.layer_params() * fabric_.topology().gpu.element_bytes / shard_group();
   }
   double vocab_shard_bytes() const {
-    return static_cast<double>(m_.vocab) * m_.hidden * fabric_.topology().gpu.element_bytes / G_;
+    return static_cast<double>(m_.vocab) * m_.hidden * fabric_.topology().gpu.element_bytes / shard_group();
   }
   // `backward`: the gather is for a unit's backward (fsdp's and hsdp's only).
   void gather(Rank& r, double bytes, bool backward) {
@@ -564,9 +567,10 @@ class Generator {
       all_reduce(r, bytes);
     }
   }
-  void all_reduce(Rank& r, double bytes) {
+  void all_reduce(Rank& r, double shard_bytes) {
     const bool own_group = r.reduce_group != r.fsdp_group;  // hsdp's replicas: their own tags
-    const int req = r.em.collective(CollectiveKind::kAllReduce, r.reduce_group, bytes,
+    const double replicas = own_group ? static_cast<double>(choice_.dp) / choice_.dp_shard : 1;
+    const int req = r.em.collective(CollectiveKind::kAllReduce, r.reduce_group, shard_bytes / replicas,
                                     buf("layer_buffers", mem_.layer_buffers),
                                     own_group ? r.reduce_collectives++ : r.collectives++);
     if (r.reduce >= 0) r.em.wait(r.reduce);
