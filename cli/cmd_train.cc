@@ -50,17 +50,17 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--warmup", o->optimizer.warmup_steps, "linear learning-rate warm-up steps")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--sharding", o->sharding,
-                  "model state over the ranks: fsdp (default, the plan's: sharded over all ranks) "
-                  "or ddp (replicated on every rank, one gradient all-reduce)")
-      ->transform(CLI::CheckedTransformer(
-          std::map<std::string, exec::Sharding>{{"fsdp", exec::Sharding::kFsdp},
-                                                {"ddp", exec::Sharding::kDdp}}));
+  auto sharding = std::make_shared<std::string>();
+  cmd->add_option("--sharding", *sharding,
+                  "model state over the ranks: fsdp (sharded over all ranks) or ddp (replicated on every "
+                  "rank, one gradient all-reduce); default: the plan's sharding")
+      ->check(CLI::IsMember({"fsdp", "ddp"}));
   cmd->add_option("--timeout-s", o->timeout_s,
                   "a rank with no progress for this long aborts the run (dead or stalled peer)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->callback([o] {
+  cmd->callback([o, sharding] {
+    if (!sharding->empty()) o->sharding = *sharding == "ddp" ? exec::Sharding::kDdp : exec::Sharding::kFsdp;
     if (o->resume && o->checkpoint_dir.empty())
       fail_input("--resume", "--checkpoint-dir", "--resume needs --checkpoint-dir");
     if (under_mpi()) {

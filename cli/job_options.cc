@@ -57,6 +57,10 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   pins->add_option("--checkpointing", o.checkpointing, "none, selective or full");
   pins->add_option("--micro-batch", o.micro_batch,
                    "sequences per ring per micro-step (step workload; Megatron --micro-batch-size)");
+  pins->add_option("--sharding", o.sharding,
+                   "data-parallel sharding: ddp (replicated), zero1 (optimizer states sharded; Megatron "
+                   "--use-distributed-optimizer), zero2 (+ grads), fsdp (+ params; ZeRO-3) or hsdp "
+                   "(fsdp inside a node, replicated across)");
 }
 
 namespace {
@@ -131,6 +135,7 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   }
   if (!o.load_balance.empty()) p.load_balance = parse_load_balance(o.load_balance, kCommandLine, "--load-balance");
   if (!o.checkpointing.empty()) p.checkpointing = parse_checkpointing(o.checkpointing, kCommandLine, "--checkpointing");
+  if (!o.sharding.empty()) p.sharding = parse_sharding(o.sharding, kCommandLine, "--sharding");
   if (!o.order.empty()) {
     if (o.order != "node-major" && o.order != "snake" && o.order != "searched")
       fail_input(kCommandLine, "--order", "expected one of node-major, snake, searched (got '" + o.order + "')");

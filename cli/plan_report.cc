@@ -9,6 +9,22 @@ namespace rm::cli {
 
 namespace {
 
+// "zero1 (optimizer states) over all 64 GPUs"; hsdp names both degrees.
+std::string sharding_text(const PlanChoice& c, int gpus) {
+  const int data = gpus / c.tp;
+  const std::string over = c.tp > 1 ? "each TP rank's " + std::to_string(data) + " GPUs"
+                                    : "all " + std::to_string(data) + " GPUs";
+  switch (c.sharding) {
+    case Sharding::kDdp: return "ddp (replicated; grads all-reduced once per step) over " + over;
+    case Sharding::kZero1: return "zero1 (optimizer states sharded) over " + over;
+    case Sharding::kZero2: return "zero2 (optimizer states and grads sharded) over " + over;
+    case Sharding::kHsdp:
+      return "hsdp: fsdp over " + std::to_string(c.cp * c.dp_shard) + " GPUs (dp_shard " +
+             std::to_string(c.dp_shard) + "), replicated " + std::to_string(c.dp / c.dp_shard) + "x";
+    default: return "fsdp (params, grads and optimizer states sharded) over " + over;
+  }
+}
+
 
 std::string gib(double bytes) { return fixed(bytes / kGiB, 1); }
 
@@ -114,9 +130,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   }
   if (c.strategy == Strategy::kUsp)
     choice.add_row({"hierarchical cp sizes", usp_split_text(c) + " (a2a inside a node x p2p ring across)"});
-  choice.add_row({"sharding", std::string(kFsdpSharding) + " over " +
-                                  (c.tp > 1 ? "each TP rank's " + std::to_string(j.gpus / c.tp) + " GPUs"
-                                            : "all " + std::to_string(j.gpus) + " GPUs")});
+  choice.add_row({"sharding", sharding_text(c, j.gpus)});
   choice.add_row({"schedule", ring ? to_string(c.schedule) : "-"});
   choice.add_row({"order", order_text(c)});
   choice.add_row({"load balance", to_string(c.load_balance)});
@@ -136,7 +150,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   pred.add_row({"attention compute", sig(p.attention_compute_s, 4), "s"});
   pred.add_row({"linear compute", sig(p.linear_compute_s, 4), "s"});
   pred.add_row({"exposed comm", sig(p.exposed_comm_s, 4), "s"});
-  pred.add_row({"  of which FSDP", sig(p.fsdp_exposed_s, 4), "s"});
+  pred.add_row({std::string("  of which ") + to_string(c.sharding) + " collectives", sig(p.fsdp_exposed_s, 4), "s"});
   if (c.tp > 1) pred.add_row({"  of which TP collectives", sig(p.tp_comm_s, 4), "s"});
   pred.add_row({"overlap threshold (this plan)", format_size(static_cast<int64_t>(p.overlap_threshold_tokens)),
                 "tokens per GPU (c = " + format_size(j.seq_len / std::max(1, ring_size(c))) + ")"});
@@ -178,7 +192,7 @@ std::vector<Column> sweep_columns() {
           {"cp x dp", "", Align::kRight},     {"schedule", "", Align::kLeft},
           {"order", "", Align::kLeft},        {"balance", "", Align::kLeft},
           {"tiles", "", Align::kRight},       {"ckpt", "", Align::kLeft},
-          {"mb", "seqs", Align::kRight},
+          {"mb", "seqs", Align::kRight},      {"sharding", "", Align::kLeft},
           {"step", "s", Align::kRight},       {"throughput", "tokens/s", Align::kRight},
           {"MFU", "%", Align::kRight},        {"comm", "% exposed", Align::kRight},
           {"scaling", "%", Align::kRight},    {"memory", "GiB", Align::kRight},
@@ -204,6 +218,7 @@ std::vector<std::string> sweep_cells(const Plan& plan, const std::string& seq_as
           std::to_string(c.block_q) + "x" + std::to_string(c.block_kv),
           to_string(c.checkpointing),
           std::to_string(c.micro_batch),
+          to_string(c.sharding),
           sig(p.step_time_s, 4),
           fixed(p.tokens_per_s, 0),
           pct(p.mfu),

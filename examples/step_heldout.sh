@@ -23,7 +23,7 @@ mkdir -p "$out"
 plan() {
   local name=$1
   shift
-  "$rm_bin" plan --model tiny --topology cpu-local --gpus 2 --tp 1 --batch-tokens 1024 "$@" \
+  "$rm_bin" plan --model tiny --topology cpu-local --gpus 2 --tp 1 --sharding fsdp --batch-tokens 1024 "$@" \
     -o "$out/$name.yaml" >/dev/null
 }
 

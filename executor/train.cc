@@ -34,20 +34,36 @@ namespace {
 struct Loaded {
   LoadedPlanFile lp;
   Transformer model;
+  Sharding sharding;
 };
+
+// The model-state layout to run: the option's, else the plan's. FsdpParams lays out fsdp
+// (shard over all ranks) and ddp (replicate); zero1, zero2 and hsdp are refused by name.
+Sharding executed_sharding(const TrainOptions& opt, const Plan& plan) {
+  if (opt.sharding) return *opt.sharding;
+  switch (plan.choice.sharding) {
+    case rm::Sharding::kFsdp: return Sharding::kFsdp;
+    case rm::Sharding::kDdp: return Sharding::kDdp;
+    default:
+      fail_input(opt.plan_path, "plan.sharding",
+                 std::string("the executor runs fsdp and ddp, not ") + to_string(plan.choice.sharding) +
+                     " (plan it with --sharding fsdp or ddp, or train this plan with --sharding fsdp|ddp)");
+  }
+}
 
 Loaded load_inputs(const TrainOptions& opt) {
   LoadedPlanFile lp = load_plan_file(opt.plan_path);
   check_backend_available(opt.backend);
   check_plan_runnable(lp, opt.plan_path, opt.backend);
+  const Sharding sharding = executed_sharding(opt, lp.plan);
   Transformer model(lp.model, opt.plan_path);
-  return {std::move(lp), std::move(model)};
+  return {std::move(lp), std::move(model), sharding};
 }
 
 std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences, int64_t start) {
   const Plan& p = in.lp.plan;
   const std::string state =
-      opt.sharding == Sharding::kFsdp
+      in.sharding == Sharding::kFsdp
           ? "sharded over all " + std::to_string(p.job.gpus) +
                 " ranks (FSDP: each holds its shard of every unit's parameters, gradients and AdamW state)"
           : std::string("replicated on every rank (DDP: one gradient all-reduce)");
@@ -145,7 +161,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     st.params = in.model.init(opt.seed);
   }
   // From here on this rank holds only its shards; st keeps the step, seed and data position.
-  FsdpParams model_state(in.model, opt.sharding, st.params, &watchdog, attention.epoch());
+  FsdpParams model_state(in.model, in.sharding, st.params, &watchdog, attention.epoch());
   AdamWState optimizer;
   optimizer.step = st.optimizer.step;
   if (resumed) {

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "executor/adamw.h"
@@ -41,9 +42,10 @@ struct TrainOptions {
   std::string backend = "cpu";
   double timeout_s = 60;  // watchdog deadline per op (watchdog.h)
   AdamWConfig optimizer;
-  // How the model state is laid out over the ranks: kFsdp is what every plan prices
-  // (planner/plan.h, sharding "fsdp"); kDdp replicates it (for comparison).
-  Sharding sharding = Sharding::kFsdp;
+  // How the model state is laid out over the ranks: unset = the plan's sharding (fsdp or
+  // ddp; plans with zero1, zero2 or hsdp are refused: executed_sharding); set = that one
+  // whatever the plan says (for comparison).
+  std::optional<Sharding> sharding;
   // `run` of a step plan (run_step_options): tokens hashed from the seed instead of a
   // file, the first `untimed_steps` left out of the measured mean, and the mean step time
   // compared with the plan's prediction.

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 
 #include "planner/collective_pattern.h"
+#include "planner/data_parallel.h"
 #include "planner/schedule.h"
 #include "planner/tensor_parallel.h"
 #include "planner/usp_plan.h"
@@ -56,6 +58,39 @@ LayerTimes scaled(LayerTimes t, int n) {
   }
   return t;
 }
+
+// A plan's data-parallel collectives (seconds) and the compute windows that hide them.
+struct DpExposed {
+  double per_layer = 0, ends = 0;
+};
+struct DpCosts {
+  double ag = 0, ag_vocab = 0, ar = 0, ar_vocab = 0;  // reduce-scatters take the all-gathers' time
+  double window_f = 0, window_b = 0, window_ar = 0;
+  bool ar_apart = false;  // hsdp: the all-reduce bottlenecks on other links than the shard group
+  bool backward = false, ends = false;
+  DpExposed exposed(const MicroStepCollectives& c) const {
+    DpExposed d;
+    if (c.forward_gather) d.per_layer = std::max(0.0, ag - window_f);
+    if (backward) {
+      const double on_shard = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? ag : 0);
+      const double on_repl = c.all_reduce ? ar : 0;
+      d.per_layer += ar_apart ? std::max(std::max(0.0, on_shard - window_b), std::max(0.0, on_repl - window_ar))
+                              : std::max(0.0, on_shard + on_repl - window_b);
+    }
+    // The ends (schedule.cc step_workload): a micro-step starts on the embedding's and
+    // layer 0's all-gathers, sharing links (layer 0's rest then shares them with layer 1's
+    // prefetch: 2·ag in all when the layer's is the larger), and ends on layer 0's and the
+    // embedding's reduce-scatters, sharing links (their sum), then their all-reduces.
+    // 3-3.5 % of an 8K fsdp step with pure data parallelism on dgx-a100-ib (short layers,
+    // many micro-steps).
+    if (ends) {
+      if (c.forward_gather) d.ends += std::max(2 * ag, ag + ag_vocab);
+      if (backward && c.reduce_scatter) d.ends += ag + ag_vocab;
+      if (backward && c.all_reduce) d.ends += ar + ar_vocab;
+    }
+    return d;
+  }
+};
 
 }  // namespace
 
@@ -242,11 +277,13 @@ const GroupCollective& CostModel::group_collective(const std::vector<std::vector
   return collectives_.emplace(groups, gc).first->second;
 }
 
-double GroupCollective::time(double bytes_per_gpu) const {
+double GroupCollective::time(double bytes_per_gpu, int passes) const {
   // Both rings at once; each flow pays one latency, the wait the slower ring's further
   // step latencies (the simulator's collective_ring.h charges the same).
-  auto steps = [](const PatternCost& p, int n) { return p.bottleneck_link < 0 ? 0.0 : (n - 1) * p.latency_s; };
-  return std::max(rail.time(bytes_per_gpu), node.time(bytes_per_gpu)) +
+  auto steps = [&](const PatternCost& p, int n) {
+    return p.bottleneck_link < 0 ? 0.0 : (passes * n - 1) * p.latency_s;
+  };
+  return std::max(rail.time(passes * bytes_per_gpu), node.time(passes * bytes_per_gpu)) +
          std::max(steps(rail, rail_steps), steps(node, node_steps));
 }
 
@@ -271,6 +308,15 @@ const GroupCollective& CostModel::tp_collective(int tp) {
   return *(tp_[tp] = &group_collective(tp_groups(tp_order(tp, 1, G / tp), tp, 1)));
 }
 
+const GroupCollective& CostModel::hsdp_collective(const PlanChoice& ch, bool replicate) {
+  auto key = std::make_tuple(ch.tp, ch.cp, ch.dp_shard, replicate, ch.order);
+  auto it = hsdp_.find(key);
+  if (it != hsdp_.end()) return *it->second;
+  const auto groups = replicate ? hsdp_replicate_groups(ch.order, ch.tp, ch.cp, ch.dp_shard)
+                                : hsdp_shard_groups(ch.order, ch.tp, ch.cp, ch.dp_shard);
+  return *(hsdp_[key] = &group_collective(groups));
+}
+
 double CostModel::fsdp_collective_s(double bytes_per_gpu) {
   return fabric_.gpus() < 2 ? 0 : fsdp_collective(1).time(bytes_per_gpu);
 }
@@ -289,6 +335,12 @@ std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {
     return "tp x cp x dp must equal the " + str(G) + " GPUs (tp " + str(ch.tp) + ", cp " + str(ch.cp) +
            ", dp " + str(ch.dp) + ")";
   if (static_cast<int>(ch.order.size()) != G) return "the order must list all " + str(G) + " GPUs";
+  if (ch.sharding == Sharding::kNone) return "a plan's sharding is ddp, zero1, zero2, fsdp or hsdp";
+  if (ch.sharding == Sharding::kHsdp && (ch.dp_shard < 1 || ch.dp % ch.dp_shard != 0 || ch.dp / ch.dp_shard < 2))
+    return "hsdp shards over dp_shard replicas and replicates across at least 2: dp " + str(ch.dp) +
+           " cannot split that way (dp_shard " + str(ch.dp_shard) + ")";
+  if (ch.sharding == Sharding::kHsdp && ch.strategy == Strategy::kUsp)
+    return "hsdp with a2a+p2p is not generated yet (its replica groups would cross the a2a groups)";
   if (ch.tp > 1) {
     const std::string why = tp_why_invalid(m, ch.tp, fabric_.topology().gpus_per_node);
     if (!why.empty()) return why;
@@ -586,39 +638,50 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
   const LayerTimes free = scaled(layer_times(job, ch, pat, a2a, true), mb);
   const bool fwd_only = job.passes == Passes::kForward;
 
-  // FSDP collectives per layer, overlapped with the layer's compute, and at each
-  // micro-step's ends (step workload), where nothing computes to hide them.
-  double fsdp_exposed = 0, fsdp_ends = 0;
-  if (G / ch.tp > 1) {
-    // Each TP rank's FSDP group holds 1/tp of the layer over its G/tp GPUs.
-    const GroupCollective& fsdp = fsdp_collective(ch.tp);
-    const double shard_bytes = m.layer_params() * gpu.element_bytes / G;
-    const double ag = fsdp.time(shard_bytes), rs = ag;
-    const int fl = fsdp.bottleneck_link();
-    auto crosses = [&](unsigned classes) {
-      return fl >= 0 && (classes >> static_cast<int>(fabric_.links()[fl].cls) & 1u) != 0;
-    };
-    const bool same_links = crosses(pat.link_classes);
+  // Data-parallel collectives per layer, overlapped with the layer's compute, and at each
+  // micro-step's ends (step workload), where nothing computes to hide them; which ones a
+  // micro-step runs depends on the sharding level and the micro-step (data_parallel.h).
+  DpCosts dp;
+  const int data_gpus = G / ch.tp;
+  if (data_gpus > 1) {
+    const bool hsdp = ch.sharding == Sharding::kHsdp;
+    // Each TP rank's data-parallel group holds 1/tp of the layer over its G/tp GPUs.
+    const GroupCollective& data = fsdp_collective(ch.tp);
+    const GroupCollective& shard = hsdp ? hsdp_collective(ch, false) : data;
+    const GroupCollective& repl = hsdp ? hsdp_collective(ch, true) : data;
+    // Each member's shard: of one TP member's unit over the shard group (all G / tp GPUs but
+    // for hsdp); the all-reduce's over the replicas of that shard (data_parallel.h): unit / G.
+    const double group = static_cast<double>(ch.tp) * shard_group_gpus(ch);
+    const double layer_bytes = m.layer_params() * gpu.element_bytes;
+    const double vocab_bytes = static_cast<double>(m.vocab) * m.hidden * gpu.element_bytes;
+    dp.ag = shard.time(layer_bytes / group);
+    dp.ag_vocab = shard.time(vocab_bytes / group);
+    dp.ar = repl.all_reduce_time(layer_bytes / G);
+    dp.ar_vocab = repl.all_reduce_time(vocab_bytes / G);
     // The collectives hide behind the layer's time, less what the ring and the TP
     // collectives themselves keep the same class of links busy.
     const GroupCollective* tpc = ch.tp > 1 ? &tp_collective(ch.tp) : nullptr;
-    const bool tp_same = tpc && crosses(tpc->rail.link_classes | tpc->node.link_classes);
-    const double tp_f = tp_same ? 0 : real.tp_fwd, tp_b = tp_same ? 0 : real.tp_bwd;
-    const double window_f =
-        real.linear_fwd + real.attention_fwd + tp_f - (same_links ? real.ring_busy_fwd : 0);
-    const double window_b =
-        real.linear_bwd + real.attention_bwd + tp_b - (same_links ? real.ring_busy_bwd : 0);
-    fsdp_exposed = std::max(0.0, ag - std::max(0.0, window_f));
-    if (!fwd_only) fsdp_exposed += std::max(0.0, ag + rs - std::max(0.0, window_b));
-    // The ends (schedule.cc step_workload): a micro-step starts on the embedding's and
-    // layer 0's all-gathers, sharing links (layer 0's rest then shares them with layer 1's
-    // prefetch: 2·ag in all when the layer's is the larger), and ends on layer 0's and the
-    // embedding's reduce-scatters, sharing links (their sum). 3-3.5 % of an 8K step with
-    // pure data parallelism on dgx-a100-ib (short layers, many micro-steps).
-    if (job.workload == Workload::kStep) {
-      const double ag_vocab = fsdp.time(static_cast<double>(m.vocab) * m.hidden * gpu.element_bytes / G);
-      fsdp_ends = std::max(2 * ag, ag + ag_vocab) + (fwd_only ? 0 : rs + ag_vocab);
-    }
+    auto windows = [&](const GroupCollective& gc) {
+      const int fl = gc.bottleneck_link();
+      auto crosses = [&](unsigned classes) {
+        return fl >= 0 && (classes >> static_cast<int>(fabric_.links()[fl].cls) & 1u) != 0;
+      };
+      const bool same_links = crosses(pat.link_classes);
+      const bool tp_same = tpc && crosses(tpc->rail.link_classes | tpc->node.link_classes);
+      const double tp_f = tp_same ? 0 : real.tp_fwd, tp_b = tp_same ? 0 : real.tp_bwd;
+      return std::pair{std::max(0.0, real.linear_fwd + real.attention_fwd + tp_f -
+                                         (same_links ? real.ring_busy_fwd : 0)),
+                       std::max(0.0, real.linear_bwd + real.attention_bwd + tp_b -
+                                         (same_links ? real.ring_busy_bwd : 0))};
+    };
+    std::tie(dp.window_f, dp.window_b) = windows(shard);
+    dp.window_ar = hsdp ? windows(repl).second : dp.window_b;
+    // hsdp's all-reduce runs on the replicas' links beside the shard group's reduce-scatter;
+    // where both bottleneck on one class of links they queue.
+    const int sl = shard.bottleneck_link(), rl = repl.bottleneck_link();
+    dp.ar_apart = hsdp && sl >= 0 && rl >= 0 && fabric_.links()[sl].cls != fabric_.links()[rl].cls;
+    dp.backward = !fwd_only;
+    dp.ends = job.workload == Workload::kStep;
   }
 
   // The head and the loss are vocabulary-parallel over the TP group (Megatron's
@@ -651,7 +714,8 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
       flops = active * pass_factor * att_useful_fwd;
       att_compute = free_time;
       break;
-    case Workload::kLayer:
+    case Workload::kLayer: {
+      const double fsdp_exposed = dp.exposed(micro_step_collectives(ch.sharding, 0, 1, data_gpus)).per_layer;
       time = layer(real, fsdp_exposed);
       free_time = layer(free, 0);
       tokens = static_cast<double>(active * job.seq_len);
@@ -661,15 +725,26 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
       fsdp_total = fsdp_exposed;
       tp_total = real.tp_fwd + real.tp_bwd;
       break;
+    }
     case Workload::kStep: {
-      const double opt = fwd_only ? 0 : cost_.optimizer_s(m.params() / G);
-      time = accum * (L * layer(real, fsdp_exposed) + logits + fsdp_ends) + opt;
+      // Adam on the GPU's optimizer shard (memory_model.h's state_shards).
+      const double opt = fwd_only ? 0 : cost_.optimizer_s(m.params() / (ch.tp * state_shards(ch).optimizer));
+      // The micro-steps by what they run: the first, those between, the last.
+      double dp_total = 0;
+      auto add = [&](int k, int times) {
+        const DpExposed d = dp.exposed(micro_step_collectives(ch.sharding, k, accum, data_gpus));
+        dp_total += times * (L * d.per_layer + d.ends);
+      };
+      add(0, 1);
+      if (accum > 2) add(1, accum - 2);
+      if (accum > 1) add(accum - 1, 1);
+      time = accum * (L * layer(real, 0) + logits) + dp_total + opt;
       free_time = accum * (L * layer(free, 0) + logits) + opt;
       tokens = static_cast<double>(seqs * job.seq_len);
       flops = model_flops_per_step(m, job) * (fwd_only ? 1.0 / 3.0 : 1.0);
       att_compute = accum * L * free.attention_compute;
       lin_compute = accum * (L * (free.linear_fwd + free.linear_bwd) + logits) + opt;
-      fsdp_total = accum * (L * fsdp_exposed + fsdp_ends);
+      fsdp_total = dp_total;
       tp_total = accum * L * (real.tp_fwd + real.tp_bwd);
       break;
     }
@@ -708,10 +783,21 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
     if (compute > 0) p.overlap_threshold_tokens = static_cast<double>(cr) * units * x.s_per_unit / compute;
   }
   if (!p.fits) {
-    char buf[160];
+    char buf[200];
     std::snprintf(buf, sizeof buf, "needs %.1f GiB per GPU, more than the %.1f GiB available",
                   p.memory_bytes_per_gpu / (1 << 30), gpu.memory_bytes / (1 << 30));
     p.why_not = buf;
+    if (ch.sharding != Sharding::kFsdp && G / ch.tp > 1) {
+      // What the level's unsharded states cost against fsdp's (memory_model.h).
+      PlanChoice fsdp = ch;
+      fsdp.sharding = Sharding::kFsdp;
+      const MemoryBreakdown f = memory_breakdown(m, fsdp, job.seq_len, gpu, effective_window(m, job));
+      std::snprintf(buf, sizeof buf, " (%.1f GiB over; %s's model states and layer buffers take %.1f GiB, fsdp's %.1f)",
+                    (p.memory_bytes_per_gpu - gpu.memory_bytes) / (1 << 30), to_string(ch.sharding),
+                    (p.memory.model_states + p.memory.layer_buffers) / (1 << 30),
+                    (f.model_states + f.layer_buffers) / (1 << 30));
+      p.why_not += buf;
+    }
   }
   return p;
 }

@@ -34,7 +34,12 @@
 // tie the ring's own bottleneck may be named on another class, e.g. a spine link, while
 // it still loads the same NICs). A step = grad_accum micro-steps (micro_batch sequences
 // per ring each, one after another through every layer, under one gather and one
-// reduce-scatter per layer) + the optimizer update (memory bound).
+// reduce-scatter per layer) + the optimizer update (memory bound, on the GPU's optimizer
+// shard). Other sharding levels (data_parallel.h) run their own collectives per micro-step
+// the same way: ddp's all-reduce of each layer's grads in the last micro-step's backward,
+// hidden behind the backward like the reduce-scatter (on other links than the shard
+// group's, hsdp's all-reduce hides beside its reduce-scatter: the larger of the two is
+// exposed); zero1 and zero2 gather only in the first micro-step's forward.
 //
 // Prediction fields (plan.h):
 //   comm_overhead       exposed communication / step time, where exposed communication =
@@ -114,8 +119,10 @@ struct LayerTimes {
 struct GroupCollective {
   PatternCost rail, node;  // the ring across nodes (per rail) and the one inside a node
   int rail_steps = 0, node_steps = 0;
-  // Seconds for one collective of `bytes_per_gpu` (each GPU's shard).
-  double time(double bytes_per_gpu) const;
+  // Seconds for one collective of `bytes_per_gpu` (each GPU's shard). `passes` 2: NCCL's
+  // ring all-reduce, a reduce-scatter then an all-gather over the same rings.
+  double time(double bytes_per_gpu, int passes = 1) const;
+  double all_reduce_time(double bytes_per_gpu) const { return time(bytes_per_gpu, 2); }
   int bottleneck_link() const;
 };
 
@@ -133,6 +140,9 @@ class CostModel {
   // the TP groups' (tp consecutive GPUs), all groups at once; cached.
   const GroupCollective& fsdp_collective(int tp);
   const GroupCollective& tp_collective(int tp);
+  // hsdp's shard groups (replicate = false) or replicate groups of `choice`
+  // (data_parallel.h), all at once; cached.
+  const GroupCollective& hsdp_collective(const PlanChoice& choice, bool replicate);
   // Cached by (cp, dp, schedule, order).
   const RingPatterns& ring_patterns(int cp, int dp, Schedule schedule, const std::vector<int>& order);
   // The patterns predict() takes for `choice`: its own ring's, or a2a+p2p's ring's.
@@ -181,6 +191,7 @@ class CostModel {
   std::map<std::vector<std::vector<int>>, GroupCollective> collectives_;
   std::map<int, const GroupCollective*> fsdp_, tp_;  // by tp
   std::map<int, ModelSpec> shards_;                  // by tp
+  std::map<std::tuple<int, int, int, bool, std::vector<int>>, const GroupCollective*> hsdp_;
 };
 
 // Sequences per optimizer step: batch_tokens / N (2M tokens when 0), at least one.

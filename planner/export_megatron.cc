@@ -38,7 +38,12 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
       a.recompute_num_layers = 1;
       break;
   }
-  a.fsdp = plan.job.gpus > 1;
+  a.sharding = to_string(c.sharding);
+  if (plan.job.gpus / c.tp > 1) {  // some GPUs hold the same weights: a data-parallel layout
+    if (c.sharding == Sharding::kFsdp) a.fsdp_strategy = "optim_grads_params";
+    if (c.sharding == Sharding::kZero2) a.fsdp_strategy = "optim_grads";
+    a.distributed_optimizer = !a.fsdp_strategy.empty() || c.sharding == Sharding::kZero1;
+  }
   a.micro_batch_size = c.micro_batch;
   a.global_batch_size = sequences_per_step(plan.job);
   a.seq_length = plan.job.seq_len;
@@ -80,6 +85,9 @@ std::vector<std::string> megatron_rule_violations(const MegatronArgs& a) {
                 str(a.dp) + " (num_microbatches_calculator.py)");
   if (a.sequence_parallel && a.tp == 1)
     v.push_back("--sequence-parallel needs TP > 1 (Megatron-LM turns it off at TP 1)");
+  if (a.sharding == "hsdp")
+    v.push_back("plan.sharding hsdp: Megatron-LM has no sharding inside a node replicated across for all "
+                "states (export to torchtitan, or plan with --sharding fsdp, zero2, zero1 or ddp)");
   if (a.virtual_pipeline_layers > 0 && a.pp == 1)
     v.push_back("--num-layers-per-virtual-pipeline-stage needs PP > 1");
   return v;
@@ -99,12 +107,20 @@ std::string megatron_command_line(const MegatronArgs& a) {
   if (!a.cp_comm_type.empty()) add("--cp-comm-type", a.cp_comm_type);
   if (!a.hierarchical_cp_sizes.empty()) add("--hierarchical-context-parallel-sizes", join_ints(a.hierarchical_cp_sizes, " "));
   if (a.sequence_parallel) add("--sequence-parallel");
-  if (a.fsdp) {
+  if (!a.fsdp_strategy.empty()) {
     add("--use-megatron-fsdp");
-    add("--data-parallel-sharding-strategy", "optim_grads_params");
+    add("--data-parallel-sharding-strategy", a.fsdp_strategy);
     add("--use-distributed-optimizer");
     add("--no-gradient-accumulation-fusion");
     add("--ckpt-format", "fsdp_dtensor");
+  } else if (a.distributed_optimizer) {
+    // zero1 as priced (data_parallel.h): grads reduce-scattered in the last micro-step's
+    // backward, params gathered in the next forward.
+    add("--use-distributed-optimizer");
+    add("--overlap-grad-reduce");
+    add("--overlap-param-gather");
+  } else if (a.dp > 1 || a.cp > 1) {
+    add("--overlap-grad-reduce");  // ddp: the all-reduce overlaps the last backward (DDP's buckets)
   }
   if (!a.recompute_granularity.empty()) add("--recompute-granularity", a.recompute_granularity);
   if (!a.recompute_method.empty()) {
@@ -139,7 +155,8 @@ std::string megatron_export(const Plan& plan, const ModelSpec& model, int gpus_p
   std::string out = export_header(plan, ExportTarget::kMegatron, plan_path);
   out += "# Append to: torchrun --nnodes N --nproc-per-node G ... pretrain_gpt.py (add data, tokenizer,\n"
          "# optimizer and the model's norm / position embedding; the attention kernel picks its own tiles).\n";
-  if (plan.job.gpus > 1)
+  if (plan.job.gpus / plan.choice.tp > 1 &&
+      (plan.choice.sharding == Sharding::kFsdp || plan.choice.sharding == Sharding::kZero2))
     out += "# Megatron-FSDP: leave CUDA_DEVICE_MAX_CONNECTIONS unset (its checks want more than 1).\n";
   out += placement_comment(plan, gpus_per_node, "Megatron's rank order tp-cp-ep-dp-pp, TP " + std::to_string(plan.choice.tp));
   out += megatron_command_line(megatron_args(plan, model)) + "\n";

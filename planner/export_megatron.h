@@ -38,7 +38,12 @@ struct MegatronArgs {
   std::string recompute_method;       // "uniform" with full
   int recompute_num_layers = 0;
   std::vector<std::string> recompute_modules;
-  bool fsdp = false;
+  // The plan's sharding (data_parallel.h): Megatron-FSDP's --data-parallel-sharding-strategy
+  // ("optim_grads" zero2, "optim_grads_params" fsdp; "" none), the distributed optimizer
+  // (zero1, and under Megatron-FSDP), and "hsdp", which has no spelling here (a violation).
+  std::string fsdp_strategy;
+  bool distributed_optimizer = false;
+  std::string sharding = "fsdp";
   int micro_batch_size = 1;
   int64_t global_batch_size = 1;
   int64_t seq_length = 0;

@@ -6,6 +6,7 @@
 
 #include "planner/attention_work.h"
 #include "planner/cost_model.h"
+#include "planner/data_parallel.h"
 #include "planner/export_megatron.h"
 #include "planner/input_error.h"
 #include "planner/units.h"
@@ -85,6 +86,9 @@ std::string framework_refusal(const Plan& plan, int gpus_per_node, ExportTarget 
            "re-plan with --target " + to_string(t) + ", or export --to slurm";
   }
   if (t == ExportTarget::kTorchtitan) {
+    if (c.sharding == Sharding::kZero1 && plan.job.gpus / c.tp > 1)
+      return "plan.sharding: torchtitan shards with FSDP2 (params, grads and optimizer states together); "
+             "it has no zero1: re-plan with --sharding zero2, fsdp, hsdp or ddp, or export --to megatron";
     if (c.cp > 1 && plan.job.seq_len % (2 * c.cp) != 0)
       return "seq_len: PyTorch's context_parallel load balancer splits the sequence into 2 x CP = " +
              str(2 * c.cp) + " chunks; " + str(plan.job.seq_len) + " tokens do not divide";
@@ -214,6 +218,19 @@ Plan plan_for_target(Planner& planner, const Job& job, const SearchPins& pins, E
     why = e.what();                // no ring runs it; a collective kind may
   }
 
+  // The sharding levels the target has (torchtitan no zero1, Megatron-LM no hsdp), where
+  // the pick holds one it lacks.
+  if (first && !p.sharding && why.rfind("plan.sharding", 0) == 0) {
+    for (Sharding level : kShardingLevels) {
+      SearchPins q = p;
+      q.sharding = level;
+      try {
+        offer(planner.plan(job, q));
+      } catch (const InputError&) {
+        // this level cannot split the job (e.g. hsdp on one node)
+      }
+    }
+  }
   // The checkpointings and orders the target has, where the pick holds one it lacks.
   std::vector<Checkpointing> ckpts;
   if (p.checkpointing) ckpts = {*p.checkpointing};

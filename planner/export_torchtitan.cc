@@ -13,15 +13,22 @@ std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus
   out += "# Merge into your torchtitan job config; pick the [model] flavor of " + model.name + " (" +
          str(model.layers) + " layers, hidden " + str(model.hidden) + ", " + str(model.heads) + " heads, " +
          str(model.kv_heads) + " kv heads).\n";
+  const bool replicas = c.sharding == Sharding::kDdp || c.sharding == Sharding::kHsdp;
+  const std::string mesh = std::string("torchtitan's mesh [") + (replicas ? "dp_replicate, " : "") + "dp_shard, cp";
   out += placement_comment(plan, gpus_per_node,
-                           c.tp > 1 ? "torchtitan's mesh [dp_shard, cp, tp], TP innermost" : "torchtitan's mesh [dp_shard, cp], TP 1");
+                           c.tp > 1 ? mesh + ", tp], TP innermost" : mesh + "], TP 1");
   out += "\n[training]\n";
   out += "seq_len = " + str(plan.job.seq_len) + "\n";
   out += "local_batch_size = " + str(c.micro_batch) + "\n";
   out += "global_batch_size = " + str(sequences_per_step(plan.job)) + "\n";
   out += "\n[parallelism]\n";
-  out += "data_parallel_replicate_degree = 1\n";
-  out += "data_parallel_shard_degree = " + str(c.dp) + "\n";
+  // torchtitan's FSDP2 mesh: ddp replicates only, hsdp shards dp_shard x cp and replicates
+  // the rest; zero2 is FSDP2 with reshard_after_forward = False (params kept gathered from
+  // the forward to the backward: no backward all-gather; data_parallel.h).
+  const int replicate = c.sharding == Sharding::kDdp ? c.dp : c.sharding == Sharding::kHsdp ? c.dp / c.dp_shard : 1;
+  out += "data_parallel_replicate_degree = " + str(replicate) + "\n";
+  out += "data_parallel_shard_degree = " + str(c.dp / replicate) + "\n";
+  if (c.sharding == Sharding::kZero2) out += "fsdp_reshard_after_forward = \"never\"\n";
   // torchtitan's TP plan shards the norms by sequence too (sequence parallelism).
   out += "tensor_parallel_degree = " + str(c.tp) + "\n";
   out += "pipeline_parallel_degree = 1\n";

@@ -116,19 +116,38 @@ RingBuffers ring_buffers(const ModelSpec& model, const PlanChoice& choice, int64
   return b;
 }
 
+int shard_group_gpus(const PlanChoice& ch) {
+  const int data = std::max(1, ch.cp) * std::max(1, ch.dp);
+  return ch.sharding == Sharding::kHsdp ? std::max(1, ch.cp) * std::max(1, ch.dp_shard) : data;
+}
+
+StateShards state_shards(const PlanChoice& ch) {
+  const int n = shard_group_gpus(ch);
+  switch (ch.sharding) {
+    case Sharding::kNone:
+    case Sharding::kDdp: return {1, 1, 1};
+    case Sharding::kZero1: return {1, 1, n};
+    case Sharding::kZero2: return {1, n, n};
+    case Sharding::kFsdp:
+    case Sharding::kHsdp: return {n, n, n};
+  }
+  return {n, n, n};
+}
+
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
                                  const GpuSpec& gpu, int64_t window) {
   const int e = gpu.element_bytes;
   const int P = std::max(1, choice.cp);
   const int tp = std::max(1, choice.tp);
-  const double fsdp_gpus = static_cast<double>(P) * std::max(1, choice.dp);
   const double c = static_cast<double>(seq_len / P);
   const ModelSpec shard = tp_shard(m, tp);  // one TP member's weights (m / tp)
   MemoryBreakdown mem;
-  mem.model_states = kModelStateBytesPerParam * shard.params() / fsdp_gpus;
+  const StateShards n = state_shards(choice);
+  const double psi = shard.params();
+  mem.model_states = e * psi / n.params + e * psi / n.grads + kOptimizerStateBytesPerParam * psi / n.optimizer;
   const double layer_unit = std::max(shard.layer_params(), static_cast<double>(shard.vocab) * shard.hidden);
   // A TP member whose shard no other GPU shares holds it unsharded already: nothing to gather.
-  mem.layer_buffers = fsdp_gpus > 1 ? e * 4.0 * layer_unit : 0;
+  mem.layer_buffers = n.params > 1 ? e * 4.0 * layer_unit : n.grads > 1 ? e * 2.0 * layer_unit : 0;
   // Stored activations of every sequence of the micro-step (PlanChoice::micro_batch); the
   // working set is one sequence's at a time. Sequence parallelism divides both by tp.
   mem.activations = std::max(1, choice.micro_batch) *

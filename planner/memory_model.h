@@ -32,8 +32,28 @@ namespace rm {
 // reason; chunked cross-entropy as in Liger / Megatron's fused loss).
 inline constexpr int64_t kFfnChunkTokens = 8192;
 inline constexpr int64_t kLogitsChunkTokens = 4096;
-// bf16 param + bf16 grad + fp32 master copy + fp32 Adam m and v (ZeRO paper, Sec. 3.1).
-inline constexpr double kModelStateBytesPerParam = 16;
+// Mixed-precision Adam: the fp32 master copy and Adam's fp32 m and v, K = 12 bytes per
+// parameter (ZeRO paper, Rajbhandari et al. 2020, Sec. 3.1); params and grads are held at
+// the GPU's element bytes e (bf16: 2 + 2 + 12 = 16 bytes per parameter in all).
+inline constexpr double kOptimizerStateBytesPerParam = 12;
+
+// How many GPUs each of the model states is split over, per TP rank (the ZeRO paper's N_d;
+// Fig. 1 and Sec. 5): data = cp·dp GPUs of the rank; hsdp's shard group = cp·dp_shard.
+//            params   grads    optimizer
+//   ddp      1        1        1           (2 + 2 + K)·Ψ
+//   zero1    1        1        N_d         (2 + 2)·Ψ + K·Ψ / N_d           ZeRO P_os
+//   zero2    1        N_d      N_d         2·Ψ + (2 + K)·Ψ / N_d           ZeRO P_os+g
+//   fsdp     N_d      N_d      N_d         (2 + 2 + K)·Ψ / N_d             ZeRO P_os+g+p
+//   hsdp     N_s      N_s      N_s         (2 + 2 + K)·Ψ / N_s, N_s = cp·dp_shard
+struct StateShards {
+  int params = 1, grads = 1, optimizer = 1;
+};
+StateShards state_shards(const PlanChoice& choice);
+// hsdp's shard group (cp·dp_shard GPUs of one TP rank), or all cp·dp for the other levels.
+int shard_group_gpus(const PlanChoice& choice);
+// Whether the level all-gathers params per unit in every micro-step (fsdp, hsdp: the params
+// are sharded while no unit runs).
+inline bool params_sharded(Sharding s) { return s == Sharding::kFsdp || s == Sharding::kHsdp; }
 
 // Sizes in bytes, per GPU, of the buffers one layer's ring attention and its neighbours
 // use. Counts say how many of each the schedule allocates.
@@ -92,16 +112,19 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
 
 // Memory per GPU of a plan (choice.strategy decides the buffers: the ring, flash-fsdp
 // with cp = 1, all-gather CP, Ulysses).
-// With choice.tp > 1 every GPU holds one TP member's weights (params / tp) and SP divides
-// the activations by tp (tensor_parallel.h); FSDP then shards over the cp·dp GPUs of a TP
-// rank, so model_states is 16 B/param / (tp·cp·dp) in all.
-//   model_states   16 B/param / (cp·dp): parameters are the same on every rank of a ring
-//                  (CP splits tokens, not weights), so ZeRO-3/FSDP shards them over all
-//                  cp·dp GPUs, as Ring Attention's FSDP setup and Megatron's CP (which
-//                  folds CP into the data-parallel group for grads and optimizer) do.
-//   layer_buffers  e·4·max(layer params, V·hidden): the current and the prefetched
-//                  layer's gathered params, the gradients being computed and those in the
-//                  reduce-scatter.
+// With choice.tp > 1 every GPU holds one TP member's weights (Ψ = params / tp) and SP
+// divides the activations by tp (tensor_parallel.h); the data-parallel sharding then
+// splits over the cp·dp GPUs of a TP rank (fsdp: 16 B/param / (tp·cp·dp) in all).
+//   model_states   e·Ψ/params + e·Ψ/grads + K·Ψ/optimizer shards (state_shards):
+//                  parameters are the same on every rank of a ring (CP splits tokens, not
+//                  weights), so ZeRO shards over all cp·dp GPUs, as Ring Attention's FSDP
+//                  setup and Megatron's CP (which folds CP into the data-parallel group
+//                  for grads and optimizer) do.
+//   layer_buffers  fsdp, hsdp: e·4·max(layer params, V·hidden): the current and the
+//                  prefetched unit's gathered params, the gradients being computed and
+//                  those in the reduce-scatter; zero2: e·2·max(...): the unit's whole
+//                  gradients being computed and those in the reduce-scatter (its params
+//                  are held whole); ddp, zero1: 0 (whole gradients are model states).
 //   activations    L·c·activation_bytes_per_token_layer + c·hidden·e (final hidden)
 //   working_set    RingBuffers::working_set_bytes()
 //   runtime_reserve  gpu.runtime_reserve_bytes

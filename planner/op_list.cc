@@ -19,7 +19,12 @@ const char* op_name(const Op& op) {
     case OpKind::kSend: return "send";
     case OpKind::kRecv: return "recv";
     case OpKind::kCollective:
-      return op.collective == CollectiveKind::kAllGather ? "all_gather" : "reduce_scatter";
+      switch (op.collective) {
+        case CollectiveKind::kAllGather: return "all_gather";
+        case CollectiveKind::kReduceScatter: return "reduce_scatter";
+        case CollectiveKind::kAllReduce: return "all_reduce";
+      }
+      break;
     case OpKind::kWait: return "wait";
     case OpKind::kAlloc: return "alloc";
     case OpKind::kFree: return "free";

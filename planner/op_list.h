@@ -25,7 +25,7 @@ enum class OpKind {
   kCompute,     // busy the device for flops / (peak * efficiency)
   kSend,        // post a non-blocking send of `bytes` from `buffer` to `peer`; yields `request`
   kRecv,        // post a non-blocking receive of `bytes` into `buffer` from `peer`; yields `request`
-  kCollective,  // post a non-blocking collective over `group` (FSDP); yields `request`
+  kCollective,  // post a non-blocking collective over `group` (data parallel, TP); yields `request`
   kWait,        // block until `request` completes
   kAlloc,       // allocate `bytes` as `buffer` (memory tracking; executor allocates it)
   kFree,        // free `buffer`
@@ -49,7 +49,9 @@ enum class ComputeKind {
                        // (flops = HBM bytes moved, efficiency = HBM bandwidth / peak)
 };
 
-enum class CollectiveKind { kAllGather, kReduceScatter };
+// kAllReduce: NCCL's ring all-reduce (a reduce-scatter then an all-gather over the same
+// rings); `bytes` is each member's shard of the buffer (buffer / group size), as for the others.
+enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce };
 
 // What a schedule buffer holds. An executor backs the K,V and dK,dV roles with real
 // memory; kAccounting buffers exist for memory tracking only (activations, model states).

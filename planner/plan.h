@@ -37,6 +37,18 @@ enum class Checkpointing { kNone, kSelective, kFull };
 // or a whole training step.
 enum class Workload { kAttention, kLayer, kStep };
 enum class Passes { kForward, kForwardBackward };
+// Data-parallel sharding of the model states over the cp·dp GPUs of a TP rank (ZeRO,
+// Rajbhandari et al. 2020, Sec. 5; memory_model.h has the bytes, cost_model.h the
+// collectives): kDdp replicates all (one gradient all-reduce per step); kZero1 shards the
+// optimizer states (Megatron's --use-distributed-optimizer: grads reduce-scattered and
+// params all-gathered once per step); kZero2 shards grads too (reduce-scatter per
+// micro-step), params held whole, so no backward all-gather: FSDP2's
+// reshard_after_forward=False priced per step; kFsdp (ZeRO-3) shards params as well
+// (all-gather per unit forward and backward, per micro-step); kHsdp is FSDP inside each
+// node's GPUs of a TP rank, replicated across nodes (torchtitan's data_parallel_shard_degree
+// x data_parallel_replicate_degree; an all-reduce of the gradient shards once per step).
+// kNone is the published corpus's "no data parallelism" (dp 1); no plan has it.
+enum class Sharding { kNone, kDdp, kZero1, kZero2, kFsdp, kHsdp };
 
 // The context-parallel kind of a plan as Megatron-LM's --cp-comm-type spells it: "p2p"
 // (the ring), "all_gather" (Llama 3's all-gather of K,V), "a2a" (Ulysses, all-to-all over
@@ -58,6 +70,7 @@ const char* to_string(LoadBalance v);
 const char* to_string(Checkpointing v);
 const char* to_string(Workload v);
 const char* to_string(Passes v);
+const char* to_string(Sharding v);  // "ddp", "zero1", "zero2", "fsdp", "hsdp" ("none")
 // Parse; throw InputError naming `where` and `field` and listing the valid spellings.
 Strategy parse_strategy(const std::string& s, const std::string& where, const std::string& field);
 Schedule parse_schedule(const std::string& s, const std::string& where, const std::string& field);
@@ -67,6 +80,8 @@ LoadBalance parse_load_balance(const std::string& s, const std::string& where, c
 Checkpointing parse_checkpointing(const std::string& s, const std::string& where, const std::string& field);
 Workload parse_workload(const std::string& s, const std::string& where, const std::string& field);
 Passes parse_passes(const std::string& s, const std::string& where, const std::string& field);
+// A plan's sharding: ddp, zero1, zero2, fsdp or hsdp ("none" is refused).
+Sharding parse_sharding(const std::string& s, const std::string& where, const std::string& field);
 
 // What the user asked for.
 struct Job {
@@ -115,6 +130,13 @@ struct PlanChoice {
   // a2a+p2p (kUsp) only: the all-to-all degree inside a node, Megatron's first
   // --hierarchical-context-parallel-sizes entry; the ring spans cp / cp_a2a GPUs. 1 otherwise.
   int cp_a2a = 1;
+  // How the model states are sharded over the data-parallel GPUs (each TP rank's cp·dp);
+  // kHsdp shards inside a node (hsdp_shard_degree) and replicates across.
+  Sharding sharding = Sharding::kFsdp;
+  // hsdp only: torchtitan's data_parallel_shard_degree, the replicas (dp) whose cp·dp_shard
+  // GPUs of a TP rank form one shard group; data_parallel_replicate_degree = dp / dp_shard.
+  // 1 otherwise.
+  int dp_shard = 1;
 };
 
 struct MemoryBreakdown {  // bytes per GPU
@@ -183,11 +205,10 @@ std::string plan_to_yaml_string(const Plan& plan);
 // schema_version, model, topology, gpus, seq_len, plan{...}, predicted{...}, baselines[...].
 // Schema 2 added, beside the existing keys (unchanged): plan.cp_comm_type, plan.tp,
 // plan.pp, plan.sharding, plan.virtual_stages. The planner prices tp >= 1 (with sequence
-// parallelism), pp = 1, virtual_stages = 1 and FSDP sharding over each TP rank's cp·dp
-// GPUs ("fsdp"); plan.yaml carries the same keys and refuses other values.
+// parallelism), pp = 1, virtual_stages = 1 and every sharding level over each TP rank's
+// cp·dp GPUs ("ddp", "zero1", "zero2", "fsdp", "hsdp"); plan.yaml carries the same keys
+// and refuses other values (a plan without `sharding` is fsdp, as every plan was before).
 inline constexpr int kPlanSchemaVersion = 2;
-// Megatron / torchtitan data-parallel sharding of every plan: ZeRO-3 over all GPUs.
-extern const char* const kFsdpSharding;
 nlohmann::json plan_to_json(const Plan& plan);
 
 }  // namespace rm

@@ -10,7 +10,7 @@
 //   causal: true
 //   workload: step              # attention | layer | step
 //   passes: forward-backward    # forward | forward-backward
-//   plan: {strategy, cp_comm_type, tp, pp, sharding, virtual_stages, cp, dp, schedule, order_name, order: [GPU ids in ring order],
+//   plan: {strategy, cp_comm_type, tp, pp, sharding, [data_parallel_shard_degree: hsdp only], virtual_stages, cp, dp, schedule, order_name, order: [GPU ids in ring order],
 //          load_balance, block_q, block_kv, kv_subblocks, checkpointing, grad_accum,
 //          micro_batch (optional, 1)}
 //   predicted: {...}            # informational: written, read if present, never required
@@ -88,6 +88,14 @@ constexpr std::array<std::pair<Passes, const char*>, 2> kPasses{{
     {Passes::kForward, "forward"},
     {Passes::kForwardBackward, "forward-backward"},
 }};
+// A plan's levels (kNone, the corpus's, is spelled by to_string only).
+constexpr std::array<std::pair<Sharding, const char*>, 5> kShardingLevels{{
+    {Sharding::kDdp, "ddp"},
+    {Sharding::kZero1, "zero1"},
+    {Sharding::kZero2, "zero2"},
+    {Sharding::kFsdp, "fsdp"},
+    {Sharding::kHsdp, "hsdp"},
+}};
 
 }  // namespace
 
@@ -97,6 +105,7 @@ const char* to_string(LoadBalance v) { return spell(v, kLoadBalances); }
 const char* to_string(Checkpointing v) { return spell(v, kCheckpointings); }
 const char* to_string(Workload v) { return spell(v, kWorkloads); }
 const char* to_string(Passes v) { return spell(v, kPasses); }
+const char* to_string(Sharding v) { return v == Sharding::kNone ? "none" : spell(v, kShardingLevels); }
 
 constexpr std::array<std::pair<Strategy, const char*>, 5> kCpCommTypes{{
     {Strategy::kRing, "p2p"},
@@ -107,7 +116,6 @@ constexpr std::array<std::pair<Strategy, const char*>, 5> kCpCommTypes{{
 }};
 
 const char* cp_comm_type(Strategy v) { return spell(v, kCpCommTypes); }
-const char* const kFsdpSharding = "fsdp";
 
 Strategy parse_cp_comm_type(const std::string& s, const std::string& where, const std::string& field) {
   for (const auto& [e, name] : kCpCommTypes)
@@ -133,6 +141,9 @@ Workload parse_workload(const std::string& s, const std::string& where, const st
 }
 Passes parse_passes(const std::string& s, const std::string& where, const std::string& field) {
   return parse_enum(s, kPasses, where, field);
+}
+Sharding parse_sharding(const std::string& s, const std::string& where, const std::string& field) {
+  return parse_enum(s, kShardingLevels, where, field);
 }
 
 // ---- JSON -------------------------------------------------------------------------------
@@ -166,7 +177,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
                  {"cp_comm_type", cp_comm_type(c.strategy)},
                  {"tp", c.tp},
                  {"pp", 1},
-                 {"sharding", kFsdpSharding},
+                 {"sharding", to_string(c.sharding)},
                  {"virtual_stages", 1},
                  {"cp", c.cp},
                  {"dp", c.dp},
@@ -182,6 +193,10 @@ nlohmann::json plan_to_json(const Plan& plan) {
                  {"micro_batch", c.micro_batch}};
   if (c.strategy == Strategy::kUsp)  // Megatron's [a2a degree, ring size]
     out["plan"]["hierarchical_context_parallel_sizes"] = {c.cp_a2a, c.cp / c.cp_a2a};
+  if (c.sharding == Sharding::kHsdp) {  // torchtitan's two degrees
+    out["plan"]["data_parallel_shard_degree"] = c.dp_shard;
+    out["plan"]["data_parallel_replicate_degree"] = c.dp / c.dp_shard;
+  }
   out["predicted"] = {{"step_time_s", p.step_time_s},
                       {"tokens_per_s", p.tokens_per_s},
                       {"mfu", p.mfu},
@@ -265,7 +280,7 @@ std::string plan_to_yaml_string(const Plan& plan) {
   e << YAML::Key << "cp_comm_type" << YAML::Value << cp_comm_type(c.strategy);
   e << YAML::Key << "tp" << YAML::Value << c.tp;
   e << YAML::Key << "pp" << YAML::Value << 1;
-  e << YAML::Key << "sharding" << YAML::Value << kFsdpSharding;
+  e << YAML::Key << "sharding" << YAML::Value << to_string(c.sharding);
   e << YAML::Key << "virtual_stages" << YAML::Value << 1;
   e << YAML::Key << "cp" << YAML::Value << c.cp;
   e << YAML::Key << "dp" << YAML::Value << c.dp;
@@ -283,6 +298,8 @@ std::string plan_to_yaml_string(const Plan& plan) {
     e << YAML::Key << "hierarchical_context_parallel_sizes" << YAML::Value << YAML::Flow
       << std::vector<int>{c.cp_a2a, c.cp / c.cp_a2a};
   }
+  if (c.sharding == Sharding::kHsdp)
+    e << YAML::Key << "data_parallel_shard_degree" << YAML::Value << c.dp_shard;
   e << YAML::EndMap;
 
   e << YAML::Key << "predicted" << YAML::Value;
@@ -357,6 +374,20 @@ void read_hierarchical_cp_sizes(const YamlMap& m, PlanChoice& c) {
   c.cp_a2a = static_cast<int>(sizes[0]);
 }
 
+// hsdp's shard degree (torchtitan's data_parallel_shard_degree); no other level has it.
+void read_dp_shard(const YamlMap& m, PlanChoice& c) {
+  const char* key = "data_parallel_shard_degree";
+  if (c.sharding != Sharding::kHsdp) {
+    if (m.has(key)) m.fail(key, "expected only with sharding hsdp");
+    return;
+  }
+  c.dp_shard = m.count(key, 1, kMaxGpus);
+  if (c.dp % c.dp_shard != 0 || c.dp / c.dp_shard < 2) {
+    m.fail(key, "expected a divisor of dp " + std::to_string(c.dp) +
+                    " that leaves at least 2 replicas (got " + std::to_string(c.dp_shard) + ")");
+  }
+}
+
 PlanChoice read_choice(const YamlMap& m, int gpus) {
   PlanChoice c;
   c.strategy = parse_strategy(m.str("strategy"), m.location("strategy"), m.field("strategy"));
@@ -370,8 +401,7 @@ PlanChoice read_choice(const YamlMap& m, int gpus) {
       m.fail(one, "expected 1 (plans with pipeline parallelism are not priced yet)");
   }
   c.tp = m.count_or("tp", 1, 1, kMaxGpus);
-  if (m.has("sharding") && m.str("sharding") != kFsdpSharding)
-    m.fail("sharding", std::string("expected ") + kFsdpSharding + " (got '" + m.str("sharding") + "')");
+  if (m.has("sharding")) c.sharding = parse_sharding(m.str("sharding"), m.location("sharding"), m.field("sharding"));
   c.cp = m.count("cp", 1, kMaxGpus);
   c.dp = m.count("dp", 1, kMaxGpus);
   if (static_cast<int64_t>(c.tp) * c.cp * c.dp != gpus) {
@@ -403,6 +433,7 @@ PlanChoice read_choice(const YamlMap& m, int gpus) {
   c.grad_accum = m.count_or("grad_accum", 1, 1, kMaxGradAccum);
   c.micro_batch = m.count_or("micro_batch", 1, 1, kMaxMicroBatch);
   read_hierarchical_cp_sizes(m, c);
+  read_dp_shard(m, c);
   m.finish();
   return c;
 }

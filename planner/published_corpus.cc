@@ -178,7 +178,6 @@ PublishedEntry parse_entry(const YAML::Node& node, const std::string& source, si
 }  // namespace
 
 const char* to_string(CpKind v) { return name_of(kCpKinds, v); }
-const char* to_string(Sharding v) { return name_of(kShardings, v); }
 const char* to_string(Precision v) { return name_of(kPrecisions, v); }
 const char* to_string(Metric v) { return name_of(kMetrics, v); }
 const char* to_string(Split v) { return name_of(kSplits, v); }

@@ -29,7 +29,6 @@ namespace rm {
 
 // Context-parallel kinds as the schema spells them (`cp_kind`).
 enum class CpKind { kNone, kRing, kZigzag, kStriped, kAllGather, kA2a, kA2aP2p };
-enum class Sharding { kNone, kDdp, kZero1, kZero2, kFsdp, kHsdp };
 enum class Precision { kBf16, kFp16, kFp8 };
 enum class Metric { kTokensPerSPerGpu, kIterationsPerS, kMfu, kTflopsPerGpu, kGibPerGpu };
 enum class Split { kFit, kHeldout };
@@ -37,7 +36,6 @@ enum class Split { kFit, kHeldout };
 // The schema's spellings ("none", "ring", "all_gather", "a2a+p2p"; "tokens_per_s_per_gpu";
 // "fit", "heldout"...).
 const char* to_string(CpKind v);
-const char* to_string(Sharding v);
 const char* to_string(Precision v);
 const char* to_string(Metric v);
 const char* to_string(Split v);

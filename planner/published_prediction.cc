@@ -86,8 +86,8 @@ std::vector<std::string> unexpressible(const PublishedEntry& e) {
   const bool step = e.workload == Workload::kStep;
   if (e.pp > 1) why.push_back("pipeline parallelism (pp " + std::to_string(e.pp) + ")");
   if (e.cp_kind == CpKind::kA2aP2p) why.push_back(std::string("cp_kind ") + to_string(e.cp_kind));
-  if (step && e.dp > 1 && e.sharding && *e.sharding != Sharding::kFsdp)
-    why.push_back(std::string("sharding ") + to_string(*e.sharding) + " (the planner prices FSDP)");
+  if (step && e.dp > 1 && e.sharding == Sharding::kNone)
+    why.push_back("sharding none with dp " + std::to_string(e.dp) + " (data parallelism shards or replicates)");
   if (step && !e.checkpointing) why.push_back("checkpointing not stated");
   if (!step && e.metric == Metric::kGibPerGpu) why.push_back("memory of an attention call alone");
   // torchtitan logs the caching allocator's peak reserve, with the loss over whole fp32 logits
@@ -261,6 +261,8 @@ PublishedCheck check_published(const PublishedEntry& e) {
   }
   pins.checkpointing = e.checkpointing.value_or(Checkpointing::kNone);
   pins.tp = e.tp;  // as the source ran it (tensor_parallel.h): tp 1 is not searched past
+  // The stated sharding level (data_parallel.h); unstated, FSDP (assumptions() says so).
+  pins.sharding = e.sharding && *e.sharding != Sharding::kNone ? *e.sharding : Sharding::kFsdp;
   // A step's micro-batch as the source ran it (unstated: the planner's pick); an attention
   // call over several sequences is priced as that many one-sequence calls (metric_value).
   if (e.workload != Workload::kStep) pins.micro_batch = 1;

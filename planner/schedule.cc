@@ -10,6 +10,7 @@
 #include <string>
 
 #include "planner/attention_work.h"
+#include "planner/data_parallel.h"
 #include "planner/input_error.h"
 #include "planner/memory_model.h"
 #include "planner/op_emitter.h"
@@ -79,6 +80,8 @@ class Generator {
   int G_ = 1, P_ = 1, E_ = 1;  // GPUs, ring size, layers emitted
   int T_ = 1;                  // tensor-parallel degree
   int U_ = 1;                  // a2a+p2p: the all-to-all degree (cp = U_ x P_)
+  int hsdp_shard_base_ = -1;   // hsdp: first shard group and first replicate group (-1: none)
+  int hsdp_replicate_base_ = -1;
   int rings_ = 1;              // rings: dp, or tp·dp (one per TP rank of each replica), x U_
   // Ring k is order_[k*P_ .. (k+1)*P_): the plan's order, or a2a+p2p's rings
   // (usp_ring_choice: ring (d·U_ + i)·tp + t, so ring % tp is still the TP rank).
@@ -182,6 +185,14 @@ class Generator {
       fail_input(w, "cp", "must be 1 for flash-fsdp (got " + num(choice_.cp) + ")");
     }
     check_order(choice_.order, job_.gpus, w);
+    if (choice_.sharding == Sharding::kNone) fail_input(w, "sharding", "expected ddp, zero1, zero2, fsdp or hsdp");
+    if (choice_.sharding == Sharding::kHsdp &&
+        (choice_.dp_shard < 1 || choice_.dp % choice_.dp_shard != 0 || choice_.dp / choice_.dp_shard < 2)) {
+      fail_input(w, "data_parallel_shard_degree", "must divide dp " + num(choice_.dp) +
+                                                      " and leave at least 2 replicas (got " + num(choice_.dp_shard) + ")");
+    }
+    if (choice_.sharding == Sharding::kHsdp && choice_.strategy == Strategy::kUsp)
+      fail_input(w, "sharding", "hsdp with a2a+p2p is not generated yet: use fsdp (or another cp_comm_type)");
     if (choice_.tp > 1 && choice_.order != tp_order(choice_.tp, choice_.cp, choice_.dp))
       fail_input(w, "order", "with tp > 1 the order must be the tp-cp-dp rank order (TP innermost, node-major)");
     TokenLayout::check_divisible(choice_.load_balance, job_.seq_len, choice_.cp, w);
@@ -271,6 +282,13 @@ class Generator {
       for (auto& g : fsdp_groups(order_, T_, P_)) out_.groups.push_back(std::move(g));
       for (auto& g : tp_groups(order_, T_, P_)) out_.groups.push_back(std::move(g));
     }
+    // hsdp (data_parallel.h): its shard groups, then its replicate groups.
+    if (choice_.sharding == Sharding::kHsdp && G_ / T_ > 1) {
+      hsdp_shard_base_ = static_cast<int>(out_.groups.size());
+      for (auto& g : hsdp_shard_groups(choice_.order, T_, P_, choice_.dp_shard)) out_.groups.push_back(std::move(g));
+      hsdp_replicate_base_ = static_cast<int>(out_.groups.size());
+      for (auto& g : hsdp_replicate_groups(choice_.order, T_, P_, choice_.dp_shard)) out_.groups.push_back(std::move(g));
+    }
 
     ring_.kind = choice_.strategy;
     ring_.P = P_;
@@ -339,11 +357,16 @@ class Generator {
     int units = 0;                 // ring passes emitted (tags)
     int fsdp_group = 0;            // its FSDP group (its TP rank's) and TP group (-1: none)
     int tp_group = -1;
+    int reduce_group = 0;          // where its grads are all-reduced (ddp: fsdp_group)
+    MicroStepCollectives dp;       // what the current micro-step runs (data_parallel.h)
     int collectives = 0;           // collectives emitted on its FSDP group (their tag)
+    int reduce_collectives = 0;    // on its hsdp replicate group (their tag)
     int tp_collectives = 0;        // collectives emitted on its TP group (their tag)
     std::vector<int> a2a_gpus;     // a2a+p2p: its all-to-all group, by a2a index
     std::vector<int> gathers;      // outstanding all-gathers, oldest first
     int scatter = -1;              // outstanding reduce-scatter
+    double scatter_bytes = 0;      // its shard (hsdp all-reduces it next)
+    int reduce = -1;               // outstanding all-reduce
     double useful_scale = 1;       // 0 while recomputing (MFU does not count recompute)
   };
 
@@ -366,6 +389,12 @@ class Generator {
       for (int i = 0; i < U_; ++i) r.a2a_gpus.push_back(ring_gpus_[(d * U_ + i) * T_ + t][pos]);
       r.ctx.a2a_gpus = &r.a2a_gpus;
       r.ctx.a2a_index = ring / T_ % U_;
+    }
+    r.reduce_group = r.fsdp_group;
+    if (hsdp_shard_base_ >= 0) {  // ring = d·tp + t (U_ is 1: validate); shard group (d / dp_shard, t)
+      const int d = ring / T_, t = ring % T_, ds = choice_.dp_shard;
+      r.fsdp_group = hsdp_shard_base_ + (d / ds) * T_ + t;
+      r.reduce_group = hsdp_replicate_base_ + (t * ds + d % ds) * P_ + pos;
     }
     const AttentionTiles tiles{choice_.block_q, choice_.block_kv};
     r.pairs.resize(P_);
@@ -393,6 +422,7 @@ class Generator {
     const bool bwd = job_.passes == Passes::kForwardBackward;
     const int micro_steps = job_.workload == Workload::kStep ? choice_.grad_accum : 1;
     for (int micro = 0; micro < micro_steps; ++micro) {
+      r.dp = micro_step_collectives(choice_.sharding, micro, micro_steps, G_ / T_);
       switch (job_.workload) {
         case Workload::kAttention: attention_workload(r, bwd); break;
         case Workload::kLayer: layer_workload(r, bwd); break;
@@ -402,9 +432,9 @@ class Generator {
     em.layer = -1;
     em.step = 0;
     if (job_.workload == Workload::kStep && bwd) {
-      // Adam on this GPU's shard, memory bound: flops = parameters, at the efficiency that
-      // gives CostParams::optimizer_s.
-      const double shard_params = m_.params() / G_;
+      // Adam on this GPU's optimizer shard (memory_model.h's state_shards), memory bound:
+      // flops = parameters, at the efficiency that gives CostParams::optimizer_s.
+      const double shard_params = m_.params() / (T_ * state_shards(choice_).optimizer);
       em.compute(ComputeKind::kOptimizer, shard_params, 0,
                  1 / (costs_.optimizer_s(1) * costs_.peak_flops), states, -1);
     }
@@ -522,38 +552,64 @@ class Generator {
     return id;
   }
 
-  // --- FSDP ----------------------------------------------------------------------------------
-  // Parameters are sharded over all cp·dp GPUs (memory_model.h): each unit (a layer, the
-  // embedding, the head) is all-gathered before use, one ahead (prefetch), and its
-  // gradients reduce-scattered after its backward, one in flight.
+  // --- Data-parallel collectives ------------------------------------------------------------
+  // Per the plan's sharding level and micro-step (data_parallel.h): each unit (a layer, the
+  // embedding, the head) is all-gathered before use, one ahead (prefetch), where the
+  // micro-step gathers in that pass; its gradients leave its backward by a reduce-scatter
+  // and/or an all-reduce, one of each in flight (hsdp: a unit's all-reduce starts when its
+  // reduce-scatter has ended).
 
+  // A member's shard of one TP member's unit over its shard group (hsdp: cp·dp_shard GPUs,
+  // else all cp·dp); an all-reduce moves that shard's piece per replica (data_parallel.h).
+  double shard_group() const { return static_cast<double>(T_) * shard_group_gpus(choice_); }
   double layer_shard_bytes() const {
-    return m_.layer_params() * fabric_.topology().gpu.element_bytes / G_;
+    return m_.layer_params() * fabric_.topology().gpu.element_bytes / shard_group();
   }
   double vocab_shard_bytes() const {
-    return static_cast<double>(m_.vocab) * m_.hidden * fabric_.topology().gpu.element_bytes / G_;
+    return static_cast<double>(m_.vocab) * m_.hidden * fabric_.topology().gpu.element_bytes / shard_group();
   }
-  bool fsdp() const { return G_ / T_ > 1; }  // some other GPU holds the same weight shard
-  void gather(Rank& r, double bytes) {
-    if (!fsdp()) return;
+  // `backward`: the gather is for a unit's backward (fsdp's and hsdp's only).
+  void gather(Rank& r, double bytes, bool backward) {
+    if (!(backward ? r.dp.backward_gather : r.dp.forward_gather)) return;
     r.gathers.push_back(r.em.collective(CollectiveKind::kAllGather, r.fsdp_group, bytes,
                                         buf("layer_buffers", mem_.layer_buffers), r.collectives++));
   }
   void wait_gather(Rank& r) {
-    if (!fsdp()) return;
+    if (r.gathers.empty()) return;  // this pass gathers nothing
     r.em.wait(r.gathers.front());
     r.gathers.erase(r.gathers.begin());
   }
   void scatter(Rank& r, double bytes) {
-    if (!fsdp()) return;
-    const int req = r.em.collective(CollectiveKind::kReduceScatter, r.fsdp_group, bytes,
-                                    buf("layer_buffers", mem_.layer_buffers), r.collectives++);
-    if (r.scatter >= 0) r.em.wait(r.scatter);
-    r.scatter = req;
+    if (r.dp.reduce_scatter) {
+      const int req = r.em.collective(CollectiveKind::kReduceScatter, r.fsdp_group, bytes,
+                                      buf("layer_buffers", mem_.layer_buffers), r.collectives++);
+      if (r.scatter >= 0) {
+        r.em.wait(r.scatter);
+        if (r.dp.all_reduce) all_reduce(r, r.scatter_bytes);
+      }
+      r.scatter = req;
+      r.scatter_bytes = bytes;
+    } else if (r.dp.all_reduce) {
+      all_reduce(r, bytes);
+    }
+  }
+  void all_reduce(Rank& r, double shard_bytes) {
+    const bool own_group = r.reduce_group != r.fsdp_group;  // hsdp's replicas: their own tags
+    const double replicas = own_group ? static_cast<double>(choice_.dp) / choice_.dp_shard : 1;
+    const int req = r.em.collective(CollectiveKind::kAllReduce, r.reduce_group, shard_bytes / replicas,
+                                    buf("layer_buffers", mem_.layer_buffers),
+                                    own_group ? r.reduce_collectives++ : r.collectives++);
+    if (r.reduce >= 0) r.em.wait(r.reduce);
+    r.reduce = req;
   }
   void finish_scatter(Rank& r) {
-    if (r.scatter >= 0) r.em.wait(r.scatter);
+    if (r.scatter >= 0) {
+      r.em.wait(r.scatter);
+      if (r.dp.all_reduce) all_reduce(r, r.scatter_bytes);
+    }
     r.scatter = -1;
+    if (r.reduce >= 0) r.em.wait(r.reduce);
+    r.reduce = -1;
   }
 
   // --- Tensor parallelism ---------------------------------------------------------------------
@@ -574,17 +630,18 @@ class Generator {
 
   // A layer's forward or backward starts: prefetch the `prefetch` bytes all-gather (none at
   // 0), then wait for this layer's parameters.
-  void begin_layer(Rank& r, int layer, bool backward, double prefetch) {
+  void begin_layer(Rank& r, int layer, bool backward, double prefetch, bool prefetch_for_backward) {
     r.em.layer = layer;
     r.em.backward = backward;
     r.em.step = 0;
-    if (prefetch > 0) gather(r, prefetch);
+    if (prefetch > 0) gather(r, prefetch, prefetch_for_backward);
     wait_gather(r);
   }
 
-  // Forward of one layer; `next_gather` is what to prefetch (the next layer or the head).
-  LayerStore layer_forward(Rank& r, int layer, double next_gather) {
-    begin_layer(r, layer, false, next_gather);
+  // Forward of one layer; `next_gather` is what to prefetch (the next layer or the head;
+  // `for_backward`: this layer again, for its backward).
+  LayerStore layer_forward(Rank& r, int layer, double next_gather, bool for_backward = false) {
+    begin_layer(r, layer, false, next_gather, for_backward);
     const LayerStore s = alloc_layer_store(r, layer);
     const LayerStore live = full_ckpt() ? alloc_transient_store(r) : s;
     for (int seq = 0; seq < mb_; ++seq) {  // the micro-step's sequences, one after another
@@ -602,7 +659,7 @@ class Generator {
 
   // Backward of one layer; `prev_gather` is the previous layer's all-gather to prefetch.
   void layer_backward(Rank& r, int layer, const LayerStore& s, double prev_gather) {
-    begin_layer(r, layer, true, prev_gather);
+    begin_layer(r, layer, true, prev_gather, true);
     for (int seq = 0; seq < mb_; ++seq) {  // the micro-step's sequences, one after another
       LayerStore live = s;
       if (full_ckpt()) {
@@ -682,8 +739,8 @@ class Generator {
 
   void layer_workload(Rank& r, bool bwd) {
     const int other = alloc_other_activations(r);
-    gather(r, layer_shard_bytes());
-    const LayerStore s = layer_forward(r, 0, bwd ? layer_shard_bytes() : 0);
+    gather(r, layer_shard_bytes(), false);
+    const LayerStore s = layer_forward(r, 0, bwd ? layer_shard_bytes() : 0, true);
     if (bwd) {
       const int grads = alloc_grad_stream(r);
       layer_backward(r, 0, s, 0);
@@ -700,8 +757,8 @@ class Generator {
     em.layer = -1;
     em.backward = false;
     const int other = alloc_other_activations(r);
-    gather(r, vocab_shard_bytes());  // embedding
-    gather(r, layer_shard_bytes());  // layer 0
+    gather(r, vocab_shard_bytes(), false);  // embedding
+    gather(r, layer_shard_bytes(), false);  // layer 0
     wait_gather(r);                  // the embedding lookup needs the table
     std::vector<LayerStore> stores;
     for (int l = 0; l < E_; ++l) {
@@ -714,7 +771,7 @@ class Generator {
     em.alloc(final_hidden, final_hidden_bytes());
     const int grads = bwd ? alloc_grad_stream(r) : -1;
     // Logits and loss, chunked; their backward right after (the head is still gathered).
-    if (bwd) gather(r, layer_shard_bytes());  // prefetch the last layer for its backward
+    if (bwd) gather(r, layer_shard_bytes(), true);  // prefetch the last layer for its backward
     const int chunk = buf("logits_chunk", rb_.logits_chunk);
     em.alloc(chunk, rb_.logits_chunk);
     gemm(r, lin_.logits, mb_);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "planner/attention_work.h"
+#include "planner/data_parallel.h"
 #include "planner/input_error.h"
 #include "planner/ring_order.h"
 #include "planner/tensor_parallel.h"
@@ -65,27 +66,76 @@ std::vector<int> micro_batches(const Job& job, int dp, const SearchPins& pins) {
   return out;
 }
 
-// Prices `ch` for each micro-batch (fitting grad_accum to it) and checkpointing policy,
-// offering each to `best`; memory grows with both, so each stops at its first misfit.
+// The sharding levels to try for `ch` (data_parallel.h): the pin, or every level; one
+// (fsdp) when no two GPUs of a TP rank hold the same weights (all levels are the same).
+// hsdp takes its node-sized shard group (hsdp_dp_shard) and is left out where that leaves
+// fewer than two replicas; `note` hears why a pinned level cannot run.
+std::vector<Sharding> sharding_levels(const PlanChoice& ch, int gpus_per_node, const SearchPins& pins,
+                                      const std::function<void(const std::string&)>& note) {
+  std::vector<Sharding> out;
+  for (Sharding s : pins.sharding ? std::vector<Sharding>{*pins.sharding}
+                                  : std::vector<Sharding>(std::begin(kShardingLevels), std::end(kShardingLevels))) {
+    if (s == Sharding::kHsdp && hsdp_dp_shard(ch.tp, ch.cp, ch.dp, gpus_per_node) == 0) {
+      if (pins.sharding) {
+        note("hsdp shards inside a node and replicates across at least 2 replica groups: dp " +
+             std::to_string(ch.dp) + " (tp " + std::to_string(ch.tp) + ", cp " + std::to_string(ch.cp) +
+             ") leaves no such split on " + std::to_string(gpus_per_node) + "-GPU nodes");
+      }
+      continue;
+    }
+    if (!pins.sharding && s != Sharding::kFsdp && ch.cp * ch.dp == 1) continue;
+    out.push_back(s);
+  }
+  return out;
+}
+
+// Prices `ch` for each micro-batch (fitting grad_accum to it), sharding level and
+// checkpointing policy, offering each to `best`; memory grows with the micro-batch and
+// with each level's unsharded states, so each stops at its first misfit. Exact pruning:
+// levels other than fsdp hold more memory than fsdp, so when nothing fits fsdp is the
+// least-memory answer and the others are not priced where their memory does not fit;
+// when fsdp fits, no other level can take less than fsdp's step less its exposed
+// data-parallel time (the same compute at the same or a later checkpointing policy, an
+// optimizer shard at least as large), so they are not priced when that bound does not
+// beat the best plan so far (`offer` returns its tokens/s, 0 while none fits).
 template <class Offer>
 int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, const RingPatterns& pat,
-                            const std::vector<int>& mbs, const std::vector<Checkpointing>& ckpts,
-                            Offer offer) {
+                            const std::vector<int>& mbs, const std::vector<Sharding>& levels,
+                            const std::vector<Checkpointing>& ckpts, Offer offer) {
   const int64_t seqs = sequences_per_step(job);
+  const ModelSpec& m = cost.model();
+  const GpuSpec& gpu = cost.fabric().topology().gpu;
+  const int64_t window = effective_window(m, job);
   int64_t evaluated = 0;
   for (int mb : mbs) {
     ch.micro_batch = mb;
     ch.grad_accum = static_cast<int>((seqs + int64_t{ch.dp} * mb - 1) / (int64_t{ch.dp} * mb));
     bool fitted = false;
-    for (Checkpointing ck : ckpts) {
-      ch.checkpointing = ck;
-      const Prediction p = cost.predict(job, ch, pat);
-      ++evaluated;
-      offer(ch, p);
-      if (p.fits) {
-        fitted = true;
-        break;  // later policies only add recompute
+    for (Sharding level : levels) {
+      ch.sharding = level;
+      ch.dp_shard = level == Sharding::kHsdp
+                        ? hsdp_dp_shard(ch.tp, ch.cp, ch.dp, cost.fabric().topology().gpus_per_node)
+                        : 1;
+      const bool must_price = level == Sharding::kFsdp || levels.size() == 1;
+      bool done = false;
+      for (Checkpointing ck : ckpts) {
+        ch.checkpointing = ck;
+        if (!must_price && memory_breakdown(m, ch, job.seq_len, gpu, window).total() > gpu.memory_bytes)
+          continue;
+        const Prediction p = cost.predict(job, ch, pat);
+        ++evaluated;
+        const double best_rate = offer(ch, p);
+        if (p.fits) {
+          fitted = true;
+          if (level == Sharding::kFsdp) {
+            const double floor_s = p.step_time_s - p.fsdp_exposed_s;  // no level is faster
+            done = p.fsdp_exposed_s <= 0 ||
+                   (floor_s > 0 && p.tokens_per_s * p.step_time_s / floor_s <= best_rate * (1 + 1e-9));
+          }
+          break;  // later policies only add recompute
+        }
       }
+      if (done) break;
     }
     if (!fitted && mb > 1) break;  // more sequences only add memory
   }
@@ -100,17 +150,20 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
 struct Best {
   Plan plan;
   bool have = false;
-  void offer(const Job& job, const PlanChoice& ch, const Prediction& p) {
+  // Returns the best fitting plan's tokens/s after the offer (0 while none fits).
+  double offer(const Job& job, const PlanChoice& ch, const Prediction& p) {
     bool take;
     if (!have) take = true;
     else if (p.fits != plan.predicted.fits) take = p.fits;
     else if (p.fits) take = p.tokens_per_s > plan.predicted.tokens_per_s * (1 + 1e-9);
     else take = p.memory_bytes_per_gpu < plan.predicted.memory_bytes_per_gpu;
-    if (!take) return;
-    plan.job = job;
-    plan.choice = ch;
-    plan.predicted = p;
-    have = true;
+    if (take) {
+      plan.job = job;
+      plan.choice = ch;
+      plan.predicted = p;
+      have = true;
+    }
+    return have && plan.predicted.fits ? plan.predicted.tokens_per_s : 0;
   }
 };
 
@@ -137,6 +190,7 @@ std::string pins_text(const SearchPins& p) {
   if (p.kv_subblocks) add("--kv-subblocks", std::to_string(*p.kv_subblocks));
   if (p.checkpointing) add("--checkpointing", to_string(*p.checkpointing));
   if (p.micro_batch) add("--micro-batch", std::to_string(*p.micro_batch));
+  if (p.sharding) add("--sharding", to_string(*p.sharding));
   return s.empty() ? s : " with" + s;
 }
 
@@ -264,8 +318,9 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
                   }
                   if (!pat) pat = &cost_.ring_patterns(cp, ch.dp, sched, order);
                   local.evaluated += offer_micro_batches(
-                      cost_, job, ch, *pat, micro_batches(job, ch.dp, pins), ckpts,
-                      [&](const PlanChoice& c, const Prediction& p) { best.offer(job, c, p); });
+                      cost_, job, ch, *pat, micro_batches(job, ch.dp, pins),
+                      sharding_levels(ch, fabric_.topology().gpus_per_node, pins, note), ckpts,
+                      [&](const PlanChoice& c, const Prediction& p) { return best.offer(job, c, p); });
                 }
               }
             }
@@ -359,14 +414,16 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
               // when not even that beats `to_beat`, its ring patterns are not solved.
               static const RingPatterns kFreeRing{};
               Best bound;
-              offer_micro_batches(cost_, job, ch, kFreeRing, micro_batches(job, ch.dp, pins), ckpts,
-                                  [&](const PlanChoice& c, const Prediction& p) { bound.offer(job, c, p); });
+              offer_micro_batches(cost_, job, ch, kFreeRing, micro_batches(job, ch.dp, pins),
+                                  sharding_levels(ch, fabric_.topology().gpus_per_node, pins, [](const std::string&) {}),
+                                  ckpts, [&](const PlanChoice& c, const Prediction& p) { return bound.offer(job, c, p); });
               if (!bound.plan.predicted.fits || bound.plan.predicted.tokens_per_s <= to_beat * (1 + 1e-9)) continue;
             }
             if (!pat) pat = &cost_.ring_patterns_of(ch);
             local.evaluated += offer_micro_batches(
-                cost_, job, ch, *pat, micro_batches(job, ch.dp, pins), ckpts,
-                [&](const PlanChoice& c, const Prediction& p) { best.offer(job, c, p); });
+                cost_, job, ch, *pat, micro_batches(job, ch.dp, pins),
+                sharding_levels(ch, fabric_.topology().gpus_per_node, pins, note), ckpts,
+                [&](const PlanChoice& c, const Prediction& p) { return best.offer(job, c, p); });
           }
         }
       }
@@ -394,7 +451,8 @@ std::vector<Baseline> Planner::baselines(const Job& job) {
       Plan plan;
       if (s == Strategy::kFlashFsdp) {
         SearchPins one;
-        one.tp = 1;  // the baselines are the plans without tensor parallelism
+        one.tp = 1;  // the baselines are the plans without tensor parallelism, under FSDP
+        one.sharding = Sharding::kFsdp;
         one.cp = 1;
         one.schedule = Schedule::kFlat;
         one.order = "snake";
@@ -403,6 +461,7 @@ std::vector<Baseline> Planner::baselines(const Job& job) {
       } else {
         SearchPins no_tp;
         no_tp.tp = 1;
+        no_tp.sharding = Sharding::kFsdp;
         plan = best_collective_cp_plan(s, job, no_tp);
       }
       const Prediction& p = plan.predicted;

@@ -1,7 +1,8 @@
 // The plan search: over the tensor-parallel degree (tp, with sequence parallelism, inside a
 // node: tensor_parallel.h), the context-parallel kind (cp_comm_type: the p2p ring, all_gather,
 // a2a, a2a+p2p with its a2a degree), ring size and DP degree (tp·cp·dp = G), schedule, ring order, causal load balance, tile sizes,
-// KV sub-blocks and checkpointing, the fastest plan (highest tokens/s on the same batch)
+// KV sub-blocks, checkpointing, micro-batch and data-parallel sharding level (ddp, zero1,
+// zero2, fsdp, hsdp: data_parallel.h), the fastest plan (highest tokens/s on the same batch)
 // that fits in GPU memory, with the baselines on the same job; and the capacity search
 // (--max-seq). Schedule, order, load balance and KV sub-blocks are the ring's (p2p);
 // all_gather runs zigzag chunks (causal) and a2a contiguous ones, as Llama 3 and
@@ -16,9 +17,11 @@
 // checkpointing is tried none -> selective -> full and stops at the first that fits
 // (each adds recompute and nothing else), kv_subblocks > 1 only when pinned (more
 // messages, the same bytes), micro-batches from 1 up while they fit (each adds stored
-// activations), a2a+p2p (searched last) only where its bound with free ring transfers
-// beats the best plan of the other kinds. `candidates` counts every combination the search
-// covered, `evaluated` those it priced (bounds not counted).
+// activations), sharding levels other than fsdp only where their memory fits and fsdp
+// leaves data-parallel time exposed (search.cc's offer_micro_batches says why that is exact),
+// a2a+p2p (searched last) only where its bound with free ring transfers beats the best plan of
+// the other kinds. `candidates` counts every combination the search covered, `evaluated`
+// those it priced (bounds not counted).
 #pragma once
 
 #include <cstdint>
@@ -45,6 +48,7 @@ struct SearchPins {
   std::optional<int> kv_subblocks;
   std::optional<Checkpointing> checkpointing;
   std::optional<int> micro_batch;
+  std::optional<Sharding> sharding;  // ddp, zero1, zero2, fsdp, hsdp (data_parallel.h)
 };
 
 struct SearchStats {

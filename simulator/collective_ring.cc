@@ -54,24 +54,26 @@ std::vector<std::vector<CollectiveRole>> collective_roles(const OpSchedule& s, c
 
 std::vector<MessageEnd> collective_flows(const CollectiveRole& r, int self, const Op& op) {
   std::vector<MessageEnd> ends;
+  const double passes = op.collective == CollectiveKind::kAllReduce ? 2 : 1;  // reduce-scatter + all-gather
   if (r.rail_succ >= 0) {
-    const double flow = r.rail_shards * op.bytes;
+    const double flow = passes * r.rail_shards * op.bytes;
     ends.push_back({self, r.rail_succ, true, true, op.tag, flow});
     ends.push_back({r.rail_pred, self, false, true, op.tag, flow});
   }
   if (r.node_succ >= 0) {
-    const double flow = r.node_shards * op.bytes;
+    const double flow = passes * r.node_shards * op.bytes;
     ends.push_back({self, r.node_succ, true, true, op.tag, flow});
     ends.push_back({r.node_pred, self, false, true, op.tag, flow});
   }
   return ends;
 }
 
-double collective_extra_latency_s(const CollectiveRole& r, int self, const Fabric& fabric,
+double collective_extra_latency_s(const CollectiveRole& r, int self, const Op& op, const Fabric& fabric,
                                   const CostParams& costs) {
+  const int passes = op.collective == CollectiveKind::kAllReduce ? 2 : 1;
   double rail = 0, node = 0;
-  if (r.rail_succ >= 0) rail = (r.rail_steps - 1) * costs.route_latency_s(fabric, self, r.rail_succ);
-  if (r.node_succ >= 0) node = (r.node_steps - 1) * costs.route_latency_s(fabric, self, r.node_succ);
+  if (r.rail_succ >= 0) rail = (passes * r.rail_steps - 1) * costs.route_latency_s(fabric, self, r.rail_succ);
+  if (r.node_succ >= 0) node = (passes * r.node_steps - 1) * costs.route_latency_s(fabric, self, r.node_succ);
   return std::max(rail, node);
 }
 

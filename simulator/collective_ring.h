@@ -29,8 +29,9 @@ std::vector<std::vector<CollectiveRole>> full_collective_roles(const OpSchedule&
 std::vector<MessageEnd> collective_flows(const CollectiveRole& role, int self, const Op& op);
 
 // Seconds the collective lasts after its flows: the ring steps beyond the first, each one
-// route latency, of whichever ring has more of them in time.
-double collective_extra_latency_s(const CollectiveRole& role, int self, const Fabric& fabric,
+// route latency, of whichever ring has more of them in time. An all-reduce moves twice the
+// shards and takes twice the ring steps (a reduce-scatter, then an all-gather).
+double collective_extra_latency_s(const CollectiveRole& role, int self, const Op& op, const Fabric& fabric,
                                   const CostParams& costs);
 
 }  // namespace rm::sim

@@ -29,8 +29,9 @@ void ReplayTrace::transfer(const Op& op, int src, int dst, double bytes, double 
   if (!on()) return;
   const bool coll = op.kind == OpKind::kCollective;
   const char* name = !coll ? "transfer"
-                     : op.collective == CollectiveKind::kAllGather ? "all-gather"
-                                                                   : "reduce-scatter";
+                     : op.collective == CollectiveKind::kAllGather     ? "all-gather"
+                     : op.collective == CollectiveKind::kReduceScatter ? "reduce-scatter"
+                                                                       : "all-reduce";
   TraceEvent e;
   e.name = name;
   e.start_s = start_s;

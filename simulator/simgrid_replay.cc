@@ -304,7 +304,7 @@ class SimGridReplay {
           const CollectiveRole& role = roles_[op.group][g];
           Request& r = request(op.request);
           for (const MessageEnd& e : collective_flows(role, g, op)) r.flows.push_back(post(e, op));
-          r.extra_latency_s = collective_extra_latency_s(role, g, fabric_, costs_);
+          r.extra_latency_s = collective_extra_latency_s(role, g, op, fabric_, costs_);
           break;
         }
         case OpKind::kWait: {

@@ -52,7 +52,7 @@ grep -q "GPUs per node" "$tmp/err" || fail "--tp 16: message does not name the n
 [[ $? -eq 2 ]] || fail "--tp 16 with --gpus 24 did not exit 2"
 
 # ---- a TP plan file: simulated, exported, refused by run -------------------------------------
-small=(--model llama2-7b --topology dgx-a100-ib --gpus 16 --seq 128K --tp 8 --cp 2 --cp-comm-type p2p)
+small=(--model llama2-7b --topology dgx-a100-ib --gpus 16 --seq 128K --tp 8 --cp 2 --cp-comm-type p2p --sharding fsdp)
 "$bin" plan "${small[@]}" -o "$tmp/tp.yaml" >/dev/null 2>"$tmp/err" || fail "plan ${small[*]} -o exited $?: $(cat "$tmp/err")"
 grep -q "^  tp: 8" "$tmp/tp.yaml" || fail "plan.yaml has no 'tp: 8'"
 sim=$("$bin" simulate --plan "$tmp/tp.yaml" 2>"$tmp/err") || fail "simulate of a TP plan exited $?: $(tail -3 "$tmp/err")"

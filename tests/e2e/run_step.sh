@@ -12,7 +12,7 @@ bin=$1
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 need mpirun "run starts MPI ranks"
 "$bin" plan --model tiny --topology cpu-local --gpus 2 --cp 2 --seq 256 --batch-tokens 512 \
-  --micro-batch 1 -o "$tmp/step.yaml" >/dev/null 2>&1 || fail "plan of a step failed"
+  --micro-batch 1 --sharding fsdp -o "$tmp/step.yaml" >/dev/null 2>&1 || fail "plan of a step failed"
 grep -q "^workload: step" "$tmp/step.yaml" || fail "the plan is not a step plan"
 sed 's/^workload: step/workload: layer/' "$tmp/step.yaml" >"$tmp/layer.yaml"
 if out=$("$bin" run --plan "$tmp/step.yaml" --iters 2 --measurements "$tmp/m.jsonl" 2>&1); then

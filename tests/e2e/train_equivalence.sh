@@ -24,7 +24,7 @@ train_losses() {
   local name=$1
   shift
   # --tp 1: the executor runs plans without tensor parallelism.
-  if ! "$bin" plan --model tiny --topology cpu-local --seq 128 --batch-tokens 512 --tp 1 "$@" \
+  if ! "$bin" plan --model tiny --topology cpu-local --seq 128 --batch-tokens 512 --tp 1 --sharding fsdp "$@" \
       -o "$tmp/$name.yaml" >/dev/null 2>"$tmp/$name.plan.err"; then
     fail "$name: plan $* failed: $(cat "$tmp/$name.plan.err")"
     return

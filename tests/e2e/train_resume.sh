@@ -13,7 +13,7 @@ need python3 "compares the JSON lines"
 data=$src/data/public_domain.txt
 for g in 1 2; do
   "$bin" plan --model tiny --topology cpu-local --seq 128 --batch-tokens 256 --gpus $g --cp $g \
-    --micro-batch 1 -o "$tmp/p$g.yaml" >/dev/null || fail "plan --gpus $g failed"
+    --micro-batch 1 --sharding fsdp -o "$tmp/p$g.yaml" >/dev/null || fail "plan --gpus $g failed"
 done
 train() { "$bin" train --data "$data" --steps 12 --seed 3 --format json "$@"; }
 

@@ -25,7 +25,7 @@ assert p["cp_comm_type"] == "a2a+p2p" and p["strategy"] == "usp" and a * r == p[
 PY
 
 checked=$((checked + 1))
-"$bin" plan "${job[@]}" --hierarchical-context-parallel-sizes 8 4 -o "$tmp/p.yaml" >"$tmp/p.txt" 2>&1 ||
+"$bin" plan "${job[@]}" --hierarchical-context-parallel-sizes 8 4 --sharding fsdp -o "$tmp/p.yaml" >"$tmp/p.txt" 2>&1 ||
   fail "plan --hierarchical-context-parallel-sizes 8 4 exited $?: $(tail -2 "$tmp/p.txt")"
 grep -q "hierarchical_context_parallel_sizes: \[8, 4\]" "$tmp/p.yaml" || fail "plan file lacks the split [8, 4]"
 grep -q "hierarchical cp sizes *8x4" "$tmp/p.txt" || fail "plan table lacks the split 8x4"

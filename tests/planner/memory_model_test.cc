@@ -1,6 +1,8 @@
 // The memory model: hand-computed parts and its shape (monotone in N, falling with CP).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "planner/memory_model.h"
 
 using namespace rm;
@@ -132,4 +134,56 @@ TEST_CASE("sliding window: K,V no step needs are not held") {
   // Zigzag spreads the window over every block: all P.
   c.load_balance = LoadBalance::kZigzag;
   CHECK(ring_buffers(m, c, 8 * 1024, a100(), 2048).gathered == doctest::Approx(all.gathered));
+}
+
+// ZeRO paper (Rajbhandari et al. 2020), Fig. 1 / Sec. 5: Ψ params, K = 12, N_d GPUs, bf16.
+TEST_CASE("model states per sharding level, by hand (ZeRO Fig. 1)") {
+  const ModelSpec m = llama2_7b();
+  const double psi = m.params();
+  const double unit = std::max(m.layer_params(), 32000.0 * 4096);  // the embedding is the larger unit
+  auto at = [&](Sharding s, int cp, int dp, int dp_shard = 1) {
+    PlanChoice c = ring(cp, dp);
+    c.sharding = s;
+    c.dp_shard = dp_shard;
+    return memory_breakdown(m, c, 8192, a100());
+  };
+  // N_d = cp·dp = 64.
+  const MemoryBreakdown ddp = at(Sharding::kDdp, 4, 16), z1 = at(Sharding::kZero1, 4, 16),
+                        z2 = at(Sharding::kZero2, 4, 16), fsdp = at(Sharding::kFsdp, 4, 16),
+                        hsdp = at(Sharding::kHsdp, 4, 16, 2);
+  CHECK(ddp.model_states == doctest::Approx((2 + 2 + 12) * psi));           // 16Ψ
+  CHECK(z1.model_states == doctest::Approx((2 + 2) * psi + 12 * psi / 64));  // P_os
+  CHECK(z2.model_states == doctest::Approx(2 * psi + (2 + 12) * psi / 64));  // P_os+g
+  CHECK(fsdp.model_states == doctest::Approx(16 * psi / 64));                // P_os+g+p
+  CHECK(hsdp.model_states == doctest::Approx(16 * psi / 8));                 // shard group cp·dp_shard = 8
+  // Layer buffers: fsdp/hsdp gather params and grads (4 units), zero2 holds a unit's grads
+  // twice (being computed, being reduce-scattered), ddp and zero1 hold whole grads already.
+  CHECK(fsdp.layer_buffers == doctest::Approx(2 * 4 * unit));
+  CHECK(hsdp.layer_buffers == doctest::Approx(2 * 4 * unit));
+  CHECK(z2.layer_buffers == doctest::Approx(2 * 2 * unit));
+  CHECK(z1.layer_buffers == 0);
+  CHECK(ddp.layer_buffers == 0);
+  // The rest does not depend on the level.
+  CHECK(ddp.activations == fsdp.activations);
+  CHECK(ddp.working_set == fsdp.working_set);
+  // With tensor parallelism each GPU holds Ψ / tp.
+  PlanChoice t = ring(2, 8);
+  t.tp = 4;
+  t.sharding = Sharding::kZero1;
+  CHECK(memory_breakdown(m, t, 8192, a100()).model_states ==
+        doctest::Approx(4 * (psi / 4) + 12 * (psi / 4) / 16).epsilon(1e-3));
+}
+
+TEST_CASE("state shards per level") {
+  PlanChoice c = ring(2, 8);
+  c.sharding = Sharding::kHsdp;
+  c.dp_shard = 4;
+  CHECK(shard_group_gpus(c) == 8);
+  CHECK(state_shards(c).params == 8);
+  c.sharding = Sharding::kZero2;
+  CHECK(shard_group_gpus(c) == 16);
+  CHECK(state_shards(c).params == 1);
+  CHECK(state_shards(c).grads == 16);
+  c.sharding = Sharding::kDdp;
+  CHECK(state_shards(c).optimizer == 1);
 }

@@ -474,3 +474,30 @@ TEST_CASE("a2a+p2p with tensor parallelism, whole training steps: step time and 
     worst.add(c, true);
   }
 }
+
+TEST_CASE("every sharding level (ddp, zero1, zero2, fsdp, hsdp): step time and peak memory within 2 %") {
+  const ModelSpec model = load_model(kDefaultModel);
+  Worst worst{"sharding levels"};
+  const Topology topo = load_topology(kStudyTopology);
+  struct Case {
+    int gpus, cp;
+    int64_t seq;
+  };
+  // 8K on 16 GPUs: pure data parallelism, short layers, 16 micro-steps (the collectives
+  // nearly fill the compute); 64K with a ring of 4 across two nodes.
+  for (const Case sc : {Case{16, 1, 8192}, Case{16, 4, 65536}}) {
+    for (Sharding s : {Sharding::kDdp, Sharding::kZero1, Sharding::kZero2, Sharding::kFsdp, Sharding::kHsdp}) {
+      CAPTURE(sc.cp);
+      CAPTURE(std::string(to_string(s)));
+      SearchPins pins;
+      pins.tp = 1;
+      pins.cp = sc.cp;
+      pins.sharding = s;
+      pins.checkpointing = Checkpointing::kFull;  // ddp's 16 B/param fit beside the activations
+      const Compared c = plan_and_simulate(topo, model, make_job(topo, sc.gpus, sc.seq, Workload::kStep), pins);
+      CHECK(c.time_error() < 0.02);
+      CHECK(c.memory_error() < 0.02);
+      worst.add(c, true);
+    }
+  }
+}

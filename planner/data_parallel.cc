@@ -1,0 +1,66 @@
+#include "planner/data_parallel.h"
+
+#include <algorithm>
+
+namespace rm {
+
+MicroStepCollectives micro_step_collectives(Sharding s, int micro, int micro_steps, int data_gpus) {
+  MicroStepCollectives c;
+  if (data_gpus <= 1) return c;
+  const bool first = micro == 0, last = micro == micro_steps - 1;
+  switch (s) {
+    case Sharding::kFsdp:
+      c.forward_gather = c.backward_gather = c.reduce_scatter = true;
+      break;
+    case Sharding::kHsdp:
+      c.forward_gather = c.backward_gather = c.reduce_scatter = true;
+      c.all_reduce = last;
+      break;
+    case Sharding::kZero2:
+      c.forward_gather = first;
+      c.reduce_scatter = true;
+      break;
+    case Sharding::kZero1:
+      c.forward_gather = first;
+      c.reduce_scatter = last;
+      break;
+    case Sharding::kNone:
+    case Sharding::kDdp:
+      c.all_reduce = last;
+      break;
+  }
+  return c;
+}
+
+std::vector<std::vector<int>> hsdp_shard_groups(const std::vector<int>& order, int tp, int cp, int dp_shard) {
+  const int dp = static_cast<int>(order.size()) / (tp * cp);
+  std::vector<std::vector<int>> groups;
+  for (int k = 0; k < dp / dp_shard; ++k)
+    for (int t = 0; t < tp; ++t) {
+      std::vector<int> g;
+      for (int j = 0; j < dp_shard; ++j)
+        for (int i = 0; i < cp; ++i) g.push_back(order[static_cast<size_t>(((k * dp_shard + j) * tp + t) * cp + i)]);
+      groups.push_back(std::move(g));
+    }
+  return groups;
+}
+
+std::vector<std::vector<int>> hsdp_replicate_groups(const std::vector<int>& order, int tp, int cp, int dp_shard) {
+  const int dp = static_cast<int>(order.size()) / (tp * cp);
+  std::vector<std::vector<int>> groups;
+  for (int t = 0; t < tp; ++t)
+    for (int j = 0; j < dp_shard; ++j)
+      for (int i = 0; i < cp; ++i) {
+        std::vector<int> g;
+        for (int k = 0; k < dp / dp_shard; ++k) g.push_back(order[static_cast<size_t>(((k * dp_shard + j) * tp + t) * cp + i)]);
+        groups.push_back(std::move(g));
+      }
+  return groups;
+}
+
+int hsdp_dp_shard(int tp, int cp, int dp, int gpus_per_node) {
+  const int ds = std::max(1, gpus_per_node / std::max(1, tp * cp));
+  return dp % ds == 0 && dp / ds >= 2 ? ds : 0;
+}
+
+}  // namespace rm

@@ -1,0 +1,65 @@
+// The data-parallel sharding levels (plan.h's Sharding) as the cost model prices them and
+// the schedule generator emits them: which collectives each micro-step runs, and over
+// which groups. One definition for both (memory_model.h has their bytes).
+//
+// Per unit (a layer, the embedding, the head) and micro-step k of K (grad_accum):
+//   level   forward all-gather   backward all-gather   reduce-scatter   all-reduce
+//   fsdp    every k              every k               every k          -
+//   hsdp    every k (shard grp)  every k (shard grp)   every k (shard)  k = K-1 (replicas)
+//   zero2   k = 0                -                     every k          -
+//   zero1   k = 0                -                     k = K-1          -
+//   ddp     -                    -                     -                k = K-1
+// - fsdp is PyTorch FSDP FULL_SHARD / FSDP2 with reshard_after_forward=True (ZeRO-3).
+// - zero2 and zero1 hold the params whole; the updated params are all-gathered once per
+//   step, unit by unit ahead of the first micro-step's forward (Megatron's distributed
+//   optimizer with --overlap-param-gather, which gathers in the next forward's pre-hooks).
+//   zero2 reduce-scatters every micro-step's grads into its shard (ZeRO-2, and FSDP2 with
+//   reshard_after_forward=False: no backward all-gather); zero1 accumulates whole grads and
+//   reduce-scatters once, in the last micro-step's backward (Megatron --use-distributed-
+//   optimizer with --overlap-grad-reduce).
+// - ddp all-reduces each unit's grads (a bucket per unit) in the last micro-step's backward,
+//   as it leaves the backward (PyTorch DDP's no_sync for the others, buckets overlapped).
+// - hsdp: FSDP over a shard group of cp·dp_shard GPUs of a TP rank, then each reduce-
+//   scattered grad shard all-reduced over the dp / dp_shard replicas holding the same shard
+//   (torchtitan's HSDP; once per step as with ddp, after the unit's last reduce-scatter).
+// A collective's `bytes` is each member's shard: of one TP member's unit over the shard
+// group for the all-gathers and reduce-scatters (unit / (tp·cp·dp) = unit / G, hsdp's
+// unit / (tp·cp·dp_shard)); of that shard again over the replicas for hsdp's all-reduce,
+// and of the unit over the cp·dp GPUs for ddp's (unit / G both).
+// An all-reduce is priced and replayed as NCCL's ring all-reduce: a reduce-scatter then an
+// all-gather over the same rings (twice the bytes and twice the ring steps).
+#pragma once
+
+#include <vector>
+
+#include "planner/plan.h"
+
+namespace rm {
+
+// The searched levels, in the order the search tries them.
+inline constexpr Sharding kShardingLevels[] = {Sharding::kFsdp, Sharding::kHsdp, Sharding::kZero2,
+                                               Sharding::kZero1, Sharding::kDdp};
+
+// What a micro-step runs per unit (see the table above).
+struct MicroStepCollectives {
+  bool forward_gather = false;
+  bool backward_gather = false;
+  bool reduce_scatter = false;
+  bool all_reduce = false;
+  bool any() const { return forward_gather || backward_gather || reduce_scatter || all_reduce; }
+};
+// `micro` of `micro_steps`; `data_gpus` the cp·dp GPUs of a TP rank (1: no collectives).
+MicroStepCollectives micro_step_collectives(Sharding s, int micro, int micro_steps, int data_gpus);
+
+// hsdp's groups over a plan order of tp·cp·dp GPUs (ring d·tp + t at order[(d·tp + t)·cp ..],
+// tensor_parallel.h): shard groups (TP rank t, replicas k·dp_shard .. (k+1)·dp_shard - 1:
+// cp·dp_shard GPUs), then replicate groups (TP rank t, ring position i, replica offset j:
+// the dp / dp_shard GPUs holding the same shard).
+std::vector<std::vector<int>> hsdp_shard_groups(const std::vector<int>& order, int tp, int cp, int dp_shard);
+std::vector<std::vector<int>> hsdp_replicate_groups(const std::vector<int>& order, int tp, int cp, int dp_shard);
+
+// The dp_shard hsdp takes: the replicas of a TP rank that fill one node (gpus_per_node /
+// (tp·cp), at least 1), or 0 when that leaves fewer than 2 replicas or does not divide dp.
+int hsdp_dp_shard(int tp, int cp, int dp, int gpus_per_node);
+
+}  // namespace rm

@@ -1,0 +1,109 @@
+// The sharding levels (planner/data_parallel.h): which collectives each micro-step runs,
+// hsdp's groups, the all-reduce's price, and the search's pick per level.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "planner/cost_model.h"
+#include "planner/data_parallel.h"
+#include "planner/search.h"
+#include "planner/spec_library.h"
+
+namespace rm {
+namespace {
+
+TEST_CASE("collectives per micro-step and level (data_parallel.h's table)") {
+  // 3 micro-steps: first, middle, last.
+  auto at = [](Sharding s, int k) { return micro_step_collectives(s, k, 3, 16); };
+  CHECK(at(Sharding::kFsdp, 1).forward_gather);
+  CHECK(at(Sharding::kFsdp, 1).backward_gather);
+  CHECK(at(Sharding::kFsdp, 1).reduce_scatter);
+  CHECK(!at(Sharding::kFsdp, 2).all_reduce);
+  CHECK(at(Sharding::kHsdp, 2).all_reduce);
+  CHECK(!at(Sharding::kHsdp, 1).all_reduce);
+  CHECK(at(Sharding::kZero2, 0).forward_gather);
+  CHECK(!at(Sharding::kZero2, 1).forward_gather);
+  CHECK(at(Sharding::kZero2, 1).reduce_scatter);
+  CHECK(!at(Sharding::kZero2, 0).backward_gather);
+  CHECK(!at(Sharding::kZero1, 1).any());
+  CHECK(at(Sharding::kZero1, 2).reduce_scatter);
+  CHECK(!at(Sharding::kDdp, 0).any());
+  CHECK(at(Sharding::kDdp, 2).all_reduce);
+  CHECK(!at(Sharding::kDdp, 2).reduce_scatter);
+  // One data-parallel GPU: nothing to shard or reduce.
+  CHECK(!micro_step_collectives(Sharding::kDdp, 0, 1, 1).any());
+  // One micro-step is first and last.
+  const MicroStepCollectives z1 = micro_step_collectives(Sharding::kZero1, 0, 1, 8);
+  CHECK((z1.forward_gather && z1.reduce_scatter && !z1.backward_gather));
+}
+
+TEST_CASE("hsdp groups: shard groups inside a node, replicas across") {
+  // tp 1, cp 2, dp 8 on 16 GPUs in order 0..15; dp_shard 4: shard groups of cp·4 = 8 GPUs.
+  std::vector<int> order(16);
+  for (int i = 0; i < 16; ++i) order[i] = i;
+  const auto shard = hsdp_shard_groups(order, 1, 2, 4);
+  REQUIRE(shard.size() == 2);
+  CHECK(shard[0] == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(shard[1] == std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15});
+  const auto repl = hsdp_replicate_groups(order, 1, 2, 4);
+  REQUIRE(repl.size() == 8);
+  CHECK(repl[0] == std::vector<int>{0, 8});
+  CHECK(repl[3] == std::vector<int>{3, 11});
+  CHECK(hsdp_dp_shard(1, 2, 8, 8) == 4);
+  CHECK(hsdp_dp_shard(8, 1, 2, 8) == 1);
+  CHECK(hsdp_dp_shard(1, 1, 8, 8) == 0);  // one node: no second replica
+}
+
+TEST_CASE("an all-reduce is a reduce-scatter then an all-gather: twice the bytes and ring steps") {
+  const Topology topo = load_topology("dgx-a100-ib");
+  const Fabric fabric(topo, 32);
+  CostModel cm(load_model("llama2-7b"), fabric, CostParams::from_topology(topo));
+  const GroupCollective& g = cm.fsdp_collective(1);
+  const double shard = 16e6;
+  // time(b) = max(lat + b·s per ring) + (steps - 1)·lat of the slower; all-reduce: 2b and 2·steps - 1.
+  const double ag = std::max(g.rail.time(shard), g.node.time(shard)) +
+                    std::max((g.rail_steps - 1) * g.rail.latency_s, (g.node_steps - 1) * g.node.latency_s);
+  const double ar = std::max(g.rail.time(2 * shard), g.node.time(2 * shard)) +
+                    std::max((2 * g.rail_steps - 1) * g.rail.latency_s, (2 * g.node_steps - 1) * g.node.latency_s);
+  CHECK(g.time(shard) == doctest::Approx(ag));
+  CHECK(g.all_reduce_time(shard) == doctest::Approx(ar));
+  CHECK(g.all_reduce_time(shard) > 1.9 * g.time(shard));
+}
+
+TEST_CASE("the search prices every level; a pin that does not fit says by how much") {
+  const Topology topo = load_topology("dgx-a100-ib");
+  const ModelSpec m = load_model("llama2-7b");
+  const Fabric fabric(topo, 64);
+  Planner planner(m, fabric, CostParams::from_topology(topo));
+  Job job;
+  job.model = m.name;
+  job.topology = topo.name;
+  job.gpus = 64;
+  job.seq_len = 8192;
+  SearchPins pins;
+  pins.tp = 1;
+  // Levels priced on the same plan otherwise: more sharding, less memory (ZeRO Fig. 1).
+  pins.cp = 1;
+  pins.micro_batch = 1;
+  pins.checkpointing = Checkpointing::kFull;
+  double last = 1e30;
+  for (Sharding s : {Sharding::kDdp, Sharding::kZero1, Sharding::kZero2, Sharding::kFsdp}) {
+    CAPTURE(std::string(to_string(s)));
+    pins.sharding = s;
+    const Plan p = planner.best_plan(job, pins);
+    CHECK(p.choice.sharding == s);
+    CHECK(p.predicted.memory_bytes_per_gpu < last);
+    last = p.predicted.memory_bytes_per_gpu;
+  }
+  // ddp holds 16 B/param of 6.7B parameters on every GPU: it cannot fit in 80 GB.
+  pins.sharding = Sharding::kDdp;
+  const Plan ddp = planner.best_plan(job, pins);
+  CHECK(!ddp.predicted.fits);
+  CHECK(ddp.predicted.why_not.find("GiB over") != std::string::npos);
+  // Unpinned, the pick fits and is one of the levels.
+  const Plan any = planner.best_plan(job, {});
+  CHECK(any.predicted.fits);
+}
+
+}  // namespace
+}  // namespace rm
