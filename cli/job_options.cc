@@ -46,7 +46,13 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   pins->add_option("--tp", o.tp,
                    "tensor-parallel size with sequence parallelism, inside a node (Megatron's "
                    "--tensor-model-parallel-size; searched over 1, 2, 4, 8)");
-  pins->add_option("--cp", o.cp, "context-parallel size (cp); dp = gpus / (tp x cp)");
+  pins->add_option("--pp,--pipeline-model-parallel-size", o.pp,
+                   "pipeline-parallel size, stages outermost in the rank order tp-cp-dp-pp (Megatron's "
+                   "--pipeline-model-parallel-size; step workload; searched over 1, 2, 4, ... that divide the GPUs)");
+  pins->add_option("--virtual-stages,--num-virtual-stages-per-pipeline-rank", o.virtual_stages,
+                   "model chunks per pipeline stage: 1 = 1F1B, more = interleaved 1F1B (Megatron's "
+                   "--num-virtual-stages-per-pipeline-rank; needs --pp > 1)");
+  pins->add_option("--cp", o.cp, "context-parallel size (cp); dp = gpus / (tp x cp x pp)");
   pins->add_option("--schedule", o.schedule,
                    "flat, bidirectional or two-level (ring schedules; 'hierarchical' is read as two-level)");
   pins->add_option("--order", o.order, "ring order: node-major, snake (rail-aware) or searched");
@@ -126,6 +132,8 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   p.block_kv = in_range(o.block_kv, "--block-kv", kMaxBlockTokens);
   p.kv_subblocks = in_range(o.kv_subblocks, "--kv-subblocks", kMaxKvSubblocks);
   p.micro_batch = in_range(o.micro_batch, "--micro-batch", kMaxMicroBatch);
+  p.pp = in_range(o.pp, "--pp", kMaxGpus);
+  p.virtual_stages = in_range(o.virtual_stages, "--virtual-stages", kMaxGpus);
   if (!o.cp_comm_type.empty()) p.cp_comm_type = parse_cp_comm_type(o.cp_comm_type, kCommandLine, "--cp-comm-type");
   if (!o.schedule.empty()) p.schedule = parse_schedule(o.schedule, kCommandLine, "--schedule");
   if (o.schedule == kOldTwoLevelSpelling) {
@@ -146,6 +154,14 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
     fail_input(kCommandLine, "--cp", "must divide --gpus " + std::to_string(gpus) + " (got " + std::to_string(*p.cp) + ")");
   if (p.tp && gpus % *p.tp != 0)
     fail_input(kCommandLine, "--tp", "must divide --gpus " + std::to_string(gpus) + " (got " + std::to_string(*p.tp) + ")");
+  if (p.pp && gpus % *p.pp != 0)
+    fail_input(kCommandLine, "--pp", "must divide --gpus " + std::to_string(gpus) + " (got " + std::to_string(*p.pp) + ")");
+  if (p.pp && gpus % (int64_t{*p.pp} * p.tp.value_or(1) * p.cp.value_or(1)) != 0)
+    fail_input(kCommandLine, "--pp", "--tp x --cp x --pp must divide --gpus " + std::to_string(gpus) + " (got " +
+                                         std::to_string(p.tp.value_or(1)) + " x " + std::to_string(p.cp.value_or(1)) +
+                                         " x " + std::to_string(*p.pp) + ")");
+  if (p.virtual_stages && *p.virtual_stages > 1 && p.pp && *p.pp == 1)
+    fail_input(kCommandLine, "--virtual-stages", "needs --pp > 1: virtual stages are chunks of a pipeline stage (got --pp 1)");
   if (p.tp && p.cp && gpus % (int64_t{*p.tp} * *p.cp) != 0)
     fail_input(kCommandLine, "--cp", "--tp x --cp must divide --gpus " + std::to_string(gpus) + " (got " +
                                          std::to_string(*p.tp) + " x " + std::to_string(*p.cp) + ")");

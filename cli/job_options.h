@@ -35,6 +35,7 @@ struct JobOptions {
   std::string cp_comm_type, schedule, order, load_balance, checkpointing, sharding;
   std::vector<int> hierarchical_cp_sizes;  // a2a+p2p's [a2a degree, ring size] (Megatron's)
   std::optional<int> block_q, block_kv, kv_subblocks, micro_batch;
+  std::optional<int> pp, virtual_stages;  // pipeline stages, model chunks per stage
 };
 
 // What the options say, loaded and checked. `fabric` refers to `topology`.
@@ -48,8 +49,8 @@ struct ResolvedJob {
 };
 
 // Adds --model --topology --batch-tokens --causal/--no-causal --workload --profile and the
-// pins (--cp-comm-type --tp --cp --schedule --order --load-balance --block-q --block-kv --kv-subblocks
-// --checkpointing --micro-batch --sharding). `with_job_size` adds --gpus and --seq too (sweep has lists instead).
+// pins (--cp-comm-type --tp --pp --virtual-stages --cp --schedule --order --load-balance --block-q --block-kv
+// --kv-subblocks --checkpointing --micro-batch --sharding). `with_job_size` adds --gpus and --seq too (sweep has lists instead).
 void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size);
 
 // Loads the specs, parses sizes and pins, builds the fabric for `gpus` and the cost

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "planner/cost_model.h"
+#include "planner/pipeline_parallel.h"
 #include "planner/units.h"
 
 namespace rm::cli {
@@ -11,9 +12,10 @@ namespace {
 
 // "zero1 (optimizer states) over all 64 GPUs"; hsdp names both degrees.
 std::string sharding_text(const PlanChoice& c, int gpus) {
-  const int data = gpus / c.tp;
-  const std::string over = c.tp > 1 ? "each TP rank's " + std::to_string(data) + " GPUs"
-                                    : "all " + std::to_string(data) + " GPUs";
+  const int data = gpus / c.tp / std::max(1, c.pp);
+  const std::string over = c.pp > 1   ? "each stage's TP rank's " + std::to_string(data) + " GPUs"
+                           : c.tp > 1 ? "each TP rank's " + std::to_string(data) + " GPUs"
+                                      : "all " + std::to_string(data) + " GPUs";
   switch (c.sharding) {
     case Sharding::kDdp: return "ddp (replicated; grads all-reduced once per step) over " + over;
     case Sharding::kZero1: return "zero1 (optimizer states sharded) over " + over;
@@ -122,11 +124,21 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   const bool ring = c.strategy == Strategy::kRing || c.strategy == Strategy::kUsp;
   choice.add_row({"context parallelism (cp_comm_type)", std::string(cp_comm_type(c.strategy)) + " (" +
                                                             baseline_name(c.strategy) + ")"});
-  choice.add_row({"tp x cp x pp x dp", std::to_string(c.tp) + " x " + std::to_string(c.cp) + " x 1 x " +
-                                          std::to_string(c.dp) + " (pipeline parallelism: not searched yet)"});
+  choice.add_row({"tp x cp x pp x dp", std::to_string(c.tp) + " x " + std::to_string(c.cp) + " x " +
+                                          std::to_string(c.pp) + " x " + std::to_string(c.dp)});
+  if (c.pp > 1) {
+    const std::vector<int> layers = pp_stage_layers(model.layers, c.pp, c.virtual_stages);
+    const auto [few, many] = std::minmax_element(layers.begin(), layers.end());
+    choice.add_row({"pipeline parallelism",
+                    "pp " + std::to_string(c.pp) + ", " + pp_schedule_name(c.virtual_stages) +
+                        (c.virtual_stages > 1 ? " (" + std::to_string(c.virtual_stages) + " virtual stages)" : "") +
+                        ", " + (*few == *many ? std::to_string(*many) : std::to_string(*few) + "-" + std::to_string(*many)) +
+                        " layers per stage, " + std::to_string(c.grad_accum) + " micro-batches per step"});
+  }
   if (c.tp > 1) {
     choice.add_row({"tensor parallelism", "tp " + std::to_string(c.tp) +
-                                              " inside a node, with sequence parallelism (rank order tp-cp-dp)"});
+                                              " inside a node, with sequence parallelism (rank order " +
+                                              (c.pp > 1 ? "tp-cp-dp-pp" : "tp-cp-dp") + ")"});
   }
   if (c.strategy == Strategy::kUsp)
     choice.add_row({"hierarchical cp sizes", usp_split_text(c) + " (a2a inside a node x p2p ring across)"});
@@ -152,6 +164,12 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   pred.add_row({"exposed comm", sig(p.exposed_comm_s, 4), "s"});
   pred.add_row({std::string("  of which ") + to_string(c.sharding) + " collectives", sig(p.fsdp_exposed_s, 4), "s"});
   if (c.tp > 1) pred.add_row({"  of which TP collectives", sig(p.tp_comm_s, 4), "s"});
+  if (c.pp > 1) {
+    pred.add_row({"  of which pipeline transfers", sig(p.pp_p2p_s, 4), "s"});
+    pred.add_row({"pipeline bubble", sig(p.pp_bubble_s, 4),
+                  "s (" + pct(p.step_time_s > 0 ? p.pp_bubble_s / p.step_time_s : 0) + " % of step; (p-1)/(v*m+p-1) = " +
+                      pct(pp_bubble_fraction(c.pp, c.virtual_stages, c.grad_accum)) + " % with equal stages)"});
+  }
   pred.add_row({"overlap threshold (this plan)", format_size(static_cast<int64_t>(p.overlap_threshold_tokens)),
                 "tokens per GPU (c = " + format_size(j.seq_len / std::max(1, ring_size(c))) + ")"});
   pred.add_row({"memory per GPU", gib(p.memory_bytes_per_gpu), "GiB of " + gib(topo.gpu.memory_bytes)});
@@ -211,7 +229,9 @@ std::vector<std::string> sweep_cells(const Plan& plan, const std::string& seq_as
           seq_as_typed.empty() ? format_size(plan.job.seq_len) : seq_as_typed,
           c.strategy == Strategy::kUsp ? std::string(cp_comm_type(c.strategy)) + " " + usp_split_text(c)
                                        : cp_comm_type(c.strategy),
-          std::to_string(c.cp) + " x " + std::to_string(c.dp) + (c.tp > 1 ? ", tp " + std::to_string(c.tp) : ""),
+          std::to_string(c.cp) + " x " + std::to_string(c.dp) + (c.tp > 1 ? ", tp " + std::to_string(c.tp) : "") +
+              (c.pp > 1 ? ", pp " + std::to_string(c.pp) + (c.virtual_stages > 1 ? "/" + std::to_string(c.virtual_stages) : "")
+                        : ""),
           c.strategy == Strategy::kRing || c.strategy == Strategy::kUsp ? to_string(c.schedule) : "-",
           c.order_name,
           to_string(c.load_balance),

@@ -7,6 +7,7 @@
 
 #include "planner/collective_pattern.h"
 #include "planner/data_parallel.h"
+#include "planner/pipeline_parallel.h"
 #include "planner/schedule.h"
 #include "planner/tensor_parallel.h"
 #include "planner/usp_plan.h"
@@ -292,13 +293,29 @@ int GroupCollective::bottleneck_link() const {
   return rail.s_per_unit >= node.s_per_unit ? rail.bottleneck_link : node.bottleneck_link;
 }
 
-const GroupCollective& CostModel::fsdp_collective(int tp) {
+const GroupCollective& CostModel::fsdp_collective(int tp, int pp) {
   const int G = fabric_.gpus();
-  auto it = fsdp_.find(tp);
+  auto it = fsdp_.find({tp, pp});
   if (it != fsdp_.end()) return *it->second;
-  // FSDP shards each TP rank's weights over its cp·dp GPUs (all GPUs when tp = 1); the
-  // groups do not depend on how those split into cp and dp.
-  return *(fsdp_[tp] = &group_collective(fsdp_groups(tp_order(tp, 1, G / tp), tp, 1)));
+  // FSDP shards each TP rank's weights over its cp·dp GPUs (all GPUs when tp = 1), those
+  // of its pipeline stage (pipeline_parallel.h); the groups do not depend on how those
+  // split into cp and dp.
+  const auto groups = pp > 1 ? pp_fsdp_groups(G, tp, pp) : fsdp_groups(tp_order(tp, 1, G / tp), tp, 1);
+  return *(fsdp_[{tp, pp}] = &group_collective(groups));
+}
+
+const PatternCost& CostModel::pp_p2p_pattern(int pp) {
+  auto it = pp_p2p_.find(pp);
+  if (it != pp_p2p_.end()) return it->second;
+  // Every boundary at once, both ways (Megatron's send_forward_recv_backward): GPU g of a
+  // stage and g + G/pp of the next (pipeline_parallel.h). Units: bytes.
+  const int G = fabric_.gpus(), step = G / pp;
+  std::vector<UnitFlow> f;
+  for (int g = 0; g + step < G; ++g) {
+    f.push_back({g, g + step, 1.0, 0});
+    f.push_back({g + step, g, 1.0, 0});
+  }
+  return pp_p2p_.emplace(pp, pp > 1 ? solve(fabric_, cost_, f, 1)[0] : PatternCost{}).first->second;
 }
 
 const GroupCollective& CostModel::tp_collective(int tp) {
@@ -331,6 +348,19 @@ std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {
   const int G = fabric_.gpus();
   const ModelSpec& m = model_;
   auto str = [](auto v) { return std::to_string(v); };
+  if (ch.pp != 1 || ch.virtual_stages != 1) {
+    // The pipeline's own rules, then every stage's block as one plan (pp_flattened).
+    if (ch.pp < 1 || ch.tp < 1 || ch.cp < 1 || ch.dp < 1 || int64_t{ch.tp} * ch.cp * ch.dp * ch.pp != G)
+      return "tp x cp x dp x pp must equal the " + str(G) + " GPUs (tp " + str(ch.tp) + ", cp " + str(ch.cp) +
+             ", dp " + str(ch.dp) + ", pp " + str(ch.pp) + ")";
+    if (job.workload != Workload::kStep) return "pipeline parallelism applies to step workloads (pp " + str(ch.pp) + ")";
+    const std::string why = pp_why_invalid(m.layers, ch.pp, ch.virtual_stages, ch.grad_accum);
+    if (!why.empty()) return why;
+    if (static_cast<int>(ch.order.size()) != G) return "the order must list all " + str(G) + " GPUs";
+    if (ch.order != tp_order(ch.tp, ch.cp, ch.dp * ch.pp))
+      return "with pp > 1 the order must be the tp-cp-dp-pp rank order (stages outermost)";
+    return why_invalid(job, pp_flattened(ch));
+  }
   if (ch.tp < 1 || ch.cp < 1 || ch.dp < 1 || int64_t{ch.tp} * ch.cp * ch.dp != G)
     return "tp x cp x dp must equal the " + str(G) + " GPUs (tp " + str(ch.tp) + ", cp " + str(ch.cp) +
            ", dp " + str(ch.dp) + ")";
@@ -341,6 +371,8 @@ std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {
            " cannot split that way (dp_shard " + str(ch.dp_shard) + ")";
   if (ch.sharding == Sharding::kHsdp && ch.strategy == Strategy::kUsp)
     return "hsdp with a2a+p2p is not generated yet (its replica groups would cross the a2a groups)";
+  if (ch.sharding == Sharding::kHsdp && ch.pp > 1)
+    return "hsdp with pipeline stages is not priced yet (its groups are one stage's): use fsdp";
   if (ch.tp > 1) {
     const std::string why = tp_why_invalid(m, ch.tp, fabric_.topology().gpus_per_node);
     if (!why.empty()) return why;
@@ -404,6 +436,31 @@ std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {
       return "Ulysses needs cp to divide the " + str(hkv) + " kv heads" + per + " (cp " + str(ch.cp) + ")";
   }
   return "";
+}
+
+bool CostModel::LayerKey::operator==(const LayerKey& o) const {
+  return pat == o.pat && a2a == o.a2a && seq_len == o.seq_len && std::equal(std::begin(fields), std::end(fields), o.fields);
+}
+
+size_t CostModel::LayerKeyHash::operator()(const LayerKey& k) const {
+  size_t h = std::hash<const void*>()(k.pat) ^ (std::hash<const void*>()(k.a2a) << 1) ^
+             std::hash<int64_t>()(k.seq_len) * 31;
+  for (int f : k.fields) h = h * 1000003u ^ static_cast<size_t>(f);
+  return h;
+}
+
+const LayerTimes& CostModel::layer_times_cached(const Job& job, const PlanChoice& ch, const RingPatterns& pat,
+                                               const PatternCost* a2a, bool free_comm) {
+  const LayerKey key{&pat,
+                     a2a,
+                     job.seq_len,
+                     {static_cast<int>(ch.strategy), ch.tp, ch.cp, ch.cp_a2a, static_cast<int>(ch.load_balance),
+                      ch.block_q, ch.block_kv, ch.kv_subblocks, static_cast<int>(ch.checkpointing),
+                      free_comm * 2 + job.causal, static_cast<int>(job.passes) * 8 + static_cast<int>(job.workload)}};
+  auto it = layer_memo_.find(key);
+  if (it != layer_memo_.end()) return it->second;
+  if (layer_memo_.size() >= (size_t{1} << 16)) layer_memo_.clear();  // bounded over long searches
+  return layer_memo_.emplace(key, layer_times(job, ch, pat, a2a, free_comm)).first->second;
 }
 
 LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const RingPatterns& pat,
@@ -609,7 +666,8 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   return t;
 }
 
-const RingPatterns& CostModel::ring_patterns_of(const PlanChoice& ch) {
+const RingPatterns& CostModel::ring_patterns_of(const PlanChoice& choice) {
+  const PlanChoice ch = pp_flattened(choice);  // every stage's rings at once
   if (ch.strategy == Strategy::kUsp) {  // the patterns of its ring (usp_plan.h)
     const PlanChoice rc = usp_ring_choice(ch);
     return ring_patterns(rc.cp, rc.dp, rc.schedule, rc.order);
@@ -621,7 +679,14 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch) {
   return predict(job, ch, ring_patterns_of(ch));
 }
 
-Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPatterns& pat) {
+Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const RingPatterns& pat) {
+  // With pipeline stages every stage runs its rings, TP groups and FSDP groups at once:
+  // the per-layer times are those of all stages' blocks as one (pipeline_parallel.h).
+  const struct {
+    int pp, dp;  // the pipeline's, and the replicas of a stage
+  } pipe{std::max(1, choice.pp), choice.dp};
+  const PlanChoice flat = choice.pp > 1 ? pp_flattened(choice) : PlanChoice{};
+  const PlanChoice& ch = choice.pp > 1 ? flat : choice;
   const ModelSpec& m = model_;
   const ModelSpec& ms = shard(ch.tp);  // one TP member's
   const GpuSpec& gpu = fabric_.topology().gpu;
@@ -634,30 +699,30 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
                                         : nullptr;
   // A micro-step runs micro_batch sequences through each layer, one after another.
   const int mb = job.workload == Workload::kStep ? std::max(1, ch.micro_batch) : 1;
-  const LayerTimes real = scaled(layer_times(job, ch, pat, a2a, false), mb);
-  const LayerTimes free = scaled(layer_times(job, ch, pat, a2a, true), mb);
+  const LayerTimes real = scaled(layer_times_cached(job, ch, pat, a2a, false), mb);
+  const LayerTimes free = scaled(layer_times_cached(job, ch, pat, a2a, true), mb);
   const bool fwd_only = job.passes == Passes::kForward;
 
   // Data-parallel collectives per layer, overlapped with the layer's compute, and at each
   // micro-step's ends (step workload), where nothing computes to hide them; which ones a
   // micro-step runs depends on the sharding level and the micro-step (data_parallel.h).
   DpCosts dp;
-  const int data_gpus = G / ch.tp;
+  const int data_gpus = G / ch.tp / pipe.pp;  // a stage's TP rank's
   if (data_gpus > 1) {
     const bool hsdp = ch.sharding == Sharding::kHsdp;
-    // Each TP rank's data-parallel group holds 1/tp of the layer over its G/tp GPUs.
-    const GroupCollective& data = fsdp_collective(ch.tp);
+    // Each TP rank's data-parallel group holds 1/tp of the layer over its stage's G/(tp·pp) GPUs.
+    const GroupCollective& data = fsdp_collective(ch.tp, pipe.pp);
     const GroupCollective& shard = hsdp ? hsdp_collective(ch, false) : data;
     const GroupCollective& repl = hsdp ? hsdp_collective(ch, true) : data;
     // Each member's shard: of one TP member's unit over the shard group (all G / tp GPUs but
     // for hsdp); the all-reduce's over the replicas of that shard (data_parallel.h): unit / G.
-    const double group = static_cast<double>(ch.tp) * shard_group_gpus(ch);
+    const double group = static_cast<double>(ch.tp) * shard_group_gpus(choice);  // a stage's
     const double layer_bytes = m.layer_params() * gpu.element_bytes;
     const double vocab_bytes = static_cast<double>(m.vocab) * m.hidden * gpu.element_bytes;
     dp.ag = shard.time(layer_bytes / group);
     dp.ag_vocab = shard.time(vocab_bytes / group);
-    dp.ar = repl.all_reduce_time(layer_bytes / G);
-    dp.ar_vocab = repl.all_reduce_time(vocab_bytes / G);
+    dp.ar = repl.all_reduce_time(layer_bytes * pipe.pp / G);
+    dp.ar_vocab = repl.all_reduce_time(vocab_bytes * pipe.pp / G);
     // The collectives hide behind the layer's time, less what the ring and the TP
     // collectives themselves keep the same class of links busy.
     const GroupCollective* tpc = ch.tp > 1 ? &tp_collective(ch.tp) : nullptr;
@@ -693,15 +758,15 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
       (lf.logits * (fwd_only ? 1 : 3) / cost_.gemm_flops_per_s() +
        (ewb.loss_fwd + (fwd_only ? 0 : ewb.loss_bwd)) / cost_.hbm_bytes_per_s);
   const int64_t seqs = sequences_per_step(job);
-  const int accum = ceil_div(seqs, int64_t{ch.dp} * mb);
-  const int64_t active = std::min<int64_t>(seqs, ch.dp);
+  const int accum = ceil_div(seqs, int64_t{pipe.dp} * mb);  // micro-batches per pipeline
+  const int64_t active = std::min<int64_t>(seqs, pipe.dp);
   const double L = m.layers;
   auto layer = [&](const LayerTimes& t, double fsdp) {
     return t.attention_fwd + t.attention_bwd + t.linear_fwd + t.linear_bwd + t.tp_fwd + t.tp_bwd + fsdp;
   };
 
   double time = 0, free_time = 0, tokens = 0, flops = 0, att_compute = 0, lin_compute = 0,
-         fsdp_total = 0, tp_total = 0;
+         fsdp_total = 0, tp_total = 0, p_bubble = 0, p_p2p = 0;
   const double att_useful_fwd =
       4.0 * m.head_dim * m.heads *
       attention_pairs(job.seq_len, job.causal, effective_window(m, job));  // one layer, one sequence
@@ -727,17 +792,36 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
       break;
     }
     case Workload::kStep: {
-      // Adam on the GPU's optimizer shard (memory_model.h's state_shards).
-      const double opt = fwd_only ? 0 : cost_.optimizer_s(m.params() / (ch.tp * state_shards(ch).optimizer));
       // The micro-steps by what they run: the first, those between, the last.
-      double dp_total = 0;
+      double dp_layer = 0, dp_ends = 0;  // summed over the micro-steps
       auto add = [&](int k, int times) {
         const DpExposed d = dp.exposed(micro_step_collectives(ch.sharding, k, accum, data_gpus));
-        dp_total += times * (L * d.per_layer + d.ends);
+        dp_layer += times * d.per_layer;
+        dp_ends += times * d.ends;
       };
       add(0, 1);
       if (accum > 2) add(1, accum - 2);
       if (accum > 1) add(accum - 1, 1);
+      if (pipe.pp > 1) {
+        // pipeline_step prices every micro-batch alike: each its mean share of the collectives.
+        const PipelineStep ps =
+            pipeline_step(job, choice, real, free, dp_layer / accum, dp_ends / accum, logits, accum);
+        time = ps.time;
+        free_time = ps.free_time;
+        p_bubble = ps.bubble;
+        p_p2p = ps.p2p;
+        tokens = static_cast<double>(seqs * job.seq_len);
+        flops = model_flops_per_step(m, job);
+        const double n = ps.layers;  // the slowest stage's
+        att_compute = accum * n * free.attention_compute;
+        lin_compute = accum * n * (free.linear_fwd + free.linear_bwd) + ps.head_and_optimizer;
+        fsdp_total = n * dp_layer + dp_ends;
+        tp_total = accum * n * (real.tp_fwd + real.tp_bwd);
+        break;
+      }
+      const double dp_total = L * dp_layer + dp_ends;
+      // Adam on the GPU's optimizer shard (memory_model.h's state_shards).
+      const double opt = fwd_only ? 0 : cost_.optimizer_s(m.params() / (ch.tp * state_shards(ch).optimizer));
       time = accum * (L * layer(real, 0) + logits) + dp_total + opt;
       free_time = accum * (L * layer(free, 0) + logits) + opt;
       tokens = static_cast<double>(seqs * job.seq_len);
@@ -761,7 +845,9 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch, const RingPa
   p.linear_compute_s = lin_compute;
   p.fsdp_exposed_s = fsdp_total;
   p.tp_comm_s = tp_total;
-  p.memory = memory_breakdown(m, ch, job.seq_len, gpu, effective_window(m, job));
+  p.pp_bubble_s = p_bubble;
+  p.pp_p2p_s = p_p2p;
+  p.memory = memory_breakdown(m, choice, job.seq_len, gpu, effective_window(m, job));
   p.memory_bytes_per_gpu = p.memory.total();
   p.fits = p.memory_bytes_per_gpu <= gpu.memory_bytes;
   // Tokens per GPU at which one step's compute would just cover its transfer, on this

@@ -57,6 +57,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "planner/attention_work.h"
@@ -136,16 +137,21 @@ class CostModel {
 
   // The whole model, or one TP member's share of it (tensor_parallel.h's tp_shard), cached.
   const ModelSpec& shard(int tp);
-  // FSDP's collective for a TP degree (each TP rank's cp·dp GPUs; all GPUs when tp = 1) and
-  // the TP groups' (tp consecutive GPUs), all groups at once; cached.
-  const GroupCollective& fsdp_collective(int tp);
+  // FSDP's collective for a TP degree (each TP rank's cp·dp GPUs; all GPUs when tp = 1;
+  // with pp > 1 those of each stage, pipeline_parallel.h) and the TP groups' (tp
+  // consecutive GPUs), all groups at once; cached.
+  const GroupCollective& fsdp_collective(int tp, int pp = 1);
   const GroupCollective& tp_collective(int tp);
   // hsdp's shard groups (replicate = false) or replicate groups of `choice`
   // (data_parallel.h), all at once; cached.
   const GroupCollective& hsdp_collective(const PlanChoice& choice, bool replicate);
   // Cached by (cp, dp, schedule, order).
   const RingPatterns& ring_patterns(int cp, int dp, Schedule schedule, const std::vector<int>& order);
-  // The patterns predict() takes for `choice`: its own ring's, or a2a+p2p's ring's.
+  // The pipeline's stage-to-stage transfers, every boundary both ways at once (units:
+  // bytes); no transfer when pp = 1. Cached.
+  const PatternCost& pp_p2p_pattern(int pp);
+  // The patterns predict() takes for `choice`: its own ring's, or a2a+p2p's ring's (all
+  // pipeline stages' rings at once).
   const RingPatterns& ring_patterns_of(const PlanChoice& choice);
   // The FSDP collectives over all G GPUs (collective_pattern.h: every rail across nodes
   // and NVSwitch inside, concurrently): seconds for one all-gather or reduce-scatter of
@@ -165,6 +171,10 @@ class CostModel {
   std::string why_invalid(const Job& job, const PlanChoice& choice) const;
 
  private:
+  // layer_times, remembered: the pipeline degrees of a (tp, cp, ring, tiles, checkpointing)
+  // share it (pp_flattened), as do the baselines and the tp 1 comparison.
+  const LayerTimes& layer_times_cached(const Job& job, const PlanChoice& choice, const RingPatterns& pat,
+                                       const PatternCost* a2a, bool free_comm);
   // `a2a`: the all-to-all pattern, Ulysses and a2a+p2p only.
   LayerTimes layer_times(const Job& job, const PlanChoice& choice, const RingPatterns& pat,
                          const PatternCost* a2a, bool free_comm);
@@ -177,6 +187,18 @@ class CostModel {
   // a2a+p2p's ring as a cost model of its own (usp_ring_model), by (tp, cp_a2a); cached.
   CostModel& usp_ring(int tp, int cp_a2a);
   std::map<std::pair<int, int>, std::unique_ptr<CostModel>> usp_rings_;
+  // A step of a pipelined plan (pipeline_parallel.cc): the stages' per-micro-batch times
+  // from one layer's (`real`, `free`: micro_batch sequences, all stages' blocks as one),
+  // FSDP's exposed time per layer and per micro-batch's ends, the head and loss on the
+  // last stage, over `microbatches` per pipeline; the optimizer on the largest stage.
+  struct PipelineStep {
+    double time = 0, free_time = 0, bubble = 0, p2p = 0;
+    int layers = 0;                   // the slowest stage's layers
+    double head_and_optimizer = 0;    // compute of the step outside the layers
+  };
+  PipelineStep pipeline_step(const Job& job, const PlanChoice& choice, const LayerTimes& real,
+                             const LayerTimes& free, double fsdp_layer, double fsdp_ends, double logits,
+                             int64_t microbatches);
   // A flat ring cut short by a sliding window: every position sends its last fp32
   // accumulator `hops` positions back, to the block's owner (units: K,V elements).
   const PatternCost& ring_home_pattern(int cp, int dp, const std::vector<int>& order, int hops);
@@ -189,7 +211,22 @@ class CostModel {
   std::map<std::tuple<int, int, int, std::vector<int>>, PatternCost> ring_home_;
   const GroupCollective& group_collective(const std::vector<std::vector<int>>& groups);
   std::map<std::vector<std::vector<int>>, GroupCollective> collectives_;
-  std::map<int, const GroupCollective*> fsdp_, tp_;  // by tp
+  std::map<std::pair<int, int>, const GroupCollective*> fsdp_;  // by (tp, pp)
+  std::map<int, const GroupCollective*> tp_;                    // by tp
+  std::map<int, PatternCost> pp_p2p_;                           // by pp
+  // layer_times_cached's: the patterns' addresses (stable: patterns_ and all_to_all_ are
+  // never erased) stand for cp, ring schedule and order.
+  struct LayerKey {
+    const RingPatterns* pat;
+    const PatternCost* a2a;
+    int64_t seq_len;
+    int fields[11];  // strategy, tp, cp, cp_a2a, balance, tiles, sub-blocks, ckpt, comm, causal, passes+workload
+    bool operator==(const LayerKey& o) const;
+  };
+  struct LayerKeyHash {
+    size_t operator()(const LayerKey& k) const;
+  };
+  std::unordered_map<LayerKey, LayerTimes, LayerKeyHash> layer_memo_;
   std::map<int, ModelSpec> shards_;                  // by tp
   std::map<std::tuple<int, int, int, bool, std::vector<int>>, const GroupCollective*> hsdp_;
 };

@@ -21,6 +21,9 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
   a.sequence_parallel = c.tp > 1;
   a.cp = c.cp;
   a.dp = c.dp;
+  a.pp = c.pp;
+  // Interleaved 1F1B: each pipeline rank holds virtual_stages chunks of L / (pp·v) layers.
+  if (c.virtual_stages > 1) a.virtual_pipeline_layers = model.layers / (c.pp * c.virtual_stages);
   if (c.cp > 1) a.cp_comm_type = cp_comm_type(c.strategy);  // plan.h: Megatron's names
   if (c.strategy == Strategy::kUsp) a.hierarchical_cp_sizes = {c.cp_a2a, c.cp / c.cp_a2a};
   switch (c.checkpointing) {
@@ -90,6 +93,17 @@ std::vector<std::string> megatron_rule_violations(const MegatronArgs& a) {
                 "states (export to torchtitan, or plan with --sharding fsdp, zero2, zero1 or ddp)");
   if (a.virtual_pipeline_layers > 0 && a.pp == 1)
     v.push_back("--num-layers-per-virtual-pipeline-stage needs PP > 1");
+  if (a.pp > 1 && a.num_layers % a.pp != 0)
+    v.push_back("--num-layers " + str(a.num_layers) + " not divisible by PP " + str(a.pp) +
+                " (Megatron-LM transformer_config.py, without an uneven first/last stage)");
+  if (a.virtual_pipeline_layers > 0) {
+    if (a.num_layers % (a.pp * a.virtual_pipeline_layers) != 0)
+      v.push_back("--num-layers " + str(a.num_layers) + " not a multiple of PP x layers per virtual stage");
+    const int64_t dp_mb = int64_t{a.micro_batch_size} * a.dp;
+    if (dp_mb > 0 && (a.global_batch_size / dp_mb) % a.pp != 0)
+      v.push_back("interleaved schedule: micro-batches " + str(a.global_batch_size / dp_mb) +
+                  " not divisible by PP " + str(a.pp) + " (Megatron-LM schedules.py)");
+  }
   return v;
 }
 

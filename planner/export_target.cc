@@ -286,6 +286,9 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
     return std::string("plan.strategy: run executes ring-attention plans, cp_comm_type p2p (got '") +
            to_string(plan.choice.strategy) + "', cp_comm_type " + cp_comm_type(plan.choice.strategy) +
            "): re-plan with --cp-comm-type p2p";
+  if (plan.choice.pp > 1)
+    return "plan.pp: the executor runs plans without pipeline parallelism (got pp " + std::to_string(plan.choice.pp) +
+           "): such a plan is priced and exported, not run: re-plan with --pp 1";
   if (plan.choice.tp > 1)
     return "plan.tp: the executor runs plans without tensor parallelism (got tp " + std::to_string(plan.choice.tp) +
            "): such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: re-plan with --tp 1";
@@ -317,7 +320,10 @@ std::string export_header(const Plan& plan, ExportTarget target, const std::stri
                                  ? "all-to-all over heads (" + c.order_name + " order; any split prices the same)"
                                  : std::string(to_string(c.schedule)) + " schedule, " + c.order_name + " order, " +
                                        to_string(c.load_balance) + " split";
-  const std::string tp = c.tp > 1 ? "tp " + std::to_string(c.tp) + " x " : "";
+  const std::string tp = (c.tp > 1 ? "tp " + std::to_string(c.tp) + " x " : "") +
+                         (c.pp > 1 ? "pp " + std::to_string(c.pp) +
+                                         (c.virtual_stages > 1 ? " (" + std::to_string(c.virtual_stages) + " virtual)" : "") + " x "
+                                   : "");
   std::snprintf(buf, sizeof buf, "# plan: %s, %scp %d x dp %d, %s, checkpointing %s, micro-batch %d x %d micro-steps\n",
                 to_string(c.strategy), tp.c_str(), c.cp, c.dp, layout.c_str(), to_string(c.checkpointing), c.micro_batch,
                 c.grad_accum);

@@ -2,6 +2,7 @@
 
 #include "planner/cost_model.h"
 #include "planner/export_target.h"
+#include "planner/pipeline_parallel.h"
 
 namespace rm {
 
@@ -14,9 +15,9 @@ std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus
          str(model.layers) + " layers, hidden " + str(model.hidden) + ", " + str(model.heads) + " heads, " +
          str(model.kv_heads) + " kv heads).\n";
   const bool replicas = c.sharding == Sharding::kDdp || c.sharding == Sharding::kHsdp;
-  const std::string mesh = std::string("torchtitan's mesh [") + (replicas ? "dp_replicate, " : "") + "dp_shard, cp";
   out += placement_comment(plan, gpus_per_node,
-                           c.tp > 1 ? mesh + ", tp], TP innermost" : mesh + "], TP 1");
+                           std::string("torchtitan's mesh [") + (c.pp > 1 ? "pp, " : "") + (replicas ? "dp_replicate, " : "") +
+                               (c.tp > 1 ? "dp_shard, cp, tp], TP innermost" : "dp_shard, cp], TP 1"));
   out += "\n[training]\n";
   out += "seq_len = " + str(plan.job.seq_len) + "\n";
   out += "local_batch_size = " + str(c.micro_batch) + "\n";
@@ -31,7 +32,14 @@ std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus
   if (c.sharding == Sharding::kZero2) out += "fsdp_reshard_after_forward = \"never\"\n";
   // torchtitan's TP plan shards the norms by sequence too (sequence parallelism).
   out += "tensor_parallel_degree = " + str(c.tp) + "\n";
-  out += "pipeline_parallel_degree = 1\n";
+  out += "pipeline_parallel_degree = " + str(c.pp) + "\n";
+  if (c.pp > 1) {
+    // pipeline_parallel.h: 1F1B, or interleaved with v stages of L / (pp·v) layers per rank.
+    out += std::string("pipeline_parallel_schedule = \"") + pp_schedule_name(c.virtual_stages) + "\"\n";
+    out += "pipeline_parallel_microbatch_size = " + str(c.micro_batch) + "\n";
+    if (c.virtual_stages > 1)
+      out += "pipeline_parallel_layers_per_stage = " + str(model.layers / (c.pp * c.virtual_stages)) + "\n";
+  }
   out += "context_parallel_degree = " + str(c.cp) + "\n";
   if (c.cp > 1)
     out += std::string("context_parallel_rotate_method = \"") +

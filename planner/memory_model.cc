@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "planner/pipeline_parallel.h"
 #include "planner/tensor_parallel.h"
 
 namespace rm {
@@ -143,16 +144,33 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   const ModelSpec shard = tp_shard(m, tp);  // one TP member's weights (m / tp)
   MemoryBreakdown mem;
   const StateShards n = state_shards(choice);
-  const double psi = shard.params();
-  mem.model_states = e * psi / n.params + e * psi / n.grads + kOptimizerStateBytesPerParam * psi / n.optimizer;
   const double layer_unit = std::max(shard.layer_params(), static_cast<double>(shard.vocab) * shard.hidden);
   // A TP member whose shard no other GPU shares holds it unsharded already: nothing to gather.
   mem.layer_buffers = n.params > 1 ? e * 4.0 * layer_unit : n.grads > 1 ? e * 2.0 * layer_unit : 0;
   // Stored activations of every sequence of the micro-step (PlanChoice::micro_batch); the
   // working set is one sequence's at a time. Sequence parallelism divides both by tp.
-  mem.activations = std::max(1, choice.micro_batch) *
-                    (m.layers * c * activation_bytes_per_token_layer(m, choice.checkpointing, e, tp) +
-                     c * m.hidden * e / tp);
+  const double per_layer =
+      std::max(1, choice.micro_batch) * c * activation_bytes_per_token_layer(m, choice.checkpointing, e, tp);
+  const double final_hidden = std::max(1, choice.micro_batch) * c * m.hidden * e / tp;
+  // Pipeline stages (pipeline_parallel.h): the stage with the most states and stored
+  // activations sets the peak (the first holds the most micro-batches in flight, the
+  // last the head). Without a pipeline: one stage of every layer, one micro-batch held.
+  const int pp = std::max(1, choice.pp), v = std::max(1, choice.virtual_stages);
+  // Middle stages hold no more layers, micro-batches or tables than the first.
+  double peak = -1;
+  for (int s : {0, pp - 1}) {
+    const double psi = pp_stage_params(shard, pp, v, s);
+    const double states = e * psi / n.params + e * psi / n.grads + kOptimizerStateBytesPerParam * psi / n.optimizer;
+    const double chunk_layers = static_cast<double>(pp_stage_layer_count(m.layers, pp, v, s)) / v;
+    const double held = pp > 1 ? chunk_layers * static_cast<double>(pp_in_flight(pp, v, choice.grad_accum, s))
+                               : m.layers;
+    const double act = held * per_layer + final_hidden;
+    if (states + act > peak) {
+      peak = states + act;
+      mem.model_states = states;
+      mem.activations = act;
+    }
+  }
   mem.working_set = ring_buffers(m, choice, seq_len, gpu, window).working_set_bytes();
   mem.runtime_reserve = gpu.runtime_reserve_bytes;
   return mem;

@@ -126,6 +126,10 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
 //                  gradients being computed and those in the reduce-scatter (its params
 //                  are held whole); ddp, zero1: 0 (whole gradients are model states).
 //   activations    L·c·activation_bytes_per_token_layer + c·hidden·e (final hidden)
+// With pipeline stages (choice.pp > 1, pipeline_parallel.h) each GPU holds its stage's
+// share: model_states of its stage's parameters (pp_stage_params) over its cp·dp GPUs,
+// and the stored activations of the micro-batches it has in flight (pp_in_flight chunk
+// micro-batches of L / (pp·v) layers each); the stage with the largest sum is reported.
 //   working_set    RingBuffers::working_set_bytes()
 //   runtime_reserve  gpu.runtime_reserve_bytes
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,

@@ -6,7 +6,7 @@
 // Shape letters used throughout ringmaster:
 //   N  sequence length (tokens per sequence)   P  ring size (= cp)
 //   c  tokens per rank per sequence = N / P    d  head dim
-//   h  query heads    h_kv  key/value heads    G  GPUs = tp * cp * dp
+//   h  query heads    h_kv  key/value heads    G  GPUs = tp * cp * dp * pp
 #pragma once
 
 #include <cstdint>
@@ -109,7 +109,7 @@ struct PlanChoice {
   // position is a TP group of tp GPUs on one node; Megatron's --tensor-model-parallel-size.
   int tp = 1;
   int cp = 1;  // ring size P
-  int dp = 1;  // data-parallel (FSDP) degree; tp * cp * dp == gpus
+  int dp = 1;  // data-parallel (FSDP) degree; tp * cp * dp * pp == gpus
   Schedule schedule = Schedule::kFlat;
   std::string order_name = "node-major";
   // A permutation of all G GPU ids; ring k is order[k*cp .. (k+1)*cp). The GPU at
@@ -137,6 +137,14 @@ struct PlanChoice {
   // GPUs of a TP rank form one shard group; data_parallel_replicate_degree = dp / dp_shard.
   // 1 otherwise.
   int dp_shard = 1;
+  // Pipeline-parallel degree (pipeline_parallel.h; Megatron's --pipeline-model-parallel-size,
+  // torchtitan's pipeline_parallel_degree): tp·cp·dp·pp = G, stages outermost in the rank
+  // order (tp-cp-dp-pp), so `order` is tp_order(tp, cp, dp·pp) when pp > 1. Step workloads
+  // only; grad_accum is then the micro-batches per pipeline per step.
+  int pp = 1;
+  // Model chunks per pipeline rank: 1 = 1F1B, > 1 = interleaved 1F1B (Megatron's
+  // --num-virtual-stages-per-pipeline-rank).
+  int virtual_stages = 1;
 };
 
 struct MemoryBreakdown {  // bytes per GPU
@@ -167,6 +175,8 @@ struct Prediction {
   double exposed_comm_s = 0;
   double fsdp_exposed_s = 0;
   double tp_comm_s = 0;  // tensor-parallel all-gathers and reduce-scatters (unhidden)
+  double pp_bubble_s = 0;  // pipeline fill and drain (pipeline_parallel.h); 0 when pp = 1
+  double pp_p2p_s = 0;     // pipeline stage-to-stage transfers (exposed)
   double overlap_threshold_tokens = 0;  // c >= F/B on the ring's bottleneck link
   std::string why_not;  // set when !fits or the plan is infeasible: the reason, for people
 };
@@ -204,10 +214,11 @@ std::string plan_to_yaml_string(const Plan& plan);
 // The JSON object `plan` prints and `sweep` lists (a contract; see README):
 // schema_version, model, topology, gpus, seq_len, plan{...}, predicted{...}, baselines[...].
 // Schema 2 added, beside the existing keys (unchanged): plan.cp_comm_type, plan.tp,
-// plan.pp, plan.sharding, plan.virtual_stages. The planner prices tp >= 1 (with sequence
-// parallelism), pp = 1, virtual_stages = 1 and every sharding level over each TP rank's
-// cp·dp GPUs ("ddp", "zero1", "zero2", "fsdp", "hsdp"); plan.yaml carries the same keys
-// and refuses other values (a plan without `sharding` is fsdp, as every plan was before).
+// plan.pp, plan.sharding, plan.virtual_stages (and predicted.pp_bubble_s, pp_p2p_s). The
+// planner prices tp >= 1 (with sequence parallelism), pp >= 1 with virtual stages
+// (pipeline_parallel.h) and every sharding level over each stage's TP rank's cp·dp GPUs
+// ("ddp", "zero1", "zero2", "fsdp", "hsdp"); plan.yaml carries the same keys and refuses
+// other values (a plan without `sharding` is fsdp, as every plan was before).
 inline constexpr int kPlanSchemaVersion = 2;
 nlohmann::json plan_to_json(const Plan& plan);
 

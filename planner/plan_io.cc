@@ -176,9 +176,9 @@ nlohmann::json plan_to_json(const Plan& plan) {
   out["plan"] = {{"strategy", to_string(c.strategy)},
                  {"cp_comm_type", cp_comm_type(c.strategy)},
                  {"tp", c.tp},
-                 {"pp", 1},
+                 {"pp", c.pp},
                  {"sharding", to_string(c.sharding)},
-                 {"virtual_stages", 1},
+                 {"virtual_stages", c.virtual_stages},
                  {"cp", c.cp},
                  {"dp", c.dp},
                  {"schedule", to_string(c.schedule)},
@@ -209,6 +209,8 @@ nlohmann::json plan_to_json(const Plan& plan) {
                       {"exposed_comm_s", p.exposed_comm_s},
                       {"fsdp_exposed_s", p.fsdp_exposed_s},
                       {"tp_comm_s", p.tp_comm_s},
+                      {"pp_bubble_s", p.pp_bubble_s},
+                      {"pp_p2p_s", p.pp_p2p_s},
                       {"overlap_threshold_tokens", p.overlap_threshold_tokens},
                       {"memory_gib", memory_json(p.memory)},
                       {"why_not", p.why_not}};
@@ -279,9 +281,9 @@ std::string plan_to_yaml_string(const Plan& plan) {
   e << YAML::Key << "strategy" << YAML::Value << to_string(c.strategy);
   e << YAML::Key << "cp_comm_type" << YAML::Value << cp_comm_type(c.strategy);
   e << YAML::Key << "tp" << YAML::Value << c.tp;
-  e << YAML::Key << "pp" << YAML::Value << 1;
+  e << YAML::Key << "pp" << YAML::Value << c.pp;
   e << YAML::Key << "sharding" << YAML::Value << to_string(c.sharding);
-  e << YAML::Key << "virtual_stages" << YAML::Value << 1;
+  e << YAML::Key << "virtual_stages" << YAML::Value << c.virtual_stages;
   e << YAML::Key << "cp" << YAML::Value << c.cp;
   e << YAML::Key << "dp" << YAML::Value << c.dp;
   e << YAML::Key << "schedule" << YAML::Value << to_string(c.schedule);
@@ -317,6 +319,10 @@ std::string plan_to_yaml_string(const Plan& plan) {
   e << YAML::Key << "exposed_comm_s" << YAML::Value << num(p.exposed_comm_s);
   e << YAML::Key << "fsdp_exposed_s" << YAML::Value << num(p.fsdp_exposed_s);
   e << YAML::Key << "tp_comm_s" << YAML::Value << num(p.tp_comm_s);
+  if (c.pp > 1) {
+    e << YAML::Key << "pp_bubble_s" << YAML::Value << num(p.pp_bubble_s);
+    e << YAML::Key << "pp_p2p_s" << YAML::Value << num(p.pp_p2p_s);
+  }
   e << YAML::Key << "overlap_threshold_tokens" << YAML::Value << num(p.overlap_threshold_tokens);
   e << YAML::Key << "memory_gib" << YAML::Value << YAML::BeginMap;
   const MemoryBreakdown& m = p.memory;
@@ -395,18 +401,16 @@ PlanChoice read_choice(const YamlMap& m, int gpus) {
     m.fail("cp_comm_type", std::string("expected '") + cp_comm_type(c.strategy) + "' for strategy " +
                                to_string(c.strategy) + " (got '" + m.str("cp_comm_type") + "')");
   }
-  // Schema 2's dimensions the planner prices at one value only (plan.h).
-  for (const char* one : {"pp", "virtual_stages"}) {
-    if (m.has(one) && m.integer(one, Range::at_least(1)) != 1)
-      m.fail(one, "expected 1 (plans with pipeline parallelism are not priced yet)");
-  }
   c.tp = m.count_or("tp", 1, 1, kMaxGpus);
   if (m.has("sharding")) c.sharding = parse_sharding(m.str("sharding"), m.location("sharding"), m.field("sharding"));
+  c.pp = m.count_or("pp", 1, 1, kMaxGpus);
+  c.virtual_stages = m.count_or("virtual_stages", 1, 1, kMaxGpus);
+  if (c.virtual_stages > 1 && c.pp == 1) m.fail("virtual_stages", "expected 1 with pp 1 (virtual stages are a pipeline's)");
   c.cp = m.count("cp", 1, kMaxGpus);
   c.dp = m.count("dp", 1, kMaxGpus);
-  if (static_cast<int64_t>(c.tp) * c.cp * c.dp != gpus) {
-    m.fail("dp", "expected tp * cp * dp == gpus " + std::to_string(gpus) + " (got " + std::to_string(c.tp) +
-                     " * " + std::to_string(c.cp) + " * " + std::to_string(c.dp) + ")");
+  if (static_cast<int64_t>(c.tp) * c.cp * c.dp * c.pp != gpus) {
+    m.fail("dp", "expected tp * cp * dp * pp == gpus " + std::to_string(gpus) + " (got " + std::to_string(c.tp) +
+                     " * " + std::to_string(c.cp) + " * " + std::to_string(c.dp) + " * " + std::to_string(c.pp) + ")");
   }
   c.schedule = parse_schedule(m.str("schedule"), m.location("schedule"), m.field("schedule"));
   c.order_name = m.str_or("order_name", "custom");
@@ -453,6 +457,8 @@ Prediction read_predicted(const YamlMap& m) {
   p.exposed_comm_s = m.number_or("exposed_comm_s", 0, any);
   p.fsdp_exposed_s = m.number_or("fsdp_exposed_s", 0, any);
   p.tp_comm_s = m.number_or("tp_comm_s", 0, any);
+  p.pp_bubble_s = m.number_or("pp_bubble_s", 0, any);
+  p.pp_p2p_s = m.number_or("pp_p2p_s", 0, any);
   p.overlap_threshold_tokens = m.number_or("overlap_threshold_tokens", 0, any);
   if (m.has("memory_gib")) {
     const YamlMap mem = m.map("memory_gib");

@@ -46,7 +46,8 @@ const std::vector<std::string> kEntryKeys = {
     "id",           "source",    "gpu",     "cluster",       "model",     "gpus",   "seq_len",
     "micro_batch",  "global_batch", "workload", "passes",     "cp",        "cp_kind", "tp",
     "pp",           "dp",        "sharding", "checkpointing", "precision", "causal", "metric",
-    "published",    "definitions", "split",  "note",          "attention_kernel", "topology", "compile"};
+    "published",    "definitions", "split",  "note",          "attention_kernel", "topology", "compile",
+    "pp_schedule"};
 
 template <typename E>
 const char* name_of(const Names<E>& names, E v) {
@@ -164,6 +165,12 @@ PublishedEntry parse_entry(const YAML::Node& node, const std::string& source, si
     m.fail("topology", "expected a shipped topology's name of a-z, 0-9, '-' and '_' (got '" + e.topology + "')");
   e.causal = m.boolean("causal");
   if (m.has("compile")) e.compile = m.boolean("compile");
+  if (m.has("pp_schedule")) {
+    const std::string v = m.str("pp_schedule");
+    if (v != "1f1b" && v != "interleaved_1f1b") m.fail("pp_schedule", "expected 1f1b or interleaved_1f1b (got '" + v + "')");
+    if (e.pp == 1) m.fail("pp_schedule", "expected only with pp > 1");
+    e.pp_interleaved = v == "interleaved_1f1b";
+  }
   e.metric = parse_name(m, "metric", kMetrics);
   e.published = m.number("published", Range::above_up_to(0, 1e18));  // tokens/s, MFU, seconds
   e.definitions = m.str("definitions");

@@ -69,6 +69,10 @@ struct PublishedEntry {
   // fused). false = torchtitan without --training.compile: eager elementwise kernels
   // (Job::eager_elementwise).
   std::optional<bool> compile;
+  // The pipeline schedule the source names (optional, pp > 1 only): false = 1F1B, true =
+  // interleaved 1F1B (torchtitan's pipeline_parallel_schedule "1F1B" / "Interleaved1F1B");
+  // absent: both are searched.
+  std::optional<bool> pp_interleaved;
   bool causal = true;
   Metric metric = Metric::kTokensPerSPerGpu;
   double published = 0;   // the figure as printed, in `metric`'s unit

@@ -84,7 +84,6 @@ std::string topology_for(const PublishedEntry& e, std::vector<std::string>& why)
 std::vector<std::string> unexpressible(const PublishedEntry& e) {
   std::vector<std::string> why;
   const bool step = e.workload == Workload::kStep;
-  if (e.pp > 1) why.push_back("pipeline parallelism (pp " + std::to_string(e.pp) + ")");
   if (e.cp_kind == CpKind::kA2aP2p) why.push_back(std::string("cp_kind ") + to_string(e.cp_kind));
   if (step && e.dp > 1 && e.sharding == Sharding::kNone)
     why.push_back("sharding none with dp " + std::to_string(e.dp) + " (data parallelism shards or replicates)");
@@ -212,6 +211,11 @@ PublishedCheck check_published(const PublishedEntry& e) {
   } catch (const InputError& bad) {
     throw InputError(e.location + ": " + e.id + ".model: " + bad.what());
   }
+  // Interleaving needs the layers in pp·v equal chunks here (pipeline_parallel.h); sources
+  // that interleave uneven stages (Llama 3 trims the first and last) cannot be expressed.
+  if (e.pp_interleaved.value_or(false) && model.layers % (2 * e.pp) != 0)
+    r.not_modelled.push_back("interleaved 1F1B over uneven stages (" + std::to_string(model.layers) + " layers on pp " +
+                             std::to_string(e.pp) + "): the planner interleaves equal chunks only");
   if (!r.not_modelled.empty()) return r;
   r.assumed = assumptions(e);
 
@@ -263,6 +267,9 @@ PublishedCheck check_published(const PublishedEntry& e) {
   pins.tp = e.tp;  // as the source ran it (tensor_parallel.h): tp 1 is not searched past
   // The stated sharding level (data_parallel.h); unstated, FSDP (assumptions() says so).
   pins.sharding = e.sharding && *e.sharding != Sharding::kNone ? *e.sharding : Sharding::kFsdp;
+  pins.pp = e.pp;  // likewise its pipeline (pipeline_parallel.h); 1F1B when the source says so,
+                   // else 1F1B and interleaved are both tried
+  if (e.pp_interleaved == false) pins.virtual_stages = 1;
   // A step's micro-batch as the source ran it (unstated: the planner's pick); an attention
   // call over several sequences is priced as that many one-sequence calls (metric_value).
   if (e.workload != Workload::kStep) pins.micro_batch = 1;

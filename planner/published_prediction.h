@@ -18,7 +18,7 @@
 //              grad_accum = global_batch / (dp x micro_batch); precision fp8: float8
 //              linear layers at the GPU's fp8 rate (linear_precision.h).
 // An entry the planner cannot express yet is not modelled, with every reason that applies:
-// tp > 1, pp > 1, fp8 on a GPU without an fp8 rate, cp_kind a2a+p2p, a GPU without a topology (or more
+// fp8 on a GPU without an fp8 rate, cp_kind a2a+p2p, a GPU without a topology (or more
 // GPUs than it holds), sharding other than FSDP, unstated checkpointing of a step, a FLOP
 // figure whose formula the entry does not state.
 // Where a step's source is silent on something the planner needs (micro-batch: the planner's

@@ -161,6 +161,11 @@ class Generator {
       if (choice_.schedule == Schedule::kTwoLevel)
         fail_input(w, "schedule", "a two-level ring runs with tp = 1 (got tp " + num(choice_.tp) + ")");
     }
+    if (choice_.pp != 1 || choice_.virtual_stages != 1) {
+      fail_input(w, "pp",
+                 "pipeline parallelism (pp " + num(choice_.pp) + ") is priced by the planner; its op lists are not "
+                 "generated yet (simulate or run plans with pp 1)");
+    }
     if (choice_.strategy == Strategy::kUsp) {
       const std::string why = usp_split_why_invalid(m_, choice_, fabric_.topology().gpus_per_node);
       if (!why.empty()) fail_input(w, "hierarchical_context_parallel_sizes", why);

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "planner/attention_work.h"
 #include "planner/data_parallel.h"
 #include "planner/input_error.h"
+#include "planner/pipeline_parallel.h"
 #include "planner/ring_order.h"
 #include "planner/tensor_parallel.h"
 
@@ -89,19 +91,33 @@ std::vector<Sharding> sharding_levels(const PlanChoice& ch, int gpus_per_node, c
   return out;
 }
 
-// Prices `ch` for each micro-batch (fitting grad_accum to it), sharding level and
-// checkpointing policy, offering each to `best`; memory grows with the micro-batch and
-// with each level's unsharded states, so each stops at its first misfit. Exact pruning:
-// levels other than fsdp hold more memory than fsdp, so when nothing fits fsdp is the
-// least-memory answer and the others are not priced where their memory does not fit;
-// when fsdp fits, no other level can take less than fsdp's step less its exposed
-// data-parallel time (the same compute at the same or a later checkpointing policy, an
-// optimizer shard at least as large), so they are not priced when that bound does not
-// beat the best plan so far (`offer` returns its tokens/s, 0 while none fits).
+// Virtual stages to try for a choice's pp on `layers` layers: the pin, or 1 and those of
+// kVirtualStages that split the layers into pp·v equal chunks (pp > 1 only).
+std::vector<int> virtual_stage_counts(int layers, int pp, const SearchPins& pins) {
+  if (pins.virtual_stages) return {*pins.virtual_stages};
+  std::vector<int> out{1};
+  if (pp > 1)
+    for (int v : kVirtualStages)
+      if (v > 1 && layers % (pp * v) == 0) out.push_back(v);
+  return out;
+}
+
+// Prices `ch` for each micro-batch (fitting grad_accum to it), sharding level, virtual
+// stage count and checkpointing policy, offering each to `best`; memory grows with the
+// micro-batch, with each level's unsharded states and with virtual stages, so each stops at
+// its first misfit. Interleaving needs grad_accum a multiple of pp (pipeline_parallel.h):
+// other counts are skipped, and `note` hears it. Exact pruning: levels other than fsdp hold
+// more memory than fsdp, so when nothing fits fsdp is the least-memory answer and the others
+// are not priced where their memory does not fit; when fsdp fits, no other level can take
+// less than fsdp's step less its exposed data-parallel time (the same compute at the same or
+// a later checkpointing policy, an optimizer shard at least as large), so they are not priced
+// when that bound, at fsdp's best virtual stage count, does not beat the best plan so far
+// (`offer` returns its tokens/s, 0 while none fits).
 template <class Offer>
 int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, const RingPatterns& pat,
                             const std::vector<int>& mbs, const std::vector<Sharding>& levels,
-                            const std::vector<Checkpointing>& ckpts, Offer offer) {
+                            const std::vector<int>& vs, const std::vector<Checkpointing>& ckpts, Offer offer,
+                            const std::function<void(const std::string&)>& note) {
   const int64_t seqs = sequences_per_step(job);
   const ModelSpec& m = cost.model();
   const GpuSpec& gpu = cost.fabric().topology().gpu;
@@ -117,25 +133,36 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
                         ? hsdp_dp_shard(ch.tp, ch.cp, ch.dp, cost.fabric().topology().gpus_per_node)
                         : 1;
       const bool must_price = level == Sharding::kFsdp || levels.size() == 1;
-      bool done = false;
-      for (Checkpointing ck : ckpts) {
-        ch.checkpointing = ck;
-        if (!must_price && memory_breakdown(m, ch, job.seq_len, gpu, window).total() > gpu.memory_bytes)
+      double fsdp_bound = -1;  // the fastest any level could be (fsdp only; -1: none fits)
+      double best_rate = 0;
+      for (int v : vs) {
+        ch.virtual_stages = v;
+        if (v > 1 && ch.grad_accum % ch.pp != 0) {
+          note(pp_why_invalid(cost.model().layers, ch.pp, v, ch.grad_accum));
           continue;
-        const Prediction p = cost.predict(job, ch, pat);
-        ++evaluated;
-        const double best_rate = offer(ch, p);
-        if (p.fits) {
-          fitted = true;
-          if (level == Sharding::kFsdp) {
-            const double floor_s = p.step_time_s - p.fsdp_exposed_s;  // no level is faster
-            done = p.fsdp_exposed_s <= 0 ||
-                   (floor_s > 0 && p.tokens_per_s * p.step_time_s / floor_s <= best_rate * (1 + 1e-9));
-          }
-          break;  // later policies only add recompute
         }
+        bool v_fitted = false;
+        for (Checkpointing ck : ckpts) {
+          ch.checkpointing = ck;
+          if (!must_price && memory_breakdown(m, ch, job.seq_len, gpu, window).total() > gpu.memory_bytes)
+            continue;
+          const Prediction p = cost.predict(job, ch, pat);
+          ++evaluated;
+          best_rate = offer(ch, p);
+          if (p.fits) {
+            fitted = v_fitted = true;
+            if (level == Sharding::kFsdp) {
+              const double floor_s = p.step_time_s - p.fsdp_exposed_s;  // no level is faster
+              fsdp_bound = std::max(fsdp_bound, p.fsdp_exposed_s <= 0 ? p.tokens_per_s
+                                                : floor_s > 0 ? p.tokens_per_s * p.step_time_s / floor_s
+                                                              : std::numeric_limits<double>::infinity());
+            }
+            break;  // later policies only add recompute
+          }
+        }
+        if (!v_fitted) break;  // more virtual stages only add in-flight activations
       }
-      if (done) break;
+      if (level == Sharding::kFsdp && fsdp_bound >= 0 && fsdp_bound <= best_rate * (1 + 1e-9)) break;
     }
     if (!fitted && mb > 1) break;  // more sequences only add memory
   }
@@ -167,6 +194,19 @@ struct Best {
   }
 };
 
+// The (pp, tp) pairs to search: each pipeline stage of G / pp GPUs split into TP groups.
+std::vector<std::pair<int, int>> stage_shapes(int gpus, const std::vector<int>& pps, const std::vector<int>& tps,
+                                              const std::function<void(const std::string&)>& note) {
+  std::vector<std::pair<int, int>> out;
+  for (int pp : pps) {
+    for (int tp : tps) {
+      if ((gpus / pp) % tp == 0) out.emplace_back(pp, tp);
+      else if (pps.size() == 1 && tps.size() == 1) note("tp " + std::to_string(tp) + " does not divide the " + std::to_string(gpus / pp) + " GPUs of a pipeline stage");
+    }
+  }
+  return out;
+}
+
 template <typename T>
 std::vector<T> pinned_or(const std::optional<T>& pin, std::vector<T> all) {
   if (pin) return {*pin};
@@ -191,6 +231,8 @@ std::string pins_text(const SearchPins& p) {
   if (p.checkpointing) add("--checkpointing", to_string(*p.checkpointing));
   if (p.micro_batch) add("--micro-batch", std::to_string(*p.micro_batch));
   if (p.sharding) add("--sharding", to_string(*p.sharding));
+  if (p.pp) add("--pp", std::to_string(*p.pp));
+  if (p.virtual_stages) add("--virtual-stages", std::to_string(*p.virtual_stages));
   return s.empty() ? s : " with" + s;
 }
 
@@ -217,6 +259,29 @@ std::vector<int> Planner::tp_degrees(const SearchPins& pins, const std::function
       why = "tp " + std::to_string(tp) + " does not divide the " + std::to_string(G) + " GPUs";
     if (why.empty()) out.push_back(tp);
     else if (pins.tp) note(why);
+  }
+  return out;
+}
+
+std::vector<int> Planner::pp_degrees(const Job& job, const SearchPins& pins,
+                                     const std::function<void(const std::string&)>& note) const {
+  const int G = fabric_.gpus();
+  if (job.workload != Workload::kStep) {
+    if (pins.pp && *pins.pp != 1) {
+      note("pipeline parallelism applies to step workloads (pp " + std::to_string(*pins.pp) + ")");
+      return {};
+    }
+    return {1};
+  }
+  std::vector<int> out;
+  for (int pp : pins.pp ? std::vector<int>{*pins.pp}
+                        : std::vector<int>(std::begin(kPipelineParallelDegrees), std::end(kPipelineParallelDegrees))) {
+    // The micro-batch count is checked per candidate: pp stands in for a multiple of pp here.
+    std::string why = pp_why_invalid(model_.layers, pp, pins.virtual_stages.value_or(1), pp);
+    if (why.empty() && G % pp != 0)
+      why = "pp " + std::to_string(pp) + " does not divide the " + std::to_string(G) + " GPUs";
+    if (why.empty()) out.push_back(pp);
+    else if (pins.pp || pins.virtual_stages) note(why);
   }
   return out;
 }
@@ -257,9 +322,10 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
       pins.checkpointing, {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull});
   const int64_t unpinned_subs = pins.kv_subblocks ? 1 : std::size(kKvSubblocks);
 
-  for (int tp : tps) {
-    // Each ring position is a TP group of tp GPUs (tensor_parallel.h): cp x dp = G / tp.
-    const int groups = G / tp;
+  for (const auto& [pp, tp] : stage_shapes(G, pp_degrees(job, pins, note), tps, note)) {
+    // Each ring position is a TP group of tp GPUs (tensor_parallel.h) in one of pp
+    // pipeline stages (pipeline_parallel.h): cp x dp = G / (tp x pp).
+    const int groups = G / tp / pp;
     for (int cp : pins.cp ? std::vector<int>{*pins.cp} : divisors(groups)) {
       if (cp < 1 || groups % cp != 0) {
         note("cp " + std::to_string(cp) + " does not divide the " + std::to_string(groups) +
@@ -274,11 +340,13 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
           continue;
         }
         // With tensor parallelism the one rank order: TP innermost (tensor_parallel.h).
+        // With pipeline stages the tp-cp-dp-pp order (stages outermost).
         std::vector<std::pair<std::string, std::vector<int>>> ords;
-        if (tp == 1) ords = orders(cp, sched, pins);
+        if (tp == 1 && pp == 1) ords = orders(cp, sched, pins);
         else if (!pins.order || *pins.order == "node-major")
-          ords.emplace_back("node-major", tp_order(tp, cp, groups / cp));
-        else note("with tp > 1 the order is node-major (the tp-cp-dp rank order), not " + *pins.order);
+          ords.emplace_back("node-major", tp_order(tp, cp, groups / cp * pp));
+        else if (tp > 1) note("with tp > 1 the order is node-major (the tp-cp-dp rank order), not " + *pins.order);
+        else note("with pp > 1 the order is node-major (the tp-cp-dp-pp rank order), not " + *pins.order);
         if (ords.empty() && pins.order && tp == 1) {  // only "searched" can be empty
           note(sched == Schedule::kTwoLevel
                    ? "the searched order is for flat and bidirectional rings (not two-level)"
@@ -288,6 +356,7 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
           PlanChoice ch;
           ch.strategy = Strategy::kRing;
           ch.tp = tp;
+          ch.pp = pp;
           ch.cp = cp;
           ch.dp = groups / cp;
           ch.schedule = sched;
@@ -316,11 +385,12 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
                     }
                     continue;
                   }
-                  if (!pat) pat = &cost_.ring_patterns(cp, ch.dp, sched, order);
+                  if (!pat) pat = &cost_.ring_patterns(cp, ch.dp * pp, sched, order);
                   local.evaluated += offer_micro_batches(
                       cost_, job, ch, *pat, micro_batches(job, ch.dp, pins),
-                      sharding_levels(ch, fabric_.topology().gpus_per_node, pins, note), ckpts,
-                      [&](const PlanChoice& c, const Prediction& p) { return best.offer(job, c, p); });
+                      sharding_levels(ch, fabric_.topology().gpus_per_node, pins, note),
+                      virtual_stage_counts(model_.layers, pp, pins), ckpts,
+                      [&](const PlanChoice& c, const Prediction& p) { return best.offer(job, c, p); }, note);
                 }
               }
             }
@@ -362,8 +432,8 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
                                             : std::vector<int>(std::begin(kTileSizes), std::end(kTileSizes));
   const std::vector<int> bkvs = pins.block_kv ? std::vector<int>{*pins.block_kv}
                                               : std::vector<int>(std::begin(kTileSizes), std::end(kTileSizes));
-  for (int tp : tps) {
-    const int groups = G / tp;  // TP groups (tensor_parallel.h)
+  for (const auto& [pp, tp] : stage_shapes(G, pp_degrees(job, pins, note), tps, note)) {
+    const int groups = G / tp / pp;  // TP groups of a pipeline stage (tensor_parallel.h)
     for (int cp : pins.cp ? std::vector<int>{*pins.cp} : divisors(groups)) {
       if (cp < 2) {  // cp 1 is the p2p plan without a ring
         if (pins.cp) note(std::string(cp_comm_type(kind)) + " needs cp >= 2");
@@ -377,14 +447,16 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
       PlanChoice ch;
       ch.strategy = kind;
       ch.tp = tp;
+      ch.pp = pp;
       ch.cp = cp;
       ch.dp = groups / cp;
       ch.schedule = Schedule::kFlat;
       // Node-major keeps each TP group innermost (tensor_parallel.h) and each a2a group of
       // a2a+p2p on consecutive GPUs inside a node (usp_plan.h); with tp 1 it is 0, 1, 2, ...
-      const bool node_major = tp > 1 || kind == Strategy::kUsp;
+      // With pipeline stages, the tp-cp-dp-pp order.
+      const bool node_major = tp > 1 || pp > 1 || kind == Strategy::kUsp;
       ch.order_name = node_major ? "node-major" : "snake";
-      ch.order = node_major ? tp_order(tp, cp, ch.dp) : snake_order(fabric_);
+      ch.order = node_major ? tp_order(tp, cp, ch.dp * pp) : snake_order(fabric_);
       // all_gather balances a causal mask with zigzag chunks; under a sliding window contiguous
       // chunks balance themselves and gather only the window's blocks.
       // a2a+p2p's ring too (Megatron runs it on Transformer Engine's zigzag p2p ring).
@@ -414,16 +486,19 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
               // when not even that beats `to_beat`, its ring patterns are not solved.
               static const RingPatterns kFreeRing{};
               Best bound;
+              const auto quiet = [](const std::string&) {};
               offer_micro_batches(cost_, job, ch, kFreeRing, micro_batches(job, ch.dp, pins),
-                                  sharding_levels(ch, fabric_.topology().gpus_per_node, pins, [](const std::string&) {}),
-                                  ckpts, [&](const PlanChoice& c, const Prediction& p) { return bound.offer(job, c, p); });
+                                  sharding_levels(ch, fabric_.topology().gpus_per_node, pins, quiet),
+                                  virtual_stage_counts(model_.layers, pp, pins), ckpts,
+                                  [&](const PlanChoice& c, const Prediction& p) { return bound.offer(job, c, p); }, quiet);
               if (!bound.plan.predicted.fits || bound.plan.predicted.tokens_per_s <= to_beat * (1 + 1e-9)) continue;
             }
             if (!pat) pat = &cost_.ring_patterns_of(ch);
             local.evaluated += offer_micro_batches(
                 cost_, job, ch, *pat, micro_batches(job, ch.dp, pins),
-                sharding_levels(ch, fabric_.topology().gpus_per_node, pins, note), ckpts,
-                [&](const PlanChoice& c, const Prediction& p) { return best.offer(job, c, p); });
+                sharding_levels(ch, fabric_.topology().gpus_per_node, pins, note),
+                virtual_stage_counts(model_.layers, pp, pins), ckpts,
+                [&](const PlanChoice& c, const Prediction& p) { return best.offer(job, c, p); }, note);
           }
         }
       }
@@ -451,7 +526,8 @@ std::vector<Baseline> Planner::baselines(const Job& job) {
       Plan plan;
       if (s == Strategy::kFlashFsdp) {
         SearchPins one;
-        one.tp = 1;  // the baselines are the plans without tensor parallelism, under FSDP
+        one.tp = 1;  // the baselines are the plans without tensor or pipeline parallelism, under FSDP
+        one.pp = 1;
         one.sharding = Sharding::kFsdp;
         one.cp = 1;
         one.schedule = Schedule::kFlat;
@@ -462,6 +538,7 @@ std::vector<Baseline> Planner::baselines(const Job& job) {
         SearchPins no_tp;
         no_tp.tp = 1;
         no_tp.sharding = Sharding::kFsdp;
+        no_tp.pp = 1;
         plan = best_collective_cp_plan(s, job, no_tp);
       }
       const Prediction& p = plan.predicted;
@@ -489,6 +566,23 @@ Plan Planner::best_plan(const Job& job, const SearchPins& pins, SearchStats* sta
                                  "the p2p ring, not of --cp-comm-type ") +
                      cp_comm_type(*pins.cp_comm_type));
   }
+  // Pipeline stages, unpinned, are searched only where no plan without them fits: their op
+  // lists are not generated yet, so a pp > 1 pick could be neither simulated nor run.
+  if (!pins.pp && job.workload == Workload::kStep) {
+    SearchPins one = pins;
+    one.pp = 1;
+    try {
+      Plan p = best_of_kinds(job, one, stats);
+      if (p.predicted.fits) return p;
+    } catch (const InputError&) {
+      // no pp 1 plan at all: the pipelined search below says why if it finds none either
+    }
+  }
+  return best_of_kinds(job, pins, stats);
+}
+
+Plan Planner::best_of_kinds(const Job& job, const SearchPins& pins, SearchStats* stats) {
+  const bool ring_pins = pins.schedule || pins.order || pins.load_balance || pins.kv_subblocks;
   std::vector<Strategy> kinds;
   if (pins.cp_comm_type) kinds = {*pins.cp_comm_type};
   else if (ring_pins || (pins.cp && *pins.cp == 1)) kinds = {Strategy::kRing};

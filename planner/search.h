@@ -1,5 +1,6 @@
-// The plan search: over the tensor-parallel degree (tp, with sequence parallelism, inside a
-// node: tensor_parallel.h), the context-parallel kind (cp_comm_type: the p2p ring, all_gather,
+// The plan search: over the pipeline-parallel degree and its virtual stages (pp, v:
+// pipeline_parallel.h; step workloads), the tensor-parallel degree (tp, with sequence
+// parallelism, inside a node: tensor_parallel.h), the context-parallel kind (cp_comm_type: the p2p ring, all_gather,
 // a2a, a2a+p2p with its a2a degree), ring size and DP degree (tp·cp·dp = G), schedule, ring order, causal load balance, tile sizes,
 // KV sub-blocks, checkpointing, micro-batch and data-parallel sharding level (ddp, zero1,
 // zero2, fsdp, hsdp: data_parallel.h), the fastest plan (highest tokens/s on the same batch)
@@ -17,11 +18,13 @@
 // checkpointing is tried none -> selective -> full and stops at the first that fits
 // (each adds recompute and nothing else), kv_subblocks > 1 only when pinned (more
 // messages, the same bytes), micro-batches from 1 up while they fit (each adds stored
-// activations), sharding levels other than fsdp only where their memory fits and fsdp
-// leaves data-parallel time exposed (search.cc's offer_micro_batches says why that is exact),
-// a2a+p2p (searched last) only where its bound with free ring transfers beats the best plan of
-// the other kinds. `candidates` counts every combination the search covered, `evaluated`
-// those it priced (bounds not counted).
+// activations), virtual stages for each micro-batch count (each adds in-flight
+// activations, and v > 1 needs grad_accum a multiple of pp), sharding levels other than
+// fsdp only where their memory fits and fsdp leaves data-parallel time exposed (search.cc's
+// offer_micro_batches says why that is exact), a2a+p2p (searched last) only where its bound
+// with free ring transfers beats the best plan of the other kinds. With pp > 1 the order is
+// the tp-cp-dp-pp rank order. `candidates` counts every combination the search covered,
+// `evaluated` those it priced (bounds not counted).
 #pragma once
 
 #include <cstdint>
@@ -49,6 +52,10 @@ struct SearchPins {
   std::optional<Checkpointing> checkpointing;
   std::optional<int> micro_batch;
   std::optional<Sharding> sharding;  // ddp, zero1, zero2, fsdp, hsdp (data_parallel.h)
+  // Pipeline stages and virtual stages per stage (pipeline_parallel.h); searched over
+  // kPipelineParallelDegrees and kVirtualStages.
+  std::optional<int> pp;
+  std::optional<int> virtual_stages;
 };
 
 struct SearchStats {
@@ -76,6 +83,7 @@ class Planner {
   // batch (default 2M tokens), at least one; every candidate is priced on it.
   Plan plan(const Job& job, const SearchPins& pins = {}, SearchStats* stats = nullptr);
   // The best plan over the CP kinds (no baselines): what plan() and the benchmark time.
+  // Unpinned, pipeline stages are tried only when no plan without them fits.
   Plan best_plan(const Job& job, const SearchPins& pins, SearchStats* stats = nullptr);
   // The p2p ring plan alone (what the executor runs).
   Plan best_ring_plan(const Job& job, const SearchPins& pins, SearchStats* stats = nullptr);
@@ -107,9 +115,15 @@ class Planner {
   CostModel& cost_model() { return cost_; }
 
  private:
+  // best_plan's search over the CP kinds under `pins` as they are.
+  Plan best_of_kinds(const Job& job, const SearchPins& pins, SearchStats* stats);
   // The TP degrees to search (pinned, or kTensorParallelDegrees that divide the model's
   // heads and the GPUs and fit a node); `note` hears why a pinned one cannot work.
   std::vector<int> tp_degrees(const SearchPins& pins, const std::function<void(const std::string&)>& note) const;
+  // The pipeline degrees to search for `job` (pinned, or kPipelineParallelDegrees that
+  // divide the GPUs and leave each stage a layer; 1 only for attention and layer workloads).
+  std::vector<int> pp_degrees(const Job& job, const SearchPins& pins,
+                              const std::function<void(const std::string&)>& note) const;
   ModelSpec model_;  // a copy, as CostModel keeps one: callers may pass a temporary
   const Fabric& fabric_;
   CostModel cost_;

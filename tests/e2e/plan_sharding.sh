@@ -11,7 +11,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 source "$(dirname "${BASH_SOURCE[0]}")/lib/expect_bad.bash"
 need python3 "needed to parse the JSON"
 checked=0
-job=(--model llama2-7b --topology dgx-a100-ib --gpus 16 --seq 8K --tp 1 --cp 1 --checkpointing full)
+job=(--model llama2-7b --topology dgx-a100-ib --gpus 16 --seq 8K --tp 1 --pp 1 --cp 1 --checkpointing full)  # pp 1: a pipeline would fit ddp
 
 for s in ddp zero1 zero2 fsdp hsdp; do
   checked=$((checked + 1))

@@ -98,7 +98,7 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
   CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    comment: x")) ==
         "c.yaml:28: rfa-a100-fwd-zigzag.comment: unknown key; expected one of: assumed, attention_kernel, causal, "
         "checkpointing, cluster, compile, cp, cp_kind, definitions, dp, global_batch, gpu, gpus, id, metric, "
-        "micro_batch, model, note, passes, pp, precision, published, seq_len, sharding, source, split, topology, "
+        "micro_batch, model, note, passes, pp, pp_schedule, precision, published, seq_len, sharding, source, split, topology, "
         "tp, workload");
   CHECK(corpus_error_of(replaced(kOneEntry, "cp_kind: zigzag", "cp_kind: ulysses")) ==
         "c.yaml:15: rfa-a100-fwd-zigzag.cp_kind: expected one of none, ring, zigzag, striped, all_gather, "
@@ -200,13 +200,18 @@ TEST_CASE("an entry maps onto the plan its source ran") {
 }
 
 TEST_CASE("what the planner cannot express is not modelled, with every reason") {
+  // all_gather CP, TP, PP (1F1B, as stated) and fp8 linear layers are plans the planner
+  // prices (search.h, tensor_parallel.h, pipeline_parallel.h, linear_precision.h).
   const rm::PublishedCheck r = rm::check_published(shipped("torchtitan-h100-llama3-405b-cp8-256k"));
-  CHECK(!r.modelled);
-  // all_gather CP, TP and fp8 linear layers are plans the planner prices (search.h,
-  // tensor_parallel.h, linear_precision.h); PP is not.
-  REQUIRE(r.not_modelled.size() == 1);
-  CHECK(r.not_modelled[0] == "pipeline parallelism (pp 8)");
+  REQUIRE(r.modelled);
+  CHECK(r.plan.choice.pp == 8);
+  CHECK(r.plan.choice.virtual_stages == 1);
   CHECK(r.topology == "grand-teton-h100-96gb");
+  // The Llama 3 paper interleaves 126 layers over 16 uneven stages: not expressible.
+  const rm::PublishedCheck llama = rm::check_published(shipped("llama3-paper-405b-8k-8192gpu"));
+  CHECK(!llama.modelled);
+  REQUIRE(llama.not_modelled.size() == 1);
+  CHECK(llama.not_modelled[0].find("interleaved 1F1B over uneven stages (126 layers on pp 16)") == 0);
   const rm::PublishedCheck fa2 = rm::check_published(shipped("fa2-a100-gpt3xl-2k"));
   CHECK(fa2.modelled);
   REQUIRE(fa2.assumed.size() == 3);

@@ -491,6 +491,7 @@ TEST_CASE("every sharding level (ddp, zero1, zero2, fsdp, hsdp): step time and p
       CAPTURE(std::string(to_string(s)));
       SearchPins pins;
       pins.tp = 1;
+      pins.pp = 1;  // ddp fits no 7B plan here; stages are not replayed yet
       pins.cp = sc.cp;
       pins.sharding = s;
       pins.checkpointing = Checkpointing::kFull;  // ddp's 16 B/param fit beside the activations

@@ -1,0 +1,111 @@
+// Pipeline parallelism (Megatron-LM's --pipeline-model-parallel-size with its 1F1B and
+// interleaved 1F1B schedules; torchtitan's pipeline_parallel_degree with
+// pipeline_parallel_schedule "1F1B" / "Interleaved1F1B"), as the cost model, the memory
+// model and the search price it. One definition for the three.
+//
+// The model's L layers are cut into pp stages of consecutive layers (virtual_stages v > 1:
+// each stage holds v chunks of L / (pp·v) layers, chunk k·pp + s on stage s, Megatron's
+// interleaving). The first stage also holds the embedding, the last the output head and
+// the loss. Each stage is a tp x cp x dp block of GPUs: in Megatron's rank order
+// tp-cp-ep-dp-pp PP is outermost, so stage s is GPUs [s·G/pp, (s+1)·G/pp) and GPU g of
+// stage s hands its activations to g + G/pp (the same TP rank, ring position and replica
+// of the next stage): with more than one node per stage, across the network.
+//
+// Schedule (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
+// Clusters Using Megatron-LM", Sec. 2.2): m micro-batches per pipeline per optimizer step
+// (PlanChoice::grad_accum, micro_batch sequences each), stage s takes t_s per micro-batch
+// for its forward and backward. With equal stages t the step is (m + p - 1)·t for 1F1B,
+// a bubble of (p - 1)/(m + p - 1) of it (Sec. 2.2.1), and m·t + (p - 1)·t / v interleaved,
+// a bubble of (p - 1)/(v·m + p - 1) (Sec. 2.2.2). Interleaving needs m to be a multiple of
+// pp (Megatron asserts "number of microbatches ... is not divisible by pipeline-model-
+// parallel-size when using interleaved schedule"). With unequal stages the slowest stage
+// sets the pace and every other stage adds its time once to the fill and drain:
+//   step = m·T_max + (Σ_s T_s - T_max) / v,        bubble = (Σ_s T_s - T_max) / v,
+// which is the formulas above when all T_s are equal.
+//
+// Point-to-point transfers: per micro-batch and chunk boundary, the forward sends the
+// chunk's output activation and the backward its input gradient, micro_batch·c·hidden·e
+// bytes split over the TP group by sequence parallelism (Megatron sends the SP-scattered
+// tensor: c/tp tokens per TP rank). Megatron's 1F1B waits for each exchange before the
+// next compute (p2p_communication.send_forward_recv_backward and its twin: one
+// batch_isend_irecv, then wait), so each stage pays one exchange after each chunk forward
+// and one after each chunk backward: T_s = t_s + 2·v·x, x one transfer over the stages'
+// links with every boundary sending at once.
+//
+// Memory (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+// Models", Sec. 4.2.3): stage s holds the stored activations of the micro-batches in
+// flight: 1F1B p - s of them (the first stage p, so p·L/p = L layers' worth, as without
+// PP); interleaved p·v + p - 1 - 2s chunk micro-batches (Megatron's warmup count
+// 2·(p - s - 1) + (v - 1)·p, plus the one in its forward), the first stage's
+// L·(1 + (p - 1)/(p·v)) layers' worth, Korthikanti's factor; never more than the
+// m·v there are. Model states: the stage's layers, plus the embedding on the first and
+// the head on the last (once more when tied: each end holds its copy).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/model_spec.h"
+#include "planner/plan.h"
+
+namespace rm {
+
+// Pipeline degrees the search tries (powers of two, as Megatron and torchtitan configs
+// use); a degree is kept when it divides the GPUs and leaves each stage a layer.
+inline constexpr int kPipelineParallelDegrees[] = {1, 2, 4, 8, 16, 32};
+// Virtual stages per pipeline rank the search tries when the layers split evenly into
+// pp·v chunks (Megatron's interleaved configs use 2 to 4 chunks per rank).
+inline constexpr int kVirtualStages[] = {1, 2, 3, 4};
+
+// Layers of each stage (size pp, summed over its v chunks). With v = 1 and pp not dividing
+// L the first L mod pp stages take one layer more (the last, which also runs the head and
+// the loss, never does); with v > 1, L must be a multiple of pp·v (pp_why_invalid).
+std::vector<int> pp_stage_layers(int layers, int pp, int virtual_stages);
+// The same for one stage (no allocation: the search prices many).
+int pp_stage_layer_count(int layers, int pp, int virtual_stages, int stage);
+
+// Why (pp, v) cannot run a model of `layers` layers with `microbatches` per pipeline per
+// step, or "": pp >= 1 with at least one layer per stage; v >= 1, and v > 1 only with
+// pp > 1, L a multiple of pp·v and microbatches a multiple of pp (Megatron's rules).
+std::string pp_why_invalid(int layers, int pp, int virtual_stages, int64_t microbatches);
+
+// The bubble as a fraction of the step for equal stages: (p - 1) / (v·m + p - 1).
+double pp_bubble_fraction(int pp, int virtual_stages, int64_t microbatches);
+
+// Step time from the per-micro-batch times of each stage (`stage_s`, exchanges included),
+// and the bubble part of it (see above).
+struct PipelineTime {
+  double step_s = 0;
+  double bubble_s = 0;
+};
+PipelineTime pp_step_time(const std::vector<double>& stage_s, int virtual_stages, int64_t microbatches);
+// The same from the stages' sum and the slowest's time.
+PipelineTime pp_step_time(double sum_s, double slowest_s, int virtual_stages, int64_t microbatches);
+
+// Micro-batches whose activations stage `stage` holds at its peak, in chunk micro-batches
+// (each L / (pp·v) layers), capped at the m·v there are.
+int64_t pp_in_flight(int pp, int virtual_stages, int64_t microbatches, int stage);
+
+// Bytes one GPU sends across a stage boundary per micro-batch, each way (activation
+// forward, its gradient backward): micro_batch·c·hidden·e / tp.
+double pp_p2p_bytes(const ModelSpec& m, int64_t c, int micro_batch, int element_bytes, int tp);
+
+// Parameters stage `stage` holds (one TP member's share when `m` is tp_shard's): its
+// layers, the embedding on the first stage, the head on the last (and both on a single
+// stage, counted once when tied).
+double pp_stage_params(const ModelSpec& m, int pp, int virtual_stages, int stage);
+
+// The data-parallel (FSDP) groups with pipeline stages: one per (stage, TP rank), the
+// cp·dp GPUs of a stage that hold the same weight shard, in the tp-cp-dp-pp rank order.
+std::vector<std::vector<int>> pp_fsdp_groups(int gpus, int tp, int pp);
+
+// The stages of a choice seen as one block of GPUs: dp·pp replicas, pp = v = 1. Every
+// stage runs the same rings, TP groups and all-to-alls at once (the order is
+// tp_order(tp, cp, dp·pp)), so their patterns are this choice's.
+PlanChoice pp_flattened(const PlanChoice& choice);
+
+// The schedule's name as torchtitan spells it: "1F1B" (v = 1) or "Interleaved1F1B".
+const char* pp_schedule_name(int virtual_stages);
+
+}  // namespace rm

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Pipeline parallelism through the real binary: `plan --pp 4` prints the stages, the
+# schedule and the bubble (text and JSON), --virtual-stages interleaves, pins that cannot
+# work are refused in one line with exit 2, and a PP plan file is read back, exported with
+# Megatron's and torchtitan's PP keys, and refused by `simulate` and `run` by name.
+# Usage: plan_pipeline_parallel.sh <ringmaster> <source-dir>. Exit 77 = skipped.
+set -u
+bin=$1
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+need python3 "needed to parse the JSON"
+
+job=(--model llama3-70b --topology dgx-h100-ib --gpus 256 --seq 128K)
+out=$("$bin" plan "${job[@]}" --pp 4 --virtual-stages 1 2>"$tmp/err") || fail "plan --pp 4 exited $?: $(tail -3 "$tmp/err")"
+grep -Eq "^tp x cp x pp x dp +[0-9]+ x [0-9]+ x 4 x " <<<"$out" || fail "plan --pp 4: no pp 4 in $(grep '^tp x' <<<"$out")"
+grep -q "^pipeline parallelism  *pp 4, 1F1B, 20 layers per stage" <<<"$out" || fail "plan --pp 4: no pipeline row: $out"
+grep -q "^pipeline bubble" <<<"$out" || fail "plan --pp 4 prints no bubble"
+"$bin" plan "${job[@]}" --pp 4 --virtual-stages 1 --format json >"$tmp/plan.json" 2>"$tmp/err" || fail "plan --pp 4 --format json exited $?"
+python3 - "$tmp/plan.json" <<'EOF' || fail "--pp 4 JSON (see above)"
+import json, sys
+p = json.load(open(sys.argv[1]))
+c, d = p["plan"], p["predicted"]
+errors = []
+if c["pp"] != 4 or c["virtual_stages"] != 1: errors.append(f"pp {c['pp']} virtual_stages {c['virtual_stages']}")
+if c["tp"] * c["cp"] * c["dp"] * c["pp"] != 256: errors.append("tp x cp x dp x pp != 256")
+m = c["grad_accum"]
+# The bubble is (p-1)/(m+p-1) of the step with equal stages; the head makes the last slower.
+want = 3 / (m + 3)
+got = d["pp_bubble_s"] / d["step_time_s"]
+if not (0.5 * want < got < 1.05 * want): errors.append(f"bubble {got:.4f} of the step, want about {want:.4f}")
+if d["pp_p2p_s"] <= 0: errors.append("no pipeline transfers")
+for e in errors: print("  " + e)
+sys.exit(1 if errors else 0)
+EOF
+out=$("$bin" plan "${job[@]}" --pp 4 --virtual-stages 2 2>"$tmp/err") || fail "plan --virtual-stages 2 exited $?: $(tail -3 "$tmp/err")"
+grep -q "Interleaved1F1B (2 virtual stages)" <<<"$out" || fail "--virtual-stages 2: no interleaved schedule: $(grep pipeline <<<"$out")"
+
+# ---- pins that cannot work ----------------------------------------------------------------
+expect_refusal() {  # expect_refusal <what the message must say> <plan args...>
+  local want=$1
+  shift
+  "$bin" plan "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [[ $rc -eq 2 ]] || fail "plan $* exited $rc, want 2"
+  grep -q -- "$want" "$tmp/err" || fail "plan $*: message lacks '$want': $(cat "$tmp/err")"
+  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "plan $*: message is not one line: $(cat "$tmp/err")"
+}
+expect_refusal "must divide --gpus 256" "${job[@]}" --pp 3
+expect_refusal "leaves a stage without layers" "${job[@]}" --pp 128
+expect_refusal "needs --pp > 1" "${job[@]}" --pp 1 --virtual-stages 2
+# 16 sequences over dp 16 pipelines: one micro-batch each, no multiple of pp 2.
+expect_refusal "multiple of pp 2" "${job[@]}" --pp 2 --virtual-stages 2 --tp 8 --cp 1
+expect_refusal "step workloads" "${job[@]}" --pp 2 --workload layer
+
+# ---- a PP plan file ---------------------------------------------------------------------------
+"$bin" plan "${job[@]}" --pp 4 --virtual-stages 2 --cp-comm-type p2p -o "$tmp/pp.yaml" >/dev/null 2>"$tmp/err" || fail "plan -o exited $?: $(cat "$tmp/err")"
+grep -q "^  pp: 4" "$tmp/pp.yaml" || fail "plan.yaml has no 'pp: 4'"
+grep -q "^  virtual_stages: 2" "$tmp/pp.yaml" || fail "plan.yaml has no 'virtual_stages: 2'"
+"$bin" export --plan "$tmp/pp.yaml" --to megatron >"$tmp/meg" 2>"$tmp/err" || fail "export megatron exited $?: $(cat "$tmp/err")"
+grep -q -- "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 10" "$tmp/meg" ||
+  fail "megatron export lacks PP 4 with 10 layers per virtual stage: $(cat "$tmp/meg")"
+"$bin" simulate --plan "$tmp/pp.yaml" >"$tmp/out" 2>"$tmp/err"
+[[ $? -eq 2 ]] || fail "simulate of a PP plan did not exit 2"
+grep -q "pipeline parallelism" "$tmp/err" || fail "simulate's refusal does not name pipeline parallelism: $(cat "$tmp/err")"
+"$bin" run --plan "$tmp/pp.yaml" >"$tmp/out" 2>"$tmp/err"
+[[ $? -eq 2 ]] || fail "run of a PP plan did not exit 2"
+grep -q "plan.pp" "$tmp/err" || fail "run's refusal does not name plan.pp: $(cat "$tmp/err")"
+sed -i 's/^  virtual_stages: 2/  virtual_stages: 0/' "$tmp/pp.yaml"
+"$bin" simulate --plan "$tmp/pp.yaml" >"$tmp/out" 2>"$tmp/err"
+[[ $? -eq 2 ]] || fail "a plan with virtual_stages 0 did not exit 2"
+grep -q "virtual_stages" "$tmp/err" || fail "virtual_stages 0: message does not name the field: $(cat "$tmp/err")"
+[[ $failures -eq 0 ]]

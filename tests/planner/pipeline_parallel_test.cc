@@ -1,0 +1,191 @@
+// Pipeline parallelism (pipeline_parallel.h): the bubble of 1F1B and interleaved 1F1B
+// (Narayanan et al. 2021), stage layers and memory (Korthikanti et al. 2022), the
+// stage-to-stage bytes and their time, the search's pins and the plan file's keys, each
+// against values derived by hand.
+#include <doctest/doctest.h>
+
+#include "planner/cost_model.h"
+#include "planner/input_error.h"
+#include "planner/memory_model.h"
+#include "planner/pipeline_parallel.h"
+#include "planner/search.h"
+#include "planner/tensor_parallel.h"
+#include "tests/planner/round_specs.h"
+
+using namespace rm;
+using rm::test::round_cluster;
+using rm::test::round_model;
+
+namespace {
+
+ModelSpec eight_layers() {
+  ModelSpec m = round_model(8, 8);
+  m.layers = 8;
+  return m;
+}
+
+Job step_job(int gpus, int64_t seq, int64_t batch_tokens) {
+  Job j;
+  j.model = "round";
+  j.topology = "test";
+  j.gpus = gpus;
+  j.seq_len = seq;
+  j.batch_tokens = batch_tokens;
+  j.workload = Workload::kStep;
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("the bubble: (p-1)/(m+p-1) for 1F1B, (p-1)/(v·m+p-1) interleaved, from stage times") {
+  CHECK(pp_bubble_fraction(4, 1, 8) == doctest::Approx(3.0 / 11));
+  CHECK(pp_bubble_fraction(4, 2, 8) == doctest::Approx(3.0 / 19));
+  CHECK(pp_bubble_fraction(1, 1, 8) == 0);
+  // Equal stages of 1 s per micro-batch: (m + p - 1)·t, and m·t + (p - 1)·t / v.
+  const PipelineTime one = pp_step_time({1, 1, 1, 1}, 1, 8);
+  CHECK(one.step_s == doctest::Approx(11));
+  CHECK(one.bubble_s == doctest::Approx(3));
+  CHECK(one.bubble_s / one.step_s == doctest::Approx(pp_bubble_fraction(4, 1, 8)));
+  const PipelineTime two = pp_step_time({1, 1, 1, 1}, 2, 8);
+  CHECK(two.step_s == doctest::Approx(9.5));
+  CHECK(two.bubble_s / two.step_s == doctest::Approx(pp_bubble_fraction(4, 2, 8)));
+  // A slower last stage (the head) sets the pace; the others fill and drain once.
+  const PipelineTime slow = pp_step_time({1, 1, 1, 2}, 1, 8);
+  CHECK(slow.step_s == doctest::Approx(8 * 2 + 3));
+}
+
+TEST_CASE("stage layers: uneven splits put the extra layers first, never on the head's stage") {
+  CHECK(pp_stage_layers(10, 4, 1) == std::vector<int>{3, 3, 2, 2});
+  CHECK(pp_stage_layers(80, 4, 1) == std::vector<int>{20, 20, 20, 20});
+  CHECK(pp_stage_layers(7, 4, 1) == std::vector<int>{2, 2, 2, 1});
+  CHECK(pp_stage_layers(16, 2, 4) == std::vector<int>{8, 8});
+  CHECK(pp_why_invalid(8, 16, 1, 16).find("without layers") != std::string::npos);
+  CHECK(pp_why_invalid(10, 4, 2, 8).find("multiple of pp x virtual stages = 8") != std::string::npos);
+  // Megatron's interleaved rule: micro-batches a multiple of pp.
+  CHECK(pp_why_invalid(16, 4, 2, 6).find("multiple of pp 4") != std::string::npos);
+  CHECK(pp_why_invalid(16, 4, 2, 8) == "");
+  CHECK(pp_why_invalid(16, 1, 2, 8).find("need pp > 1") != std::string::npos);
+}
+
+TEST_CASE("micro-batches in flight: p - s for 1F1B, Megatron's warmup + 1 interleaved") {
+  CHECK(pp_in_flight(4, 1, 8, 0) == 4);
+  CHECK(pp_in_flight(4, 1, 8, 3) == 1);
+  CHECK(pp_in_flight(4, 1, 2, 0) == 2);  // fewer micro-batches than stages
+  // 2·(p - 1) + (v - 1)·p + 1 = 6 + 4 + 1 chunk micro-batches on the first stage.
+  CHECK(pp_in_flight(4, 2, 8, 0) == 11);
+  CHECK(pp_in_flight(4, 2, 8, 3) == 5);
+}
+
+TEST_CASE("stage memory: 1F1B's first stage holds L layers' activations, interleaved L·(1 + (p-1)/(p·v))") {
+  const ModelSpec m = eight_layers();
+  GpuSpec gpu = round_cluster(8, 2).gpu;
+  gpu.runtime_reserve_bytes = 0;
+  PlanChoice ch;
+  ch.cp = 4;
+  ch.dp = 1;
+  ch.pp = 4;
+  ch.grad_accum = 8;
+  const int64_t N = 32768, c = N / 4;
+  const double per_layer = c * activation_bytes_per_token_layer(m, Checkpointing::kNone, 2);
+  const double final_hidden = c * m.hidden * 2.0;
+  const double table = static_cast<double>(m.vocab) * m.hidden;
+  MemoryBreakdown mem = memory_breakdown(m, ch, N, gpu);
+  CHECK(mem.activations == doctest::Approx(8 * per_layer + final_hidden));  // 4 in flight x 2 layers
+  // The first stage's states: its 2 layers and the embedding, over its cp·dp = 4 GPUs.
+  CHECK(mem.model_states == doctest::Approx(16 * (2 * m.layer_params() + table) / 4));
+  ch.virtual_stages = 2;  // 11 chunk micro-batches of one layer: 8·(1 + 3/8)
+  mem = memory_breakdown(m, ch, N, gpu);
+  CHECK(mem.activations == doctest::Approx(8 * (1 + 3.0 / 8) * per_layer + final_hidden));
+  // Without a pipeline, every layer's and all states over the cp·dp GPUs.
+  PlanChoice flat;
+  flat.cp = 4;
+  flat.dp = 4;
+  mem = memory_breakdown(m, flat, N, gpu);
+  CHECK(mem.activations == doctest::Approx(8 * per_layer + final_hidden));
+  CHECK(mem.model_states == doctest::Approx(16 * m.params() / 16));
+  // A stage's parameters: the head on the last, a tied table at both ends.
+  CHECK(pp_stage_params(m, 4, 1, 3) == doctest::Approx(2 * m.layer_params() + table));
+  CHECK(pp_stage_params(m, 4, 1, 1) == doctest::Approx(2 * m.layer_params()));
+}
+
+TEST_CASE("p2p: micro_batch·c·hidden·e/tp bytes per boundary, over the NIC between node-sized stages") {
+  const ModelSpec m = eight_layers();
+  CHECK(pp_p2p_bytes(m, 4096, 2, 2, 4) == doctest::Approx(2.0 * 4096 * 1024 * 2 / 4));
+  // Two nodes of 8, pp 2: stage s is node s, GPU g sends to g + 8 over its own 10 GB/s NIC
+  // (rail-optimised, both ways at once on full-duplex links: nothing shared).
+  const Topology topo = round_cluster(8, 2);
+  const Fabric fabric(topo, 16);
+  CostModel cm(m, fabric, CostParams::from_topology(topo));
+  const PatternCost& x = cm.pp_p2p_pattern(2);
+  const double bytes = pp_p2p_bytes(m, 8192, 1, 2, 1);  // 16 MiB
+  CHECK(x.time(bytes) == doctest::Approx(bytes / 10e9 + x.latency_s));
+  CHECK(x.latency_s < 1e-4);
+
+  // The plan's exposed p2p: one exchange after each chunk forward and backward, through
+  // m micro-batches and the (p - 1)/v fill: 2·v·x·(m + (p - 1)/v).
+  Job job = step_job(16, 65536, int64_t{8} * 65536);
+  PlanChoice ch;
+  ch.cp = 8;
+  ch.dp = 1;
+  ch.pp = 2;
+  ch.grad_accum = 8;
+  ch.order = tp_order(1, 8, 2);
+  REQUIRE(cm.why_invalid(job, ch) == "");
+  const Prediction p = cm.predict(job, ch);
+  CHECK(p.pp_p2p_s == doctest::Approx(2 * x.time(bytes) * (8 + 1)));
+  CHECK(p.pp_bubble_s > 0);
+  CHECK(p.pp_bubble_s < p.step_time_s * pp_bubble_fraction(2, 1, 8) * 1.1);
+  ch.virtual_stages = 2;
+  ch.grad_accum = 7;
+  CHECK(cm.why_invalid(job, ch).find("multiple of pp 2") != std::string::npos);
+}
+
+TEST_CASE("search: --pp and --virtual-stages pins, and pins that cannot work explained") {
+  const ModelSpec m = eight_layers();
+  const Topology topo = round_cluster(8, 2);
+  const Fabric fabric(topo, 16);
+  Planner planner(m, fabric, CostParams::from_topology(topo));
+  const Job job = step_job(16, 16384, int64_t{32} * 16384);
+  SearchPins pins;
+  pins.pp = 2;
+  Plan p = planner.best_plan(job, pins);
+  CHECK(p.choice.pp == 2);
+  CHECK(p.choice.tp * p.choice.cp * p.choice.dp * p.choice.pp == 16);
+  CHECK(p.predicted.pp_bubble_s > 0);
+  pins.virtual_stages = 2;
+  p = planner.best_plan(job, pins);
+  CHECK(p.choice.virtual_stages == 2);
+  CHECK(p.choice.grad_accum % 2 == 0);
+  SearchPins bad;
+  bad.pp = 3;
+  CHECK_THROWS_WITH_AS(planner.best_plan(job, bad), doctest::Contains("does not divide the 16 GPUs"), InputError);
+  bad.pp = 16;  // 8 layers
+  CHECK_THROWS_WITH_AS(planner.best_plan(job, bad), doctest::Contains("without layers"), InputError);
+  SearchPins odd;  // one sequence per pipeline: m = 1 is no multiple of pp 2
+  odd.pp = 2;
+  odd.virtual_stages = 2;
+  odd.cp = 8;
+  CHECK_THROWS_WITH_AS(planner.best_plan(step_job(16, 16384, 16384), odd), doctest::Contains("multiple of pp 2"),
+                       InputError);
+}
+
+TEST_CASE("plan.yaml carries pp and virtual_stages back, strictly") {
+  const ModelSpec m = eight_layers();
+  const Topology topo = round_cluster(8, 2);
+  const Fabric fabric(topo, 16);
+  Planner planner(m, fabric, CostParams::from_topology(topo));
+  SearchPins pins;
+  pins.pp = 2;
+  pins.virtual_stages = 2;
+  Plan p = planner.best_plan(step_job(16, 16384, int64_t{32} * 16384), pins);
+  p.job.model = "llama2-7b";  // a shipped name; the reader does not load it
+  p.job.topology = "dgx-a100-ib";
+  const std::string text = plan_to_yaml_string(p);
+  const Plan back = parse_plan_yaml(text, "plan.yaml");
+  CHECK(back.choice.pp == 2);
+  CHECK(back.choice.virtual_stages == 2);
+  CHECK(back.predicted.pp_bubble_s == doctest::Approx(p.predicted.pp_bubble_s).epsilon(1e-3));
+  std::string wrong = text;
+  wrong.replace(wrong.find("pp: 2"), 5, "pp: 4");
+  CHECK_THROWS_WITH_AS(parse_plan_yaml(wrong, "plan.yaml"), doctest::Contains("tp * cp * dp * pp"), InputError);
+}
