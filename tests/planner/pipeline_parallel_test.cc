@@ -15,6 +15,7 @@
 using namespace rm;
 using rm::test::round_cluster;
 using rm::test::round_model;
+using rm::test::step_job;
 
 namespace {
 
@@ -24,15 +25,8 @@ ModelSpec eight_layers() {
   return m;
 }
 
-Job step_job(int gpus, int64_t seq, int64_t batch_tokens) {
-  Job j;
-  j.model = "round";
-  j.topology = "test";
-  j.gpus = gpus;
-  j.seq_len = seq;
-  j.batch_tokens = batch_tokens;
-  j.workload = Workload::kStep;
-  return j;
+Job round_step_job(int gpus, int64_t seq, int64_t batch_tokens) {
+  return step_job("round", "test", gpus, seq, batch_tokens);
 }
 
 }  // namespace
@@ -123,7 +117,7 @@ TEST_CASE("p2p: micro_batch·c·hidden·e/tp bytes per boundary, over the NIC be
 
   // The plan's exposed p2p: one exchange after each chunk forward and backward, through
   // m micro-batches and the (p - 1)/v fill: 2·v·x·(m + (p - 1)/v).
-  Job job = step_job(16, 65536, int64_t{8} * 65536);
+  Job job = round_step_job(16, 65536, int64_t{8} * 65536);
   PlanChoice ch;
   ch.cp = 8;
   ch.dp = 1;
@@ -145,7 +139,7 @@ TEST_CASE("search: --pp and --virtual-stages pins, and pins that cannot work exp
   const Topology topo = round_cluster(8, 2);
   const Fabric fabric(topo, 16);
   Planner planner(m, fabric, CostParams::from_topology(topo));
-  const Job job = step_job(16, 16384, int64_t{32} * 16384);
+  const Job job = round_step_job(16, 16384, int64_t{32} * 16384);
   SearchPins pins;
   pins.pp = 2;
   Plan p = planner.best_plan(job, pins);
@@ -165,7 +159,7 @@ TEST_CASE("search: --pp and --virtual-stages pins, and pins that cannot work exp
   odd.pp = 2;
   odd.virtual_stages = 2;
   odd.cp = 8;
-  CHECK_THROWS_WITH_AS(planner.best_plan(step_job(16, 16384, 16384), odd), doctest::Contains("multiple of pp 2"),
+  CHECK_THROWS_WITH_AS(planner.best_plan(round_step_job(16, 16384, 16384), odd), doctest::Contains("multiple of pp 2"),
                        InputError);
 }
 
@@ -177,7 +171,7 @@ TEST_CASE("plan.yaml carries pp and virtual_stages back, strictly") {
   SearchPins pins;
   pins.pp = 2;
   pins.virtual_stages = 2;
-  Plan p = planner.best_plan(step_job(16, 16384, int64_t{32} * 16384), pins);
+  Plan p = planner.best_plan(round_step_job(16, 16384, int64_t{32} * 16384), pins);
   p.job.model = "llama2-7b";  // a shipped name; the reader does not load it
   p.job.topology = "dgx-a100-ib";
   const std::string text = plan_to_yaml_string(p);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "planner/model_spec.h"
+#include "planner/plan.h"
 #include "planner/topology.h"
 
 namespace rm::test {
@@ -50,6 +51,19 @@ inline Topology round_cluster(int gpn, int nodes, bool rail_optimized = true, do
     t.inter.oversubscription = oversub;
   }
   return t;
+}
+
+// A training-step job; batch_tokens 0 is the default batch (2M tokens).
+inline Job step_job(const char* model, const char* topo, int gpus, int64_t seq,
+                    int64_t batch_tokens = 0) {
+  Job j;
+  j.model = model;
+  j.topology = topo;
+  j.gpus = gpus;
+  j.seq_len = seq;
+  j.batch_tokens = batch_tokens;
+  j.workload = Workload::kStep;
+  return j;
 }
 
 }  // namespace rm::test

@@ -13,8 +13,10 @@
 #include "planner/search.h"
 #include "planner/spec_library.h"
 #include "planner/tensor_parallel.h"
+#include "tests/planner/round_specs.h"
 
 using namespace rm;
+using rm::test::step_job;
 
 namespace {
 
@@ -31,16 +33,6 @@ ModelSpec gpt_layer(int hidden, int heads) {
   m.vocab = 51200;
   m.gated_ffn = false;
   return m;
-}
-
-Job step_job(const char* model, const char* topo, int gpus, int64_t seq) {
-  Job j;
-  j.model = model;
-  j.topology = topo;
-  j.gpus = gpus;
-  j.seq_len = seq;
-  j.workload = Workload::kStep;
-  return j;
 }
 
 }  // namespace
