@@ -109,15 +109,23 @@ void print_fits(const Profile& p, const std::vector<std::string>& notes) {
     params.add_row({std::string("link ") + to_string(cls) + " alpha", sig(l.alpha_s * 1e6, 4), "us"});
     params.add_row({std::string("link ") + to_string(cls) + " beta", sig(l.beta_bytes_per_s * 1e-9, 4), "GB/s"});
   }
+  if (p.collectives.beta_bytes_per_s > 0) {
+    params.add_row({"collectives alpha", sig(p.collectives.alpha_s * 1e6, 4), "us per pass"});
+    params.add_row({"collectives busbw", sig(p.collectives.beta_bytes_per_s * 1e-9, 4), "GB/s"});
+    params.add_row({"collectives overlap", sig(p.collective_overlap, 4), "of collective hidden"});
+  }
   std::fputs("\n", stdout);
   std::fputs(params.render().c_str(), stdout);
   for (const auto& n : notes) std::fprintf(stderr, "calibrate: note: %s\n", n.c_str());
 }
 
-// The executor's records as the profile fit reads them.
+// The executor's records as the profile fit reads them; the records of one run (one file),
+// whose collectives span all its ranks (the executor runs tp 1: FSDP shards over them all).
 std::vector<CalibrationRecord> calibration_records(const std::vector<exec::Measurement>& records) {
   std::vector<CalibrationRecord> out;
   out.reserve(records.size());
+  int ranks = 0;
+  for (const exec::Measurement& m : records) ranks = std::max(ranks, m.rank + 1);
   for (const exec::Measurement& m : records)
     out.push_back({.rank = m.rank,
                    .iteration = m.iteration,
@@ -128,16 +136,17 @@ std::vector<CalibrationRecord> calibration_records(const std::vector<exec::Measu
                    .flops = m.flops,
                    .bytes = m.bytes,
                    .peer = m.peer,
+                   .group = ranks,
                    .start = m.start,
                    .seconds = m.seconds});
   return out;
 }
 
-void fit_and_write(const std::vector<exec::Measurement>& records, const Topology& topo,
+void fit_and_write(const std::vector<CalibrationRecord>& records, const Topology& topo,
                    const ProfileHardware& hw, const std::vector<std::string>& sources,
                    const std::string& output) {
   std::vector<std::string> notes;
-  const Profile p = fit_profile(calibration_records(records), topo, hw, sources, &notes);
+  const Profile p = fit_profile(records, topo, hw, sources, &notes);
   print_fits(p, notes);
   write_profile(p, output);
   std::fprintf(stderr, "calibrate: wrote %s\n", output.c_str());
@@ -147,6 +156,7 @@ void fit_and_write(const std::vector<exec::Measurement>& records, const Topology
 void refit(const CalibrateOptions& o) {
   const Topology topo = load_topology(o.topology);
   std::vector<exec::Measurement> records;
+  std::vector<CalibrationRecord> fitted;  // per file: a collective's group is its run's ranks
   std::vector<std::string> sources;
   int ranks = 0;
   for (const auto& f : o.from) {
@@ -161,6 +171,8 @@ void refit(const CalibrateOptions& o) {
       }
       ranks = std::max(ranks, m.rank + 1);
     }
+    const std::vector<CalibrationRecord> c = calibration_records(r);
+    fitted.insert(fitted.end(), c.begin(), c.end());
     records.insert(records.end(), r.begin(), r.end());
     sources.push_back("measurements: " + f);
   }
@@ -171,7 +183,7 @@ void refit(const CalibrateOptions& o) {
     hw.backend = "cuda";
   }
   std::fprintf(stderr, "calibrate: machine during the measurements: %s\n", recorded_load(records).c_str());
-  fit_and_write(records, topo, hw, sources, o.output);
+  fit_and_write(fitted, topo, hw, sources, o.output);
 }
 
 // One rank of the benchmark job.
@@ -205,7 +217,7 @@ int benchmark_rank(const CalibrateOptions& o) {
       const std::string source = "micro-benchmarks: ringmaster calibrate --backend " + o.backend +
                                  " --np " + std::to_string(size) + " --model " + model.name +
                                  " (" + (small_grid(o) ? "small" : "full") + " grid)";
-      fit_and_write(all, topo, hw, {source}, o.output);
+      fit_and_write(calibration_records(all), topo, hw, {source}, o.output);
     }
   } catch (const InputError& e) {
     if (rank == 0) std::fprintf(stderr, "ringmaster: %s\n", e.what());

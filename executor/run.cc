@@ -1,6 +1,7 @@
 // One rank of `ringmaster run` (see run.h).
 #include "executor/run.h"
 
+#include <malloc.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -201,6 +202,13 @@ void init_mpi_rank() {
   // ranks share cores with other work, a spinning rank holds the core its peer needs and
   // every exchange waits for a scheduler tick (4-8 ms, measured: BENCHMARKS.md).
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+  // Activations and unsharded weights and gradients are freed and allocated again every
+  // micro-step. glibc hands blocks above its mmap threshold back to the kernel on free, so
+  // each step page-faults them in again (zeroed pages): a micro-batch-2 step of the tiny
+  // model took 148 ms instead of 89 (BENCHMARKS.md). Keep freed memory in the heap, as
+  // PyTorch's caching allocator keeps it on a GPU; the peak stays the plan's.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
 }

@@ -69,14 +69,16 @@ struct DpCosts {
   double window_f = 0, window_b = 0, window_ar = 0;
   bool ar_apart = false;  // hsdp: the all-reduce bottlenecks on other links than the shard group
   bool backward = false, ends = false;
+  const CostParams* cost = nullptr;  // collective_exposed_s: how much of a window hides them
   DpExposed exposed(const MicroStepCollectives& c) const {
     DpExposed d;
-    if (c.forward_gather) d.per_layer = std::max(0.0, ag - window_f);
+    auto hide = [&](double x, double window) { return cost->collective_exposed_s(x, window); };
+    if (c.forward_gather) d.per_layer = hide(ag, window_f);
     if (backward) {
       const double on_shard = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? ag : 0);
       const double on_repl = c.all_reduce ? ar : 0;
-      d.per_layer += ar_apart ? std::max(std::max(0.0, on_shard - window_b), std::max(0.0, on_repl - window_ar))
-                              : std::max(0.0, on_shard + on_repl - window_b);
+      d.per_layer += ar_apart ? std::max(hide(on_shard, window_b), hide(on_repl, window_ar))
+                              : hide(on_shard + on_repl, window_b);
     }
     // The ends (schedule.cc step_workload): a micro-step starts on the embedding's and
     // layer 0's all-gathers, sharing links (layer 0's rest then shares them with layer 1's
@@ -271,7 +273,9 @@ const GroupCollective& CostModel::group_collective(const std::vector<std::vector
     const CollectiveRole& first = roles[static_cast<size_t>(members.front())];
     gc.rail_steps = std::max(gc.rail_steps, first.rail_steps);
     gc.node_steps = std::max(gc.node_steps, first.node_steps);
+    gc.peers = std::max(gc.peers, static_cast<double>(members.size()) - 1);
   }
+  gc.fitted = cost_.collectives;
   const std::vector<PatternCost> p = solve(fabric_, cost_, f, 2);
   gc.rail = p[0];
   gc.node = p[1];
@@ -279,6 +283,7 @@ const GroupCollective& CostModel::group_collective(const std::vector<std::vector
 }
 
 double GroupCollective::time(double bytes_per_gpu, int passes) const {
+  if (fitted.beta_bytes_per_s > 0) return fitted_collective_s(fitted, peers, bytes_per_gpu, passes);
   // Both rings at once; each flow pays one latency, the wait the slower ring's further
   // step latencies (the simulator's collective_ring.h charges the same).
   auto steps = [&](const PatternCost& p, int n) {
@@ -707,6 +712,7 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
   // micro-step's ends (step workload), where nothing computes to hide them; which ones a
   // micro-step runs depends on the sharding level and the micro-step (data_parallel.h).
   DpCosts dp;
+  dp.cost = &cost_;
   const int data_gpus = G / ch.tp / pipe.pp;  // a stage's TP rank's
   if (data_gpus > 1) {
     const bool hsdp = ch.sharding == Sharding::kHsdp;

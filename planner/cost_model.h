@@ -120,6 +120,8 @@ struct LayerTimes {
 struct GroupCollective {
   PatternCost rail, node;  // the ring across nodes (per rail) and the one inside a node
   int rail_steps = 0, node_steps = 0;
+  double peers = 0;        // members - 1 of the largest group
+  LinkOverride fitted;     // CostParams::collectives: when calibrated, time() is its model
   // Seconds for one collective of `bytes_per_gpu` (each GPU's shard). `passes` 2: NCCL's
   // ring all-reduce, a reduce-scatter then an all-gather over the same rings.
   double time(double bytes_per_gpu, int passes = 1) const;

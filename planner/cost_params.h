@@ -6,6 +6,7 @@
 // Units: FLOP/s, bytes/s, seconds.
 #pragma once
 
+#include <algorithm>
 #include <array>
 
 #include "planner/kernel_efficiency.h"
@@ -22,6 +23,12 @@ struct LinkOverride {
   double alpha_s = 0;           // end-to-end latency of one message; 0 = sum of route latencies
   double beta_bytes_per_s = 0;  // achieved bandwidth of each link of the class; 0 = topology's
 };
+
+// Seconds of one group collective as calibrated (CostParams::collectives, beta > 0):
+// `peers` = members - 1, `shard` = each member's bytes, `passes` 2 for an all-reduce.
+inline double fitted_collective_s(const LinkOverride& c, double peers, double shard, int passes) {
+  return peers > 0 ? passes * (c.alpha_s + peers * shard / c.beta_bytes_per_s) : 0;
+}
 
 struct CostParams {
   double peak_flops = 0;       // per GPU
@@ -41,6 +48,19 @@ struct CostParams {
   // wait (the step is compute + transfer). Calibrated (profile.h); 1 by default.
   double transfer_overlap = 1;
   std::array<LinkOverride, kLinkClassCount> links{};
+  // Group collectives (FSDP all-gather / reduce-scatter, DDP all-reduce, TP) as a calibrated
+  // profile measured them, where the library's own algorithm and progress differ from
+  // rings over the links (Open MPI's collectives on a CPU): alpha per pass and bus
+  // bandwidth in nccl-tests' sense (busbw = (n-1)/n of the buffer per second, twice that
+  // for an all-reduce), so one collective of `shard` bytes per member over n members takes
+  // passes·(alpha + (n-1)·shard / busbw). beta 0 = not calibrated: priced as rings over
+  // the fabric's links (collective_pattern.h).
+  LinkOverride collectives{};
+  // Share of a data-parallel collective that proceeds while the rank computes (0..1), as
+  // transfer_overlap is for ring transfers: 1 where NCCL runs it on its own stream; about
+  // 0 where the library moves it only inside a wait (Open MPI without a progress thread,
+  // or a blocking call). Calibrated (profile.h); 1 by default.
+  double collective_overlap = 1;
 
   static CostParams from_topology(const Topology& topo);
 
@@ -78,6 +98,11 @@ struct CostParams {
   // The optimizer's rate over kOptimizerBytesPerParam; 0 = memory bound at
   // hbm_bytes_per_s (a calibrated profile sets it where the update is not, as on a CPU).
   double optimizer_bytes_per_s = 0;
+  // What of a collective of `x` seconds stays exposed when `window` seconds of compute run
+  // between its post and its wait: x - o·min(window, x) (x - window at o = 1).
+  double collective_exposed_s(double x, double window) const {
+    return x - collective_overlap * std::min(std::max(0.0, window), x);
+  }
   // Adam update of `params` parameters.
   double optimizer_s(double params) const {
     return kOptimizerBytesPerParam * params /

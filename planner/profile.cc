@@ -104,6 +104,13 @@ Profile parse_profile(const std::string& yaml_text, const std::string& source) {
     if (par.has("optimizer_bytes_per_s"))
       p.optimizer_bytes_per_s =
           par.number("optimizer_bytes_per_s", Range::above_up_to(0, kMaxGbPerS * kGB));
+    if (par.has("collectives")) {
+      YamlMap c = par.map("collectives");
+      p.collectives = {c.number("alpha_s", Range::between(0, kMaxLatencyUs * kMicro)),
+                       c.number("beta_bytes_per_s", Range::above_up_to(0, kMaxGbPerS * kGB))};
+      p.collective_overlap = c.number("overlap", Range::between(0, 1));
+      c.finish();
+    }
     par.finish();
   }
   if (top.has("fits")) {
@@ -175,6 +182,14 @@ std::string profile_to_yaml_string(const Profile& p) {
   if (p.optimizer_bytes_per_s > 0)
     out << YAML::Key << "optimizer_bytes_per_s" << YAML::Value << p.optimizer_bytes_per_s
         << YAML::Comment("optimizer update, over 30 bytes per parameter");
+  if (p.collectives.beta_bytes_per_s > 0) {
+    out << YAML::Key << "collectives" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "alpha_s" << YAML::Value << p.collectives.alpha_s;
+    out << YAML::Key << "beta_bytes_per_s" << YAML::Value << p.collectives.beta_bytes_per_s;
+    out << YAML::Key << "overlap" << YAML::Value << p.collective_overlap;
+    out << YAML::EndMap
+        << YAML::Comment("data-parallel collectives: per pass, bus bandwidth, share hidden");
+  }
   out << YAML::EndMap;
   out << YAML::Key << "fits" << YAML::Value << YAML::BeginMap;
   for (const auto& [name, q] : p.fits) {
@@ -261,6 +276,10 @@ void apply_profile(const Profile& p, CostParams& params) {
   params.transfer_overlap = p.transfer_overlap;
   if (p.hbm_bytes_per_s > 0) params.hbm_bytes_per_s = p.hbm_bytes_per_s;
   if (p.optimizer_bytes_per_s > 0) params.optimizer_bytes_per_s = p.optimizer_bytes_per_s;
+  if (p.collectives.beta_bytes_per_s > 0) {
+    params.collectives = {p.collectives.alpha_s, p.collectives.beta_bytes_per_s};
+    params.collective_overlap = p.collective_overlap;
+  }
   for (const auto& [cls, l] : p.links)
     params.links[static_cast<int>(cls)] = {l.alpha_s, l.beta_bytes_per_s};
 }

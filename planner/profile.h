@@ -23,6 +23,10 @@
 //     optimizer_bytes_per_s: 1.0e9 # optional: the optimizer's rate over
 //                                  # kOptimizerBytesPerParam (both fitted from the
 //                                  # records of `train` / `run` of step plans)
+//     collectives: {alpha_s: 5.0e-5, beta_bytes_per_s: 2.0e9, overlap: 0.1}
+//                                  # optional: data-parallel collectives as the library
+//                                  # ran them (alpha per pass, nccl-tests bus bandwidth,
+//                                  # share hidden behind compute; CostParams::collectives)
 //   fits:                          # per fitted curve; residuals relative, as fractions
 //     attention_forward: {points: 24, r2: 0.99, mape: 0.03, mean_residual: 0.0,
 //                         max_abs_residual: 0.08, p90_abs_residual: 0.05}
@@ -69,8 +73,11 @@ struct Profile {
   double transfer_overlap = 1;
   double hbm_bytes_per_s = 0;        // 0 = not calibrated (the topology's is used)
   double optimizer_bytes_per_s = 0;  // 0 = not calibrated (memory bound at hbm_bytes_per_s)
+  LinkParams collectives;            // beta 0 = not calibrated (rings over the links)
+  double collective_overlap = 1;     // with collectives only
   // Fitted curve name ("attention_forward", "attention_backward", "gemm",
-  // "link_shared-memory", "interference", "transfer_overlap", "elementwise", "optimizer")
+  // "link_shared-memory", "interference", "transfer_overlap", "elementwise", "optimizer",
+  // "collectives")
   // -> how well it fits.
   std::map<std::string, FitQuality> fits;
   std::vector<std::string> sources;

@@ -70,6 +70,9 @@ Profile fit_profile(const std::vector<CalibrationRecord>& records, const Topolog
   std::vector<GemmSample> gemms;
   // Memory-bound work: seconds at the topology's HBM rate, and measured.
   std::vector<std::pair<double, double>> elementwise, optimizer;
+  // Data-parallel collectives: peers x shard bytes per pass, passes, seconds (blocked).
+  struct CollectiveSample { double per_pass_bytes; int passes; double seconds; bool blocking; };
+  std::vector<CollectiveSample> collectives;
   std::map<LinkClass, std::vector<TransferSample>> pure;
   struct Busy { LinkClass cls; double bytes, compute, exposed, span; };
   std::vector<Busy> busy;
@@ -100,6 +103,12 @@ Profile fit_profile(const std::vector<CalibrationRecord>& records, const Topolog
         elementwise.push_back({m->bytes / topo.gpu.hbm_bytes_per_s, m->seconds});
       } else if (m->kind == "optimizer" && m->bytes > 0) {
         optimizer.push_back({m->bytes / topo.gpu.hbm_bytes_per_s, m->seconds});
+      } else if ((m->kind == "all_gather" || m->kind == "reduce_scatter" || m->kind == "all_reduce") &&
+                 m->group > 1 && m->bytes > 0) {
+        // The executor waits on a prefetched all-gather; it calls the others blocking.
+        const int passes = m->kind == "all_reduce" ? 2 : 1;
+        collectives.push_back({(m->group - 1) * m->bytes / m->group, passes, m->seconds,
+                               m->kind != "all_gather"});
       } else if (m->kind == "recv" && m->bytes > 0 && m->peer >= 0) {
         double compute = 0, last_end = -1;
         double bytes = 0;  // all messages arriving in this span share the link
@@ -211,6 +220,27 @@ Profile fit_profile(const std::vector<CalibrationRecord>& records, const Topolog
   };
   rate(elementwise, "elementwise", p.hbm_bytes_per_s);
   rate(optimizer, "optimizer", p.optimizer_bytes_per_s);
+
+  // Collectives: alpha and bus bandwidth from the blocking calls, then how much of every
+  // collective the machine hid (a prefetched all-gather's wait is what stayed exposed).
+  std::vector<TransferSample> blocking;
+  for (const auto& c : collectives)
+    if (c.blocking) blocking.push_back({c.per_pass_bytes, c.seconds / c.passes});
+  if (!blocking.empty()) {
+    try {
+      const LinkFit l = fit_link(blocking);
+      p.collectives = {l.alpha_s, l.beta_bytes_per_s};
+      p.fits["collectives"] = l.quality;
+      double blocked = 0, fitted = 0;
+      for (const auto& c : collectives) {
+        blocked += c.seconds;
+        fitted += c.passes * (l.alpha_s + c.per_pass_bytes / l.beta_bytes_per_s);
+      }
+      p.collective_overlap = std::clamp(1 - blocked / fitted, 0.0, 1.0);
+    } catch (const InputError& e) {
+      note(std::string("collectives not calibrated (priced as rings over the links): ") + e.what());
+    }
+  }
 
   for (const auto& [cls, samples] : pure) {
     std::set<double> sizes;

@@ -22,6 +22,12 @@
 //                   cost model counts): hbm_bytes_per_s
 //   optimizer       optimizer records (bytes = kOptimizerBytesPerParam x parameters
 //                   updated): optimizer_bytes_per_s
+//   collectives     reduce_scatter and all_reduce records (blocking calls: their seconds
+//                   are the collective's) of two unit sizes or more: alpha and bus
+//                   bandwidth (CostParams::collectives), on peers x shard bytes per pass
+//                   (shard = bytes / group); overlap = 1 - sum of the seconds blocked in
+//                   every all_gather / reduce_scatter / all_reduce record over the sum of
+//                   their fitted times (the share the machine hid behind compute)
 //   links           recv records with no compute inside their span (pure transfers), per
 //                   link class of the route peer -> rank on the topology's fabric
 //   transfer overlap recv records with compute inside their span: how much of the
@@ -53,6 +59,8 @@ struct CalibrationRecord {
   double flops = 0;  // executed (a backward's: kBackwardFlopsFactor x its forward's)
   double bytes = 0;  // send, recv, elementwise, optimizer
   int peer = -1;     // send, recv: the other rank
+  int group = 0;     // all_gather, reduce_scatter, all_reduce: ranks in the collective's
+                     // group (0: unknown, the record is not fitted)
   double start = 0;  // seconds on the rank's clock
   double seconds = 0;
 };

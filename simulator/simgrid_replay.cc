@@ -55,6 +55,9 @@ struct Request {
                                    // the steps it stands for beyond the first (ring_pass.h)
   double busy_at_post_s = 0;       // the GPU's compute seconds when it posted this
   int post_group = 0;              // compute ops run before it was posted (see kWait)
+  double posted_at_s = 0;          // a collective's post time
+  double fitted_end_s = -1;        // a calibrated collective's end (CostParams::collectives)
+  double fitted_s = 0;             // and its own duration, queueing aside
 };
 
 struct GpuState {
@@ -241,6 +244,7 @@ class SimGridReplay {
     // post and the wait. Transfers posted together (no compute between: one step's sends
     // and receives) pay once, the largest of theirs: paid_by_group tracks what was paid.
     std::unordered_map<int, double> paid_by_group;
+    double collectives_free_at = 0;  // calibrated collectives: when the last one ends
     auto request = [&](int id) -> Request& {
       if (id >= static_cast<int>(reqs.size())) reqs.resize(id + 1);
       return reqs[id];
@@ -303,6 +307,19 @@ class SimGridReplay {
           settle();
           const CollectiveRole& role = roles_[op.group][g];
           Request& r = request(op.request);
+          r.posted_at_s = sg4::Engine::get_clock();
+          r.busy_at_post_s = busy_s;
+          if (costs_.collectives.beta_bytes_per_s > 0) {
+            // Calibrated: the library's own algorithm as timed on the machine, not rings
+            // on the links (the cost model's GroupCollective::time charges the same).
+            // They run one after another, as on one communicator (NCCL's stream, MPI's
+            // progress), without sharing the links with the ring.
+            const int passes = op.collective == CollectiveKind::kAllReduce ? 2 : 1;
+            r.fitted_s = fitted_collective_s(costs_.collectives, role.rail_shards + role.node_shards, op.bytes, passes);
+            r.fitted_end_s = std::max(r.posted_at_s, collectives_free_at) + r.fitted_s;
+            collectives_free_at = r.fitted_end_s;
+            break;
+          }
           for (const MessageEnd& e : collective_flows(role, g, op)) r.flows.push_back(post(e, op));
           r.extra_latency_s = collective_extra_latency_s(role, g, op, fabric_, costs_);
           break;
@@ -317,10 +334,21 @@ class SimGridReplay {
           // computes as much as while it waits (the cost model hides them behind the
           // layer too): only what is left of them is added here.
           double extra_s = 0;
-          if (r.extra_latency_s > 0) {
+          double collective_end = r.fitted_end_s;
+          if (!r.flows.empty()) {
             double flows_end = 0;
             for (const Half& h : r.flows) flows_end = std::max(flows_end, h.comm->get_finish_time());
-            extra_s = std::max(0.0, flows_end + r.extra_latency_s - sg4::Engine::get_clock());
+            collective_end = flows_end + r.extra_latency_s;
+          }
+          if (collective_end >= 0) {
+            extra_s = std::max(0.0, collective_end - sg4::Engine::get_clock());
+            // Partial overlap (CostParams::collective_overlap o < 1): only o of the compute
+            // between post and wait hides a collective of x seconds, so the wait lasts at
+            // least x - o·min(c, x), as the cost model charges (collective_exposed_s).
+            if (costs_.collective_overlap < 1) {
+              const double x = r.fitted_end_s >= 0 ? r.fitted_s : collective_end - r.posted_at_s;
+              extra_s = std::max(extra_s, costs_.collective_exposed_s(x, busy_s - r.busy_at_post_s));
+            }
           }
           if (r.latency_owed_s > 0) {
             extra_s += std::max(0.0, r.a.comm->get_finish_time() + r.latency_owed_s - sg4::Engine::get_clock());

@@ -112,3 +112,52 @@ TEST_CASE("fit_profile: a training step's linear, elementwise and optimizer reco
 }
 
 }  // namespace rm
+
+namespace rm {
+
+TEST_CASE("fit_profile: the collectives' alpha, bus bandwidth and overlap from a step's records") {
+  const Topology topo = load_topology("cpu-local");
+  std::vector<CalibrationRecord> records;
+  auto add = [&](const char* kind, double bytes, double seconds) {
+    CalibrationRecord m;
+    m.kind = kind;
+    m.bytes = bytes;
+    m.seconds = seconds;
+    m.group = 4;
+    records.push_back(m);
+  };
+  records.push_back({.kind = "attention_forward", .block_q = 64, .block_kv = 64, .head_dim = kD,
+                     .flops = 1e8, .seconds = 1e8 / (kPeak * 0.3)});
+  // 50 us per pass and 2 GB/s bus bandwidth: a unit of U bytes over 4 ranks moves 3/4 U
+  // per pass. Blocking reduce-scatters and an all-reduce (two passes) fix the line;
+  // prefetched all-gathers that waited a quarter of their time leave 3/4 hidden.
+  const double alpha = 50e-6, busbw = 2e9;
+  auto t = [&](double unit, int passes) { return passes * (alpha + 0.75 * unit / busbw); };
+  for (double unit : {1e6, 4e6}) {
+    add("reduce_scatter", unit, t(unit, 1));
+    add("all_gather", unit, 0.25 * t(unit, 1));
+  }
+  add("all_reduce", 2e6, t(2e6, 2));
+  std::vector<std::string> notes;
+  const Profile p = fit_profile(records, topo, {"host", "test cpu", 4, "cpu"}, {"test"}, &notes);
+  CHECK(p.collectives.alpha_s == doctest::Approx(alpha).epsilon(1e-6));
+  CHECK(p.collectives.beta_bytes_per_s == doctest::Approx(busbw).epsilon(1e-6));
+  // Blocked: t1 + t4 + 2·t2 + (t1 + t4) / 4 of 2·(t1 + t4) + 2·t2 fitted.
+  const double t1 = t(1e6, 1), t4 = t(4e6, 1), t2 = t(2e6, 2);
+  CHECK(p.collective_overlap == doctest::Approx(1 - (1.25 * (t1 + t4) + t2) / (2 * (t1 + t4) + t2)).epsilon(1e-6));
+  CHECK(p.fits.at("collectives").points == 3);
+  // Applied, a group collective of 4 over this fabric costs the fitted line.
+  CostParams params = CostParams::from_topology(topo);
+  apply_profile(p, params);
+  CHECK(fitted_collective_s(params.collectives, 3, 1e6 / 4, 1) == doctest::Approx(t1).epsilon(1e-6));
+  CHECK(params.collective_exposed_s(t1, t1 / 2) == doctest::Approx(t1 - p.collective_overlap * t1 / 2));
+  // Written and read back.
+  const Profile back = parse_profile(profile_to_yaml_string(p), "p.yaml");
+  CHECK(back.collectives.beta_bytes_per_s == doctest::Approx(busbw).epsilon(1e-6));
+  CHECK(back.collective_overlap == doctest::Approx(p.collective_overlap).epsilon(1e-6));
+  // Records without a group (not from a run of the executor) are not fitted.
+  for (auto& r : records) r.group = 0;
+  CHECK(fit_profile(records, topo, {"host", "test cpu", 4, "cpu"}, {"test"}, &notes).collectives.beta_bytes_per_s == 0);
+}
+
+}  // namespace rm
