@@ -26,7 +26,7 @@ if out=$("$bin" run --plan "$tmp/step.yaml" --iters 2 --measurements "$tmp/m.jso
 else
   fail "run of a step plan exited non-zero: $out"
 fi
-# The records feed calibrate (attention, GEMM, elementwise and optimizer terms); validate
+# The records feed calibrate (attention, GEMM, elementwise, optimizer, collectives); validate
 # runs the step plan and compares.
 "$bin" calibrate --from "$tmp/m.jsonl" -o "$tmp/profile.yaml" >/dev/null 2>&1 ||
   fail "calibrate --from the step run's measurements failed"
@@ -34,6 +34,10 @@ for key in hbm_bytes_per_s optimizer_bytes_per_s; do
   grep -q "$key:" "$tmp/profile.yaml" || fail "the profile has no fitted $key"
 done
 grep -q "^  optimizer:" "$tmp/profile.yaml" || fail "the profile has no optimizer fit"
+# The FSDP collectives get their own fit: two unit sizes (blocks, embedding/head) of
+# blocking reduce-scatters, and the share of all of them hidden.
+grep -qE "^  collectives: \{alpha_s: [0-9.e+-]+, beta_bytes_per_s: [0-9.e+-]+, overlap: [0-9.e+-]+\}" \
+  "$tmp/profile.yaml" || fail "the profile has no fitted collectives: $(grep collectives "$tmp/profile.yaml")"
 out=$("$bin" validate --profile "$tmp/profile.yaml" "$tmp/step.yaml" --iters 2 --format json 2>/dev/null)
 rc=$?
 [[ $rc -eq 0 && $out == *'"measured_s"'* ]] || fail "validate of a step plan: exit $rc: $out"

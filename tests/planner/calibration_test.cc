@@ -183,6 +183,12 @@ TEST_CASE("bad profiles name file, line and field") {
   CHECK(with("r2: 0.99", "r2: .nan").find("p.yaml:14: fits.gemm.r2: expected a number") == 0);
   CHECK(with("gemm_efficiency: 0.8", "gemm_efficiency: 0.8\n  gemm_efficiency: 0.9").find("p.yaml:9: parameters.gemm_efficiency: key given twice (first at line 8)") == 0);
   CHECK(with("{points: 4,", "{points: 4294967297,").find("fits.gemm.points: expected a whole number") != std::string::npos);
+  // The optional collectives: each of its three keys, in range.
+  const std::string coll = "gemm_efficiency: 0.8\n  collectives: {alpha_s: 1e-5, beta_bytes_per_s: 1e9, overlap: ";
+  CHECK(with("gemm_efficiency: 0.8", coll + "0.2}").empty());
+  CHECK(with("gemm_efficiency: 0.8", coll + "1.5}").find("p.yaml:9: parameters.collectives.overlap: expected a number in [0, 1]") == 0);
+  CHECK(with("gemm_efficiency: 0.8", "gemm_efficiency: 0.8\n  collectives: {alpha_s: 1e-5, overlap: 0}")
+            .find("parameters.collectives.beta_bytes_per_s") != std::string::npos);
 }
 
 TEST_CASE("a profile that fails its own reader is not written") {
