@@ -483,28 +483,31 @@ TEST_CASE("a calibrated profile's collectives (alpha, bus bandwidth, overlap): t
   const Topology topo = load_topology(kStudyTopology);
   Worst worst{"calibrated collectives"};
   std::map<double, double> fsdp_8k;  // overlap -> simulated step
+  struct Case {
+    Sharding s;
+    int cp;
+  };
+  // fsdp's gathers and scatters and ddp's all-reduces, with and without a ring beside them.
   for (double overlap : {0.0, 0.5, 1.0}) {
-    for (Sharding s : {Sharding::kFsdp, Sharding::kDdp}) {
-      for (int cp : {1, 4}) {
-        CAPTURE(overlap);
-        CAPTURE(std::string(to_string(s)));
-        CAPTURE(cp);
-        CostParams cost = CostParams::from_topology(topo);
-        cost.collectives = {50e-6, 5e9};
-        cost.collective_overlap = overlap;
-        SearchPins pins;
-        pins.tp = 1;
-        pins.pp = 1;
-        pins.cp = cp;
-        pins.sharding = s;
-        pins.checkpointing = Checkpointing::kFull;
-        const Compared c =
-            plan_and_simulate(topo, model, make_job(topo, 16, cp == 1 ? 8192 : 65536, Workload::kStep), pins, &cost);
-        CHECK(c.time_error() < 0.02);
-        CHECK(c.memory_error() < 0.02);
-        worst.add(c, true);
-        if (s == Sharding::kFsdp && cp == 1) fsdp_8k[overlap] = c.simulated.step_time_s;
-      }
+    for (const auto [s, cp] : {Case{Sharding::kFsdp, 1}, Case{Sharding::kDdp, 1}, Case{Sharding::kFsdp, 4}}) {
+      CAPTURE(overlap);
+      CAPTURE(std::string(to_string(s)));
+      CAPTURE(cp);
+      CostParams cost = CostParams::from_topology(topo);
+      cost.collectives = {50e-6, 5e9};
+      cost.collective_overlap = overlap;
+      SearchPins pins;
+      pins.tp = 1;
+      pins.pp = 1;
+      pins.cp = cp;
+      pins.sharding = s;
+      pins.checkpointing = Checkpointing::kFull;
+      const Compared c =
+          plan_and_simulate(topo, model, make_job(topo, 16, cp == 1 ? 8192 : 65536, Workload::kStep), pins, &cost);
+      CHECK(c.time_error() < 0.02);
+      CHECK(c.memory_error() < 0.02);
+      worst.add(c, true);
+      if (s == Sharding::kFsdp && cp == 1) fsdp_8k[overlap] = c.simulated.step_time_s;
     }
   }
   // The collectives matter here: unhidden, they lengthen the 8K step by more than 5 %.
