@@ -671,8 +671,8 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   return t;
 }
 
-const RingPatterns& CostModel::ring_patterns_of(const PlanChoice& choice) {
-  const PlanChoice ch = pp_flattened(choice);  // every stage's rings at once
+const RingPatterns& CostModel::ring_patterns_of(const PlanChoice& ch) {
+  if (ch.pp > 1) return ring_patterns_of(pp_flattened(ch));  // every stage's rings at once
   if (ch.strategy == Strategy::kUsp) {  // the patterns of its ring (usp_plan.h)
     const PlanChoice rc = usp_ring_choice(ch);
     return ring_patterns(rc.cp, rc.dp, rc.schedule, rc.order);
@@ -767,9 +767,6 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
   const int accum = ceil_div(seqs, int64_t{pipe.dp} * mb);  // micro-batches per pipeline
   const int64_t active = std::min<int64_t>(seqs, pipe.dp);
   const double L = m.layers;
-  auto layer = [&](const LayerTimes& t, double fsdp) {
-    return t.attention_fwd + t.attention_bwd + t.linear_fwd + t.linear_bwd + t.tp_fwd + t.tp_bwd + fsdp;
-  };
 
   double time = 0, free_time = 0, tokens = 0, flops = 0, att_compute = 0, lin_compute = 0,
          fsdp_total = 0, tp_total = 0, p_bubble = 0, p_p2p = 0;
@@ -787,8 +784,8 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
       break;
     case Workload::kLayer: {
       const double fsdp_exposed = dp.exposed(micro_step_collectives(ch.sharding, 0, 1, data_gpus)).per_layer;
-      time = layer(real, fsdp_exposed);
-      free_time = layer(free, 0);
+      time = real.total() + fsdp_exposed;
+      free_time = free.total();
       tokens = static_cast<double>(active * job.seq_len);
       flops = active * pass_factor * (2.0 * m.layer_params() * job.seq_len + att_useful_fwd);
       att_compute = free.attention_compute;
@@ -828,8 +825,8 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
       const double dp_total = L * dp_layer + dp_ends;
       // Adam on the GPU's optimizer shard (memory_model.h's state_shards).
       const double opt = fwd_only ? 0 : cost_.optimizer_s(m.params() / (ch.tp * state_shards(ch).optimizer));
-      time = accum * (L * layer(real, 0) + logits) + dp_total + opt;
-      free_time = accum * (L * layer(free, 0) + logits) + opt;
+      time = accum * (L * real.total() + logits) + dp_total + opt;
+      free_time = accum * (L * free.total() + logits) + opt;
       tokens = static_cast<double>(seqs * job.seq_len);
       flops = model_flops_per_step(m, job) * (fwd_only ? 1.0 / 3.0 : 1.0);
       att_compute = accum * L * free.attention_compute;

@@ -111,7 +111,8 @@ struct LayerTimes {
   double ring_busy_fwd = 0, ring_busy_bwd = 0;  // time the ring's links carry data
   double linear_fwd = 0, linear_bwd = 0;        // incl. recompute
   double tp_fwd = 0, tp_bwd = 0;                // TP all-gathers and reduce-scatters (recompute's too)
-  double fsdp_exposed = 0;
+  // The layer's time, both passes: ring attention, linear layers, TP collectives.
+  double total() const { return attention_fwd + attention_bwd + linear_fwd + linear_bwd + tp_fwd + tp_bwd; }
 };
 
 // An all-gather or reduce-scatter run by every group of a partition of the GPUs at once

@@ -104,10 +104,7 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   const int exchanges = (fwd_only ? 1 : 2) * v;
   const double x = pp_p2p_pattern(p).time(
       pp_p2p_bytes(model_, job.seq_len / ch.cp, ch.micro_batch, fabric_.topology().gpu.element_bytes, ch.tp));
-  auto layer = [](const LayerTimes& t) {
-    return t.attention_fwd + t.attention_bwd + t.linear_fwd + t.linear_bwd + t.tp_fwd + t.tp_bwd;
-  };
-  const double real_layer = layer(real) + fsdp_layer, free_layer = layer(free);
+  const double real_layer = real.total() + fsdp_layer, free_layer = free.total();
   double real_sum = 0, real_max = 0, free_sum = 0, free_max = 0;
   PipelineStep out;
   for (int s = 0; s < p; ++s) {
