@@ -489,7 +489,9 @@ TEST_CASE("a calibrated profile's collectives (alpha, bus bandwidth, overlap): t
   };
   // fsdp's gathers and scatters and ddp's all-reduces, with and without a ring beside them.
   for (double overlap : {0.0, 0.5, 1.0}) {
-    for (const auto [s, cp] : {Case{Sharding::kFsdp, 1}, Case{Sharding::kDdp, 1}, Case{Sharding::kFsdp, 4}}) {
+    for (const Case& k : {Case{Sharding::kFsdp, 1}, Case{Sharding::kDdp, 1}, Case{Sharding::kFsdp, 4}}) {
+      const Sharding s = k.s;  // plain variables: clang lets no lambda (CAPTURE) capture a binding
+      const int cp = k.cp;
       CAPTURE(overlap);
       CAPTURE(std::string(to_string(s)));
       CAPTURE(cp);
