@@ -10,6 +10,8 @@
 //   no mask     k = +infinity (everything)
 #include "planner/attention_work.h"
 
+#include "planner/linear_precision.h"
+
 #include <algorithm>
 #include <limits>
 
@@ -329,7 +331,7 @@ double linear_recompute_flops_per_token(const ModelSpec& m, Checkpointing ckpt) 
   return 0;
 }
 
-ElementwiseBytes elementwise_bytes_per_token(const ModelSpec& m, int element_bytes, bool eager) {
+ElementwiseBytes elementwise_bytes_per_token(const ModelSpec& m, int element_bytes, bool eager, Fp8Recipe fp8) {
   const double e = element_bytes;
   const double H = m.hidden;
   const double qk = static_cast<double>(m.heads + m.kv_heads) * m.head_dim;
@@ -343,6 +345,8 @@ ElementwiseBytes elementwise_bytes_per_token(const ModelSpec& m, int element_byt
     const double ffn = m.gated_ffn ? 10.0 * m.ffn_hidden : e * act;
     b.layer_fwd = 2 * 36 * H + e * 2 * 3 * H + 20 * qk + repeat_kv + 2 * e * hd + ffn;
   }
+  static_assert(1 + kElementwiseBackwardFactor == 3, "a third of the casts per charge of layer_fwd");
+  b.layer_fwd += fp8_cast_bytes_per_token_layer(m, fp8) / 3;
   b.loss_fwd = 10.0 * m.vocab;
   b.loss_bwd = 4.0 * m.vocab;
   return b;

@@ -125,12 +125,16 @@ inline constexpr double kLinearBackwardFactor = 2.0;
 //   SwiGLU: silu (2, 2) then * w3(x) (2, 2, 2) over f: 10 bytes; residual adds as fused.
 // torch.compile fuses these back to about the fused count (torchtitan's H100 benchmark:
 // compile alone +15.7 % on 8 GPUs, Llama 3.1 8B, validation/published.yaml).
+// `fp8`: float8 linear layers add their casts (linear_precision.h's
+// fp8_cast_bytes_per_token_layer, forward and backward together): a third of them in
+// layer_fwd, which callers charge 1 + kElementwiseBackwardFactor = 3 times.
 struct ElementwiseBytes {
   double layer_fwd = 0;  // per token, one layer's forward
   double loss_fwd = 0;   // per token, logits and loss forward
   double loss_bwd = 0;   // per token, loss backward
 };
-ElementwiseBytes elementwise_bytes_per_token(const ModelSpec& m, int element_bytes, bool eager = false);
+ElementwiseBytes elementwise_bytes_per_token(const ModelSpec& m, int element_bytes, bool eager = false,
+                                             Fp8Recipe fp8 = Fp8Recipe::kNone);
 inline constexpr double kElementwiseBackwardFactor = 2.0;
 
 // Linear-layer FLOPs per token per layer redone in the backward pass by the checkpointing

@@ -640,7 +640,8 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   // Tensor + sequence parallelism splits all of it tp ways (norms and adds by tokens,
   // rotary and the activation by heads and FFN columns).
   const double ew = static_cast<double>(c) *
-                    elementwise_bytes_per_token(model_, fabric_.topology().gpu.element_bytes, job.eager_elementwise)
+                    elementwise_bytes_per_token(model_, fabric_.topology().gpu.element_bytes, job.eager_elementwise,
+                                                job.fp8_recipe)
                         .layer_fwd /
                     cost_.hbm_bytes_per_s / ch.tp;
   const double gemm_fwd = static_cast<double>(c) * lf.layer() / Fg;

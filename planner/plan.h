@@ -37,6 +37,10 @@ enum class Checkpointing { kNone, kSelective, kFull };
 // or a whole training step.
 enum class Workload { kAttention, kLayer, kStep };
 enum class Passes { kForward, kForwardBackward };
+// How float8 linear layers scale their inputs (linear_precision.h): none (bf16 linears),
+// torchao's dynamic tensorwise scaling (torchtitan's float8) or Transformer Engine's
+// delayed scaling (Megatron-LM / NeMo fp8).
+enum class Fp8Recipe { kNone, kTensorwise, kDelayed };
 // Data-parallel sharding of the model states over the cp·dp GPUs of a TP rank (ZeRO,
 // Rajbhandari et al. 2020, Sec. 5; memory_model.h has the bytes, cost_model.h the
 // collectives): kDdp replicates all (one gradient all-reduce per step); kZero1 shards the
@@ -100,6 +104,10 @@ struct Job {
   // upcasts (torchtitan without torch.compile; attention_work.h ElementwiseBytes): set by
   // `validate --published` from an entry's `compile: false`; plans otherwise price them fused.
   bool eager_elementwise = false;
+  // Float8 linear layers and their scaling recipe (linear_precision.h): the casts to fp8
+  // are priced as memory-bound work beside the GEMMs. Set by `validate --published` from
+  // an entry's `precision: fp8` and `fp8_recipe`, with apply_linear_precision.
+  Fp8Recipe fp8_recipe = Fp8Recipe::kNone;
 };
 
 // Ring order names: "node-major", "snake" (rail-aware), "searched", "custom".

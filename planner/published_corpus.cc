@@ -47,7 +47,7 @@ const std::vector<std::string> kEntryKeys = {
     "micro_batch",  "global_batch", "workload", "passes",     "cp",        "cp_kind", "tp",
     "pp",           "dp",        "sharding", "checkpointing", "precision", "causal", "metric",
     "published",    "definitions", "split",  "note",          "attention_kernel", "topology", "compile",
-    "pp_schedule"};
+    "pp_schedule",  "fp8_recipe"};
 
 template <typename E>
 const char* name_of(const Names<E>& names, E v) {
@@ -170,6 +170,14 @@ PublishedEntry parse_entry(const YAML::Node& node, const std::string& source, si
     if (v != "1f1b" && v != "interleaved_1f1b") m.fail("pp_schedule", "expected 1f1b or interleaved_1f1b (got '" + v + "')");
     if (e.pp == 1) m.fail("pp_schedule", "expected only with pp > 1");
     e.pp_interleaved = v == "interleaved_1f1b";
+  }
+  if (m.has("fp8_recipe")) {
+    const std::string v = m.str("fp8_recipe");
+    if (v != "tensorwise" && v != "delayed") m.fail("fp8_recipe", "expected tensorwise or delayed (got '" + v + "')");
+    if (e.precision != Precision::kFp8) m.fail("fp8_recipe", "expected only with precision fp8");
+    e.fp8_recipe = v == "tensorwise" ? Fp8Recipe::kTensorwise : Fp8Recipe::kDelayed;
+  } else if (e.precision == Precision::kFp8) {
+    m.fail("fp8_recipe", "expected with precision fp8: tensorwise (torchao) or delayed (Transformer Engine)");
   }
   e.metric = parse_name(m, "metric", kMetrics);
   e.published = m.number("published", Range::above_up_to(0, 1e18));  // tokens/s, MFU, seconds

@@ -73,6 +73,10 @@ struct PublishedEntry {
   // interleaved 1F1B (torchtitan's pipeline_parallel_schedule "1F1B" / "Interleaved1F1B");
   // absent: both are searched.
   std::optional<bool> pp_interleaved;
+  // How fp8 linear layers scale (required with precision fp8, refused otherwise):
+  // `tensorwise` (torchao's dynamic tensorwise scaling: torchtitan's float8) or `delayed`
+  // (Transformer Engine's delayed scaling: Megatron-LM, NeMo), linear_precision.h.
+  Fp8Recipe fp8_recipe = Fp8Recipe::kNone;
   bool causal = true;
   Metric metric = Metric::kTokensPerSPerGpu;
   double published = 0;   // the figure as printed, in `metric`'s unit

@@ -249,6 +249,7 @@ PublishedCheck check_published(const PublishedEntry& e) {
   job.workload = e.workload;
   job.passes = e.passes;
   job.eager_elementwise = e.compile.has_value() && !*e.compile;
+  job.fp8_recipe = e.fp8_recipe;
   if (e.workload == Workload::kAttention) job.batch_tokens = e.seq_len * e.dp;
   else if (e.global_batch) job.batch_tokens = *e.global_batch * e.seq_len;
 

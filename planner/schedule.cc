@@ -252,7 +252,7 @@ class Generator {
     // layer's memory-bound work tp ways too (CostModel::layer_times).
     lin_ = linear_flops_per_token(ms_);
     ew_ = elementwise_bytes_per_token(ms_, gpu.element_bytes);
-    ew_.layer_fwd = elementwise_bytes_per_token(m_, gpu.element_bytes, job_.eager_elementwise).layer_fwd / T_;
+    ew_.layer_fwd = elementwise_bytes_per_token(m_, gpu.element_bytes, job_.eager_elementwise, job_.fp8_recipe).layer_fwd / T_;
     tp_bytes_ = tp_collective_bytes(m_, c_, gpu.element_bytes, T_);
     mb_ = job_.workload == Workload::kStep ? std::max(1, choice_.micro_batch) : 1;
     // Every sequence of the micro-step keeps its activations (the memory model's count).

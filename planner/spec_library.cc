@@ -116,7 +116,7 @@ GpuSpec parse_gpu(const YamlMap& m) {
   if (m.has("fp8")) {
     const YamlMap f = m.map("fp8");
     g.fp8_peak_flops = f.number("peak_tflops", Range::above_up_to(0, kMaxTflops)) * kTera;
-    g.fp8_gemm_efficiency = f.number("gemm_efficiency", Range::fraction());
+    g.fp8_gemm_efficiency = f.number_or("gemm_efficiency", 0, Range::fraction());
     f.finish();
   }
   m.finish();

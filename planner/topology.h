@@ -34,7 +34,8 @@ struct GpuSpec {
   // throughput relative to it, by the name a run states (published corpus `attention_kernel`).
   std::map<std::string, double> attention_kernels;
   // Float8 linear layers (linear_precision.h), from the optional `fp8` block: the dense fp8
-  // tensor-core FLOP/s and the fraction of it the linear layers reach; 0 = no fp8.
+  // tensor-core FLOP/s (0 = no fp8) and, optionally, the fraction of it the GEMMs reach
+  // (0 = gemm_efficiency, the bf16 GEMMs' fraction of their peak).
   double fp8_peak_flops = 0;
   double fp8_gemm_efficiency = 0;
 };

@@ -202,7 +202,7 @@ double run_case(const Case& cs) {
 // bf16 inputs; P and dS rounded to bf16 before their products (cuda_backend.cc).
 constexpr double kTolerance = 2e-2;
 
-TEST_CASE("cuda kernels match the fp64 reference: contiguous, striped, zigzag; MHA and GQA") {
+TEST_CASE("cuda kernels match the fp64 reference: contiguous, striped, zigzag: MHA and GQA") {
   const Case cases[] = {
       {512, 64, 4, 2, 2, Layout::kZigzag, true, 128, 128},
       {384, 128, 2, 2, 3, Layout::kContiguous, true, 64, 64},

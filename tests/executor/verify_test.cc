@@ -19,7 +19,7 @@ const TensorCheck& check_of(const VerifyResult& r, const char* tensor) {
   return r.checks.front();
 }
 
-TEST_CASE("verify: a one-rank ring passes; a perturbed dK fails naming it") {
+TEST_CASE("verify: a one-rank ring passes: a perturbed dK fails naming it") {
   AttentionShape shape;
   shape.c = 48;
   shape.d = 16;

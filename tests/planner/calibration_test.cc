@@ -103,7 +103,7 @@ TEST_CASE("kernel curve fit needs two tile sizes") {
   CHECK_THROWS_AS(fit_kernel_curve(one, kPeak), InputError);
 }
 
-TEST_CASE("link fit recovers alpha and beta; negative alpha is clamped") {
+TEST_CASE("link fit recovers alpha and beta: negative alpha is clamped") {
   std::vector<TransferSample> s;
   for (double b = 64; b <= 64e6; b *= 4) s.push_back({b, 3e-6 + b / 6e9});
   LinkFit fit = fit_link(s);

@@ -169,7 +169,7 @@ int total_route_links(const Fabric& f, const std::vector<int>& order, int cp) {
   return n;
 }
 
-TEST_CASE("GQA sends fewer bytes; bidirectional halves the steps on point-to-point links") {
+TEST_CASE("GQA sends fewer bytes: bidirectional halves the steps on point-to-point links") {
   // A ring of 8 torus links, transfer bound so the schedule shows.
   const Topology t = torus({8, 1, 1}, 1e9);
   const Fabric f(t, 8);

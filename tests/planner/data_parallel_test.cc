@@ -70,7 +70,7 @@ TEST_CASE("an all-reduce is a reduce-scatter then an all-gather: twice the bytes
   CHECK(g.all_reduce_time(shard) > 1.9 * g.time(shard));
 }
 
-TEST_CASE("the search prices every level; a pin that does not fit says by how much") {
+TEST_CASE("the search prices every level: a pin that does not fit says by how much") {
   const Topology topo = load_topology("dgx-a100-ib");
   const ModelSpec m = load_model("llama2-7b");
   const Fabric fabric(topo, 64);
@@ -95,8 +95,10 @@ TEST_CASE("the search prices every level; a pin that does not fit says by how mu
     CHECK(p.predicted.memory_bytes_per_gpu < last);
     last = p.predicted.memory_bytes_per_gpu;
   }
-  // ddp holds 16 B/param of 6.7B parameters on every GPU: it cannot fit in 80 GB.
+  // ddp holds 16 B/param of 6.7B parameters on every GPU: it cannot fit in 80 GB (without
+  // pipeline stages, which would split the states: pp 2 fits).
   pins.sharding = Sharding::kDdp;
+  pins.pp = 1;
   const Plan ddp = planner.best_plan(job, pins);
   CHECK(!ddp.predicted.fits);
   CHECK(ddp.predicted.why_not.find("GiB over") != std::string::npos);

@@ -120,7 +120,7 @@ TEST_CASE("refusals name the plan field and the framework's rule") {
   CHECK(export_refusal(moved, s.model, gpn, ExportTarget::kMegatron).rfind("plan.order: rank 0", 0) == 0);
 }
 
-TEST_CASE("a pin the target cannot run is bad input; the target's search avoids what it lacks") {
+TEST_CASE("a pin the target cannot run is bad input: the target's search avoids what it lacks") {
   Study s(16);
   SearchPins pins;
   pins.schedule = Schedule::kTwoLevel;

@@ -40,7 +40,7 @@ entries:
     dp: 8
     sharding: fsdp
     checkpointing: selective
-    precision: )" + precision + R"(
+    precision: )" + precision + (precision == "fp8" ? "\n    fp8_recipe: tensorwise" : "") + R"(
     causal: true
     metric: tokens_per_s_per_gpu
     published: )" + std::to_string(published) + R"(
@@ -60,7 +60,8 @@ TEST_CASE("fp8 linear layers run at the GPU's fp8 rate, where it has one") {
   rm::Topology h100 = rm::load_topology("dgx-h100-ib");
   CHECK(h100.gpu.fp8_peak_flops == doctest::Approx(1979e12));  // datasheet, dense
   const double fp8 = rm::linear_flops_per_s(h100.gpu, rm::LinearPrecision::kFp8);
-  CHECK(fp8 == doctest::Approx(h100.gpu.fp8_peak_flops * h100.gpu.fp8_gemm_efficiency));
+  // torchao's roofline: fp8 GEMMs reach the same fraction of their peak as bf16 ones.
+  CHECK(fp8 == doctest::Approx(h100.gpu.fp8_peak_flops * h100.gpu.gemm_efficiency));
   CHECK(fp8 > rm::linear_flops_per_s(h100.gpu, rm::LinearPrecision::kBf16));
   rm::apply_linear_precision(h100, rm::LinearPrecision::kFp8, "here", "precision");
   CHECK(rm::CostParams::from_topology(h100).gemm_flops_per_s() == doctest::Approx(fp8));

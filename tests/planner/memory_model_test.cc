@@ -103,7 +103,7 @@ TEST_CASE("memory grows with N and falls with CP") {
         memory_breakdown(m, ring(8, 1, Checkpointing::kFull), n, a100()).total());
 }
 
-TEST_CASE("all-gather CP holds the whole sequence's K,V; flash-fsdp the whole sequence") {
+TEST_CASE("all-gather CP holds the whole sequence's K,V: flash-fsdp the whole sequence") {
   const ModelSpec m = llama2_7b();
   PlanChoice r = ring(16, 1);
   PlanChoice ag = r;

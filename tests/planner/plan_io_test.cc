@@ -120,7 +120,7 @@ TEST_CASE("plan.yaml round trip") {
   CHECK(rm::plan_to_yaml_string(q) == rm::plan_to_yaml_string(p));
 }
 
-TEST_CASE("a plan without predictions reads; sizes may be written 1M") {
+TEST_CASE("a plan without predictions reads: sizes may be written 1M") {
   const std::string path = temp_path("b.yaml");
   std::ofstream(path) << "model: tiny\ntopology: cpu-local\ngpus: 2\nseq_len: 8k\n"
                          "plan: {strategy: ring, cp: 2, dp: 1, schedule: flat, order: [1, 0],\n"

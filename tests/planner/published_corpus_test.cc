@@ -97,9 +97,17 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
         "c.yaml:3: rfa-a100-fwd-zigzag.split: missing (required)");
   CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    comment: x")) ==
         "c.yaml:28: rfa-a100-fwd-zigzag.comment: unknown key; expected one of: assumed, attention_kernel, causal, "
-        "checkpointing, cluster, compile, cp, cp_kind, definitions, dp, global_batch, gpu, gpus, id, metric, "
-        "micro_batch, model, note, passes, pp, pp_schedule, precision, published, seq_len, sharding, source, split, topology, "
-        "tp, workload");
+        "checkpointing, cluster, compile, cp, cp_kind, definitions, dp, fp8_recipe, global_batch, gpu, gpus, id, "
+        "metric, micro_batch, model, note, passes, pp, pp_schedule, precision, published, seq_len, sharding, source, "
+        "split, topology, tp, workload");
+  // fp8's recipe: required with fp8, refused without it, one of two names.
+  CHECK(corpus_error_of(replaced(kOneEntry, "precision: bf16", "precision: fp8")) ==
+        "c.yaml:3: rfa-a100-fwd-zigzag.fp8_recipe: expected with precision fp8: tensorwise (torchao) or delayed "
+        "(Transformer Engine)");
+  CHECK(corpus_error_of(replaced(kOneEntry, "precision: bf16", "precision: bf16\n    fp8_recipe: delayed")) ==
+        "c.yaml:22: rfa-a100-fwd-zigzag.fp8_recipe: expected only with precision fp8");
+  CHECK(corpus_error_of(replaced(kOneEntry, "precision: bf16", "precision: fp8\n    fp8_recipe: rowwise")) ==
+        "c.yaml:22: rfa-a100-fwd-zigzag.fp8_recipe: expected tensorwise or delayed (got 'rowwise')");
   CHECK(corpus_error_of(replaced(kOneEntry, "cp_kind: zigzag", "cp_kind: ulysses")) ==
         "c.yaml:15: rfa-a100-fwd-zigzag.cp_kind: expected one of none, ring, zigzag, striped, all_gather, "
         "a2a, a2a+p2p (got 'ulysses')");

@@ -202,7 +202,7 @@ TEST_CASE("pins: --tp that cannot split the model or a node is explained") {
   CHECK(p.choice.tp * p.choice.cp * p.choice.dp == 64);
 }
 
-TEST_CASE("llama3-70b at 128K on 256 H100s: heads split inside the nodes; tensor parallelism, and why") {
+TEST_CASE("llama3-70b at 128K on 256 H100s: heads split inside the nodes: tensor parallelism, and why") {
   const ModelSpec m = load_model("llama3-70b");
   const Topology topo = load_topology("dgx-h100-ib");
   const Fabric fabric(topo, 256);
