@@ -461,7 +461,8 @@ const LayerTimes& CostModel::layer_times_cached(const Job& job, const PlanChoice
                      job.seq_len,
                      {static_cast<int>(ch.strategy), ch.tp, ch.cp, ch.cp_a2a, static_cast<int>(ch.load_balance),
                       ch.block_q, ch.block_kv, ch.kv_subblocks, static_cast<int>(ch.checkpointing),
-                      free_comm * 2 + job.causal, static_cast<int>(job.passes) * 8 + static_cast<int>(job.workload)}};
+                      free_comm * 2 + job.causal, static_cast<int>(job.passes) * 8 + static_cast<int>(job.workload),
+                      ch.micro_batch}};
   auto it = layer_memo_.find(key);
   if (it != layer_memo_.end()) return it->second;
   if (layer_memo_.size() >= (size_t{1} << 16)) layer_memo_.clear();  // bounded over long searches
@@ -635,7 +636,9 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   }
 
   const LinearFlops lf = linear_flops_per_token(m);
-  const double Fg = cost_.gemm_flops_per_s();
+  // The GEMMs run on the micro-step's stacked sequences at once (their size sets the rate).
+  const int mb = job.workload == Workload::kStep ? std::max(1, ch.micro_batch) : 1;
+  const double Fg = cost_.gemm_flops_per_s(mb * static_cast<double>(c) * lf.layer());
   // Norms, rotary, activation and residual adds ride with the linear layers (HBM bound).
   // Tensor + sequence parallelism splits all of it tp ways (norms and adds by tokens,
   // rotary and the activation by heads and FFN columns).
@@ -762,7 +765,7 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
   const ElementwiseBytes ewb = elementwise_bytes_per_token(ms, gpu.element_bytes);
   const double logits =
       mb * static_cast<double>(c) *
-      (lf.logits * (fwd_only ? 1 : 3) / cost_.gemm_flops_per_s() +
+      (lf.logits * (fwd_only ? 1 : 3) / cost_.gemm_flops_per_s(mb * static_cast<double>(c) * lf.logits) +
        (ewb.loss_fwd + (fwd_only ? 0 : ewb.loss_bwd)) / cost_.hbm_bytes_per_s);
   const int64_t seqs = sequences_per_step(job);
   const int accum = ceil_div(seqs, int64_t{pipe.dp} * mb);  // micro-batches per pipeline

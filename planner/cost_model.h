@@ -23,7 +23,8 @@
 // transfer as m messages: m latencies (the model sees no gain from it; the search keeps it
 // at 1 unless pinned).
 //
-// Linear layers (QKV, output projection, FFN) at GPU peak x gemm_efficiency on c tokens;
+// Linear layers (QKV, output projection, FFN) at GPU peak x gemm_efficiency, on the GEMM
+// size curve of their micro-step (CostParams::gemm_flops_per_s), on c tokens;
 // backward 2x forward, plus the recompute of the checkpointing policy (full: the whole
 // layer forward, ring attention included). Logits once per micro-step. FSDP/ZeRO-3 per
 // layer: all-gather of the layer's bf16 params before its forward and its backward (over
@@ -223,7 +224,8 @@ class CostModel {
     const RingPatterns* pat;
     const PatternCost* a2a;
     int64_t seq_len;
-    int fields[11];  // strategy, tp, cp, cp_a2a, balance, tiles, sub-blocks, ckpt, comm, causal, passes+workload
+    int fields[12];  // strategy, tp, cp, cp_a2a, balance, tiles, sub-blocks, ckpt, comm, causal, passes+workload,
+                     // micro_batch (the GEMMs' size)
     bool operator==(const LayerKey& o) const;
   };
   struct LayerKeyHash {

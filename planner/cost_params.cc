@@ -7,6 +7,7 @@ CostParams CostParams::from_topology(const Topology& topo) {
   p.peak_flops = topo.gpu.peak_flops;
   p.attention = topo.gpu.attention;
   p.gemm_efficiency = topo.gpu.gemm_efficiency;
+  p.gemm_half_flops = topo.gpu.gemm_half_flops;
   p.hbm_bytes_per_s = topo.gpu.hbm_bytes_per_s;
   return p;
 }

@@ -33,7 +33,11 @@ inline double fitted_collective_s(const LinkOverride& c, double peers, double sh
 struct CostParams {
   double peak_flops = 0;       // per GPU
   KernelCurve attention;       // blockwise attention kernel efficiency vs tile size
-  double gemm_efficiency = 0;  // fraction of peak of the linear layers
+  double gemm_efficiency = 0;  // fraction of peak of the linear layers (large GEMMs; see below)
+  // GEMM size curve (topology gpu.gemm_half_flops; 0 = flat): a layer's linear GEMMs on one
+  // GPU per micro-step, W FLOPs (micro_batch x c tokens, the TP member's weights), reach
+  // gemm_efficiency x W / (W + gemm_half_flops) of peak, the form of the attention curve.
+  double gemm_half_flops = 0;
   double hbm_bytes_per_s = 0;  // optimizer update is memory bound
   // Fixed cost per ring step beyond the transfer's own latency: stream event wait and the
   // next step's kernel and NCCL group launch. 5 us: NCCL's small-message send/recv
@@ -73,7 +77,12 @@ struct CostParams {
   double attention_flops_per_s(int block_q, int block_kv, int head_dim) const {
     return peak_flops * attention.efficiency(block_q, block_kv, head_dim);
   }
-  double gemm_flops_per_s() const { return peak_flops * gemm_efficiency; }
+  // FLOP/s of GEMMs whose work per micro-step is `work_flops` (a layer's linear layers, or
+  // the output head), on the size curve above.
+  double gemm_flops_per_s(double work_flops) const {
+    const double size = gemm_half_flops > 0 ? work_flops / (work_flops + gemm_half_flops) : 1.0;
+    return peak_flops * gemm_efficiency * size;
+  }
   // Adding an fp32 dK,dV partial into its accumulator is memory bound: read both, write
   // one (3 x bytes over HBM). The schedule's kAccumulate op carries flops = bytes / 4
   // (one add per element) at accumulate_efficiency(), which gives the same seconds.

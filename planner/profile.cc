@@ -272,6 +272,7 @@ void apply_profile(const Profile& p, CostParams& params) {
   params.attention.tile_bytes_limit = tile_limit;
   params.attention.max_efficiency *= rescale;
   params.gemm_efficiency = p.gemm_efficiency * rescale;
+  params.gemm_half_flops = 0;  // the profile's rate was measured on the executor's GEMMs: flat
   params.overlap_interference = p.overlap_interference;
   params.transfer_overlap = p.transfer_overlap;
   if (p.hbm_bytes_per_s > 0) params.hbm_bytes_per_s = p.hbm_bytes_per_s;

@@ -505,10 +505,13 @@ class Generator {
     r.em.compute(ComputeKind::kElementwise, bytes, 0, costs_.hbm_bytes_per_s / costs_.peak_flops, -1, -1);
   }
 
-  void gemm(Rank& r, double flops_per_token, double factor = 1) {
+  // A layer's linear GEMMs, or with `head` the output head's, at the rate of their size on
+  // the micro-step's stacked sequences (CostParams::gemm_flops_per_s, as the cost model).
+  void gemm(Rank& r, double flops_per_token, double factor = 1, bool head = false) {
     const double flops = flops_per_token * factor * static_cast<double>(c_);
-    r.em.compute(ComputeKind::kGemm, flops, flops * r.useful_scale, costs_.gemm_flops_per_s() / costs_.peak_flops,
-                 -1, -1);
+    const double work = mb_ * static_cast<double>(c_) * (head ? lin_.logits : lin_.layer());
+    r.em.compute(ComputeKind::kGemm, flops, flops * r.useful_scale,
+                 costs_.gemm_flops_per_s(work) / costs_.peak_flops, -1, -1);
   }
 
   // Forward ring pass with its transient buffers (fp32 output accumulator, score tiles,
@@ -779,11 +782,11 @@ class Generator {
     if (bwd) gather(r, layer_shard_bytes(), true);  // prefetch the last layer for its backward
     const int chunk = buf("logits_chunk", rb_.logits_chunk);
     em.alloc(chunk, rb_.logits_chunk);
-    gemm(r, lin_.logits, mb_);
+    gemm(r, lin_.logits, mb_, true);
     elementwise(r, mb_ * ew_.loss_fwd);
     if (bwd) {
       em.backward = true;
-      gemm(r, lin_.logits, mb_ * kLinearBackwardFactor);
+      gemm(r, lin_.logits, mb_ * kLinearBackwardFactor, true);
       elementwise(r, mb_ * ew_.loss_bwd);
     }
     em.free(chunk);

@@ -27,7 +27,10 @@ struct GpuSpec {
   double peak_flops = 0;             // dense bf16 tensor-core FLOP/s (fp32 FLOP/s for cpu-local)
   double hbm_bytes_per_s = 0;
   double runtime_reserve_bytes = 0;  // CUDA context, NCCL buffers, allocator slack
-  double gemm_efficiency = 0;        // fraction of peak reached by the linear layers' GEMMs
+  // Fraction of peak the linear layers' GEMMs reach: with gemm_half_flops > 0 the large-GEMM
+  // limit of the size curve (cost_params.h gemm_flops_per_s), else at every size.
+  double gemm_efficiency = 0;
+  double gemm_half_flops = 0;  // a layer's GEMM FLOPs per micro-step at half the limit; 0 = flat
   int element_bytes = 2;             // activations and K,V: 2 (bf16) on GPUs, 4 (fp32) on cpu-local
   KernelCurve attention;             // fraction of peak of the blockwise attention kernel vs tile
   // Other attention implementations than the one `attention` describes (FlashAttention-2):

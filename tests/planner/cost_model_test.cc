@@ -7,7 +7,10 @@
 
 #include "planner/cost_model.h"
 #include "planner/link_sharing.h"
+#include "planner/profile.h"
 #include "planner/ring_order.h"
+#include "planner/search.h"
+#include "planner/spec_library.h"
 #include "tests/planner/round_specs.h"
 
 using namespace rm;
@@ -280,4 +283,52 @@ TEST_CASE("striped causal: a later position's block merges into a slice, copied 
         doctest::Approx(3 * elements * 8 / 2e12).epsilon(1e-6));
   ch.load_balance = LoadBalance::kZigzag;
   CHECK(with_slice.predict(job, ch).step_time_s == doctest::Approx(plain.predict(job, ch).step_time_s));
+}
+
+TEST_CASE("GEMM size curve: W / (W + half) of the large-GEMM efficiency, flat without it") {
+  CostParams p;
+  p.peak_flops = 1e15;
+  p.gemm_efficiency = 0.6;
+  p.gemm_half_flops = 1e12;
+  CHECK(p.gemm_flops_per_s(1e12) == doctest::Approx(0.3e15));  // half the limit at W = half
+  CHECK(p.gemm_flops_per_s(3e12) == doctest::Approx(0.45e15));  // 0.6 x 3/4
+  // A measured profile replaces the curve by its flat rate (the executor's own GEMMs).
+  Profile measured;
+  measured.peak_flops = 1e15;
+  measured.gemm_efficiency = 0.5;
+  apply_profile(measured, p);
+  CHECK(p.gemm_half_flops == 0);
+  CHECK(p.gemm_flops_per_s(1) == doctest::Approx(0.5e15));
+
+  // The whole step: two stacked sequences per micro-step run bigger GEMMs, so their linear
+  // compute per token is less than one sequence's (the shipped A100 has the curve).
+  const Topology topo = load_topology("dgx-a100-ib");
+  REQUIRE(topo.gpu.gemm_half_flops > 0);
+  const ModelSpec m = load_model("llama2-7b");
+  const Fabric fabric(topo, 8);
+  Planner planner(m, fabric, CostParams::from_topology(topo));
+  Job job;
+  job.model = m.name;
+  job.topology = topo.name;
+  job.gpus = 8;
+  job.seq_len = 4096;
+  SearchPins pins;
+  pins.tp = 1;
+  pins.cp = 1;
+  pins.pp = 1;
+  pins.sharding = Sharding::kFsdp;
+  pins.checkpointing = Checkpointing::kFull;
+  pins.micro_batch = 1;
+  const Plan one = planner.best_plan(job, pins);
+  pins.micro_batch = 2;
+  const Plan two = planner.best_plan(job, pins);
+  // The same batch per step either way: linear time per step compares per token.
+  const double per_token_1 = one.predicted.linear_compute_s;
+  const double per_token_2 = two.predicted.linear_compute_s;
+  const double W1 = 4096.0 * linear_flops_per_token(m).layer();  // one sequence's layer GEMMs
+  // The curve's ratio between W1 and 2 W1, up to the head and the elementwise work, which
+  // do not change per token.
+  const double expected = (2 * W1 / (2 * W1 + 1e12)) / (W1 / (W1 + 1e12));
+  CHECK(per_token_1 / per_token_2 > 1.0);
+  CHECK(per_token_1 / per_token_2 < expected * 1.01);
 }

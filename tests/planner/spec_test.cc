@@ -174,3 +174,11 @@ TEST_CASE("a GPU's fp8 block and slice merge bytes: optional, read strictly") {
   CHECK(error_of(shipped_topology_with("dgx-h200-ib", fp8, fp8 + "\n    gemm_efficency: 0.354"), true).find("gpu.fp8.") !=
         std::string::npos);
 }
+
+TEST_CASE("a GPU's GEMM size curve: optional, read strictly") {
+  CHECK(rm::load_topology("dgx-h100-ib").gpu.gemm_half_flops == doctest::Approx(1e12));
+  CHECK(rm::load_topology("cpu-local").gpu.gemm_half_flops == 0);  // flat: the executor's measured rate
+  const std::string half = "  gemm_half_flops: 1.0e12";
+  CHECK(error_of(shipped_topology_with("dgx-a100-ib", half, "  gemm_half_flops: -1"), true)
+            .find("gpu.gemm_half_flops: expected a number in [0, 1e+18]") != std::string::npos);
+}
