@@ -224,8 +224,8 @@ class CostModel {
     const RingPatterns* pat;
     const PatternCost* a2a;
     int64_t seq_len;
-    int fields[12];  // strategy, tp, cp, cp_a2a, balance, tiles, sub-blocks, ckpt, comm, causal, passes+workload,
-                     // micro_batch (the GEMMs' size)
+    int fields[13];  // strategy, tp, cp, cp_a2a, balance, tiles, sub-blocks, ckpt, comm, causal, passes+workload,
+                     // micro_batch (the GEMMs' size), fp8 recipe + eager elementwise (the layer's bytes)
     bool operator==(const LayerKey& o) const;
   };
   struct LayerKeyHash {
