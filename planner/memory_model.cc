@@ -135,6 +135,13 @@ StateShards state_shards(const PlanChoice& ch) {
   return {n, n, n};
 }
 
+double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int e, int stage) {
+  const StateShards n = state_shards(choice);
+  const double psi = pp_stage_params(tp_shard(m, std::max(1, choice.tp)), std::max(1, choice.pp),
+                                     std::max(1, choice.virtual_stages), stage);
+  return e * psi / n.params + e * psi / n.grads + kOptimizerStateBytesPerParam * psi / n.optimizer;
+}
+
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
                                  const GpuSpec& gpu, int64_t window) {
   const int e = gpu.element_bytes;
@@ -159,8 +166,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   // Middle stages hold no more layers, micro-batches or tables than the first.
   double peak = -1;
   for (int s : {0, pp - 1}) {
-    const double psi = pp_stage_params(shard, pp, v, s);
-    const double states = e * psi / n.params + e * psi / n.grads + kOptimizerStateBytesPerParam * psi / n.optimizer;
+    const double states = stage_model_state_bytes(m, choice, e, s);
     const double chunk_layers = static_cast<double>(pp_stage_layer_count(m.layers, pp, v, s)) / v;
     const double held = pp > 1 ? chunk_layers * static_cast<double>(pp_in_flight(pp, v, choice.grad_accum, s))
                                : m.layers;
