@@ -96,8 +96,8 @@ PlanChoice pp_flattened(const PlanChoice& choice) {
 const char* pp_schedule_name(int v) { return v > 1 ? "Interleaved1F1B" : "1F1B"; }
 
 CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoice& ch, const LayerTimes& real,
-                                                 const LayerTimes& free, double fsdp_layer, double fsdp_ends,
-                                                 double logits, int64_t m) {
+                                                 const LayerTimes& free, double fsdp_layer,
+                                                 const PipelineEnds& fsdp_ends, double logits, int64_t m) {
   const int p = ch.pp, v = ch.virtual_stages;
   const bool fwd_only = job.passes == Passes::kForward;
   // One exchange after each chunk's forward and one after its backward (module docs).
@@ -110,7 +110,8 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   for (int s = 0; s < p; ++s) {
     const double head = s == p - 1 ? logits : 0;
     const int n = pp_stage_layer_count(model_.layers, p, v, s);
-    const double r = n * real_layer + fsdp_ends + head + exchanges * x, f = n * free_layer + head;
+    const double ends = s == 0 ? fsdp_ends.first : s == p - 1 ? fsdp_ends.last : fsdp_ends.middle;
+    const double r = n * real_layer + ends + head + exchanges * x, f = n * free_layer + head;
     real_sum += r;
     free_sum += f;
     real_max = std::max(real_max, r);
