@@ -2,7 +2,9 @@
 # Pipeline parallelism through the real binary: `plan --pp 4` prints the stages, the
 # schedule and the bubble (text and JSON), --virtual-stages interleaves, pins that cannot
 # work are refused in one line with exit 2, and a PP plan file is read back, exported with
-# Megatron's and torchtitan's PP keys, and refused by `simulate` and `run` by name.
+# Megatron's and torchtitan's PP keys; a 1F1B plan is simulated (its op lists replayed on
+# SimGrid, within 2 % of the prediction), an interleaved one is refused by `simulate`
+# naming virtual_stages, and `run` refuses both naming plan.pp.
 # Usage: plan_pipeline_parallel.sh <ringmaster> <source-dir>. Exit 77 = skipped.
 set -u
 bin=$1
@@ -59,11 +61,35 @@ grep -q "^  virtual_stages: 2" "$tmp/pp.yaml" || fail "plan.yaml has no 'virtual
 grep -q -- "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 10" "$tmp/meg" ||
   fail "megatron export lacks PP 4 with 10 layers per virtual stage: $(cat "$tmp/meg")"
 "$bin" simulate --plan "$tmp/pp.yaml" >"$tmp/out" 2>"$tmp/err"
-[[ $? -eq 2 ]] || fail "simulate of a PP plan did not exit 2"
-grep -q "pipeline parallelism" "$tmp/err" || fail "simulate's refusal does not name pipeline parallelism: $(cat "$tmp/err")"
+[[ $? -eq 2 ]] || fail "simulate of an interleaved PP plan did not exit 2"
+grep -q "virtual_stages.*interleaved" "$tmp/err" || fail "simulate's refusal does not name the interleaved schedule: $(cat "$tmp/err")"
 "$bin" run --plan "$tmp/pp.yaml" >"$tmp/out" 2>"$tmp/err"
 [[ $? -eq 2 ]] || fail "run of a PP plan did not exit 2"
 grep -q "plan.pp" "$tmp/err" || fail "run's refusal does not name plan.pp: $(cat "$tmp/err")"
+
+# ---- a 1F1B plan, simulated -----------------------------------------------------------------
+# llama2-7b at 32K on one 8-GPU box, pp 2 x cp 4, 4 micro-batches: every op list replayed.
+small=(--model llama2-7b --topology a100-nvlink-box --gpus 8 --seq 32K --batch-tokens 128K)
+"$bin" plan "${small[@]}" --pp 2 --virtual-stages 1 --cp 4 -o "$tmp/pp2.yaml" >/dev/null 2>"$tmp/err" ||
+  fail "plan --pp 2 -o exited $?: $(cat "$tmp/err")"
+"$bin" simulate --plan "$tmp/pp2.yaml" --format json >"$tmp/sim.json" 2>"$tmp/err" ||
+  fail "simulate of a 1F1B plan exited $?: $(tail -3 "$tmp/err")"
+python3 - "$tmp/sim.json" <<'EOF' || fail "simulated 1F1B plan (see above)"
+import json, sys
+j = json.load(open(sys.argv[1]))
+pred, sim = j["predicted"], j["simulated"]
+errors = []
+err = abs(sim["step_time_s"] / pred["step_time_s"] - 1)
+if err > 0.02: errors.append(f"step {sim['step_time_s']} s simulated, {pred['step_time_s']} s predicted ({100 * err:.2f} %)")
+if sim["mode"] != "full": errors.append(f"mode {sim['mode']}: a pipeline replays every layer")
+for e in errors: print("  " + e)
+sys.exit(1 if errors else 0)
+EOF
+"$bin" simulate --plan "$tmp/pp2.yaml" >"$tmp/out" 2>"$tmp/err" || fail "simulate (text) of a 1F1B plan exited $?"
+grep -q "x pp 2 (1F1B, 4 micro-batches)" "$tmp/out" || fail "simulate's header does not show the pipeline: $(head -1 "$tmp/out")"
+"$bin" run --plan "$tmp/pp2.yaml" >"$tmp/out" 2>"$tmp/err"
+[[ $? -eq 2 ]] || fail "run of a 1F1B plan did not exit 2"
+grep -q "plan.pp.*stage-to-stage" "$tmp/err" || fail "run's refusal does not say what is missing: $(cat "$tmp/err")"
 sed -i 's/^  virtual_stages: 2/  virtual_stages: 0/' "$tmp/pp.yaml"
 "$bin" simulate --plan "$tmp/pp.yaml" >"$tmp/out" 2>"$tmp/err"
 [[ $? -eq 2 ]] || fail "a plan with virtual_stages 0 did not exit 2"

@@ -544,3 +544,56 @@ TEST_CASE("every sharding level (ddp, zero1, zero2, fsdp, hsdp): step time and p
     }
   }
 }
+
+TEST_CASE("pipeline parallelism (1F1B, pp 2 and 4, 4-8 micro-batches): step time and peak memory within 2 %") {
+  const ModelSpec model = load_model(kDefaultModel);
+  Worst worst{"pipeline-parallel training steps"};
+  struct PpCase {
+    const char* topo;
+    int gpus, pp, tp, cp;
+    int64_t seq;
+    int sequences;  // per step: micro-batches per pipeline = sequences / dp
+    Strategy kind;
+    Sharding sharding;
+    Checkpointing ckpt;
+  };
+  const Strategy p2p = Strategy::kRing, a2a = Strategy::kUlysses, ag = Strategy::kAllGatherCp;
+  for (const PpCase pc : {PpCase{"a100-nvlink-box", 8, 2, 1, 4, 32768, 4, p2p, Sharding::kFsdp, Checkpointing::kNone},
+                          PpCase{"a100-nvlink-box", 8, 4, 1, 2, 32768, 8, a2a, Sharding::kDdp, Checkpointing::kSelective},
+                          PpCase{kStudyTopology, 16, 2, 1, 8, 131072, 6, p2p, Sharding::kFsdp, Checkpointing::kNone},
+                          PpCase{kStudyTopology, 16, 4, 1, 4, 65536, 5, ag, Sharding::kZero2, Checkpointing::kNone},
+                          PpCase{kStudyTopology, 32, 4, 2, 4, 65536, 8, p2p, Sharding::kZero1, Checkpointing::kNone},
+                          PpCase{kStudyTopology, 32, 2, 1, 8, 131072, 16, p2p, Sharding::kFsdp, Checkpointing::kFull}}) {
+    CAPTURE(pc.topo);
+    CAPTURE(pc.gpus);
+    CAPTURE(pc.pp);
+    CAPTURE(pc.tp);
+    CAPTURE(pc.cp);
+    const Topology topo = load_topology(pc.topo);
+    SearchPins pins;
+    pins.pp = pc.pp;
+    pins.virtual_stages = 1;
+    pins.tp = pc.tp;
+    pins.cp = pc.cp;
+    pins.cp_comm_type = pc.kind;
+    pins.sharding = pc.sharding;
+    pins.checkpointing = pc.ckpt;
+    pins.micro_batch = 1;
+    Job job = make_job(topo, pc.gpus, pc.seq, Workload::kStep);
+    job.batch_tokens = pc.sequences * pc.seq;
+    const Compared c = plan_and_simulate(topo, model, job, pins);
+    REQUIRE(c.simulated.step_time_s > 0);
+    const int m = pc.sequences * pc.tp * pc.cp * pc.pp / pc.gpus;
+    CAPTURE(m);
+    CHECK(m >= 4);
+    std::printf("  pp %d, tp %d x cp %d, %d micro-batches on %s: step %.4g s predicted, %.4g s simulated (%+.3f %%)\n",
+                pc.pp, pc.tp, pc.cp, m, pc.topo, c.predicted.step_time_s, c.simulated.step_time_s,
+                100 * (c.simulated.step_time_s / c.predicted.step_time_s - 1));
+    CHECK(c.time_error() < 0.02);
+    CHECK(c.memory_error() < 0.02);
+    worst.add(c, true);
+    // The bubble is in both: the free-communication step is the pipeline's too.
+    CHECK(c.simulated.free_comm_time_s ==
+          doctest::Approx(c.predicted.step_time_s * c.predicted.scaling_efficiency).epsilon(0.02));
+  }
+}
