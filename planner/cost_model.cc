@@ -835,7 +835,7 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
         const double n = ps.layers;  // the slowest stage's
         att_compute = accum * n * free.attention_compute;
         lin_compute = accum * n * (free.linear_fwd + free.linear_bwd) + ps.head_and_optimizer;
-        fsdp_total = n * dp_layer + accum * std::max({stage_ends.first, stage_ends.middle, stage_ends.last});
+        fsdp_total = n * dp_layer + accum * ps.fsdp_ends;
         tp_total = accum * n * (real.tp_fwd + real.tp_bwd);
         break;
       }

@@ -199,6 +199,7 @@ class CostModel {
     double time = 0, free_time = 0, bubble = 0, p2p = 0;
     int layers = 0;                   // the slowest stage's layers
     double head_and_optimizer = 0;    // compute of the step outside the layers
+    double fsdp_ends = 0;             // the slowest stage's FSDP ends per micro-batch
   };
   // FSDP's exposed time at a micro-batch's ends, by stage (DpCosts::stage_ends: the first
   // holds the embedding, the last the head), each its mean over the micro-batches.

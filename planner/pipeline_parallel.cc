@@ -121,6 +121,7 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
     x_max = std::max(x_max, exchanges(s) * x);
     real_sum += r;
     free_sum += f;
+    if (r > real_max) out.fsdp_ends = ends;
     real_max = std::max(real_max, r);
     free_max = std::max(free_max, f);
     out.layers = std::max(out.layers, n);
