@@ -68,9 +68,10 @@ grep -q "virtual_stages.*interleaved" "$tmp/err" || fail "simulate's refusal doe
 grep -q "plan.pp" "$tmp/err" || fail "run's refusal does not name plan.pp: $(cat "$tmp/err")"
 
 # ---- a 1F1B plan, simulated -----------------------------------------------------------------
-# llama2-7b at 32K on one 8-GPU box, pp 2 x cp 4, 4 micro-batches: every op list replayed.
+# llama2-7b at 32K on one 8-GPU box, pp 2 x a p2p ring of 4, 4 micro-batches: every op list
+# replayed.
 small=(--model llama2-7b --topology a100-nvlink-box --gpus 8 --seq 32K --batch-tokens 128K)
-"$bin" plan "${small[@]}" --pp 2 --virtual-stages 1 --cp 4 -o "$tmp/pp2.yaml" >/dev/null 2>"$tmp/err" ||
+"$bin" plan "${small[@]}" --pp 2 --virtual-stages 1 --cp 4 --cp-comm-type p2p -o "$tmp/pp2.yaml" >/dev/null 2>"$tmp/err" ||
   fail "plan --pp 2 -o exited $?: $(cat "$tmp/err")"
 "$bin" simulate --plan "$tmp/pp2.yaml" --format json >"$tmp/sim.json" 2>"$tmp/err" ||
   fail "simulate of a 1F1B plan exited $?: $(tail -3 "$tmp/err")"
