@@ -40,6 +40,7 @@ class Generator {
         plan_choice_(plan.choice),
         choice_(pp_flattened(plan.choice)),
         pp_(std::max(1, plan.choice.pp)),
+        vs_(std::max(1, plan.choice.virtual_stages)),
         m_(model),
         ms_(tp_shard(model, std::max(1, plan.choice.tp))),
         fabric_(fabric),
@@ -78,6 +79,7 @@ class Generator {
   const PlanChoice& plan_choice_;
   const PlanChoice choice_;
   const int pp_;  // pipeline stages (pipeline_parallel.h)
+  const int vs_;  // and the chunks of each (virtual stages)
   const ModelSpec& m_;
   const ModelSpec ms_;  // one TP member's heads, FFN columns, vocabulary (m_ when tp = 1)
   const Fabric& fabric_;
@@ -183,11 +185,11 @@ class Generator {
                                       to_string(job_.workload) + ")");
       const std::string why = pp_why_invalid(m_.layers, pc.pp, pc.virtual_stages, pc.grad_accum);
       if (!why.empty()) fail_input(w, pc.virtual_stages != 1 ? "virtual_stages" : "pp", why);
-      if (pc.virtual_stages != 1)
+      if (pc.virtual_stages != 1 && pc.pp < 3)
         fail_input(w, "virtual_stages",
                    "the interleaved 1F1B schedule (virtual_stages " + num(pc.virtual_stages) +
-                       ") is priced by the planner; its op lists are not generated yet (simulate plans with "
-                       "virtual_stages 1)");
+                       ") is generated for pp > 2, as Megatron runs it (got pp " + num(pc.pp) +
+                       "): such a plan is priced, not simulated; use virtual_stages 1");
       if (pc.cp < 1 || pc.dp < 1 || int64_t{pc.tp} * pc.cp * pc.dp * pc.pp != job_.gpus)
         fail_input(w, "cp, dp, pp", "tp * cp * dp * pp must equal gpus = " + num(job_.gpus) + " (got tp " +
                                         num(pc.tp) + ", cp " + num(pc.cp) + ", dp " + num(pc.dp) + ", pp " +
@@ -393,17 +395,17 @@ class Generator {
   }
 
 
-  // Each stage's 1F1B program, and the room its ring passes' phases take between two of
-  // its exchanges: up to two chunks (the last stage's F and B), each at most 9 pass numbers
-  // per layer and sequence (a2a+p2p's three for the forward, the recompute and the backward).
+  // Each stage's program, and the room its ring passes' phases take between two of its
+  // exchanges: up to two chunks (a forward and a backward), each at most 9 pass numbers per
+  // layer and sequence (a2a+p2p's three for the forward, the recompute and the backward).
   void setup_pipeline() {
     const bool bwd = job_.passes == Passes::kForwardBackward;
-    pipeline_ = pp_1f1b_program(pp_, plan_choice_.grad_accum, bwd);
-    const int64_t layers = pp_stage_layer_count(m_.layers, pp_, 1, 0);  // the first stage has the most
+    pipeline_ = pp_1f1b_program(pp_, vs_, plan_choice_.grad_accum, bwd);
+    const int64_t layers = pp_stage_layer_count(m_.layers, pp_, vs_, 0);  // the first stage has the most
     const int64_t stride = 2 * layers * mb_ * 9 * ring_.phase_stride() + 2;
-    if (stride * (pipeline_.exchanges + 2) > INT_MAX)
+    if (stride * (int64_t{pipeline_.messages} + 2) > INT_MAX)
       fail_input(opt_.where, "grad_accum",
-                 "the pipeline's " + std::to_string(pipeline_.exchanges) + " exchanges and ring steps need more message "
+                 "the pipeline's " + std::to_string(pipeline_.messages) + " messages and ring steps need more message "
                  "phases than an int holds: fewer micro-batches or layers per stage");
     phase_stride_ = static_cast<int>(stride);
   }
@@ -885,20 +887,31 @@ class Generator {
   }
 
   // --- Pipeline stages -----------------------------------------------------------------------
-  // A step of stage r.stage (pipeline_schedule.h): its layers' forwards and backwards of
-  // each micro-batch in 1F1B order, the embedding on the first stage, the head and loss on
-  // the last (at the start of each backward, which follows its forward there), and the
-  // blocking exchanges with the neighbouring stages. Each chunk runs its micro-batch's data-
-  // parallel collectives over the stage's FSDP group as a micro-step does (data_parallel.h).
+  // A step of stage r.stage (pipeline_schedule.h): the forwards and backwards of its chunks
+  // (virtual stage c·pp + s: layers [g·L/(pp·v), (g+1)·L/(pp·v)), v = 1: the stage's layers)
+  // for each micro-batch in the program's order, the embedding on the model's first chunk,
+  // the head and loss at the start of the backward of its last (which follows that chunk's
+  // forward there), and the blocking exchanges with the neighbouring stages. Each chunk runs
+  // its micro-batch's data-parallel collectives over the stage's FSDP group as a micro-step
+  // does (data_parallel.h).
   void pipeline_workload(Rank& r, bool bwd) {
     RankEmitter& em = r.em;
     const int s = r.stage;
-    const bool first = s == 0, last = s == pp_ - 1;
-    int first_layer = 0;
-    for (int k = 0; k < s; ++k) first_layer += pp_stage_layer_count(m_.layers, pp_, 1, k);
-    const int end_layer = first_layer + pp_stage_layer_count(m_.layers, pp_, 1, s);
     const int micro_batches = plan_choice_.grad_accum;
     const int data_gpus = G_ / T_ / pp_;
+    const int chunks = pp_ * vs_;  // virtual stages of the model
+    // First layer of each stage (v = 1: uneven splits, pp_stage_layer_count) or chunk.
+    auto chunk_layers = [&](int chunk) {
+      std::pair<int, int> range{0, 0};
+      if (vs_ == 1) {
+        for (int k = 0; k < s; ++k) range.first += pp_stage_layer_count(m_.layers, pp_, 1, k);
+        range.second = range.first + pp_stage_layer_count(m_.layers, pp_, 1, s);
+      } else {
+        const int per = m_.layers / chunks, g = chunk * pp_ + s;
+        range = {g * per, (g + 1) * per};
+      }
+      return range;
+    };
     em.layer = -1;
     em.backward = false;
     em.step = 0;
@@ -909,7 +922,7 @@ class Generator {
     const int boundary = buf("final_hidden", boundary_bytes);
     em.alloc(boundary, boundary_bytes);
     em.phase_base = 1;  // ring passes before the stage's first exchange
-    std::map<int, std::vector<LayerStore>> stores;  // by micro-batch in flight
+    std::map<int, std::vector<LayerStore>> stores;  // by chunk micro-batch in flight
     for (const PipelineAction& a : pipeline_.stages[static_cast<size_t>(s)]) {
       em.layer = -1;
       em.backward = false;
@@ -918,11 +931,16 @@ class Generator {
         exchange(r, a, boundary, boundary_bytes);
         continue;
       }
+      const int g = a.chunk * pp_ + s;
+      const bool first = g == 0, last = g == chunks - 1;  // the model's first and last chunks
+      const auto [first_layer, end_layer] = chunk_layers(a.chunk);
       r.dp = micro_step_collectives(plan_choice_.sharding, a.micro, micro_batches, data_gpus);
-      std::vector<LayerStore>& held = stores[a.micro];
+      const int key = a.micro * vs_ + a.chunk;
+      // Stored activations are labelled by micro-batch (chunks hold different layers).
+      std::vector<LayerStore>& held = stores[key];
       if (a.kind == PipelineAction::kForward) {
         if (first) gather(r, vocab_shard_bytes(), false);  // embedding
-        gather(r, layer_shard_bytes(), false);             // the stage's first layer
+        gather(r, layer_shard_bytes(), false);             // the chunk's first layer
         if (first) wait_gather(r);                         // the embedding lookup needs the table
         for (int l = first_layer; l < end_layer; ++l) {
           const double next = l + 1 < end_layer ? layer_shard_bytes() : last ? vocab_shard_bytes() : 0;
@@ -935,7 +953,7 @@ class Generator {
           head(r, false);
         }
         for (auto it = held.rbegin(); it != held.rend(); ++it) free_store(r, *it);
-        stores.erase(a.micro);
+        stores.erase(key);
         continue;
       }
       const int grads = alloc_grad_stream(r);
@@ -944,12 +962,12 @@ class Generator {
         head(r, true);
         scatter(r, vocab_shard_bytes());  // head gradients
       } else {
-        gather(r, layer_shard_bytes(), true);  // the stage's last layer, for its backward
+        gather(r, layer_shard_bytes(), true);  // the chunk's last layer, for its backward
       }
       for (int l = end_layer - 1; l >= first_layer; --l) {
         layer_backward(r, l, held[static_cast<size_t>(l - first_layer)], l > first_layer ? layer_shard_bytes() : 0);
       }
-      stores.erase(a.micro);
+      stores.erase(key);
       em.layer = -1;
       em.step = 0;
       if (first) scatter(r, vocab_shard_bytes());  // embedding gradients
@@ -963,21 +981,23 @@ class Generator {
     em.phase_base = 0;
   }
 
-  // One blocking exchange with the stage before (a.up) or after: its send and receive
-  // posted as phase (number + 1)·phase_stride_, then waited for. The ring passes until the
-  // next exchange number their phases after it (setup_pipeline leaves them room), so a
+  // One blocking exchange with the neighbouring stages (GPU g ± G/pp, the last stage's
+  // next the first's when interleaved): its messages posted in their phase order, each
+  // as phase (phase + 1)·phase_stride_, then waited for. The ring passes until the next
+  // exchange number their phases after its last (setup_pipeline leaves them room), so a
   // stage's phases never decrease and both ends of each message state the same one.
-  // Tags: the micro-batch (the link between two stages carries one message per
-  // micro-batch each way: activations down, gradients up).
   void exchange(Rank& r, const PipelineAction& a, int buffer, double bytes) {
     RankEmitter& em = r.em;
-    const int peer = r.gpu + (a.up ? -1 : 1) * (G_ / pp_);
-    const int phase = (a.number + 1) * phase_stride_;
+    const int per_stage = G_ / pp_;
     em.phase_base = 0;
-    em.backward = a.up;  // gradients go up; activations down
     std::vector<int> reqs;
-    if (a.send >= 0) reqs.push_back(em.transfer(OpKind::kSend, peer, bytes, buffer, a.send, phase));
-    if (a.recv >= 0) reqs.push_back(em.transfer(OpKind::kRecv, peer, bytes, buffer, a.recv, phase));
+    int phase = 0;
+    for (const PipelineMessage& msg : a.messages) {
+      const int peer = msg.peer * per_stage + r.gpu % per_stage;
+      phase = (msg.phase + 1) * phase_stride_;
+      em.backward = msg.gradient;  // gradients go up; activations down
+      reqs.push_back(em.transfer(msg.send ? OpKind::kSend : OpKind::kRecv, peer, bytes, buffer, msg.tag, phase));
+    }
     em.wait_all(reqs);
     em.phase_base = phase + 1 - r.units * ring_.phase_stride();
   }
