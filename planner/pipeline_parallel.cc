@@ -101,7 +101,11 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   const int p = ch.pp, v = ch.virtual_stages;
   const bool fwd_only = job.passes == Passes::kForward;
   // Interleaved: one exchange after each chunk's forward and one after its backward
-  // (module docs). 1F1B: one per micro-batch with each neighbour, as the replayed op lists
+  // (module docs). The replayed op lists exchange with both neighbours at once, once per
+  // forward-backward pair in the steady state but after every compute in the warm-up and
+  // the cool-down, each waiting on both neighbours: within 1.2 % of this charge
+  // (agreement_test.cc), where one per chunk fell 2.5 % short (pp 8, v 4, 1 layer per
+  // chunk). 1F1B: one per micro-batch with each neighbour, as the replayed op lists
   // run it (pipeline_schedule.h: a stage's down exchange sends the activation and takes the
   // gradient back, its up exchange the reverse), so the first and last stages wait for one
   // exchange per micro-batch, not two (charging two overpriced a step 0.5 %, pp 4 of 8
