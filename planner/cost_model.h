@@ -201,8 +201,8 @@ class CostModel {
     double head_and_optimizer = 0;    // compute of the step outside the layers
     double fsdp_ends = 0;             // the slowest stage's FSDP ends per micro-batch
   };
-  // FSDP's exposed time at a micro-batch's ends, by stage (DpCosts::stage_ends: the first
-  // holds the embedding, the last the head), each its mean over the micro-batches.
+  // FSDP's exposed time at a chunk's ends, by stage (DpCosts::stage_ends: the first holds
+  // the embedding, the last the head), each its mean over the micro-batches.
   struct PipelineEnds {
     double first = 0, middle = 0, last = 0;
   };

@@ -119,7 +119,11 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   for (int s = 0; s < p; ++s) {
     const double head = s == p - 1 ? logits : 0;
     const int n = pp_stage_layer_count(model_.layers, p, v, s);
-    const double ends = s == 0 ? fsdp_ends.first : s == p - 1 ? fsdp_ends.last : fsdp_ends.middle;
+    // Interleaved, each of the stage's v chunks starts and ends on its own collectives (the
+    // op lists gather and scatter per chunk): the model's first or last chunk, and v - 1
+    // others (one per micro-batch undercharged a 256-GPU FSDP step by 3.9 %).
+    const double ends =
+        (s == 0 ? fsdp_ends.first : s == p - 1 ? fsdp_ends.last : fsdp_ends.middle) + (v - 1) * fsdp_ends.middle;
     const double r = n * real_layer + ends + head + exchanges(s) * x, f = n * free_layer + head;
     x_sum += exchanges(s) * x;
     x_max = std::max(x_max, exchanges(s) * x);
