@@ -572,7 +572,10 @@ TEST_CASE("pipeline parallelism (1F1B and interleaved, pp 2 to 8, 4-16 micro-bat
                           PpCase{"a100-nvlink-box", 8, 4, 4, 1, 2, 32768, 4, p2p, zero1, none},
                           PpCase{kStudyTopology, 32, 4, 2, 1, 8, 65536, 8, a2a, fsdp, none},
                           PpCase{kStudyTopology, 32, 8, 2, 1, 4, 32768, 16, p2p, ddp, none},
-                          PpCase{kStudyTopology, 32, 8, 4, 1, 4, 16384, 16, p2p, ddp, none}}) {
+                          PpCase{kStudyTopology, 32, 8, 4, 1, 4, 16384, 16, p2p, ddp, none},
+                          // FSDP per chunk over a stage's 16 GPUs on two nodes
+                          PpCase{kStudyTopology, 64, 4, 4, 1, 16, 65536, 8, p2p, fsdp, none},
+                          PpCase{kStudyTopology, 64, 4, 2, 1, 16, 65536, 8, Strategy::kUsp, fsdp, none}}) {
     CAPTURE(pc.topo);
     CAPTURE(pc.gpus);
     CAPTURE(pc.pp);
