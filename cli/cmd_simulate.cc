@@ -21,6 +21,7 @@
 #include "cli/table.h"
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
+#include "planner/pipeline_parallel.h"
 #include "planner/plan_loader.h"
 #include "planner/search.h"
 #include "planner/units.h"
@@ -90,8 +91,11 @@ std::string report(const Subject& s, const Prediction& p, const sim::Simulation&
                          ? " " + std::to_string(c.cp_a2a) + "x" + std::to_string(c.cp / c.cp_a2a) + " (" +
                                to_string(c.schedule) + " ring)"
                          : std::string()) +
-                    " tp " + std::to_string(c.tp) + " x cp " + std::to_string(c.cp) + " x dp " + std::to_string(c.dp) + ", order " +
-                    c.order_name + ", " + to_string(c.load_balance) + "\n";
+                    " tp " + std::to_string(c.tp) + " x cp " + std::to_string(c.cp) +
+                    (c.pp > 1 ? " x pp " + std::to_string(c.pp) + " (" + pp_schedule_name(c.virtual_stages) + ", " +
+                                    std::to_string(c.grad_accum) + " micro-batches)"
+                              : std::string()) +
+                    " x dp " + std::to_string(c.dp) + ", order " + c.order_name + ", " + to_string(c.load_balance) + "\n";
   if (!sim.note.empty()) {
     out += "(" + sim.note + ": times, FLOPs and throughput extrapolated to all layers" +
            (sim.fast ? ", ring steps and rings; memory exact; --full replays everything" : "") + ")\n";

@@ -80,18 +80,25 @@ struct DpCosts {
       d.per_layer += ar_apart ? std::max(hide(on_shard, window_b), hide(on_repl, window_ar))
                               : hide(on_shard + on_repl, window_b);
     }
-    // The ends (schedule.cc step_workload): a micro-step starts on the embedding's and
-    // layer 0's all-gathers, sharing links (layer 0's rest then shares them with layer 1's
-    // prefetch: 2·ag in all when the layer's is the larger), and ends on layer 0's and the
-    // embedding's reduce-scatters, sharing links (their sum), then their all-reduces.
-    // 3-3.5 % of an 8K fsdp step with pure data parallelism on dgx-a100-ib (short layers,
-    // many micro-steps).
-    if (ends) {
-      if (c.forward_gather) d.ends += std::max(2 * ag, ag + ag_vocab);
-      if (backward && c.reduce_scatter) d.ends += ag + ag_vocab;
-      if (backward && c.all_reduce) d.ends += ar + ar_vocab;
-    }
+    d.ends = stage_ends(c, true, true);
     return d;
+  }
+  // The ends (schedule.cc step_workload): a micro-step starts on the embedding's and
+  // layer 0's all-gathers, sharing links (layer 0's rest then shares them with layer 1's
+  // prefetch: 2·ag in all when the layer's is the larger), and ends on layer 0's and the
+  // embedding's reduce-scatters, sharing links (their sum), then their all-reduces.
+  // 3-3.5 % of an 8K fsdp step with pure data parallelism on dgx-a100-ib (short layers,
+  // many micro-steps). A pipeline stage (schedule.cc pipeline_workload) has the embedding's
+  // only when it is the first, and each chunk backward of a stage but the last starts on
+  // its last layer's all-gather, which no head hides (the last stage's head does).
+  double stage_ends(const MicroStepCollectives& c, bool first, bool last) const {
+    double e = 0;
+    if (!ends) return e;
+    if (c.forward_gather) e += first ? std::max(2 * ag, ag + ag_vocab) : ag;
+    if (backward && c.backward_gather && !last) e += ag;
+    if (backward && c.reduce_scatter) e += first ? ag + ag_vocab : ag;
+    if (backward && c.all_reduce) e += first ? ar + ar_vocab : ar;
+    return e;
   }
 };
 
@@ -801,18 +808,24 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
     case Workload::kStep: {
       // The micro-steps by what they run: the first, those between, the last.
       double dp_layer = 0, dp_ends = 0;  // summed over the micro-steps
+      PipelineEnds stage_ends;           // pp > 1: the same, by stage
       auto add = [&](int k, int times) {
-        const DpExposed d = dp.exposed(micro_step_collectives(ch.sharding, k, accum, data_gpus));
+        const MicroStepCollectives c = micro_step_collectives(ch.sharding, k, accum, data_gpus);
+        const DpExposed d = dp.exposed(c);
         dp_layer += times * d.per_layer;
         dp_ends += times * d.ends;
+        if (pipe.pp > 1) {
+          stage_ends.first += times * dp.stage_ends(c, true, false) / accum;
+          stage_ends.middle += times * dp.stage_ends(c, false, false) / accum;
+          stage_ends.last += times * dp.stage_ends(c, false, true) / accum;
+        }
       };
       add(0, 1);
       if (accum > 2) add(1, accum - 2);
       if (accum > 1) add(accum - 1, 1);
       if (pipe.pp > 1) {
         // pipeline_step prices every micro-batch alike: each its mean share of the collectives.
-        const PipelineStep ps =
-            pipeline_step(job, choice, real, free, dp_layer / accum, dp_ends / accum, logits, accum);
+        const PipelineStep ps = pipeline_step(job, choice, real, free, dp_layer / accum, stage_ends, logits, accum);
         time = ps.time;
         free_time = ps.free_time;
         p_bubble = ps.bubble;
@@ -822,7 +835,7 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
         const double n = ps.layers;  // the slowest stage's
         att_compute = accum * n * free.attention_compute;
         lin_compute = accum * n * (free.linear_fwd + free.linear_bwd) + ps.head_and_optimizer;
-        fsdp_total = n * dp_layer + dp_ends;
+        fsdp_total = n * dp_layer + accum * ps.fsdp_ends;
         tp_total = accum * n * (real.tp_fwd + real.tp_bwd);
         break;
       }

@@ -199,10 +199,16 @@ class CostModel {
     double time = 0, free_time = 0, bubble = 0, p2p = 0;
     int layers = 0;                   // the slowest stage's layers
     double head_and_optimizer = 0;    // compute of the step outside the layers
+    double fsdp_ends = 0;             // the slowest stage's FSDP ends per micro-batch
+  };
+  // FSDP's exposed time at a chunk's ends, by stage (DpCosts::stage_ends: the first holds
+  // the embedding, the last the head), each its mean over the micro-batches.
+  struct PipelineEnds {
+    double first = 0, middle = 0, last = 0;
   };
   PipelineStep pipeline_step(const Job& job, const PlanChoice& choice, const LayerTimes& real,
-                             const LayerTimes& free, double fsdp_layer, double fsdp_ends, double logits,
-                             int64_t microbatches);
+                             const LayerTimes& free, double fsdp_layer, const PipelineEnds& fsdp_ends,
+                             double logits, int64_t microbatches);
   // A flat ring cut short by a sliding window: every position sends its last fp32
   // accumulator `hops` positions back, to the block's owner (units: K,V elements).
   const PatternCost& ring_home_pattern(int cp, int dp, const std::vector<int>& order, int hops);

@@ -288,7 +288,9 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
            "): re-plan with --cp-comm-type p2p";
   if (plan.choice.pp > 1)
     return "plan.pp: the executor runs plans without pipeline parallelism (got pp " + std::to_string(plan.choice.pp) +
-           "): such a plan is priced and exported, not run: re-plan with --pp 1";
+           "): its ring loop runs no stage-to-stage activation exchanges and its model is not split into "
+           "stages yet; such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: "
+           "re-plan with --pp 1";
   if (plan.choice.tp > 1)
     return "plan.tp: the executor runs plans without tensor parallelism (got tp " + std::to_string(plan.choice.tp) +
            "): such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: re-plan with --tp 1";

@@ -135,6 +135,13 @@ StateShards state_shards(const PlanChoice& ch) {
   return {n, n, n};
 }
 
+double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int e, int stage) {
+  const StateShards n = state_shards(choice);
+  const double psi = pp_stage_params(tp_shard(m, std::max(1, choice.tp)), std::max(1, choice.pp),
+                                     std::max(1, choice.virtual_stages), stage);
+  return e * psi / n.params + e * psi / n.grads + kOptimizerStateBytesPerParam * psi / n.optimizer;
+}
+
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
                                  const GpuSpec& gpu, int64_t window) {
   const int e = gpu.element_bytes;
@@ -156,22 +163,26 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   // activations sets the peak (the first holds the most micro-batches in flight, the
   // last the head). Without a pipeline: one stage of every layer, one micro-batch held.
   const int pp = std::max(1, choice.pp), v = std::max(1, choice.virtual_stages);
-  // Middle stages hold no more layers, micro-batches or tables than the first.
+  // Middle stages hold no more layers, micro-batches or tables than the first. Only the
+  // last computes the logits: the others' working set is the attention's or the FFN's
+  // (a stage's op lists allocate no logits chunk, schedule.cc).
+  const RingBuffers rb = ring_buffers(m, choice, seq_len, gpu, window);
   double peak = -1;
   for (int s : {0, pp - 1}) {
-    const double psi = pp_stage_params(shard, pp, v, s);
-    const double states = e * psi / n.params + e * psi / n.grads + kOptimizerStateBytesPerParam * psi / n.optimizer;
+    const double states = stage_model_state_bytes(m, choice, e, s);
     const double chunk_layers = static_cast<double>(pp_stage_layer_count(m.layers, pp, v, s)) / v;
     const double held = pp > 1 ? chunk_layers * static_cast<double>(pp_in_flight(pp, v, choice.grad_accum, s))
                                : m.layers;
     const double act = held * per_layer + final_hidden;
-    if (states + act > peak) {
-      peak = states + act;
+    const double working =
+        s == pp - 1 ? rb.working_set_bytes() : std::max(rb.attention_backward_bytes(), rb.ffn_backward_bytes());
+    if (states + act + working > peak) {
+      peak = states + act + working;
       mem.model_states = states;
       mem.activations = act;
+      mem.working_set = working;
     }
   }
-  mem.working_set = ring_buffers(m, choice, seq_len, gpu, window).working_set_bytes();
   mem.runtime_reserve = gpu.runtime_reserve_bytes;
   return mem;
 }

@@ -135,4 +135,9 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
                                  const GpuSpec& gpu, int64_t window = 0);
 
+// model_states of pipeline stage `stage` (0 without a pipeline): its TP member's
+// parameters (pp_stage_params) as the sharding level holds them. The schedule generator
+// allocates each stage's own.
+double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int element_bytes, int stage);
+
 }  // namespace rm

@@ -33,7 +33,7 @@ int RankEmitter::post(Op op, double bytes, int buffer, int tag) {
 int RankEmitter::transfer(OpKind kind, int peer, double bytes, int buffer, int tag, int phase) {
   Op op = base(kind);
   op.peer = peer;
-  op.phase = phase;
+  op.phase = phase_base + phase;
   return post(op, bytes, buffer, tag);
 }
 

@@ -30,6 +30,9 @@ class RankEmitter {
   int layer = 0;
   int step = 0;
   bool backward = false;
+  // Added to the phase of every transfer: a pipeline stage numbers its ring passes' phases
+  // between its stage-to-stage exchanges (schedule.cc), 0 without a pipeline.
+  int phase_base = 0;
 
   // A ring step starts: the next op carries the step's fixed sync cost (overhead_s).
   void begin_step(int s, double sync_s) {

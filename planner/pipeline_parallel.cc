@@ -96,23 +96,40 @@ PlanChoice pp_flattened(const PlanChoice& choice) {
 const char* pp_schedule_name(int v) { return v > 1 ? "Interleaved1F1B" : "1F1B"; }
 
 CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoice& ch, const LayerTimes& real,
-                                                 const LayerTimes& free, double fsdp_layer, double fsdp_ends,
-                                                 double logits, int64_t m) {
+                                                 const LayerTimes& free, double fsdp_layer,
+                                                 const PipelineEnds& fsdp_ends, double logits, int64_t m) {
   const int p = ch.pp, v = ch.virtual_stages;
   const bool fwd_only = job.passes == Passes::kForward;
-  // One exchange after each chunk's forward and one after its backward (module docs).
-  const int exchanges = (fwd_only ? 1 : 2) * v;
+  // Interleaved: one exchange after each chunk's forward and one after its backward
+  // (module docs). The replayed op lists exchange with both neighbours at once, once per
+  // forward-backward pair in the steady state but after every compute in the warm-up and
+  // the cool-down, each waiting on both neighbours: within 1.2 % of this charge
+  // (agreement_test.cc), where one per chunk fell 2.5 % short (pp 8, v 4, 1 layer per
+  // chunk). 1F1B: one per micro-batch with each neighbour, as the replayed op lists
+  // run it (pipeline_schedule.h: a stage's down exchange sends the activation and takes the
+  // gradient back, its up exchange the reverse), so the first and last stages wait for one
+  // exchange per micro-batch, not two (charging two overpriced a step 0.5 %, pp 4 of 8
+  // micro-batches in agreement_test.cc).
+  auto exchanges = [&](int s) { return v > 1 ? (fwd_only ? 1 : 2) * v : (s > 0 ? 1 : 0) + (s + 1 < p ? 1 : 0); };
   const double x = pp_p2p_pattern(p).time(
       pp_p2p_bytes(model_, job.seq_len / ch.cp, ch.micro_batch, fabric_.topology().gpu.element_bytes, ch.tp));
   const double real_layer = real.total() + fsdp_layer, free_layer = free.total();
-  double real_sum = 0, real_max = 0, free_sum = 0, free_max = 0;
+  double real_sum = 0, real_max = 0, free_sum = 0, free_max = 0, x_sum = 0, x_max = 0;
   PipelineStep out;
   for (int s = 0; s < p; ++s) {
     const double head = s == p - 1 ? logits : 0;
     const int n = pp_stage_layer_count(model_.layers, p, v, s);
-    const double r = n * real_layer + fsdp_ends + head + exchanges * x, f = n * free_layer + head;
+    // Interleaved, each of the stage's v chunks starts and ends on its own collectives (the
+    // op lists gather and scatter per chunk): the model's first or last chunk, and v - 1
+    // others (one per micro-batch undercharged a 256-GPU FSDP step by 3.9 %).
+    const double ends =
+        (s == 0 ? fsdp_ends.first : s == p - 1 ? fsdp_ends.last : fsdp_ends.middle) + (v - 1) * fsdp_ends.middle;
+    const double r = n * real_layer + ends + head + exchanges(s) * x, f = n * free_layer + head;
+    x_sum += exchanges(s) * x;
+    x_max = std::max(x_max, exchanges(s) * x);
     real_sum += r;
     free_sum += f;
+    if (r > real_max) out.fsdp_ends = ends;
     real_max = std::max(real_max, r);
     free_max = std::max(free_max, f);
     out.layers = std::max(out.layers, n);
@@ -128,7 +145,7 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   out.time = rt.step_s + opt;
   out.free_time = ft.step_s + opt;
   out.bubble = rt.bubble_s;
-  out.p2p = exchanges * x * (static_cast<double>(m) + (p - 1.0) / v);
+  out.p2p = pp_step_time(x_sum, x_max, v, m).step_s;  // the exchanges' share, as the step's
   out.head_and_optimizer = static_cast<double>(m) * logits + opt;
   return out;
 }

@@ -14,6 +14,8 @@
 #include "planner/input_error.h"
 #include "planner/memory_model.h"
 #include "planner/op_emitter.h"
+#include "planner/pipeline_parallel.h"
+#include "planner/pipeline_schedule.h"
 #include "planner/ring_order.h"
 #include "planner/ring_pass.h"
 #include "planner/tensor_parallel.h"
@@ -35,7 +37,10 @@ class Generator {
   Generator(const Plan& plan, const ModelSpec& model, const Fabric& fabric,
             const ScheduleOptions& options)
       : job_(plan.job),
-        choice_(plan.choice),
+        plan_choice_(plan.choice),
+        choice_(pp_flattened(plan.choice)),
+        pp_(std::max(1, plan.choice.pp)),
+        vs_(std::max(1, plan.choice.virtual_stages)),
         m_(model),
         ms_(tp_shard(model, std::max(1, plan.choice.tp))),
         fabric_(fabric),
@@ -48,27 +53,33 @@ class Generator {
     setup();
     out_.ranks.resize(G_);
     for (int gpu = 0; gpu < G_; ++gpu) out_.ranks[gpu].gpu = gpu;
-    const std::vector<char> rings = opt_.fold_replicas ? rings_on_ring0_nodes() : std::vector<char>(rings_, 1);
+    const std::vector<char> rings = fold_replicas_ ? rings_on_ring0_nodes() : std::vector<char>(rings_, 1);
     for (int r = 0; r < rings_; ++r) {
       for (int p = 0; p < P_; ++p) {
         const int gpu = order_[r * P_ + p];
         RankSchedule& rs = out_.ranks[gpu];
         rs.ring = r;
         rs.position = p;
-        if (opt_.fold_replicas) {
+        if (fold_replicas_) {
           for (int to : ring_send_positions(ring_, p)) out_.ring_flows.push_back({gpu, ring_gpus_[r][to]});
         }
         if (!rings[r] || !wanted(gpu)) continue;
         emit_rank(rs, r, p);
       }
     }
-    if (opt_.fold_replicas) note_replicas(rings);
+    if (fold_replicas_) note_replicas(rings);
     return std::move(out_);
   }
 
  private:
   const Job& job_;
-  const PlanChoice& choice_;
+  // The plan's choice, and its stages seen as one block of GPUs (pp_flattened: dp·pp
+  // replicas), which is what the rings, TP groups and all-to-alls are laid out by; the
+  // same when pp = 1.
+  const PlanChoice& plan_choice_;
+  const PlanChoice choice_;
+  const int pp_;  // pipeline stages (pipeline_parallel.h)
+  const int vs_;  // and the chunks of each (virtual stages)
   const ModelSpec& m_;
   const ModelSpec ms_;  // one TP member's heads, FFN columns, vocabulary (m_ when tp = 1)
   const Fabric& fabric_;
@@ -83,6 +94,11 @@ class Generator {
   int hsdp_shard_base_ = -1;   // hsdp: first shard group and first replicate group (-1: none)
   int hsdp_replicate_base_ = -1;
   int rings_ = 1;              // rings: dp, or tp·dp (one per TP rank of each replica), x U_
+                               // (x pp: every stage's)
+  int fsdp_groups_ = 1;        // FSDP groups (then the TP groups): 1, tp, or tp·pp
+  bool fold_replicas_ = false; // ScheduleOptions::fold_replicas, where it applies
+  PipelineProgram pipeline_{}; // pp > 1: each stage's 1F1B program
+  int phase_stride_ = 0;       // pp > 1: phases between two exchanges of a stage (see exchange())
   // Ring k is order_[k*P_ .. (k+1)*P_): the plan's order, or a2a+p2p's rings
   // (usp_ring_choice: ring (d·U_ + i)·tp + t, so ring % tp is still the TP rank).
   std::vector<int> order_;
@@ -161,10 +177,27 @@ class Generator {
       if (choice_.schedule == Schedule::kTwoLevel)
         fail_input(w, "schedule", "a two-level ring runs with tp = 1 (got tp " + num(choice_.tp) + ")");
     }
-    if (choice_.pp != 1 || choice_.virtual_stages != 1) {
-      fail_input(w, "pp",
-                 "pipeline parallelism (pp " + num(choice_.pp) + ") is priced by the planner; its op lists are not "
-                 "generated yet (simulate or run plans with pp 1)");
+    const PlanChoice& pc = plan_choice_;
+    if (pc.pp != 1 || pc.virtual_stages != 1) {
+      if (pc.pp < 1) fail_input(w, "pp", "must be >= 1 (got " + num(pc.pp) + ")");
+      if (job_.workload != Workload::kStep)
+        fail_input(w, "workload", "pipeline parallelism (pp " + num(pc.pp) + ") applies to step workloads (got " +
+                                      to_string(job_.workload) + ")");
+      const std::string why = pp_why_invalid(m_.layers, pc.pp, pc.virtual_stages, pc.grad_accum);
+      if (!why.empty()) fail_input(w, pc.virtual_stages != 1 ? "virtual_stages" : "pp", why);
+      if (pc.virtual_stages != 1 && pc.pp < 3)
+        fail_input(w, "virtual_stages",
+                   "the interleaved 1F1B schedule (virtual_stages " + num(pc.virtual_stages) +
+                       ") is generated for pp > 2, as Megatron runs it (got pp " + num(pc.pp) +
+                       "): such a plan is priced, not simulated; use virtual_stages 1");
+      if (pc.cp < 1 || pc.dp < 1 || int64_t{pc.tp} * pc.cp * pc.dp * pc.pp != job_.gpus)
+        fail_input(w, "cp, dp, pp", "tp * cp * dp * pp must equal gpus = " + num(job_.gpus) + " (got tp " +
+                                        num(pc.tp) + ", cp " + num(pc.cp) + ", dp " + num(pc.dp) + ", pp " +
+                                        num(pc.pp) + ")");
+      if (pc.sharding == Sharding::kHsdp)
+        fail_input(w, "sharding", "hsdp with pipeline stages is not generated yet (its groups are one stage's): use fsdp");
+      if (pc.order != tp_order(pc.tp, pc.cp, pc.dp * pc.pp))
+        fail_input(w, "order", "with pp > 1 the order must be the tp-cp-dp-pp rank order (stages outermost)");
     }
     if (choice_.strategy == Strategy::kUsp) {
       const std::string why = usp_split_why_invalid(m_, choice_, fabric_.topology().gpus_per_node);
@@ -247,7 +280,7 @@ class Generator {
     const GpuSpec& gpu = fabric_.topology().gpu;
     window_ = effective_window(m_, job_);
     rb_ = ring_buffers(m_, choice_, job_.seq_len, gpu, window_);
-    mem_ = memory_breakdown(m_, choice_, job_.seq_len, gpu, window_);
+    mem_ = memory_breakdown(m_, plan_choice_, job_.seq_len, gpu, window_);
     // A TP member's GEMMs and loss (vocabulary-parallel); sequence parallelism splits the
     // layer's memory-bound work tp ways too (CostModel::layer_times).
     lin_ = linear_flops_per_token(ms_);
@@ -260,7 +293,10 @@ class Generator {
                      activation_bytes_per_token_layer(m_, choice_.checkpointing, gpu.element_bytes, T_);
 
     E_ = m_.layers;
-    if (opt_.max_layers > 0 && opt_.max_layers < m_.layers) {
+    // A pipeline's stages wait on each other's layers: every layer is emitted (no layer
+    // stands for others, layer_weights.h), and every stage's rings (no replica folding).
+    fold_replicas_ = opt_.fold_replicas && pp_ == 1;
+    if (pp_ == 1 && opt_.max_layers > 0 && opt_.max_layers < m_.layers) {
       // The largest layer count <= max_layers that divides the model's layers.
       E_ = opt_.max_layers;
       while (m_.layers % E_ != 0) --E_;
@@ -282,9 +318,17 @@ class Generator {
     // in CostModel::fsdp_collective_s.
     // With tp > 1: one FSDP group per TP rank (groups 0..tp-1), then the TP groups
     // (tensor_parallel.h; group tp + d·cp + i for replica d, ring position i).
-    if (T_ == 1 && G_ > 1) out_.groups.push_back(snake_order(fabric_));
-    if (T_ > 1) {
+    // With pp > 1: one FSDP group per (stage, TP rank), group s·tp + t (pp_fsdp_groups, as
+    // CostModel::fsdp_collective prices them).
+    if (pp_ > 1) {
+      for (auto& g : pp_fsdp_groups(G_, T_, pp_)) out_.groups.push_back(std::move(g));
+    } else if (T_ == 1 && G_ > 1) {
+      out_.groups.push_back(snake_order(fabric_));
+    } else if (T_ > 1) {
       for (auto& g : fsdp_groups(order_, T_, P_)) out_.groups.push_back(std::move(g));
+    }
+    fsdp_groups_ = static_cast<int>(out_.groups.size());
+    if (T_ > 1) {
       for (auto& g : tp_groups(order_, T_, P_)) out_.groups.push_back(std::move(g));
     }
     // hsdp (data_parallel.h): its shard groups, then its replicate groups.
@@ -333,6 +377,7 @@ class Generator {
       ring_.a2a_qkv_bytes = b.qkv;
       ring_.a2a_out_bytes = b.out;
     }
+    if (pp_ > 1) setup_pipeline();
     // Folding needs every middle step alike: a contiguous causal split gives each position
     // a different mix of full and masked blocks per step.
     ring_.fold = opt_.fold_ring_steps && (ring_.kind == Strategy::kRing || usp) &&
@@ -350,6 +395,21 @@ class Generator {
   }
 
 
+  // Each stage's program, and the room its ring passes' phases take between two of its
+  // exchanges: up to two chunks (a forward and a backward), each at most 9 pass numbers per
+  // layer and sequence (a2a+p2p's three for the forward, the recompute and the backward).
+  void setup_pipeline() {
+    const bool bwd = job_.passes == Passes::kForwardBackward;
+    pipeline_ = pp_1f1b_program(pp_, vs_, plan_choice_.grad_accum, bwd);
+    const int64_t layers = pp_stage_layer_count(m_.layers, pp_, vs_, 0);  // the first stage has the most
+    const int64_t stride = 2 * layers * mb_ * 9 * ring_.phase_stride() + 2;
+    if (stride * (int64_t{pipeline_.messages} + 2) > INT_MAX)
+      fail_input(opt_.where, "grad_accum",
+                 "the pipeline's " + std::to_string(pipeline_.messages) + " messages and ring steps need more message "
+                 "phases than an int holds: fewer micro-batches or layers per stage");
+    phase_stride_ = static_cast<int>(stride);
+  }
+
   // --- One rank --------------------------------------------------------------------------
 
   struct Rank {
@@ -359,6 +419,8 @@ class Generator {
     std::vector<PairFlops> pairs;  // forward FLOPs against each ring position's block
     RingBufferIds ids;
     int pos = 0;
+    int gpu = 0;
+    int stage = 0;                 // pipeline stage (0 without a pipeline)
     int units = 0;                 // ring passes emitted (tags)
     int fsdp_group = 0;            // its FSDP group (its TP rank's) and TP group (-1: none)
     int tp_group = -1;
@@ -385,9 +447,13 @@ class Generator {
   void emit_rank(RankSchedule& rs, int ring, int pos) {
     Rank r(rs, ring_, pos);
     r.ctx.ring_gpus = &ring_gpus_[ring];
+    r.gpu = rs.gpu;
+    // Ring (d·U_ + i)·tp + t; replica d of the flattened plan is in stage d / dp.
+    r.stage = ring / T_ / U_ / plan_choice_.dp;
+    r.fsdp_group = pp_ > 1 ? r.stage * T_ + ring % T_ : 0;
     if (T_ > 1) {  // ring = d·tp + t (tensor_parallel.h)
-      r.fsdp_group = ring % T_;
-      r.tp_group = T_ + (ring / T_) * P_ + pos;
+      if (pp_ == 1) r.fsdp_group = ring % T_;
+      r.tp_group = fsdp_groups_ + (ring / T_) * P_ + pos;
     }
     if (U_ > 1) {  // ring (d·U_ + i)·tp + t: its a2a group is position pos of rings i = 0..U_-1
       const int t = ring % T_, d = ring / T_ / U_;
@@ -418,15 +484,19 @@ class Generator {
 
     RankEmitter& em = r.em;
     em.layer = -1;
-    const int states = buf("model_states", mem_.model_states);
+    // Each stage holds its own layers' states (memory_model.h).
+    const double state_bytes =
+        pp_ > 1 ? stage_model_state_bytes(m_, plan_choice_, fabric_.topology().gpu.element_bytes, r.stage)
+                : mem_.model_states;
+    const int states = buf(pp_ > 1 ? "model_states.S" + std::to_string(r.stage) : "model_states", state_bytes);
     const int layer_bufs = buf("layer_buffers", mem_.layer_buffers);
     const int reserve = buf("runtime_reserve", mem_.runtime_reserve);
     em.alloc(reserve, mem_.runtime_reserve);
-    em.alloc(states, mem_.model_states);
+    em.alloc(states, state_bytes);
     em.alloc(layer_bufs, mem_.layer_buffers);
     const bool bwd = job_.passes == Passes::kForwardBackward;
     const int micro_steps = job_.workload == Workload::kStep ? choice_.grad_accum : 1;
-    for (int micro = 0; micro < micro_steps; ++micro) {
+    for (int micro = 0; micro < micro_steps && pp_ == 1; ++micro) {
       r.dp = micro_step_collectives(choice_.sharding, micro, micro_steps, G_ / T_);
       switch (job_.workload) {
         case Workload::kAttention: attention_workload(r, bwd); break;
@@ -434,12 +504,15 @@ class Generator {
         case Workload::kStep: step_workload(r, bwd); break;
       }
     }
+    if (pp_ > 1) pipeline_workload(r, bwd);
     em.layer = -1;
     em.step = 0;
     if (job_.workload == Workload::kStep && bwd) {
       // Adam on this GPU's optimizer shard (memory_model.h's state_shards), memory bound:
       // flops = parameters, at the efficiency that gives CostParams::optimizer_s.
-      const double shard_params = m_.params() / (T_ * state_shards(choice_).optimizer);
+      // With pp > 1: its stage's parameters (pp_stage_params, one TP member's).
+      const double shard_params = pp_ > 1 ? pp_stage_params(ms_, pp_, 1, r.stage) / state_shards(plan_choice_).optimizer
+                                          : m_.params() / (T_ * state_shards(choice_).optimizer);
       em.compute(ComputeKind::kOptimizer, shard_params, 0,
                  1 / (costs_.optimizer_s(1) * costs_.peak_flops), states, -1);
     }
@@ -480,9 +553,10 @@ class Generator {
   bool full_ckpt() const { return choice_.checkpointing == Checkpointing::kFull; }
 
   // What a layer keeps from its forward to its backward: everything it stores (none,
-  // selective), or its input only (full).
-  LayerStore alloc_layer_store(Rank& r, int layer) {
-    const std::string suffix = ".L" + std::to_string(layer);
+  // selective), or its input only (full). A pipeline stage holds several micro-batches'
+  // (`micro` >= 0: labels "<name>.L<layer>.m<micro>").
+  LayerStore alloc_layer_store(Rank& r, int layer, int micro = -1) {
+    const std::string suffix = ".L" + std::to_string(layer) + (micro >= 0 ? ".m" + std::to_string(micro) : "");
     if (!full_ckpt()) return alloc_store(r, suffix, act_per_layer_ - attention_store_bytes(), "act");
     LayerStore s;
     s.rest = buf("act" + suffix, act_per_layer_);
@@ -569,7 +643,7 @@ class Generator {
 
   // A member's shard of one TP member's unit over its shard group (hsdp: cp·dp_shard GPUs,
   // else all cp·dp); an all-reduce moves that shard's piece per replica (data_parallel.h).
-  double shard_group() const { return static_cast<double>(T_) * shard_group_gpus(choice_); }
+  double shard_group() const { return static_cast<double>(T_) * shard_group_gpus(plan_choice_); }
   double layer_shard_bytes() const {
     return m_.layer_params() * fabric_.topology().gpu.element_bytes / shard_group();
   }
@@ -648,9 +722,9 @@ class Generator {
 
   // Forward of one layer; `next_gather` is what to prefetch (the next layer or the head;
   // `for_backward`: this layer again, for its backward).
-  LayerStore layer_forward(Rank& r, int layer, double next_gather, bool for_backward = false) {
+  LayerStore layer_forward(Rank& r, int layer, double next_gather, bool for_backward = false, int micro = -1) {
     begin_layer(r, layer, false, next_gather, for_backward);
-    const LayerStore s = alloc_layer_store(r, layer);
+    const LayerStore s = alloc_layer_store(r, layer, micro);
     const LayerStore live = full_ckpt() ? alloc_transient_store(r) : s;
     for (int seq = 0; seq < mb_; ++seq) {  // the micro-step's sequences, one after another
       tp_region(r, [&] {
@@ -760,6 +834,22 @@ class Generator {
     if (other >= 0) r.em.free(other);
   }
 
+  // Logits and loss, chunked; their backward right after (the head is still gathered).
+  void head(Rank& r, bool bwd) {
+    RankEmitter& em = r.em;
+    if (bwd) gather(r, layer_shard_bytes(), true);  // prefetch the last layer for its backward
+    const int chunk = buf("logits_chunk", rb_.logits_chunk);
+    em.alloc(chunk, rb_.logits_chunk);
+    gemm(r, lin_.logits, mb_, true);
+    elementwise(r, mb_ * ew_.loss_fwd);
+    if (bwd) {
+      em.backward = true;
+      gemm(r, lin_.logits, mb_ * kLinearBackwardFactor, true);
+      elementwise(r, mb_ * ew_.loss_bwd);
+    }
+    em.free(chunk);
+  }
+
   void step_workload(Rank& r, bool bwd) {
     RankEmitter& em = r.em;
     em.layer = -1;
@@ -778,18 +868,7 @@ class Generator {
     const int final_hidden = buf("final_hidden", final_hidden_bytes());
     em.alloc(final_hidden, final_hidden_bytes());
     const int grads = bwd ? alloc_grad_stream(r) : -1;
-    // Logits and loss, chunked; their backward right after (the head is still gathered).
-    if (bwd) gather(r, layer_shard_bytes(), true);  // prefetch the last layer for its backward
-    const int chunk = buf("logits_chunk", rb_.logits_chunk);
-    em.alloc(chunk, rb_.logits_chunk);
-    gemm(r, lin_.logits, mb_, true);
-    elementwise(r, mb_ * ew_.loss_fwd);
-    if (bwd) {
-      em.backward = true;
-      gemm(r, lin_.logits, mb_ * kLinearBackwardFactor, true);
-      elementwise(r, mb_ * ew_.loss_bwd);
-    }
-    em.free(chunk);
+    head(r, bwd);
     if (bwd) {
       scatter(r, vocab_shard_bytes());  // head gradients
       for (int l = E_ - 1; l >= 0; --l) {
@@ -805,6 +884,122 @@ class Generator {
     }
     em.free(final_hidden);
     if (other >= 0) em.free(other);
+  }
+
+  // --- Pipeline stages -----------------------------------------------------------------------
+  // A step of stage r.stage (pipeline_schedule.h): the forwards and backwards of its chunks
+  // (virtual stage c·pp + s: layers [g·L/(pp·v), (g+1)·L/(pp·v)), v = 1: the stage's layers)
+  // for each micro-batch in the program's order, the embedding on the model's first chunk,
+  // the head and loss at the start of the backward of its last (which follows that chunk's
+  // forward there), and the blocking exchanges with the neighbouring stages. Each chunk runs
+  // its micro-batch's data-parallel collectives over the stage's FSDP group as a micro-step
+  // does (data_parallel.h).
+  void pipeline_workload(Rank& r, bool bwd) {
+    RankEmitter& em = r.em;
+    const int s = r.stage;
+    const int micro_batches = plan_choice_.grad_accum;
+    const int data_gpus = G_ / T_ / pp_;
+    const int chunks = pp_ * vs_;  // virtual stages of the model
+    // First layer of each stage (v = 1: uneven splits, pp_stage_layer_count) or chunk.
+    auto chunk_layers = [&](int chunk) {
+      std::pair<int, int> range{0, 0};
+      if (vs_ == 1) {
+        for (int k = 0; k < s; ++k) range.first += pp_stage_layer_count(m_.layers, pp_, 1, k);
+        range.second = range.first + pp_stage_layer_count(m_.layers, pp_, 1, s);
+      } else {
+        const int per = m_.layers / chunks, g = chunk * pp_ + s;
+        range = {g * per, (g + 1) * per};
+      }
+      return range;
+    };
+    em.layer = -1;
+    em.backward = false;
+    em.step = 0;
+    // The stage's boundary activation (received, sent; the last stage's final hidden
+    // state): the memory model's final_hidden, micro_batch·c·hidden·e/tp bytes, as each
+    // exchange's messages (pp_p2p_bytes).
+    const double boundary_bytes = final_hidden_bytes();
+    const int boundary = buf("final_hidden", boundary_bytes);
+    em.alloc(boundary, boundary_bytes);
+    em.phase_base = 1;  // ring passes before the stage's first exchange
+    std::map<int, std::vector<LayerStore>> stores;  // by chunk micro-batch in flight
+    for (const PipelineAction& a : pipeline_.stages[static_cast<size_t>(s)]) {
+      em.layer = -1;
+      em.backward = false;
+      em.step = 0;
+      if (a.kind == PipelineAction::kExchange) {
+        exchange(r, a, boundary, boundary_bytes);
+        continue;
+      }
+      const int g = a.chunk * pp_ + s;
+      const bool first = g == 0, last = g == chunks - 1;  // the model's first and last chunks
+      const auto [first_layer, end_layer] = chunk_layers(a.chunk);
+      r.dp = micro_step_collectives(plan_choice_.sharding, a.micro, micro_batches, data_gpus);
+      const int key = a.micro * vs_ + a.chunk;
+      // Stored activations are labelled by micro-batch (chunks hold different layers).
+      std::vector<LayerStore>& held = stores[key];
+      if (a.kind == PipelineAction::kForward) {
+        if (first) gather(r, vocab_shard_bytes(), false);  // embedding
+        gather(r, layer_shard_bytes(), false);             // the chunk's first layer
+        if (first) wait_gather(r);                         // the embedding lookup needs the table
+        for (int l = first_layer; l < end_layer; ++l) {
+          const double next = l + 1 < end_layer ? layer_shard_bytes() : last ? vocab_shard_bytes() : 0;
+          held.push_back(layer_forward(r, l, next, false, a.micro));
+        }
+        if (bwd) continue;
+        em.layer = -1;
+        if (last) {
+          wait_gather(r);  // the head
+          head(r, false);
+        }
+        for (auto it = held.rbegin(); it != held.rend(); ++it) free_store(r, *it);
+        stores.erase(key);
+        continue;
+      }
+      const int grads = alloc_grad_stream(r);
+      if (last) {
+        wait_gather(r);  // the head, prefetched by the last layer's forward
+        head(r, true);
+        scatter(r, vocab_shard_bytes());  // head gradients
+      } else {
+        gather(r, layer_shard_bytes(), true);  // the chunk's last layer, for its backward
+      }
+      for (int l = end_layer - 1; l >= first_layer; --l) {
+        layer_backward(r, l, held[static_cast<size_t>(l - first_layer)], l > first_layer ? layer_shard_bytes() : 0);
+      }
+      stores.erase(key);
+      em.layer = -1;
+      em.step = 0;
+      if (first) scatter(r, vocab_shard_bytes());  // embedding gradients
+      finish_scatter(r);
+      em.free(grads);
+    }
+    em.layer = -1;
+    em.backward = false;
+    em.step = 0;
+    em.free(boundary);
+    em.phase_base = 0;
+  }
+
+  // One blocking exchange with the neighbouring stages (GPU g ± G/pp, the last stage's
+  // next the first's when interleaved): its messages posted in their phase order, each
+  // as phase (phase + 1)·phase_stride_, then waited for. The ring passes until the next
+  // exchange number their phases after its last (setup_pipeline leaves them room), so a
+  // stage's phases never decrease and both ends of each message state the same one.
+  void exchange(Rank& r, const PipelineAction& a, int buffer, double bytes) {
+    RankEmitter& em = r.em;
+    const int per_stage = G_ / pp_;
+    em.phase_base = 0;
+    std::vector<int> reqs;
+    int phase = 0;
+    for (const PipelineMessage& msg : a.messages) {
+      const int peer = msg.peer * per_stage + r.gpu % per_stage;
+      phase = (msg.phase + 1) * phase_stride_;
+      em.backward = msg.gradient;  // gradients go up; activations down
+      reqs.push_back(em.transfer(msg.send ? OpKind::kSend : OpKind::kRecv, peer, bytes, buffer, msg.tag, phase));
+    }
+    em.wait_all(reqs);
+    em.phase_base = phase + 1 - r.units * ring_.phase_stride();
   }
 };
 

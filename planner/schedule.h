@@ -101,6 +101,21 @@
 // - Workloads: attention = one layer's ring attention forward (+ backward); layer = one
 //   layer with its GEMMs and FSDP collectives; step = grad_accum micro-steps of all layers,
 //   logits, then the optimizer. Memory allocs stand for the whole model in every workload.
+// - Pipeline stages (pp > 1, step workload; pipeline_parallel.h): the rings, TP groups and
+//   all-to-alls are those of the stages seen as one block (pp_flattened); stage s's GPUs
+//   run its layers only (interleaved: its chunks c, virtual stages c·pp + s), grad_accum
+//   micro-batches in the 1F1B or interleaved 1F1B order of pipeline_schedule.h (the
+//   embedding on the model's first chunk, the head and loss at the start of the backward of
+//   its last), each chunk with its micro-batch's collectives over the stage's FSDP group
+//   (groups s·tp + t, pp_fsdp_groups; the TP groups follow). Between chunks, blocking
+//   exchanges with the neighbouring stages' GPU of the same offset ("final_hidden",
+//   micro_batch·c·hidden·e/tp bytes, tag = micro-batch·v + chunk, phase (the message's
+//   pairing order + 1)·stride; the ring passes between two exchanges take the phases in
+//   between). Stored activations are labelled "<name>.L<layer>.m<micro>" (several
+//   micro-batches in flight), model states "model_states.S<stage>" (each stage's own).
+//   Every layer and ring is emitted (max_layers and fold_replicas do not apply).
+//   Interleaved plans with pp 2 are refused (Megatron runs the interleaved schedule with
+//   pp > 2: with one neighbour both ways a link would carry activations and gradients).
 #pragma once
 
 #include <string>

@@ -2,7 +2,9 @@
 # Pipeline parallelism through the real binary: `plan --pp 4` prints the stages, the
 # schedule and the bubble (text and JSON), --virtual-stages interleaves, pins that cannot
 # work are refused in one line with exit 2, and a PP plan file is read back, exported with
-# Megatron's and torchtitan's PP keys, and refused by `simulate` and `run` by name.
+# Megatron's and torchtitan's PP keys; 1F1B and interleaved plans are simulated (their op
+# lists replayed on SimGrid, within 2 % of the prediction), an interleaved one with pp 2 is
+# refused by `simulate` naming virtual_stages, and `run` refuses them all naming plan.pp.
 # Usage: plan_pipeline_parallel.sh <ringmaster> <source-dir>. Exit 77 = skipped.
 set -u
 bin=$1
@@ -58,12 +60,47 @@ grep -q "^  virtual_stages: 2" "$tmp/pp.yaml" || fail "plan.yaml has no 'virtual
 "$bin" export --plan "$tmp/pp.yaml" --to megatron >"$tmp/meg" 2>"$tmp/err" || fail "export megatron exited $?: $(cat "$tmp/err")"
 grep -q -- "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 10" "$tmp/meg" ||
   fail "megatron export lacks PP 4 with 10 layers per virtual stage: $(cat "$tmp/meg")"
-"$bin" simulate --plan "$tmp/pp.yaml" >"$tmp/out" 2>"$tmp/err"
-[[ $? -eq 2 ]] || fail "simulate of a PP plan did not exit 2"
-grep -q "pipeline parallelism" "$tmp/err" || fail "simulate's refusal does not name pipeline parallelism: $(cat "$tmp/err")"
 "$bin" run --plan "$tmp/pp.yaml" >"$tmp/out" 2>"$tmp/err"
 [[ $? -eq 2 ]] || fail "run of a PP plan did not exit 2"
 grep -q "plan.pp" "$tmp/err" || fail "run's refusal does not name plan.pp: $(cat "$tmp/err")"
+
+# ---- 1F1B and interleaved plans, simulated ------------------------------------------------
+# llama2-7b at 32K on one 8-GPU box, every op list replayed: pp 2 x a p2p ring of 4 with 4
+# micro-batches (1F1B), pp 4 x 2 virtual stages x a ring of 2 with 8 (interleaved).
+small=(--model llama2-7b --topology a100-nvlink-box --gpus 8 --seq 32K --cp-comm-type p2p)
+simulate_pp() {  # simulate_pp <name> <header text> <plan args...>
+  local name=$1 header=$2
+  shift 2
+  "$bin" plan "${small[@]}" "$@" -o "$tmp/$name.yaml" >/dev/null 2>"$tmp/err" ||
+    fail "plan $* -o exited $?: $(cat "$tmp/err")"
+  "$bin" simulate --plan "$tmp/$name.yaml" --format json >"$tmp/sim.json" 2>"$tmp/err" ||
+    fail "simulate of the $name plan exited $?: $(tail -3 "$tmp/err")"
+  python3 - "$tmp/sim.json" "$name" <<'EOF' || fail "simulated $name plan (see above)"
+import json, sys
+j = json.load(open(sys.argv[1]))
+pred, sim = j["predicted"], j["simulated"]
+errors = []
+err = abs(sim["step_time_s"] / pred["step_time_s"] - 1)
+print(f"{sys.argv[2]}: step {sim['step_time_s']:.4g} s simulated, {pred['step_time_s']:.4g} s predicted ({100 * err:.2f} %)")
+if err > 0.02: errors.append("more than 2 % apart")
+if "identical layers" in sim["note"]: errors.append(f"note '{sim['note']}': a pipeline replays every layer")
+for e in errors: print("  " + e)
+sys.exit(1 if errors else 0)
+EOF
+  "$bin" simulate --plan "$tmp/$name.yaml" >"$tmp/out" 2>"$tmp/err" || fail "simulate (text) of the $name plan exited $?"
+  grep -qF "$header" "$tmp/out" || fail "simulate's header does not show the pipeline: $(head -1 "$tmp/out")"
+  "$bin" run --plan "$tmp/$name.yaml" >"$tmp/out" 2>"$tmp/err"
+  [[ $? -eq 2 ]] || fail "run of the $name plan did not exit 2"
+  grep -q "plan.pp.*stage-to-stage" "$tmp/err" || fail "run's refusal does not say what is missing: $(cat "$tmp/err")"
+}
+simulate_pp 1f1b "x pp 2 (1F1B, 4 micro-batches)" --batch-tokens 128K --pp 2 --virtual-stages 1 --cp 4
+simulate_pp interleaved "x pp 4 (Interleaved1F1B, 8 micro-batches)" --batch-tokens 256K --pp 4 --virtual-stages 2 --cp 2
+# Megatron runs the interleaved schedule with pp > 2: such a plan is priced, not simulated.
+"$bin" plan "${small[@]}" --batch-tokens 128K --pp 2 --virtual-stages 2 --cp 4 -o "$tmp/pp2v2.yaml" >/dev/null 2>"$tmp/err" ||
+  fail "plan --pp 2 --virtual-stages 2 exited $?: $(cat "$tmp/err")"
+"$bin" simulate --plan "$tmp/pp2v2.yaml" >"$tmp/out" 2>"$tmp/err"
+[[ $? -eq 2 ]] || fail "simulate of an interleaved pp 2 plan did not exit 2"
+grep -q "virtual_stages.*pp > 2" "$tmp/err" || fail "simulate's refusal does not say why: $(cat "$tmp/err")"
 sed -i 's/^  virtual_stages: 2/  virtual_stages: 0/' "$tmp/pp.yaml"
 "$bin" simulate --plan "$tmp/pp.yaml" >"$tmp/out" 2>"$tmp/err"
 [[ $? -eq 2 ]] || fail "a plan with virtual_stages 0 did not exit 2"

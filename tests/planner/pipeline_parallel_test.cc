@@ -115,8 +115,9 @@ TEST_CASE("p2p: micro_batch·c·hidden·e/tp bytes per boundary, over the NIC be
   CHECK(x.time(bytes) == doctest::Approx(bytes / 10e9 + x.latency_s));
   CHECK(x.latency_s < 1e-4);
 
-  // The plan's exposed p2p: one exchange after each chunk forward and backward, through
-  // m micro-batches and the (p - 1)/v fill: 2·v·x·(m + (p - 1)/v).
+  // The plan's exposed p2p, 1F1B: one exchange per micro-batch with each neighbour (the
+  // down one sends the activation and takes the gradient back), so each of 2 stages waits
+  // for one, through m micro-batches and the p - 1 fill: x·(m + p - 1).
   Job job = round_step_job(16, 65536, int64_t{8} * 65536);
   PlanChoice ch;
   ch.cp = 8;
@@ -126,7 +127,7 @@ TEST_CASE("p2p: micro_batch·c·hidden·e/tp bytes per boundary, over the NIC be
   ch.order = tp_order(1, 8, 2);
   REQUIRE(cm.why_invalid(job, ch) == "");
   const Prediction p = cm.predict(job, ch);
-  CHECK(p.pp_p2p_s == doctest::Approx(2 * x.time(bytes) * (8 + 1)));
+  CHECK(p.pp_p2p_s == doctest::Approx(x.time(bytes) * (8 + 1)));
   CHECK(p.pp_bubble_s > 0);
   CHECK(p.pp_bubble_s < p.step_time_s * pp_bubble_fraction(2, 1, 8) * 1.1);
   ch.virtual_stages = 2;

@@ -544,3 +544,69 @@ TEST_CASE("every sharding level (ddp, zero1, zero2, fsdp, hsdp): step time and p
     }
   }
 }
+
+TEST_CASE("pipeline parallelism (1F1B and interleaved, pp 2 to 8, 4-16 micro-batches): step time and peak memory within 2 %") {
+  const ModelSpec model = load_model(kDefaultModel);
+  Worst worst{"pipeline-parallel training steps"};
+  struct PpCase {
+    const char* topo;
+    int gpus, pp, v, tp, cp;
+    int64_t seq;
+    int sequences;  // per step: micro-batches per pipeline = sequences / dp
+    Strategy kind;
+    Sharding sharding;
+    Checkpointing ckpt;
+  };
+  const Strategy p2p = Strategy::kRing, a2a = Strategy::kUlysses, ag = Strategy::kAllGatherCp;
+  const Sharding fsdp = Sharding::kFsdp, ddp = Sharding::kDdp, zero1 = Sharding::kZero1, zero2 = Sharding::kZero2;
+  const Checkpointing none = Checkpointing::kNone;
+  for (const PpCase pc : {// 1F1B
+                          PpCase{"a100-nvlink-box", 8, 2, 1, 1, 4, 32768, 4, p2p, fsdp, none},
+                          PpCase{"a100-nvlink-box", 8, 4, 1, 1, 2, 32768, 8, a2a, ddp, Checkpointing::kSelective},
+                          PpCase{kStudyTopology, 16, 2, 1, 1, 8, 131072, 6, p2p, fsdp, none},
+                          PpCase{kStudyTopology, 16, 4, 1, 1, 4, 65536, 5, ag, zero2, none},
+                          PpCase{kStudyTopology, 32, 4, 1, 2, 4, 65536, 8, p2p, zero1, none},
+                          PpCase{kStudyTopology, 32, 2, 1, 1, 8, 131072, 16, p2p, fsdp, Checkpointing::kFull},
+                          // interleaved (virtual stages)
+                          PpCase{"a100-nvlink-box", 8, 4, 2, 1, 2, 32768, 8, a2a, ddp, none},
+                          PpCase{"a100-nvlink-box", 8, 4, 4, 1, 2, 32768, 4, p2p, zero1, none},
+                          PpCase{kStudyTopology, 32, 4, 2, 1, 8, 65536, 8, a2a, fsdp, none},
+                          PpCase{kStudyTopology, 32, 8, 2, 1, 4, 32768, 16, p2p, ddp, none},
+                          PpCase{kStudyTopology, 32, 8, 4, 1, 4, 16384, 16, p2p, ddp, none},
+                          // FSDP per chunk over a stage's 16 GPUs on two nodes
+                          PpCase{kStudyTopology, 64, 4, 4, 1, 16, 65536, 8, p2p, fsdp, none},
+                          PpCase{kStudyTopology, 64, 4, 2, 1, 16, 65536, 8, Strategy::kUsp, fsdp, none}}) {
+    CAPTURE(pc.topo);
+    CAPTURE(pc.gpus);
+    CAPTURE(pc.pp);
+    CAPTURE(pc.v);
+    CAPTURE(pc.tp);
+    CAPTURE(pc.cp);
+    const Topology topo = load_topology(pc.topo);
+    SearchPins pins;
+    pins.pp = pc.pp;
+    pins.virtual_stages = pc.v;
+    pins.tp = pc.tp;
+    pins.cp = pc.cp;
+    pins.cp_comm_type = pc.kind;
+    pins.sharding = pc.sharding;
+    pins.checkpointing = pc.ckpt;
+    pins.micro_batch = 1;
+    Job job = make_job(topo, pc.gpus, pc.seq, Workload::kStep);
+    job.batch_tokens = pc.sequences * pc.seq;
+    const Compared c = plan_and_simulate(topo, model, job, pins);
+    REQUIRE(c.simulated.step_time_s > 0);
+    const int m = pc.sequences * pc.tp * pc.cp * pc.pp / pc.gpus;
+    CAPTURE(m);
+    CHECK(m >= 4);
+    std::printf("  pp %d x v %d, tp %d x cp %d, %d micro-batches on %s: step %.4g s predicted, %.4g s simulated (%+.3f %%)\n",
+                pc.pp, pc.v, pc.tp, pc.cp, m, pc.topo, c.predicted.step_time_s, c.simulated.step_time_s,
+                100 * (c.simulated.step_time_s / c.predicted.step_time_s - 1));
+    CHECK(c.time_error() < 0.02);
+    CHECK(c.memory_error() < 0.02);
+    worst.add(c, true);
+    // The bubble is in both: the free-communication step is the pipeline's too.
+    CHECK(c.simulated.free_comm_time_s ==
+          doctest::Approx(c.predicted.step_time_s * c.predicted.scaling_efficiency).epsilon(0.02));
+  }
+}
