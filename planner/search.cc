@@ -566,18 +566,6 @@ Plan Planner::best_plan(const Job& job, const SearchPins& pins, SearchStats* sta
                                  "the p2p ring, not of --cp-comm-type ") +
                      cp_comm_type(*pins.cp_comm_type));
   }
-  // Pipeline stages, unpinned, are searched only where no plan without them fits: their op
-  // lists are not generated yet, so a pp > 1 pick could be neither simulated nor run.
-  if (!pins.pp && job.workload == Workload::kStep) {
-    SearchPins one = pins;
-    one.pp = 1;
-    try {
-      Plan p = best_of_kinds(job, one, stats);
-      if (p.predicted.fits) return p;
-    } catch (const InputError&) {
-      // no pp 1 plan at all: the pipelined search below says why if it finds none either
-    }
-  }
   return best_of_kinds(job, pins, stats);
 }
 

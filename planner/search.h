@@ -83,7 +83,7 @@ class Planner {
   // batch (default 2M tokens), at least one; every candidate is priced on it.
   Plan plan(const Job& job, const SearchPins& pins = {}, SearchStats* stats = nullptr);
   // The best plan over the CP kinds (no baselines): what plan() and the benchmark time.
-  // Unpinned, pipeline stages are tried only when no plan without them fits.
+  // Pipeline stages are searched with the rest (step workloads), as every other dimension.
   Plan best_plan(const Job& job, const SearchPins& pins, SearchStats* stats = nullptr);
   // The p2p ring plan alone (what the executor runs).
   Plan best_ring_plan(const Job& job, const SearchPins& pins, SearchStats* stats = nullptr);
