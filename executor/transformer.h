@@ -1,7 +1,9 @@
 // The decoder-only transformer `ringmaster train` trains (Llama-shaped, as a model YAML
-// describes it), fp32 on the CPU with Eigen: token embedding; per layer RMSNorm, causal
-// GQA attention with RoPE, output projection and residual, RMSNorm, SwiGLU feed-forward
-// and residual; final RMSNorm, output head, cross-entropy.
+// describes it), fp32, on the device of the TrainKernels it is given (train_kernels.h:
+// Eigen on the CPU, cuBLAS and small kernels on a GPU; one orchestration for both):
+// token embedding; per layer RMSNorm, causal GQA attention with RoPE, output projection
+// and residual, RMSNorm, SwiGLU feed-forward and residual; final RMSNorm, output head,
+// cross-entropy.
 //
 // The attention itself is not here: forward_backward() calls the `attention` functions it
 // is given once per layer and pass (the plan's ring attention across the MPI ranks in
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "executor/backend.h"
+#include "executor/train_kernels.h"
 #include "planner/model_spec.h"
 #include "planner/plan.h"
 
@@ -143,14 +146,29 @@ class Transformer {
   // `held_activation_bytes`, when given, receives the bytes of activations stored for the
   // backward pass at the end of the forward pass (the peak of what is kept across layers);
   // `times`, when given, gets this call's compute added (PassTimes).
-  // T is float (training) or double (the reference of run --verify).
+  // T is float (training) or double (the reference of run --verify). `kernels` computes
+  // everything but the attention, in its own memory: `params` hands out pointers into it
+  // (for cuda, StagedParams over the host shards); the attention callbacks get their
+  // tensors on the host.
+  template <class T>
+  double forward_backward(TrainKernels<T>& kernels, ParamAccess<T>& params,
+                          const TokenBatch& batch, double grad_scale,
+                          const AttentionFnOf<T>& attention_forward,
+                          const AttentionFnOf<T>& attention_backward,
+                          Checkpointing checkpointing = Checkpointing::kNone,
+                          size_t* held_activation_bytes = nullptr,
+                          PassTimes* times = nullptr) const;
+  // The same on the CPU (Eigen kernels), parameters in host memory.
   template <class T>
   double forward_backward(ParamAccess<T>& params, const TokenBatch& batch, double grad_scale,
                           const AttentionFnOf<T>& attention_forward,
                           const AttentionFnOf<T>& attention_backward,
                           Checkpointing checkpointing = Checkpointing::kNone,
                           size_t* held_activation_bytes = nullptr,
-                          PassTimes* times = nullptr) const;
+                          PassTimes* times = nullptr) const {
+    return forward_backward<T>(cpu_train_kernels<T>(), params, batch, grad_scale, attention_forward,
+                               attention_backward, checkpointing, held_activation_bytes, times);
+  }
   // One sequence (c tokens at `positions`), all parameters and gradients in flat vectors.
   template <class T>
   double forward_backward(const std::vector<T>& params, std::vector<T>& grads,
