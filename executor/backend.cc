@@ -6,6 +6,9 @@
 #include "planner/model_spec.h"
 #include "planner/plan.h"
 #include "planner/token_layout.h"
+#ifdef RINGMASTER_HAVE_CUDA
+#include "executor/cuda/cuda_backend.h"
+#endif
 
 namespace rm::exec {
 
@@ -60,6 +63,10 @@ void check_backend_available(const std::string& name) {
     throw InputError(
         "--backend: cuda: this ringmaster was built without the CUDA backend (no nvcc or "
         "NCCL at configure time); use --backend cpu");
+#else
+    if (gpu::device_count() == 0)
+      throw InputError("--backend: cuda: no CUDA device visible on this machine (or no usable "
+                       "driver); use --backend cpu");
 #endif
     return;
   }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -20,12 +21,17 @@
 #include "executor/run.h"
 #include "executor/token_stream.h"
 #include "executor/reference_attention.h"
+#include "executor/staged_params.h"
+#include "executor/train_kernels.h"
 #include "executor/transformer.h"
 #include "executor/verify.h"
 #include "executor/watchdog.h"
 #include "planner/attention_work.h"
 #include "planner/cost_params.h"
 #include "planner/input_error.h"
+#ifdef RINGMASTER_HAVE_CUDA
+#include "executor/cuda/cuda_train_kernels.h"
+#endif
 
 namespace rm::exec {
 
@@ -127,6 +133,17 @@ VerifyResult verify_step(const Transformer& model, const Plan& plan,
   return res;
 }
 
+// The kernels of everything but the attention on the backend's device: null for cpu
+// (the shared Eigen kernels), cuBLAS and CUDA kernels on the device the ring attention's
+// backend chose for cuda.
+std::unique_ptr<TrainKernels<float>> make_device_kernels(const std::string& backend) {
+#ifdef RINGMASTER_HAVE_CUDA
+  if (backend == "cuda") return gpu::make_cuda_train_kernels();
+#endif
+  (void)backend;
+  return nullptr;
+}
+
 int train_body(const TrainOptions& opt, int rank, int size) {
   const Loaded in = load_inputs(opt);
   const Plan& plan = in.lp.plan;
@@ -162,6 +179,13 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   }
   // From here on this rank holds only its shards; st keeps the step, seed and data position.
   FsdpParams model_state(in.model, in.sharding, st.params, &watchdog, attention.epoch());
+  // The pass runs on the device's kernels; a device that cannot read host memory gets
+  // each unit staged in by StagedParams (the shards, collectives and AdamW stay on the host).
+  const std::unique_ptr<TrainKernels<float>> device_kernels = make_device_kernels(opt.backend);
+  TrainKernels<float>& kernels = device_kernels ? *device_kernels : cpu_train_kernels<float>();
+  std::optional<StagedParams<float>> staged;
+  if (device_kernels) staged.emplace(kernels, model_state, in.model.units());
+  ParamAccess<float>& pass_params = staged ? static_cast<ParamAccess<float>&>(*staged) : model_state;
   AdamWState optimizer;
   optimizer.step = st.optimizer.step;
   if (resumed) {
@@ -221,7 +245,8 @@ int train_body(const TrainOptions& opt, int rank, int size) {
         }
       }
       size_t held = 0;
-      loss += in.model.forward_backward<float>(model_state, TokenBatch{tok.data(), tgt.data(), idx.data(), c, mb},
+      loss += in.model.forward_backward<float>(kernels, pass_params,
+                                               TokenBatch{tok.data(), tgt.data(), idx.data(), c, mb},
                                                grad_scale, fwd, bwd, plan.choice.checkpointing, &held,
                                                &pass_times);
       held_activations = std::max(held_activations, held);

@@ -295,6 +295,34 @@ class CudaBackend final : public Backend {
     RM_CUDA_CHECK(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
 
+  // Training's tensors (backend.h): Q, K, V and dO rounded to bf16 as the kernels read
+  // them, out and lse in fp32; empty ones stay.
+  void load(const HostTensors& t) override {
+    auto set = [](DeviceMemory& dst, const std::vector<float>& src, size_t n, bool bf16,
+                  const char* what) {
+      if (src.empty()) return;
+      if (src.size() != n)
+        throw std::runtime_error(std::string("cuda backend: load: ") + what + " has " +
+                                 std::to_string(src.size()) + " elements, expected " +
+                                 std::to_string(n));
+      if (!bf16) {
+        RM_CUDA_CHECK(cudaMemcpy(dst.get(), src.data(), n * sizeof(float), cudaMemcpyHostToDevice),
+                      "cudaMemcpy (load)");
+        return;
+      }
+      std::vector<uint16_t> bits(n);
+      for (size_t i = 0; i < n; ++i) bits[i] = to_bf16_bits(src[i]);
+      RM_CUDA_CHECK(cudaMemcpy(dst.get(), bits.data(), n * sizeof(uint16_t), cudaMemcpyHostToDevice),
+                    "cudaMemcpy (load)");
+    };
+    set(q_, t.q, q_elems_, true, "q");
+    set(k_, t.k, kv_elems_, true, "k");
+    set(v_, t.v, kv_elems_, true, "v");
+    set(dout_, t.dout, q_elems_, true, "dout");
+    set(out_, t.out, q_elems_, false, "out");
+    set(lse_, t.lse, rows_, false, "lse");
+  }
+
   HostTensors download() const override {
     HostTensors t;
     t.tokens = tokens_;
