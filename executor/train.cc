@@ -29,6 +29,7 @@
 #include "planner/attention_work.h"
 #include "planner/cost_params.h"
 #include "planner/input_error.h"
+#include "planner/kernel_efficiency.h"
 #ifdef RINGMASTER_HAVE_CUDA
 #include "executor/cuda/cuda_train_kernels.h"
 #endif
@@ -142,6 +143,19 @@ std::unique_ptr<TrainKernels<float>> make_device_kernels(const std::string& back
 #endif
   (void)backend;
   return nullptr;
+}
+
+// Model FLOPs per token of a training step, MFU's numerator (PaLM's convention, Chowdhery
+// et al. 2022, appendix B: what the model needs, no recompute): the GEMMs of the layers
+// and the head (token_step_work without checkpointing) and the attention's 4·N·d·h per
+// token forward (half of it causal), backward kBackwardFlopsFactor times that.
+double model_flops_per_token(const LoadedPlanFile& lp) {
+  const ModelSpec& m = lp.model;
+  const Plan& plan = lp.plan;
+  const double attention_fwd = 4.0 * static_cast<double>(plan.job.seq_len) * m.head_dim * m.heads *
+                               m.layers * (plan.job.causal ? 0.5 : 1.0);
+  return token_step_work(m, Checkpointing::kNone, lp.topology.gpu.element_bytes).gemm_flops +
+         (1.0 + kBackwardFlopsFactor) * attention_fwd;
 }
 
 int train_body(const TrainOptions& opt, int rank, int size) {
@@ -317,6 +331,9 @@ int train_body(const TrainOptions& opt, int rank, int size) {
                             {"exposed_comm_s", times[1]}, {"grad_norm", grad_norm},
                             {"lr", adamw_lr(opt.optimizer, optimizer.step - 1)},
                             {"eta_s", eta}};
+        if (kernels.peak_flops() > 0)  // per GPU: the step's tokens are spread over all ranks
+          j["mfu"] = tokens_per_s * model_flops_per_token(in.lp) /
+                     (kernels.peak_flops() * size);
         std::printf("%s\n", j.dump().c_str());
       } else {
         std::printf("%8lld  %8.4f  %10.0f  %10.1f  %12.1f  %8.1f  %8.0f\n",

@@ -80,6 +80,9 @@ class TrainKernels {
  public:
   virtual ~TrainKernels() = default;
   virtual std::string name() const = 0;
+  // The device's dense bf16 peak FLOP/s, the denominator of the model FLOPs utilisation
+  // train reports; 0 when unknown (the cpu).
+  virtual double peak_flops() const { return 0; }
 
   // --- memory -------------------------------------------------------------------------
   // Contents undefined (zero() them when needed).

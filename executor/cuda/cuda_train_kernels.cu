@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "executor/cuda/attention_kernels.cuh"
+#include "executor/cuda/cuda_backend.h"
 #include "executor/cuda/cuda_train_kernels.h"
 
 namespace rm::gpu {
@@ -195,6 +196,9 @@ class CudaTrainKernels final : public exec::TrainKernels<float> {
     RM_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
                   "cudaMemPoolSetAttribute");
     RM_CUBLAS_CHECK(cublasCreate(&blas_), "cublasCreate");
+    cudaDeviceProp prop{};
+    RM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+    peak_ = peak_bf16_flops(prop.name);
   }
   ~CudaTrainKernels() override {
     cudaDeviceSynchronize();
@@ -203,6 +207,7 @@ class CudaTrainKernels final : public exec::TrainKernels<float> {
   }
 
   std::string name() const override { return "cuda"; }
+  double peak_flops() const override { return peak_; }
 
   Tensor<float> alloc(int64_t rows, int64_t cols) override {
     void* p = nullptr;
@@ -324,6 +329,7 @@ class CudaTrainKernels final : public exec::TrainKernels<float> {
   }
 
   cublasHandle_t blas_ = nullptr;
+  double peak_ = 0;
   HostInput<int32_t> tokens_, targets_;
   HostInput<int64_t> positions_;
   double* loss_ = nullptr;
