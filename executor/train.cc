@@ -277,7 +277,8 @@ int train_body(const TrainOptions& opt, int rank, int size) {
       const std::vector<float> params = model_state.unshard(model_state.params());
       const std::vector<float> grads = model_state.unshard(model_state.grads());
       if (rank == 0)
-        verified = verify_step(in.model, plan, params, grads, loss, seqs, grad_scale, kVerifyTolerance);
+        verified = verify_step(in.model, plan, params, grads, loss, seqs, grad_scale,
+                               attention.verify_tolerance());
     }
     const double grad_norm = std::sqrt(model_state.grad_squared_norm());
     const double to = MPI_Wtime();
@@ -398,8 +399,8 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     std::fprintf(json ? stderr : stdout,
                  "%s# verification of step 1 against a one-rank fp64 reference: %s (max rel err "
                  "%.2e, tolerance %.0e)\n",
-                 format_verify_table({*verified}, kVerifyTolerance).c_str(), ok ? "OK" : "FAILED",
-                 worst, kVerifyTolerance);
+                 format_verify_table({*verified}, attention.verify_tolerance()).c_str(),
+                 ok ? "OK" : "FAILED", worst, attention.verify_tolerance());
   }
   if (!opt.measurements_path.empty()) {
     watchdog.arm("gathering measurements to rank 0");
