@@ -102,16 +102,12 @@ VerifyResult verify_step(const Transformer& model, const Plan& plan,
   const ModelSpec& m = model.spec();
   const int64_t N = plan.job.seq_len;
   const ReferenceShape shape{N, m.head_dim, m.heads, m.kv_heads, plan.job.causal};
+  TrainKernels<double>& kernels = cpu_train_kernels<double>();
   const AttentionFnOf<double> fwd = [&](int, LayerAttention<double>& t) {
-    ReferenceResult r = reference_attention(shape, t.q, t.k, t.v, {}, false);
-    t.out = std::move(r.out);
-    t.lse = std::move(r.lse);
+    reference_layer_attention(shape, kernels, t, false);
   };
   const AttentionFnOf<double> bwd = [&](int, LayerAttention<double>& t) {
-    ReferenceResult r = reference_attention(shape, t.q, t.k, t.v, t.dout, true);
-    t.dq = std::move(r.dq);
-    t.dk = std::move(r.dk);
-    t.dv = std::move(r.dv);
+    reference_layer_attention(shape, kernels, t, true);
   };
   const std::vector<double> p64(params.begin(), params.end());
   std::vector<double> g64(params.size(), 0.0);

@@ -41,7 +41,8 @@ struct LayerActs {
   size_t bytes() const {
     size_t n = static_cast<size_t>(x.size() + a.size() + r1.size() + o.size() + x2.size() +
                                    b.size() + r2.size() + u.size() + g.size() + s.size());
-    for (const auto& t : attn) n += t.q.size() + t.k.size() + t.v.size() + t.out.size() + t.lse.size();
+    for (const auto& t : attn)
+      n += static_cast<size_t>(t.q.size() + t.k.size() + t.v.size() + t.out.size() + t.lse.size());
     return n * sizeof(T);
   }
 };
@@ -170,19 +171,11 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
     access.release(u);
     lap(nullptr);
   };
-  // The attention callbacks' head-major host tensors from sequence m's rows of x
-  // [rows][heads d], and back.
-  auto heads_to_host = [&](ConstView<T> x, int64_t m, int heads) {
+  // Sequence m's rows of x [rows][heads d] as a head-major tensor [heads][c d], and back.
+  auto heads_of = [&](ConstView<T> x, int64_t m, int heads) {
     Tensor<T> t = mat(heads, c * d);
     K.to_heads(x, m * c, heads, d, t);
-    std::vector<T> host(static_cast<size_t>(t.size()));
-    K.download(host.data(), t.data(), t.size());
-    return host;
-  };
-  auto heads_from_host = [&](const std::vector<T>& host, int heads, View<T> x, int64_t m) {
-    Tensor<T> t = mat(heads, c * d);
-    K.upload(t.data(), host.data(), t.size());
-    K.from_heads(t, heads, d, x, m * c);
+    return t;
   };
 
   // SwiGLU intermediates of block l from its stored FFN input A.b.   u, g, s [rows][F]
@@ -216,13 +209,15 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
     A.o = mat(rows, hd);
     for (int64_t m = 0; m < n; ++m) {  // the ring joins one sequence at a time
       LayerAttention<T>& t = A.attn[static_cast<size_t>(m)];
-      t.q = heads_to_host(q, m, h);
-      t.k = heads_to_host(k, m, hkv);
-      t.v = heads_to_host(v, m, hkv);
+      t.q = heads_of(q, m, h);
+      t.k = heads_of(k, m, hkv);
+      t.v = heads_of(v, m, hkv);
+      t.out = mat(h, c * d);
+      t.lse = mat(h, c);
       lap(ew);
       attention_forward(l, t);  // out [h][c][d], lse [h][c]
       lap(nullptr);
-      heads_from_host(t.out, h, A.o, m);
+      K.from_heads(t.out, h, d, A.o, m * c);
     }
     lap(ew);
     A.x2 = mat(rows, H);  // x + o wo
@@ -317,13 +312,16 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
     Tensor<T> dq = mat(rows, hd), dk = mat(rows, kvd), dv = mat(rows, kvd);
     for (int64_t m = 0; m < n; ++m) {
       LayerAttention<T>& t = A.attn[static_cast<size_t>(m)];
-      t.dout = heads_to_host(dout, m, h);
+      t.dout = heads_of(dout, m, h);
+      t.dq = mat(h, c * d);
+      t.dk = mat(hkv, c * d);
+      t.dv = mat(hkv, c * d);
       lap(ew);
       attention_backward(l, t);  // dq [h][c][d], dk, dv [h_kv][c][d]
       lap(nullptr);
-      heads_from_host(t.dq, h, dq, m);
-      heads_from_host(t.dk, hkv, dk, m);
-      heads_from_host(t.dv, hkv, dv, m);
+      K.from_heads(t.dq, h, d, dq, m * c);
+      K.from_heads(t.dk, hkv, d, dk, m * c);
+      K.from_heads(t.dv, hkv, d, dv, m * c);
     }
     K.rope(dq, h, d, batch.positions, c, T(-1));
     K.rope(dk, hkv, d, batch.positions, c, T(-1));

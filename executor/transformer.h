@@ -45,13 +45,15 @@ struct ParamTensor {
   bool decay = true;  // AdamW weight decay applies (matrices; not norm gains)
 };
 
-// One layer's attention tensors on this rank, head-major (layouts of backend.h), in the
-// model's arithmetic type T (float for training; double for run --verify's reference).
-// Forward: q, k, v set (after RoPE) -> fills out, lse.
+// One layer's attention tensors of one sequence on this rank, head-major (layouts of
+// backend.h: q, out, dout, dq [h][c d]; k, v, dk, dv [h_kv][c d]; lse [h][c]), in the
+// memory of the kernels the pass runs on (train_kernels.h), in the model's arithmetic
+// type T (float for training; double for run --verify's reference). The pass allocates
+// them all. Forward: q, k, v set (after RoPE) -> fills out, lse.
 // Backward: q, k, v, out, lse, dout set -> fills dq, dk, dv.
 template <class T>
 struct LayerAttention {
-  std::vector<T> q, k, v, out, lse, dout, dq, dk, dv;
+  Tensor<T> q, k, v, out, lse, dout, dq, dk, dv;
 };
 // One FSDP unit: parameters [begin, end) of the flat vector.
 struct ParamUnit {
@@ -148,8 +150,8 @@ class Transformer {
   // `times`, when given, gets this call's compute added (PassTimes).
   // T is float (training) or double (the reference of run --verify). `kernels` computes
   // everything but the attention, in its own memory: `params` hands out pointers into it
-  // (for cuda, StagedParams over the host shards); the attention callbacks get their
-  // tensors on the host.
+  // (for cuda, StagedParams over the host shards), and the attention callbacks get their
+  // tensors there too (LayerAttention).
   template <class T>
   double forward_backward(TrainKernels<T>& kernels, ParamAccess<T>& params,
                           const TokenBatch& batch, double grad_scale,

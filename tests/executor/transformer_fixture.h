@@ -27,23 +27,13 @@ inline ModelSpec small_spec() {
   return m;
 }
 
-inline std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-inline std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
-
+// The fp64 reference as the attention of a whole sequence, its tensors read and written
+// through `kernels`.
 struct ReferenceAttention {
   ReferenceShape shape;
-  void forward(LayerAttention<float>& t) const {
-    const auto r = reference_attention(shape, to_double(t.q), to_double(t.k), to_double(t.v), {}, false);
-    t.out = to_float(r.out);
-    t.lse = to_float(r.lse);
-  }
-  void backward(LayerAttention<float>& t) const {
-    const auto r = reference_attention(shape, to_double(t.q), to_double(t.k), to_double(t.v),
-                                       to_double(t.dout), true);
-    t.dq = to_float(r.dq);
-    t.dk = to_float(r.dk);
-    t.dv = to_float(r.dv);
-  }
+  TrainKernels<float>& kernels = cpu_train_kernels<float>();
+  void forward(LayerAttention<float>& t) const { reference_layer_attention(shape, kernels, t, false); }
+  void backward(LayerAttention<float>& t) const { reference_layer_attention(shape, kernels, t, true); }
 };
 
 // The mean token losses of `steps` AdamW steps (defaults) of the small model from seed 3,
@@ -54,7 +44,7 @@ inline std::vector<double> train_steps(TrainKernels<float>& kernels, bool staged
   const Transformer model(small_spec(), "test");
   const ModelSpec& spec = model.spec();
   const int64_t c = 24;
-  const ReferenceAttention ref{{c, spec.head_dim, spec.heads, spec.kv_heads, true}};
+  const ReferenceAttention ref{{c, spec.head_dim, spec.heads, spec.kv_heads, true}, kernels};
   const AttentionFn fwd = [&](int, LayerAttention<float>& t) { ref.forward(t); };
   const AttentionFn bwd = [&](int, LayerAttention<float>& t) { ref.backward(t); };
   std::vector<int64_t> pos(static_cast<size_t>(c));
