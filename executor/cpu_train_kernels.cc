@@ -1,7 +1,8 @@
 // The Eigen kernels of the transformer's pass (train_kernels.h). Tensors are allocated
-// as Eigen's own matrices are (aligned_malloc), so the vectorised loops and reductions
-// below split their rows as they would on Eigen matrices: the arithmetic, and with it
-// every bit of a training run, is what it was before the pass was factored into kernels.
+// as Eigen's own matrices are (aligned_malloc): Eigen's vectorised loops and reductions
+// split a row where its data is aligned, so this keeps the arithmetic of the pass as it
+// was written on Eigen matrices, bit for bit, but for one thing: `A.u = A.b * W` went
+// through a column-major temporary, and gemm() writes the row-major result directly.
 #include <cmath>
 #include <cstring>
 #include <vector>
