@@ -88,7 +88,9 @@ std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences,
       p.choice.micro_batch, p.choice.grad_accum, p.choice.dp, opt.optimizer.lr,
       opt.optimizer.warmup_steps, opt.synthetic_data ? "synthetic (run)" : opt.data_path.c_str(),
       state.c_str(), to_string(p.choice.checkpointing),
-      opt.backend == "cuda" ? "; GPUs: fp32 GEMMs (cuBLAS), bf16 attention inputs" : "",
+      opt.backend != "cuda"                  ? ""
+      : in.lp.topology.gpu.element_bytes == 2 ? "; GPUs: bf16 GEMMs with fp32 accumulation (cuBLAS), bf16 attention inputs"
+                                              : "; GPUs: fp32 GEMMs (cuBLAS), bf16 attention inputs",
       start > 0 ? (", resumed after step " + std::to_string(start)).c_str() : "");
   return line;
 }
@@ -133,12 +135,14 @@ VerifyResult verify_step(const Transformer& model, const Plan& plan,
 
 // The kernels of everything but the attention on the backend's device: null for cpu
 // (the shared Eigen kernels), cuBLAS and CUDA kernels on the device the ring attention's
-// backend chose for cuda.
-std::unique_ptr<TrainKernels<float>> make_device_kernels(const std::string& backend) {
+// backend chose for cuda, their GEMMs in bf16 where the plan's GPUs compute in bf16.
+std::unique_ptr<TrainKernels<float>> make_device_kernels(const std::string& backend,
+                                                         const LoadedPlanFile& lp) {
 #ifdef RINGMASTER_HAVE_CUDA
-  if (backend == "cuda") return gpu::make_cuda_train_kernels();
+  if (backend == "cuda") return gpu::make_cuda_train_kernels(lp.topology.gpu.element_bytes == 2);
 #endif
   (void)backend;
+  (void)lp;
   return nullptr;
 }
 
@@ -192,7 +196,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   FsdpParams model_state(in.model, in.sharding, st.params, &watchdog, attention.epoch());
   // The pass runs on the device's kernels; a device that cannot read host memory gets
   // each unit staged in by StagedParams (the shards, collectives and AdamW stay on the host).
-  const std::unique_ptr<TrainKernels<float>> device_kernels = make_device_kernels(opt.backend);
+  const std::unique_ptr<TrainKernels<float>> device_kernels = make_device_kernels(opt.backend, in.lp);
   TrainKernels<float>& kernels = device_kernels ? *device_kernels : cpu_train_kernels<float>();
   std::optional<StagedParams<float>> staged;
   if (device_kernels) staged.emplace(kernels, model_state, in.model.units());

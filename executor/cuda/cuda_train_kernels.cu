@@ -186,7 +186,8 @@ class HostInput {
 
 class CudaTrainKernels final : public exec::TrainKernels<float> {
  public:
-  CudaTrainKernels() {
+  explicit CudaTrainKernels(bool bf16_gemms)
+      : compute_(bf16_gemms ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F) {
     int device = 0;
     RM_CUDA_CHECK(cudaGetDevice(&device), "cudaGetDevice");
     // Keep freed tensors in the pool: the next step allocates the same sizes again.
@@ -239,11 +240,12 @@ class CudaTrainKernels final : public exec::TrainKernels<float> {
     const int m = static_cast<int>(c.rows), n = static_cast<int>(c.cols);
     const int k = static_cast<int>(trans_a ? a.rows : a.cols);
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    RM_CUBLAS_CHECK(cublasSgemm(blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b.data,
-                                static_cast<int>(b.cols), a.data, static_cast<int>(a.cols), &beta,
-                                c.data, n),
-                    "cublasSgemm");
+    RM_CUBLAS_CHECK(cublasGemmEx(blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                 trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b.data,
+                                 CUDA_R_32F, static_cast<int>(b.cols), a.data, CUDA_R_32F,
+                                 static_cast<int>(a.cols), &beta, c.data, CUDA_R_32F, n, compute_,
+                                 CUBLAS_GEMM_DEFAULT),
+                    "cublasGemmEx");
   }
 
   void rmsnorm_forward(ConstView<float> x, const float* g, View<float> y, View<float> r) override {
@@ -328,6 +330,7 @@ class CudaTrainKernels final : public exec::TrainKernels<float> {
     RM_CUDA_CHECK_LAUNCH(to ? "to_heads" : "from_heads");
   }
 
+  cublasComputeType_t compute_;
   cublasHandle_t blas_ = nullptr;
   double peak_ = 0;
   HostInput<int32_t> tokens_, targets_;
@@ -338,8 +341,8 @@ class CudaTrainKernels final : public exec::TrainKernels<float> {
 
 }  // namespace
 
-std::unique_ptr<exec::TrainKernels<float>> make_cuda_train_kernels() {
-  return std::make_unique<CudaTrainKernels>();
+std::unique_ptr<exec::TrainKernels<float>> make_cuda_train_kernels(bool bf16_gemms) {
+  return std::make_unique<CudaTrainKernels>(bf16_gemms);
 }
 
 }  // namespace rm::gpu

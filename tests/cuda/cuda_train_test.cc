@@ -25,6 +25,16 @@ TEST_CASE("cuda train kernels: every kernel matches its definition in fp64") {
   std::printf("cuda train kernels against fp64 loops: largest relative error %.2e\n", worst);
 }
 
+TEST_CASE("cuda train kernels: bf16 GEMMs round their products to bf16, nothing else") {
+  const auto kernels = gpu::make_cuda_train_kernels(true);
+  for (const testing::KernelError& e : testing::check_train_kernels(*kernels)) {
+    INFO(e.name << ": relative error " << e.rel_err);
+    // bf16 keeps 8 bits of mantissa: about 4e-3 per product, a few of those in a sum.
+    CHECK(e.rel_err < (e.name.rfind("gemm", 0) == 0 ? 2e-2 : 1e-5));
+    if (e.name.rfind("gemm", 0) == 0) std::printf("bf16 %s: relative error %.2e\n", e.name.c_str(), e.rel_err);
+  }
+}
+
 TEST_CASE("cuda train kernels: training steps follow the cpu kernels' losses") {
   const auto kernels = gpu::make_cuda_train_kernels();
   const std::vector<double> gpu = testing::train_steps(*kernels, true, 2);
