@@ -43,21 +43,15 @@ void BM_SmallModelStep(benchmark::State& state) {
   for (int64_t i = 0; i < kTokens; ++i) positions[i] = i;
   const rm::exec::ReferenceShape shape{kTokens, spec.head_dim, spec.heads, spec.kv_heads, true};
   double attention_s = 0;
-  auto to_double = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+  rm::exec::TrainKernels<float>& kernels = rm::exec::cpu_train_kernels<float>();
   const rm::exec::AttentionFn fwd = [&](int, rm::exec::LayerAttention<float>& t) {
     const double t0 = cpu_now();
-    const auto r = rm::exec::reference_attention(shape, to_double(t.q), to_double(t.k), to_double(t.v), {}, false);
-    t.out.assign(r.out.begin(), r.out.end());
-    t.lse.assign(r.lse.begin(), r.lse.end());
+    rm::exec::reference_layer_attention(shape, kernels, t, false);
     attention_s += cpu_now() - t0;
   };
   const rm::exec::AttentionFn bwd = [&](int, rm::exec::LayerAttention<float>& t) {
     const double t0 = cpu_now();
-    const auto r = rm::exec::reference_attention(shape, to_double(t.q), to_double(t.k), to_double(t.v),
-                                                 to_double(t.dout), true);
-    t.dq.assign(r.dq.begin(), r.dq.end());
-    t.dk.assign(r.dk.begin(), r.dk.end());
-    t.dv.assign(r.dv.begin(), r.dv.end());
+    rm::exec::reference_layer_attention(shape, kernels, t, true);
     attention_s += cpu_now() - t0;
   };
   double matrix_params = 0;

@@ -1,6 +1,7 @@
 // `ringmaster train --plan plan.yaml --data text.txt --steps S [--seed N]
 //  [--checkpoint-dir DIR] [--checkpoint-every K] [--resume] [--measurements m.jsonl]
-//  [--format table|json] [--lr LR] [--warmup W] [--timeout-s S] [--sharding fsdp|ddp]`
+//  [--format table|json] [--lr LR] [--warmup W] [--timeout-s S] [--sharding fsdp|ddp]
+//  [--backend cpu|cuda]`
 //
 // Trains the plan's model on a text file (executor/train.h) over the plan's ranks. Like
 // `run`, outside an MPI job it checks its inputs (plan, model, data, checkpoint), then
@@ -55,6 +56,10 @@ void add_train_command(CLI::App& app) {
                   "model state over the ranks: fsdp (sharded over all ranks) or ddp (replicated on every "
                   "rank, one gradient all-reduce); default: the plan's sharding")
       ->check(CLI::IsMember({"fsdp", "ddp"}));
+  cmd->add_option("--backend", o->backend,
+                  "cpu (MPI + Eigen) or cuda (cuBLAS and CUDA kernels, the ring over NCCL; one GPU per rank)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   cmd->add_option("--timeout-s", o->timeout_s,
                   "a rank with no progress for this long aborts the run (dead or stalled peer)")
       ->check(CLI::PositiveNumber)

@@ -6,6 +6,9 @@
 #include "planner/model_spec.h"
 #include "planner/plan.h"
 #include "planner/token_layout.h"
+#ifdef RINGMASTER_HAVE_CUDA
+#include "executor/cuda/cuda_backend.h"
+#endif
 
 namespace rm::exec {
 
@@ -47,11 +50,19 @@ float input_value(uint64_t seed, InputTensor which, int head, int64_t token, int
 
 double Backend::verify_tolerance() const { return kVerifyTolerance; }
 
-void Backend::load(const HostTensors& t) {
-  (void)t;
-  throw std::runtime_error("the " + name() + " backend does not load training tensors; train "
+namespace {
+[[noreturn]] void cannot_train(const std::string& backend) {
+  throw std::runtime_error("the " + backend + " backend does not load training tensors; train "
                            "with --backend cpu");
 }
+}  // namespace
+
+void Backend::load(const float*, const float*, const float*, const float*, const float*,
+                   const float*) {
+  cannot_train(name());
+}
+void Backend::store_forward(float*, float*) const { cannot_train(name()); }
+void Backend::store_backward(float*, float*, float*) const { cannot_train(name()); }
 
 void check_backend_available(const std::string& name) {
   if (name == "cpu") return;
@@ -60,6 +71,10 @@ void check_backend_available(const std::string& name) {
     throw InputError(
         "--backend: cuda: this ringmaster was built without the CUDA backend (no nvcc or "
         "NCCL at configure time); use --backend cpu");
+#else
+    if (gpu::device_count() == 0)
+      throw InputError("--backend: cuda: no CUDA device visible on this machine (or no usable "
+                       "driver); use --backend cpu");
 #endif
     return;
   }

@@ -168,11 +168,18 @@ class Backend {
   virtual void synchronize() = 0;
   // This rank's inputs and results, for verification (after the ring loop).
   virtual HostTensors download() const = 0;
-  // Replaces the inputs with real ones (training, executor/ring_attention.h): Q, K, V
-  // from `t` and, where `t` has them (non-empty), dO, out and lse (a backward pass after
-  // a forward pass of other inputs). Layouts and sizes as set up. The base class throws:
-  // a backend that does not implement it cannot train.
-  virtual void load(const HostTensors& t);
+  // --- training (executor/ring_attention.h) -----------------------------------------
+  // One layer's tensors of one sequence, fp32 in the layouts above and the sizes set up,
+  // in the memory of this backend's device as the train kernels allocate them
+  // (train_kernels.h: host memory for cpu, the rank's GPU for cuda), so they never leave
+  // the device. load() replaces the inputs with them: Q, K, V and, when not null, dO, out
+  // and lse (a backward pass after a forward pass of other inputs). After a forward pass
+  // store_forward() writes out and lse, after a backward pass store_backward() dQ, dK, dV.
+  // The base class throws: a backend that does not implement them cannot train.
+  virtual void load(const float* q, const float* k, const float* v, const float* dout,
+                    const float* out, const float* lse);
+  virtual void store_forward(float* out, float* lse) const;
+  virtual void store_backward(float* dq, float* dk, float* dv) const;
 };
 
 // Backends by name ("cpu", "cuda"). Throws InputError naming the backend when it is

@@ -156,21 +156,26 @@ class CpuBackend final : public Backend {
     return t;
   }
 
-  void load(const HostTensors& t) override {
-    auto set = [](std::vector<float>& dst, const std::vector<float>& src, const char* what) {
-      if (src.empty()) return;
-      if (src.size() != dst.size())
-        throw std::runtime_error(std::string("cpu backend: load: ") + what + " has " +
-                                 std::to_string(src.size()) + " elements, expected " +
-                                 std::to_string(dst.size()));
-      dst = src;
+  void load(const float* q, const float* k, const float* v, const float* dout, const float* out,
+            const float* lse) override {
+    auto set = [](std::vector<float>& dst, const float* src) {
+      if (src != nullptr) std::copy(src, src + dst.size(), dst.begin());
     };
-    set(q_, t.q, "q");
-    set(k_, t.k, "k");
-    set(v_, t.v, "v");
-    set(dout_, t.dout, "dout");
-    set(out_, t.out, "out");
-    set(lse_, t.lse, "lse");
+    set(q_, q);
+    set(k_, k);
+    set(v_, v);
+    set(dout_, dout);
+    set(out_, out);
+    set(lse_, lse);
+  }
+  void store_forward(float* out, float* lse) const override {
+    std::copy(out_.begin(), out_.end(), out);
+    std::copy(lse_.begin(), lse_.end(), lse);
+  }
+  void store_backward(float* dq, float* dk, float* dv) const override {
+    std::copy(dq_.begin(), dq_.end(), dq);
+    std::copy(dk_.begin(), dk_.end(), dk);
+    std::copy(dv_.begin(), dv_.end(), dv);
   }
 
  private:

@@ -59,4 +59,34 @@ ReferenceResult reference_attention(const ReferenceShape& shape, const std::vect
   return r;
 }
 
+template <class T>
+void reference_layer_attention(const ReferenceShape& shape, TrainKernels<T>& kernels,
+                               LayerAttention<T>& t, bool backward) {
+  auto read = [&](const Tensor<T>& x) {
+    std::vector<T> host(static_cast<size_t>(x.size()));
+    kernels.download(host.data(), x.data(), x.size());
+    return std::vector<double>(host.begin(), host.end());
+  };
+  auto write = [&](const std::vector<double>& r, Tensor<T>& x) {
+    const std::vector<T> host(r.begin(), r.end());
+    kernels.upload(x.data(), host.data(), x.size());
+  };
+  const ReferenceResult r = reference_attention(shape, read(t.q), read(t.k), read(t.v),
+                                                backward ? read(t.dout) : std::vector<double>(),
+                                                backward);
+  if (!backward) {
+    write(r.out, t.out);
+    write(r.lse, t.lse);
+    return;
+  }
+  write(r.dq, t.dq);
+  write(r.dk, t.dk);
+  write(r.dv, t.dv);
+}
+
+template void reference_layer_attention<float>(const ReferenceShape&, TrainKernels<float>&,
+                                               LayerAttention<float>&, bool);
+template void reference_layer_attention<double>(const ReferenceShape&, TrainKernels<double>&,
+                                                LayerAttention<double>&, bool);
+
 }  // namespace rm::exec

@@ -9,6 +9,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "executor/train_kernels.h"
+#include "executor/transformer.h"
+
 namespace rm::exec {
 
 struct ReferenceShape {
@@ -27,5 +30,12 @@ struct ReferenceResult {
 ReferenceResult reference_attention(const ReferenceShape& shape, const std::vector<double>& q,
                                     const std::vector<double>& k, const std::vector<double>& v,
                                     const std::vector<double>& dout, bool backward);
+
+// The reference as the transformer's attention (transformer.h) of one sequence held whole
+// by one rank (shape.n tokens): reads the layer's tensors through `kernels`, wherever they
+// live, and writes back out, lse (forward) or dq, dk, dv (backward).
+template <class T>
+void reference_layer_attention(const ReferenceShape& shape, TrainKernels<T>& kernels,
+                               LayerAttention<T>& t, bool backward);
 
 }  // namespace rm::exec

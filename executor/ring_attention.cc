@@ -59,31 +59,15 @@ void RingAttention::run_part(RingLoop& loop, int layer) {
 }
 
 void RingAttention::forward(int layer, LayerAttention<float>& t) {
-  HostTensors in;
-  in.q = t.q;
-  in.k = t.k;
-  in.v = t.v;
-  backend_->load(in);
+  backend_->load(t.q.data(), t.k.data(), t.v.data(), nullptr, nullptr, nullptr);
   run_part(*forward_loop_, layer);
-  HostTensors r = backend_->download();
-  t.out = std::move(r.out);
-  t.lse = std::move(r.lse);
+  backend_->store_forward(t.out.data(), t.lse.data());
 }
 
 void RingAttention::backward(int layer, LayerAttention<float>& t) {
-  HostTensors in;
-  in.q = t.q;
-  in.k = t.k;
-  in.v = t.v;
-  in.out = t.out;
-  in.lse = t.lse;
-  in.dout = t.dout;
-  backend_->load(in);
+  backend_->load(t.q.data(), t.k.data(), t.v.data(), t.dout.data(), t.out.data(), t.lse.data());
   run_part(*backward_loop_, layer);
-  HostTensors r = backend_->download();
-  t.dq = std::move(r.dq);
-  t.dk = std::move(r.dk);
-  t.dv = std::move(r.dv);
+  backend_->store_backward(t.dq.data(), t.dk.data(), t.dv.data());
 }
 
 std::vector<Measurement> RingAttention::take_records() {

@@ -3,8 +3,8 @@
 // ring loop (ring_loop.h) walks the plan's op list for one layer, exactly as `run` does,
 // over the plan's ring of MPI ranks with the plan's schedule, order, load balance, tiles
 // and sub-blocking. No second ring implementation: this only loads the tensors into the
-// backend (Backend::load), runs the forward or the backward part of the op list and
-// reads the results back.
+// backend (Backend::load, from the train kernels' memory: they stay on the device), runs
+// the forward or the backward part of the op list and stores the results back.
 //
 // The op list is generate_schedule()'s for the plan with workload "attention" and passes
 // "forward-backward"; it is cut at the first op of the backward pass (a recompute pass
@@ -34,6 +34,9 @@ class RingAttention {
                 const std::string& backend, Watchdog* watchdog);
 
   int ring() const { return ring_; }          // which data-parallel ring (0..dp-1)
+  // The largest relative error run --verify accepts from the backend's arithmetic
+  // (Backend::verify_tolerance: bf16 attention inputs on cuda).
+  double verify_tolerance() const { return backend_->verify_tolerance(); }
   int position() const { return position_; }  // position in the ring (0..cp-1)
   // This rank's token indices within a sequence (c of them, increasing).
   const std::vector<int64_t>& tokens() const { return tokens_; }

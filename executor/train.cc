@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -20,12 +21,18 @@
 #include "executor/run.h"
 #include "executor/token_stream.h"
 #include "executor/reference_attention.h"
+#include "executor/staged_params.h"
+#include "executor/train_kernels.h"
 #include "executor/transformer.h"
 #include "executor/verify.h"
 #include "executor/watchdog.h"
 #include "planner/attention_work.h"
 #include "planner/cost_params.h"
 #include "planner/input_error.h"
+#include "planner/kernel_efficiency.h"
+#ifdef RINGMASTER_HAVE_CUDA
+#include "executor/cuda/cuda_train_kernels.h"
+#endif
 
 namespace rm::exec {
 
@@ -73,7 +80,7 @@ std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences,
       "# ringmaster train: %s: %s (%.2fM params) on %s, %d ranks = ring %d x dp %d, %s ring, %s\n"
       "#   N = %lld tokens, %lld sequences per step (micro-batch %d x grad-accum %d x dp %d), "
       "AdamW lr %.3g (warm-up %d), data %s\n"
-      "#   model state %s; '%s' activation checkpointing%s\n",
+      "#   model state %s; '%s' activation checkpointing%s%s\n",
       opt.plan_path.c_str(), in.lp.model.name.c_str(), in.model.num_params() / 1e6,
       in.lp.topology.name.c_str(), p.job.gpus, p.choice.cp, p.choice.dp,
       to_string(p.choice.schedule), to_string(p.choice.load_balance),
@@ -81,6 +88,9 @@ std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences,
       p.choice.micro_batch, p.choice.grad_accum, p.choice.dp, opt.optimizer.lr,
       opt.optimizer.warmup_steps, opt.synthetic_data ? "synthetic (run)" : opt.data_path.c_str(),
       state.c_str(), to_string(p.choice.checkpointing),
+      opt.backend != "cuda"                  ? ""
+      : in.lp.topology.gpu.element_bytes == 2 ? "; GPUs: bf16 GEMMs with fp32 accumulation (cuBLAS), bf16 attention inputs"
+                                              : "; GPUs: fp32 GEMMs (cuBLAS), bf16 attention inputs",
       start > 0 ? (", resumed after step " + std::to_string(start)).c_str() : "");
   return line;
 }
@@ -95,16 +105,12 @@ VerifyResult verify_step(const Transformer& model, const Plan& plan,
   const ModelSpec& m = model.spec();
   const int64_t N = plan.job.seq_len;
   const ReferenceShape shape{N, m.head_dim, m.heads, m.kv_heads, plan.job.causal};
+  TrainKernels<double>& kernels = cpu_train_kernels<double>();
   const AttentionFnOf<double> fwd = [&](int, LayerAttention<double>& t) {
-    ReferenceResult r = reference_attention(shape, t.q, t.k, t.v, {}, false);
-    t.out = std::move(r.out);
-    t.lse = std::move(r.lse);
+    reference_layer_attention(shape, kernels, t, false);
   };
   const AttentionFnOf<double> bwd = [&](int, LayerAttention<double>& t) {
-    ReferenceResult r = reference_attention(shape, t.q, t.k, t.v, t.dout, true);
-    t.dq = std::move(r.dq);
-    t.dk = std::move(r.dk);
-    t.dv = std::move(r.dv);
+    reference_layer_attention(shape, kernels, t, true);
   };
   const std::vector<double> p64(params.begin(), params.end());
   std::vector<double> g64(params.size(), 0.0);
@@ -125,6 +131,32 @@ VerifyResult verify_step(const Transformer& model, const Plan& plan,
                                         tolerance));
   }
   return res;
+}
+
+// The kernels of everything but the attention on the backend's device: null for cpu
+// (the shared Eigen kernels), cuBLAS and CUDA kernels on the device the ring attention's
+// backend chose for cuda, their GEMMs in bf16 where the plan's GPUs compute in bf16.
+std::unique_ptr<TrainKernels<float>> make_device_kernels(const std::string& backend,
+                                                         const LoadedPlanFile& lp) {
+#ifdef RINGMASTER_HAVE_CUDA
+  if (backend == "cuda") return gpu::make_cuda_train_kernels(lp.topology.gpu.element_bytes == 2);
+#endif
+  (void)backend;
+  (void)lp;
+  return nullptr;
+}
+
+// Model FLOPs per token of a training step, MFU's numerator (PaLM's convention, Chowdhery
+// et al. 2022, appendix B: what the model needs, no recompute): the GEMMs of the layers
+// and the head (token_step_work without checkpointing) and the attention's 4·N·d·h per
+// token forward (half of it causal), backward kBackwardFlopsFactor times that.
+double model_flops_per_token(const LoadedPlanFile& lp) {
+  const ModelSpec& m = lp.model;
+  const Plan& plan = lp.plan;
+  const double attention_fwd = 4.0 * static_cast<double>(plan.job.seq_len) * m.head_dim * m.heads *
+                               m.layers * (plan.job.causal ? 0.5 : 1.0);
+  return token_step_work(m, Checkpointing::kNone, lp.topology.gpu.element_bytes).gemm_flops +
+         (1.0 + kBackwardFlopsFactor) * attention_fwd;
 }
 
 int train_body(const TrainOptions& opt, int rank, int size) {
@@ -162,6 +194,13 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   }
   // From here on this rank holds only its shards; st keeps the step, seed and data position.
   FsdpParams model_state(in.model, in.sharding, st.params, &watchdog, attention.epoch());
+  // The pass runs on the device's kernels; a device that cannot read host memory gets
+  // each unit staged in by StagedParams (the shards, collectives and AdamW stay on the host).
+  const std::unique_ptr<TrainKernels<float>> device_kernels = make_device_kernels(opt.backend, in.lp);
+  TrainKernels<float>& kernels = device_kernels ? *device_kernels : cpu_train_kernels<float>();
+  std::optional<StagedParams<float>> staged;
+  if (device_kernels) staged.emplace(kernels, model_state, in.model.units());
+  ParamAccess<float>& pass_params = staged ? static_cast<ParamAccess<float>&>(*staged) : model_state;
   AdamWState optimizer;
   optimizer.step = st.optimizer.step;
   if (resumed) {
@@ -221,7 +260,8 @@ int train_body(const TrainOptions& opt, int rank, int size) {
         }
       }
       size_t held = 0;
-      loss += in.model.forward_backward<float>(model_state, TokenBatch{tok.data(), tgt.data(), idx.data(), c, mb},
+      loss += in.model.forward_backward<float>(kernels, pass_params,
+                                               TokenBatch{tok.data(), tgt.data(), idx.data(), c, mb},
                                                grad_scale, fwd, bwd, plan.choice.checkpointing, &held,
                                                &pass_times);
       held_activations = std::max(held_activations, held);
@@ -238,7 +278,8 @@ int train_body(const TrainOptions& opt, int rank, int size) {
       const std::vector<float> params = model_state.unshard(model_state.params());
       const std::vector<float> grads = model_state.unshard(model_state.grads());
       if (rank == 0)
-        verified = verify_step(in.model, plan, params, grads, loss, seqs, grad_scale, kVerifyTolerance);
+        verified = verify_step(in.model, plan, params, grads, loss, seqs, grad_scale,
+                               attention.verify_tolerance());
     }
     const double grad_norm = std::sqrt(model_state.grad_squared_norm());
     const double to = MPI_Wtime();
@@ -292,6 +333,9 @@ int train_body(const TrainOptions& opt, int rank, int size) {
                             {"exposed_comm_s", times[1]}, {"grad_norm", grad_norm},
                             {"lr", adamw_lr(opt.optimizer, optimizer.step - 1)},
                             {"eta_s", eta}};
+        if (kernels.peak_flops() > 0)  // per GPU: the step's tokens are spread over all ranks
+          j["mfu"] = tokens_per_s * model_flops_per_token(in.lp) /
+                     (kernels.peak_flops() * size);
         std::printf("%s\n", j.dump().c_str());
       } else {
         std::printf("%8lld  %8.4f  %10.0f  %10.1f  %12.1f  %8.1f  %8.0f\n",
@@ -356,8 +400,8 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     std::fprintf(json ? stderr : stdout,
                  "%s# verification of step 1 against a one-rank fp64 reference: %s (max rel err "
                  "%.2e, tolerance %.0e)\n",
-                 format_verify_table({*verified}, kVerifyTolerance).c_str(), ok ? "OK" : "FAILED",
-                 worst, kVerifyTolerance);
+                 format_verify_table({*verified}, attention.verify_tolerance()).c_str(),
+                 ok ? "OK" : "FAILED", worst, attention.verify_tolerance());
   }
   if (!opt.measurements_path.empty()) {
     watchdog.arm("gathering measurements to rank 0");

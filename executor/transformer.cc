@@ -7,8 +7,6 @@
 #include <cmath>
 #include <limits>
 
-#include <Eigen/Dense>
-
 #include "executor/token_stream.h"
 #include "planner/input_error.h"
 
@@ -16,107 +14,35 @@ namespace rm::exec {
 
 namespace {
 
-template <class T>
-using MatOf = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <class T>
-using RowOf = Eigen::Matrix<T, 1, Eigen::Dynamic>;
-
-// RMSNorm epsilon and RoPE base of Llama 2 (Touvron et al. 2023; Hugging Face config
-// rms_norm_eps 1e-5, rope_theta 10000 as in Su et al. 2021, RoFormer).
-constexpr double kRmsEps = 1e-5;
-constexpr double kRopeTheta = 10000.0;
 // Initialisation std of GPT-2 / Megatron-LM (--init-method-std 0.02).
 constexpr double kInitStd = 0.02;
-
-// y = rmsnorm(x) * g row by row; r[i] = 1 / rms(x_i).   x, y [c][H]; r [c]; g [H]
-template <class T>
-void rmsnorm_forward(const MatOf<T>& x, const T* g, MatOf<T>& y, std::vector<T>& r) {
-  const Eigen::Index n = x.cols();
-  y.resize(x.rows(), n);
-  r.resize(static_cast<size_t>(x.rows()));
-  const Eigen::Map<const RowOf<T>> gain(g, n);
-  for (Eigen::Index i = 0; i < x.rows(); ++i) {
-    r[i] = T(1) / std::sqrt(x.row(i).squaredNorm() / static_cast<T>(n) + static_cast<T>(kRmsEps));
-    y.row(i) = x.row(i).cwiseProduct(gain) * r[i];
-  }
-}
-
-// dx += d(rmsnorm)/dx^T dy; dg += sum_i dy_i * x_i * r_i.
-template <class T>
-void rmsnorm_backward(const MatOf<T>& x, const std::vector<T>& r, const T* g, const MatOf<T>& dy,
-                      MatOf<T>& dx, T* dg) {
-  const Eigen::Index n = x.cols();
-  const Eigen::Map<const RowOf<T>> gain(g, n);
-  Eigen::Map<RowOf<T>> dgain(dg, n);
-  for (Eigen::Index i = 0; i < x.rows(); ++i) {
-    const RowOf<T> dyg = dy.row(i).cwiseProduct(gain);
-    dgain += dy.row(i).cwiseProduct(x.row(i)) * r[i];
-    const T dot = dyg.dot(x.row(i)) / static_cast<T>(n);
-    dx.row(i) += dyg * r[i] - x.row(i) * (r[i] * r[i] * r[i] * dot);
-  }
-}
-
-// Rotary embedding in place, the half-split form of Llama's reference code: dims i and
-// i + d/2 of each head rotate by pos * theta^(-2i/d). `sign` -1 applies the inverse (the
-// backward of a rotation is its transpose). Row i is at positions[i % c] (sequences
-// stacked).   x [rows][heads * d]; positions [c]
-template <class T>
-void rope(MatOf<T>& x, int heads, int d, const int64_t* positions, int64_t c, T sign) {
-  const int half = d / 2;
-  for (Eigen::Index i = 0; i < x.rows(); ++i)
-    for (int k = 0; k < half; ++k) {
-      const double angle = static_cast<double>(positions[i % c]) *
-                           std::pow(kRopeTheta, -2.0 * k / static_cast<double>(d));
-      const T cs = static_cast<T>(std::cos(angle));
-      const T sn = sign * static_cast<T>(std::sin(angle));
-      for (int j = 0; j < heads; ++j) {
-        T& a = x(i, j * d + k);
-        T& b = x(i, j * d + k + half);
-        const T a0 = a, b0 = b;
-        a = a0 * cs - b0 * sn;
-        b = a0 * sn + b0 * cs;
-      }
-    }
-}
-
-// Rows row0 .. row0 + c of row-major [rows][heads * d] <-> head-major [heads][c][d].
-template <class T>
-std::vector<T> to_heads(const MatOf<T>& x, int64_t row0, int64_t c, int heads, int d) {
-  std::vector<T> t(static_cast<size_t>(heads) * c * d);
-  for (int j = 0; j < heads; ++j)
-    for (int64_t i = 0; i < c; ++i)
-      for (int k = 0; k < d; ++k) t[(j * c + i) * d + k] = x(row0 + i, j * d + k);
-  return t;
-}
-template <class T>
-void from_heads(const std::vector<T>& t, int heads, int d, int64_t c, MatOf<T>& x, int64_t row0) {
-  for (int j = 0; j < heads; ++j)
-    for (int64_t i = 0; i < c; ++i)
-      for (int k = 0; k < d; ++k) x(row0 + i, j * d + k) = t[(j * c + i) * d + k];
-}
 
 // What one layer's backward pass needs from its forward pass (rows = the batch's tokens).
 template <class T>
 struct LayerActs {
-  MatOf<T> x, a;          // input, attention_norm(x)            [rows][H]
-  std::vector<T> r1;
+  Tensor<T> x, a;         // input, attention_norm(x)            [rows][H]
+  Tensor<T> r1;           // its 1 / rms                         [rows][1]
   std::vector<LayerAttention<T>> attn;  // per sequence: q, k (after RoPE), v, out, lse
-  MatOf<T> o;             // attention output                    [rows][h d]
-  MatOf<T> x2, b;         // after the attention residual, ffn_norm(x2)   [rows][H]
-  std::vector<T> r2;
-  MatOf<T> u, g, s;       // w1 b, w3 b, silu(u) * g             [rows][F]
+  Tensor<T> o;            // attention output                    [rows][h d]
+  Tensor<T> x2, b;        // after the attention residual, ffn_norm(x2)   [rows][H]
+  Tensor<T> r2;
+  Tensor<T> u, g, s;      // w1 b, w3 b, silu(u) * g             [rows][F]
 
-  void drop_ffn_intermediates() { u = g = s = MatOf<T>(); }
+  void drop_ffn_intermediates() {
+    u = Tensor<T>();
+    g = Tensor<T>();
+    s = Tensor<T>();
+  }
   void drop_all_but_input() {
-    MatOf<T> keep = std::move(x);
+    Tensor<T> keep = std::move(x);
     *this = LayerActs();
     x = std::move(keep);
   }
   size_t bytes() const {
-    size_t n = static_cast<size_t>(x.size() + a.size() + o.size() + x2.size() + b.size() +
-                                   u.size() + g.size() + s.size()) +
-               r1.size() + r2.size();
-    for (const auto& t : attn) n += t.q.size() + t.k.size() + t.v.size() + t.out.size() + t.lse.size();
+    size_t n = static_cast<size_t>(x.size() + a.size() + r1.size() + o.size() + x2.size() +
+                                   b.size() + r2.size() + u.size() + g.size() + s.size());
+    for (const auto& t : attn)
+      n += static_cast<size_t>(t.q.size() + t.k.size() + t.v.size() + t.out.size() + t.lse.size());
     return n * sizeof(T);
   }
 };
@@ -202,14 +128,12 @@ std::vector<float> Transformer::init(uint64_t seed) const {
 }
 
 template <class T>
-double Transformer::forward_backward(ParamAccess<T>& access, const TokenBatch& batch,
-                                     double grad_scale, const AttentionFnOf<T>& attention_forward,
+double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
+                                     const TokenBatch& batch, double grad_scale,
+                                     const AttentionFnOf<T>& attention_forward,
                                      const AttentionFnOf<T>& attention_backward,
                                      Checkpointing checkpointing, size_t* held_activation_bytes,
                                      PassTimes* times) const {
-  using Mat = MatOf<T>;
-  using CMap = Eigen::Map<const Mat>;
-  using MMap = Eigen::Map<Mat>;
   const int H = m_.hidden, h = m_.heads, hkv = m_.kv_heads, d = m_.head_dim, F = m_.ffn_hidden,
             V = m_.vocab, L = m_.layers;
   const int64_t c = batch.c, n = batch.sequences, rows = n * c;  // rows: the batch's tokens
@@ -217,8 +141,15 @@ double Transformer::forward_backward(ParamAccess<T>& access, const TokenBatch& b
   const int head_unit = L + 1;
   const int32_t* tokens = batch.tokens;
   const int32_t* targets = batch.targets;
-  auto W = [](const T* unit, size_t off, int64_t r, int64_t k) { return CMap(unit + off, r, k); };
-  auto dW = [](T* unit, size_t off, int64_t r, int64_t k) { return MMap(unit + off, r, k); };
+  auto W = [](const T* unit, size_t off, int64_t r, int64_t k) { return ConstView<T>{unit + off, r, k}; };
+  auto dW = [](T* unit, size_t off, int64_t r, int64_t k) { return View<T>{unit + off, r, k}; };
+  auto mat = [&](int64_t r, int64_t k) { return K.alloc(r, k); };
+  // The GEMMs: c = a b, c += a b, c += a^T b (weight gradients), c (+)= a b^T.
+  auto mm = [&](ConstView<T> a, ConstView<T> b, View<T> out) { K.gemm(a, false, b, false, out, false); };
+  auto mm_add = [&](ConstView<T> a, ConstView<T> b, View<T> out) { K.gemm(a, false, b, false, out, true); };
+  auto mm_tn_add = [&](ConstView<T> a, ConstView<T> b, View<T> out) { K.gemm(a, true, b, false, out, true); };
+  auto mm_nt = [&](ConstView<T> a, ConstView<T> b, View<T> out) { K.gemm(a, false, b, true, out, false); };
+  auto mm_nt_add = [&](ConstView<T> a, ConstView<T> b, View<T> out) { K.gemm(a, false, b, true, out, true); };
   // Laps of one clock: each stretch of this call goes to the GEMMs (lin), the elementwise
   // work (ew), or, for the attention calls and the collectives behind `access`, nowhere.
   PassTimes unused;
@@ -227,6 +158,7 @@ double Transformer::forward_backward(ParamAccess<T>& access, const TokenBatch& b
   double* const ew = &pt.elementwise_s;
   auto lap_start = std::chrono::steady_clock::now();
   auto lap = [&](double* into) {
+    K.synchronize();
     const auto now = std::chrono::steady_clock::now();
     if (into) *into += std::chrono::duration<double>(now - lap_start).count();
     lap_start = now;
@@ -239,55 +171,75 @@ double Transformer::forward_backward(ParamAccess<T>& access, const TokenBatch& b
     access.release(u);
     lap(nullptr);
   };
+  // Sequence m's rows of x [rows][heads d] as a head-major tensor [heads][c d], and back.
+  auto heads_of = [&](ConstView<T> x, int64_t m, int heads) {
+    Tensor<T> t = mat(heads, c * d);
+    K.to_heads(x, m * c, heads, d, t);
+    return t;
+  };
 
   // SwiGLU intermediates of block l from its stored FFN input A.b.   u, g, s [rows][F]
   auto swiglu = [&](int l, const T* p, LayerActs<T>& A) {
     const LayerOffsets& o = layers_[l];
-    A.u = A.b * W(p, o.w1, H, F);
-    A.g = A.b * W(p, o.w3, H, F);
+    A.u = mat(rows, F);
+    A.g = mat(rows, F);
+    mm(A.b, W(p, o.w1, H, F), A.u);
+    mm(A.b, W(p, o.w3, H, F), A.g);
     lap(lin);
-    A.s = (A.u.array() / (T(1) + (-A.u.array()).exp())).matrix().cwiseProduct(A.g);  // silu(u) g
+    A.s = mat(rows, F);
+    K.swiglu_forward(A.u, A.g, A.s);  // silu(u) g
     lap(ew);
   };
   // Block l's forward from its stored input A.x with its parameters p: fills A and
   // returns the block's output [rows][H].
-  auto layer_forward = [&](int l, const T* p, LayerActs<T>& A) -> Mat {
+  auto layer_forward = [&](int l, const T* p, LayerActs<T>& A) -> Tensor<T> {
     const LayerOffsets& o = layers_[l];
-    rmsnorm_forward<T>(A.x, p + o.attention_norm, A.a, A.r1);
+    A.a = mat(rows, H);
+    A.r1 = mat(rows, 1);
+    K.rmsnorm_forward(A.x, p + o.attention_norm, A.a, A.r1);
     lap(ew);
-    Mat q = A.a * W(p, o.wq, H, hd);    // [rows][h d]
-    Mat k = A.a * W(p, o.wk, H, kvd);   // [rows][h_kv d]
-    const Mat v = A.a * W(p, o.wv, H, kvd);
+    Tensor<T> q = mat(rows, hd), k = mat(rows, kvd), v = mat(rows, kvd);
+    mm(A.a, W(p, o.wq, H, hd), q);
+    mm(A.a, W(p, o.wk, H, kvd), k);
+    mm(A.a, W(p, o.wv, H, kvd), v);
     lap(lin);
-    rope<T>(q, h, d, batch.positions, c, T(1));
-    rope<T>(k, hkv, d, batch.positions, c, T(1));
+    K.rope(q, h, d, batch.positions, c, T(1));
+    K.rope(k, hkv, d, batch.positions, c, T(1));
     A.attn.resize(static_cast<size_t>(n));
-    A.o.resize(rows, hd);
+    A.o = mat(rows, hd);
     for (int64_t m = 0; m < n; ++m) {  // the ring joins one sequence at a time
       LayerAttention<T>& t = A.attn[static_cast<size_t>(m)];
-      t.q = to_heads<T>(q, m * c, c, h, d);
-      t.k = to_heads<T>(k, m * c, c, hkv, d);
-      t.v = to_heads<T>(v, m * c, c, hkv, d);
+      t.q = heads_of(q, m, h);
+      t.k = heads_of(k, m, hkv);
+      t.v = heads_of(v, m, hkv);
+      t.out = mat(h, c * d);
+      t.lse = mat(h, c);
       lap(ew);
       attention_forward(l, t);  // out [h][c][d], lse [h][c]
       lap(nullptr);
-      from_heads<T>(t.out, h, d, c, A.o, m * c);
+      K.from_heads(t.out, h, d, A.o, m * c);
     }
     lap(ew);
-    A.x2 = A.x + A.o * W(p, o.wo, hd, H);
+    A.x2 = mat(rows, H);  // x + o wo
+    K.copy(A.x2, A.x);
+    mm_add(A.o, W(p, o.wo, hd, H), A.x2);
     lap(lin);
-    rmsnorm_forward<T>(A.x2, p + o.ffn_norm, A.b, A.r2);
+    A.b = mat(rows, H);
+    A.r2 = mat(rows, 1);
+    K.rmsnorm_forward(A.x2, p + o.ffn_norm, A.b, A.r2);
     lap(ew);
     swiglu(l, p, A);
-    Mat out = A.x2 + A.s * W(p, o.w2, F, H);
+    Tensor<T> out = mat(rows, H);  // x2 + s w2
+    K.copy(out, A.x2);
+    mm_add(A.s, W(p, o.w2, F, H), out);
     lap(lin);
     return out;
   };
 
   // ---- embedding: x [rows][H]
   const T* pe = gather(0);
-  Mat x(rows, H);
-  for (int64_t i = 0; i < rows; ++i) x.row(i) = W(pe, tok_embeddings_, V, H).row(tokens[i]);
+  Tensor<T> x = mat(rows, H);
+  K.embedding_forward(W(pe, tok_embeddings_, V, H), tokens, x);
   done(0, false);
 
   // ---- layers, forward (each block gathered, run, released: resharded after forward)
@@ -306,31 +258,24 @@ double Transformer::forward_backward(ParamAccess<T>& access, const TokenBatch& b
 
   // ---- head and loss: z [rows][H], logits [rows][V]
   const T* ph = gather(head_unit);
-  Mat z;
-  std::vector<T> rf;
-  rmsnorm_forward<T>(x, ph + norm_, z, rf);
+  Tensor<T> z = mat(rows, H), rf = mat(rows, 1);
+  K.rmsnorm_forward(x, ph + norm_, z, rf);
   lap(ew);
-  Mat logits = z * W(ph, output_, H, V);
+  Tensor<T> logits = mat(rows, V);
+  mm(z, W(ph, output_, H, V), logits);
   lap(lin);
-  double loss = 0;
-  for (int64_t i = 0; i < rows; ++i) {  // logits become dlogits = (softmax - onehot) * scale
-    auto row = logits.row(i);
-    const T mx = row.maxCoeff();
-    const double target_logit = row(targets[i]) - mx;
-    row.array() = (row.array() - mx).exp();
-    const double sum = row.sum();
-    loss += std::log(sum) - target_logit;
-    row *= static_cast<T>(grad_scale / sum);
-    row(targets[i]) -= static_cast<T>(grad_scale);
-  }
+  // logits become dlogits = (softmax - onehot) * grad_scale
+  const double loss = K.cross_entropy(logits, targets, grad_scale);
 
   // ---- head, backward
   T* gh = grads_of(head_unit);
-  dW(gh, output_, H, V).noalias() += z.transpose() * logits;
-  const Mat dz = logits * W(ph, output_, H, V).transpose();
+  mm_tn_add(z, logits, dW(gh, output_, H, V));
+  Tensor<T> dz = mat(rows, H);
+  mm_nt(logits, W(ph, output_, H, V), dz);
   lap(lin);
-  Mat dx = Mat::Zero(rows, H);
-  rmsnorm_backward<T>(x, rf, ph + norm_, dz, dx, gh + norm_);
+  Tensor<T> dx = mat(rows, H);
+  K.zero(dx);
+  K.rmsnorm_backward(x, rf, ph + norm_, dz, dx, gh + norm_);
   done(head_unit, true);
 
   // ---- layers, backward: dx is d(loss)/d(layer output)
@@ -342,66 +287,75 @@ double Transformer::forward_backward(ParamAccess<T>& access, const TokenBatch& b
     if (checkpointing == Checkpointing::kSelective) swiglu(l, p, A);
     T* gp = grads_of(l + 1);
     // feed-forward: x3 = x2 + s w2
-    dW(gp, o.w2, F, H).noalias() += A.s.transpose() * dx;
-    const Mat ds = dx * W(p, o.w2, F, H).transpose();  // [rows][F]
+    mm_tn_add(A.s, dx, dW(gp, o.w2, F, H));
+    Tensor<T> ds = mat(rows, F);
+    mm_nt(dx, W(p, o.w2, F, H), ds);
     lap(lin);
-    const Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> sig =
-        T(1) / (T(1) + (-A.u.array()).exp());
-    const Mat dg = (ds.array() * A.u.array() * sig).matrix();
-    const Mat du = (ds.array() * A.g.array() * sig * (T(1) + A.u.array() * (T(1) - sig))).matrix();
+    Tensor<T> du = mat(rows, F), dg = mat(rows, F);
+    K.swiglu_backward(ds, A.u, A.g, du, dg);
     lap(ew);
-    dW(gp, o.w1, H, F).noalias() += A.b.transpose() * du;
-    dW(gp, o.w3, H, F).noalias() += A.b.transpose() * dg;
-    const Mat db = du * W(p, o.w1, H, F).transpose() + dg * W(p, o.w3, H, F).transpose();
+    mm_tn_add(A.b, du, dW(gp, o.w1, H, F));
+    mm_tn_add(A.b, dg, dW(gp, o.w3, H, F));
+    Tensor<T> db = mat(rows, H);
+    mm_nt(du, W(p, o.w1, H, F), db);
+    mm_nt_add(dg, W(p, o.w3, H, F), db);
     lap(lin);
-    Mat dx2 = dx;
-    rmsnorm_backward<T>(A.x2, A.r2, p + o.ffn_norm, db, dx2, gp + o.ffn_norm);
+    Tensor<T> dx2 = mat(rows, H);
+    K.copy(dx2, dx);
+    K.rmsnorm_backward(A.x2, A.r2, p + o.ffn_norm, db, dx2, gp + o.ffn_norm);
     lap(ew);
     // attention: x2 = x + o wo
-    dW(gp, o.wo, hd, H).noalias() += A.o.transpose() * dx2;
-    const Mat dout = dx2 * W(p, o.wo, hd, H).transpose();  // [rows][h d]
+    mm_tn_add(A.o, dx2, dW(gp, o.wo, hd, H));
+    Tensor<T> dout = mat(rows, hd);
+    mm_nt(dx2, W(p, o.wo, hd, H), dout);
     lap(lin);
-    Mat dq(rows, hd), dk(rows, kvd), dv(rows, kvd);
+    Tensor<T> dq = mat(rows, hd), dk = mat(rows, kvd), dv = mat(rows, kvd);
     for (int64_t m = 0; m < n; ++m) {
       LayerAttention<T>& t = A.attn[static_cast<size_t>(m)];
-      t.dout = to_heads<T>(dout, m * c, c, h, d);
+      t.dout = heads_of(dout, m, h);
+      t.dq = mat(h, c * d);
+      t.dk = mat(hkv, c * d);
+      t.dv = mat(hkv, c * d);
       lap(ew);
       attention_backward(l, t);  // dq [h][c][d], dk, dv [h_kv][c][d]
       lap(nullptr);
-      from_heads<T>(t.dq, h, d, c, dq, m * c);
-      from_heads<T>(t.dk, hkv, d, c, dk, m * c);
-      from_heads<T>(t.dv, hkv, d, c, dv, m * c);
+      K.from_heads(t.dq, h, d, dq, m * c);
+      K.from_heads(t.dk, hkv, d, dk, m * c);
+      K.from_heads(t.dv, hkv, d, dv, m * c);
     }
-    rope<T>(dq, h, d, batch.positions, c, T(-1));
-    rope<T>(dk, hkv, d, batch.positions, c, T(-1));
+    K.rope(dq, h, d, batch.positions, c, T(-1));
+    K.rope(dk, hkv, d, batch.positions, c, T(-1));
     lap(ew);
-    dW(gp, o.wq, H, hd).noalias() += A.a.transpose() * dq;
-    dW(gp, o.wk, H, kvd).noalias() += A.a.transpose() * dk;
-    dW(gp, o.wv, H, kvd).noalias() += A.a.transpose() * dv;
-    const Mat da = dq * W(p, o.wq, H, hd).transpose() + dk * W(p, o.wk, H, kvd).transpose() +
-                   dv * W(p, o.wv, H, kvd).transpose();
+    mm_tn_add(A.a, dq, dW(gp, o.wq, H, hd));
+    mm_tn_add(A.a, dk, dW(gp, o.wk, H, kvd));
+    mm_tn_add(A.a, dv, dW(gp, o.wv, H, kvd));
+    Tensor<T> da = mat(rows, H);
+    mm_nt(dq, W(p, o.wq, H, hd), da);
+    mm_nt_add(dk, W(p, o.wk, H, kvd), da);
+    mm_nt_add(dv, W(p, o.wv, H, kvd), da);
     lap(lin);
     dx = std::move(dx2);
-    rmsnorm_backward<T>(A.x, A.r1, p + o.attention_norm, da, dx, gp + o.attention_norm);
+    K.rmsnorm_backward(A.x, A.r1, p + o.attention_norm, da, dx, gp + o.attention_norm);
     done(l + 1, true);
     A = LayerActs<T>();  // this layer's activations are no longer needed
   }
 
   // ---- embedding, backward
   T* ge = grads_of(0);
-  for (int64_t i = 0; i < rows; ++i) dW(ge, tok_embeddings_, V, H).row(tokens[i]) += dx.row(i);
+  K.embedding_backward(dx, tokens, dW(ge, tok_embeddings_, V, H));
   lap(ew);
   access.reduce(0);
   lap(nullptr);
   return loss;
 }
 
-template double Transformer::forward_backward<float>(ParamAccess<float>&, const TokenBatch&, double,
+template double Transformer::forward_backward<float>(TrainKernels<float>&, ParamAccess<float>&,
+                                                     const TokenBatch&, double,
                                                      const AttentionFnOf<float>&,
                                                      const AttentionFnOf<float>&, Checkpointing,
                                                      size_t*, PassTimes*) const;
-template double Transformer::forward_backward<double>(ParamAccess<double>&, const TokenBatch&,
-                                                      double, const AttentionFnOf<double>&,
+template double Transformer::forward_backward<double>(TrainKernels<double>&, ParamAccess<double>&,
+                                                      const TokenBatch&, double, const AttentionFnOf<double>&,
                                                       const AttentionFnOf<double>&, Checkpointing,
                                                       size_t*, PassTimes*) const;
 

@@ -1,7 +1,9 @@
 // The decoder-only transformer `ringmaster train` trains (Llama-shaped, as a model YAML
-// describes it), fp32 on the CPU with Eigen: token embedding; per layer RMSNorm, causal
-// GQA attention with RoPE, output projection and residual, RMSNorm, SwiGLU feed-forward
-// and residual; final RMSNorm, output head, cross-entropy.
+// describes it), fp32, on the device of the TrainKernels it is given (train_kernels.h:
+// Eigen on the CPU, cuBLAS and small kernels on a GPU; one orchestration for both):
+// token embedding; per layer RMSNorm, causal GQA attention with RoPE, output projection
+// and residual, RMSNorm, SwiGLU feed-forward and residual; final RMSNorm, output head,
+// cross-entropy.
 //
 // The attention itself is not here: forward_backward() calls the `attention` functions it
 // is given once per layer and pass (the plan's ring attention across the MPI ranks in
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "executor/backend.h"
+#include "executor/train_kernels.h"
 #include "planner/model_spec.h"
 #include "planner/plan.h"
 
@@ -42,13 +45,15 @@ struct ParamTensor {
   bool decay = true;  // AdamW weight decay applies (matrices; not norm gains)
 };
 
-// One layer's attention tensors on this rank, head-major (layouts of backend.h), in the
-// model's arithmetic type T (float for training; double for run --verify's reference).
-// Forward: q, k, v set (after RoPE) -> fills out, lse.
+// One layer's attention tensors of one sequence on this rank, head-major (layouts of
+// backend.h: q, out, dout, dq [h][c d]; k, v, dk, dv [h_kv][c d]; lse [h][c]), in the
+// memory of the kernels the pass runs on (train_kernels.h), in the model's arithmetic
+// type T (float for training; double for run --verify's reference). The pass allocates
+// them all. Forward: q, k, v set (after RoPE) -> fills out, lse.
 // Backward: q, k, v, out, lse, dout set -> fills dq, dk, dv.
 template <class T>
 struct LayerAttention {
-  std::vector<T> q, k, v, out, lse, dout, dq, dk, dv;
+  Tensor<T> q, k, v, out, lse, dout, dq, dk, dv;
 };
 // One FSDP unit: parameters [begin, end) of the flat vector.
 struct ParamUnit {
@@ -143,14 +148,29 @@ class Transformer {
   // `held_activation_bytes`, when given, receives the bytes of activations stored for the
   // backward pass at the end of the forward pass (the peak of what is kept across layers);
   // `times`, when given, gets this call's compute added (PassTimes).
-  // T is float (training) or double (the reference of run --verify).
+  // T is float (training) or double (the reference of run --verify). `kernels` computes
+  // everything but the attention, in its own memory: `params` hands out pointers into it
+  // (for cuda, StagedParams over the host shards), and the attention callbacks get their
+  // tensors there too (LayerAttention).
+  template <class T>
+  double forward_backward(TrainKernels<T>& kernels, ParamAccess<T>& params,
+                          const TokenBatch& batch, double grad_scale,
+                          const AttentionFnOf<T>& attention_forward,
+                          const AttentionFnOf<T>& attention_backward,
+                          Checkpointing checkpointing = Checkpointing::kNone,
+                          size_t* held_activation_bytes = nullptr,
+                          PassTimes* times = nullptr) const;
+  // The same on the CPU (Eigen kernels), parameters in host memory.
   template <class T>
   double forward_backward(ParamAccess<T>& params, const TokenBatch& batch, double grad_scale,
                           const AttentionFnOf<T>& attention_forward,
                           const AttentionFnOf<T>& attention_backward,
                           Checkpointing checkpointing = Checkpointing::kNone,
                           size_t* held_activation_bytes = nullptr,
-                          PassTimes* times = nullptr) const;
+                          PassTimes* times = nullptr) const {
+    return forward_backward<T>(cpu_train_kernels<T>(), params, batch, grad_scale, attention_forward,
+                               attention_backward, checkpointing, held_activation_bytes, times);
+  }
   // One sequence (c tokens at `positions`), all parameters and gradients in flat vectors.
   template <class T>
   double forward_backward(const std::vector<T>& params, std::vector<T>& grads,

@@ -633,6 +633,12 @@ __global__ void fill_kernel(float* x, float value, int64_t n) {
     x[i] = value;
 }
 
+__global__ void to_bf16_kernel(const float* src, bf16* dst, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = __float2bfloat16_rn(src[i]);
+}
+
 // ---- launchers ----------------------------------------------------------------------------
 
 int host_tile_count(int rows, int seg_len, int b) {
@@ -802,6 +808,12 @@ void add_inplace(float* dst, const float* src, int64_t n, cudaStream_t stream) {
 void fill(float* x, float value, int64_t n, cudaStream_t stream) {
   fill_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(x, value, n);
   RM_CUDA_CHECK_LAUNCH("fill");
+}
+
+void to_bf16(const float* src, bf16* dst, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  to_bf16_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(src, dst, n);
+  RM_CUDA_CHECK_LAUNCH("to_bf16");
 }
 
 }  // namespace rm::gpu

@@ -99,5 +99,7 @@ void merge_out_lse(float* out, float* lse, const float* out_b, const float* lse_
 void add_inplace(float* dst, const float* src, int64_t n, cudaStream_t stream);
 // x[i] = value for n floats.
 void fill(float* x, float value, int64_t n, cudaStream_t stream);
+// dst[i] = src[i] rounded to bf16 (to nearest even) for n elements: training's Q, K, V, dO.
+void to_bf16(const float* src, bf16* dst, int64_t n, cudaStream_t stream);
 
 }  // namespace rm::gpu

@@ -295,6 +295,32 @@ class CudaBackend final : public Backend {
     RM_CUDA_CHECK(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
 
+  // Training's tensors (backend.h), already on this GPU: Q, K, V and dO rounded to bf16
+  // as the kernels read them, out and lse copied; the results copied back. On the compute
+  // stream, finished before returning: the train kernels run on the legacy stream and
+  // synchronise before they call the attention.
+  void load(const float* q, const float* k, const float* v, const float* dout, const float* out,
+            const float* lse) override {
+    gpu::to_bf16(q, q_.as<bf16>(), static_cast<int64_t>(q_elems_), compute_);
+    gpu::to_bf16(k, k_.as<bf16>(), static_cast<int64_t>(kv_elems_), compute_);
+    gpu::to_bf16(v, v_.as<bf16>(), static_cast<int64_t>(kv_elems_), compute_);
+    if (dout != nullptr) gpu::to_bf16(dout, dout_.as<bf16>(), static_cast<int64_t>(q_elems_), compute_);
+    if (out != nullptr) copy_on_device(out_.get(), out, q_elems_ * sizeof(float));
+    if (lse != nullptr) copy_on_device(lse_.get(), lse, rows_ * sizeof(float));
+    finish("load");
+  }
+  void store_forward(float* out, float* lse) const override {
+    copy_on_device(out, out_.get(), q_elems_ * sizeof(float));
+    copy_on_device(lse, lse_.get(), rows_ * sizeof(float));
+    RM_CUDA_CHECK(cudaStreamSynchronize(compute_), "cudaStreamSynchronize (store)");
+  }
+  void store_backward(float* dq, float* dk, float* dv) const override {
+    copy_on_device(dq, dq_.get(), q_elems_ * sizeof(float));
+    copy_on_device(dk, dk_.get(), kv_elems_ * sizeof(float));
+    copy_on_device(dv, dv_.get(), kv_elems_ * sizeof(float));
+    RM_CUDA_CHECK(cudaStreamSynchronize(compute_), "cudaStreamSynchronize (store)");
+  }
+
   HostTensors download() const override {
     HostTensors t;
     t.tokens = tokens_;
@@ -385,6 +411,11 @@ class CudaBackend final : public Backend {
     std::vector<float> out(n);
     for (size_t i = 0; i < n; ++i) out[i] = from_bf16_bits(bits[i]);
     return out;
+  }
+
+  void copy_on_device(void* dst, const void* src, size_t bytes) const {
+    RM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, compute_),
+                  "cudaMemcpyAsync (training tensors)");
   }
 
   std::vector<float> download_f32(const DeviceMemory& m, size_t n) const {

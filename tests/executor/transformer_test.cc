@@ -11,42 +11,13 @@
 #include "executor/reference_attention.h"
 #include "executor/transformer.h"
 #include "planner/input_error.h"
+#include "tests/executor/transformer_fixture.h"
 
 namespace rm::exec {
 namespace {
 
-ModelSpec small_spec() {
-  ModelSpec m;
-  m.name = "test";
-  m.layers = 2;
-  m.hidden = 16;
-  m.heads = 2;
-  m.kv_heads = 1;
-  m.head_dim = 8;
-  m.ffn_hidden = 24;
-  m.vocab = 257;
-  m.gated_ffn = true;
-  return m;
-}
-
-std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
-
-struct ReferenceAttention {
-  ReferenceShape shape;
-  void forward(LayerAttention<float>& t) const {
-    const auto r = reference_attention(shape, to_double(t.q), to_double(t.k), to_double(t.v), {}, false);
-    t.out = to_float(r.out);
-    t.lse = to_float(r.lse);
-  }
-  void backward(LayerAttention<float>& t) const {
-    const auto r = reference_attention(shape, to_double(t.q), to_double(t.k), to_double(t.v),
-                                       to_double(t.dout), true);
-    t.dq = to_float(r.dq);
-    t.dk = to_float(r.dk);
-    t.dv = to_float(r.dv);
-  }
-};
+using testing::ReferenceAttention;
+using testing::small_spec;
 
 TEST_CASE("transformer: gradients match finite differences of the loss in every tensor") {
   const ModelSpec spec = small_spec();
@@ -183,6 +154,13 @@ TEST_CASE("transformer: a micro-batch of two stacked sequences equals two calls"
   std::printf("stacked vs separate sequences: largest gradient difference %.2e (largest %.2e)\n",
               worst, largest);
   CHECK(worst <= 1e-5 * largest);
+}
+
+TEST_CASE("transformer: parameters staged into the kernels' memory train the same") {
+  // On the cpu kernels staging is a copy: the losses are bit for bit those of FullParams.
+  const std::vector<double> direct = testing::train_steps(cpu_train_kernels<float>(), false, 3);
+  const std::vector<double> staged = testing::train_steps(cpu_train_kernels<float>(), true, 3);
+  CHECK(staged == direct);
 }
 
 }  // namespace

@@ -1,0 +1,206 @@
+// Every primitive of a TrainKernels<float> (executor/train_kernels.h) against plain fp64
+// loops written from the definitions, on small hashed inputs moved through the kernels'
+// own memory (upload, download). Shared by the cpu kernels' test (tests/executor) and the
+// GPU test (tests/cuda), so both devices answer to the same reference.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "executor/backend.h"
+#include "executor/train_kernels.h"
+
+namespace rm::exec::testing {
+
+// One primitive's result: max |got - want| over max |want| of its outputs.
+struct KernelError {
+  std::string name;
+  double rel_err = 0;
+};
+
+inline std::vector<KernelError> check_train_kernels(TrainKernels<float>& K) {
+  // Shapes: 2 sequences of c tokens; odd sizes so no kernel fits them by luck.
+  const int64_t c = 19, rows = 2 * c, H = 48, F = 72, V = 67;
+  const int heads = 3, d = 16;  // heads * d == H
+  uint64_t counter = 7;
+  auto random = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = static_cast<float>(splitmix64(counter++) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+    return v;
+  };
+  auto dev = [&](const std::vector<float>& host, int64_t r, int64_t cols) {
+    Tensor<float> t = K.alloc(r, cols);
+    K.upload(t.data(), host.data(), t.size());
+    return t;
+  };
+  auto host = [&](const Tensor<float>& t) {
+    std::vector<float> v(static_cast<size_t>(t.size()));
+    K.download(v.data(), t.data(), t.size());
+    return v;
+  };
+  std::vector<KernelError> out;
+  auto compare = [&](const std::string& name, const std::vector<float>& got, const std::vector<double>& want) {
+    double diff = 0, scale = 1e-30;
+    for (size_t i = 0; i < want.size(); ++i) {
+      diff = std::max(diff, std::abs(got[i] - want[i]));
+      scale = std::max(scale, std::abs(want[i]));
+    }
+    out.push_back({name, got.size() == want.size() ? diff / scale : INFINITY});
+  };
+
+  // gemm: every transpose pair, set and accumulate.   c [m][n] = op(a) [m][k] op(b) [k][n]
+  const int64_t m = 23, k = 29, n = 31;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (int acc = 0; acc < 2; ++acc) {
+        const std::vector<float> a = random(m * k), b = random(k * n), c0 = random(m * n);
+        Tensor<float> da = ta ? dev(a, k, m) : dev(a, m, k), db = tb ? dev(b, n, k) : dev(b, k, n);
+        Tensor<float> dc = dev(c0, m, n);
+        K.gemm(da, ta != 0, db, tb != 0, dc, acc != 0);
+        std::vector<double> want(static_cast<size_t>(m * n));
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double s = acc ? c0[i * n + j] : 0.0;
+            for (int64_t p = 0; p < k; ++p)
+              s += double{ta ? a[p * m + i] : a[i * k + p]} * (tb ? b[j * k + p] : b[p * n + j]);
+            want[i * n + j] = s;
+          }
+        compare(std::string("gemm") + (ta ? " aT" : " a") + (tb ? " bT" : " b") + (acc ? " +=" : " ="),
+                host(dc), want);
+      }
+
+  // RMSNorm forward and backward.   x, dy, dx [rows][H]; g, dg [H]
+  {
+    const std::vector<float> x = random(rows * H), g = random(H), dy = random(rows * H),
+                             dx0 = random(rows * H), dg0 = random(H);
+    Tensor<float> tx = dev(x, rows, H), tg = dev(g, 1, H), ty = K.alloc(rows, H), tr = K.alloc(rows, 1);
+    K.rmsnorm_forward(tx, tg.data(), ty, tr);
+    Tensor<float> tdy = dev(dy, rows, H), tdx = dev(dx0, rows, H), tdg = dev(dg0, 1, H);
+    K.rmsnorm_backward(tx, tr, tg.data(), tdy, tdx, tdg.data());
+    std::vector<double> y(x.size()), r(static_cast<size_t>(rows)), dx(dx0.begin(), dx0.end()),
+        dg(dg0.begin(), dg0.end());
+    for (int64_t i = 0; i < rows; ++i) {
+      double ss = 0, dot = 0;
+      for (int64_t j = 0; j < H; ++j) ss += double{x[i * H + j]} * x[i * H + j];
+      r[i] = 1.0 / std::sqrt(ss / H + 1e-5);
+      for (int64_t j = 0; j < H; ++j) {
+        y[i * H + j] = x[i * H + j] * r[i] * g[j];
+        dot += double{dy[i * H + j]} * g[j] * x[i * H + j];
+        dg[j] += double{dy[i * H + j]} * x[i * H + j] * r[i];
+      }
+      for (int64_t j = 0; j < H; ++j)
+        dx[i * H + j] += dy[i * H + j] * g[j] * r[i] - x[i * H + j] * r[i] * r[i] * r[i] * dot / H;
+    }
+    compare("rmsnorm_forward y", host(ty), y);
+    compare("rmsnorm_forward r", host(tr), r);
+    compare("rmsnorm_backward dx", host(tdx), dx);
+    compare("rmsnorm_backward dg", host(tdg), dg);
+  }
+
+  // RoPE, forward and inverse, at positions 5, 8, 11, ... (stacked sequences share them).
+  {
+    std::vector<int64_t> pos(static_cast<size_t>(c));
+    for (int64_t i = 0; i < c; ++i) pos[i] = 5 + 3 * i;
+    const std::vector<float> x = random(rows * H);
+    for (float sign : {1.0f, -1.0f}) {
+      Tensor<float> t = dev(x, rows, H);
+      K.rope(t, heads, d, pos.data(), c, sign);
+      std::vector<double> want(x.begin(), x.end());
+      for (int64_t i = 0; i < rows; ++i)
+        for (int p = 0; p < d / 2; ++p) {
+          const double angle = static_cast<double>(pos[i % c]) * std::pow(10000.0, -2.0 * p / d);
+          for (int j = 0; j < heads; ++j) {
+            const double a = x[i * H + j * d + p], b = x[i * H + j * d + p + d / 2];
+            want[i * H + j * d + p] = a * std::cos(angle) - sign * b * std::sin(angle);
+            want[i * H + j * d + p + d / 2] = sign * a * std::sin(angle) + b * std::cos(angle);
+          }
+        }
+      compare(sign > 0 ? "rope" : "rope inverse", host(t), want);
+    }
+  }
+
+  // SwiGLU forward and backward.   u, g, s, ds [rows][F]
+  {
+    const std::vector<float> u = random(rows * F), g = random(rows * F), ds = random(rows * F);
+    Tensor<float> tu = dev(u, rows, F), tg = dev(g, rows, F), ts = K.alloc(rows, F);
+    Tensor<float> tds = dev(ds, rows, F), tdu = K.alloc(rows, F), tdg = K.alloc(rows, F);
+    K.swiglu_forward(tu, tg, ts);
+    K.swiglu_backward(tds, tu, tg, tdu, tdg);
+    std::vector<double> s(u.size()), du(u.size()), dg(u.size());
+    for (size_t i = 0; i < u.size(); ++i) {
+      const double sig = 1.0 / (1.0 + std::exp(-double{u[i]}));
+      s[i] = u[i] * sig * g[i];
+      dg[i] = ds[i] * u[i] * sig;
+      du[i] = ds[i] * g[i] * (sig + u[i] * sig * (1.0 - sig));
+    }
+    compare("swiglu_forward", host(ts), s);
+    compare("swiglu_backward du", host(tdu), du);
+    compare("swiglu_backward dg", host(tdg), dg);
+  }
+
+  // Embedding forward and backward, tokens repeating (the backward adds them up).
+  {
+    std::vector<int32_t> tok(static_cast<size_t>(rows));
+    for (int64_t i = 0; i < rows; ++i) tok[i] = static_cast<int32_t>((i * 7) % 11);
+    const std::vector<float> table = random(V * H), dx = random(rows * H), dt0 = random(V * H);
+    Tensor<float> tt = dev(table, V, H), tx = K.alloc(rows, H), tdx = dev(dx, rows, H),
+                  tdt = dev(dt0, V, H);
+    K.embedding_forward(tt, tok.data(), tx);
+    K.embedding_backward(tdx, tok.data(), tdt);
+    std::vector<double> x(static_cast<size_t>(rows * H)), dt(dt0.begin(), dt0.end());
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < H; ++j) {
+        x[i * H + j] = table[tok[i] * H + j];
+        dt[tok[i] * H + j] += dx[i * H + j];
+      }
+    compare("embedding_forward", host(tx), x);
+    compare("embedding_backward", host(tdt), dt);
+  }
+
+  // Cross-entropy: the summed loss and the logits' gradient.   z [rows][V]
+  {
+    std::vector<float> z = random(rows * V);
+    for (auto& v : z) v *= 4;
+    std::vector<int32_t> tgt(static_cast<size_t>(rows));
+    for (int64_t i = 0; i < rows; ++i) tgt[i] = static_cast<int32_t>((i * 13) % V);
+    const double scale = 0.25;
+    Tensor<float> tz = dev(z, rows, V);
+    const double loss = K.cross_entropy(tz, tgt.data(), scale);
+    std::vector<double> dz(z.size());
+    double want_loss = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < V; ++j) mx = std::max(mx, double{z[i * V + j]});
+      for (int64_t j = 0; j < V; ++j) sum += std::exp(z[i * V + j] - mx);
+      want_loss += std::log(sum) + mx - z[i * V + tgt[i]];
+      for (int64_t j = 0; j < V; ++j)
+        dz[i * V + j] = scale * (std::exp(z[i * V + j] - mx) / sum - (j == tgt[i] ? 1.0 : 0.0));
+    }
+    compare("cross_entropy loss", {static_cast<float>(loss)}, {want_loss});
+    compare("cross_entropy dlogits", host(tz), dz);
+  }
+
+  // Head-major layout: sequence 1's rows out and back into a zeroed matrix.
+  {
+    const std::vector<float> x = random(rows * H);
+    Tensor<float> tx = dev(x, rows, H), th = K.alloc(heads, c * d), back = K.alloc(rows, H);
+    K.to_heads(tx, c, heads, d, th);
+    K.zero(back);
+    K.from_heads(th, heads, d, back, c);
+    std::vector<double> t(static_cast<size_t>(heads * c * d)), b(x.size(), 0.0);
+    for (int j = 0; j < heads; ++j)
+      for (int64_t i = 0; i < c; ++i)
+        for (int p = 0; p < d; ++p) {
+          t[(j * c + i) * d + p] = x[(c + i) * H + j * d + p];
+          b[(c + i) * H + j * d + p] = x[(c + i) * H + j * d + p];
+        }
+    compare("to_heads", host(th), t);
+    compare("from_heads", host(back), b);
+  }
+  return out;
+}
+
+}  // namespace rm::exec::testing

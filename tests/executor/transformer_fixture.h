@@ -1,0 +1,74 @@
+// What the transformer's tests share (tests/executor and the GPU tests in tests/cuda): a
+// small model, the fp64 reference attention standing in for the ring (one rank holding
+// the whole sequence), and a few AdamW steps of that model on any kernels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "executor/adamw.h"
+#include "executor/reference_attention.h"
+#include "executor/staged_params.h"
+#include "executor/transformer.h"
+
+namespace rm::exec::testing {
+
+inline ModelSpec small_spec() {
+  ModelSpec m;
+  m.name = "test";
+  m.layers = 2;
+  m.hidden = 16;
+  m.heads = 2;
+  m.kv_heads = 1;
+  m.head_dim = 8;
+  m.ffn_hidden = 24;
+  m.vocab = 257;
+  m.gated_ffn = true;
+  return m;
+}
+
+// The fp64 reference as the attention of a whole sequence, its tensors read and written
+// through `kernels`.
+struct ReferenceAttention {
+  ReferenceShape shape;
+  TrainKernels<float>& kernels = cpu_train_kernels<float>();
+  void forward(LayerAttention<float>& t) const { reference_layer_attention(shape, kernels, t, false); }
+  void backward(LayerAttention<float>& t) const { reference_layer_attention(shape, kernels, t, true); }
+};
+
+// The mean token losses of `steps` AdamW steps (defaults) of the small model from seed 3,
+// one sequence of 24 hashed bytes per step, the pass on `kernels`; with `staged` the
+// parameters and gradients are staged into the kernels' memory (StagedParams), as
+// `train --backend cuda` does.
+inline std::vector<double> train_steps(TrainKernels<float>& kernels, bool staged, int steps) {
+  const Transformer model(small_spec(), "test");
+  const ModelSpec& spec = model.spec();
+  const int64_t c = 24;
+  const ReferenceAttention ref{{c, spec.head_dim, spec.heads, spec.kv_heads, true}, kernels};
+  const AttentionFn fwd = [&](int, LayerAttention<float>& t) { ref.forward(t); };
+  const AttentionFn bwd = [&](int, LayerAttention<float>& t) { ref.backward(t); };
+  std::vector<int64_t> pos(static_cast<size_t>(c));
+  for (int64_t i = 0; i < c; ++i) pos[i] = i;
+  std::vector<float> params = model.init(3);
+  AdamWState state;
+  const AdamWConfig cfg;
+  std::vector<double> losses;
+  for (int s = 0; s < steps; ++s) {
+    std::vector<int32_t> seq(static_cast<size_t>(c + 1));
+    for (int64_t i = 0; i <= c; ++i) seq[i] = static_cast<int32_t>(splitmix64(s * 1000 + i) % 256);
+    std::vector<float> grads(params.size(), 0.0f);
+    FullParams<float> full(model.units(), params, grads);
+    StagedParams<float> device(kernels, full, model.units());
+    ParamAccess<float>& access = staged ? static_cast<ParamAccess<float>&>(device) : full;
+    const double scale = 1.0 / c;
+    losses.push_back(scale * model.forward_backward<float>(kernels, access,
+                                                           TokenBatch{seq.data(), seq.data() + 1, pos.data(), c, 1},
+                                                           scale, fwd, bwd));
+    double norm = 0;
+    for (float g : grads) norm += double{g} * g;
+    adamw_update(cfg, whole_model_segments(model.tensors()), std::sqrt(norm), params, grads, state);
+  }
+  return losses;
+}
+
+}  // namespace rm::exec::testing
