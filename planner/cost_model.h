@@ -230,7 +230,7 @@ class CostModel {
     const RingPatterns* pat;
     const PatternCost* a2a;
     int64_t seq_len;
-    int fields[13];  // strategy, tp, cp, cp_a2a, balance, tiles, sub-blocks, ckpt, comm, causal, passes+workload,
+    int fields[13];  // strategy, tp, cp, cp_a2a, balance, tiles, sub-blocks, ckpt, comm+causal+tp overlap, passes+workload,
                      // micro_batch (the GEMMs' size), fp8 recipe + eager elementwise (the layer's bytes)
     bool operator==(const LayerKey& o) const;
   };

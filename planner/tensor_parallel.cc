@@ -1,5 +1,7 @@
 #include "planner/tensor_parallel.h"
 
+#include <algorithm>
+
 namespace rm {
 
 ModelSpec tp_shard(const ModelSpec& m, int tp) {
@@ -30,6 +32,13 @@ std::string tp_why_invalid(const ModelSpec& m, int tp, int gpus_per_node) {
 
 double tp_collective_bytes(const ModelSpec& m, int64_t c, int element_bytes, int tp) {
   return static_cast<double>(c) * m.hidden * element_bytes / tp;
+}
+
+double tp_overlapped_s(double gemm_s, double chunk_s, int tp, double overlap) {
+  const double g = gemm_s / tp;
+  // One chunk exposed at an end (the first transfer, or the last), one GEMM chunk at the
+  // other, tp - 1 steps of a GEMM chunk beside a transfer between them.
+  return chunk_s + (tp - 1) * (g + chunk_s - overlap * std::min(g, chunk_s)) + g;
 }
 
 std::vector<int> tp_order(int tp, int cp, int dp) {
