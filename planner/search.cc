@@ -113,6 +113,14 @@ std::vector<int> virtual_stage_counts(int layers, int pp, const SearchPins& pins
 // a later checkpointing policy, an optimizer shard at least as large), so they are not priced
 // when that bound, at fsdp's best virtual stage count, does not beat the best plan so far
 // (`offer` returns its tokens/s, 0 while none fits).
+// The tokens/s `p` would reach were `seconds` of its step gone.
+double rate_without(const Prediction& p, double seconds) {
+  const double floor_s = p.step_time_s - seconds;
+  return seconds <= 0 ? p.tokens_per_s
+         : floor_s > 0 ? p.tokens_per_s * p.step_time_s / floor_s
+                       : std::numeric_limits<double>::infinity();
+}
+
 // Each candidate with tp > 1 is priced with its TP collectives waited at once and
 // overlapped in chunks (tensor_parallel.h; neither is always faster), or as pinned; the
 // two hold the same memory.
@@ -153,17 +161,22 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
           if (!must_price && memory_breakdown(m, ch, job.seq_len, gpu, window).total() > gpu.memory_bytes)
             continue;
           bool fits = false;
-          for (bool overlap : overlaps) {
-            ch.tp_comm_overlap = overlap;
+          for (size_t k = 0; k < overlaps.size(); ++k) {
+            ch.tp_comm_overlap = overlaps[k];
             const Prediction p = cost.predict(job, ch, pat);
             ++evaluated;
             best_rate = offer(ch, p);
             fits = p.fits;
-            if (p.fits && level == Sharding::kFsdp) {
-              const double floor_s = p.step_time_s - p.fsdp_exposed_s;  // no level is faster
-              fsdp_bound = std::max(fsdp_bound, p.fsdp_exposed_s <= 0 ? p.tokens_per_s
-                                                : floor_s > 0 ? p.tokens_per_s * p.step_time_s / floor_s
-                                                              : std::numeric_limits<double>::infinity());
+            if (p.fits && level == Sharding::kFsdp)
+              fsdp_bound = std::max(fsdp_bound, rate_without(p, p.fsdp_exposed_s));  // no level is faster
+            // Overlap only shortens the TP collectives, in the same memory (the data-parallel
+            // ones lose the window those gave them): with pp 1 no overlapped step is shorter
+            // than this one without any TP time, so it is priced only where that could win.
+            if (k == 0 && overlaps.size() > 1 && ch.pp == 1 &&
+                (!p.fits || rate_without(p, p.tp_comm_s) <= best_rate * (1 + 1e-9))) {
+              if (p.fits && level == Sharding::kFsdp)
+                fsdp_bound = std::max(fsdp_bound, rate_without(p, p.tp_comm_s + p.fsdp_exposed_s));
+              break;
             }
           }
           if (fits) {
