@@ -468,7 +468,8 @@ const LayerTimes& CostModel::layer_times_cached(const Job& job, const PlanChoice
                      job.seq_len,
                      {static_cast<int>(ch.strategy), ch.tp, ch.cp, ch.cp_a2a, static_cast<int>(ch.load_balance),
                       ch.block_q, ch.block_kv, ch.kv_subblocks, static_cast<int>(ch.checkpointing),
-                      ch.tp_comm_overlap * 4 + free_comm * 2 + job.causal, static_cast<int>(job.passes) * 8 + static_cast<int>(job.workload),
+                      ch.tp_comm_overlap * 4 + free_comm * 2 + job.causal,
+                      static_cast<int>(job.passes) * 8 + static_cast<int>(job.workload),
                       ch.micro_batch, static_cast<int>(job.fp8_recipe) * 2 + job.eager_elementwise}};
   auto it = layer_memo_.find(key);
   if (it != layer_memo_.end()) return it->second;

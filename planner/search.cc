@@ -102,6 +102,14 @@ std::vector<int> virtual_stage_counts(int layers, int pp, const SearchPins& pins
   return out;
 }
 
+// The tokens/s `p` would reach were `seconds` of its step gone.
+double rate_without(const Prediction& p, double seconds) {
+  const double floor_s = p.step_time_s - seconds;
+  return seconds <= 0 ? p.tokens_per_s
+         : floor_s > 0 ? p.tokens_per_s * p.step_time_s / floor_s
+                       : std::numeric_limits<double>::infinity();
+}
+
 // Prices `ch` for each micro-batch (fitting grad_accum to it), sharding level, virtual
 // stage count and checkpointing policy, offering each to `best`; memory grows with the
 // micro-batch, with each level's unsharded states and with virtual stages, so each stops at
@@ -113,14 +121,6 @@ std::vector<int> virtual_stage_counts(int layers, int pp, const SearchPins& pins
 // a later checkpointing policy, an optimizer shard at least as large), so they are not priced
 // when that bound, at fsdp's best virtual stage count, does not beat the best plan so far
 // (`offer` returns its tokens/s, 0 while none fits).
-// The tokens/s `p` would reach were `seconds` of its step gone.
-double rate_without(const Prediction& p, double seconds) {
-  const double floor_s = p.step_time_s - seconds;
-  return seconds <= 0 ? p.tokens_per_s
-         : floor_s > 0 ? p.tokens_per_s * p.step_time_s / floor_s
-                       : std::numeric_limits<double>::infinity();
-}
-
 // Each candidate with tp > 1 is priced with its TP collectives waited at once and
 // overlapped in chunks (tensor_parallel.h; neither is always faster), or as pinned; the
 // two hold the same memory.
