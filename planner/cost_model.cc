@@ -708,7 +708,7 @@ void CostModel::add_tp_overlap(const Job& job, const PlanChoice& ch, LayerTimes&
       tp_collective_bytes(model_, c, fabric_.topology().gpu.element_bytes, ch.tp) / ch.tp);
   auto extra = [&](double flops_per_token, double factor) {
     const double g = factor * static_cast<double>(c) * flops_per_token / Fg;
-    return tp_overlapped_s(g, x, ch.tp, cost_.collective_overlap) - g;
+    return tp_overlapped_s(g, x, ch.tp, cost_) - g;
   };
   const double up = lf.ffn_recompute_selective, down = lf.ffn - up;  // FFN up/gate, down
   const double B = kLinearBackwardFactor;

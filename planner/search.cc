@@ -170,12 +170,15 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
             if (p.fits && level == Sharding::kFsdp)
               fsdp_bound = std::max(fsdp_bound, rate_without(p, p.fsdp_exposed_s));  // no level is faster
             // Overlap only shortens the TP collectives, in the same memory (the data-parallel
-            // ones lose the window those gave them): with pp 1 no overlapped step is shorter
-            // than this one without any TP time, so it is priced only where that could win.
+            // ones lose the window those gave them), and each overlapped region still waits
+            // for one chunk collective of 1/tp of the bytes, at least 1/tp of the waited
+            // one's time (tensor_parallel.h): with pp 1 no overlapped step is shorter than
+            // this one less (1 - 1/tp) of its TP time, so it is priced only where that could win.
+            const double saved = p.tp_comm_s * (1 - 1.0 / ch.tp);
             if (k == 0 && overlaps.size() > 1 && ch.pp == 1 &&
-                (!p.fits || rate_without(p, p.tp_comm_s) <= best_rate * (1 + 1e-9))) {
+                (!p.fits || rate_without(p, saved) <= best_rate * (1 + 1e-9))) {
               if (p.fits && level == Sharding::kFsdp)
-                fsdp_bound = std::max(fsdp_bound, rate_without(p, p.tp_comm_s + p.fsdp_exposed_s));
+                fsdp_bound = std::max(fsdp_bound, rate_without(p, saved + p.fsdp_exposed_s));
               break;
             }
           }

@@ -1,7 +1,5 @@
 #include "planner/tensor_parallel.h"
 
-#include <algorithm>
-
 namespace rm {
 
 ModelSpec tp_shard(const ModelSpec& m, int tp) {
@@ -34,11 +32,11 @@ double tp_collective_bytes(const ModelSpec& m, int64_t c, int element_bytes, int
   return static_cast<double>(c) * m.hidden * element_bytes / tp;
 }
 
-double tp_overlapped_s(double gemm_s, double chunk_s, int tp, double overlap) {
+double tp_overlapped_s(double gemm_s, double chunk_s, int tp, const CostParams& cost) {
   const double g = gemm_s / tp;
   // One chunk exposed at an end (the first transfer, or the last), one GEMM chunk at the
   // other, tp - 1 steps of a GEMM chunk beside a transfer between them.
-  return chunk_s + (tp - 1) * (g + chunk_s - overlap * std::min(g, chunk_s)) + g;
+  return chunk_s + (tp - 1) * (g + cost.collective_exposed_s(chunk_s, g)) + g;
 }
 
 std::vector<int> tp_order(int tp, int cp, int dp) {

@@ -232,9 +232,12 @@ TEST_CASE("llama3-70b at 128K on 256 H100s: heads split inside the nodes: tensor
 TEST_CASE("TP comm overlap by hand: tp chunks, one chunk exposed at each end, max(GEMM chunk, transfer) between") {
   // tp_overlapped_s: x + (t-1)·max(g/t, x) + g/t, the same for an all-gather and a
   // reduce-scatter; partial overlap o of the transfer as collective_overlap prices it.
-  CHECK(tp_overlapped_s(8.0, 0.5, 4) == doctest::Approx(0.5 + 3 * 2.0 + 2.0));  // GEMM bound
-  CHECK(tp_overlapped_s(8.0, 3.0, 4) == doctest::Approx(3.0 + 3 * 3.0 + 2.0));  // transfer bound
-  CHECK(tp_overlapped_s(8.0, 0.5, 4, 0) == doctest::Approx(0.5 + 3 * 2.5 + 2.0));  // nothing hides
+  CostParams hides;  // collective_overlap 1, the default
+  CHECK(tp_overlapped_s(8.0, 0.5, 4, hides) == doctest::Approx(0.5 + 3 * 2.0 + 2.0));  // GEMM bound
+  CHECK(tp_overlapped_s(8.0, 3.0, 4, hides) == doctest::Approx(3.0 + 3 * 3.0 + 2.0));  // transfer bound
+  CostParams waits = hides;
+  waits.collective_overlap = 0;  // a library that moves a collective only inside its wait
+  CHECK(tp_overlapped_s(8.0, 0.5, 4, waits) == doctest::Approx(0.5 + 3 * 2.5 + 2.0));
 
   const ModelSpec m = load_model("llama2-7b");
   const Topology topo = load_topology("a100-nvlink-box");
