@@ -91,7 +91,8 @@ std::string report(const Subject& s, const Prediction& p, const sim::Simulation&
                          ? " " + std::to_string(c.cp_a2a) + "x" + std::to_string(c.cp / c.cp_a2a) + " (" +
                                to_string(c.schedule) + " ring)"
                          : std::string()) +
-                    " tp " + std::to_string(c.tp) + " x cp " + std::to_string(c.cp) +
+                    " tp " + std::to_string(c.tp) + (c.tp_comm_overlap ? " (TP comm overlapped)" : "") +
+                    " x cp " + std::to_string(c.cp) +
                     (c.pp > 1 ? " x pp " + std::to_string(c.pp) + " (" + pp_schedule_name(c.virtual_stages) + ", " +
                                     std::to_string(c.grad_accum) + " micro-batches)"
                               : std::string()) +

@@ -46,6 +46,10 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   pins->add_option("--tp", o.tp,
                    "tensor-parallel size with sequence parallelism, inside a node (Megatron's "
                    "--tensor-model-parallel-size; searched over 1, 2, 4, 8)");
+  pins->add_flag("--tp-comm-overlap", o.tp_comm_overlap,
+                 "overlap each TP all-gather and reduce-scatter with its GEMM in tp chunks (Megatron's "
+                 "--tp-comm-overlap, torchtitan's enable_async_tensor_parallel; searched both ways where tp > 1)");
+  pins->add_flag("--no-tp-comm-overlap", o.no_tp_comm_overlap, "wait for each TP collective at once (Megatron's default)");
   pins->add_option("--pp,--pipeline-model-parallel-size", o.pp,
                    "pipeline-parallel size, stages outermost in the rank order tp-cp-dp-pp (Megatron's "
                    "--pipeline-model-parallel-size; step workload; searched over 1, 2, 4, ... that divide the GPUs)");
@@ -128,6 +132,11 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   };
   p.tp = in_range(o.tp, "--tp", kMaxGpus);
   p.cp = in_range(o.cp, "--cp", kMaxGpus);
+  if (o.tp_comm_overlap && o.no_tp_comm_overlap)
+    fail_input(kCommandLine, "--tp-comm-overlap", "expected one of --tp-comm-overlap and --no-tp-comm-overlap (got both)");
+  if (o.tp_comm_overlap || o.no_tp_comm_overlap) p.tp_comm_overlap = o.tp_comm_overlap;
+  if (o.tp_comm_overlap && p.tp && *p.tp == 1)
+    fail_input(kCommandLine, "--tp-comm-overlap", "needs tp > 1: with --tp 1 there are no TP collectives to overlap");
   p.block_q = in_range(o.block_q, "--block-q", kMaxBlockTokens);
   p.block_kv = in_range(o.block_kv, "--block-kv", kMaxBlockTokens);
   p.kv_subblocks = in_range(o.kv_subblocks, "--kv-subblocks", kMaxKvSubblocks);

@@ -139,6 +139,10 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
     choice.add_row({"tensor parallelism", "tp " + std::to_string(c.tp) +
                                               " inside a node, with sequence parallelism (rank order " +
                                               (c.pp > 1 ? "tp-cp-dp-pp" : "tp-cp-dp") + ")"});
+    choice.add_row({"tp comm overlap", c.tp_comm_overlap
+                                           ? "on (each all-gather and reduce-scatter pipelined with its GEMM in " +
+                                                 std::to_string(c.tp) + " chunks)"
+                                           : "off (each all-gather and reduce-scatter waited at once)"});
   }
   if (c.strategy == Strategy::kUsp)
     choice.add_row({"hierarchical cp sizes", usp_split_text(c) + " (a2a inside a node x p2p ring across)"});

@@ -468,10 +468,21 @@ const LayerTimes& CostModel::layer_times_cached(const Job& job, const PlanChoice
                      job.seq_len,
                      {static_cast<int>(ch.strategy), ch.tp, ch.cp, ch.cp_a2a, static_cast<int>(ch.load_balance),
                       ch.block_q, ch.block_kv, ch.kv_subblocks, static_cast<int>(ch.checkpointing),
-                      free_comm * 2 + job.causal, static_cast<int>(job.passes) * 8 + static_cast<int>(job.workload),
+                      ch.tp_comm_overlap * 4 + free_comm * 2 + job.causal,
+                      static_cast<int>(job.passes) * 8 + static_cast<int>(job.workload),
                       ch.micro_batch, static_cast<int>(job.fp8_recipe) * 2 + job.eager_elementwise}};
   auto it = layer_memo_.find(key);
   if (it != layer_memo_.end()) return it->second;
+  if (ch.tp > 1 && ch.tp_comm_overlap) {
+    // The same layer as without overlap but for its TP terms: the search prices both, and
+    // the ring attention is the expensive part.
+    PlanChoice waited = ch;
+    waited.tp_comm_overlap = false;
+    LayerTimes t = layer_times_cached(job, waited, pat, a2a, free_comm);
+    if (!free_comm) add_tp_overlap(job, ch, t);
+    if (layer_memo_.size() >= (size_t{1} << 16)) layer_memo_.clear();
+    return layer_memo_.emplace(key, t).first->second;
+  }
   if (layer_memo_.size() >= (size_t{1} << 16)) layer_memo_.clear();  // bounded over long searches
   return layer_memo_.emplace(key, layer_times(job, ch, pat, a2a, free_comm)).first->second;
 }
@@ -667,7 +678,7 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       t.ring_busy_bwd += t.ring_busy_fwd;
     }
   }
-  if (ch.tp > 1 && !free_comm) {
+  if (ch.tp > 1 && !free_comm && !ch.tp_comm_overlap) {
     // The TP group's all-gathers and reduce-scatters (tensor_parallel.h), unhidden.
     const double x = tp_collective(ch.tp).time(
         tp_collective_bytes(model_, c, fabric_.topology().gpu.element_bytes, ch.tp));
@@ -678,8 +689,37 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
                                                                        : 0;
       t.tp_bwd = (kTpCollectivesBackward + redo) * x;
     }
+  } else if (ch.tp > 1 && !free_comm) {
+    add_tp_overlap(job, ch, t);
   }
   return t;
+}
+
+void CostModel::add_tp_overlap(const Job& job, const PlanChoice& ch, LayerTimes& t) {
+  // Each collective pipelined with the GEMM it feeds or drains, in tp chunks
+  // (tensor_parallel.h): what that adds to the GEMM's own time (linear_fwd, _bwd), at the
+  // GEMM rate layer_times prices them at.
+  const ModelSpec& m = shard(ch.tp);
+  const int64_t c = job.seq_len / std::max(1, ch.cp);
+  const LinearFlops lf = linear_flops_per_token(m);
+  const int mb = job.workload == Workload::kStep ? std::max(1, ch.micro_batch) : 1;
+  const double Fg = cost_.gemm_flops_per_s(mb * static_cast<double>(c) * lf.layer());
+  const double x = tp_collective(ch.tp).time(
+      tp_collective_bytes(model_, c, fabric_.topology().gpu.element_bytes, ch.tp) / ch.tp);
+  auto extra = [&](double flops_per_token, double factor) {
+    const double g = factor * static_cast<double>(c) * flops_per_token / Fg;
+    return tp_overlapped_s(g, x, ch.tp, cost_) - g;
+  };
+  const double up = lf.ffn_recompute_selective, down = lf.ffn - up;  // FFN up/gate, down
+  const double B = kLinearBackwardFactor;
+  t.tp_fwd = extra(lf.qkv, 1) + extra(lf.out_proj, 1) + extra(up, 1) + extra(down, 1);
+  t.tp_bwd = 0;
+  if (job.passes != Passes::kForward) {
+    t.tp_bwd = extra(down, B) + extra(up, B) + extra(lf.out_proj, B) + extra(lf.qkv, B) +
+               (ch.checkpointing == Checkpointing::kFull        ? t.tp_fwd
+                : ch.checkpointing == Checkpointing::kSelective ? extra(up, 1)
+                                                                : 0);
+  }
 }
 
 const RingPatterns& CostModel::ring_patterns_of(const PlanChoice& ch) {

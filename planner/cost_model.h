@@ -180,6 +180,9 @@ class CostModel {
   const LayerTimes& layer_times_cached(const Job& job, const PlanChoice& choice, const RingPatterns& pat,
                                        const PatternCost* a2a, bool free_comm);
   // `a2a`: the all-to-all pattern, Ulysses and a2a+p2p only.
+  // With tp_comm_overlap: sets t.tp_fwd, t.tp_bwd to what the chunked TP collectives add
+  // to their GEMMs (tensor_parallel.h).
+  void add_tp_overlap(const Job& job, const PlanChoice& choice, LayerTimes& t);
   LayerTimes layer_times(const Job& job, const PlanChoice& choice, const RingPatterns& pat,
                          const PatternCost* a2a, bool free_comm);
   const PatternCost& all_to_all_pattern(int cp, int dp, const std::vector<int>& order);
@@ -230,7 +233,7 @@ class CostModel {
     const RingPatterns* pat;
     const PatternCost* a2a;
     int64_t seq_len;
-    int fields[13];  // strategy, tp, cp, cp_a2a, balance, tiles, sub-blocks, ckpt, comm, causal, passes+workload,
+    int fields[13];  // strategy, tp, cp, cp_a2a, balance, tiles, sub-blocks, ckpt, comm+causal+tp overlap, passes+workload,
                      // micro_batch (the GEMMs' size), fp8 recipe + eager elementwise (the layer's bytes)
     bool operator==(const LayerKey& o) const;
   };

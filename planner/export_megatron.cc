@@ -19,6 +19,7 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
   // (tensor_parallel.h).
   a.tp = c.tp;
   a.sequence_parallel = c.tp > 1;
+  a.tp_comm_overlap = c.tp_comm_overlap;
   a.cp = c.cp;
   a.dp = c.dp;
   a.pp = c.pp;
@@ -88,6 +89,9 @@ std::vector<std::string> megatron_rule_violations(const MegatronArgs& a) {
                 str(a.dp) + " (num_microbatches_calculator.py)");
   if (a.sequence_parallel && a.tp == 1)
     v.push_back("--sequence-parallel needs TP > 1 (Megatron-LM turns it off at TP 1)");
+  if (a.tp_comm_overlap && !a.sequence_parallel)
+    v.push_back("--tp-comm-overlap needs --sequence-parallel (Megatron-LM arguments.py: TP communication/GEMM "
+                "overlap only with sequence parallelism)");
   if (a.sharding == "hsdp")
     v.push_back("plan.sharding hsdp: Megatron-LM has no sharding inside a node replicated across for all "
                 "states (export to torchtitan, or plan with --sharding fsdp, zero2, zero1 or ddp)");
@@ -121,6 +125,7 @@ std::string megatron_command_line(const MegatronArgs& a) {
   if (!a.cp_comm_type.empty()) add("--cp-comm-type", a.cp_comm_type);
   if (!a.hierarchical_cp_sizes.empty()) add("--hierarchical-context-parallel-sizes", join_ints(a.hierarchical_cp_sizes, " "));
   if (a.sequence_parallel) add("--sequence-parallel");
+  if (a.tp_comm_overlap) add("--tp-comm-overlap");  // Transformer Engine's userbuffers (tensor_parallel.h)
   if (!a.fsdp_strategy.empty()) {
     add("--use-megatron-fsdp");
     add("--data-parallel-sharding-strategy", a.fsdp_strategy);

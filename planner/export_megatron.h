@@ -34,6 +34,7 @@ struct MegatronArgs {
   std::string cp_comm_type;         // "" when cp == 1
   std::vector<int> hierarchical_cp_sizes;
   bool sequence_parallel = false;   // needs tp > 1
+  bool tp_comm_overlap = false;     // --tp-comm-overlap (TE userbuffers); needs sequence_parallel
   std::string recompute_granularity;  // "", "selective", "full"
   std::string recompute_method;       // "uniform" with full
   int recompute_num_layers = 0;

@@ -32,6 +32,9 @@ std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus
   if (c.sharding == Sharding::kZero2) out += "fsdp_reshard_after_forward = \"never\"\n";
   // torchtitan's TP plan shards the norms by sequence too (sequence parallelism).
   out += "tensor_parallel_degree = " + str(c.tp) + "\n";
+  // Async TP (micro-pipeline TP, tensor_parallel.h): torchtitan refuses it without torch.compile.
+  if (c.tp_comm_overlap)
+    out += "enable_async_tensor_parallel = true  # needs torch.compile on ([compile] enable = true)\n";
   out += "pipeline_parallel_degree = " + str(c.pp) + "\n";
   if (c.pp > 1) {
     // pipeline_parallel.h: 1F1B, or interleaved with v stages of L / (pp·v) layers per rank.

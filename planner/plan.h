@@ -116,6 +116,10 @@ struct PlanChoice {
   // Tensor-parallel degree (with sequence parallelism, tensor_parallel.h): each ring
   // position is a TP group of tp GPUs on one node; Megatron's --tensor-model-parallel-size.
   int tp = 1;
+  // tp > 1 only: each TP all-gather pipelined with the GEMM it feeds and each reduce-scatter
+  // with the GEMM that produces it, in tp chunks (tensor_parallel.h); Megatron-LM's
+  // --tp-comm-overlap, torchtitan's enable_async_tensor_parallel. false: waited at once.
+  bool tp_comm_overlap = false;
   int cp = 1;  // ring size P
   int dp = 1;  // data-parallel (FSDP) degree; tp * cp * dp * pp == gpus
   Schedule schedule = Schedule::kFlat;

@@ -10,7 +10,7 @@
 //   causal: true
 //   workload: step              # attention | layer | step
 //   passes: forward-backward    # forward | forward-backward
-//   plan: {strategy, cp_comm_type, tp, pp, sharding, [data_parallel_shard_degree: hsdp only], virtual_stages, cp, dp, schedule, order_name, order: [GPU ids in ring order],
+//   plan: {strategy, cp_comm_type, tp, tp_comm_overlap (optional, false), pp, sharding, [data_parallel_shard_degree: hsdp only], virtual_stages, cp, dp, schedule, order_name, order: [GPU ids in ring order],
 //          load_balance, block_q, block_kv, kv_subblocks, checkpointing, grad_accum,
 //          micro_batch (optional, 1)}
 //   predicted: {...}            # informational: written, read if present, never required
@@ -176,6 +176,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
   out["plan"] = {{"strategy", to_string(c.strategy)},
                  {"cp_comm_type", cp_comm_type(c.strategy)},
                  {"tp", c.tp},
+                 {"tp_comm_overlap", c.tp_comm_overlap},
                  {"pp", c.pp},
                  {"sharding", to_string(c.sharding)},
                  {"virtual_stages", c.virtual_stages},
@@ -281,6 +282,7 @@ std::string plan_to_yaml_string(const Plan& plan) {
   e << YAML::Key << "strategy" << YAML::Value << to_string(c.strategy);
   e << YAML::Key << "cp_comm_type" << YAML::Value << cp_comm_type(c.strategy);
   e << YAML::Key << "tp" << YAML::Value << c.tp;
+  e << YAML::Key << "tp_comm_overlap" << YAML::Value << c.tp_comm_overlap;
   e << YAML::Key << "pp" << YAML::Value << c.pp;
   e << YAML::Key << "sharding" << YAML::Value << to_string(c.sharding);
   e << YAML::Key << "virtual_stages" << YAML::Value << c.virtual_stages;
@@ -402,6 +404,9 @@ PlanChoice read_choice(const YamlMap& m, int gpus) {
                                to_string(c.strategy) + " (got '" + m.str("cp_comm_type") + "')");
   }
   c.tp = m.count_or("tp", 1, 1, kMaxGpus);
+  c.tp_comm_overlap = m.boolean_or("tp_comm_overlap", false);  // plans before it waited at once
+  if (c.tp_comm_overlap && c.tp == 1)
+    m.fail("tp_comm_overlap", "expected false with tp 1 (no TP collectives to overlap)");
   if (m.has("sharding")) c.sharding = parse_sharding(m.str("sharding"), m.location("sharding"), m.field("sharding"));
   c.pp = m.count_or("pp", 1, 1, kMaxGpus);
   c.virtual_stages = m.count_or("virtual_stages", 1, 1, kMaxGpus);

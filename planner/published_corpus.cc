@@ -47,7 +47,7 @@ const std::vector<std::string> kEntryKeys = {
     "micro_batch",  "global_batch", "workload", "passes",     "cp",        "cp_kind", "tp",
     "pp",           "dp",        "sharding", "checkpointing", "precision", "causal", "metric",
     "published",    "definitions", "split",  "note",          "attention_kernel", "topology", "compile",
-    "pp_schedule",  "fp8_recipe"};
+    "pp_schedule",  "fp8_recipe", "tp_comm_overlap"};
 
 template <typename E>
 const char* name_of(const Names<E>& names, E v) {
@@ -170,6 +170,10 @@ PublishedEntry parse_entry(const YAML::Node& node, const std::string& source, si
     if (v != "1f1b" && v != "interleaved_1f1b") m.fail("pp_schedule", "expected 1f1b or interleaved_1f1b (got '" + v + "')");
     if (e.pp == 1) m.fail("pp_schedule", "expected only with pp > 1");
     e.pp_interleaved = v == "interleaved_1f1b";
+  }
+  if (m.has("tp_comm_overlap")) {
+    e.tp_comm_overlap = m.boolean("tp_comm_overlap");
+    if (e.tp == 1) m.fail("tp_comm_overlap", "expected only with tp > 1");
   }
   if (m.has("fp8_recipe")) {
     const std::string v = m.str("fp8_recipe");

@@ -73,6 +73,10 @@ struct PublishedEntry {
   // interleaved 1F1B (torchtitan's pipeline_parallel_schedule "1F1B" / "Interleaved1F1B");
   // absent: both are searched.
   std::optional<bool> pp_interleaved;
+  // Whether the run overlapped its TP collectives with the GEMMs (optional, tp > 1 only;
+  // tensor_parallel.h): Megatron-LM's --tp-comm-overlap, torchtitan's AsyncTP. Absent: not
+  // overlapped, both frameworks' default.
+  bool tp_comm_overlap = false;
   // How fp8 linear layers scale (required with precision fp8, refused otherwise):
   // `tensorwise` (torchao's dynamic tensorwise scaling: torchtitan's float8) or `delayed`
   // (Transformer Engine's delayed scaling: Megatron-LM, NeMo), linear_precision.h.

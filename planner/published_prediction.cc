@@ -266,6 +266,7 @@ PublishedCheck check_published(const PublishedEntry& e) {
   }
   pins.checkpointing = e.checkpointing.value_or(Checkpointing::kNone);
   pins.tp = e.tp;  // as the source ran it (tensor_parallel.h): tp 1 is not searched past
+  if (e.tp > 1) pins.tp_comm_overlap = e.tp_comm_overlap;  // likewise its TP overlap
   // The stated sharding level (data_parallel.h); unstated, FSDP (assumptions() says so).
   pins.sharding = e.sharding && *e.sharding != Sharding::kNone ? *e.sharding : Sharding::kFsdp;
   pins.pp = e.pp;  // likewise its pipeline (pipeline_parallel.h); 1F1B when the source says so,

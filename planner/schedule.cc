@@ -695,17 +695,70 @@ class Generator {
   }
 
   // --- Tensor parallelism ---------------------------------------------------------------------
-  // One all-gather (c/tp -> c tokens) or reduce-scatter (c -> c/tp) of the TP group, waited
-  // for at once: the next GEMM needs it (tensor_parallel.h; not overlapped).
+  // One all-gather (c/tp -> c tokens) or reduce-scatter (c -> c/tp) of the TP group
+  // (tensor_parallel.h), waited for at once where not overlapped: the next GEMM needs it.
+  int tp_post(Rank& r, CollectiveKind kind, double bytes) {
+    return r.em.collective(kind, r.tp_group, bytes, buf("tp_sequence", 0), r.tp_collectives++);
+  }
   void tp_collective(Rank& r, CollectiveKind kind) {
     if (T_ == 1) return;
-    r.em.wait(r.em.collective(kind, r.tp_group, tp_bytes_, buf("tp_sequence", 0), r.tp_collectives++));
+    r.em.wait(tp_post(r, kind, tp_bytes_));
   }
+  bool tp_overlap() const { return T_ > 1 && choice_.tp_comm_overlap; }
+  // The all-gather and the GEMM (`flops` per token) that consumes it. Overlapped: tp chunks
+  // of c/tp tokens, chunk k+1's all-gather in flight while chunk k computes.
+  void tp_gather_gemm(Rank& r, double flops, double factor = 1) {
+    if (!tp_overlap()) {
+      tp_collective(r, CollectiveKind::kAllGather);
+      gemm(r, flops, factor);
+      return;
+    }
+    int next = tp_post(r, CollectiveKind::kAllGather, tp_bytes_ / T_);
+    for (int k = 0; k < T_; ++k) {
+      r.em.wait(next);
+      if (k + 1 < T_) next = tp_post(r, CollectiveKind::kAllGather, tp_bytes_ / T_);
+      gemm(r, flops / T_, factor);
+    }
+  }
+  // The GEMM that produces the reduce-scatter's input, and the reduce-scatter. Overlapped:
+  // tp chunks, chunk k's reduce-scatter in flight while chunk k+1 computes.
+  void tp_gemm_scatter(Rank& r, double flops, double factor = 1) {
+    if (!tp_overlap()) {
+      gemm(r, flops, factor);
+      tp_collective(r, CollectiveKind::kReduceScatter);
+      return;
+    }
+    int prev = -1;
+    for (int k = 0; k < T_; ++k) {
+      gemm(r, flops / T_, factor);
+      if (prev >= 0) r.em.wait(prev);
+      prev = tp_post(r, CollectiveKind::kReduceScatter, tp_bytes_ / T_);
+    }
+    r.em.wait(prev);
+  }
+  // The FFN between its all-gather and its reduce-scatter, forward or backward (at
+  // kLinearBackwardFactor: the down projection's gradients first). Not overlapped it is one
+  // GEMM op; overlapped, the up/gate GEMMs take one collective and the down GEMM the other.
+  void tp_ffn(Rank& r, bool backward = false) {
+    const double factor = backward ? kLinearBackwardFactor : 1;
+    if (!tp_overlap()) {
+      tp_collective(r, CollectiveKind::kAllGather);
+      gemm(r, lin_.ffn, factor);
+      tp_collective(r, CollectiveKind::kReduceScatter);
+      return;
+    }
+    const double up = lin_.ffn_recompute_selective, down = lin_.ffn - up;
+    tp_gather_gemm(r, backward ? down : up, factor);
+    tp_gemm_scatter(r, backward ? up : down, factor);
+  }
+  // Attention between its all-gather and its reduce-scatter: QKV, the ring pass, the
+  // output projection (backward: in reverse).
   template <class F>
-  void tp_region(Rank& r, F body) {  // all-gather in, reduce-scatter out
-    tp_collective(r, CollectiveKind::kAllGather);
-    body();
-    tp_collective(r, CollectiveKind::kReduceScatter);
+  void tp_attention(Rank& r, F ring, bool backward = false) {
+    const double factor = backward ? kLinearBackwardFactor : 1;
+    tp_gather_gemm(r, backward ? lin_.out_proj : lin_.qkv, factor);
+    ring();
+    tp_gemm_scatter(r, backward ? lin_.qkv : lin_.out_proj, factor);
   }
 
   // --- Layers ------------------------------------------------------------------------------
@@ -727,12 +780,8 @@ class Generator {
     const LayerStore s = alloc_layer_store(r, layer, micro);
     const LayerStore live = full_ckpt() ? alloc_transient_store(r) : s;
     for (int seq = 0; seq < mb_; ++seq) {  // the micro-step's sequences, one after another
-      tp_region(r, [&] {
-        gemm(r, lin_.qkv);
-        attention_forward_phase(r, live.kv);
-        gemm(r, lin_.out_proj);
-      });
-      ffn_phase(r, [&] { tp_region(r, [&] { gemm(r, lin_.ffn); }); });
+      tp_attention(r, [&] { attention_forward_phase(r, live.kv); });
+      ffn_phase(r, [&] { tp_ffn(r); });
       elementwise(r, ew_.layer_fwd);
     }
     if (full_ckpt()) free_store(r, live);
@@ -747,32 +796,20 @@ class Generator {
       if (full_ckpt()) {
         live = alloc_transient_store(r);
         recompute(r, [&] {
-          tp_region(r, [&] {
-            gemm(r, lin_.qkv);
-            attention_forward_phase(r, live.kv);
-            gemm(r, lin_.out_proj);
-          });
+          tp_attention(r, [&] { attention_forward_phase(r, live.kv); });
           elementwise(r, ew_.layer_fwd);
         });
       }
       ffn_phase(r, [&] {
         // Recompute from the gathered FFN input: the whole FFN again under full (its
         // output reduce-scattered as in the forward), the up/gate GEMMs under selective.
-        if (full_ckpt()) recompute(r, [&] { tp_region(r, [&] { gemm(r, lin_.ffn); }); });
-        if (choice_.checkpointing == Checkpointing::kSelective) {
-          recompute(r, [&] {
-            tp_collective(r, CollectiveKind::kAllGather);
-            gemm(r, lin_.ffn_recompute_selective);
-          });
-        }
+        if (full_ckpt()) recompute(r, [&] { tp_ffn(r); });
+        if (choice_.checkpointing == Checkpointing::kSelective)
+          recompute(r, [&] { tp_gather_gemm(r, lin_.ffn_recompute_selective); });
         // Backward: the output gradient gathered in, the input gradient scattered out.
-        tp_region(r, [&] { gemm(r, lin_.ffn, kLinearBackwardFactor); });
+        tp_ffn(r, true);
       });
-      tp_region(r, [&] {
-        gemm(r, lin_.out_proj, kLinearBackwardFactor);
-        attention_backward_phase(r, live.kv);
-        gemm(r, lin_.qkv, kLinearBackwardFactor);
-      });
+      tp_attention(r, [&] { attention_backward_phase(r, live.kv); }, true);
       elementwise(r, kElementwiseBackwardFactor * ew_.layer_fwd);
       if (full_ckpt()) free_store(r, live);
     }

@@ -102,6 +102,14 @@ std::vector<int> virtual_stage_counts(int layers, int pp, const SearchPins& pins
   return out;
 }
 
+// The tokens/s `p` would reach were `seconds` of its step gone.
+double rate_without(const Prediction& p, double seconds) {
+  const double floor_s = p.step_time_s - seconds;
+  return seconds <= 0 ? p.tokens_per_s
+         : floor_s > 0 ? p.tokens_per_s * p.step_time_s / floor_s
+                       : std::numeric_limits<double>::infinity();
+}
+
 // Prices `ch` for each micro-batch (fitting grad_accum to it), sharding level, virtual
 // stage count and checkpointing policy, offering each to `best`; memory grows with the
 // micro-batch, with each level's unsharded states and with virtual stages, so each stops at
@@ -113,11 +121,17 @@ std::vector<int> virtual_stage_counts(int layers, int pp, const SearchPins& pins
 // a later checkpointing policy, an optimizer shard at least as large), so they are not priced
 // when that bound, at fsdp's best virtual stage count, does not beat the best plan so far
 // (`offer` returns its tokens/s, 0 while none fits).
+// Each candidate with tp > 1 is priced with its TP collectives waited at once and
+// overlapped in chunks (tensor_parallel.h; neither is always faster), or as pinned; the
+// two hold the same memory.
 template <class Offer>
 int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, const RingPatterns& pat,
                             const std::vector<int>& mbs, const std::vector<Sharding>& levels,
                             const std::vector<int>& vs, const std::vector<Checkpointing>& ckpts, Offer offer,
-                            const std::function<void(const std::string&)>& note) {
+                            const std::function<void(const std::string&)>& note, const SearchPins& pins) {
+  const std::vector<bool> overlaps = ch.tp == 1 ? std::vector<bool>{false}
+                                     : pins.tp_comm_overlap ? std::vector<bool>{*pins.tp_comm_overlap}
+                                                            : std::vector<bool>{false, true};
   const int64_t seqs = sequences_per_step(job);
   const ModelSpec& m = cost.model();
   const GpuSpec& gpu = cost.fabric().topology().gpu;
@@ -146,17 +160,30 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
           ch.checkpointing = ck;
           if (!must_price && memory_breakdown(m, ch, job.seq_len, gpu, window).total() > gpu.memory_bytes)
             continue;
-          const Prediction p = cost.predict(job, ch, pat);
-          ++evaluated;
-          best_rate = offer(ch, p);
-          if (p.fits) {
-            fitted = v_fitted = true;
-            if (level == Sharding::kFsdp) {
-              const double floor_s = p.step_time_s - p.fsdp_exposed_s;  // no level is faster
-              fsdp_bound = std::max(fsdp_bound, p.fsdp_exposed_s <= 0 ? p.tokens_per_s
-                                                : floor_s > 0 ? p.tokens_per_s * p.step_time_s / floor_s
-                                                              : std::numeric_limits<double>::infinity());
+          bool fits = false;
+          for (size_t k = 0; k < overlaps.size(); ++k) {
+            ch.tp_comm_overlap = overlaps[k];
+            const Prediction p = cost.predict(job, ch, pat);
+            ++evaluated;
+            best_rate = offer(ch, p);
+            fits = p.fits;
+            if (p.fits && level == Sharding::kFsdp)
+              fsdp_bound = std::max(fsdp_bound, rate_without(p, p.fsdp_exposed_s));  // no level is faster
+            // Overlap only shortens the TP collectives, in the same memory (the data-parallel
+            // ones lose the window those gave them), and each overlapped region still waits
+            // for one chunk collective of 1/tp of the bytes, at least 1/tp of the waited
+            // one's time (tensor_parallel.h): with pp 1 no overlapped step is shorter than
+            // this one less (1 - 1/tp) of its TP time, so it is priced only where that could win.
+            const double saved = p.tp_comm_s * (1 - 1.0 / ch.tp);
+            if (k == 0 && overlaps.size() > 1 && ch.pp == 1 &&
+                (!p.fits || rate_without(p, saved) <= best_rate * (1 + 1e-9))) {
+              if (p.fits && level == Sharding::kFsdp)
+                fsdp_bound = std::max(fsdp_bound, rate_without(p, saved + p.fsdp_exposed_s));
+              break;
             }
+          }
+          if (fits) {
+            fitted = v_fitted = true;
             break;  // later policies only add recompute
           }
         }
@@ -219,6 +246,7 @@ std::string pins_text(const SearchPins& p) {
   auto add = [&s](const char* opt, const std::string& v) { s += std::string(" ") + opt + " " + v; };
   if (p.cp_comm_type) add("--cp-comm-type", cp_comm_type(*p.cp_comm_type));
   if (p.tp) add("--tp", std::to_string(*p.tp));
+  if (p.tp_comm_overlap) s += *p.tp_comm_overlap ? " --tp-comm-overlap" : " --no-tp-comm-overlap";
   if (p.cp) add("--cp", std::to_string(*p.cp));
   if (p.cp_a2a && p.cp)
     add("--hierarchical-context-parallel-sizes", std::to_string(*p.cp_a2a) + " " + std::to_string(*p.cp / *p.cp_a2a));
@@ -390,7 +418,7 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
                       cost_, job, ch, *pat, micro_batches(job, ch.dp, pins),
                       sharding_levels(ch, fabric_.topology().gpus_per_node, pins, note),
                       virtual_stage_counts(model_.layers, pp, pins), ckpts,
-                      [&](const PlanChoice& c, const Prediction& p) { return best.offer(job, c, p); }, note);
+                      [&](const PlanChoice& c, const Prediction& p) { return best.offer(job, c, p); }, note, pins);
                 }
               }
             }
@@ -490,7 +518,7 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
               offer_micro_batches(cost_, job, ch, kFreeRing, micro_batches(job, ch.dp, pins),
                                   sharding_levels(ch, fabric_.topology().gpus_per_node, pins, quiet),
                                   virtual_stage_counts(model_.layers, pp, pins), ckpts,
-                                  [&](const PlanChoice& c, const Prediction& p) { return bound.offer(job, c, p); }, quiet);
+                                  [&](const PlanChoice& c, const Prediction& p) { return bound.offer(job, c, p); }, quiet, pins);
               if (!bound.plan.predicted.fits || bound.plan.predicted.tokens_per_s <= to_beat * (1 + 1e-9)) continue;
             }
             if (!pat) pat = &cost_.ring_patterns_of(ch);
@@ -498,7 +526,7 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
                 cost_, job, ch, *pat, micro_batches(job, ch.dp, pins),
                 sharding_levels(ch, fabric_.topology().gpus_per_node, pins, note),
                 virtual_stage_counts(model_.layers, pp, pins), ckpts,
-                [&](const PlanChoice& c, const Prediction& p) { return best.offer(job, c, p); }, note);
+                [&](const PlanChoice& c, const Prediction& p) { return best.offer(job, c, p); }, note, pins);
           }
         }
       }

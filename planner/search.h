@@ -41,6 +41,7 @@ namespace rm {
 struct SearchPins {
   std::optional<Strategy> cp_comm_type;  // kRing (p2p), kAllGatherCp, kUlysses, kUsp (a2a+p2p)
   std::optional<int> tp;  // tensor-parallel degree (tensor_parallel.h); searched over kTensorParallelDegrees
+  std::optional<bool> tp_comm_overlap;  // TP collectives overlapped in chunks (tp > 1; both searched)
   std::optional<int> cp;
   std::optional<int> cp_a2a;  // a2a+p2p's a2a degree (Megatron's first hierarchical CP size)
   std::optional<Schedule> schedule;

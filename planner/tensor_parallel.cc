@@ -32,6 +32,13 @@ double tp_collective_bytes(const ModelSpec& m, int64_t c, int element_bytes, int
   return static_cast<double>(c) * m.hidden * element_bytes / tp;
 }
 
+double tp_overlapped_s(double gemm_s, double chunk_s, int tp, const CostParams& cost) {
+  const double g = gemm_s / tp;
+  // One chunk exposed at an end (the first transfer, or the last), one GEMM chunk at the
+  // other, tp - 1 steps of a GEMM chunk beside a transfer between them.
+  return chunk_s + (tp - 1) * (g + cost.collective_exposed_s(chunk_s, g)) + g;
+}
+
 std::vector<int> tp_order(int tp, int cp, int dp) {
   std::vector<int> order;
   order.reserve(static_cast<size_t>(tp) * cp * dp);

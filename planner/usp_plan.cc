@@ -12,6 +12,7 @@ PlanChoice usp_ring_choice(const PlanChoice& ch) {
   PlanChoice rc = ch;
   rc.strategy = Strategy::kRing;
   rc.tp = 1;
+  rc.tp_comm_overlap = false;  // the TP collectives are the plan's, priced outside its ring
   rc.cp = r;
   rc.dp = tp * ch.dp * u;
   rc.cp_a2a = 1;

@@ -67,4 +67,33 @@ rc=$?
 [[ $rc -eq 2 ]] || fail "run of a TP plan exited $rc, want 2"
 grep -q "plan.tp" "$tmp/err" || fail "run of a TP plan: message does not name plan.tp: $(cat "$tmp/err")"
 
+# ---- TP comm overlap: pinned both ways, in the plan file, simulated, exported, refused by run ----
+"$bin" plan "${small[@]}" --tp-comm-overlap -o "$tmp/tpo.yaml" >"$tmp/out" 2>"$tmp/err" ||
+  fail "plan --tp-comm-overlap exited $?: $(cat "$tmp/err")"
+grep -q "^  tp_comm_overlap: true" "$tmp/tpo.yaml" || fail "plan.yaml of --tp-comm-overlap has no 'tp_comm_overlap: true'"
+grep -q "^tp comm overlap  *on" "$tmp/out" || fail "plan --tp-comm-overlap does not say it is on"
+"$bin" plan "${small[@]}" --no-tp-comm-overlap -o "$tmp/tpw.yaml" >/dev/null 2>"$tmp/err" || fail "plan --no-tp-comm-overlap exited $?"
+grep -q "^  tp_comm_overlap: false" "$tmp/tpw.yaml" || fail "plan.yaml of --no-tp-comm-overlap has no 'tp_comm_overlap: false'"
+sim=$("$bin" simulate --plan "$tmp/tpo.yaml" 2>"$tmp/err") || fail "simulate of an overlapped TP plan exited $?: $(tail -3 "$tmp/err")"
+grep -q "^step time" <<<"$sim" || fail "simulate of an overlapped TP plan printed no step time"
+"$bin" export --plan "$tmp/tpo.yaml" --to megatron 2>"$tmp/err" | grep -q -- "--tp-comm-overlap" ||
+  fail "megatron export of an overlapped plan lacks --tp-comm-overlap"
+"$bin" export --plan "$tmp/tpo.yaml" --to torchtitan 2>"$tmp/err" | grep -q "^enable_async_tensor_parallel = true" ||
+  fail "torchtitan export of an overlapped plan lacks enable_async_tensor_parallel = true"
+"$bin" export --plan "$tmp/tpw.yaml" --to megatron 2>"$tmp/err" | grep -q -- "--tp-comm-overlap" &&
+  fail "megatron export of a waited plan has --tp-comm-overlap"
+"$bin" run --plan "$tmp/tpo.yaml" --backend cuda >"$tmp/out" 2>"$tmp/err"
+[[ $? -eq 2 ]] || fail "run of an overlapped TP plan did not exit 2"
+for bad in "--tp-comm-overlap --no-tp-comm-overlap" "--tp 1 --tp-comm-overlap"; do
+  # shellcheck disable=SC2086
+  "$bin" plan --model llama2-7b --topology dgx-a100-ib --gpus 16 --seq 128K $bad >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [[ $rc -eq 2 ]] || fail "plan $bad exited $rc, want 2"
+  grep -q -- "--tp-comm-overlap" "$tmp/err" || fail "plan $bad: message does not name --tp-comm-overlap: $(cat "$tmp/err")"
+done
+sed 's/^  tp_comm_overlap: true/  tp_comm_overlap: maybe/' "$tmp/tpo.yaml" >"$tmp/bad.yaml"
+"$bin" simulate --plan "$tmp/bad.yaml" >"$tmp/out" 2>"$tmp/err"
+[[ $? -eq 2 ]] || fail "a plan with tp_comm_overlap: maybe did not exit 2"
+grep -q "plan.tp_comm_overlap: expected true or false" "$tmp/err" || fail "tp_comm_overlap: maybe: $(cat "$tmp/err")"
+
 [[ $failures -eq 0 ]]

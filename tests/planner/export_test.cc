@@ -178,3 +178,28 @@ TEST_CASE("rank placement: the snake order reverses every other node's devices")
   CHECK(toml.find("context_parallel_degree = 16\n") != std::string::npos);
   CHECK(toml.find("context_parallel_rotate_method = \"alltoall\"") != std::string::npos);
 }
+
+TEST_CASE("TP comm overlap exports as Megatron's --tp-comm-overlap and torchtitan's async TP") {
+  Study s(16);
+  SearchPins pins;
+  pins.tp = 4;
+  pins.tp_comm_overlap = true;
+  const Plan on = s.planner.best_ring_plan(study_job(16, 131072), pins);
+  REQUIRE(on.choice.tp_comm_overlap);
+  const MegatronArgs a = megatron_args(on, s.model);
+  CHECK(megatron_rule_violations(a).empty());
+  const std::string line = megatron_command_line(a);
+  CHECK(line.find("--sequence-parallel --tp-comm-overlap") != std::string::npos);
+  CHECK(torchtitan_export(on, s.model, 8, "plan.yaml").find("enable_async_tensor_parallel = true") !=
+        std::string::npos);
+  pins.tp_comm_overlap = false;
+  const Plan off = s.planner.best_ring_plan(study_job(16, 131072), pins);
+  CHECK(megatron_command_line(megatron_args(off, s.model)).find("--tp-comm-overlap") == std::string::npos);
+  CHECK(torchtitan_export(off, s.model, 8, "plan.yaml").find("async") == std::string::npos);
+  // Megatron's rule: overlap only with sequence parallelism.
+  MegatronArgs bad = a;
+  bad.sequence_parallel = false;
+  bool named = false;
+  for (const std::string& v : megatron_rule_violations(bad)) named |= v.find("--tp-comm-overlap") != std::string::npos;
+  CHECK(named);
+}

@@ -169,3 +169,41 @@ TEST_CASE("the two-level ring's first spelling 'hierarchical' is still read") {
   CHECK(rm::parse_schedule("two-level", "x", "schedule") == rm::Schedule::kTwoLevel);
   CHECK(std::string(rm::to_string(rm::Schedule::kTwoLevel)) == "two-level");
 }
+
+TEST_CASE("tp_comm_overlap: written, read back strictly, false in plans from before it") {
+  rm::Plan p = sample_plan();
+  p.choice.schedule = rm::Schedule::kFlat;
+  p.choice.tp = 2;
+  p.choice.cp = 4;
+  p.choice.tp_comm_overlap = true;
+  const std::string path = temp_path("tpo.yaml");
+  rm::write_plan_yaml(p, path);
+  CHECK(rm::read_plan_yaml(path).choice.tp_comm_overlap);
+  CHECK(rm::plan_to_json(p)["plan"]["tp_comm_overlap"] == true);
+  auto read_with = [&](const std::string& entry, int tp) {
+    std::ofstream(path) << "model: tiny\ntopology: cpu-local\ngpus: 2\nseq_len: 8k\n"
+                           "plan: {strategy: ring, tp: " << tp << ", cp: " << 2 / tp
+                        << ", dp: 1, schedule: flat, order: [0, 1],\n"
+                           "       load_balance: zigzag, block_q: 64, block_kv: 64, kv_subblocks: 1,\n"
+                           "       checkpointing: none" << entry << "}\n";
+    return rm::read_plan_yaml(path);
+  };
+  CHECK_FALSE(read_with("", 2).choice.tp_comm_overlap);  // written before the key existed
+  CHECK(read_with(", tp_comm_overlap: true", 2).choice.tp_comm_overlap);
+  std::string why;
+  try {
+    read_with(", tp_comm_overlap: sometimes", 2);
+  } catch (const rm::InputError& e) {
+    why = e.what();
+  }
+  CHECK(why.find("plan.tp_comm_overlap") != std::string::npos);
+  CHECK(why.find("expected true or false") != std::string::npos);
+  why.clear();
+  try {
+    read_with(", tp_comm_overlap: true", 1);
+  } catch (const rm::InputError& e) {
+    why = e.what();
+  }
+  CHECK(why.find("expected false with tp 1") != std::string::npos);
+  std::filesystem::remove(path);
+}

@@ -99,7 +99,7 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
         "c.yaml:28: rfa-a100-fwd-zigzag.comment: unknown key; expected one of: assumed, attention_kernel, causal, "
         "checkpointing, cluster, compile, cp, cp_kind, definitions, dp, fp8_recipe, global_batch, gpu, gpus, id, "
         "metric, micro_batch, model, note, passes, pp, pp_schedule, precision, published, seq_len, sharding, source, "
-        "split, topology, tp, workload");
+        "split, topology, tp, tp_comm_overlap, workload");
   // fp8's recipe: required with fp8, refused without it, one of two names.
   CHECK(corpus_error_of(replaced(kOneEntry, "precision: bf16", "precision: fp8")) ==
         "c.yaml:3: rfa-a100-fwd-zigzag.fp8_recipe: expected with precision fp8: tensorwise (torchao) or delayed "
@@ -127,10 +127,10 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
         "c.yaml:29: rfa-a100-fwd-zigzag.id: duplicate id (first at c.yaml:3)");
 }
 
-TEST_CASE("the shipped corpus loads: 56 entries, unique ids, 20 held out") {
+TEST_CASE("the shipped corpus loads: 57 entries, unique ids, 21 held out") {
   const rm::PublishedCorpus c = rm::load_published_corpus();
   CHECK(c.source == "validation/published.yaml");
-  CHECK(c.entries.size() == 56);
+  CHECK(c.entries.size() == 57);
   std::set<std::string> ids;
   int heldout = 0;
   for (const auto& e : c.entries) {
@@ -138,7 +138,7 @@ TEST_CASE("the shipped corpus loads: 56 entries, unique ids, 20 held out") {
     heldout += e.split == rm::Split::kHeldout;
   }
   CHECK(ids.size() == c.entries.size());
-  CHECK(heldout == 20);
+  CHECK(heldout == 21);
 }
 
 TEST_CASE("the sources' FLOP conventions reproduce their own checks") {
@@ -309,4 +309,22 @@ TEST_CASE("an entry run without torch.compile pays for eager elementwise kernels
   CHECK(!rm::parse_published_corpus(kOneEntry, "c.yaml").entries[0].compile);
   CHECK(corpus_error_of(replaced(kOneEntry, "causal: true", "causal: true\n    compile: maybe")).find(
             "rfa-a100-fwd-zigzag.compile: ") != std::string::npos);
+}
+
+TEST_CASE("tp_comm_overlap: optional, tp > 1 only, pinned as the source ran it") {
+  CHECK_FALSE(rm::parse_published_corpus(kOneEntry, "c.yaml").entries[0].tp_comm_overlap);
+  CHECK(corpus_error_of(replaced(kOneEntry, "causal: true", "causal: true\n    tp_comm_overlap: true")).find(
+            "rfa-a100-fwd-zigzag.tp_comm_overlap: expected only with tp > 1") != std::string::npos);
+  // torchtitan's 70B row, without and with AsyncTP: the same run, its TP collectives
+  // overlapped in chunks (tensor_parallel.h) in the second.
+  const rm::PublishedEntry& sync = shipped("torchtitan-h100-llama3-70b-fsdp32-tp8");
+  const rm::PublishedEntry& async = shipped("torchtitan-h100-llama3-70b-fsdp32-tp8-asynctp");
+  CHECK_FALSE(sync.tp_comm_overlap);
+  CHECK(async.tp_comm_overlap);
+  const rm::PublishedCheck a = rm::check_published(sync), b = rm::check_published(async);
+  REQUIRE(a.modelled);
+  REQUIRE(b.modelled);
+  CHECK_FALSE(a.plan.choice.tp_comm_overlap);
+  CHECK(b.plan.choice.tp_comm_overlap);
+  CHECK(b.predicted > a.predicted);
 }

@@ -150,6 +150,7 @@ TEST_CASE("schedule: TP collectives on the TP groups, 4 forward + 4 backward per
   pins.tp = 4;
   pins.cp = 2;
   pins.checkpointing = Checkpointing::kNone;
+  pins.tp_comm_overlap = false;
   Job j = step_job("llama2-7b", "dgx-a100-ib", 16, 65536);
   j.batch_tokens = 2 * 65536;
   const Plan plan = Planner(m, fabric, cost).best_ring_plan(j, pins);
@@ -226,4 +227,97 @@ TEST_CASE("llama3-70b at 128K on 256 H100s: heads split inside the nodes: tensor
   CHECK(p.without_tp->tokens_per_s < p.predicted.tokens_per_s);
   // Baselines stay the plans without tensor parallelism.
   for (const Baseline& b : p.baselines) CHECK(b.cp * b.dp == 256);
+}
+
+TEST_CASE("TP comm overlap by hand: tp chunks, one chunk exposed at each end, max(GEMM chunk, transfer) between") {
+  // tp_overlapped_s: x + (t-1)·max(g/t, x) + g/t, the same for an all-gather and a
+  // reduce-scatter; partial overlap o of the transfer as collective_overlap prices it.
+  CostParams hides;  // collective_overlap 1, the default
+  CHECK(tp_overlapped_s(8.0, 0.5, 4, hides) == doctest::Approx(0.5 + 3 * 2.0 + 2.0));  // GEMM bound
+  CHECK(tp_overlapped_s(8.0, 3.0, 4, hides) == doctest::Approx(3.0 + 3 * 3.0 + 2.0));  // transfer bound
+  CostParams waits = hides;
+  waits.collective_overlap = 0;  // a library that moves a collective only inside its wait
+  CHECK(tp_overlapped_s(8.0, 0.5, 4, waits) == doctest::Approx(0.5 + 3 * 2.5 + 2.0));
+
+  const ModelSpec m = load_model("llama2-7b");
+  const Topology topo = load_topology("a100-nvlink-box");
+  const Fabric fabric(topo, 8);
+  const CostParams cost = CostParams::from_topology(topo);
+  CostModel cm(m, fabric, cost);
+  Job j = step_job("llama2-7b", "a100-nvlink-box", 8, 32768);
+  j.batch_tokens = 32768;  // one sequence, one micro-step
+  PlanChoice ch;
+  ch.tp = 8;
+  ch.cp = 1;
+  ch.dp = 1;
+  ch.order = tp_order(8, 1, 1);
+  ch.load_balance = LoadBalance::kContiguous;
+  PlanChoice on = ch;
+  on.tp_comm_overlap = true;
+  const Prediction off_p = cm.predict(j, ch), on_p = cm.predict(j, on);
+  // By hand: each chunk an all-gather or reduce-scatter of 1/8 of the bytes on the node's
+  // ring (7 shards, 7 latencies), each GEMM at the layer's rate.
+  const ModelSpec ms = tp_shard(m, 8);
+  const LinearFlops lf = linear_flops_per_token(ms);
+  const double c = 32768, Fg = cost.gemm_flops_per_s(c * lf.layer());
+  const double shard = c * m.hidden * 2 / 8 / 8;
+  const Link& nv = *std::find_if(fabric.links().begin(), fabric.links().end(),
+                                 [](const Link& l) { return l.cls == LinkClass::kNvlink; });
+  const double x = 7 * shard / cost.link_bytes_per_s(nv) + 7 * cost.route_latency_s(fabric, 0, 1);
+  auto extra = [&](double flops, double factor) {
+    const double g = factor * c * flops / Fg;
+    return x + 7 * std::max(g / 8, x) + g / 8 - g;
+  };
+  const double up = lf.ffn_recompute_selective, down = lf.ffn - up;
+  const double fwd = extra(lf.qkv, 1) + extra(lf.out_proj, 1) + extra(up, 1) + extra(down, 1);
+  const double bwd = extra(lf.qkv, 2) + extra(lf.out_proj, 2) + extra(up, 2) + extra(down, 2);
+  CHECK(on_p.tp_comm_s == doctest::Approx(m.layers * (fwd + bwd)).epsilon(0.01));
+  // At 32K tokens the chunks hide behind the GEMMs: far less exposed than waiting at once,
+  // the same memory.
+  CHECK(on_p.tp_comm_s < 0.5 * off_p.tp_comm_s);
+  CHECK(on_p.step_time_s < off_p.step_time_s);
+  CHECK(on_p.memory_bytes_per_gpu == off_p.memory_bytes_per_gpu);
+}
+
+TEST_CASE("schedule with TP comm overlap: tp chunk collectives per region, the same GEMM FLOPs, contract kept") {
+  const ModelSpec m = load_model("llama2-7b");
+  const Topology topo = load_topology("dgx-a100-ib");
+  const Fabric fabric(topo, 16);
+  const CostParams cost = CostParams::from_topology(topo);
+  Job j = step_job("llama2-7b", "dgx-a100-ib", 16, 65536);
+  j.batch_tokens = 2 * 65536;
+  for (Checkpointing ck : {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull}) {
+    CAPTURE(static_cast<int>(ck));
+    SearchPins pins;
+    pins.tp = 4;
+    pins.cp = 2;
+    pins.checkpointing = ck;
+    pins.tp_comm_overlap = false;
+    Plan off = Planner(m, fabric, cost).best_ring_plan(j, pins);
+    Plan on = off;
+    on.choice.tp_comm_overlap = true;
+    ScheduleOptions so;
+    so.max_layers = 2;
+    const OpSchedule s_off = generate_schedule(off, m, fabric, so), s_on = generate_schedule(on, m, fabric, so);
+    CHECK(message_contract_violation(s_on) == "");
+    const int regions = 8 + (ck == Checkpointing::kFull ? 4 : ck == Checkpointing::kSelective ? 1 : 0);
+    for (int g = 0; g < 16; ++g) {
+      CAPTURE(g);
+      int tp_ops = 0;
+      double tp_bytes = 0, gemm_off = 0, gemm_on = 0;
+      for (const Op& op : s_on.ranks[g].ops) {
+        if (op.kind == OpKind::kCollective && op.group >= 4) {
+          ++tp_ops;
+          tp_bytes += op.bytes;
+        }
+        if (op.kind == OpKind::kCompute && op.compute == ComputeKind::kGemm) gemm_on += op.flops;
+      }
+      for (const Op& op : s_off.ranks[g].ops)
+        if (op.kind == OpKind::kCompute && op.compute == ComputeKind::kGemm) gemm_off += op.flops;
+      // Each region's collective in 4 chunks of a quarter of its bytes, 2 layers.
+      CHECK(tp_ops == 2 * regions * 4 * off.choice.grad_accum);
+      CHECK(tp_bytes == doctest::Approx(2.0 * regions * off.choice.grad_accum * 65536.0 / 2 * m.hidden * 2 / 4));
+      CHECK(gemm_on == doctest::Approx(gemm_off));
+    }
+  }
 }
