@@ -35,6 +35,28 @@ ModelSpec gpt_layer(int hidden, int heads) {
   return m;
 }
 
+// Llama 2 7B on one 8-GPU NVSwitch box at tp 8, one 32K sequence per step: the by-hand cases.
+struct OneNodeTp8 {
+  ModelSpec m = load_model("llama2-7b");
+  Topology topo = load_topology("a100-nvlink-box");
+  Fabric fabric{topo, 8};
+  CostParams cost = CostParams::from_topology(topo);
+  Job job = one_sequence(step_job("llama2-7b", "a100-nvlink-box", 8, 32768));
+  static Job one_sequence(Job j) {
+    j.batch_tokens = 32768;  // one sequence, one micro-step
+    return j;
+  }
+  PlanChoice choice() const {
+    PlanChoice ch;
+    ch.tp = 8;
+    ch.cp = 1;
+    ch.dp = 1;
+    ch.order = tp_order(8, 1, 1);
+    ch.load_balance = LoadBalance::kContiguous;
+    return ch;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("activations with TP + SP: Megatron's 34·h/t bytes per token per layer, by hand") {
@@ -106,19 +128,13 @@ TEST_CASE("memory with TP: weights, states and activations divided by tp") {
 }
 
 TEST_CASE("TP collectives by hand: 4 + 4 per layer and sequence on the NVLink ring") {
-  const ModelSpec m = load_model("llama2-7b");
-  const Topology topo = load_topology("a100-nvlink-box");
-  const Fabric fabric(topo, 8);
-  const CostParams cost = CostParams::from_topology(topo);
+  const OneNodeTp8 fx;
+  const ModelSpec& m = fx.m;
+  const Fabric& fabric = fx.fabric;
+  const CostParams& cost = fx.cost;
   CostModel cm(m, fabric, cost);
-  Job j = step_job("llama2-7b", "a100-nvlink-box", 8, 32768);
-  j.batch_tokens = 32768;  // one sequence, one micro-step
-  PlanChoice ch;
-  ch.tp = 8;
-  ch.cp = 1;
-  ch.dp = 1;
-  ch.order = tp_order(8, 1, 1);
-  ch.load_balance = LoadBalance::kContiguous;
+  const Job& j = fx.job;
+  const PlanChoice ch = fx.choice();
   REQUIRE(cm.why_invalid(j, ch) == "");
   const Prediction p = cm.predict(j, ch);
   // One all-gather over the 8 GPUs of one NVSwitch node: a ring of 8 whose flows carry 7
@@ -239,19 +255,13 @@ TEST_CASE("TP comm overlap by hand: tp chunks, one chunk exposed at each end, ma
   waits.collective_overlap = 0;  // a library that moves a collective only inside its wait
   CHECK(tp_overlapped_s(8.0, 0.5, 4, waits) == doctest::Approx(0.5 + 3 * 2.5 + 2.0));
 
-  const ModelSpec m = load_model("llama2-7b");
-  const Topology topo = load_topology("a100-nvlink-box");
-  const Fabric fabric(topo, 8);
-  const CostParams cost = CostParams::from_topology(topo);
+  const OneNodeTp8 fx;
+  const ModelSpec& m = fx.m;
+  const Fabric& fabric = fx.fabric;
+  const CostParams& cost = fx.cost;
   CostModel cm(m, fabric, cost);
-  Job j = step_job("llama2-7b", "a100-nvlink-box", 8, 32768);
-  j.batch_tokens = 32768;  // one sequence, one micro-step
-  PlanChoice ch;
-  ch.tp = 8;
-  ch.cp = 1;
-  ch.dp = 1;
-  ch.order = tp_order(8, 1, 1);
-  ch.load_balance = LoadBalance::kContiguous;
+  const Job& j = fx.job;
+  const PlanChoice ch = fx.choice();
   PlanChoice on = ch;
   on.tp_comm_overlap = true;
   const Prediction off_p = cm.predict(j, ch), on_p = cm.predict(j, on);

@@ -222,15 +222,32 @@ TEST_CASE("eager elementwise kernels (no torch.compile): the replay prices the s
   CHECK(c.simulated.step_time_s > f.simulated.step_time_s);
 }
 
+namespace {
+
+// One tensor-parallel training step, planned with its TP collectives waited at once or
+// pipelined with their GEMMs (`overlap`), and replayed.
+struct TpCase {
+  const char* topo;
+  int gpus, tp, cp;
+  int64_t seq;
+  Checkpointing ckpt;
+};
+Compared tp_step(const ModelSpec& model, const TpCase& tc, bool overlap) {
+  const Topology topo = load_topology(tc.topo);
+  SearchPins pins;
+  pins.tp = tc.tp;
+  pins.cp = tc.cp;
+  pins.checkpointing = tc.ckpt;
+  pins.order = "node-major";
+  pins.tp_comm_overlap = overlap;
+  return plan_and_simulate(topo, model, make_job(topo, tc.gpus, tc.seq, Workload::kStep), pins);
+}
+
+}  // namespace
+
 TEST_CASE("tensor parallelism (TP + SP inside a node): step time and peak memory within 2 %") {
   const ModelSpec model = load_model(kDefaultModel);
   Worst worst{"tensor-parallel training steps"};
-  struct TpCase {
-    const char* topo;
-    int gpus, tp, cp;
-    int64_t seq;
-    Checkpointing ckpt;
-  };
   for (const TpCase tc : {TpCase{"a100-nvlink-box", 8, 8, 1, 32768, Checkpointing::kNone},
                           TpCase{"a100-nvlink-box", 8, 4, 2, 65536, Checkpointing::kSelective},
                           TpCase{kStudyTopology, 16, 8, 2, 131072, Checkpointing::kFull},
@@ -238,14 +255,7 @@ TEST_CASE("tensor parallelism (TP + SP inside a node): step time and peak memory
     CAPTURE(tc.topo);
     CAPTURE(tc.tp);
     CAPTURE(tc.cp);
-    const Topology topo = load_topology(tc.topo);
-    SearchPins pins;
-    pins.tp = tc.tp;
-    pins.cp = tc.cp;
-    pins.checkpointing = tc.ckpt;
-    pins.order = "node-major";
-    pins.tp_comm_overlap = false;  // each collective waited at once (the overlapped case is below)
-    const Compared c = plan_and_simulate(topo, model, make_job(topo, tc.gpus, tc.seq, Workload::kStep), pins);
+    const Compared c = tp_step(model, tc, false);  // each collective waited at once (overlap: below)
     CHECK(c.time_error() < 0.02);
     CHECK(c.memory_error() < 0.02);
     worst.add(c, true);
@@ -258,12 +268,6 @@ TEST_CASE("tensor parallelism with TP comm overlap (chunked all-gathers and redu
   // sequences where the chunk transfers outlast their GEMM chunks and long ones where they hide.
   const ModelSpec model = load_model(kDefaultModel);
   Worst worst{"tensor-parallel steps, TP comm overlapped"};
-  struct TpCase {
-    const char* topo;
-    int gpus, tp, cp;
-    int64_t seq;
-    Checkpointing ckpt;
-  };
   for (const TpCase tc : {TpCase{"a100-nvlink-box", 8, 8, 1, 32768, Checkpointing::kNone},
                           TpCase{"a100-nvlink-box", 8, 8, 1, 4096, Checkpointing::kSelective},
                           TpCase{"a100-nvlink-box", 8, 4, 2, 65536, Checkpointing::kSelective},
@@ -274,14 +278,7 @@ TEST_CASE("tensor parallelism with TP comm overlap (chunked all-gathers and redu
     CAPTURE(tc.tp);
     CAPTURE(tc.cp);
     CAPTURE(tc.seq);
-    const Topology topo = load_topology(tc.topo);
-    SearchPins pins;
-    pins.tp = tc.tp;
-    pins.cp = tc.cp;
-    pins.checkpointing = tc.ckpt;
-    pins.order = "node-major";
-    pins.tp_comm_overlap = true;
-    const Compared c = plan_and_simulate(topo, model, make_job(topo, tc.gpus, tc.seq, Workload::kStep), pins);
+    const Compared c = tp_step(model, tc, true);
     std::printf("  tp %d cp %d on %s, %lld tokens: predicted %.4g s, simulated %.4g s (%+.3f %%)\n", tc.tp, tc.cp,
                 tc.topo, static_cast<long long>(tc.seq), c.predicted.step_time_s, c.simulated.step_time_s,
                 100 * (c.simulated.step_time_s / c.predicted.step_time_s - 1));
@@ -289,8 +286,7 @@ TEST_CASE("tensor parallelism with TP comm overlap (chunked all-gathers and redu
     CHECK(c.memory_error() < 0.02);
     worst.add(c, true);
     if (tc.seq >= 32768) {  // long enough for the chunks to hide: faster in both engines
-      pins.tp_comm_overlap = false;
-      const Compared off = plan_and_simulate(topo, model, make_job(topo, tc.gpus, tc.seq, Workload::kStep), pins);
+      const Compared off = tp_step(model, tc, false);
       CHECK(c.predicted.step_time_s < off.predicted.step_time_s);
       CHECK(c.simulated.step_time_s < off.simulated.step_time_s);
     }
