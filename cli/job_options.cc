@@ -57,6 +57,9 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
                    "model chunks per pipeline stage: 1 = 1F1B, more = interleaved 1F1B (Megatron's "
                    "--num-virtual-stages-per-pipeline-rank; needs --pp > 1)");
   pins->add_option("--cp", o.cp, "context-parallel size (cp); dp = gpus / (tp x cp x pp)");
+  pins->add_option("--dp", o.dp,
+                   "data-parallel size (replicas or shards of the model states, as --sharding says); "
+                   "with tp and pp it sets cp = gpus / (tp x pp x dp)");
   pins->add_option("--schedule", o.schedule,
                    "flat, bidirectional or two-level (ring schedules; 'hierarchical' is read as two-level)");
   pins->add_option("--order", o.order, "ring order: node-major, snake (rail-aware) or searched");
@@ -132,6 +135,7 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   };
   p.tp = in_range(o.tp, "--tp", kMaxGpus);
   p.cp = in_range(o.cp, "--cp", kMaxGpus);
+  p.dp = in_range(o.dp, "--dp", kMaxGpus);
   if (o.tp_comm_overlap && o.no_tp_comm_overlap)
     fail_input(kCommandLine, "--tp-comm-overlap", "expected one of --tp-comm-overlap and --no-tp-comm-overlap (got both)");
   if (o.tp_comm_overlap || o.no_tp_comm_overlap) p.tp_comm_overlap = o.tp_comm_overlap;
@@ -171,6 +175,16 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
                                          " x " + std::to_string(*p.pp) + ")");
   if (p.virtual_stages && *p.virtual_stages > 1 && p.pp && *p.pp == 1)
     fail_input(kCommandLine, "--virtual-stages", "needs --pp > 1: virtual stages are chunks of a pipeline stage (got --pp 1)");
+  if (p.dp && gpus % *p.dp != 0)
+    fail_input(kCommandLine, "--dp", "must divide --gpus " + std::to_string(gpus) + " (got " + std::to_string(*p.dp) + ")");
+  if (p.dp && gpus % (int64_t{*p.dp} * p.tp.value_or(1) * p.cp.value_or(1) * p.pp.value_or(1)) != 0)
+    fail_input(kCommandLine, "--dp", "--tp x --cp x --pp x --dp must divide --gpus " + std::to_string(gpus) + " (got " +
+                                         std::to_string(p.tp.value_or(1)) + " x " + std::to_string(p.cp.value_or(1)) +
+                                         " x " + std::to_string(p.pp.value_or(1)) + " x " + std::to_string(*p.dp) + ")");
+  if (p.dp && p.tp && p.cp && p.pp && int64_t{*p.tp} * *p.cp * *p.pp * *p.dp != gpus)
+    fail_input(kCommandLine, "--dp", "--tp x --cp x --pp x --dp must be --gpus " + std::to_string(gpus) + " (got " +
+                                         std::to_string(*p.tp) + " x " + std::to_string(*p.cp) + " x " +
+                                         std::to_string(*p.pp) + " x " + std::to_string(*p.dp) + ")");
   if (p.tp && p.cp && gpus % (int64_t{*p.tp} * *p.cp) != 0)
     fail_input(kCommandLine, "--cp", "--tp x --cp must divide --gpus " + std::to_string(gpus) + " (got " +
                                          std::to_string(*p.tp) + " x " + std::to_string(*p.cp) + ")");

@@ -31,7 +31,7 @@ struct JobOptions {
   double headroom = 0;       // share of GPU memory kept free (`plan --headroom`): fits means
                              // memory <= (1 - headroom) x the GPU's
   // Pins (unset = searched; a given 0 is refused, not taken as unset).
-  std::optional<int> tp, cp;
+  std::optional<int> tp, cp, dp;
   bool tp_comm_overlap = false, no_tp_comm_overlap = false;  // either pins it (tensor_parallel.h)
   std::string cp_comm_type, schedule, order, load_balance, checkpointing, sharding;
   std::vector<int> hierarchical_cp_sizes;  // a2a+p2p's [a2a degree, ring size] (Megatron's)
@@ -50,7 +50,7 @@ struct ResolvedJob {
 };
 
 // Adds --model --topology --batch-tokens --causal/--no-causal --workload --profile and the
-// pins (--cp-comm-type --tp --tp-comm-overlap/--no-tp-comm-overlap --pp --virtual-stages --cp --schedule --order --load-balance --block-q --block-kv
+// pins (--cp-comm-type --tp --tp-comm-overlap/--no-tp-comm-overlap --pp --virtual-stages --cp --dp --schedule --order --load-balance --block-q --block-kv
 // --kv-subblocks --checkpointing --micro-batch --sharding). `with_job_size` adds --gpus and --seq too (sweep has lists instead).
 void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size);
 

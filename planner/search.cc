@@ -20,6 +20,26 @@ std::vector<int> divisors(int n) {
   return d;
 }
 
+// Ring sizes to try over `groups` TP groups of a pipeline stage (cp x dp = groups): the
+// pinned cp, the one a pinned dp leaves, or every divisor; `note` hears why a pinned dp
+// cannot split these groups.
+std::vector<int> cp_candidates(int groups, const SearchPins& pins, const std::function<void(const std::string&)>& note) {
+  if (pins.dp) {
+    const int dp = *pins.dp;
+    const std::string of = " the " + std::to_string(groups) + " TP groups of a pipeline stage";
+    if (groups % dp != 0) {
+      note("dp " + std::to_string(dp) + " does not divide" + of);
+      return {};
+    }
+    if (pins.cp && *pins.cp * dp != groups) {
+      note("cp " + std::to_string(*pins.cp) + " x dp " + std::to_string(dp) + " is not" + of);
+      return {};
+    }
+    return {groups / dp};
+  }
+  return pins.cp ? std::vector<int>{*pins.cp} : divisors(groups);
+}
+
 Planner::Planner(const ModelSpec& model, const Fabric& fabric, const CostParams& cost)
     : model_(model), fabric_(fabric), cost_(model, fabric, cost) {}
 
@@ -248,6 +268,7 @@ std::string pins_text(const SearchPins& p) {
   if (p.tp) add("--tp", std::to_string(*p.tp));
   if (p.tp_comm_overlap) s += *p.tp_comm_overlap ? " --tp-comm-overlap" : " --no-tp-comm-overlap";
   if (p.cp) add("--cp", std::to_string(*p.cp));
+  if (p.dp) add("--dp", std::to_string(*p.dp));
   if (p.cp_a2a && p.cp)
     add("--hierarchical-context-parallel-sizes", std::to_string(*p.cp_a2a) + " " + std::to_string(*p.cp / *p.cp_a2a));
   if (p.schedule) add("--schedule", to_string(*p.schedule));
@@ -354,7 +375,7 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
     // Each ring position is a TP group of tp GPUs (tensor_parallel.h) in one of pp
     // pipeline stages (pipeline_parallel.h): cp x dp = G / (tp x pp).
     const int groups = G / tp / pp;
-    for (int cp : pins.cp ? std::vector<int>{*pins.cp} : divisors(groups)) {
+    for (int cp : cp_candidates(groups, pins, note)) {
       if (cp < 1 || groups % cp != 0) {
         note("cp " + std::to_string(cp) + " does not divide the " + std::to_string(groups) +
              (tp > 1 ? " TP groups" : " GPUs"));
@@ -462,9 +483,11 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
                                               : std::vector<int>(std::begin(kTileSizes), std::end(kTileSizes));
   for (const auto& [pp, tp] : stage_shapes(G, pp_degrees(job, pins, note), tps, note)) {
     const int groups = G / tp / pp;  // TP groups of a pipeline stage (tensor_parallel.h)
-    for (int cp : pins.cp ? std::vector<int>{*pins.cp} : divisors(groups)) {
+    for (int cp : cp_candidates(groups, pins, note)) {
       if (cp < 2) {  // cp 1 is the p2p plan without a ring
         if (pins.cp) note(std::string(cp_comm_type(kind)) + " needs cp >= 2");
+        else if (pins.dp) note(std::string(cp_comm_type(kind)) + " needs cp >= 2 (dp " + std::to_string(*pins.dp) +
+                               " leaves cp 1 of " + std::to_string(groups) + " TP groups)");
         continue;
       }
       if (groups % cp != 0) {

@@ -43,6 +43,7 @@ struct SearchPins {
   std::optional<int> tp;  // tensor-parallel degree (tensor_parallel.h); searched over kTensorParallelDegrees
   std::optional<bool> tp_comm_overlap;  // TP collectives overlapped in chunks (tp > 1; both searched)
   std::optional<int> cp;
+  std::optional<int> dp;  // data-parallel degree: with tp and pp it sets cp = G / (tp x pp x dp)
   std::optional<int> cp_a2a;  // a2a+p2p's a2a degree (Megatron's first hierarchical CP size)
   std::optional<Schedule> schedule;
   std::optional<std::string> order;  // "node-major", "snake", "searched"

@@ -132,6 +132,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/expect_bad.bash"
 expect_bad "is not a multiple of 16" "--cp 16" -- plan --gpus 16 --seq 16008 --cp 16
 expect_bad "must divide" "--cp" -- plan --gpus 16 --seq 64k --cp 5
 expect_bad "must be in [1, 131072] (got 0)" "--cp" -- plan --gpus 16 --seq 64k --cp 0
+expect_bad "must divide --gpus 16 (got 3)" "--dp" -- plan --gpus 16 --seq 64k --dp 3
+expect_bad "must be --gpus 16 (got 2 x 2 x 1 x 2)" "--dp" -- plan --gpus 16 --seq 64k --tp 2 --cp 2 --pp 1 --dp 2
+expect_bad "a2a needs cp >= 2 (dp 16 leaves cp 1 of 16 TP groups)" "--dp 16" -- plan --gpus 16 --seq 64k --cp-comm-type a2a --dp 16
 expect_bad "bidirectional ring needs cp >= 3" "cp" -- plan --gpus 16 --seq 64k --cp 2 --schedule bidirectional
 expect_bad "--max-seq" "drop --seq" -- plan --gpus 16 --seq 64k --max-seq
 # CP kinds: a2a needs cp to divide the heads; the ring's choices are not the other kinds';

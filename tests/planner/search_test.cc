@@ -257,3 +257,35 @@ TEST_CASE("sliding window: all_gather gathers only the window's blocks") {
   CHECK(w.predicted.memory.working_set < f.predicted.memory.working_set);
   CHECK(w.predicted.exposed_comm_s < 0.2 * f.predicted.exposed_comm_s);
 }
+
+TEST_CASE("a --dp pin fixes the data-parallel degree: cp follows from tp and pp, one that cannot split is explained") {
+  Study s(64);
+  const Job job = study_job(64, 131072);
+  SearchPins pins;
+  pins.dp = 4;
+  const Plan p = s.planner.plan(job, pins);
+  CHECK(p.choice.dp == 4);
+  CHECK(p.choice.tp * p.choice.cp * p.choice.pp * p.choice.dp == 64);
+  pins.tp = 2;
+  pins.pp = 1;
+  const Plan q = s.planner.plan(job, pins);
+  CHECK(q.choice.dp == 4);
+  CHECK(q.choice.cp == 8);
+  // A pinned cp that does not make up the groups with dp, and a kind dp leaves no ring for.
+  pins.cp = 4;
+  try {
+    s.planner.plan(job, pins);
+    FAIL("tp 2 x cp 4 x dp 4 on 64 GPUs with pp 1 was accepted");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("cp 4 x dp 4 is not the 32 TP groups") != std::string::npos);
+  }
+  SearchPins a2a;
+  a2a.dp = 64;
+  a2a.cp_comm_type = Strategy::kUlysses;
+  try {
+    s.planner.plan(job, a2a);
+    FAIL("a2a with dp 64 on 64 GPUs was accepted");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("a2a needs cp >= 2 (dp 64 leaves cp 1 of 64 TP groups)") != std::string::npos);
+  }
+}
