@@ -20,6 +20,8 @@ std::vector<int> divisors(int n) {
   return d;
 }
 
+namespace {
+
 // Ring sizes to try over `groups` TP groups of a pipeline stage (cp x dp = groups): the
 // pinned cp, the one a pinned dp leaves, or every divisor; `note` hears why a pinned dp
 // cannot split these groups.
@@ -39,6 +41,8 @@ std::vector<int> cp_candidates(int groups, const SearchPins& pins, const std::fu
   }
   return pins.cp ? std::vector<int>{*pins.cp} : divisors(groups);
 }
+
+}  // namespace
 
 Planner::Planner(const ModelSpec& model, const Fabric& fabric, const CostParams& cost)
     : model_(model), fabric_(fabric), cost_(model, fabric, cost) {}
