@@ -27,9 +27,9 @@
 #include "executor/verify.h"
 #include "executor/watchdog.h"
 #include "planner/attention_work.h"
+#include "planner/cost_model.h"
 #include "planner/cost_params.h"
 #include "planner/input_error.h"
-#include "planner/kernel_efficiency.h"
 #ifdef RINGMASTER_HAVE_CUDA
 #include "executor/cuda/cuda_train_kernels.h"
 #endif
@@ -146,17 +146,12 @@ std::unique_ptr<TrainKernels<float>> make_device_kernels(const std::string& back
   return nullptr;
 }
 
-// Model FLOPs per token of a training step, MFU's numerator (PaLM's convention, Chowdhery
-// et al. 2022, appendix B: what the model needs, no recompute): the GEMMs of the layers
-// and the head (token_step_work without checkpointing) and the attention's 4·N·d·h per
-// token forward (half of it causal), backward kBackwardFlopsFactor times that.
+// Model FLOPs per token of a training step, MFU's numerator: the planner's own count
+// (model_flops_per_step, PaLM's convention: what the model needs, no recompute), so the
+// MFU train prints is the one plan predicts.
 double model_flops_per_token(const LoadedPlanFile& lp) {
-  const ModelSpec& m = lp.model;
-  const Plan& plan = lp.plan;
-  const double attention_fwd = 4.0 * static_cast<double>(plan.job.seq_len) * m.head_dim * m.heads *
-                               m.layers * (plan.job.causal ? 0.5 : 1.0);
-  return token_step_work(m, Checkpointing::kNone, lp.topology.gpu.element_bytes).gemm_flops +
-         (1.0 + kBackwardFlopsFactor) * attention_fwd;
+  const Job& job = lp.plan.job;
+  return model_flops_per_step(lp.model, job) / (static_cast<double>(sequences_per_step(job)) * job.seq_len);
 }
 
 int train_body(const TrainOptions& opt, int rank, int size) {

@@ -654,9 +654,7 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   }
 
   const LinearFlops lf = linear_flops_per_token(m);
-  // The GEMMs run on the micro-step's stacked sequences at once (their size sets the rate).
-  const int mb = job.workload == Workload::kStep ? std::max(1, ch.micro_batch) : 1;
-  const double Fg = cost_.gemm_flops_per_s(mb * static_cast<double>(c) * lf.layer());
+  const double Fg = layer_gemm_flops_per_s(job, ch, c, lf);
   // Norms, rotary, activation and residual adds ride with the linear layers (HBM bound).
   // Tensor + sequence parallelism splits all of it tp ways (norms and adds by tokens,
   // rotary and the activation by heads and FFN columns).
@@ -695,6 +693,12 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   return t;
 }
 
+double CostModel::layer_gemm_flops_per_s(const Job& job, const PlanChoice& ch, int64_t c,
+                                         const LinearFlops& lf) const {
+  // The GEMMs run on the micro-step's stacked sequences at once (their size sets the rate).
+  return cost_.gemm_flops_per_s(micro_step_sequences(job, ch) * static_cast<double>(c) * lf.layer());
+}
+
 void CostModel::add_tp_overlap(const Job& job, const PlanChoice& ch, LayerTimes& t) {
   // Each collective pipelined with the GEMM it feeds or drains, in tp chunks
   // (tensor_parallel.h): what that adds to the GEMM's own time (linear_fwd, _bwd), at the
@@ -702,8 +706,7 @@ void CostModel::add_tp_overlap(const Job& job, const PlanChoice& ch, LayerTimes&
   const ModelSpec& m = shard(ch.tp);
   const int64_t c = job.seq_len / std::max(1, ch.cp);
   const LinearFlops lf = linear_flops_per_token(m);
-  const int mb = job.workload == Workload::kStep ? std::max(1, ch.micro_batch) : 1;
-  const double Fg = cost_.gemm_flops_per_s(mb * static_cast<double>(c) * lf.layer());
+  const double Fg = layer_gemm_flops_per_s(job, ch, c, lf);
   const double x = tp_collective(ch.tp).time(
       tp_collective_bytes(model_, c, fabric_.topology().gpu.element_bytes, ch.tp) / ch.tp);
   auto extra = [&](double flops_per_token, double factor) {
@@ -754,7 +757,7 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
       : ch.strategy == Strategy::kUsp   ? &all_to_all_pattern(ch.cp_a2a, G / ch.cp_a2a, ch.order)
                                         : nullptr;
   // A micro-step runs micro_batch sequences through each layer, one after another.
-  const int mb = job.workload == Workload::kStep ? std::max(1, ch.micro_batch) : 1;
+  const int mb = micro_step_sequences(job, ch);
   const LayerTimes real = scaled(layer_times_cached(job, ch, pat, a2a, false), mb);
   const LayerTimes free = scaled(layer_times_cached(job, ch, pat, a2a, true), mb);
   const bool fwd_only = job.passes == Passes::kForward;

@@ -183,6 +183,9 @@ class CostModel {
   // With tp_comm_overlap: sets t.tp_fwd, t.tp_bwd to what the chunked TP collectives add
   // to their GEMMs (tensor_parallel.h).
   void add_tp_overlap(const Job& job, const PlanChoice& choice, LayerTimes& t);
+  // The FLOP/s of a layer's linear GEMMs on c tokens of each of the micro-step's sequences,
+  // `lf` one TP member's (the GEMM size curve, CostParams::gemm_flops_per_s).
+  double layer_gemm_flops_per_s(const Job& job, const PlanChoice& choice, int64_t c, const LinearFlops& lf) const;
   LayerTimes layer_times(const Job& job, const PlanChoice& choice, const RingPatterns& pat,
                          const PatternCost* a2a, bool free_comm);
   const PatternCost& all_to_all_pattern(int cp, int dp, const std::vector<int>& order);

@@ -159,6 +159,13 @@ struct PlanChoice {
   int virtual_stages = 1;
 };
 
+// Sequences each ring runs through a layer per micro-step: the plan's micro-batch for a
+// step workload, one otherwise (the cost model, the schedule generator and the GEMM size
+// curve all count the micro-step this way).
+inline int micro_step_sequences(const Job& job, const PlanChoice& ch) {
+  return job.workload == Workload::kStep ? (ch.micro_batch > 1 ? ch.micro_batch : 1) : 1;
+}
+
 struct MemoryBreakdown {  // bytes per GPU
   double model_states = 0;     // sharded params, grads, optimizer states
   double layer_buffers = 0;    // unsharded (all-gathered) layer params and grads

@@ -621,11 +621,6 @@ Plan Planner::best_plan(const Job& job, const SearchPins& pins, SearchStats* sta
                                  "the p2p ring, not of --cp-comm-type ") +
                      cp_comm_type(*pins.cp_comm_type));
   }
-  return best_of_kinds(job, pins, stats);
-}
-
-Plan Planner::best_of_kinds(const Job& job, const SearchPins& pins, SearchStats* stats) {
-  const bool ring_pins = pins.schedule || pins.order || pins.load_balance || pins.kv_subblocks;
   std::vector<Strategy> kinds;
   if (pins.cp_comm_type) kinds = {*pins.cp_comm_type};
   else if (ring_pins || (pins.cp && *pins.cp == 1)) kinds = {Strategy::kRing};

@@ -117,8 +117,6 @@ class Planner {
   CostModel& cost_model() { return cost_; }
 
  private:
-  // best_plan's search over the CP kinds under `pins` as they are.
-  Plan best_of_kinds(const Job& job, const SearchPins& pins, SearchStats* stats);
   // The TP degrees to search (pinned, or kTensorParallelDegrees that divide the model's
   // heads and the GPUs and fit a node); `note` hears why a pinned one cannot work.
   std::vector<int> tp_degrees(const SearchPins& pins, const std::function<void(const std::string&)>& note) const;
