@@ -19,28 +19,26 @@ std::vector<AdamWSegment> whole_model_segments(const std::vector<ParamTensor>& t
 }
 
 void adamw_update(const AdamWConfig& cfg, const std::vector<AdamWSegment>& segments,
-                  double norm, std::vector<float>& params, const std::vector<float>& grads,
-                  AdamWState& state) {
-  if (state.m.size() != params.size()) {
-    state.m.assign(params.size(), 0.0f);
-    state.v.assign(params.size(), 0.0f);
-  }
+                  double norm, int64_t step, TrainKernels<float>& kernels, View<float> params,
+                  ConstView<float> grads, View<float> m, View<float> v) {
+  AdamWScalars s;
   // torch.nn.utils.clip_grad_norm_'s rule: scale by clip / (norm + 1e-6) when above.
-  const double clip = norm > cfg.clip_norm ? cfg.clip_norm / (norm + 1e-6) : 1.0;
-  const double lr = adamw_lr(cfg, state.step);
-  ++state.step;
-  const double bc1 = 1.0 - std::pow(cfg.beta1, static_cast<double>(state.step));
-  const double bc2 = 1.0 - std::pow(cfg.beta2, static_cast<double>(state.step));
-  const float b1 = static_cast<float>(cfg.beta1), b2 = static_cast<float>(cfg.beta2);
+  s.clip = norm > cfg.clip_norm ? cfg.clip_norm / (norm + 1e-6) : 1.0;
+  s.lr = adamw_lr(cfg, step);
+  s.bc1 = 1.0 - std::pow(cfg.beta1, static_cast<double>(step + 1));
+  s.bc2 = 1.0 - std::pow(cfg.beta2, static_cast<double>(step + 1));
+  s.eps = cfg.eps;
+  s.b1 = static_cast<float>(cfg.beta1);
+  s.b2 = static_cast<float>(cfg.beta2);
   for (const AdamWSegment& t : segments) {
-    const float decay = t.decay ? static_cast<float>(1.0 - lr * cfg.weight_decay) : 1.0f;
-    for (size_t i = t.begin; i < t.end; ++i) {
-      const float g = static_cast<float>(grads[i] * clip);
-      state.m[i] = b1 * state.m[i] + (1 - b1) * g;
-      state.v[i] = b2 * state.v[i] + (1 - b2) * g * g;
-      const double mhat = state.m[i] / bc1, vhat = state.v[i] / bc2;
-      params[i] = static_cast<float>(params[i] * decay - lr * mhat / (std::sqrt(vhat) + cfg.eps));
-    }
+    s.decay = t.decay ? static_cast<float>(1.0 - s.lr * cfg.weight_decay) : 1.0f;
+    const auto at = [&](auto view) {
+      view.data += t.begin;
+      view.rows = 1;
+      view.cols = static_cast<int64_t>(t.end - t.begin);
+      return view;
+    };
+    kernels.adamw(at(params), at(grads), at(m), at(v), s);
   }
 }
 

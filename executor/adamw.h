@@ -1,7 +1,9 @@
 // AdamW (Loshchilov & Hutter 2019) with global gradient-norm clipping, over a rank's part
 // of the model's flat fp32 parameter vector (transformer.h): the whole vector, or its FSDP
-// shards (fsdp.h). It is elementwise, so every rank updating its own elements from the
-// same global gradient norm gives the same parameters as one rank updating them all.
+// shards (fsdp.h), in the memory of the kernels that run it (train_kernels.h: the host
+// for cpu, the GPU for cuda). It is elementwise, so every rank updating its own elements
+// from the same global gradient norm gives the same parameters as one rank updating them
+// all.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,7 @@ struct AdamWConfig {
   double clip_norm = 1.0;
 };
 
+// AdamW's state as a checkpoint holds it (host memory, the whole model).
 struct AdamWState {
   int64_t step = 0;  // updates applied
   std::vector<float> m, v;
@@ -42,11 +45,11 @@ std::vector<AdamWSegment> whole_model_segments(const std::vector<ParamTensor>& t
 // The learning rate of update number `step` (0-based).
 double adamw_lr(const AdamWConfig& cfg, int64_t step);
 
-// Clips the gradients of the global norm `grad_norm` (over all ranks' parts) to
-// cfg.clip_norm, then applies one AdamW update to the `segments` of `params` (the state's
-// m and v are sized as `params` on the first call).
+// Update number `step` (0-based): clips the gradients of the global norm `grad_norm` (over
+// all ranks' parts) to cfg.clip_norm, then applies one AdamW update to the `segments` of
+// `params`, with the moments m and v (all four arrays the same size, in `kernels`' memory).
 void adamw_update(const AdamWConfig& cfg, const std::vector<AdamWSegment>& segments,
-                  double grad_norm, std::vector<float>& params, const std::vector<float>& grads,
-                  AdamWState& state);
+                  double grad_norm, int64_t step, TrainKernels<float>& kernels,
+                  View<float> params, ConstView<float> grads, View<float> m, View<float> v);
 
 }  // namespace rm::exec

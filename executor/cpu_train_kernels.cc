@@ -180,6 +180,27 @@ class CpuTrainKernels final : public TrainKernels<T> {
         for (int k = 0; k < d; ++k)
           x.data[(row0 + i) * x.cols + j * d + k] = t.data[(j * c + i) * d + k];
   }
+
+  void add(View<T> y, ConstView<T> x) override {
+    for (int64_t i = 0; i < x.size(); ++i) y.data[i] += x.data[i];
+  }
+
+  double squared_norm(ConstView<T> x) override {
+    double sq = 0;
+    for (int64_t i = 0; i < x.size(); ++i) sq += static_cast<double>(x.data[i]) * x.data[i];
+    return sq;
+  }
+
+  void adamw(View<T> p, ConstView<T> grad, View<T> m, View<T> v, const AdamWScalars& s) override {
+    const T b1 = static_cast<T>(s.b1), b2 = static_cast<T>(s.b2), decay = static_cast<T>(s.decay);
+    for (int64_t i = 0; i < p.size(); ++i) {
+      const T g = static_cast<T>(grad.data[i] * s.clip);
+      m.data[i] = b1 * m.data[i] + (1 - b1) * g;
+      v.data[i] = b2 * v.data[i] + (1 - b2) * g * g;
+      const double mhat = m.data[i] / s.bc1, vhat = v.data[i] / s.bc2;
+      p.data[i] = static_cast<T>(p.data[i] * decay - s.lr * mhat / (std::sqrt(vhat) + s.eps));
+    }
+  }
 };
 
 }  // namespace

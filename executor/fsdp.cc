@@ -1,27 +1,38 @@
-// FSDP's sharded model state over MPI (see fsdp.h).
+// FSDP's sharded model state (see fsdp.h).
 #include "executor/fsdp.h"
 
 #include <algorithm>
 
 namespace rm::exec {
 
+namespace {
+
+// A view of n elements of `t` from `at`.
+View<float> slice(Tensor<float>& t, size_t at, size_t n) {
+  return {t.data() + at, 1, static_cast<int64_t>(n)};
+}
+
+}  // namespace
+
 FsdpParams::FsdpParams(const Transformer& model, Sharding sharding, const std::vector<float>& full,
-                       Watchdog* watchdog, double epoch)
-    : watchdog_(watchdog), epoch_(epoch) {
+                       TrainKernels<float>& kernels, const std::string& backend, Watchdog* watchdog,
+                       double epoch)
+    : k_(kernels), watchdog_(watchdog), epoch_(epoch) {
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_dup(sharding == Sharding::kFsdp ? MPI_COMM_WORLD : MPI_COMM_SELF, &shard_comm_);
   MPI_Comm_dup(sharding == Sharding::kFsdp ? MPI_COMM_SELF : MPI_COMM_WORLD, &replica_comm_);
   MPI_Comm_size(shard_comm_, &shard_size_);
   MPI_Comm_rank(shard_comm_, &shard_rank_);
+  coll_ = make_shard_collectives(backend, shard_comm_, replica_comm_);
+  collectives_name_ = coll_->name();
   const auto S = static_cast<size_t>(shard_size_), r = static_cast<size_t>(shard_rank_);
-  size_t local = 0;
   for (const ParamUnit& pu : model.units()) {
     Unit u;
     u.begin = pu.begin;
     u.size = pu.size();
     u.shard = (u.size + S - 1) / S;
-    u.local = local;
-    local += u.shard;
+    u.local = local_;
+    local_ += u.shard;
     // This rank's elements of the unit, [lo, hi) in the full vector, and the tensors'
     // parts among them.
     const size_t lo = std::min(u.begin + r * u.shard, pu.end), hi = std::min(lo + u.shard, pu.end);
@@ -33,25 +44,40 @@ FsdpParams::FsdpParams(const Transformer& model, Sharding sharding, const std::v
   }
   gathered_.resize(units_.size());
   unsharded_grads_.resize(units_.size());
-  params_ = shard(full);
-  grads_.assign(params_.size(), 0.0f);
+  for (Tensor<float>* t : {&params_, &grads_, &m_, &v_}) {
+    *t = k_.alloc(1, static_cast<int64_t>(local_));
+    k_.zero(*t);
+  }
+  load(StateArray::kParams, full);
 }
 
 FsdpParams::~FsdpParams() {
-  if (prefetched_ >= 0) MPI_Wait(&prefetch_, MPI_STATUS_IGNORE);  // its buffer is about to go
+  if (prefetched_ >= 0) coll_->wait_all_gather();  // its buffer is about to go
+  coll_.reset();
   MPI_Comm_free(&shard_comm_);
   MPI_Comm_free(&replica_comm_);
 }
 
-void FsdpParams::hold(std::vector<float>& buffer, size_t n) {
-  buffer.assign(n, 0.0f);
-  unsharded_ += n * sizeof(float);
-  peak_unsharded_ = std::max(peak_unsharded_, unsharded_);
+Tensor<float>& FsdpParams::array(StateArray a) {
+  switch (a) {
+    case StateArray::kParams: return params_;
+    case StateArray::kGrads: return grads_;
+    case StateArray::kMoment1: return m_;
+    case StateArray::kMoment2: return v_;
+  }
+  return params_;
 }
 
-void FsdpParams::drop(std::vector<float>& buffer) {
-  unsharded_ -= buffer.size() * sizeof(float);
-  std::vector<float>().swap(buffer);
+Tensor<float> FsdpParams::hold(size_t n) {
+  Tensor<float> t = k_.alloc(1, static_cast<int64_t>(n));
+  unsharded_ += n * sizeof(float);
+  peak_unsharded_ = std::max(peak_unsharded_, unsharded_);
+  return t;
+}
+
+void FsdpParams::drop(Tensor<float>& buffer) {
+  unsharded_ -= static_cast<size_t>(buffer.size()) * sizeof(float);
+  buffer = Tensor<float>();
 }
 
 void FsdpParams::record(const char* kind, int unit, double t0) {
@@ -65,8 +91,7 @@ void FsdpParams::record(const char* kind, int unit, double t0) {
   m.layer = unit;
   m.step = -1;
   m.kind = kind;
-  m.bytes = static_cast<double>(unit < 0 ? params_.size() : units_[static_cast<size_t>(unit)].size) *
-            sizeof(float);
+  m.bytes = static_cast<double>(unit < 0 ? local_ : units_[static_cast<size_t>(unit)].size) * sizeof(float);
   m.start = t0 - epoch_;
   m.seconds = t1 - t0;
   records_.push_back(m);
@@ -82,12 +107,14 @@ int FsdpParams::next_unit(int unit) const {
 
 void FsdpParams::post_gather(int unit) {
   const Unit& u = units_[static_cast<size_t>(unit)];
-  std::vector<float>& buf = gathered_[static_cast<size_t>(unit)];
-  hold(buf, u.shard * static_cast<size_t>(shard_size_));
-  std::copy_n(params_.begin() + static_cast<std::ptrdiff_t>(u.local), u.shard,
-              buf.begin() + static_cast<std::ptrdiff_t>(u.shard * static_cast<size_t>(shard_rank_)));
-  MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf.data(), static_cast<int>(u.shard), MPI_FLOAT,
-                 shard_comm_, &prefetch_);
+  Tensor<float>& buf = gathered_[static_cast<size_t>(unit)];
+  buf = hold(u.shard * static_cast<size_t>(shard_size_));
+  // The fault injection (fsdp.h): the next block's chunk, of the same size, in its place.
+  const int source = step_ == wrong_unit_step_ && unit == 1 && units_.size() > 3 ? 2 : unit;
+  // This rank's chunk in place, then the collective fills the others (the contract's layout).
+  k_.copy(slice(buf, u.shard * static_cast<size_t>(shard_rank_), u.shard),
+          slice(params_, units_[static_cast<size_t>(source)].local, u.shard));
+  coll_->start_all_gather(buf.data(), u.shard, source);
   prefetched_ = unit;
 }
 
@@ -95,7 +122,7 @@ void FsdpParams::wait_prefetch(bool keep) {
   const int unit = prefetched_;
   watchdog_->arm("the FSDP all-gather of unit " + std::to_string(unit));
   const double t0 = MPI_Wtime();
-  MPI_Wait(&prefetch_, MPI_STATUS_IGNORE);
+  coll_->wait_all_gather();
   record("all_gather", unit, t0);
   watchdog_->disarm();
   prefetched_ = -1;
@@ -106,8 +133,8 @@ const float* FsdpParams::gather(int unit) {
   const Unit& u = units_[static_cast<size_t>(unit)];
   if (shard_size_ == 1) return params_.data() + u.local;  // the shard is the whole unit
   if (prefetched_ >= 0) wait_prefetch(prefetched_ == unit);
-  std::vector<float>& buf = gathered_[static_cast<size_t>(unit)];
-  if (buf.empty()) {  // not prefetched: gather it now
+  Tensor<float>& buf = gathered_[static_cast<size_t>(unit)];
+  if (buf.data() == nullptr) {  // not prefetched: gather it now
     post_gather(unit);
     wait_prefetch(true);
   }
@@ -124,49 +151,57 @@ void FsdpParams::release(int unit) {
 float* FsdpParams::grads(int unit) {
   const Unit& u = units_[static_cast<size_t>(unit)];
   if (shard_size_ == 1) return grads_.data() + u.local;
-  std::vector<float>& buf = unsharded_grads_[static_cast<size_t>(unit)];
-  hold(buf, u.shard * static_cast<size_t>(shard_size_));
+  Tensor<float>& buf = unsharded_grads_[static_cast<size_t>(unit)];
+  buf = hold(u.shard * static_cast<size_t>(shard_size_));
+  k_.zero(buf);
   return buf.data();
 }
 
 void FsdpParams::reduce(int unit) {
   if (shard_size_ == 1) return;
   const Unit& u = units_[static_cast<size_t>(unit)];
-  std::vector<float>& buf = unsharded_grads_[static_cast<size_t>(unit)];
-  std::vector<float> mine(u.shard);
+  Tensor<float>& buf = unsharded_grads_[static_cast<size_t>(unit)];
+  Tensor<float> mine = k_.alloc(1, static_cast<int64_t>(u.shard));
   watchdog_->arm("the FSDP reduce-scatter of unit " + std::to_string(unit));
   const double t0 = MPI_Wtime();
-  MPI_Reduce_scatter_block(buf.data(), mine.data(), static_cast<int>(u.shard), MPI_FLOAT, MPI_SUM,
-                           shard_comm_);
+  coll_->reduce_scatter(buf.data(), mine.data(), u.shard, unit);
   record("reduce_scatter", unit, t0);
   watchdog_->disarm();
   drop(buf);
-  for (size_t i = 0; i < u.shard; ++i) grads_[u.local + i] += mine[i];
+  k_.add(slice(grads_, u.local, u.shard), mine);
 }
 
-void FsdpParams::zero_grads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+void FsdpParams::zero_grads() { k_.zero(grads_); }
 
 void FsdpParams::finish_gradients() {
+  watchdog_->arm("comparing the ranks' FSDP collectives");
+  coll_->check_order();
+  watchdog_->disarm();
   int replicas = 1;
   MPI_Comm_size(replica_comm_, &replicas);
   if (replicas == 1) return;
   watchdog_->arm("the gradient all-reduce");
   const double t0 = MPI_Wtime();
-  MPI_Allreduce(MPI_IN_PLACE, grads_.data(), static_cast<int>(grads_.size()), MPI_FLOAT, MPI_SUM,
-                replica_comm_);
+  coll_->all_reduce_replicas(grads_.data(), local_, -1);
   record("all_reduce", -1, t0);
   watchdog_->disarm();
 }
 
-double FsdpParams::grad_squared_norm() const {
-  double sq = 0;
-  for (float g : grads_) sq += static_cast<double>(g) * g;  // padding is zero
+double FsdpParams::grad_squared_norm() {
+  double sq = k_.squared_norm(grads_);  // padding is zero
   MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, shard_comm_);
   return sq;
 }
 
-std::vector<float> FsdpParams::unshard(const std::vector<float>& local) {
+void FsdpParams::optimizer_step(const AdamWConfig& cfg, double grad_norm) {
+  adamw_update(cfg, segments_, grad_norm, optimizer_steps_, k_, params_, grads_, m_, v_);
+  ++optimizer_steps_;
+}
+
+std::vector<float> FsdpParams::unshard(StateArray which) {
   if (prefetched_ >= 0) wait_prefetch(false);
+  std::vector<float> local(local_);
+  k_.download(local.data(), array(which).data(), static_cast<int64_t>(local_));
   size_t n = 0;
   for (const Unit& u : units_) n = std::max(n, u.begin + u.size);
   std::vector<float> full(n);
@@ -182,8 +217,8 @@ std::vector<float> FsdpParams::unshard(const std::vector<float>& local) {
   return full;
 }
 
-std::vector<float> FsdpParams::shard(const std::vector<float>& full) const {
-  std::vector<float> local(units_.empty() ? 0 : units_.back().local + units_.back().shard, 0.0f);
+void FsdpParams::load(StateArray which, const std::vector<float>& full) {
+  std::vector<float> local(local_, 0.0f);
   for (const Unit& u : units_) {
     const size_t lo = std::min(u.shard * static_cast<size_t>(shard_rank_), u.size);
     const size_t hi = std::min(lo + u.shard, u.size);
@@ -191,7 +226,7 @@ std::vector<float> FsdpParams::shard(const std::vector<float>& full) const {
               full.begin() + static_cast<std::ptrdiff_t>(u.begin + hi),
               local.begin() + static_cast<std::ptrdiff_t>(u.local));
   }
-  return local;
+  k_.upload(array(which).data(), local.data(), static_cast<int64_t>(local_));
 }
 
 std::vector<Measurement> FsdpParams::take_records() {

@@ -2,14 +2,17 @@
 // (ZeRO-3, Rajbhandari et al. 2020) keeps it: each FSDP unit of the model (transformer.h:
 // the embedding, each block, the head) is one flat vector, like FSDP's FlatParameter,
 // padded to a multiple of the shard group's size S and split into S equal shards; a rank
-// keeps only its shard of the parameters, of the gradients and of AdamW's m and v.
+// keeps only its shard of the parameters, of the gradients and of AdamW's m and v, in the
+// memory of the kernels the pass runs on (train_kernels.h: host for cpu, device for
+// cuda), and moves them with the backend's collectives (shard_collectives.h: MPI, or
+// NCCL on the device), so a GPU's model state never crosses the host link during a step.
 //
 // As a ParamAccess (what the transformer reads through): gather(u) all-gathers the unit
-// into a temporary unsharded buffer (MPI_Allgather), release(u) frees it (the blocks are
-// resharded after forward and gathered again for backward, FSDP's FULL_SHARD, which the
-// planner prices); grads(u) hands out a zeroed unsharded gradient buffer, and reduce(u)
-// reduce-scatters it (MPI_Reduce_scatter_block, sum) into this rank's gradient shard and
-// frees it. So the gradients of a step's micro-steps accumulate in the shard.
+// into a temporary unsharded buffer, release(u) frees it (the blocks are resharded after
+// forward and gathered again for backward, FSDP's FULL_SHARD, which the planner prices);
+// grads(u) hands out a zeroed unsharded gradient buffer, and reduce(u) reduce-scatters it
+// (sum) and adds the result into this rank's gradient shard, then frees it. So the
+// gradients of a step's micro-steps accumulate in the shard.
 //
 // Two communicators make the layout: `shard` (the ranks a unit is split over) and
 // `replica` (ranks holding the same shard, whose gradient shards finish_gradients()
@@ -18,25 +21,30 @@
 // PyTorch's HYBRID_SHARD, would be the pair in between).
 //
 // Prefetch, as FSDP's forward_prefetch / BACKWARD_PRE: gather(u) also starts the
-// all-gather of the unit the pass needs next (MPI_Iallgather: u + 1 going forward, u - 1
-// going backward, never the embedding after the last block, whose parameters the optimizer
-// is about to change), so it moves while u computes, as the planner prices it (hidden behind
-// the layer's compute). A guess the caller does not follow is completed and dropped. At most
+// all-gather of the unit the pass needs next (u + 1 going forward, u - 1 going backward,
+// never the embedding after the last block, whose parameters the optimizer is about to
+// change), so it moves while u computes, as the planner prices it (hidden behind the
+// layer's compute). A guess the caller does not follow is completed and dropped. At most
 // two units are held gathered at once. The reduce-scatters block.
 // Each collective's exposed time is recorded (measurements.h: kind "all_gather" or
 // "reduce_scatter", seconds = time blocked in it, bytes = this rank's unsharded unit, layer =
 // the unit index). Every rank of the shard group calls the same units in the same order, so
-// every rank guesses, and posts, the same collectives in the same order.
+// every rank guesses, and posts, the same collectives in the same order; finish_gradients()
+// checks that it was so (ShardCollectives::check_order) once a step.
 #pragma once
 
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "executor/adamw.h"
 #include "executor/measurements.h"
+#include "executor/shard_collectives.h"
+#include "executor/train_kernels.h"
 #include "executor/transformer.h"
 #include "executor/watchdog.h"
 
@@ -44,12 +52,18 @@ namespace rm::exec {
 
 enum class Sharding { kFsdp, kDdp };
 
+// The arrays of the model state, each sharded the same way.
+enum class StateArray { kParams, kGrads, kMoment1, kMoment2 };
+
 class FsdpParams : public ParamAccess<float> {
  public:
   // `full` is the whole model's parameters (the same on every rank); this rank keeps its
-  // shard of them and zero gradients. Records' start times count from MPI_Wtime() = `epoch`.
+  // shard of them, zero gradients and zero AdamW moments, in `kernels`' memory, and moves
+  // them with `backend`'s collectives (make_shard_collectives). Records' start times count
+  // from MPI_Wtime() = `epoch`.
   FsdpParams(const Transformer& model, Sharding sharding, const std::vector<float>& full,
-             Watchdog* watchdog, double epoch);
+             TrainKernels<float>& kernels, const std::string& backend, Watchdog* watchdog,
+             double epoch);
   ~FsdpParams() override;
   FsdpParams(const FsdpParams&) = delete;
   FsdpParams& operator=(const FsdpParams&) = delete;
@@ -60,38 +74,47 @@ class FsdpParams : public ParamAccess<float> {
   void reduce(int unit) override;
 
   int shard_ranks() const { return shard_size_; }
-  // This rank's shards (local layout: unit after unit, each unit's shard padded).
-  std::vector<float>& params() { return params_; }
-  std::vector<float>& grads() { return grads_; }
-  // Where weight decay applies in the local layout (padding excluded).
-  const std::vector<AdamWSegment>& segments() const { return segments_; }
+  const std::string& collectives() const { return collectives_name_; }
 
   void zero_grads();
-  // After the step's last reduce: sums the gradient shards over the replica group.
+  // After the step's last reduce: checks the step's collectives were the same on every
+  // rank, then sums the gradient shards over the replica group.
   void finish_gradients();
   // The global squared gradient norm (collective over the shard group).
-  double grad_squared_norm() const;
-  // The full vector from every rank's `local` shards (collective over the shard group;
-  // every rank returns it), and the local shards of a full vector.
-  std::vector<float> unshard(const std::vector<float>& local);
-  std::vector<float> shard(const std::vector<float>& full) const;
+  double grad_squared_norm();
+  // One AdamW update of this rank's shards (adamw.h), from the global gradient norm.
+  void optimizer_step(const AdamWConfig& cfg, double grad_norm);
+  int64_t optimizer_steps() const { return optimizer_steps_; }
+  // The whole array on every rank, gathered in host memory (collective over the shard
+  // group), and the reverse: this rank's shards of a whole array (a checkpoint's).
+  std::vector<float> unshard(StateArray array);
+  void load(StateArray array, const std::vector<float>& full);
+  void set_optimizer_steps(int64_t steps) { optimizer_steps_ = steps; }
 
-  // Bytes of model state this rank holds for good (parameter and gradient shards), and
-  // the most held at once in unsharded unit buffers since the last reset_peak().
-  size_t sharded_bytes() const { return (params_.size() + grads_.size()) * sizeof(float); }
+  // Elements of one array this rank holds (its shards, padding included).
+  size_t local_elements() const { return local_; }
+  // Bytes of model state this rank holds for good (parameter, gradient and AdamW moment
+  // shards), and the most held at once in unsharded unit buffers since the last
+  // reset_peak().
+  size_t sharded_bytes() const { return 4 * local_ * sizeof(float); }
   size_t peak_unsharded_bytes() const { return peak_unsharded_; }
   void reset_peak() { peak_unsharded_ = unsharded_; }
   // Seconds spent in collectives since the last take_records(), and their records.
   double comm_s() const { return comm_s_; }
   void set_step(int step) { step_ = step; }
+  // Fault injection for tests (RINGMASTER_FAULT=fsdp-unit, watchdog.h): at training step
+  // `step` (0-based) this rank's first forward prefetch gathers block 2's chunk where
+  // block 1's belongs, a same-size collective NCCL and MPI would both run silently.
+  void inject_wrong_unit(int step) { wrong_unit_step_ = step; }
   std::vector<Measurement> take_records();
 
  private:
   struct Unit {
     size_t begin = 0, size = 0;  // in the full vector
     size_t shard = 0;            // elements per shard (size padded / shard group size)
-    size_t local = 0;            // where this rank's shard starts in params_ / grads_
+    size_t local = 0;            // where this rank's shard starts in the local arrays
   };
+  Tensor<float>& array(StateArray a);
   void record(const char* kind, int unit, double t0);
   // The unit the pass gathers after `unit` (see above), or -1.
   int next_unit(int unit) const;
@@ -99,21 +122,26 @@ class FsdpParams : public ParamAccess<float> {
   void post_gather(int unit);
   // Completes a pending prefetch; `keep` false drops its buffer (a wrong guess).
   void wait_prefetch(bool keep);
-  void hold(std::vector<float>& buffer, size_t n);
-  void drop(std::vector<float>& buffer);
+  Tensor<float> hold(size_t n);
+  void drop(Tensor<float>& buffer);
   std::vector<Unit> units_;
+  size_t local_ = 0;
+  TrainKernels<float>& k_;
   MPI_Comm shard_comm_ = MPI_COMM_NULL, replica_comm_ = MPI_COMM_NULL;
+  std::unique_ptr<ShardCollectives> coll_;
+  std::string collectives_name_;
   int shard_size_ = 1, shard_rank_ = 0, world_rank_ = 0;
-  std::vector<float> params_, grads_;
-  std::vector<AdamWSegment> segments_;
-  std::vector<std::vector<float>> gathered_, unsharded_grads_;  // per unit, while held
+  Tensor<float> params_, grads_, m_, v_;  // [1][local_]
+  std::vector<AdamWSegment> segments_;    // where weight decay applies (padding excluded)
+  std::vector<Tensor<float>> gathered_, unsharded_grads_;  // per unit, while held
   size_t unsharded_ = 0, peak_unsharded_ = 0;  // bytes
-  MPI_Request prefetch_ = MPI_REQUEST_NULL;
   int prefetched_ = -1, last_gathered_ = -1;  // units
+  int64_t optimizer_steps_ = 0;
   Watchdog* watchdog_;
   double epoch_;
   double comm_s_ = 0;
   int step_ = 0;
+  int wrong_unit_step_ = -1;
   std::vector<Measurement> records_;
 };
 

@@ -21,7 +21,6 @@
 #include "executor/run.h"
 #include "executor/token_stream.h"
 #include "executor/reference_attention.h"
-#include "executor/staged_params.h"
 #include "executor/train_kernels.h"
 #include "executor/transformer.h"
 #include "executor/verify.h"
@@ -67,13 +66,15 @@ Loaded load_inputs(const TrainOptions& opt) {
   return {std::move(lp), std::move(model), sharding};
 }
 
-std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences, int64_t start) {
+std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences, int64_t start,
+                   const std::string& collectives) {
   const Plan& p = in.lp.plan;
   const std::string state =
-      in.sharding == Sharding::kFsdp
-          ? "sharded over all " + std::to_string(p.job.gpus) +
-                " ranks (FSDP: each holds its shard of every unit's parameters, gradients and AdamW state)"
-          : std::string("replicated on every rank (DDP: one gradient all-reduce)");
+      (in.sharding == Sharding::kFsdp
+           ? "sharded over all " + std::to_string(p.job.gpus) +
+                 " ranks (FSDP: each holds its shard of every unit's parameters, gradients and AdamW state"
+           : std::string("replicated on every rank (DDP: one gradient all-reduce")) +
+      ", collectives over " + collectives + ")";
   char line[1024];
   std::snprintf(
       line, sizeof line,
@@ -187,20 +188,20 @@ int train_body(const TrainOptions& opt, int rank, int size) {
                    opt.checkpoint_dir.c_str());
     st.params = in.model.init(opt.seed);
   }
-  // From here on this rank holds only its shards; st keeps the step, seed and data position.
-  FsdpParams model_state(in.model, in.sharding, st.params, &watchdog, attention.epoch());
-  // The pass runs on the device's kernels; a device that cannot read host memory gets
-  // each unit staged in by StagedParams (the shards, collectives and AdamW stay on the host).
+  // The pass, the shards and AdamW run on the device's kernels, the collectives on the
+  // backend's transport (NCCL for cuda): nothing of the model state crosses the host link
+  // during a step. From here on this rank holds only its shards; st keeps the step, seed
+  // and data position.
   const std::unique_ptr<TrainKernels<float>> device_kernels = make_device_kernels(opt.backend, in.lp);
   TrainKernels<float>& kernels = device_kernels ? *device_kernels : cpu_train_kernels<float>();
-  std::optional<StagedParams<float>> staged;
-  if (device_kernels) staged.emplace(kernels, model_state, in.model.units());
-  ParamAccess<float>& pass_params = staged ? static_cast<ParamAccess<float>&>(*staged) : model_state;
-  AdamWState optimizer;
-  optimizer.step = st.optimizer.step;
+  FsdpParams model_state(in.model, in.sharding, st.params, kernels, opt.backend, &watchdog,
+                         attention.epoch());
+  model_state.set_optimizer_steps(st.optimizer.step);
+  const FaultSpec fault = fault_from_env();
+  if (fault.kind == FaultSpec::Kind::kFsdpUnit && fault.rank == rank) model_state.inject_wrong_unit(fault.step - 1);
   if (resumed) {
-    optimizer.m = model_state.shard(st.optimizer.m);
-    optimizer.v = model_state.shard(st.optimizer.v);
+    model_state.load(StateArray::kMoment1, st.optimizer.m);
+    model_state.load(StateArray::kMoment2, st.optimizer.v);
   }
   std::vector<float>().swap(st.params);
   std::vector<float>().swap(st.optimizer.m);
@@ -218,10 +219,10 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   const AttentionFn bwd = [&](int l, LayerAttention<float>& t) { attention.backward(l, t); };
   const bool json = opt.format == "json";
   const bool checkpoints = !opt.checkpoint_dir.empty();
-  const FaultSpec fault = fault_from_env();
 
   if (rank == 0) {
-    std::fputs(header(opt, in, sequences, st.step).c_str(), json ? stderr : stdout);
+    std::fputs(header(opt, in, sequences, st.step, model_state.collectives()).c_str(),
+               json ? stderr : stdout);
     if (!json)
       std::printf("%8s  %8s  %10s  %10s  %12s  %8s  %8s\n%8s  %8s  %10s  %10s  %12s  %8s  %8s\n",
                   "step", "loss", "tokens/s", "step time", "exposed comm", "exposed", "ETA", "",
@@ -255,7 +256,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
         }
       }
       size_t held = 0;
-      loss += in.model.forward_backward<float>(kernels, pass_params,
+      loss += in.model.forward_backward<float>(kernels, model_state,
                                                TokenBatch{tok.data(), tgt.data(), idx.data(), c, mb},
                                                grad_scale, fwd, bwd, plan.choice.checkpointing, &held,
                                                &pass_times);
@@ -270,16 +271,16 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     watchdog.disarm();
     const double exposed = attention.exposed_comm_s() + model_state.comm_s() + (MPI_Wtime() - ta);
     if (opt.verify && step == 0) {  // the full parameters and gradients, on every rank
-      const std::vector<float> params = model_state.unshard(model_state.params());
-      const std::vector<float> grads = model_state.unshard(model_state.grads());
+      const std::vector<float> params = model_state.unshard(StateArray::kParams);
+      const std::vector<float> grads = model_state.unshard(StateArray::kGrads);
       if (rank == 0)
         verified = verify_step(in.model, plan, params, grads, loss, seqs, grad_scale,
                                attention.verify_tolerance());
     }
     const double grad_norm = std::sqrt(model_state.grad_squared_norm());
     const double to = MPI_Wtime();
-    adamw_update(opt.optimizer, model_state.segments(), grad_norm, model_state.params(),
-                 model_state.grads(), optimizer);
+    model_state.optimizer_step(opt.optimizer, grad_norm);
+    kernels.synchronize();  // the update's time, not its posting
     const double optimizer_s = MPI_Wtime() - to;
     const double my_step_s = MPI_Wtime() - t0;
     double times[2] = {my_step_s, exposed};  // the slowest rank's
@@ -314,7 +315,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
       };
       add("linear", t0, pass_times.linear_s, rows * step_work.gemm_flops, 0);
       add("elementwise", t0, pass_times.elementwise_s, 0, rows * step_work.elementwise_bytes);
-      add("optimizer", to, optimizer_s, 0, kOptimizerBytesPerParam * model_state.params().size());
+      add("optimizer", to, optimizer_s, 0, kOptimizerBytesPerParam * model_state.local_elements());
       add("step", t0, my_step_s, 0, 0);
     }
 
@@ -326,7 +327,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
         nlohmann::json j = {{"step", st.step},          {"loss", mean_loss},
                             {"tokens_per_s", tokens_per_s}, {"step_time_s", times[0]},
                             {"exposed_comm_s", times[1]}, {"grad_norm", grad_norm},
-                            {"lr", adamw_lr(opt.optimizer, optimizer.step - 1)},
+                            {"lr", adamw_lr(opt.optimizer, model_state.optimizer_steps() - 1)},
                             {"eta_s", eta}};
         if (kernels.peak_flops() > 0)  // per GPU: the step's tokens are spread over all ranks
           j["mfu"] = tokens_per_s * model_flops_per_token(in.lp) /
@@ -343,10 +344,10 @@ int train_body(const TrainOptions& opt, int rank, int size) {
                         st.step == opt.steps)) {
       // The unsharded state (so any rank count can resume it), gathered on every rank.
       TrainState whole = st;
-      whole.params = model_state.unshard(model_state.params());
-      whole.optimizer.step = optimizer.step;
-      whole.optimizer.m = model_state.unshard(optimizer.m);
-      whole.optimizer.v = model_state.unshard(optimizer.v);
+      whole.params = model_state.unshard(StateArray::kParams);
+      whole.optimizer.step = model_state.optimizer_steps();
+      whole.optimizer.m = model_state.unshard(StateArray::kMoment1);
+      whole.optimizer.v = model_state.unshard(StateArray::kMoment2);
       if (rank == 0) {
         const bool kill = fault.kind == FaultSpec::Kind::kCheckpointKill && fault.rank == rank &&
                           fault.step == st.step;
@@ -364,8 +365,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     // AdamW shards), unsharded unit buffers at once, stored activations, peak RSS.
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
-    double held[4] = {static_cast<double>(model_state.sharded_bytes() +
-                                          (optimizer.m.size() + optimizer.v.size()) * sizeof(float)),
+    double held[4] = {static_cast<double>(model_state.sharded_bytes()),
                       static_cast<double>(model_state.peak_unsharded_bytes()),
                       static_cast<double>(held_activations), ru.ru_maxrss * 1024.0};
     MPI_Allreduce(MPI_IN_PLACE, held, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);

@@ -1,6 +1,7 @@
-// The primitives the transformer's forward and backward pass (transformer.h) is written
-// in, so that one orchestration (layer order, activation checkpointing, the FSDP calls
-// behind ParamAccess, the attention callbacks) drives every device: `cpu` (Eigen, this
+// The primitives the transformer's forward and backward pass (transformer.h) and the
+// optimizer step (adamw.h, on FSDP's shards: fsdp.h) are written in, so that one
+// orchestration (layer order, activation checkpointing, the FSDP calls behind
+// ParamAccess, the attention callbacks, AdamW) drives every device: `cpu` (Eigen, this
 // folder: cpu_train_kernels.cc; fp32 for training, fp64 for run --verify's reference) and
 // `cuda` (cuBLAS SGEMM and small fp32 kernels, executor/cuda/cuda_train_kernels.cu).
 //
@@ -12,8 +13,8 @@
 // h / h_kv heads of dim d, c tokens of one sequence.
 //
 // Ordering: a call may return before its work is done (cuda: asynchronous on the
-// kernels' stream); download(), cross_entropy() (returns the loss) and synchronize()
-// wait for everything before them. Not thread-safe: one kernels object per rank thread.
+// kernels' stream); download(), cross_entropy() and squared_norm() (return host values)
+// and synchronize() wait for everything before them. Not thread-safe: one kernels object per rank thread.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,14 @@ namespace rm::exec {
 
 template <class T>
 class TrainKernels;
+
+// The scalars of one AdamW update (adamw.h computes them once per step): gradients
+// scaled by `clip` (clipping), moments decayed by b1 and b2, bias corrections bc1, bc2,
+// the learning rate, eps, and the weight-decay factor (1 - lr * weight_decay, or 1).
+struct AdamWScalars {
+  double clip = 1, lr = 0, bc1 = 1, bc2 = 1, eps = 0;
+  float b1 = 0, b2 = 0, decay = 1;
+};
 
 // A row-major view, read-only or writable, of a tensor, a parameter or a gradient.
 template <class T>
@@ -130,6 +139,16 @@ class TrainKernels {
   // attention's layout, backend.h).
   virtual void to_heads(ConstView<T> x, int64_t row0, int heads, int d, View<T> t) = 0;
   virtual void from_heads(ConstView<T> t, int heads, int d, View<T> x, int64_t row0) = 0;
+
+  // --- the optimizer, on FSDP's shards -------------------------------------------------
+  // y += x (same size): a micro-step's reduce-scattered gradients into the shard.
+  virtual void add(View<T> y, ConstView<T> x) = 0;
+  // The sum of x_i^2, accumulated in double (the gradient norm's share of this rank).
+  virtual double squared_norm(ConstView<T> x) = 0;
+  // One AdamW update of every element (all four the same size), as adamw.h writes it:
+  //   g = grad * clip; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+  //   p = p * decay - lr * (m / bc1) / (sqrt(v / bc2) + eps)   (the last line in double).
+  virtual void adamw(View<T> p, ConstView<T> grad, View<T> m, View<T> v, const AdamWScalars& s) = 0;
 };
 
 // The Eigen kernels (cpu_train_kernels.cc), one per type; stateless, so shared.

@@ -77,22 +77,23 @@ class ParamAccess {
   virtual void reduce(int unit) = 0;
 };
 
-// The whole model in two flat vectors (one rank, no sharding): gather and grads point
-// into them, release and reduce do nothing; the gradients accumulate across calls.
+// The whole model in two flat arrays (one rank, no sharding), in the memory of the
+// kernels the pass runs on: gather and grads point into them, release and reduce do
+// nothing; the gradients accumulate across calls.
 template <class T>
 class FullParams : public ParamAccess<T> {
  public:
-  FullParams(const std::vector<ParamUnit>& units, const std::vector<T>& params, std::vector<T>& grads)
+  FullParams(const std::vector<ParamUnit>& units, const T* params, T* grads)
       : units_(units), params_(params), grads_(grads) {}
-  const T* gather(int u) override { return params_.data() + units_[u].begin; }
+  const T* gather(int u) override { return params_ + units_[u].begin; }
   void release(int) override {}
-  T* grads(int u) override { return grads_.data() + units_[u].begin; }
+  T* grads(int u) override { return grads_ + units_[u].begin; }
   void reduce(int) override {}
 
  private:
   const std::vector<ParamUnit>& units_;
-  const std::vector<T>& params_;
-  std::vector<T>& grads_;
+  const T* params_;
+  T* grads_;
 };
 
 // One call's micro-batch: `sequences` sequences of this rank's c tokens each, stacked
@@ -150,8 +151,8 @@ class Transformer {
   // `times`, when given, gets this call's compute added (PassTimes).
   // T is float (training) or double (the reference of run --verify). `kernels` computes
   // everything but the attention, in its own memory: `params` hands out pointers into it
-  // (for cuda, StagedParams over the host shards), and the attention callbacks get their
-  // tensors there too (LayerAttention).
+  // (FSDP's shards live there, fsdp.h), and the attention callbacks get their tensors
+  // there too (LayerAttention).
   template <class T>
   double forward_backward(TrainKernels<T>& kernels, ParamAccess<T>& params,
                           const TokenBatch& batch, double grad_scale,
@@ -178,7 +179,7 @@ class Transformer {
                           const int64_t* positions, int64_t c, double grad_scale,
                           const AttentionFnOf<T>& attention_forward,
                           const AttentionFnOf<T>& attention_backward) const {
-    FullParams<T> access(units_, params, grads);
+    FullParams<T> access(units_, params.data(), grads.data());
     return forward_backward<T>(access, TokenBatch{tokens, targets, positions, c, 1}, grad_scale,
                                attention_forward, attention_backward);
   }

@@ -124,14 +124,17 @@ FaultSpec fault_from_env() {
   const char* env = std::getenv("RINGMASTER_FAULT");
   if (env == nullptr || *env == '\0') return f;
   // At most 9 digits: the numbers fit an int (a longer one made std::stoi throw, exit 1).
-  static const std::regex re(R"((kill|stall|swap|checkpoint-kill):rank=(\d{1,9}),step=(\d{1,9}))");
+  static const std::regex re(
+      R"((kill|stall|swap|checkpoint-kill|fsdp-unit):rank=(\d{1,9}),step=(\d{1,9}))");
   std::cmatch m;
   if (!std::regex_match(env, m, re))
-    fail_input("RINGMASTER_FAULT", env, "expected kill|stall|swap|checkpoint-kill:rank=R,step=S");
-  f.kind = m[1] == "kill"    ? FaultSpec::Kind::kKill
-           : m[1] == "stall" ? FaultSpec::Kind::kStall
-           : m[1] == "swap"  ? FaultSpec::Kind::kSwap
-                             : FaultSpec::Kind::kCheckpointKill;
+    fail_input("RINGMASTER_FAULT", env,
+               "expected kill|stall|swap|checkpoint-kill|fsdp-unit:rank=R,step=S");
+  f.kind = m[1] == "kill"              ? FaultSpec::Kind::kKill
+           : m[1] == "stall"           ? FaultSpec::Kind::kStall
+           : m[1] == "swap"            ? FaultSpec::Kind::kSwap
+           : m[1] == "checkpoint-kill" ? FaultSpec::Kind::kCheckpointKill
+                                       : FaultSpec::Kind::kFsdpUnit;
   f.rank = std::stoi(m[2]);
   f.step = std::stoi(m[3]);
   return f;

@@ -17,7 +17,10 @@
 // rank R's first two receives from one peer in a posting phase of step S or later, which
 // breaks the message contract (its transport then reports the link and both messages);
 // "checkpoint-kill:rank=R,step=S" makes rank R of `ringmaster train` kill itself while it
-// writes the checkpoint of training step S, after its data files and before its manifest.
+// writes the checkpoint of training step S, after its data files and before its manifest;
+// "fsdp-unit:rank=R,step=S" makes rank R of `ringmaster train` all-gather the wrong FSDP
+// unit once in training step S (1-based, as train prints it; fsdp.h), which the step's
+// order check must name.
 #pragma once
 
 #include <atomic>
@@ -65,7 +68,7 @@ class Watchdog {
 };
 
 struct FaultSpec {
-  enum class Kind { kNone, kKill, kStall, kSwap, kCheckpointKill } kind = Kind::kNone;
+  enum class Kind { kNone, kKill, kStall, kSwap, kCheckpointKill, kFsdpUnit } kind = Kind::kNone;
   int rank = -1;
   int step = -1;
 };

@@ -151,6 +151,40 @@ __global__ void heads_kernel(float* x, int64_t row0, int heads, int d, int64_t c
     xe = t[idx];
 }
 
+// y += x.
+__global__ void add_kernel(float* y, const float* x, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
+// *sum += sum of x_i^2 over the block's elements (in double, one atomic per block).
+__global__ void squared_norm_kernel(const float* x, int64_t n, double* sum) {
+  __shared__ double partial[kThreads];
+  double v = 0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    v += static_cast<double>(x[i]) * x[i];
+  partial[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(sum, partial[0]);
+}
+
+// AdamW, one thread per element, the cpu kernels' arithmetic (train_kernels.h).
+__global__ void adamw_kernel(float* p, const float* grad, float* m, float* v, int64_t n,
+                             exec::AdamWScalars s) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float g = static_cast<float>(grad[i] * s.clip);
+  m[i] = s.b1 * m[i] + (1 - s.b1) * g;
+  v[i] = s.b2 * v[i] + (1 - s.b2) * g * g;
+  const double mhat = m[i] / s.bc1, vhat = v[i] / s.bc2;
+  p[i] = static_cast<float>(p[i] * s.decay - s.lr * mhat / (sqrt(vhat) + s.eps));
+}
+
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
 void check_cublas(cublasStatus_t s, const char* op, const char* file, int line) {
@@ -204,6 +238,7 @@ class CudaTrainKernels final : public exec::TrainKernels<float> {
   ~CudaTrainKernels() override {
     cudaDeviceSynchronize();
     if (loss_ != nullptr) cudaFree(loss_);
+    if (norm_ != nullptr) cudaFree(norm_);
     cublasDestroy(blas_);
   }
 
@@ -310,6 +345,30 @@ class CudaTrainKernels final : public exec::TrainKernels<float> {
   void from_heads(ConstView<float> t, int heads, int d, View<float> x, int64_t row0) override {
     layout(x.data, row0, heads, d, const_cast<float*>(t.data), t.cols / d, false);
   }
+  void add(View<float> y, ConstView<float> x) override {
+    if (x.size() == 0) return;
+    add_kernel<<<blocks_for(x.size()), kThreads>>>(y.data, x.data, x.size());
+    RM_CUDA_CHECK_LAUNCH("add");
+  }
+  double squared_norm(ConstView<float> x) override {
+    if (norm_ == nullptr) RM_CUDA_CHECK(cudaMalloc(&norm_, sizeof(double)), "cudaMalloc (norm)");
+    RM_CUDA_CHECK(cudaMemsetAsync(norm_, 0, sizeof(double), 0), "cudaMemsetAsync (norm)");
+    if (x.size() > 0) {
+      // A grid-stride loop over at most 1024 blocks: few atomics, every SM busy.
+      const unsigned blocks = std::min<unsigned>(blocks_for(x.size()), 1024);
+      squared_norm_kernel<<<blocks, kThreads>>>(x.data, x.size(), norm_);
+      RM_CUDA_CHECK_LAUNCH("squared_norm");
+    }
+    double sum = 0;
+    RM_CUDA_CHECK(cudaMemcpy(&sum, norm_, sizeof sum, cudaMemcpyDeviceToHost), "cudaMemcpy (norm)");
+    return sum;
+  }
+  void adamw(View<float> p, ConstView<float> grad, View<float> m, View<float> v,
+             const exec::AdamWScalars& s) override {
+    if (p.size() == 0) return;
+    adamw_kernel<<<blocks_for(p.size()), kThreads>>>(p.data, grad.data, m.data, v.data, p.size(), s);
+    RM_CUDA_CHECK_LAUNCH("adamw");
+  }
 
  private:
   static size_t bytes(int64_t n) { return static_cast<size_t>(n) * sizeof(float); }
@@ -337,6 +396,7 @@ class CudaTrainKernels final : public exec::TrainKernels<float> {
   HostInput<int64_t> positions_;
   double* loss_ = nullptr;
   int64_t loss_rows_ = 0;
+  double* norm_ = nullptr;  // squared_norm's accumulator
 };
 
 }  // namespace

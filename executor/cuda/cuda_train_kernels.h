@@ -1,7 +1,8 @@
-// The transformer's kernels on a GPU (train_kernels.h), fp32 tensors: cuBLAS GEMMs for the
-// linear layers and the head (fp32 arithmetic, or with `bf16_gemms` bf16 tensor-core
+// The transformer's and the optimizer's kernels on a GPU (train_kernels.h), fp32 tensors:
+// cuBLAS GEMMs for the linear layers and the head (fp32 arithmetic, or with `bf16_gemms` bf16 tensor-core
 // products of the fp32 operands with fp32 accumulation, CUBLAS_COMPUTE_32F_FAST_16BF, as
-// a plan for bf16 GPUs prices them), one small kernel per elementwise primitive (cuda_train_kernels.cu),
+// a plan for bf16 GPUs prices them), one small kernel per elementwise primitive, AdamW
+// and the gradient norm's sum of squares (cuda_train_kernels.cu),
 // everything on the legacy default stream of the current device, in order; tensors from
 // the stream-ordered allocator (cudaMallocAsync), so the pass's many short-lived
 // activations cost no device-wide synchronisation. Summation orders differ from Eigen's

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "executor/cuda/attention_kernels.cuh"
+#include "executor/cuda/nccl_comm.h"
 
 namespace rm::gpu {
 
@@ -18,15 +19,6 @@ namespace {
 
 constexpr int kCreateTag = 0x7e11;  // MPI_Comm_create_group's tag
 
-void check_nccl(ncclResult_t r, ncclComm_t comm, const std::string& op, const char* file,
-                int line) {
-  if (r == ncclSuccess || r == ncclInProgress) return;
-  std::string reason = ncclGetErrorString(r);
-  if (const char* last = ncclGetLastError(comm); last != nullptr && *last != '\0')
-    reason += std::string(" (") + last + ")";
-  throw_cuda_error(op.c_str(), reason, file, line);
-}
-#define RM_NCCL_CHECK(expr, comm, op) check_nccl((expr), (comm), (op), __FILE__, __LINE__)
 
 std::string ring_name(const std::vector<int>& members) {
   std::string s = "ring [";
@@ -112,12 +104,6 @@ std::shared_ptr<Ring> create_ring(MPI_Comm world, const std::vector<int>& member
   MPI_Group_free(&ring_group);
   MPI_Group_free(&world_group);
   // MPI_Group_incl keeps the list's order, so the ring communicator's rank is the position.
-  ncclUniqueId id{};
-  if (position == 0) RM_NCCL_CHECK(ncclGetUniqueId(&id), nullptr, "ncclGetUniqueId");
-  const int rc = MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, ring_comm);
-  MPI_Comm_free(&ring_comm);
-  check_mpi(rc, "MPI_Bcast of the NCCL id (" + ring_name(members) + ")");
-
   auto ring = std::make_shared<Ring>();
   ring->members = members;
   try {
@@ -127,13 +113,13 @@ std::shared_ptr<Ring> create_ring(MPI_Comm world, const std::vector<int>& member
                   "cudaDeviceGetStreamPriorityRange");
     RM_CUDA_CHECK(cudaStreamCreateWithPriority(&ring->stream, cudaStreamNonBlocking, greatest),
                   "cudaStreamCreate (communication stream)");
-    RM_NCCL_CHECK(ncclCommInitRank(&ring->comm, P, id, position), nullptr,
-                  "ncclCommInitRank (" + ring_name(members) + ", position " +
-                      std::to_string(position) + ")");
+    ring->comm = nccl_comm_of(ring_comm, ring_name(members));
   } catch (...) {
+    MPI_Comm_free(&ring_comm);
     ring->abort();
     throw;
   }
+  MPI_Comm_free(&ring_comm);
   return ring;
 }
 

@@ -200,6 +200,45 @@ inline std::vector<KernelError> check_train_kernels(TrainKernels<float>& K) {
     compare("to_heads", host(th), t);
     compare("from_heads", host(back), b);
   }
+
+  // The optimizer's: add, squared norm, and an AdamW update with clipping and decay.
+  {
+    const int64_t N = 1000;  // more than one GPU block, not a multiple of one
+    const std::vector<float> y0 = random(N), x = random(N), p0 = random(N), m0 = random(N);
+    std::vector<float> v0 = random(N);
+    for (auto& e : v0) e = e * e;  // a second moment is not negative
+    Tensor<float> ty = dev(y0, 1, N), tx = dev(x, 1, N);
+    K.add(ty, tx);
+    std::vector<double> y(static_cast<size_t>(N));
+    double sq = 0;
+    for (int64_t i = 0; i < N; ++i) {
+      y[i] = double{y0[i]} + x[i];
+      sq += double{x[i]} * x[i];
+    }
+    compare("add", host(ty), y);
+    compare("squared_norm", {static_cast<float>(K.squared_norm(tx))}, {sq});
+    AdamWScalars s;
+    s.clip = 0.5;
+    s.lr = 1e-2;
+    s.bc1 = 1 - 0.9 * 0.9;
+    s.bc2 = 1 - 0.95 * 0.95;
+    s.eps = 1e-5;
+    s.b1 = 0.9f;
+    s.b2 = 0.95f;
+    s.decay = static_cast<float>(1 - 1e-2 * 0.1);
+    Tensor<float> tp = dev(p0, 1, N), tm = dev(m0, 1, N), tv = dev(v0, 1, N);
+    K.adamw(tp, tx, tm, tv, s);
+    std::vector<double> p(static_cast<size_t>(N)), m(p.size()), v(p.size());
+    for (int64_t i = 0; i < N; ++i) {
+      const double g = x[i] * s.clip;
+      m[i] = double{s.b1} * m0[i] + (1 - double{s.b1}) * g;
+      v[i] = double{s.b2} * v0[i] + (1 - double{s.b2}) * g * g;
+      p[i] = p0[i] * double{s.decay} - s.lr * (m[i] / s.bc1) / (std::sqrt(v[i] / s.bc2) + s.eps);
+    }
+    compare("adamw p", host(tp), p);
+    compare("adamw m", host(tm), m);
+    compare("adamw v", host(tv), v);
+  }
   return out;
 }
 

@@ -8,7 +8,6 @@
 
 #include "executor/adamw.h"
 #include "executor/reference_attention.h"
-#include "executor/staged_params.h"
 #include "executor/transformer.h"
 
 namespace rm::exec::testing {
@@ -37,10 +36,10 @@ struct ReferenceAttention {
 };
 
 // The mean token losses of `steps` AdamW steps (defaults) of the small model from seed 3,
-// one sequence of 24 hashed bytes per step, the pass on `kernels`; with `staged` the
-// parameters and gradients are staged into the kernels' memory (StagedParams), as
-// `train --backend cuda` does.
-inline std::vector<double> train_steps(TrainKernels<float>& kernels, bool staged, int steps) {
+// one sequence of 24 hashed bytes per step, everything on `kernels`: the pass, the
+// parameters, gradients and moments in their memory, the gradient norm and AdamW on them
+// (as `train` runs a rank's shards).
+inline std::vector<double> train_steps(TrainKernels<float>& kernels, int steps) {
   const Transformer model(small_spec(), "test");
   const ModelSpec& spec = model.spec();
   const int64_t c = 24;
@@ -49,24 +48,26 @@ inline std::vector<double> train_steps(TrainKernels<float>& kernels, bool staged
   const AttentionFn bwd = [&](int, LayerAttention<float>& t) { ref.backward(t); };
   std::vector<int64_t> pos(static_cast<size_t>(c));
   for (int64_t i = 0; i < c; ++i) pos[i] = i;
-  std::vector<float> params = model.init(3);
-  AdamWState state;
+  const std::vector<float> init = model.init(3);
+  const auto n = static_cast<int64_t>(init.size());
+  Tensor<float> params = kernels.alloc(1, n), grads = kernels.alloc(1, n), m = kernels.alloc(1, n),
+                v = kernels.alloc(1, n);
+  kernels.upload(params.data(), init.data(), n);
+  kernels.zero(m);
+  kernels.zero(v);
   const AdamWConfig cfg;
   std::vector<double> losses;
   for (int s = 0; s < steps; ++s) {
     std::vector<int32_t> seq(static_cast<size_t>(c + 1));
     for (int64_t i = 0; i <= c; ++i) seq[i] = static_cast<int32_t>(splitmix64(s * 1000 + i) % 256);
-    std::vector<float> grads(params.size(), 0.0f);
-    FullParams<float> full(model.units(), params, grads);
-    StagedParams<float> device(kernels, full, model.units());
-    ParamAccess<float>& access = staged ? static_cast<ParamAccess<float>&>(device) : full;
+    kernels.zero(grads);
+    FullParams<float> access(model.units(), params.data(), grads.data());
     const double scale = 1.0 / c;
     losses.push_back(scale * model.forward_backward<float>(kernels, access,
                                                            TokenBatch{seq.data(), seq.data() + 1, pos.data(), c, 1},
                                                            scale, fwd, bwd));
-    double norm = 0;
-    for (float g : grads) norm += double{g} * g;
-    adamw_update(cfg, whole_model_segments(model.tensors()), std::sqrt(norm), params, grads, state);
+    adamw_update(cfg, whole_model_segments(model.tensors()), std::sqrt(kernels.squared_norm(grads)), s,
+                 kernels, params, grads, m, v);
   }
   return losses;
 }

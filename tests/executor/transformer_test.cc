@@ -109,7 +109,7 @@ BatchRun run_batch(const Transformer& model, const std::vector<float>& params, C
   for (int64_t i = 0; i < c; ++i) pos[i] = 2 * i;
   BatchRun r;
   r.grads.assign(params.size(), 0.0f);
-  FullParams<float> access(model.units(), params, r.grads);
+  FullParams<float> access(model.units(), params.data(), r.grads.data());
   for (int s = 0; s < 2; s += sequences)
     r.loss += model.forward_backward<float>(
         access, TokenBatch{tokens.data() + s * c, targets.data() + s * c, pos.data(), c, sequences},
@@ -156,11 +156,13 @@ TEST_CASE("transformer: a micro-batch of two stacked sequences equals two calls"
   CHECK(worst <= 1e-5 * largest);
 }
 
-TEST_CASE("transformer: parameters staged into the kernels' memory train the same") {
-  // On the cpu kernels staging is a copy: the losses are bit for bit those of FullParams.
-  const std::vector<double> direct = testing::train_steps(cpu_train_kernels<float>(), false, 3);
-  const std::vector<double> staged = testing::train_steps(cpu_train_kernels<float>(), true, 3);
-  CHECK(staged == direct);
+TEST_CASE("transformer: AdamW steps on the kernels are deterministic") {
+  // The fixture the GPU test compares the cuda kernels with: a rerun is bit for bit the
+  // same (nothing in a step depends on more than its inputs), and on hashed bytes the
+  // loss stays near ln 257, the uniform guess of the untrained model.
+  const std::vector<double> losses = testing::train_steps(cpu_train_kernels<float>(), 4);
+  CHECK(testing::train_steps(cpu_train_kernels<float>(), 4) == losses);
+  for (double l : losses) CHECK(std::fabs(l - std::log(257.0)) < 0.1);
 }
 
 }  // namespace

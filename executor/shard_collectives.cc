@@ -1,0 +1,100 @@
+// FSDP's collectives over MPI, the contract's check, and the choice of transport (see
+// shard_collectives.h).
+#include "executor/shard_collectives.h"
+
+#include <stdexcept>
+#include <string>
+
+#ifdef RINGMASTER_HAVE_CUDA
+#include "executor/cuda/nccl_shard_collectives.h"
+#endif
+
+namespace rm::exec {
+
+void ShardCollectives::note(bool replica_group, char kind, int unit, size_t count) {
+  uint64_t& h = fingerprint_[replica_group ? 1 : 0];
+  auto fold = [&h](uint64_t word) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((word >> (8 * i)) & 0xff)) * 1099511628211ull;
+  };
+  fold(static_cast<unsigned char>(kind));
+  fold(static_cast<uint64_t>(static_cast<int64_t>(unit)));
+  fold(count);
+}
+
+void ShardCollectives::check_order() {
+  const char* names[2] = {"shard", "replica"};
+  const MPI_Comm comms[2] = {shard_, replica_};
+  for (int g = 0; g < 2; ++g) {
+    int size = 1, rank = 0;
+    MPI_Comm_size(comms[g], &size);
+    MPI_Comm_rank(comms[g], &rank);
+    if (size == 1) continue;
+    // Rank 0's fingerprint to everyone; each compares, and the lowest differing rank is
+    // found with one MIN reduction.
+    uint64_t root = fingerprint_[g];
+    MPI_Bcast(&root, 1, MPI_UINT64_T, 0, comms[g]);
+    int first = root == fingerprint_[g] ? size : rank;
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comms[g]);
+    if (first < size)
+      throw std::runtime_error(std::string("FSDP collectives out of order: rank ") +
+                               std::to_string(first) + " of the " + names[g] +
+                               " group issued other collectives (kinds, units, counts or order) than "
+                               "its rank 0 since the last step; NCCL would hang or corrupt on it");
+    fingerprint_[g] = kFnvBasis;
+  }
+}
+
+namespace {
+
+void check(int rc, const char* op) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  throw std::runtime_error(std::string(op) + " failed: " + std::string(msg, static_cast<size_t>(len)));
+}
+
+// Host buffers, MPI's collectives; the all-gather is non-blocking, so a prefetch moves
+// while the previous unit computes.
+class MpiShardCollectives final : public ShardCollectives {
+ public:
+  MpiShardCollectives(MPI_Comm shard, MPI_Comm replica) : ShardCollectives(shard, replica) {}
+  ~MpiShardCollectives() override {
+    if (pending_ != MPI_REQUEST_NULL) MPI_Wait(&pending_, MPI_STATUS_IGNORE);
+  }
+  std::string name() const override { return "mpi"; }
+  void start_all_gather(float* full, size_t count, int unit) override {
+    if (pending_ != MPI_REQUEST_NULL) throw std::logic_error("an FSDP all-gather is already in flight");
+    note(false, 'g', unit, count);
+    check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, static_cast<int>(count), MPI_FLOAT,
+                         shard_, &pending_),
+          "MPI_Iallgather");
+  }
+  void wait_all_gather() override { check(MPI_Wait(&pending_, MPI_STATUS_IGNORE), "MPI_Wait"); }
+  void reduce_scatter(const float* full, float* out, size_t count, int unit) override {
+    note(false, 's', unit, count);
+    check(MPI_Reduce_scatter_block(full, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, shard_),
+          "MPI_Reduce_scatter_block");
+  }
+  void all_reduce_replicas(float* x, size_t count, int unit) override {
+    note(true, 'r', unit, count);
+    check(MPI_Allreduce(MPI_IN_PLACE, x, static_cast<int>(count), MPI_FLOAT, MPI_SUM, replica_),
+          "MPI_Allreduce");
+  }
+
+ private:
+  MPI_Request pending_ = MPI_REQUEST_NULL;
+};
+
+}  // namespace
+
+std::unique_ptr<ShardCollectives> make_shard_collectives(const std::string& backend, MPI_Comm shard,
+                                                         MPI_Comm replica) {
+#ifdef RINGMASTER_HAVE_CUDA
+  if (backend == "cuda") return gpu::make_nccl_shard_collectives(shard, replica);
+#endif
+  (void)backend;
+  return std::make_unique<MpiShardCollectives>(shard, replica);
+}
+
+}  // namespace rm::exec

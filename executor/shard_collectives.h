@@ -1,0 +1,73 @@
+// The collectives of FSDP's model state (fsdp.h), over buffers in the memory of the
+// kernels the pass runs on (train_kernels.h): MPI over host memory for the cpu backend,
+// NCCL over device memory for cuda (executor/cuda/nccl_shard_collectives.h), so a GPU's
+// shards, gathered units and gradients never cross the host link.
+//
+// Two groups, as FsdpParams lays the state out: `shard` (the ranks a unit is split over)
+// and `replica` (the ranks holding the same shard, whose gradient shards are summed).
+//
+// The contract both implementations keep, because NCCL needs it and cannot check it (a
+// mismatch hangs or corrupts on the device, with no error):
+//   - layout: a unit is count * size elements, rank r's chunk at [r * count, (r + 1) *
+//     count) (equal chunks, the unit padded): ncclAllGather's in-place form (sendbuff =
+//     recvbuff + rank * count) and ncclReduceScatter's, MPI_IN_PLACE Allgather and
+//     Reduce_scatter_block;
+//   - order: every rank of a group issues the same collectives, for the same units, with
+//     the same counts, in the same order (NCCL matches collectives by issue order on a
+//     communicator, and neither it nor MPI knows units: two blocks' all-gathers have the
+//     same count, so a rank gathering the wrong one corrupts the others' parameters
+//     silently). Each collective states its unit, as a message states its tag; both
+//     implementations fold (kind, unit, count) of every collective into a fingerprint,
+//     and check_order() compares the ranks' fingerprints (FsdpParams calls it once a
+//     step), so a rank that diverged is named, on the MPI transport in CI as on NCCL;
+//   - one all-gather in flight at a time (FSDP's one-unit prefetch), completed by
+//     wait_all_gather() before its buffer is read or another is started.
+// The cuda backend's ring-attention transfers use other communicators (one per ring,
+// nccl_transport.h); both are issued in the program order of the pass, which is the same
+// on every rank, so kernels of the two never wait on each other in opposite orders.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace rm::exec {
+
+class ShardCollectives {
+ public:
+  virtual ~ShardCollectives() = default;
+  virtual std::string name() const = 0;  // "mpi" or "nccl"
+  // Starts gathering `full` [count * shard size], whose chunk of this rank is in place.
+  // `unit` names what is gathered (fsdp.h's unit index; -1: the whole shard).
+  virtual void start_all_gather(float* full, size_t count, int unit) = 0;
+  // Waits for the started all-gather; its buffer is then ready for the kernels.
+  virtual void wait_all_gather() = 0;
+  // out [count] = the sum over the shard group of their `full` [count * size]'s chunk of
+  // this rank; blocking (out is ready when it returns).
+  virtual void reduce_scatter(const float* full, float* out, size_t count, int unit) = 0;
+  // x [count] = its sum over the replica group, in place; blocking.
+  virtual void all_reduce_replicas(float* x, size_t count, int unit) = 0;
+  // Throws std::runtime_error naming the first rank of the shard or replica group whose
+  // collectives since the last call differ from rank 0's (kinds, units, counts, order).
+  void check_order();
+
+ protected:
+  ShardCollectives(MPI_Comm shard, MPI_Comm replica) : shard_(shard), replica_(replica) {}
+  // Folds one collective into the fingerprint of its group (FNV-1a over kind, unit, count).
+  void note(bool replica_group, char kind, int unit, size_t count);
+  MPI_Comm shard_, replica_;  // not owned: FsdpParams keeps them
+
+ private:
+  uint64_t fingerprint_[2] = {kFnvBasis, kFnvBasis};
+  static constexpr uint64_t kFnvBasis = 1469598103934665603ull;
+};
+
+// The collectives of `backend` ("cpu": MPI; "cuda": NCCL, device buffers) over the two
+// groups, which stay owned by the caller and must outlive it.
+std::unique_ptr<ShardCollectives> make_shard_collectives(const std::string& backend, MPI_Comm shard,
+                                                         MPI_Comm replica);
+
+}  // namespace rm::exec
