@@ -30,6 +30,10 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
                   "global batch per optimizer step in tokens (default 2M, the Ring Attention paper's A100 "
                   "batch; at least one sequence, at most 2^40)");
   cmd->add_flag("--causal,!--no-causal", o.causal, "causal mask (default) or full attention");
+  cmd->add_flag("--chunked-loss,!--no-chunked-loss", o.chunked_loss,
+                "the run computes the head's logits and the loss in 4K-token chunks (default; Liger's fused "
+                "linear cross-entropy, the Ring Attention paper's blockwise loss), or over the whole "
+                "micro-step's fp32 logits at once, as torchtitan and Megatron-LM do (memory only)");
   cmd->add_option("--workload", o.workload,
                   "what is predicted: attention (ring attention fwd+bwd), layer, or step (default)");
   cmd->add_option("--profile", o.profile, "calibrated profile YAML from `ringmaster calibrate`");
@@ -123,6 +127,7 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
                    std::to_string(r.job.batch_tokens) + ")");
   }
   r.job.causal = o.causal;
+  r.job.chunked_loss = o.chunked_loss;
   r.job.workload = parse_workload(o.workload, kCommandLine, "--workload");
   r.topology.gpu.memory_bytes *= 1 - o.headroom;  // the fabric copies the topology: before it
   build_fabric_and_costs(r.topology, gpus, o.profile, r.fabric, r.cost);

@@ -25,6 +25,7 @@ struct JobOptions {
   std::string seq;           // "8k", "1M", "1048576"
   std::string batch_tokens;  // global batch per optimizer step; default 2M tokens
   bool causal = true;
+  bool chunked_loss = true;
   std::string workload = "step";
   std::string profile;       // calibrated profile YAML (ringmaster calibrate)
   std::string attention_kernel = kDefaultAttentionKernel;
@@ -49,7 +50,8 @@ struct ResolvedJob {
   SearchPins pins;
 };
 
-// Adds --model --topology --batch-tokens --causal/--no-causal --workload --profile and the
+// Adds --model --topology --batch-tokens --causal/--no-causal --chunked-loss/--no-chunked-loss
+// --workload --profile and the
 // pins (--cp-comm-type --tp --tp-comm-overlap/--no-tp-comm-overlap --pp --virtual-stages --cp --dp --schedule --order --load-balance --block-q --block-kv
 // --kv-subblocks --checkpointing --micro-batch --sharding). `with_job_size` adds --gpus and --seq too (sweep has lists instead).
 void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "planner/cost_model.h"
+#include "planner/memory_model.h"
 #include "planner/pipeline_parallel.h"
 #include "planner/units.h"
 
@@ -153,6 +154,12 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   choice.add_row({"tiles (q x kv)", std::to_string(c.block_q) + " x " + std::to_string(c.block_kv)});
   choice.add_row({"kv sub-blocks", std::to_string(c.kv_subblocks)});
   choice.add_row({"checkpointing", to_string(c.checkpointing)});
+  const double logits =
+      ring_buffers(model, c, j.seq_len, topo.gpu, effective_window(model, j), j.chunked_loss).logits_chunk;
+  choice.add_row({"loss", (j.chunked_loss ? "chunked: " + std::to_string(kLogitsChunkTokens) +
+                                                "-token chunks of fp32 logits and their gradient, "
+                                          : std::string("whole: the micro-step's fp32 logits and their gradient at once, ")) +
+                              gib(logits) + " GiB"});
   choice.add_row({"micro-batch", std::to_string(c.micro_batch) + " sequences per ring"});
   choice.add_row({"grad accumulation", std::to_string(c.grad_accum) + " micro-steps"});
   out += choice.render() + "\n";

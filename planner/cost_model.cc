@@ -910,7 +910,7 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
   p.tp_comm_s = tp_total;
   p.pp_bubble_s = p_bubble;
   p.pp_p2p_s = p_p2p;
-  p.memory = memory_breakdown(m, choice, job.seq_len, gpu, effective_window(m, job));
+  p.memory = memory_breakdown(m, choice, job.seq_len, gpu, effective_window(m, job), job.chunked_loss);
   p.memory_bytes_per_gpu = p.memory.total();
   p.fits = p.memory_bytes_per_gpu <= gpu.memory_bytes;
   // Tokens per GPU at which one step's compute would just cover its transfer, on this
@@ -940,7 +940,7 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
       // What the level's unsharded states cost against fsdp's (memory_model.h).
       PlanChoice fsdp = ch;
       fsdp.sharding = Sharding::kFsdp;
-      const MemoryBreakdown f = memory_breakdown(m, fsdp, job.seq_len, gpu, effective_window(m, job));
+      const MemoryBreakdown f = memory_breakdown(m, fsdp, job.seq_len, gpu, effective_window(m, job), job.chunked_loss);
       std::snprintf(buf, sizeof buf, " (%.1f GiB over; %s's model states and layer buffers take %.1f GiB, fsdp's %.1f)",
                     (p.memory_bytes_per_gpu - gpu.memory_bytes) / (1 << 30), to_string(ch.sharding),
                     (p.memory.model_states + p.memory.layer_buffers) / (1 << 30),

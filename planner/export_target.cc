@@ -9,6 +9,7 @@
 #include "planner/data_parallel.h"
 #include "planner/export_megatron.h"
 #include "planner/input_error.h"
+#include "planner/memory_model.h"
 #include "planner/units.h"
 
 namespace rm {
@@ -338,6 +339,13 @@ std::string export_header(const Plan& plan, ExportTarget target, const std::stri
                   p.fits ? "fits" : "does NOT fit");
     h += buf;
   }
+  // Both frameworks take the loss over the whole micro-step's logits upcast to fp32
+  // (torchtitan's cross_entropy on pred.float(); Megatron's vocab-parallel cross-entropy).
+  if (j.chunked_loss && (target == ExportTarget::kTorchtitan || target == ExportTarget::kMegatron))
+    h += std::string("# loss: the plan prices it in chunks of ") + std::to_string(kLogitsChunkTokens) +
+         " tokens; " + (target == ExportTarget::kTorchtitan ? "torchtitan" : "Megatron-LM") +
+         " holds the whole micro-step's fp32 logits:\n#   re-plan with --no-chunked-loss for the memory it "
+         "will use.\n";
   return h;
 }
 

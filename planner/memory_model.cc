@@ -49,7 +49,7 @@ double RingBuffers::working_set_bytes() const {
 }
 
 RingBuffers ring_buffers(const ModelSpec& model, const PlanChoice& choice, int64_t seq_len,
-                         const GpuSpec& gpu, int64_t window) {
+                         const GpuSpec& gpu, int64_t window, bool chunked_loss) {
   const int e = gpu.element_bytes;
   // One TP member's heads, FFN columns and vocabulary (the model itself when tp = 1).
   const int tp = std::max(1, choice.tp);
@@ -112,7 +112,8 @@ RingBuffers ring_buffers(const ModelSpec& model, const PlanChoice& choice, int64
   b.grad_stream = 2 * cd * m.hidden * e;
   const double ffn_tokens = static_cast<double>(std::min(c, kFfnChunkTokens));
   b.ffn_chunk = ffn_tokens * a.ffn_inter * 2;
-  const double logit_tokens = static_cast<double>(std::min(c, kLogitsChunkTokens));
+  const double logit_tokens = chunked_loss ? static_cast<double>(std::min(c, kLogitsChunkTokens))
+                                          : std::max(1, choice.micro_batch) * cd;
   b.logits_chunk = logit_tokens * m.vocab * 4.0 * 2;
   return b;
 }
@@ -143,7 +144,7 @@ double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int
 }
 
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
-                                 const GpuSpec& gpu, int64_t window) {
+                                 const GpuSpec& gpu, int64_t window, bool chunked_loss) {
   const int e = gpu.element_bytes;
   const int P = std::max(1, choice.cp);
   const int tp = std::max(1, choice.tp);
@@ -166,7 +167,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   // Middle stages hold no more layers, micro-batches or tables than the first. Only the
   // last computes the logits: the others' working set is the attention's or the FFN's
   // (a stage's op lists allocate no logits chunk, schedule.cc).
-  const RingBuffers rb = ring_buffers(m, choice, seq_len, gpu, window);
+  const RingBuffers rb = ring_buffers(m, choice, seq_len, gpu, window, chunked_loss);
   double peak = -1;
   for (int s : {0, pp - 1}) {
     const double states = stage_model_state_bytes(m, choice, e, s);

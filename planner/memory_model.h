@@ -28,8 +28,10 @@
 namespace rm {
 
 // Tokens per chunk of the blockwise FFN and of the chunked logits + loss: bounded
-// transient memory whatever c is (Ring Attention computes its FFN blockwise for the same
-// reason; chunked cross-entropy as in Liger / Megatron's fused loss).
+// transient memory whatever c is (Ring Attention computes its FFN and loss blockwise for
+// the same reason; chunked cross-entropy as in Liger's fused linear cross-entropy). With
+// Job::chunked_loss false the loss holds the whole micro-step's fp32 logits and their
+// gradient instead (torchtitan's and Megatron-LM's loss over .float() logits).
 inline constexpr int64_t kFfnChunkTokens = 8192;
 inline constexpr int64_t kLogitsChunkTokens = 4096;
 // Mixed-precision Adam: the fp32 master copy and Adam's fp32 m and v, K = 12 bytes per
@@ -76,7 +78,9 @@ struct RingBuffers {
   double gathered = 0;
   double grad_stream = 0;   // 2·c·hidden·e       incoming and outgoing residual grads
   double ffn_chunk = 0;     // min(c, chunk)·(gated ? 3 : 2)·f·e·2 (values + grads)
-  double logits_chunk = 0;  // min(c, chunk)·V·4·2 (fp32 logits + their grads)
+  // fp32 logits + their grads: min(c, chunk)·V·4·2 chunked, micro_batch·c·V·4·2 whole
+  // (Job::chunked_loss false)
+  double logits_chunk = 0;
   double recompute = 0;     // full checkpointing: the layer's rematerialised activations
 
   double attention_backward_bytes() const;
@@ -107,8 +111,9 @@ double activation_bytes_per_token_layer(const ModelSpec& m, Checkpointing ckpt, 
 // `window`: the job's effective sliding window (attention_work.h), 0 = none. K,V that no
 // step needs are not held: a contiguous ring cut to one step has no ring buffers, and
 // all-gather CP on contiguous chunks gathers only the window_blocks() a position attends to.
+// `chunked_loss`: Job::chunked_loss (the logits buffer's size).
 RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
-                         const GpuSpec& gpu, int64_t window = 0);
+                         const GpuSpec& gpu, int64_t window = 0, bool chunked_loss = true);
 
 // Memory per GPU of a plan (choice.strategy decides the buffers: the ring, flash-fsdp
 // with cp = 1, all-gather CP, Ulysses).
@@ -133,7 +138,7 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
 //   working_set    RingBuffers::working_set_bytes()
 //   runtime_reserve  gpu.runtime_reserve_bytes
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
-                                 const GpuSpec& gpu, int64_t window = 0);
+                                 const GpuSpec& gpu, int64_t window = 0, bool chunked_loss = true);
 
 // model_states of pipeline stage `stage` (0 without a pipeline): its TP member's
 // parameters (pp_stage_params) as the sharding level holds them. The schedule generator

@@ -108,6 +108,12 @@ struct Job {
   // are priced as memory-bound work beside the GEMMs. Set by `validate --published` from
   // an entry's `precision: fp8` and `fp8_recipe`, with apply_linear_precision.
   Fp8Recipe fp8_recipe = Fp8Recipe::kNone;
+  // How the run computes its loss (memory_model.h): true, the head's logits and the
+  // cross-entropy in chunks of kLogitsChunkTokens (Liger's fused linear cross-entropy, the
+  // Ring Attention paper's blockwise loss); false, over the whole micro-step's fp32 logits
+  // at once, as torchtitan and Megatron-LM compute it (--no-chunked-loss). Memory only:
+  // the same FLOPs and bytes either way.
+  bool chunked_loss = true;
 };
 
 // Ring order names: "node-major", "snake" (rail-aware), "searched", "custom".

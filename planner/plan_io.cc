@@ -10,6 +10,8 @@
 //   causal: true
 //   workload: step              # attention | layer | step
 //   passes: forward-backward    # forward | forward-backward
+//   attention_kernel: ...       # optional, flash_attn_2
+//   chunked_loss: false         # optional, true (Job::chunked_loss)
 //   plan: {strategy, cp_comm_type, tp, tp_comm_overlap (optional, false), pp, sharding, [data_parallel_shard_degree: hsdp only], virtual_stages, cp, dp, schedule, order_name, order: [GPU ids in ring order],
 //          load_balance, block_q, block_kv, kv_subblocks, checkpointing, grad_accum,
 //          micro_batch (optional, 1)}
@@ -173,6 +175,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
   out["workload"] = to_string(j.workload);
   out["passes"] = to_string(j.passes);
   out["attention_kernel"] = j.attention_kernel;
+  out["chunked_loss"] = j.chunked_loss;
   out["plan"] = {{"strategy", to_string(c.strategy)},
                  {"cp_comm_type", cp_comm_type(c.strategy)},
                  {"tp", c.tp},
@@ -277,6 +280,7 @@ std::string plan_to_yaml_string(const Plan& plan) {
   e << YAML::Key << "passes" << YAML::Value << to_string(j.passes);
   if (j.attention_kernel != kDefaultAttentionKernel)
     e << YAML::Key << "attention_kernel" << YAML::Value << j.attention_kernel;
+  if (!j.chunked_loss) e << YAML::Key << "chunked_loss" << YAML::Value << false;
 
   e << YAML::Key << "plan" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "strategy" << YAML::Value << to_string(c.strategy);
@@ -522,6 +526,7 @@ Plan parse_plan_yaml(const std::string& yaml_text, const std::string& path) {
   j.passes = root.has("passes") ? parse_passes(root.str("passes"), root.location("passes"), root.field("passes"))
                                 : Passes::kForwardBackward;
   j.attention_kernel = root.str_or("attention_kernel", kDefaultAttentionKernel);
+  j.chunked_loss = root.boolean_or("chunked_loss", true);  // plans before it chunked the loss
   plan.choice = read_choice(root.map("plan"), j.gpus);
   TokenLayout::check_divisible(plan.choice.load_balance, j.seq_len, plan.choice.cp, root.location("seq_len"));
   if (root.has("predicted")) plan.predicted = read_predicted(root.map("predicted"));

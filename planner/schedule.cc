@@ -279,8 +279,8 @@ class Generator {
     layout_ = TokenLayout{choice_.load_balance, job_.seq_len, P_};
     const GpuSpec& gpu = fabric_.topology().gpu;
     window_ = effective_window(m_, job_);
-    rb_ = ring_buffers(m_, choice_, job_.seq_len, gpu, window_);
-    mem_ = memory_breakdown(m_, plan_choice_, job_.seq_len, gpu, window_);
+    rb_ = ring_buffers(m_, choice_, job_.seq_len, gpu, window_, job_.chunked_loss);
+    mem_ = memory_breakdown(m_, plan_choice_, job_.seq_len, gpu, window_, job_.chunked_loss);
     // A TP member's GEMMs and loss (vocabulary-parallel); sequence parallelism splits the
     // layer's memory-bound work tp ways too (CostModel::layer_times).
     lin_ = linear_flops_per_token(ms_);

@@ -182,7 +182,7 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
         bool v_fitted = false;
         for (Checkpointing ck : ckpts) {
           ch.checkpointing = ck;
-          if (!must_price && memory_breakdown(m, ch, job.seq_len, gpu, window).total() > gpu.memory_bytes)
+          if (!must_price && memory_breakdown(m, ch, job.seq_len, gpu, window, job.chunked_loss).total() > gpu.memory_bytes)
             continue;
           bool fits = false;
           for (size_t k = 0; k < overlaps.size(); ++k) {

@@ -148,5 +148,33 @@ checked=$((checked + 1))
 cmp -s <("$bin" list --show dgx-a100-ib) "$src/topologies/dgx-a100-ib.yaml" || fail "list --show dgx-a100-ib is not the shipped file"
 expect_bad "shipped topology or model" "--show" -- list --show nosuch
 
+# ---- --no-chunked-loss: the loss over whole fp32 logits, as torchtitan and Megatron hold it --
+# (memory only: the same step time; the plan says which, JSON carries it, the export warns)
+checked=$((checked + 1))
+loss_job=(--model llama3-8b --topology grand-teton-h100-96gb --gpus 8 --seq 32K --cp 1 --sharding fsdp
+          --checkpointing full --micro-batch 1 --batch-tokens 256K)
+"$bin" plan "${loss_job[@]}" --format json -o "$tmp/chunked.yaml" >"$tmp/chunked.json" 2>/dev/null || fail "plan (chunked loss)"
+"$bin" plan "${loss_job[@]}" --no-chunked-loss --format json -o "$tmp/whole.yaml" >"$tmp/whole.json" 2>/dev/null ||
+  fail "plan --no-chunked-loss"
+python3 - "$tmp/chunked.json" "$tmp/whole.json" <<'PY' || fail "--no-chunked-loss: memory, time or the JSON key"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert a["chunked_loss"] is True and b["chunked_loss"] is False, (a["chunked_loss"], b["chunked_loss"])
+ga, gb = a["predicted"]["memory_gib_per_gpu"], b["predicted"]["memory_gib_per_gpu"]
+# 32K tokens x 128,256 vocabulary x (fp32 logits + gradient) = 31.3 GiB, less the 4K-token chunk
+assert abs((gb - ga) - (32768 - 4096) * 128256 * 8 / 2**30) < 0.2, (ga, gb)
+assert a["predicted"]["step_time_s"] == b["predicted"]["step_time_s"]
+print(f"loss: chunked {ga:.1f} GiB, whole logits {gb:.1f} GiB per GPU")
+PY
+checked=$((checked + 1))
+"$bin" plan "${loss_job[@]}" --no-chunked-loss 2>/dev/null | grep -q "^loss  *whole: the micro-step's fp32 logits" ||
+  fail "plan --no-chunked-loss does not say the loss holds whole logits"
+checked=$((checked + 1))
+grep -q "^chunked_loss: false" "$tmp/whole.yaml" || fail "the plan file does not record chunked_loss: false"
+"$bin" export --plan "$tmp/chunked.yaml" --to torchtitan 2>/dev/null | grep -q "re-plan with --no-chunked-loss" ||
+  fail "export --to torchtitan of a chunked-loss plan does not warn"
+"$bin" export --plan "$tmp/whole.yaml" --to torchtitan 2>/dev/null | grep -q "chunked-loss" &&
+  fail "export --to torchtitan of a whole-logits plan warns"
+
 echo "plan questions: $checked checks, $failures failed"
 [[ $failures -eq 0 ]]

@@ -187,3 +187,26 @@ TEST_CASE("state shards per level") {
   c.sharding = Sharding::kDdp;
   CHECK(state_shards(c).optimizer == 1);
 }
+
+TEST_CASE("the loss over whole logits holds the micro-step's fp32 logits and gradient") {
+  // Chunked: 4096 tokens of fp32 logits and their gradient; whole: every token of the
+  // micro-step's sequences (torchtitan's and Megatron-LM's loss), by hand.
+  const ModelSpec m = llama2_7b();
+  PlanChoice c = ring(1, 8, Checkpointing::kFull);
+  c.micro_batch = 2;
+  const int64_t n = 32 * 1024;
+  const double V = 32000;
+  CHECK(ring_buffers(m, c, n, a100()).logits_chunk == 4096 * V * 4 * 2);
+  CHECK(ring_buffers(m, c, n, a100(), 0, false).logits_chunk == 2.0 * n * V * 4 * 2);
+  // The logits phase is then the working set, and the total grows by the difference.
+  const MemoryBreakdown chunked = memory_breakdown(m, c, n, a100());
+  const MemoryBreakdown whole = memory_breakdown(m, c, n, a100(), 0, false);
+  CHECK(whole.working_set == doctest::Approx(ring_buffers(m, c, n, a100(), 0, false).logits_bytes()));
+  CHECK(whole.total() - chunked.total() > (2.0 * n - 4096) * V * 8 - chunked.working_set);
+  CHECK(whole.model_states == chunked.model_states);
+  CHECK(whole.activations == chunked.activations);
+  // With tensor parallelism each TP member holds its vocabulary shard's logits.
+  c.tp = 4;
+  c.dp = 2;
+  CHECK(ring_buffers(m, c, n, a100(), 0, false).logits_chunk == 2.0 * n * (V / 4) * 4 * 2);
+}

@@ -207,3 +207,33 @@ TEST_CASE("tp_comm_overlap: written, read back strictly, false in plans from bef
   CHECK(why.find("expected false with tp 1") != std::string::npos);
   std::filesystem::remove(path);
 }
+
+TEST_CASE("chunked_loss: written when false, read back strictly, true in plans from before it") {
+  rm::Plan p = sample_plan();
+  const std::string path = temp_path("loss.yaml");
+  rm::write_plan_yaml(p, path);
+  CHECK(rm::read_plan_yaml(path).job.chunked_loss);  // the default is not written
+  CHECK(rm::plan_to_json(p)["chunked_loss"] == true);
+  p.job.chunked_loss = false;
+  rm::write_plan_yaml(p, path);
+  CHECK_FALSE(rm::read_plan_yaml(path).job.chunked_loss);
+  CHECK(rm::plan_to_json(p)["chunked_loss"] == false);
+  auto read_with = [&](const std::string& entry) {
+    std::ofstream(path) << "model: tiny\ntopology: cpu-local\ngpus: 2\nseq_len: 8k\n" << entry
+                        << "plan: {strategy: ring, tp: 1, cp: 2, dp: 1, schedule: flat, order: [0, 1],\n"
+                           "       load_balance: zigzag, block_q: 64, block_kv: 64, kv_subblocks: 1,\n"
+                           "       checkpointing: none}\n";
+    return rm::read_plan_yaml(path);
+  };
+  CHECK(read_with("").job.chunked_loss);
+  CHECK_FALSE(read_with("chunked_loss: false\n").job.chunked_loss);
+  std::string why;
+  try {
+    read_with("chunked_loss: maybe\n");
+  } catch (const rm::InputError& e) {
+    why = e.what();
+  }
+  CHECK(why.find("chunked_loss") != std::string::npos);
+  CHECK(why.find("expected true or false") != std::string::npos);
+  std::filesystem::remove(path);
+}
