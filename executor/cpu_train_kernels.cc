@@ -104,7 +104,7 @@ class CpuTrainKernels final : public TrainKernels<T> {
     }
   }
 
-  void rope(View<T> xv, int heads, int d, const int64_t* positions, int64_t c, T sign) override {
+  void rope(View<T> xv, int heads, int d, const int64_t* positions, int64_t c, int sign) override {
     MutEigen<T> x = eigen(xv);
     const int half = d / 2;
     for (Eigen::Index i = 0; i < x.rows(); ++i)
@@ -112,7 +112,7 @@ class CpuTrainKernels final : public TrainKernels<T> {
         const double angle = static_cast<double>(positions[i % c]) *
                              std::pow(kRopeTheta, -2.0 * k / static_cast<double>(d));
         const T cs = static_cast<T>(std::cos(angle));
-        const T sn = sign * static_cast<T>(std::sin(angle));
+        const T sn = static_cast<T>(sign) * static_cast<T>(std::sin(angle));
         for (int j = 0; j < heads; ++j) {
           T& a = x(i, j * d + k);
           T& b = x(i, j * d + k + half);
@@ -200,6 +200,15 @@ class CpuTrainKernels final : public TrainKernels<T> {
       const double mhat = m.data[i] / s.bc1, vhat = v.data[i] / s.bc2;
       p.data[i] = static_cast<T>(p.data[i] * decay - s.lr * mhat / (std::sqrt(vhat) + s.eps));
     }
+  }
+
+  void to_bf16(Bf16* dst, const T* src, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i)
+      dst[i].bits = Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(static_cast<float>(src[i])));
+  }
+  void from_bf16(T* dst, const Bf16* src, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<T>(static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(src[i].bits)));
   }
 };
 

@@ -27,6 +27,14 @@ namespace rm::exec {
 template <class T>
 class TrainKernels;
 
+// bfloat16 as the kernels store it: the upper 16 bits of an fp32 (8-bit exponent, 7-bit
+// mantissa). Only the kernels convert it (to_bf16 / from_bf16 below: Eigen's conversion on
+// the cpu, CUDA's on a GPU, both rounding to nearest even); under mixed precision the pass
+// keeps its activations, parameters and gradients in it (bf16_kernels.h).
+struct Bf16 {
+  uint16_t bits = 0;
+};
+
 // The scalars of one AdamW update (adamw.h computes them once per step): gradients
 // scaled by `clip` (clipping), moments decayed by b1 and b2, bias corrections bc1, bc2,
 // the learning rate, eps, and the weight-decay factor (1 - lr * weight_decay, or 1).
@@ -69,6 +77,12 @@ class Tensor {
   Tensor& operator=(const Tensor&) = delete;
   ~Tensor() {
     if (data_ != nullptr) owner_->free(data_);
+  }
+  // Gives up ownership: the caller frees the data (with the owner's free()).
+  T* release() {
+    T* d = data_;
+    data_ = nullptr;
+    return d;
   }
   T* data() { return data_; }
   const T* data() const { return data_; }
@@ -122,7 +136,7 @@ class TrainKernels {
   // of a rotation is its transpose). Row i is at positions[i % c] (sequences stacked).
   //   x [rows][heads * d]; positions [c]
   virtual void rope(View<T> x, int heads, int d, const int64_t* positions, int64_t c,
-                    T sign) = 0;
+                    int sign) = 0;
   // SwiGLU's gate (Shazeer 2020): s = silu(u) * g; its backward du, dg from ds.
   //   all [rows][F]
   virtual void swiglu_forward(ConstView<T> u, ConstView<T> g, View<T> s) = 0;
@@ -149,6 +163,11 @@ class TrainKernels {
   //   g = grad * clip; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
   //   p = p * decay - lr * (m / bc1) / (sqrt(v / bc2) + eps)   (the last line in double).
   virtual void adamw(View<T> p, ConstView<T> grad, View<T> m, View<T> v, const AdamWScalars& s) = 0;
+
+  // --- bf16 storage (bf16_kernels.h) -------------------------------------------------
+  // n values to bf16 (rounded to nearest even) and back, both in the kernels' memory.
+  virtual void to_bf16(Bf16* dst, const T* src, int64_t n) = 0;
+  virtual void from_bf16(T* dst, const Bf16* src, int64_t n) = 0;
 };
 
 // The Eigen kernels (cpu_train_kernels.cc), one per type; stateless, so shared.

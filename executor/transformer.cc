@@ -203,8 +203,8 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
     mm(A.a, W(p, o.wk, H, kvd), k);
     mm(A.a, W(p, o.wv, H, kvd), v);
     lap(lin);
-    K.rope(q, h, d, batch.positions, c, T(1));
-    K.rope(k, hkv, d, batch.positions, c, T(1));
+    K.rope(q, h, d, batch.positions, c, 1);
+    K.rope(k, hkv, d, batch.positions, c, 1);
     A.attn.resize(static_cast<size_t>(n));
     A.o = mat(rows, hd);
     for (int64_t m = 0; m < n; ++m) {  // the ring joins one sequence at a time
@@ -323,8 +323,8 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
       K.from_heads(t.dk, hkv, d, dk, m * c);
       K.from_heads(t.dv, hkv, d, dv, m * c);
     }
-    K.rope(dq, h, d, batch.positions, c, T(-1));
-    K.rope(dk, hkv, d, batch.positions, c, T(-1));
+    K.rope(dq, h, d, batch.positions, c, -1);
+    K.rope(dk, hkv, d, batch.positions, c, -1);
     lap(ew);
     mm_tn_add(A.a, dq, dW(gp, o.wq, H, hd));
     mm_tn_add(A.a, dk, dW(gp, o.wk, H, kvd));
@@ -358,5 +358,8 @@ template double Transformer::forward_backward<double>(TrainKernels<double>&, Par
                                                       const TokenBatch&, double, const AttentionFnOf<double>&,
                                                       const AttentionFnOf<double>&, Checkpointing,
                                                       size_t*, PassTimes*) const;
+template double Transformer::forward_backward<Bf16>(TrainKernels<Bf16>&, ParamAccess<Bf16>&, const TokenBatch&,
+                                                    double, const AttentionFnOf<Bf16>&, const AttentionFnOf<Bf16>&,
+                                                    Checkpointing, size_t*, PassTimes*) const;
 
 }  // namespace rm::exec

@@ -185,6 +185,16 @@ __global__ void adamw_kernel(float* p, const float* grad, float* m, float* v, in
   p[i] = static_cast<float>(p[i] * s.decay - s.lr * mhat / (sqrt(vhat) + s.eps));
 }
 
+// bf16 <-> fp32, round to nearest even (__float2bfloat16_rn), one thread per element.
+__global__ void to_bf16_kernel(uint16_t* dst, const float* src, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = __bfloat16_as_ushort(__float2bfloat16_rn(src[i]));
+}
+__global__ void from_bf16_kernel(float* dst, const uint16_t* src, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = __bfloat162float(__ushort_as_bfloat16(src[i]));
+}
+
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
 void check_cublas(cublasStatus_t s, const char* op, const char* file, int line) {
@@ -296,11 +306,11 @@ class CudaTrainKernels final : public exec::TrainKernels<float> {
         x.data, r.data, g, dy.data, dx.data, dg, static_cast<int>(x.cols));
     RM_CUDA_CHECK_LAUNCH("rmsnorm_backward");
   }
-  void rope(View<float> x, int heads, int d, const int64_t* positions, int64_t c, float sign) override {
+  void rope(View<float> x, int heads, int d, const int64_t* positions, int64_t c, int sign) override {
     const int64_t n = x.rows * (d / 2);
     if (n == 0) return;
     const int64_t* pos = positions_.upload(positions, c);
-    rope_kernel<<<blocks_for(n), kThreads>>>(x.data, x.rows, heads, d, pos, c, sign);
+    rope_kernel<<<blocks_for(n), kThreads>>>(x.data, x.rows, heads, d, pos, c, static_cast<float>(sign));
     RM_CUDA_CHECK_LAUNCH("rope");
   }
   void swiglu_forward(ConstView<float> u, ConstView<float> g, View<float> s) override {
@@ -368,6 +378,16 @@ class CudaTrainKernels final : public exec::TrainKernels<float> {
     if (p.size() == 0) return;
     adamw_kernel<<<blocks_for(p.size()), kThreads>>>(p.data, grad.data, m.data, v.data, p.size(), s);
     RM_CUDA_CHECK_LAUNCH("adamw");
+  }
+  void to_bf16(exec::Bf16* dst, const float* src, int64_t n) override {
+    if (n == 0) return;
+    to_bf16_kernel<<<blocks_for(n), kThreads>>>(reinterpret_cast<uint16_t*>(dst), src, n);
+    RM_CUDA_CHECK_LAUNCH("to_bf16");
+  }
+  void from_bf16(float* dst, const exec::Bf16* src, int64_t n) override {
+    if (n == 0) return;
+    from_bf16_kernel<<<blocks_for(n), kThreads>>>(dst, reinterpret_cast<const uint16_t*>(src), n);
+    RM_CUDA_CHECK_LAUNCH("from_bf16");
   }
 
  private:

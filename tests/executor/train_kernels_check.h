@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -107,7 +108,7 @@ inline std::vector<KernelError> check_train_kernels(TrainKernels<float>& K) {
     const std::vector<float> x = random(rows * H);
     for (float sign : {1.0f, -1.0f}) {
       Tensor<float> t = dev(x, rows, H);
-      K.rope(t, heads, d, pos.data(), c, sign);
+      K.rope(t, heads, d, pos.data(), c, sign > 0 ? 1 : -1);
       std::vector<double> want(x.begin(), x.end());
       for (int64_t i = 0; i < rows; ++i)
         for (int p = 0; p < d / 2; ++p) {
@@ -238,6 +239,29 @@ inline std::vector<KernelError> check_train_kernels(TrainKernels<float>& K) {
     compare("adamw p", host(tp), p);
     compare("adamw m", host(tm), m);
     compare("adamw v", host(tv), v);
+  }
+
+  // bf16 storage: to_bf16 rounds to nearest even (the upper 16 bits of the fp32, plus one
+  // where the lower half is above 0x8000, or equal with the kept part odd), from_bf16 is
+  // exact; the round trip is compared with that definition (relative error 0 expected).
+  {
+    const int64_t N = 1000;
+    std::vector<float> x = random(N);
+    for (int64_t i = 0; i < N; ++i) x[i] *= static_cast<float>(1 << (i % 16));  // many exponents
+    Tensor<float> tx = dev(x, 1, N), back = K.alloc(1, N);
+    Tensor<float> half = K.alloc(1, (N + 1) / 2);  // N bf16 values
+    K.to_bf16(reinterpret_cast<Bf16*>(half.data()), tx.data(), N);
+    K.from_bf16(back.data(), reinterpret_cast<const Bf16*>(half.data()), N);
+    std::vector<double> want(static_cast<size_t>(N));
+    for (int64_t i = 0; i < N; ++i) {
+      uint32_t u = 0;
+      std::memcpy(&u, &x[i], sizeof u);
+      u = ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) << 16;
+      float f = 0;
+      std::memcpy(&f, &u, sizeof f);
+      want[i] = f;
+    }
+    compare("to_bf16 / from_bf16", host(back), want);
   }
   return out;
 }

@@ -156,6 +156,20 @@ TEST_CASE("transformer: a micro-batch of two stacked sequences equals two calls"
   CHECK(worst <= 1e-5 * largest);
 }
 
+TEST_CASE("transformer: mixed precision (bf16 storage) follows the fp32 losses to bf16 rounding") {
+  // The same steps with the pass in bf16 (bf16_kernels.h): close to the fp32 losses, not
+  // equal to them (the rounding really happens), and deterministic.
+  const std::vector<double> fp32 = testing::train_steps(cpu_train_kernels<float>(), 6);
+  const std::vector<double> bf16 = testing::train_steps(cpu_train_kernels<float>(), 6, true);
+  REQUIRE(bf16.size() == fp32.size());
+  double worst = 0;
+  for (size_t s = 0; s < fp32.size(); ++s) worst = std::max(worst, std::fabs(bf16[s] - fp32[s]) / fp32[s]);
+  std::printf("bf16 storage against fp32: largest relative loss difference over 6 steps %.2e\n", worst);
+  CHECK(worst < 1e-2);
+  CHECK(worst > 0);
+  CHECK(testing::train_steps(cpu_train_kernels<float>(), 6, true) == bf16);
+}
+
 TEST_CASE("transformer: AdamW steps on the kernels are deterministic") {
   // The fixture the GPU test compares the cuda kernels with: a rerun is bit for bit the
   // same (nothing in a step depends on more than its inputs), and on hashed bytes the
