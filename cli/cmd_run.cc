@@ -43,6 +43,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--backend", o->backend, "cpu (MPI + Eigen) or cuda (NCCL)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
+  cmd->add_option("--mixed-precision-param", o->mixed_precision_param,
+                  "step plans: the pass's precision, bfloat16 or float32 (as `train`'s; default bfloat16 on "
+                  "cuda where the plan's GPUs compute in bf16, float32 on the cpu)")
+      ->check(CLI::IsMember({"bfloat16", "float32"}));
   cmd->add_option("--timeout-s", o->timeout_s,
                   "a rank with no progress for this long aborts the run (dead or stalled peer)")
       ->check(finite_in(0.001, 86400))

@@ -2,21 +2,24 @@
 #include "executor/fsdp.h"
 
 #include <algorithm>
+#include <type_traits>
 
 namespace rm::exec {
 
 namespace {
 
 // A view of n elements of `t` from `at`.
-View<float> slice(Tensor<float>& t, size_t at, size_t n) {
+template <class T>
+View<T> slice(Tensor<T>& t, size_t at, size_t n) {
   return {t.data() + at, 1, static_cast<int64_t>(n)};
 }
 
 }  // namespace
 
-FsdpParams::FsdpParams(const Transformer& model, Sharding sharding, const std::vector<float>& full,
-                       TrainKernels<float>& kernels, const std::string& backend, Watchdog* watchdog,
-                       double epoch)
+// ---- FsdpState: the fp32 shards --------------------------------------------------------
+
+FsdpState::FsdpState(const Transformer& model, Sharding sharding, const std::vector<float>& full,
+                     TrainKernels<float>& kernels, const std::string& backend, Watchdog* watchdog, double epoch)
     : k_(kernels), watchdog_(watchdog), epoch_(epoch) {
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_dup(sharding == Sharding::kFsdp ? MPI_COMM_WORLD : MPI_COMM_SELF, &shard_comm_);
@@ -42,8 +45,6 @@ FsdpParams::FsdpParams(const Transformer& model, Sharding sharding, const std::v
     }
     units_.push_back(u);
   }
-  gathered_.resize(units_.size());
-  unsharded_grads_.resize(units_.size());
   for (Tensor<float>* t : {&params_, &grads_, &m_, &v_}) {
     *t = k_.alloc(1, static_cast<int64_t>(local_));
     k_.zero(*t);
@@ -51,14 +52,13 @@ FsdpParams::FsdpParams(const Transformer& model, Sharding sharding, const std::v
   load(StateArray::kParams, full);
 }
 
-FsdpParams::~FsdpParams() {
-  if (prefetched_ >= 0) coll_->wait_all_gather();  // its buffer is about to go
+FsdpState::~FsdpState() {
   coll_.reset();
   MPI_Comm_free(&shard_comm_);
   MPI_Comm_free(&replica_comm_);
 }
 
-Tensor<float>& FsdpParams::array(StateArray a) {
+Tensor<float>& FsdpState::array(StateArray a) {
   switch (a) {
     case StateArray::kParams: return params_;
     case StateArray::kGrads: return grads_;
@@ -68,19 +68,12 @@ Tensor<float>& FsdpParams::array(StateArray a) {
   return params_;
 }
 
-Tensor<float> FsdpParams::hold(size_t n) {
-  Tensor<float> t = k_.alloc(1, static_cast<int64_t>(n));
-  unsharded_ += n * sizeof(float);
+void FsdpState::count_unsharded(double bytes) {
+  unsharded_ = static_cast<size_t>(static_cast<double>(unsharded_) + bytes);
   peak_unsharded_ = std::max(peak_unsharded_, unsharded_);
-  return t;
 }
 
-void FsdpParams::drop(Tensor<float>& buffer) {
-  unsharded_ -= static_cast<size_t>(buffer.size()) * sizeof(float);
-  buffer = Tensor<float>();
-}
-
-void FsdpParams::record(const char* kind, int unit, double t0) {
+void FsdpState::record(const char* kind, int unit, double t0) {
   const double t1 = MPI_Wtime();
   comm_s_ += t1 - t0;
   Measurement m;
@@ -97,7 +90,7 @@ void FsdpParams::record(const char* kind, int unit, double t0) {
   records_.push_back(m);
 }
 
-int FsdpParams::next_unit(int unit) const {
+int FsdpState::next_unit(int unit) const {
   const int last = static_cast<int>(units_.size()) - 1;  // the head
   if (unit == 0) return last > 0 ? 1 : -1;                // the forward starts
   if (unit == last) return unit - 1;                      // the backward starts from the head
@@ -105,75 +98,17 @@ int FsdpParams::next_unit(int unit) const {
   return unit - 1 >= 1 ? unit - 1 : -1;                   // backward, down to the first block
 }
 
-void FsdpParams::post_gather(int unit) {
-  const Unit& u = units_[static_cast<size_t>(unit)];
-  Tensor<float>& buf = gathered_[static_cast<size_t>(unit)];
-  buf = hold(u.shard * static_cast<size_t>(shard_size_));
-  // The fault injection (fsdp.h): the next block's chunk, of the same size, in its place.
-  const int source = step_ == wrong_unit_step_ && unit == 1 && units_.size() > 3 ? 2 : unit;
-  // This rank's chunk in place, then the collective fills the others (the contract's layout).
-  k_.copy(slice(buf, u.shard * static_cast<size_t>(shard_rank_), u.shard),
-          slice(params_, units_[static_cast<size_t>(source)].local, u.shard));
-  coll_->start_all_gather(buf.data(), u.shard, source);
-  prefetched_ = unit;
-}
-
-void FsdpParams::wait_prefetch(bool keep) {
-  const int unit = prefetched_;
+void FsdpState::wait_gather(int unit) {
   watchdog_->arm("the FSDP all-gather of unit " + std::to_string(unit));
   const double t0 = MPI_Wtime();
   coll_->wait_all_gather();
   record("all_gather", unit, t0);
   watchdog_->disarm();
-  prefetched_ = -1;
-  if (!keep) drop(gathered_[static_cast<size_t>(unit)]);
 }
 
-const float* FsdpParams::gather(int unit) {
-  const Unit& u = units_[static_cast<size_t>(unit)];
-  if (shard_size_ == 1) return params_.data() + u.local;  // the shard is the whole unit
-  if (prefetched_ >= 0) wait_prefetch(prefetched_ == unit);
-  Tensor<float>& buf = gathered_[static_cast<size_t>(unit)];
-  if (buf.data() == nullptr) {  // not prefetched: gather it now
-    post_gather(unit);
-    wait_prefetch(true);
-  }
-  const int next = next_unit(unit);
-  last_gathered_ = unit;
-  if (next >= 0) post_gather(next);
-  return buf.data();
-}
+void FsdpState::zero_grads() { k_.zero(grads_); }
 
-void FsdpParams::release(int unit) {
-  if (shard_size_ > 1) drop(gathered_[static_cast<size_t>(unit)]);
-}
-
-float* FsdpParams::grads(int unit) {
-  const Unit& u = units_[static_cast<size_t>(unit)];
-  if (shard_size_ == 1) return grads_.data() + u.local;
-  Tensor<float>& buf = unsharded_grads_[static_cast<size_t>(unit)];
-  buf = hold(u.shard * static_cast<size_t>(shard_size_));
-  k_.zero(buf);
-  return buf.data();
-}
-
-void FsdpParams::reduce(int unit) {
-  if (shard_size_ == 1) return;
-  const Unit& u = units_[static_cast<size_t>(unit)];
-  Tensor<float>& buf = unsharded_grads_[static_cast<size_t>(unit)];
-  Tensor<float> mine = k_.alloc(1, static_cast<int64_t>(u.shard));
-  watchdog_->arm("the FSDP reduce-scatter of unit " + std::to_string(unit));
-  const double t0 = MPI_Wtime();
-  coll_->reduce_scatter(buf.data(), mine.data(), u.shard, unit);
-  record("reduce_scatter", unit, t0);
-  watchdog_->disarm();
-  drop(buf);
-  k_.add(slice(grads_, u.local, u.shard), mine);
-}
-
-void FsdpParams::zero_grads() { k_.zero(grads_); }
-
-void FsdpParams::finish_gradients() {
+void FsdpState::finish_gradients() {
   watchdog_->arm("comparing the ranks' FSDP collectives");
   coll_->check_order();
   watchdog_->disarm();
@@ -187,19 +122,18 @@ void FsdpParams::finish_gradients() {
   watchdog_->disarm();
 }
 
-double FsdpParams::grad_squared_norm() {
+double FsdpState::grad_squared_norm() {
   double sq = k_.squared_norm(grads_);  // padding is zero
   MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, shard_comm_);
   return sq;
 }
 
-void FsdpParams::optimizer_step(const AdamWConfig& cfg, double grad_norm) {
+void FsdpState::optimizer_step(const AdamWConfig& cfg, double grad_norm) {
   adamw_update(cfg, segments_, grad_norm, optimizer_steps_, k_, params_, grads_, m_, v_);
   ++optimizer_steps_;
 }
 
-std::vector<float> FsdpParams::unshard(StateArray which) {
-  if (prefetched_ >= 0) wait_prefetch(false);
+std::vector<float> FsdpState::unshard(StateArray which) {
   std::vector<float> local(local_);
   k_.download(local.data(), array(which).data(), static_cast<int64_t>(local_));
   size_t n = 0;
@@ -217,7 +151,7 @@ std::vector<float> FsdpParams::unshard(StateArray which) {
   return full;
 }
 
-void FsdpParams::load(StateArray which, const std::vector<float>& full) {
+void FsdpState::load(StateArray which, const std::vector<float>& full) {
   std::vector<float> local(local_, 0.0f);
   for (const Unit& u : units_) {
     const size_t lo = std::min(u.shard * static_cast<size_t>(shard_rank_), u.size);
@@ -229,11 +163,142 @@ void FsdpParams::load(StateArray which, const std::vector<float>& full) {
   k_.upload(array(which).data(), local.data(), static_cast<int64_t>(local_));
 }
 
-std::vector<Measurement> FsdpParams::take_records() {
+std::vector<Measurement> FsdpState::take_records() {
   comm_s_ = 0;
   std::vector<Measurement> r;
   r.swap(records_);
   return r;
 }
+
+// ---- FsdpParams<C>: the units as the pass reads them ------------------------------------
+
+template <class C>
+FsdpParams<C>::FsdpParams(const Transformer& model, Sharding sharding, const std::vector<float>& full,
+                          TrainKernels<float>& kernels, TrainKernels<C>& pass, const std::string& backend,
+                          Watchdog* watchdog, double epoch)
+    : FsdpState(model, sharding, full, kernels, backend, watchdog, epoch), pass_(pass) {
+  gathered_.resize(units_.size());
+  unsharded_grads_.resize(units_.size());
+}
+
+template <class C>
+FsdpParams<C>::~FsdpParams() {
+  if (prefetched_ >= 0) coll_->wait_all_gather();  // its buffer is about to go
+}
+
+template <class C>
+bool FsdpParams<C>::direct() const {
+  return std::is_same_v<C, float> && shard_size_ == 1;
+}
+
+template <class C>
+Tensor<C> FsdpParams<C>::hold(size_t n) {
+  Tensor<C> t = pass_.alloc(1, static_cast<int64_t>(n));
+  count_unsharded(static_cast<double>(n * sizeof(C)));
+  return t;
+}
+
+template <class C>
+void FsdpParams<C>::drop(Tensor<C>& buffer) {
+  count_unsharded(-static_cast<double>(static_cast<size_t>(buffer.size()) * sizeof(C)));
+  buffer = Tensor<C>();
+}
+
+template <class C>
+void FsdpParams<C>::post_gather(int unit) {
+  const Unit& u = units_[static_cast<size_t>(unit)];
+  Tensor<C>& buf = gathered_[static_cast<size_t>(unit)];
+  buf = hold(u.shard * static_cast<size_t>(shard_size_));
+  // The fault injection (fsdp.h): the next block's chunk, of the same size, in its place.
+  const int source = step_ == wrong_unit_step_ && unit == 1 && units_.size() > 3 ? 2 : unit;
+  // This rank's chunk in place (in the pass's type), then the collective fills the others
+  // (the contract's layout).
+  C* mine = buf.data() + u.shard * static_cast<size_t>(shard_rank_);
+  const float* shard = params_.data() + units_[static_cast<size_t>(source)].local;
+  if constexpr (std::is_same_v<C, float>) {
+    k_.copy({mine, 1, static_cast<int64_t>(u.shard)}, {shard, 1, static_cast<int64_t>(u.shard)});
+  } else {
+    k_.to_bf16(mine, shard, static_cast<int64_t>(u.shard));
+  }
+  if (shard_size_ == 1) return;  // nothing to gather: the conversion was all
+  coll_->start_all_gather(buf.data(), u.shard * sizeof(C), source);
+  prefetched_ = unit;
+}
+
+template <class C>
+void FsdpParams<C>::wait_prefetch(bool keep) {
+  const int unit = prefetched_;
+  wait_gather(unit);
+  prefetched_ = -1;
+  if (!keep) drop(gathered_[static_cast<size_t>(unit)]);
+}
+
+template <class C>
+const C* FsdpParams<C>::gather(int unit) {
+  const Unit& u = units_[static_cast<size_t>(unit)];
+  if constexpr (std::is_same_v<C, float>) {
+    if (direct()) return params_.data() + u.local;  // the shard is the whole unit
+  }
+  if (prefetched_ >= 0) wait_prefetch(prefetched_ == unit);
+  Tensor<C>& buf = gathered_[static_cast<size_t>(unit)];
+  if (buf.data() == nullptr) {  // not prefetched: gather it now
+    post_gather(unit);
+    if (prefetched_ >= 0) wait_prefetch(true);
+  }
+  const int next = next_unit(unit);
+  last_gathered_ = unit;
+  if (next >= 0 && shard_size_ > 1) post_gather(next);
+  return buf.data();
+}
+
+template <class C>
+void FsdpParams<C>::release(int unit) {
+  if (!direct()) drop(gathered_[static_cast<size_t>(unit)]);
+}
+
+template <class C>
+C* FsdpParams<C>::grads(int unit) {
+  const Unit& u = units_[static_cast<size_t>(unit)];
+  if constexpr (std::is_same_v<C, float>) {
+    if (direct()) return grads_.data() + u.local;
+  }
+  Tensor<C>& buf = unsharded_grads_[static_cast<size_t>(unit)];
+  buf = hold(u.shard * static_cast<size_t>(shard_size_));
+  pass_.zero(buf);
+  return buf.data();
+}
+
+template <class C>
+void FsdpParams<C>::reduce(int unit) {
+  if (direct()) return;
+  const Unit& u = units_[static_cast<size_t>(unit)];
+  Tensor<C>& buf = unsharded_grads_[static_cast<size_t>(unit)];
+  const size_t n = u.shard * static_cast<size_t>(shard_size_);
+  // The gradients in fp32 (reduce_dtype): the buffer itself, or its widened copy.
+  Tensor<float> wide;
+  const float* full = nullptr;
+  if constexpr (std::is_same_v<C, float>) {
+    full = buf.data();
+  } else {
+    wide = k_.alloc(1, static_cast<int64_t>(n));
+    k_.from_bf16(wide.data(), buf.data(), static_cast<int64_t>(n));
+    full = wide.data();
+  }
+  if (shard_size_ == 1) {
+    k_.add(slice(grads_, u.local, u.shard), ConstView<float>{full, 1, static_cast<int64_t>(u.shard)});
+  } else {
+    Tensor<float> mine = k_.alloc(1, static_cast<int64_t>(u.shard));
+    watchdog_->arm("the FSDP reduce-scatter of unit " + std::to_string(unit));
+    const double t0 = MPI_Wtime();
+    coll_->reduce_scatter(full, mine.data(), u.shard, unit);
+    record("reduce_scatter", unit, t0);
+    watchdog_->disarm();
+    k_.add(slice(grads_, u.local, u.shard), mine);
+  }
+  drop(buf);
+}
+
+template class FsdpParams<float>;
+template class FsdpParams<Bf16>;
 
 }  // namespace rm::exec

@@ -55,23 +55,19 @@ enum class Sharding { kFsdp, kDdp };
 // The arrays of the model state, each sharded the same way.
 enum class StateArray { kParams, kGrads, kMoment1, kMoment2 };
 
-class FsdpParams : public ParamAccess<float> {
+// The fp32 model state and what the step does with it beside the pass: the shards, the
+// collectives, the optimizer, checkpoints' gathering and the records.
+class FsdpState {
  public:
   // `full` is the whole model's parameters (the same on every rank); this rank keeps its
   // shard of them, zero gradients and zero AdamW moments, in `kernels`' memory, and moves
   // them with `backend`'s collectives (make_shard_collectives). Records' start times count
   // from MPI_Wtime() = `epoch`.
-  FsdpParams(const Transformer& model, Sharding sharding, const std::vector<float>& full,
-             TrainKernels<float>& kernels, const std::string& backend, Watchdog* watchdog,
-             double epoch);
-  ~FsdpParams() override;
-  FsdpParams(const FsdpParams&) = delete;
-  FsdpParams& operator=(const FsdpParams&) = delete;
-
-  const float* gather(int unit) override;
-  void release(int unit) override;
-  float* grads(int unit) override;
-  void reduce(int unit) override;
+  FsdpState(const Transformer& model, Sharding sharding, const std::vector<float>& full,
+            TrainKernels<float>& kernels, const std::string& backend, Watchdog* watchdog, double epoch);
+  virtual ~FsdpState();
+  FsdpState(const FsdpState&) = delete;
+  FsdpState& operator=(const FsdpState&) = delete;
 
   int shard_ranks() const { return shard_size_; }
   const std::string& collectives() const { return collectives_name_; }
@@ -108,41 +104,74 @@ class FsdpParams : public ParamAccess<float> {
   void inject_wrong_unit(int step) { wrong_unit_step_ = step; }
   std::vector<Measurement> take_records();
 
- private:
+ protected:
   struct Unit {
     size_t begin = 0, size = 0;  // in the full vector
     size_t shard = 0;            // elements per shard (size padded / shard group size)
     size_t local = 0;            // where this rank's shard starts in the local arrays
   };
   Tensor<float>& array(StateArray a);
+  // Records a collective that began at t0 and ended now (kind: "all_gather", ...).
   void record(const char* kind, int unit, double t0);
   // The unit the pass gathers after `unit` (see above), or -1.
   int next_unit(int unit) const;
-  // Starts the all-gather of `unit` into gathered_[unit].
-  void post_gather(int unit);
-  // Completes a pending prefetch; `keep` false drops its buffer (a wrong guess).
-  void wait_prefetch(bool keep);
-  Tensor<float> hold(size_t n);
-  void drop(Tensor<float>& buffer);
+  // Counts `bytes` of unsharded buffers held (negative: released) for the peak.
+  void count_unsharded(double bytes);
+  // Waits for the started all-gather of `unit`, recording it.
+  void wait_gather(int unit);
   std::vector<Unit> units_;
   size_t local_ = 0;
   TrainKernels<float>& k_;
   MPI_Comm shard_comm_ = MPI_COMM_NULL, replica_comm_ = MPI_COMM_NULL;
   std::unique_ptr<ShardCollectives> coll_;
-  std::string collectives_name_;
   int shard_size_ = 1, shard_rank_ = 0, world_rank_ = 0;
   Tensor<float> params_, grads_, m_, v_;  // [1][local_]
-  std::vector<AdamWSegment> segments_;    // where weight decay applies (padding excluded)
-  std::vector<Tensor<float>> gathered_, unsharded_grads_;  // per unit, while held
-  size_t unsharded_ = 0, peak_unsharded_ = 0;  // bytes
   int prefetched_ = -1, last_gathered_ = -1;  // units
-  int64_t optimizer_steps_ = 0;
-  Watchdog* watchdog_;
-  double epoch_;
-  double comm_s_ = 0;
   int step_ = 0;
   int wrong_unit_step_ = -1;
+  Watchdog* watchdog_;
+
+ private:
+  std::string collectives_name_;
+  std::vector<AdamWSegment> segments_;  // where weight decay applies (padding excluded)
+  size_t unsharded_ = 0, peak_unsharded_ = 0;  // bytes
+  int64_t optimizer_steps_ = 0;
+  double epoch_;
+  double comm_s_ = 0;
   std::vector<Measurement> records_;
+};
+
+// The state as the pass reads it (ParamAccess), in the pass's type C: float, or Bf16 for
+// mixed precision (bf16_kernels.h) as FSDP2's MixedPrecisionPolicy(param_dtype=bf16,
+// reduce_dtype=fp32) runs it: a unit's shard is rounded to bf16 and all-gathered in bf16
+// (half the bytes, what the planner prices for a bf16 GPU), its unsharded gradients come
+// back in bf16 and are widened to fp32 before the reduce-scatter, into the fp32 shard.
+// `pass` makes the unit buffers (the same kernels for float, Bf16Kernels over them for bf16).
+template <class C>
+class FsdpParams final : public FsdpState, public ParamAccess<C> {
+ public:
+  FsdpParams(const Transformer& model, Sharding sharding, const std::vector<float>& full,
+             TrainKernels<float>& kernels, TrainKernels<C>& pass, const std::string& backend, Watchdog* watchdog,
+             double epoch);
+  ~FsdpParams() override;
+
+  const C* gather(int unit) override;
+  void release(int unit) override;
+  C* grads(int unit) override;
+  void reduce(int unit) override;
+
+ private:
+  // Whether the pass reads and adds into the shards themselves (fp32, one shard = the
+  // whole unit): no buffers, no collectives.
+  bool direct() const;
+  // Starts the all-gather of `unit` into gathered_[unit] (with one rank: converts it).
+  void post_gather(int unit);
+  // Completes a pending prefetch; `keep` false drops its buffer (a wrong guess).
+  void wait_prefetch(bool keep);
+  Tensor<C> hold(size_t n);
+  void drop(Tensor<C>& buffer);
+  TrainKernels<C>& pass_;
+  std::vector<Tensor<C>> gathered_, unsharded_grads_;  // per unit, while held
 };
 
 }  // namespace rm::exec

@@ -2,6 +2,7 @@
 // shard_collectives.h).
 #include "executor/shard_collectives.h"
 
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -63,11 +64,13 @@ class MpiShardCollectives final : public ShardCollectives {
     if (pending_ != MPI_REQUEST_NULL) MPI_Wait(&pending_, MPI_STATUS_IGNORE);
   }
   std::string name() const override { return "mpi"; }
-  void start_all_gather(float* full, size_t count, int unit) override {
+  void start_all_gather(void* full, size_t bytes, int unit) override {
     if (pending_ != MPI_REQUEST_NULL) throw std::logic_error("an FSDP all-gather is already in flight");
-    note(false, 'g', unit, count);
-    check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, static_cast<int>(count), MPI_FLOAT,
-                         shard_, &pending_),
+    if (bytes > static_cast<size_t>(std::numeric_limits<int>::max()))
+      throw std::runtime_error("an FSDP unit's shard above 2 GiB: MPI counts are ints");
+    note(false, 'g', unit, bytes);
+    check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, static_cast<int>(bytes), MPI_BYTE, shard_,
+                         &pending_),
           "MPI_Iallgather");
   }
   void wait_all_gather() override { check(MPI_Wait(&pending_, MPI_STATUS_IGNORE), "MPI_Wait"); }

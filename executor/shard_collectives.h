@@ -11,7 +11,7 @@
 //   - layout: a unit is count * size elements, rank r's chunk at [r * count, (r + 1) *
 //     count) (equal chunks, the unit padded): ncclAllGather's in-place form (sendbuff =
 //     recvbuff + rank * count) and ncclReduceScatter's, MPI_IN_PLACE Allgather and
-//     Reduce_scatter_block;
+//     Reduce_scatter_block; all-gathers move bytes, reduce-scatters and all-reduces sum fp32;
 //   - order: every rank of a group issues the same collectives, for the same units, with
 //     the same counts, in the same order (NCCL matches collectives by issue order on a
 //     communicator, and neither it nor MPI knows units: two blocks' all-gathers have the
@@ -40,9 +40,10 @@ class ShardCollectives {
  public:
   virtual ~ShardCollectives() = default;
   virtual std::string name() const = 0;  // "mpi" or "nccl"
-  // Starts gathering `full` [count * shard size], whose chunk of this rank is in place.
-  // `unit` names what is gathered (fsdp.h's unit index; -1: the whole shard).
-  virtual void start_all_gather(float* full, size_t count, int unit) = 0;
+  // Starts gathering `full` [bytes * shard size], whose chunk of this rank (`bytes` at
+  // rank * bytes) is in place: a byte movement, whatever the elements (fp32, or bf16 under
+  // mixed precision). `unit` names what is gathered (fsdp.h's unit index).
+  virtual void start_all_gather(void* full, size_t bytes, int unit) = 0;
   // Waits for the started all-gather; its buffer is then ready for the kernels.
   virtual void wait_all_gather() = 0;
   // out [count] = the sum over the shard group of their `full` [count * size]'s chunk of

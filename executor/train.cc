@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "executor/bf16_kernels.h"
 #include "executor/checkpoint.h"
 #include "executor/fsdp.h"
 #include "executor/measurements.h"
@@ -42,6 +43,17 @@ struct Loaded {
   Transformer model;
   Sharding sharding;
 };
+
+// Whether the pass runs in bf16 (TrainOptions::mixed_precision_param).
+bool mixed_precision_bf16(const TrainOptions& opt, const LoadedPlanFile& lp) {
+  if (!opt.mixed_precision_param.empty()) return opt.mixed_precision_param == "bfloat16";
+  return opt.backend == "cuda" && lp.topology.gpu.element_bytes == 2;
+}
+
+// run --verify's tolerance under bf16 storage: every activation and gradient of the pass
+// rounded to 8 bits of mantissa (2^-9 relative each) over a layer's few dozen ops; the
+// tiny model's step measures 1.3-1.4e-2 on the cpu (README "Training").
+constexpr double kMixedPrecisionVerifyTolerance = 3e-2;
 
 // The model-state layout to run: the option's, else the plan's. FsdpParams lays out fsdp
 // (shard over all ranks) and ddp (replicate); zero1, zero2 and hsdp are refused by name.
@@ -89,9 +101,9 @@ std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences,
       p.choice.micro_batch, p.choice.grad_accum, p.choice.dp, opt.optimizer.lr,
       opt.optimizer.warmup_steps, opt.synthetic_data ? "synthetic (run)" : opt.data_path.c_str(),
       state.c_str(), to_string(p.choice.checkpointing),
-      opt.backend != "cuda"                  ? ""
-      : in.lp.topology.gpu.element_bytes == 2 ? "; GPUs: bf16 GEMMs with fp32 accumulation (cuBLAS), bf16 attention inputs"
-                                              : "; GPUs: fp32 GEMMs (cuBLAS), bf16 attention inputs",
+      mixed_precision_bf16(opt, in.lp)
+          ? "; bf16 mixed precision (bf16 activations and gathered units, fp32 shards, AdamW and reduce-scatters)"
+          : "; fp32",
       start > 0 ? (", resumed after step " + std::to_string(start)).c_str() : "");
   return line;
 }
@@ -194,8 +206,25 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   // and data position.
   const std::unique_ptr<TrainKernels<float>> device_kernels = make_device_kernels(opt.backend, in.lp);
   TrainKernels<float>& kernels = device_kernels ? *device_kernels : cpu_train_kernels<float>();
-  FsdpParams model_state(in.model, in.sharding, st.params, kernels, opt.backend, &watchdog,
-                         attention.epoch());
+  // Mixed precision (bf16_kernels.h): the pass in bf16 over the same kernels, the units
+  // gathered in bf16, the shards and AdamW in fp32.
+  const bool bf16 = mixed_precision_bf16(opt, in.lp);
+  Bf16Kernels half(kernels);
+  std::unique_ptr<FsdpState> state;
+  FsdpParams<float>* full_pass = nullptr;
+  FsdpParams<Bf16>* half_pass = nullptr;
+  if (bf16) {
+    auto p = std::make_unique<FsdpParams<Bf16>>(in.model, in.sharding, st.params, kernels, half, opt.backend,
+                                                &watchdog, attention.epoch());
+    half_pass = p.get();
+    state = std::move(p);
+  } else {
+    auto p = std::make_unique<FsdpParams<float>>(in.model, in.sharding, st.params, kernels, kernels, opt.backend,
+                                                 &watchdog, attention.epoch());
+    full_pass = p.get();
+    state = std::move(p);
+  }
+  FsdpState& model_state = *state;
   model_state.set_optimizer_steps(st.optimizer.step);
   const FaultSpec fault = fault_from_env();
   if (fault.kind == FaultSpec::Kind::kFsdpUnit && fault.rank == rank) model_state.inject_wrong_unit(fault.step - 1);
@@ -217,6 +246,21 @@ int train_body(const TrainOptions& opt, int rank, int size) {
       token_step_work(in.lp.model, plan.choice.checkpointing, in.lp.topology.gpu.element_bytes);
   const AttentionFn fwd = [&](int l, LayerAttention<float>& t) { attention.forward(l, t); };
   const AttentionFn bwd = [&](int l, LayerAttention<float>& t) { attention.backward(l, t); };
+  Bf16Attention half_attention = bf16_attention(half, fwd, bwd);
+  // One micro-step's pass over this rank's tokens, in the run's precision.
+  auto pass = [&](const TokenBatch& batch, size_t* held, PassTimes* times) {
+    if (half_pass == nullptr)
+      return in.model.forward_backward<float>(kernels, *full_pass, batch, grad_scale, fwd, bwd,
+                                              plan.choice.checkpointing, held, times);
+    const double l = in.model.forward_backward<Bf16>(half, *half_pass, batch, grad_scale, half_attention.forward,
+                                                     half_attention.backward, plan.choice.checkpointing, held, times);
+    half_attention.reset();
+    return l;
+  };
+  // bf16 storage rounds every activation and gradient: run --verify's fp64 comparison
+  // allows for it (measured on the cpu: README "Training").
+  const double verify_tolerance = bf16 ? std::max(attention.verify_tolerance(), kMixedPrecisionVerifyTolerance)
+                                       : attention.verify_tolerance();
   const bool json = opt.format == "json";
   const bool checkpoints = !opt.checkpoint_dir.empty();
 
@@ -256,10 +300,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
         }
       }
       size_t held = 0;
-      loss += in.model.forward_backward<float>(kernels, model_state,
-                                               TokenBatch{tok.data(), tgt.data(), idx.data(), c, mb},
-                                               grad_scale, fwd, bwd, plan.choice.checkpointing, &held,
-                                               &pass_times);
+      loss += pass(TokenBatch{tok.data(), tgt.data(), idx.data(), c, mb}, &held, &pass_times);
       held_activations = std::max(held_activations, held);
     }
     // The gradient shards summed over the replicas (DDP) and the loss over every rank:
@@ -275,7 +316,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
       const std::vector<float> grads = model_state.unshard(StateArray::kGrads);
       if (rank == 0)
         verified = verify_step(in.model, plan, params, grads, loss, seqs, grad_scale,
-                               attention.verify_tolerance());
+                               verify_tolerance);
     }
     const double grad_norm = std::sqrt(model_state.grad_squared_norm());
     const double to = MPI_Wtime();
@@ -395,8 +436,8 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     std::fprintf(json ? stderr : stdout,
                  "%s# verification of step 1 against a one-rank fp64 reference: %s (max rel err "
                  "%.2e, tolerance %.0e)\n",
-                 format_verify_table({*verified}, attention.verify_tolerance()).c_str(),
-                 ok ? "OK" : "FAILED", worst, attention.verify_tolerance());
+                 format_verify_table({*verified}, verify_tolerance).c_str(),
+                 ok ? "OK" : "FAILED", worst, verify_tolerance);
   }
   if (!opt.measurements_path.empty()) {
     watchdog.arm("gathering measurements to rank 0");
@@ -423,6 +464,7 @@ TrainOptions run_step_options(const RunOptions& run) {
   t.measurements_path = run.measurements_path;
   t.trace_path = run.trace_path;
   t.backend = run.backend;
+  t.mixed_precision_param = run.mixed_precision_param;
   t.timeout_s = run.timeout_s;
   t.synthetic_data = true;
   t.untimed_steps = 1;

@@ -40,6 +40,11 @@ struct TrainOptions {
   std::string trace_path;         // the same records as a trace (run only)
   std::string format = "table";   // "table" or "json"
   std::string backend = "cpu";
+  // The pass's precision, torchtitan's training.mixed_precision_param: "bfloat16" (mixed
+  // precision, bf16_kernels.h: bf16 activations and gathered units, fp32 shards, AdamW and
+  // reduce-scatters), "float32", or "" for the default: bfloat16 on cuda where the plan's
+  // GPUs compute in bf16, float32 on the cpu.
+  std::string mixed_precision_param;
   double timeout_s = 60;  // watchdog deadline per op (watchdog.h)
   AdamWConfig optimizer;
   // How the model state is laid out over the ranks: unset = the plan's sharding (fsdp or

@@ -55,11 +55,12 @@ class NcclShardCollectives final : public exec::ShardCollectives {
   }
   std::string name() const override { return "nccl"; }
 
-  void start_all_gather(float* full, size_t count, int unit) override {
+  void start_all_gather(void* full, size_t bytes, int unit) override {
     if (gathering_) throw std::logic_error("an FSDP all-gather is already in flight");
-    note(false, 'g', unit, count);
+    note(false, 'g', unit, bytes);
     after_kernels();
-    RM_NCCL_CHECK(ncclAllGather(full + count * static_cast<size_t>(shard_rank_), full, count, ncclFloat,
+    char* all = static_cast<char*>(full);
+    RM_NCCL_CHECK(ncclAllGather(all + bytes * static_cast<size_t>(shard_rank_), all, bytes, ncclUint8,
                                 shard_comm_, stream_),
                   shard_comm_, "ncclAllGather (FSDP unit)");
     RM_CUDA_CHECK(cudaEventRecord(gathered_, stream_), "cudaEventRecord");
