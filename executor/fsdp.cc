@@ -73,7 +73,7 @@ void FsdpState::count_unsharded(double bytes) {
   peak_unsharded_ = std::max(peak_unsharded_, unsharded_);
 }
 
-void FsdpState::record(const char* kind, int unit, double t0) {
+void FsdpState::record(const char* kind, int unit, double t0, size_t element_bytes) {
   const double t1 = MPI_Wtime();
   comm_s_ += t1 - t0;
   Measurement m;
@@ -84,7 +84,7 @@ void FsdpState::record(const char* kind, int unit, double t0) {
   m.layer = unit;
   m.step = -1;
   m.kind = kind;
-  m.bytes = static_cast<double>(unit < 0 ? local_ : units_[static_cast<size_t>(unit)].size) * sizeof(float);
+  m.bytes = static_cast<double>(unit < 0 ? local_ : units_[static_cast<size_t>(unit)].size) * element_bytes;
   m.start = t0 - epoch_;
   m.seconds = t1 - t0;
   records_.push_back(m);
@@ -98,11 +98,11 @@ int FsdpState::next_unit(int unit) const {
   return unit - 1 >= 1 ? unit - 1 : -1;                   // backward, down to the first block
 }
 
-void FsdpState::wait_gather(int unit) {
+void FsdpState::wait_gather(int unit, size_t element_bytes) {
   watchdog_->arm("the FSDP all-gather of unit " + std::to_string(unit));
   const double t0 = MPI_Wtime();
   coll_->wait_all_gather();
-  record("all_gather", unit, t0);
+  record("all_gather", unit, t0, element_bytes);
   watchdog_->disarm();
 }
 
@@ -228,7 +228,7 @@ void FsdpParams<C>::post_gather(int unit) {
 template <class C>
 void FsdpParams<C>::wait_prefetch(bool keep) {
   const int unit = prefetched_;
-  wait_gather(unit);
+  wait_gather(unit, sizeof(C));
   prefetched_ = -1;
   if (!keep) drop(gathered_[static_cast<size_t>(unit)]);
 }

@@ -27,8 +27,8 @@
 // layer's compute). A guess the caller does not follow is completed and dropped. At most
 // two units are held gathered at once. The reduce-scatters block.
 // Each collective's exposed time is recorded (measurements.h: kind "all_gather" or
-// "reduce_scatter", seconds = time blocked in it, bytes = this rank's unsharded unit, layer =
-// the unit index). Every rank of the shard group calls the same units in the same order, so
+// "reduce_scatter", seconds = time blocked in it, bytes = the unsharded unit as it moves,
+// 2 bytes an element in bf16 gathers, layer = the unit index). Every rank of the shard group calls the same units in the same order, so
 // every rank guesses, and posts, the same collectives in the same order; finish_gradients()
 // checks that it was so (ShardCollectives::check_order) once a step.
 #pragma once
@@ -111,14 +111,15 @@ class FsdpState {
     size_t local = 0;            // where this rank's shard starts in the local arrays
   };
   Tensor<float>& array(StateArray a);
-  // Records a collective that began at t0 and ended now (kind: "all_gather", ...).
-  void record(const char* kind, int unit, double t0);
+  // Records a collective that began at t0 and ended now (kind: "all_gather", ...), of
+  // the unit's (or, unit -1, the shards') elements at `element_bytes` each.
+  void record(const char* kind, int unit, double t0, size_t element_bytes = sizeof(float));
   // The unit the pass gathers after `unit` (see above), or -1.
   int next_unit(int unit) const;
   // Counts `bytes` of unsharded buffers held (negative: released) for the peak.
   void count_unsharded(double bytes);
-  // Waits for the started all-gather of `unit`, recording it.
-  void wait_gather(int unit);
+  // Waits for the started all-gather of `unit` (elements of `element_bytes`), recording it.
+  void wait_gather(int unit, size_t element_bytes);
   std::vector<Unit> units_;
   size_t local_ = 0;
   TrainKernels<float>& k_;
