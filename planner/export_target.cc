@@ -173,10 +173,13 @@ std::string export_refusal(const Plan& plan, const ModelSpec& model, int gpus_pe
   return broken.empty() ? "" : broken.front();
 }
 
-Plan plan_for_target(Planner& planner, const Job& job, const SearchPins& pins, ExportTarget target,
+Plan plan_for_target(Planner& planner, const Job& asked, const SearchPins& pins, ExportTarget target,
                      const ModelSpec& model, int gpus_per_node, const std::string& where) {
-  if (target == ExportTarget::kSlurm) return planner.plan(job, pins);
+  if (target == ExportTarget::kSlurm) return planner.plan(asked, pins);
   const std::string t = to_string(target), fw = display_name(target);
+  // Both frameworks take the loss over the whole micro-step's fp32 logits: their memory.
+  Job job = asked;
+  job.chunked_loss = false;
   if (job.workload != Workload::kStep)
     fail_input(where, "--workload", fw + " runs training steps: --target " + t + " plans workload step");
   SearchPins p = pins;

@@ -60,8 +60,10 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
 // (selective checkpointing for torchtitan, a searched order that moves ranks across
 // nodes), the fastest of the searches pinned to each checkpointing and order the target
 // can run; beside them the collective kinds it runs (all_gather for both, a2a for
-// Megatron-LM) unless --cp-comm-type or a ring choice is pinned. Throws InputError "<where>: --target: ..." when a pin contradicts the target or
-// when no plan the target can run exists.
+// Megatron-LM) unless --cp-comm-type or a ring choice is pinned. The loss is priced over
+// whole fp32 logits (Job::chunked_loss false), as both compute it. Throws InputError
+// "<where>: --target: ..." when a pin contradicts the target or when no plan the target
+// can run exists.
 Plan plan_for_target(Planner& planner, const Job& job, const SearchPins& pins, ExportTarget target,
                      const ModelSpec& model, int gpus_per_node, const std::string& where);
 

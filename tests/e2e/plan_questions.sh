@@ -175,6 +175,10 @@ grep -q "^chunked_loss: false" "$tmp/whole.yaml" || fail "the plan file does not
   fail "export --to torchtitan of a chunked-loss plan does not warn"
 "$bin" export --plan "$tmp/whole.yaml" --to torchtitan 2>/dev/null | grep -q "chunked-loss" &&
   fail "export --to torchtitan of a whole-logits plan warns"
+checked=$((checked + 1))
+"$bin" plan "${loss_job[@]}" --target torchtitan --format json 2>/dev/null |
+  python3 -c 'import json, sys; assert json.load(sys.stdin)["chunked_loss"] is False' ||
+  fail "plan --target torchtitan does not price the loss over whole logits"
 
 echo "plan questions: $checked checks, $failures failed"
 [[ $failures -eq 0 ]]
