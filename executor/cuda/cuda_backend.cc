@@ -9,7 +9,6 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <string>
@@ -18,6 +17,7 @@
 
 #include "executor/cuda/local_transport.h"
 #include "executor/cuda/nccl_transport.h"
+#include "executor/train_kernels.h"
 #include "planner/input_error.h"
 
 namespace rm::exec {
@@ -27,20 +27,6 @@ namespace {
 using gpu::bf16;
 using gpu::check_mpi;
 using gpu::CudaError;
-
-// bf16 <-> fp32 on the host: bf16 is the top half of an fp32 (round to nearest even).
-uint16_t to_bf16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-float from_bf16_bits(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
 
 // The largest relative error (verify.h's measure) --verify accepts from this backend:
 // inputs are rounded to bf16 (the reference uses the same rounded values), and P and dS
@@ -390,13 +376,16 @@ class CudaBackend final : public Backend {
 
   DeviceMemory upload_input(uint64_t seed, InputTensor which, int heads) const {
     const int64_t c = shape_c(), d = dims_.d;
-    std::vector<uint16_t> host(static_cast<size_t>(heads) * c * d);
+    std::vector<float> values(static_cast<size_t>(heads) * c * d);
     for (int hh = 0; hh < heads; ++hh)
       for (int64_t i = 0; i < c; ++i)
         for (int64_t j = 0; j < d; ++j)
-          host[static_cast<size_t>((hh * c + i) * d + j)] =
-              to_bf16_bits(input_value(seed, which, hh, tokens_[static_cast<size_t>(i)], static_cast<int>(j)));
-    DeviceMemory m(host.size() * sizeof(uint16_t));
+          values[static_cast<size_t>((hh * c + i) * d + j)] =
+              input_value(seed, which, hh, tokens_[static_cast<size_t>(i)], static_cast<int>(j));
+    // Rounded to bf16 on the host as the train kernels round (to nearest even).
+    std::vector<exec::Bf16> host(values.size());
+    exec::cpu_train_kernels<float>().to_bf16(host.data(), values.data(), static_cast<int64_t>(values.size()));
+    DeviceMemory m(host.size() * sizeof(exec::Bf16));
     RM_CUDA_CHECK(cudaMemcpy(m.get(), host.data(), m.bytes(), cudaMemcpyHostToDevice),
                   "cudaMemcpy (inputs)");
     return m;
@@ -405,11 +394,11 @@ class CudaBackend final : public Backend {
   int64_t shape_c() const { return static_cast<int64_t>(tokens_.size()); }
 
   std::vector<float> download_bf16(const DeviceMemory& m, size_t n) const {
-    std::vector<uint16_t> bits(n);
-    RM_CUDA_CHECK(cudaMemcpy(bits.data(), m.get(), n * sizeof(uint16_t), cudaMemcpyDeviceToHost),
+    std::vector<exec::Bf16> bits(n);
+    RM_CUDA_CHECK(cudaMemcpy(bits.data(), m.get(), n * sizeof(exec::Bf16), cudaMemcpyDeviceToHost),
                   "cudaMemcpy (download)");
     std::vector<float> out(n);
-    for (size_t i = 0; i < n; ++i) out[i] = from_bf16_bits(bits[i]);
+    exec::cpu_train_kernels<float>().from_bf16(out.data(), bits.data(), static_cast<int64_t>(n));
     return out;
   }
 
