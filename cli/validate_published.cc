@@ -64,6 +64,16 @@ std::string figure(double v) {
   return s;
 }
 
+// The source's short name for the table: its repository's name ("mosaicml/llm-foundry
+// scripts/..." -> "llm-foundry") or its paper ("arXiv:2407.21783, Section ..." ->
+// "arXiv:2407.21783"). --format json carries the whole source text.
+std::string source_label(const std::string& source) {
+  std::string s = source.substr(0, source.find_first_of(" \t"));
+  while (!s.empty() && (s.back() == ',' || s.back() == ':' || s.back() == ';')) s.pop_back();
+  if (s.rfind("arXiv:", 0) != 0 && s.find('/') != std::string::npos) s = s.substr(s.rfind('/') + 1);
+  return s;
+}
+
 std::string joined(const std::vector<std::string>& items) {
   std::string s;
   for (const auto& i : items) s += (s.empty() ? "" : "; ") + i;
@@ -82,6 +92,7 @@ void print_summary_line(const char* what, const ErrorSummary& s) {
 
 void print_table(const std::vector<Row>& rows, bool csv) {
   Table t({{"entry", "", Align::kLeft},
+           {"source", "", Align::kLeft},
            {"gpu", "", Align::kLeft},
            {"metric", "", Align::kLeft},
            {"published", "", Align::kRight},
@@ -94,7 +105,7 @@ void print_table(const std::vector<Row>& rows, bool csv) {
     const PublishedEntry& e = *r.entry;
     std::string err = pct(r.check.error);
     if (r.check.error >= 0) err = "+" + err;
-    t.add_row({e.id, e.gpu, metric_label(e.metric), figure(e.published), figure(r.check.predicted),
+    t.add_row({e.id, source_label(e.source), e.gpu, metric_label(e.metric), figure(e.published), figure(r.check.predicted),
                fixed(e.published / r.check.predicted, 2), err, to_string(e.split)});
   }
   if (csv) {
@@ -135,6 +146,7 @@ void print_json(const std::vector<Row>& rows) {
   for (const Row& r : rows) {
     const bool m = r.check.modelled;
     entries.push_back({{"id", r.entry->id},
+                       {"source", r.entry->source},
                        {"published", r.entry->published},
                        {"predicted", or_null(m, r.check.predicted)},
                        {"unit", to_string(r.entry->metric)},

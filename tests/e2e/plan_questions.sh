@@ -142,7 +142,7 @@ checked=$((checked + 1))
 diff <("$bin" help) <("$bin" --help) >/dev/null || fail "help differs from --help"
 expect_bad "expected a command" "help" -- help nosuchcommand
 checked=$((checked + 1))
-"$bin" validate --published --format csv 2>/dev/null | head -1 | grep -q "^entry,gpu,metric,published,predicted,ratio (pub/pred),error % ((pub-pred)/pred),split$" ||
+"$bin" validate --published --format csv 2>/dev/null | head -1 | grep -q "^entry,source,gpu,metric,published,predicted,ratio (pub/pred),error % ((pub-pred)/pred),split$" ||
   fail "validate --published --format csv header (the error's sign convention)"
 checked=$((checked + 1))
 cmp -s <("$bin" list --show dgx-a100-ib) "$src/topologies/dgx-a100-ib.yaml" || fail "list --show dgx-a100-ib is not the shipped file"

@@ -21,11 +21,12 @@ top = {"entries", "median_abs_error", "max_abs_error", "heldout_median_abs_error
        "heldout_max_abs_error", "modelled", "not_modelled"}
 assert set(d) == top, sorted(set(d) ^ top)
 assert len(d["entries"]) == want, (len(d["entries"]), want)
-keys = {"id", "published", "predicted", "unit", "error", "split", "modelled", "reason"}
+keys = {"id", "source", "published", "predicted", "unit", "error", "split", "modelled", "reason"}
 modelled = 0
 for e in d["entries"]:
     assert set(e) == keys, (e.get("id"), sorted(set(e) ^ keys))
     assert e["split"] in ("fit", "heldout"), e
+    assert isinstance(e["source"], str) and e["source"], e  # the whole source text
     if e["modelled"]:
         modelled += 1
         assert e["predicted"] > 0 and e["reason"] is None, e
@@ -83,6 +84,7 @@ import csv, sys
 rows = list(csv.DictReader(sys.stdin))
 assert rows, "no rows"
 for r in rows:
+    assert r["source"] and " " not in r["source"], r  # the short name: repository or arXiv id
     pub, pred = float(r["published"]), float(r["predicted"])
     ratio, err = float(r["ratio (pub/pred)"]), float(r["error % ((pub-pred)/pred)"])
     assert abs(ratio - pub / pred) <= 0.006, (r["entry"], ratio, pub / pred)
