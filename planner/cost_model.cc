@@ -470,7 +470,9 @@ const LayerTimes& CostModel::layer_times_cached(const Job& job, const PlanChoice
                       ch.block_q, ch.block_kv, ch.kv_subblocks, static_cast<int>(ch.checkpointing),
                       ch.tp_comm_overlap * 4 + free_comm * 2 + job.causal,
                       static_cast<int>(job.passes) * 8 + static_cast<int>(job.workload),
-                      ch.micro_batch, static_cast<int>(job.fp8_recipe) * 2 + job.eager_elementwise}};
+                      ch.micro_batch,
+                      static_cast<int>(job.fp8_recipe) * 4 + job.eager_elementwise * 2 +
+                          regathers_weights(ch.sharding, std::max(1, ch.cp) * std::max(1, ch.dp))}};
   auto it = layer_memo_.find(key);
   if (it != layer_memo_.end()) return it->second;
   if (ch.tp > 1 && ch.tp_comm_overlap) {
@@ -696,7 +698,8 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
 double CostModel::layer_gemm_flops_per_s(const Job& job, const PlanChoice& ch, int64_t c,
                                          const LinearFlops& lf) const {
   // The GEMMs run on the micro-step's stacked sequences at once (their size sets the rate).
-  return cost_.gemm_flops_per_s(micro_step_sequences(job, ch) * static_cast<double>(c) * lf.layer());
+  return cost_.gemm_flops_per_s(micro_step_sequences(job, ch) * static_cast<double>(c) * lf.layer(),
+                                regathers_weights(ch.sharding, std::max(1, ch.cp) * std::max(1, ch.dp)));
 }
 
 void CostModel::add_tp_overlap(const Job& job, const PlanChoice& ch, LayerTimes& t) {
@@ -815,7 +818,9 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
   const ElementwiseBytes ewb = elementwise_bytes_per_token(ms, gpu.element_bytes);
   const double logits =
       mb * static_cast<double>(c) *
-      (lf.logits * (fwd_only ? 1 : 3) / cost_.gemm_flops_per_s(mb * static_cast<double>(c) * lf.logits) +
+      (lf.logits * (fwd_only ? 1 : 3) /
+           cost_.gemm_flops_per_s(mb * static_cast<double>(c) * lf.logits,
+                                  regathers_weights(ch.sharding, std::max(1, ch.cp) * std::max(1, ch.dp))) +
        (ewb.loss_fwd + (fwd_only ? 0 : ewb.loss_bwd)) / cost_.hbm_bytes_per_s);
   const int64_t seqs = sequences_per_step(job);
   const int accum = ceil_div(seqs, int64_t{pipe.dp} * mb);  // micro-batches per pipeline

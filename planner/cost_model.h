@@ -238,6 +238,7 @@ class CostModel {
     int64_t seq_len;
     int fields[13];  // strategy, tp, cp, cp_a2a, balance, tiles, sub-blocks, ckpt, comm+causal+tp overlap, passes+workload,
                      // micro_batch (the GEMMs' size), fp8 recipe + eager elementwise (the layer's bytes)
+                     // + whether the weights are regathered (the GEMMs' size curve)
     bool operator==(const LayerKey& o) const;
   };
   struct LayerKeyHash {

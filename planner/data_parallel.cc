@@ -4,6 +4,10 @@
 
 namespace rm {
 
+bool regathers_weights(Sharding s, int data_gpus) {
+  return data_gpus > 1 && (s == Sharding::kFsdp || s == Sharding::kHsdp);
+}
+
 MicroStepCollectives micro_step_collectives(Sharding s, int micro, int micro_steps, int data_gpus) {
   MicroStepCollectives c;
   if (data_gpus <= 1) return c;

@@ -40,6 +40,11 @@ namespace rm {
 inline constexpr Sharding kShardingLevels[] = {Sharding::kFsdp, Sharding::kHsdp, Sharding::kZero2,
                                                Sharding::kZero1, Sharding::kDdp};
 
+// Whether each unit's weights are gathered again in every micro-step: fsdp and hsdp over
+// `data_gpus` (the cp·dp GPUs of a TP rank) > 1. Such a plan pays FSDP's per-unit work
+// every micro-step, which the GEMM size curve prices (CostParams::gemm_flops_per_s).
+bool regathers_weights(Sharding s, int data_gpus);
+
 // What a micro-step runs per unit (see the table above).
 struct MicroStepCollectives {
   bool forward_gather = false;

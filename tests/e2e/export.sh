@@ -108,15 +108,15 @@ for t in megatron torchtitan; do
     "$bin" export --plan "$tmp/p-$t.yaml" --to $t >/dev/null || fail "plan --target $t then export --to $t"
 done
 
-# The collective kinds the frameworks run are searched too: at 128K tokens on 16 GPUs all-to-all
+# The collective kinds the frameworks run are searched too: at 1M tokens on 16 GPUs all-to-all
 # is the fastest plan; Megatron-LM runs it (--cp-comm-type a2a), torchtitan has no a2a CP.
 checked=$((checked + 1))
-"$bin" plan --gpus 16 --seq 128k --target megatron -o "$tmp/a2a.yaml" >/dev/null 2>&1 &&
+"$bin" plan --gpus 16 --seq 1M --target megatron -o "$tmp/a2a.yaml" >/dev/null 2>&1 &&
   "$bin" export --plan "$tmp/a2a.yaml" --to megatron | grep -q -- "--context-parallel-size 8 --cp-comm-type a2a " ||
-  fail "plan --target megatron at 128K on 16 GPUs: not exported as --cp-comm-type a2a"
+  fail "plan --target megatron at 1M on 16 GPUs: not exported as --cp-comm-type a2a"
 checked=$((checked + 1))
-"$bin" plan --gpus 16 --seq 128k --target torchtitan -o "$tmp/t128.yaml" >/dev/null 2>&1 &&
-  "$bin" export --plan "$tmp/t128.yaml" --to torchtitan >/dev/null || fail "plan --target torchtitan at 128K then export"
+"$bin" plan --gpus 16 --seq 1M --target torchtitan -o "$tmp/t1m.yaml" >/dev/null 2>&1 &&
+  "$bin" export --plan "$tmp/t1m.yaml" --to torchtitan >/dev/null || fail "plan --target torchtitan at 1M then export"
 expect_bad "plan.strategy: torchtitan has no all-to-all" "--target" -- \
   plan --gpus 16 --seq 128k --cp-comm-type a2a --target torchtitan
 

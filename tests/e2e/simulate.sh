@@ -45,7 +45,8 @@ python3 -c '
 import json, sys
 full, fast = (json.loads(t)["simulated"] for t in (sys.argv[1], sys.argv[2]))
 assert fast["mode"] == "fast", fast["mode"]
-assert "data-parallel rings emitted" in fast["note"], fast["note"]
+import re
+assert re.search(r"\d+ of \d+ (data-parallel rings|rings \(tp x dp\)) emitted", fast["note"]), fast["note"]
 ids = [g["gpu"] for g in fast["gpus"]]
 assert 0 < len(ids) < 16 and ids == sorted(set(ids)), ids
 assert abs(fast["step_time_s"] - full["step_time_s"]) / full["step_time_s"] < 0.02, (fast["step_time_s"], full["step_time_s"])

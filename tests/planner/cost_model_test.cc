@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "planner/cost_model.h"
+#include "planner/data_parallel.h"
 #include "planner/link_sharing.h"
 #include "planner/profile.h"
 #include "planner/ring_order.h"
@@ -285,20 +286,27 @@ TEST_CASE("striped causal: a later position's block merges into a slice, copied 
   CHECK(with_slice.predict(job, ch).step_time_s == doctest::Approx(plain.predict(job, ch).step_time_s));
 }
 
-TEST_CASE("GEMM size curve: W / (W + half) of the large-GEMM efficiency, flat without it") {
+TEST_CASE("GEMM size curve: W / (W + half) of the large-GEMM efficiency where weights are regathered, flat elsewhere") {
   CostParams p;
   p.peak_flops = 1e15;
   p.gemm_efficiency = 0.6;
   p.gemm_half_flops = 1e12;
-  CHECK(p.gemm_flops_per_s(1e12) == doctest::Approx(0.3e15));  // half the limit at W = half
-  CHECK(p.gemm_flops_per_s(3e12) == doctest::Approx(0.45e15));  // 0.6 x 3/4
+  CHECK(p.gemm_flops_per_s(1e12, true) == doctest::Approx(0.3e15));  // half the limit at W = half
+  CHECK(p.gemm_flops_per_s(3e12, true) == doctest::Approx(0.45e15));  // 0.6 x 3/4
+  CHECK(p.gemm_flops_per_s(1e12, false) == doctest::Approx(0.6e15));  // whole weights: the limit
+  // FSDP and HSDP regather every micro-step; ZeRO-1/2 and DDP keep whole weights; one GPU
+  // gathers nothing.
+  CHECK(regathers_weights(Sharding::kFsdp, 8));
+  CHECK(regathers_weights(Sharding::kHsdp, 16));
+  CHECK_FALSE(regathers_weights(Sharding::kFsdp, 1));
+  for (Sharding s : {Sharding::kZero2, Sharding::kZero1, Sharding::kDdp}) CHECK_FALSE(regathers_weights(s, 8));
   // A measured profile replaces the curve by its flat rate (the executor's own GEMMs).
   Profile measured;
   measured.peak_flops = 1e15;
   measured.gemm_efficiency = 0.5;
   apply_profile(measured, p);
   CHECK(p.gemm_half_flops == 0);
-  CHECK(p.gemm_flops_per_s(1) == doctest::Approx(0.5e15));
+  CHECK(p.gemm_flops_per_s(1, true) == doctest::Approx(0.5e15));
 
   // The whole step: two stacked sequences per micro-step run bigger GEMMs, so their linear
   // compute per token is less than one sequence's (the shipped A100 has the curve).
@@ -331,4 +339,13 @@ TEST_CASE("GEMM size curve: W / (W + half) of the large-GEMM efficiency, flat wi
   const double expected = (2 * W1 / (2 * W1 + 1e12)) / (W1 / (W1 + 1e12));
   CHECK(per_token_1 / per_token_2 > 1.0);
   CHECK(per_token_1 / per_token_2 < expected * 1.01);
+  // ZeRO-1 keeps whole weights: its GEMMs run at the limit whatever the micro-step, and
+  // faster per token than FSDP's one-sequence micro-steps.
+  pins.sharding = Sharding::kZero1;
+  pins.micro_batch = 1;
+  const Plan zero1_one = planner.best_plan(job, pins);
+  pins.micro_batch = 2;
+  const Plan zero1_two = planner.best_plan(job, pins);
+  CHECK(zero1_one.predicted.linear_compute_s == doctest::Approx(zero1_two.predicted.linear_compute_s).epsilon(1e-3));
+  CHECK(zero1_one.predicted.linear_compute_s < per_token_1);
 }

@@ -64,7 +64,7 @@ TEST_CASE("fp8 linear layers run at the GPU's fp8 rate, where it has one") {
   CHECK(fp8 == doctest::Approx(h100.gpu.fp8_peak_flops * h100.gpu.gemm_efficiency));
   CHECK(fp8 > rm::linear_flops_per_s(h100.gpu, rm::LinearPrecision::kBf16));
   rm::apply_linear_precision(h100, rm::LinearPrecision::kFp8, "here", "precision");
-  CHECK(rm::CostParams::from_topology(h100).gemm_flops_per_s(1e30) == doctest::Approx(fp8));  // large GEMMs
+  CHECK(rm::CostParams::from_topology(h100).gemm_flops_per_s(1e30, true) == doctest::Approx(fp8));  // large GEMMs
   for (const char* name : {"dgx-h200-ib", "h200-single", "dgx-h100-superpod", "llama3-h100-roce"}) {
     CAPTURE(name);
     CHECK(rm::linear_flops_per_s(rm::load_topology(name).gpu, rm::LinearPrecision::kFp8) == doctest::Approx(fp8));

@@ -52,7 +52,7 @@ def main():
         # slurm: the script launches `ringmaster run`, which executes p2p rings only; an a2a
         # plan is refused with the CLI's message (both exit-2 paths name plan.strategy).
         a2a = os.path.join(d, "a2a.yaml")
-        assert ringmaster.plan(gpus=16, seq="128k", output=a2a)["plan"]["cp_comm_type"] == "a2a"
+        assert ringmaster.plan(gpus=16, seq="512k", output=a2a)["plan"]["cp_comm_type"] == "a2a"
         try:
             ringmaster.export(plan=a2a, to="slurm")
             raise AssertionError("an a2a plan exported to slurm")
