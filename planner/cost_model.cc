@@ -695,6 +695,14 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   return t;
 }
 
+double CostModel::regather_bound_s(const Job& job, const PlanChoice& ch, const Prediction& p) {
+  if (!regathers_weights(ch.sharding, std::max(1, ch.cp) * std::max(1, ch.dp)) || cost_.gemm_half_flops <= 0) return 0;
+  const LinearFlops lf = linear_flops_per_token(shard(ch.tp));
+  const double tokens = micro_step_sequences(job, ch) * static_cast<double>(job.seq_len / std::max(1, ch.cp));
+  const double w = tokens * std::min(lf.layer(), lf.logits);
+  return p.linear_compute_s * cost_.gemm_half_flops / (w + cost_.gemm_half_flops);
+}
+
 double CostModel::layer_gemm_flops_per_s(const Job& job, const PlanChoice& ch, int64_t c,
                                          const LinearFlops& lf) const {
   // The GEMMs run on the micro-step's stacked sequences at once (their size sets the rate).

@@ -141,6 +141,11 @@ class CostModel {
 
   // The whole model, or one TP member's share of it (tensor_parallel.h's tp_shard), cached.
   const ModelSpec& shard(int tp);
+  // At most how much of `p`'s linear compute (a prediction of `choice`) the GEMM size curve
+  // adds, which a level keeping whole weights would not pay: linear_compute_s x (1 - the
+  // smallest size factor of its GEMMs, the layer's or the head's); 0 unless `choice`
+  // regathers its weights (data_parallel.h). An upper bound, for the search's pruning.
+  double regather_bound_s(const Job& job, const PlanChoice& choice, const Prediction& p);
   // FSDP's collective for a TP degree (each TP rank's cp·dp GPUs; all GPUs when tp = 1;
   // with pp > 1 those of each stage, pipeline_parallel.h) and the TP groups' (tp
   // consecutive GPUs), all groups at once; cached.

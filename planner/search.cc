@@ -192,7 +192,9 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
             best_rate = offer(ch, p);
             fits = p.fits;
             if (p.fits && level == Sharding::kFsdp)
-              fsdp_bound = std::max(fsdp_bound, rate_without(p, p.fsdp_exposed_s));  // no level is faster
+              // No level is faster than fsdp less its exposed collectives and what its
+              // regathered weights cost its GEMMs (CostModel::regather_bound_s).
+              fsdp_bound = std::max(fsdp_bound, rate_without(p, p.fsdp_exposed_s + cost.regather_bound_s(job, ch, p)));
             // Overlap only shortens the TP collectives, in the same memory (the data-parallel
             // ones lose the window those gave them), and each overlapped region still waits
             // for one chunk collective of 1/tp of the bytes, at least 1/tp of the waited
@@ -202,7 +204,7 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
             if (k == 0 && overlaps.size() > 1 && ch.pp == 1 &&
                 (!p.fits || rate_without(p, saved) <= best_rate * (1 + 1e-9))) {
               if (p.fits && level == Sharding::kFsdp)
-                fsdp_bound = std::max(fsdp_bound, rate_without(p, saved + p.fsdp_exposed_s));
+                fsdp_bound = std::max(fsdp_bound, rate_without(p, saved + p.fsdp_exposed_s + cost.regather_bound_s(job, ch, p)));
               break;
             }
           }
