@@ -8,6 +8,10 @@ bool regathers_weights(Sharding s, int data_gpus) {
   return data_gpus > 1 && (s == Sharding::kFsdp || s == Sharding::kHsdp);
 }
 
+bool regathers_weights(const PlanChoice& ch) {
+  return regathers_weights(ch.sharding, std::max(1, ch.cp) * std::max(1, ch.dp));
+}
+
 MicroStepCollectives micro_step_collectives(Sharding s, int micro, int micro_steps, int data_gpus) {
   MicroStepCollectives c;
   if (data_gpus <= 1) return c;

@@ -44,6 +44,10 @@ inline constexpr Sharding kShardingLevels[] = {Sharding::kFsdp, Sharding::kHsdp,
 // `data_gpus` (the cp·dp GPUs of a TP rank) > 1. Such a plan pays FSDP's per-unit work
 // every micro-step, which the GEMM size curve prices (CostParams::gemm_flops_per_s).
 bool regathers_weights(Sharding s, int data_gpus);
+// The same for a plan: its level over its cp·dp GPUs (the cost model and the schedule
+// generator ask it of the pp-flattened plan, dp·pp replicas: a pipeline of FSDP stages
+// of one GPU each counts as regathering).
+bool regathers_weights(const PlanChoice& ch);
 
 // What a micro-step runs per unit (see the table above).
 struct MicroStepCollectives {

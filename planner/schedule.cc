@@ -289,7 +289,7 @@ class Generator {
     ew_.layer_fwd = elementwise_bytes_per_token(m_, gpu.element_bytes, job_.eager_elementwise, job_.fp8_recipe).layer_fwd / T_;
     tp_bytes_ = tp_collective_bytes(m_, c_, gpu.element_bytes, T_);
     mb_ = micro_step_sequences(job_, choice_);
-    regathered_ = regathers_weights(plan_choice_.sharding, G_ / T_ / pp_);
+    regathered_ = regathers_weights(choice_);  // pp-flattened, as the cost model prices it
     // Every sequence of the micro-step keeps its activations (the memory model's count).
     act_per_layer_ = mb_ * static_cast<double>(c_) *
                      activation_bytes_per_token_layer(m_, choice_.checkpointing, gpu.element_bytes, T_);

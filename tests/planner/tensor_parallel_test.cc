@@ -270,7 +270,7 @@ TEST_CASE("TP comm overlap by hand: tp chunks, one chunk exposed at each end, ma
   // ring (7 shards, 7 latencies), each GEMM at the layer's rate.
   const ModelSpec ms = tp_shard(m, 8);
   const LinearFlops lf = linear_flops_per_token(ms);
-  const double c = 32768, Fg = cost.gemm_flops_per_s(c * lf.layer(), rm::regathers_weights(ch.sharding, ch.cp * ch.dp));
+  const double c = 32768, Fg = cost.gemm_flops_per_s(c * lf.layer(), rm::regathers_weights(ch));
   const double shard = c * m.hidden * 2 / 8 / 8;
   const Link& nv = *std::find_if(fabric.links().begin(), fabric.links().end(),
                                  [](const Link& l) { return l.cls == LinkClass::kNvlink; });
