@@ -27,7 +27,6 @@ FsdpState::FsdpState(const Transformer& model, Sharding sharding, const std::vec
   MPI_Comm_size(shard_comm_, &shard_size_);
   MPI_Comm_rank(shard_comm_, &shard_rank_);
   coll_ = make_shard_collectives(backend, shard_comm_, replica_comm_);
-  collectives_name_ = coll_->name();
   const auto S = static_cast<size_t>(shard_size_), r = static_cast<size_t>(shard_rank_);
   for (const ParamUnit& pu : model.units()) {
     Unit u;

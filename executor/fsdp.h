@@ -71,7 +71,7 @@ class FsdpState {
   FsdpState& operator=(const FsdpState&) = delete;
 
   int shard_ranks() const { return shard_size_; }
-  const std::string& collectives() const { return collectives_name_; }
+  std::string collectives() const { return coll_->name(); }  // "mpi" or "nccl"
 
   void zero_grads();
   // After the step's last reduce: checks the step's collectives were the same on every
@@ -134,7 +134,6 @@ class FsdpState {
   Watchdog* watchdog_;
 
  private:
-  std::string collectives_name_;
   std::vector<AdamWSegment> segments_;  // where weight decay applies (padding excluded)
   size_t unsharded_ = 0, peak_unsharded_ = 0;  // bytes
   int64_t optimizer_steps_ = 0;

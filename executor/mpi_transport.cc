@@ -15,7 +15,9 @@ namespace {
 constexpr int kHeaderTag = 1;
 constexpr int kPayloadTag = 2;
 
-void check(int rc, const char* what, int peer) {
+}  // namespace
+
+void check_mpi(int rc, const char* what, int peer) {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
@@ -23,8 +25,6 @@ void check(int rc, const char* what, int peer) {
   throw std::runtime_error(std::string(what) + (peer >= 0 ? " (peer " + std::to_string(peer) + ")" : "") +
                            ": " + std::string(msg, static_cast<size_t>(len)));
 }
-
-}  // namespace
 
 int world_rank() {
   int r = 0;
@@ -58,13 +58,13 @@ int MpiTransport::post(bool recv, void* data, std::size_t bytes, int peer, int t
   MPI_Request* m = &mpi_[2 * static_cast<size_t>(id)];
   const int n = static_cast<int>(bytes);
   if (recv) {
-    check(MPI_Irecv(&r.theirs, sizeof(Header), MPI_BYTE, peer, kHeaderTag, MPI_COMM_WORLD, &m[0]),
-          "MPI_Irecv", peer);
-    check(MPI_Irecv(data, n, MPI_BYTE, peer, kPayloadTag, MPI_COMM_WORLD, &m[1]), "MPI_Irecv", peer);
+    check_mpi(MPI_Irecv(&r.theirs, sizeof(Header), MPI_BYTE, peer, kHeaderTag, MPI_COMM_WORLD, &m[0]),
+              "MPI_Irecv", peer);
+    check_mpi(MPI_Irecv(data, n, MPI_BYTE, peer, kPayloadTag, MPI_COMM_WORLD, &m[1]), "MPI_Irecv", peer);
   } else {
-    check(MPI_Isend(&r.mine, sizeof(Header), MPI_BYTE, peer, kHeaderTag, MPI_COMM_WORLD, &m[0]),
-          "MPI_Isend", peer);
-    check(MPI_Isend(data, n, MPI_BYTE, peer, kPayloadTag, MPI_COMM_WORLD, &m[1]), "MPI_Isend", peer);
+    check_mpi(MPI_Isend(&r.mine, sizeof(Header), MPI_BYTE, peer, kHeaderTag, MPI_COMM_WORLD, &m[0]),
+              "MPI_Isend", peer);
+    check_mpi(MPI_Isend(data, n, MPI_BYTE, peer, kPayloadTag, MPI_COMM_WORLD, &m[1]), "MPI_Isend", peer);
   }
   return id;
 }
@@ -85,12 +85,12 @@ void MpiTransport::wait(int request) {
                            ", which is not in flight");
   Request& r = requests_[static_cast<size_t>(request)];
   MPI_Request* m = &mpi_[2 * static_cast<size_t>(request)];
-  check(MPI_Wait(&m[0], MPI_STATUS_IGNORE), "MPI_Wait", r.peer);
+  check_mpi(MPI_Wait(&m[0], MPI_STATUS_IGNORE), "MPI_Wait", r.peer);
   if (r.recv && (r.theirs.tag != r.mine.tag || r.theirs.bytes != r.mine.bytes)) {
     throw std::runtime_error(contract_mismatch(r.peer, world_rank(), r.mine.index, r.theirs.tag,
                                                r.theirs.bytes, r.mine.tag, r.mine.bytes));
   }
-  check(MPI_Wait(&m[1], MPI_STATUS_IGNORE), "MPI_Wait", r.peer);
+  check_mpi(MPI_Wait(&m[1], MPI_STATUS_IGNORE), "MPI_Wait", r.peer);
   r.in_use = false;
   free_.push_back(request);
 }
@@ -99,9 +99,8 @@ void MpiTransport::progress() {
   if (free_.size() == requests_.size()) return;  // nothing in flight
   int done = 0;
   done_.resize(mpi_.size());
-  check(MPI_Testsome(static_cast<int>(mpi_.size()), mpi_.data(), &done, done_.data(),
-                     MPI_STATUSES_IGNORE),
-        "MPI_Testsome", -1);
+  check_mpi(MPI_Testsome(static_cast<int>(mpi_.size()), mpi_.data(), &done, done_.data(), MPI_STATUSES_IGNORE),
+            "MPI_Testsome");
 }
 
 }  // namespace rm::exec

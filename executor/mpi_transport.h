@@ -24,6 +24,10 @@ namespace rm::exec {
 // This process's rank in MPI_COMM_WORLD.
 int world_rank();
 
+// Throws std::runtime_error "<what> (peer P): <MPI's message>" unless `rc` is
+// MPI_SUCCESS (no peer part when `peer` < 0).
+void check_mpi(int rc, const char* what, int peer = -1);
+
 class MpiTransport {
  public:
   // Post a non-blocking send / receive of `bytes` at `data` to / from `peer`; `tag` is the

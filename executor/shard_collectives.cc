@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "executor/mpi_transport.h"
+
 #ifdef RINGMASTER_HAVE_CUDA
 #include "executor/cuda/nccl_shard_collectives.h"
 #endif
@@ -47,14 +49,6 @@ void ShardCollectives::check_order() {
 
 namespace {
 
-void check(int rc, const char* op) {
-  if (rc == MPI_SUCCESS) return;
-  char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, msg, &len);
-  throw std::runtime_error(std::string(op) + " failed: " + std::string(msg, static_cast<size_t>(len)));
-}
-
 // Host buffers, MPI's collectives; the all-gather is non-blocking, so a prefetch moves
 // while the previous unit computes.
 class MpiShardCollectives final : public ShardCollectives {
@@ -69,20 +63,20 @@ class MpiShardCollectives final : public ShardCollectives {
     if (bytes > static_cast<size_t>(std::numeric_limits<int>::max()))
       throw std::runtime_error("an FSDP unit's shard above 2 GiB: MPI counts are ints");
     note(false, 'g', unit, bytes);
-    check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, static_cast<int>(bytes), MPI_BYTE, shard_,
-                         &pending_),
-          "MPI_Iallgather");
+    check_mpi(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, static_cast<int>(bytes), MPI_BYTE,
+                             shard_, &pending_),
+              "MPI_Iallgather");
   }
-  void wait_all_gather() override { check(MPI_Wait(&pending_, MPI_STATUS_IGNORE), "MPI_Wait"); }
+  void wait_all_gather() override { check_mpi(MPI_Wait(&pending_, MPI_STATUS_IGNORE), "MPI_Wait"); }
   void reduce_scatter(const float* full, float* out, size_t count, int unit) override {
     note(false, 's', unit, count);
-    check(MPI_Reduce_scatter_block(full, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, shard_),
-          "MPI_Reduce_scatter_block");
+    check_mpi(MPI_Reduce_scatter_block(full, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, shard_),
+              "MPI_Reduce_scatter_block");
   }
   void all_reduce_replicas(float* x, size_t count, int unit) override {
     note(true, 'r', unit, count);
-    check(MPI_Allreduce(MPI_IN_PLACE, x, static_cast<int>(count), MPI_FLOAT, MPI_SUM, replica_),
-          "MPI_Allreduce");
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, x, static_cast<int>(count), MPI_FLOAT, MPI_SUM, replica_),
+              "MPI_Allreduce");
   }
 
  private:
