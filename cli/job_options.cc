@@ -1,6 +1,7 @@
 #include "cli/job_options.h"
 
 #include <cstdio>
+#include <tuple>
 
 #include "planner/input_error.h"
 #include "planner/input_limits.h"
@@ -60,6 +61,17 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   pins->add_option("--virtual-stages,--num-virtual-stages-per-pipeline-rank", o.virtual_stages,
                    "model chunks per pipeline stage: 1 = 1F1B, more = interleaved 1F1B (Megatron's "
                    "--num-virtual-stages-per-pipeline-rank; needs --pp > 1)");
+  pins->add_flag("--account-for-embedding-in-pipeline-split", o.embedding_in_split,
+                 "the pipeline split counts the input embedding as one layer: the first stage takes one "
+                 "fewer (Megatron's flag; torchtitan's pipeline_parallel_first_stage_less_layers 1; searched "
+                 "with the loss's, both or neither, where pp > 1)");
+  pins->add_flag("--no-account-for-embedding-in-pipeline-split", o.no_embedding_in_split,
+                 "the split counts transformer layers only at the first stage (Megatron's default)");
+  pins->add_flag("--account-for-loss-in-pipeline-split", o.loss_in_split,
+                 "the pipeline split counts the output head and the loss as one layer: the last stage takes "
+                 "one fewer (Megatron's flag; torchtitan's pipeline_parallel_last_stage_less_layers 1)");
+  pins->add_flag("--no-account-for-loss-in-pipeline-split", o.no_loss_in_split,
+                 "the split counts transformer layers only at the last stage (Megatron's default)");
   pins->add_option("--cp", o.cp, "context-parallel size (cp); dp = gpus / (tp x cp x pp)");
   pins->add_option("--dp", o.dp,
                    "data-parallel size (replicas or shards of the model states, as --sharding says); "
@@ -178,6 +190,16 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
     fail_input(kCommandLine, "--pp", "--tp x --cp x --pp must divide --gpus " + std::to_string(gpus) + " (got " +
                                          std::to_string(p.tp.value_or(1)) + " x " + std::to_string(p.cp.value_or(1)) +
                                          " x " + std::to_string(*p.pp) + ")");
+  for (const auto& [on, off, name, pin] :
+       {std::tuple{o.embedding_in_split, o.no_embedding_in_split, "embedding", &p.account_for_embedding_in_pipeline_split},
+        std::tuple{o.loss_in_split, o.no_loss_in_split, "loss", &p.account_for_loss_in_pipeline_split}}) {
+    const std::string flag = std::string("--account-for-") + name + "-in-pipeline-split";
+    if (on && off)
+      fail_input(kCommandLine, flag, "expected one of " + flag + " and --no-" + flag.substr(2) + " (got both)");
+    if (on || off) *pin = on;
+    if (on && p.pp && *p.pp == 1)
+      fail_input(kCommandLine, flag, "needs --pp > 1: it decides how a pipeline splits the layers (got --pp 1)");
+  }
   if (p.virtual_stages && *p.virtual_stages > 1 && p.pp && *p.pp == 1)
     fail_input(kCommandLine, "--virtual-stages", "needs --pp > 1: virtual stages are chunks of a pipeline stage (got --pp 1)");
   if (p.dp && gpus % *p.dp != 0)

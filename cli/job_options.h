@@ -38,6 +38,9 @@ struct JobOptions {
   std::vector<int> hierarchical_cp_sizes;  // a2a+p2p's [a2a degree, ring size] (Megatron's)
   std::optional<int> block_q, block_kv, kv_subblocks, micro_batch;
   std::optional<int> pp, virtual_stages;  // pipeline stages, model chunks per stage
+  // The pipeline split's accounting (PlanChoice): the flag or its --no- form pins each.
+  bool embedding_in_split = false, no_embedding_in_split = false;
+  bool loss_in_split = false, no_loss_in_split = false;
 };
 
 // What the options say, loaded and checked. `fabric` refers to `topology`.
@@ -52,7 +55,8 @@ struct ResolvedJob {
 
 // Adds --model --topology --batch-tokens --causal/--no-causal --chunked-loss/--no-chunked-loss
 // --workload --profile and the
-// pins (--cp-comm-type --tp --tp-comm-overlap/--no-tp-comm-overlap --pp --virtual-stages --cp --dp --schedule --order --load-balance --block-q --block-kv
+// pins (--cp-comm-type --tp --tp-comm-overlap/--no-tp-comm-overlap --pp --virtual-stages
+// --account-for-{embedding,loss}-in-pipeline-split (and --no-) --cp --dp --schedule --order --load-balance --block-q --block-kv
 // --kv-subblocks --checkpointing --micro-batch --sharding). `with_job_size` adds --gpus and --seq too (sweep has lists instead).
 void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size);
 

@@ -128,13 +128,18 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   choice.add_row({"tp x cp x pp x dp", std::to_string(c.tp) + " x " + std::to_string(c.cp) + " x " +
                                           std::to_string(c.pp) + " x " + std::to_string(c.dp)});
   if (c.pp > 1) {
-    const std::vector<int> layers = pp_stage_layers(model.layers, c.pp, c.virtual_stages);
+    const std::vector<int> layers = pp_stage_layers(pp_layout(model.layers, c));
     const auto [few, many] = std::minmax_element(layers.begin(), layers.end());
+    const bool e = c.account_for_embedding_in_pipeline_split, l = c.account_for_loss_in_pipeline_split;
     choice.add_row({"pipeline parallelism",
                     "pp " + std::to_string(c.pp) + ", " + pp_schedule_name(c.virtual_stages) +
                         (c.virtual_stages > 1 ? " (" + std::to_string(c.virtual_stages) + " virtual stages)" : "") +
                         ", " + (*few == *many ? std::to_string(*many) : std::to_string(*few) + "-" + std::to_string(*many)) +
-                        " layers per stage, " + std::to_string(c.grad_accum) + " micro-batches per step"});
+                        " layers per stage" +
+                        (e || l ? std::string(" (the split counts the ") + (e && l ? "embedding and the loss" : e ? "embedding" : "loss") +
+                                      " as a layer)"
+                                : "") +
+                        ", " + std::to_string(c.grad_accum) + " micro-batches per step"});
   }
   if (c.tp > 1) {
     choice.add_row({"tensor parallelism", "tp " + std::to_string(c.tp) +

@@ -360,13 +360,14 @@ std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {
   const int G = fabric_.gpus();
   const ModelSpec& m = model_;
   auto str = [](auto v) { return std::to_string(v); };
-  if (ch.pp != 1 || ch.virtual_stages != 1) {
+  if (ch.pp != 1 || ch.virtual_stages != 1 || ch.account_for_embedding_in_pipeline_split ||
+      ch.account_for_loss_in_pipeline_split) {
     // The pipeline's own rules, then every stage's block as one plan (pp_flattened).
     if (ch.pp < 1 || ch.tp < 1 || ch.cp < 1 || ch.dp < 1 || int64_t{ch.tp} * ch.cp * ch.dp * ch.pp != G)
       return "tp x cp x dp x pp must equal the " + str(G) + " GPUs (tp " + str(ch.tp) + ", cp " + str(ch.cp) +
              ", dp " + str(ch.dp) + ", pp " + str(ch.pp) + ")";
     if (job.workload != Workload::kStep) return "pipeline parallelism applies to step workloads (pp " + str(ch.pp) + ")";
-    const std::string why = pp_why_invalid(m.layers, ch.pp, ch.virtual_stages, ch.grad_accum);
+    const std::string why = pp_why_invalid(pp_layout(m.layers, ch), ch.grad_accum);
     if (!why.empty()) return why;
     if (static_cast<int>(ch.order.size()) != G) return "the order must list all " + str(G) + " GPUs";
     if (ch.order != tp_order(ch.tp, ch.cp, ch.dp * ch.pp))

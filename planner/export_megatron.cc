@@ -23,8 +23,11 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
   a.cp = c.cp;
   a.dp = c.dp;
   a.pp = c.pp;
-  // Interleaved 1F1B: each pipeline rank holds virtual_stages chunks of L / (pp·v) layers.
-  if (c.virtual_stages > 1) a.virtual_pipeline_layers = model.layers / (c.pp * c.virtual_stages);
+  // Interleaved 1F1B: each pipeline rank holds virtual_stages chunks; the split as
+  // pipeline_parallel.h cuts it, which is Megatron's wherever Megatron accepts it.
+  a.virtual_stages = c.virtual_stages;
+  a.account_for_embedding_in_pipeline_split = c.account_for_embedding_in_pipeline_split;
+  a.account_for_loss_in_pipeline_split = c.account_for_loss_in_pipeline_split;
   if (c.cp > 1) a.cp_comm_type = cp_comm_type(c.strategy);  // plan.h: Megatron's names
   if (c.strategy == Strategy::kUsp) a.hierarchical_cp_sizes = {c.cp_a2a, c.cp / c.cp_a2a};
   switch (c.checkpointing) {
@@ -95,14 +98,15 @@ std::vector<std::string> megatron_rule_violations(const MegatronArgs& a) {
   if (a.sharding == "hsdp")
     v.push_back("plan.sharding hsdp: Megatron-LM has no sharding inside a node replicated across for all "
                 "states (export to torchtitan, or plan with --sharding fsdp, zero2, zero1 or ddp)");
-  if (a.virtual_pipeline_layers > 0 && a.pp == 1)
-    v.push_back("--num-layers-per-virtual-pipeline-stage needs PP > 1");
-  if (a.pp > 1 && a.num_layers % a.pp != 0)
-    v.push_back("--num-layers " + str(a.num_layers) + " not divisible by PP " + str(a.pp) +
+  if (a.virtual_stages > 1 && a.pp == 1) v.push_back("--num-virtual-stages-per-pipeline-rank needs PP > 1");
+  const int accounted = (a.account_for_embedding_in_pipeline_split ? 1 : 0) + (a.account_for_loss_in_pipeline_split ? 1 : 0);
+  const std::string units = "--num-layers " + str(a.num_layers) + (accounted ? " + " + str(accounted) + " accounted" : "");
+  if (a.pp > 1 && (a.num_layers + accounted) % a.pp != 0)
+    v.push_back(units + " not divisible by PP " + str(a.pp) +
                 " (Megatron-LM transformer_config.py, without an uneven first/last stage)");
-  if (a.virtual_pipeline_layers > 0) {
-    if (a.num_layers % (a.pp * a.virtual_pipeline_layers) != 0)
-      v.push_back("--num-layers " + str(a.num_layers) + " not a multiple of PP x layers per virtual stage");
+  if (a.virtual_stages > 1) {
+    if ((a.num_layers + accounted) % (a.pp * a.virtual_stages) != 0)
+      v.push_back(units + " not a multiple of PP x virtual stages");
     const int64_t dp_mb = int64_t{a.micro_batch_size} * a.dp;
     if (dp_mb > 0 && (a.global_batch_size / dp_mb) % a.pp != 0)
       v.push_back("interleaved schedule: micro-batches " + str(a.global_batch_size / dp_mb) +
@@ -120,7 +124,9 @@ std::string megatron_command_line(const MegatronArgs& a) {
   };
   add("--tensor-model-parallel-size", str(a.tp));
   add("--pipeline-model-parallel-size", str(a.pp));
-  if (a.virtual_pipeline_layers > 0) add("--num-layers-per-virtual-pipeline-stage", str(a.virtual_pipeline_layers));
+  if (a.virtual_stages > 1) add("--num-virtual-stages-per-pipeline-rank", str(a.virtual_stages));
+  if (a.account_for_embedding_in_pipeline_split) add("--account-for-embedding-in-pipeline-split");
+  if (a.account_for_loss_in_pipeline_split) add("--account-for-loss-in-pipeline-split");
   add("--context-parallel-size", str(a.cp));
   if (!a.cp_comm_type.empty()) add("--cp-comm-type", a.cp_comm_type);
   if (!a.hierarchical_cp_sizes.empty()) add("--hierarchical-context-parallel-sizes", join_ints(a.hierarchical_cp_sizes, " "));

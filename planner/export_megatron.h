@@ -2,6 +2,8 @@
 // Megatron's own argument rules before it is printed.
 //
 //   parallelism   --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1
+//                 [--num-virtual-stages-per-pipeline-rank V] [--account-for-embedding-in-
+//                 pipeline-split] [--account-for-loss-in-pipeline-split]
 //                 --context-parallel-size P --cp-comm-type p2p|all_gather|a2a|a2a+p2p
 //                 [--hierarchical-context-parallel-sizes A B]   (a2a+p2p only)
 //   data parallel --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params
@@ -30,7 +32,9 @@ namespace rm {
 struct MegatronArgs {
   int world_size = 1;
   int tp = 1, pp = 1, cp = 1, dp = 1;
-  int virtual_pipeline_layers = 0;  // --num-layers-per-virtual-pipeline-stage; 0 = none
+  int virtual_stages = 1;           // --num-virtual-stages-per-pipeline-rank (> 1: interleaved)
+  bool account_for_embedding_in_pipeline_split = false;  // the flags of the same names
+  bool account_for_loss_in_pipeline_split = false;
   std::string cp_comm_type;         // "" when cp == 1
   std::vector<int> hierarchical_cp_sizes;
   bool sequence_parallel = false;   // needs tp > 1

@@ -20,7 +20,10 @@ std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus
                                (c.tp > 1 ? "dp_shard, cp, tp], TP innermost" : "dp_shard, cp], TP 1"));
   out += "\n[training]\n";
   out += "seq_len = " + str(plan.job.seq_len) + "\n";
-  out += "local_batch_size = " + str(c.micro_batch) + "\n";
+  // With pp > 1 one pipeline schedule runs the step's grad_accum micro-batches
+  // (pipeline_parallel.h): torchtitan takes local_batch_size / pipeline_parallel_microbatch_size
+  // of them, where a local batch of one micro-batch would flush the pipeline after each.
+  out += "local_batch_size = " + str(int64_t{c.micro_batch} * (c.pp > 1 ? c.grad_accum : 1)) + "\n";
   out += "global_batch_size = " + str(sequences_per_step(plan.job)) + "\n";
   out += "\n[parallelism]\n";
   // torchtitan's FSDP2 mesh: ddp replicates only, hsdp shards dp_shard x cp and replicates
@@ -37,11 +40,17 @@ std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus
     out += "enable_async_tensor_parallel = true  # needs torch.compile on ([compile] enable = true)\n";
   out += "pipeline_parallel_degree = " + str(c.pp) + "\n";
   if (c.pp > 1) {
-    // pipeline_parallel.h: 1F1B, or interleaved with v stages of L / (pp·v) layers per rank.
+    // pipeline_parallel.h: 1F1B, or interleaved with v chunks per rank of U / (pp·v) units.
+    // Both less-layers counts are written: torchtitan's default is 1 each, which splits as
+    // the plan does only when it counted the embedding and the loss.
     out += std::string("pipeline_parallel_schedule = \"") + pp_schedule_name(c.virtual_stages) + "\"\n";
     out += "pipeline_parallel_microbatch_size = " + str(c.micro_batch) + "\n";
+    const int first = c.account_for_embedding_in_pipeline_split ? 1 : 0;
+    const int last = c.account_for_loss_in_pipeline_split ? 1 : 0;
+    out += "pipeline_parallel_first_stage_less_layers = " + str(first) + "\n";
+    out += "pipeline_parallel_last_stage_less_layers = " + str(last) + "\n";
     if (c.virtual_stages > 1)
-      out += "pipeline_parallel_layers_per_stage = " + str(model.layers / (c.pp * c.virtual_stages)) + "\n";
+      out += "pipeline_parallel_layers_per_stage = " + str((model.layers + first + last) / (c.pp * c.virtual_stages)) + "\n";
   }
   out += "context_parallel_degree = " + str(c.cp) + "\n";
   if (c.cp > 1)

@@ -136,11 +136,19 @@ StateShards state_shards(const PlanChoice& ch) {
   return {n, n, n};
 }
 
-double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int e, int stage) {
+namespace {
+
+// stage_model_state_bytes for one TP member's weights, `shard` (tp_shard's).
+double shard_state_bytes(const ModelSpec& shard, const PlanChoice& choice, int e, int stage) {
   const StateShards n = state_shards(choice);
-  const double psi = pp_stage_params(tp_shard(m, std::max(1, choice.tp)), std::max(1, choice.pp),
-                                     std::max(1, choice.virtual_stages), stage);
+  const double psi = pp_stage_params(shard, pp_layout(shard.layers, choice), stage);
   return e * psi / n.params + e * psi / n.grads + kOptimizerStateBytesPerParam * psi / n.optimizer;
+}
+
+}  // namespace
+
+double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int e, int stage) {
+  return shard_state_bytes(tp_shard(m, std::max(1, choice.tp)), choice, e, stage);
 }
 
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
@@ -162,16 +170,18 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   const double final_hidden = std::max(1, choice.micro_batch) * c * m.hidden * e / tp;
   // Pipeline stages (pipeline_parallel.h): the stage with the most states and stored
   // activations sets the peak (the first holds the most micro-batches in flight, the
-  // last the head). Without a pipeline: one stage of every layer, one micro-batch held.
+  // second may hold more layers, the last the head; pp_peak_stage_candidates). Without a
+  // pipeline: one stage of every layer, one micro-batch held.
   const int pp = std::max(1, choice.pp), v = std::max(1, choice.virtual_stages);
-  // Middle stages hold no more layers, micro-batches or tables than the first. Only the
-  // last computes the logits: the others' working set is the attention's or the FFN's
-  // (a stage's op lists allocate no logits chunk, schedule.cc).
+  const PipelineLayout layout = pp_layout(m.layers, choice);
+  // Only the last computes the logits: the others' working set is the attention's or the
+  // FFN's (a stage's op lists allocate no logits chunk, schedule.cc).
   const RingBuffers rb = ring_buffers(m, choice, seq_len, gpu, window, chunked_loss);
   double peak = -1;
-  for (int s : {0, pp - 1}) {
-    const double states = stage_model_state_bytes(m, choice, e, s);
-    const double chunk_layers = static_cast<double>(pp_stage_layer_count(m.layers, pp, v, s)) / v;
+  for (int s : pp_peak_stage_candidates(pp)) {
+    const double states = shard_state_bytes(shard, choice, e, s);
+    // In-flight micro-batches are counted in chunk micro-batches: the stage's mean chunk.
+    const double chunk_layers = static_cast<double>(pp_stage_layer_count(layout, s)) / v;
     const double held = pp > 1 ? chunk_layers * static_cast<double>(pp_in_flight(pp, v, choice.grad_accum, s))
                                : m.layers;
     const double act = held * per_layer + final_hidden;

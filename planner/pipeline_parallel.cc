@@ -6,28 +6,71 @@
 
 namespace rm {
 
-int pp_stage_layer_count(int layers, int pp, int v, int stage) {
-  if (pp < 1) return 0;
-  return layers / pp + (v == 1 && stage < layers % pp ? 1 : 0);
+PipelineLayout pp_layout(int layers, const PlanChoice& c) {
+  return {layers, std::max(1, c.pp), std::max(1, c.virtual_stages), c.account_for_embedding_in_pipeline_split,
+          c.account_for_loss_in_pipeline_split};
 }
 
-std::vector<int> pp_stage_layers(int layers, int pp, int v) {
-  std::vector<int> out(static_cast<size_t>(std::max(1, pp)), 0);
-  for (int s = 0; s < pp; ++s) out[static_cast<size_t>(s)] = pp_stage_layer_count(layers, pp, v, s);
+namespace {
+
+int units(const PipelineLayout& l) { return l.layers + (l.embedding_as_layer ? 1 : 0) + (l.loss_as_layer ? 1 : 0); }
+
+}  // namespace
+
+int pp_chunk_layer_count(const PipelineLayout& l, int chunk) {
+  const int S = l.pp * l.virtual_stages, U = units(l);
+  if (S < 1) return 0;
+  return U / S + (chunk < U % S ? 1 : 0) - (l.embedding_as_layer && chunk == 0 ? 1 : 0) -
+         (l.loss_as_layer && chunk == S - 1 ? 1 : 0);
+}
+
+int pp_chunk_first_layer(const PipelineLayout& l, int chunk) {
+  const int S = l.pp * l.virtual_stages, U = units(l);
+  if (S < 1 || chunk <= 0) return 0;
+  return chunk * (U / S) + std::min(chunk, U % S) - (l.embedding_as_layer ? 1 : 0);
+}
+
+int pp_stage_layer_count(const PipelineLayout& l, int stage) {
+  const int S = l.pp * l.virtual_stages, U = units(l);
+  if (S < 1) return 0;
+  // Its v chunks stage + k·pp, of which those below U mod S take one more.
+  const int extra = U % S;
+  const int more = stage < extra ? std::min(l.virtual_stages, (extra - stage + l.pp - 1) / l.pp) : 0;
+  return l.virtual_stages * (U / S) + more - (l.embedding_as_layer && stage == 0 ? 1 : 0) -
+         (l.loss_as_layer && stage == l.pp - 1 ? 1 : 0);
+}
+
+std::vector<int> pp_stage_layers(const PipelineLayout& l) {
+  std::vector<int> out(static_cast<size_t>(std::max(1, l.pp)), 0);
+  for (int s = 0; s < l.pp; ++s) out[static_cast<size_t>(s)] = pp_stage_layer_count(l, s);
   return out;
 }
 
-std::string pp_why_invalid(int layers, int pp, int v, int64_t microbatches) {
+std::string pp_why_invalid(const PipelineLayout& l, int64_t microbatches) {
   auto str = [](auto x) { return std::to_string(x); };
+  const int pp = l.pp, v = l.virtual_stages;
   if (pp < 1) return "pp must be >= 1 (got " + str(pp) + ")";
-  if (pp > layers) return "pp " + str(pp) + " leaves a stage without layers (the model has " + str(layers) + ")";
   if (v < 1) return "virtual_stages must be >= 1 (got " + str(v) + ")";
-  if (v == 1) return "";
-  if (pp == 1) return "virtual stages " + str(v) + " need pp > 1 (the interleaved schedule is a pipeline's)";
-  if (layers % (pp * v) != 0)
-    return "virtual stages " + str(v) + " need the " + str(layers) + " layers to be a multiple of pp x virtual stages = " +
-           str(pp * v);
-  if (microbatches % pp != 0)
+  const bool accounted = l.embedding_as_layer || l.loss_as_layer;
+  if (pp == 1) {
+    if (v > 1) return "virtual stages " + str(v) + " need pp > 1 (the interleaved schedule is a pipeline's)";
+    if (accounted)
+      return std::string(l.embedding_as_layer ? "account_for_embedding_in_pipeline_split"
+                                              : "account_for_loss_in_pipeline_split") +
+             " needs pp > 1 (it decides a pipeline split)";
+    return "";
+  }
+  const std::string counted = std::string(l.embedding_as_layer ? " + the embedding" : "") +
+                              (l.loss_as_layer ? " + the loss" : "");
+  if (v > 1 && units(l) % (pp * v) != 0)
+    return "virtual stages " + str(v) + " need the " + str(l.layers) + " layers" + counted +
+           " to be a multiple of pp x virtual stages = " + str(pp * v);
+  // Each chunk holds a unit: a counted embedding or head may be a chunk's only one (the
+  // Llama 3 paper's first chunk "has only the embedding").
+  if (units(l) < pp * v)
+    return (v > 1 ? "pp x virtual stages = " + str(pp * v) : "pp " + str(pp)) + " leaves a stage without layers (the model has " +
+           str(l.layers) + counted + ")";
+  if (v > 1 && microbatches % pp != 0)
     return "the interleaved schedule needs the micro-batches per pipeline (" + str(microbatches) +
            ") to be a multiple of pp " + str(pp) + " (Megatron's rule)";
   return "";
@@ -54,6 +97,71 @@ PipelineTime pp_step_time(double sum, double slowest, int v, int64_t m) {
   return t;
 }
 
+double pp_program_makespan(const PipelineProgram& program, int v, const std::vector<double>& fwd,
+                           const std::vector<double>& bwd) {
+  const int pp = static_cast<int>(program.stages.size());
+  const int chunks = pp * v;
+  int64_t m = 0;
+  for (const PipelineAction& a : program.stages.front())
+    if (a.kind == PipelineAction::kForward) m = std::max<int64_t>(m, a.micro + 1);
+  // Completion times by (virtual stage, micro-batch); negative: not yet run. The search
+  // prices many pipelines: the buffers are kept between calls.
+  thread_local std::vector<double> done_f, done_b, clock;
+  thread_local std::vector<size_t> next;
+  thread_local std::vector<int> work;
+  thread_local std::vector<char> queued;
+  done_f.assign(static_cast<size_t>(chunks * m), -1);
+  done_b.assign(static_cast<size_t>(chunks * m), -1);
+  auto at = [m](int g, int k) { return static_cast<size_t>(g * m + k); };
+  next.assign(static_cast<size_t>(pp), 0);
+  clock.assign(static_cast<size_t>(pp), 0);
+  // Worklist of stages that may advance: each action runs once, and finishing one wakes
+  // the stage its result unblocks.
+  work.resize(static_cast<size_t>(pp));
+  for (int s = 0; s < pp; ++s) work[static_cast<size_t>(s)] = s;
+  queued.assign(static_cast<size_t>(pp), 1);
+  double end = 0;
+  while (!work.empty()) {
+    const int s = work.back();
+    work.pop_back();
+    queued[static_cast<size_t>(s)] = 0;
+    const std::vector<PipelineAction>& acts = program.stages[static_cast<size_t>(s)];
+    size_t& i = next[static_cast<size_t>(s)];
+    for (; i < acts.size(); ++i) {
+      const PipelineAction& a = acts[i];
+      if (a.kind == PipelineAction::kExchange) continue;
+      const int g = a.chunk * pp + s;
+      double ready;
+      int wake;
+      if (a.kind == PipelineAction::kForward) {
+        ready = g == 0 ? 0 : done_f[at(g - 1, a.micro)];
+        if (ready < 0) break;
+        const double t = std::max(clock[static_cast<size_t>(s)], ready) + fwd[static_cast<size_t>(g)];
+        done_f[at(g, a.micro)] = clock[static_cast<size_t>(s)] = t;
+        wake = g + 1 < chunks ? (g + 1) % pp : -1;
+      } else {
+        ready = g + 1 == chunks ? done_f[at(g, a.micro)] : done_b[at(g + 1, a.micro)];
+        if (ready < 0) break;
+        const double t = std::max(clock[static_cast<size_t>(s)], ready) + bwd[static_cast<size_t>(g)];
+        done_b[at(g, a.micro)] = clock[static_cast<size_t>(s)] = t;
+        wake = g > 0 ? (g - 1) % pp : -1;
+      }
+      end = std::max(end, clock[static_cast<size_t>(s)]);
+      if (wake >= 0 && wake != s && !queued[static_cast<size_t>(wake)]) {
+        queued[static_cast<size_t>(wake)] = 1;
+        work.push_back(wake);
+      }
+    }
+  }
+  return end;
+}
+
+int64_t pp_makespan_microbatches(int pp, int v, int64_t m) {
+  // 1F1B's warm-up and cool-down span p - 1 micro-batches each; interleaved ones up to
+  // 2·(p - 1) + (v - 1)·p chunk micro-batches, a multiple of p kept (Megatron's rule).
+  return std::min<int64_t>(m, v == 1 ? int64_t{2} * pp : int64_t{v + 3} * pp);
+}
+
 int64_t pp_in_flight(int pp, int v, int64_t m, int stage) {
   // Megatron's warmup micro-batches plus the one in its forward (module docs).
   const int64_t warmup = v > 1 ? int64_t{2} * (pp - stage - 1) + int64_t{v - 1} * pp : pp - stage - 1;
@@ -64,12 +172,18 @@ double pp_p2p_bytes(const ModelSpec& m, int64_t c, int micro_batch, int element_
   return static_cast<double>(micro_batch) * static_cast<double>(c) * m.hidden * element_bytes / std::max(1, tp);
 }
 
-double pp_stage_params(const ModelSpec& m, int pp, int v, int stage) {
+double pp_stage_params(const ModelSpec& m, const PipelineLayout& l, int stage) {
   const double table = static_cast<double>(m.vocab) * m.hidden;
-  double p = pp_stage_layer_count(m.layers, pp, v, stage) * m.layer_params();
-  if (pp == 1) return p + (m.tied_embeddings ? 1.0 : 2.0) * table;
-  if (stage == 0 || stage == pp - 1) p += table;  // embedding / head (a tied table is held at both ends)
+  double p = pp_stage_layer_count(l, stage) * m.layer_params();
+  if (l.pp == 1) return p + (m.tied_embeddings ? 1.0 : 2.0) * table;
+  if (stage == 0 || stage == l.pp - 1) p += table;  // embedding / head (a tied table is held at both ends)
   return p;
+}
+
+std::vector<int> pp_peak_stage_candidates(int pp) {
+  if (pp <= 1) return {0};
+  if (pp == 2) return {0, 1};
+  return {0, 1, pp - 1};
 }
 
 std::vector<std::vector<int>> pp_fsdp_groups(int gpus, int tp, int pp) {
@@ -116,38 +230,79 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   const double real_layer = real.total() + fsdp_layer, free_layer = free.total();
   double real_sum = 0, real_max = 0, free_sum = 0, free_max = 0, x_sum = 0, x_max = 0;
   PipelineStep out;
+  const PipelineLayout layout = pp_layout(model_.layers, ch);
+  // Per chunk g = c·p + s (model order): its layers, FSDP's ends (the model's first or last
+  // chunk, else a middle one: the op lists gather and scatter per chunk; one per micro-batch
+  // undercharged a 256-GPU FSDP step by 3.9 %), the head on the last, and its stage's
+  // exchanges shared among the stage's chunks.
+  const int S = p * v;
+  std::vector<double> real_chunk(static_cast<size_t>(S));
+  std::vector<double> real_stage(static_cast<size_t>(p), 0), free_stage(static_cast<size_t>(p), 0);
+  bool uneven = false;
+  for (int g = 0; g < S; ++g) {
+    const int s = g % p, n = pp_chunk_layer_count(layout, g);
+    uneven = uneven || n != pp_chunk_layer_count(layout, 0);
+    const double head = g == S - 1 ? logits : 0;
+    const double ends = g == 0 ? fsdp_ends.first : g == S - 1 ? fsdp_ends.last : fsdp_ends.middle;
+    real_chunk[static_cast<size_t>(g)] = n * real_layer + ends + head + exchanges(s) * x / v;
+    real_stage[static_cast<size_t>(s)] += real_chunk[static_cast<size_t>(g)];
+    free_stage[static_cast<size_t>(s)] += n * free_layer + head;
+  }
   for (int s = 0; s < p; ++s) {
-    const double head = s == p - 1 ? logits : 0;
-    const int n = pp_stage_layer_count(model_.layers, p, v, s);
-    // Interleaved, each of the stage's v chunks starts and ends on its own collectives (the
-    // op lists gather and scatter per chunk): the model's first or last chunk, and v - 1
-    // others (one per micro-batch undercharged a 256-GPU FSDP step by 3.9 %).
-    const double ends =
-        (s == 0 ? fsdp_ends.first : s == p - 1 ? fsdp_ends.last : fsdp_ends.middle) + (v - 1) * fsdp_ends.middle;
-    const double r = n * real_layer + ends + head + exchanges(s) * x, f = n * free_layer + head;
+    const double r = real_stage[static_cast<size_t>(s)], f = free_stage[static_cast<size_t>(s)];
     x_sum += exchanges(s) * x;
     x_max = std::max(x_max, exchanges(s) * x);
     real_sum += r;
     free_sum += f;
-    if (r > real_max) out.fsdp_ends = ends;
+    if (r > real_max) out.fsdp_ends = (s == 0 ? fsdp_ends.first : s == p - 1 ? fsdp_ends.last : fsdp_ends.middle) +
+                                      (v - 1) * fsdp_ends.middle;
     real_max = std::max(real_max, r);
     free_max = std::max(free_max, f);
-    out.layers = std::max(out.layers, n);
+    out.layers = std::max(out.layers, pp_stage_layer_count(layout, s));
   }
-  // Adam on the largest stage's shard (its TP member's weights over its cp·dp GPUs): the
-  // first (the most layers, the embedding) or the last (the head).
+  // Chunks of equal layers: the closed form (pipeline_parallel.h; the head and the ends'
+  // exchanges make the last and the outer stages slower, within 0.2 % of the replayed op
+  // lists for 1F1B and 1.2 % interleaved, agreement_test.cc). Uneven splits: the stages'
+  // programs run with these times (pp_program_makespan), the micro-batches past its warm-up
+  // and cool-down each adding the slowest stage's time.
+  const double forward_share =
+      real_layer > 0 ? (real.attention_fwd + real.linear_fwd + real.tp_fwd + fsdp_layer / 3) / real_layer : 1.0 / 3;
+  // (Megatron interleaves with pp > 2 only; the programs are generated for those.)
+  // The free-communication step keeps the same ratio to its closed form.
+  const PipelineTime real_closed = pp_step_time(real_sum, real_max, v, m);
+  PipelineTime rt = real_closed;
+  if (uneven && !(v > 1 && p < 3)) {
+    const int64_t mm = pp_makespan_microbatches(p, v, m);
+    std::vector<double> fwd(static_cast<size_t>(S)), bwd(static_cast<size_t>(S));
+    for (size_t g = 0; g < fwd.size(); ++g) {
+      fwd[g] = (fwd_only ? 1.0 : forward_share) * real_chunk[g];
+      bwd[g] = real_chunk[g] - fwd[g];
+    }
+    rt.step_s = pp_program_makespan(pp_program(p, v, mm, !fwd_only), v, fwd, bwd) +
+                static_cast<double>(m - mm) * real_max;
+    rt.bubble_s = std::max(0.0, rt.step_s - static_cast<double>(m) * real_max);
+  }
+  PipelineTime ft = pp_step_time(free_sum, free_max, v, m);
+  ft.step_s *= rt.step_s / real_closed.step_s;
+  // Adam on the largest stage's shard (its TP member's weights over its cp·dp GPUs).
   const ModelSpec& ms = shard(ch.tp);
-  const double opt =
-      fwd_only ? 0
-               : cost_.optimizer_s(std::max(pp_stage_params(ms, p, v, 0), pp_stage_params(ms, p, v, p - 1)) /
-                                   (ch.cp * ch.dp));
-  const PipelineTime rt = pp_step_time(real_sum, real_max, v, m), ft = pp_step_time(free_sum, free_max, v, m);
+  double largest = 0;
+  for (int s : pp_peak_stage_candidates(p)) largest = std::max(largest, pp_stage_params(ms, layout, s));
+  const double opt = fwd_only ? 0 : cost_.optimizer_s(largest / (ch.cp * ch.dp));
+
   out.time = rt.step_s + opt;
   out.free_time = ft.step_s + opt;
   out.bubble = rt.bubble_s;
   out.p2p = pp_step_time(x_sum, x_max, v, m).step_s;  // the exchanges' share, as the step's
   out.head_and_optimizer = static_cast<double>(m) * logits + opt;
   return out;
+}
+
+const PipelineProgram& CostModel::pp_program(int pp, int v, int64_t microbatches, bool backward) {
+  const auto key = std::make_tuple(pp, v, microbatches, backward);
+  auto it = pp_programs_.find(key);
+  if (it == pp_programs_.end()) it = pp_programs_.emplace(key, pp_1f1b_program(pp, v, microbatches, backward)).first;
+  return it->second;
 }
 
 }  // namespace rm

@@ -3,10 +3,17 @@
 // pipeline_parallel_schedule "1F1B" / "Interleaved1F1B"), as the cost model, the memory
 // model and the search price it. One definition for the three.
 //
-// The model's L layers are cut into pp stages of consecutive layers (virtual_stages v > 1:
-// each stage holds v chunks of L / (pp·v) layers, chunk k·pp + s on stage s, Megatron's
-// interleaving). The first stage also holds the embedding, the last the output head and
-// the loss. Each stage is a tp x cp x dp block of GPUs: in Megatron's rank order
+// The model's L layers are cut into pp·v chunks of consecutive layers, chunk k·pp + s on
+// stage s (v = virtual_stages; v > 1 is Megatron's interleaving). The first chunk also
+// holds the embedding, the last the output head and the loss. The split (PipelineLayout):
+// U = L + a_e + a_l units, a_e and a_l 1 where the embedding and the head with the loss
+// count as a layer (Megatron-Core's account_for_embedding_in_pipeline_split and
+// account_for_loss_in_pipeline_split; torchtitan's pipeline_parallel_first_stage_less_layers
+// and _last_stage_less_layers, whose default is 1 each). Chunk g of S = pp·v takes
+// floor(U / S) units, one more for the first U mod S chunks, less a_e on the first and a_l
+// on the last: torchtitan's generate_llm_fqn_per_model_part, and Megatron's split where
+// S divides U, which Megatron requires and so does this planner for v > 1. Llama 3 405B
+// (126 layers, pp 16) runs both counted: 7, 8 x 14, 7 layers at v = 1. Each stage is a tp x cp x dp block of GPUs: in Megatron's rank order
 // tp-cp-ep-dp-pp PP is outermost, so stage s is GPUs [s·G/pp, (s+1)·G/pp) and GPU g of
 // stage s hands its activations to g + G/pp (the same TP rank, ring position and replica
 // of the next stage): with more than one node per stage, across the network.
@@ -50,6 +57,7 @@
 #include <vector>
 
 #include "planner/model_spec.h"
+#include "planner/pipeline_schedule.h"
 #include "planner/plan.h"
 
 namespace rm {
@@ -61,17 +69,29 @@ inline constexpr int kPipelineParallelDegrees[] = {1, 2, 4, 8, 16, 32};
 // pp·v chunks (Megatron's interleaved configs use 2 to 4 chunks per rank).
 inline constexpr int kVirtualStages[] = {1, 2, 3, 4};
 
-// Layers of each stage (size pp, summed over its v chunks). With v = 1 and pp not dividing
-// L the first L mod pp stages take one layer more (the last, which also runs the head and
-// the loss, never does); with v > 1, L must be a multiple of pp·v (pp_why_invalid).
-std::vector<int> pp_stage_layers(int layers, int pp, int virtual_stages);
-// The same for one stage (no allocation: the search prices many).
-int pp_stage_layer_count(int layers, int pp, int virtual_stages, int stage);
+// How a plan cuts a model of `layers` layers into pipeline chunks (see above).
+struct PipelineLayout {
+  int layers = 1;
+  int pp = 1;
+  int virtual_stages = 1;
+  bool embedding_as_layer = false;  // account_for_embedding_in_pipeline_split
+  bool loss_as_layer = false;       // account_for_loss_in_pipeline_split
+};
+PipelineLayout pp_layout(int layers, const PlanChoice& choice);
 
-// Why (pp, v) cannot run a model of `layers` layers with `microbatches` per pipeline per
-// step, or "": pp >= 1 with at least one layer per stage; v >= 1, and v > 1 only with
-// pp > 1, L a multiple of pp·v and microbatches a multiple of pp (Megatron's rules).
-std::string pp_why_invalid(int layers, int pp, int virtual_stages, int64_t microbatches);
+// Layers of chunk `chunk` (0 .. pp·v - 1 in model order), and the index of its first layer.
+int pp_chunk_layer_count(const PipelineLayout& l, int chunk);
+int pp_chunk_first_layer(const PipelineLayout& l, int chunk);
+// Layers of each stage (size pp, summed over its v chunks), and of one stage (no
+// allocation: the search prices many).
+std::vector<int> pp_stage_layers(const PipelineLayout& l);
+int pp_stage_layer_count(const PipelineLayout& l, int stage);
+
+// Why a layout cannot run with `microbatches` per pipeline per step, or "": pp >= 1 with
+// a unit in every chunk (U >= pp·v; a counted embedding or head may be a chunk's only one); v >= 1, and v > 1 only with pp > 1, U a multiple of
+// pp·v and microbatches a multiple of pp (Megatron's rules); the split's accounting only
+// with pp > 1.
+std::string pp_why_invalid(const PipelineLayout& l, int64_t microbatches);
 
 // The bubble as a fraction of the step for equal stages: (p - 1) / (v·m + p - 1).
 double pp_bubble_fraction(int pp, int virtual_stages, int64_t microbatches);
@@ -86,6 +106,21 @@ PipelineTime pp_step_time(const std::vector<double>& stage_s, int virtual_stages
 // The same from the stages' sum and the slowest's time.
 PipelineTime pp_step_time(double sum_s, double slowest_s, int virtual_stages, int64_t microbatches);
 
+// The step of `program` (pipeline_schedule.h; pp stages of v chunks, its m micro-batches)
+// when chunk g = c·pp + s takes fwd[g] forward and bwd[g] backward per micro-batch: each
+// stage runs its actions in order, each forward after the previous virtual stage's of the
+// same micro-batch, each backward after the next's (the last chunk's after its forward).
+// With unequal stages the closed form above overcharges: Megatron's 1F1B hides part of the
+// faster stages' fill and drain behind the slowest (stages of 8, 9, 8, 7 layers over 8
+// micro-batches run 3 % shorter than it says). Exchanges are folded into the chunks' times, as the cost
+// model charges them.
+double pp_program_makespan(const PipelineProgram& program, int virtual_stages, const std::vector<double>& fwd,
+                           const std::vector<double>& bwd);
+// Micro-batches enough to price a longer run of the same program: past its warm-up and
+// cool-down each micro-batch adds the slowest stage's time (pipeline_parallel_test.cc
+// checks the extrapolation against the whole run).
+int64_t pp_makespan_microbatches(int pp, int virtual_stages, int64_t microbatches);
+
 // Micro-batches whose activations stage `stage` holds at its peak, in chunk micro-batches
 // (each L / (pp·v) layers), capped at the m·v there are.
 int64_t pp_in_flight(int pp, int virtual_stages, int64_t microbatches, int stage);
@@ -97,7 +132,12 @@ double pp_p2p_bytes(const ModelSpec& m, int64_t c, int micro_batch, int element_
 // Parameters stage `stage` holds (one TP member's share when `m` is tp_shard's): its
 // layers, the embedding on the first stage, the head on the last (and both on a single
 // stage, counted once when tied).
-double pp_stage_params(const ModelSpec& m, int pp, int virtual_stages, int stage);
+double pp_stage_params(const ModelSpec& m, const PipelineLayout& l, int stage);
+// The stages that can hold the most of something per layer: the first (the embedding, the
+// most micro-batches in flight), the second (the most layers of the middle stages, where
+// the split counts the embedding as one) and the last (the head). Middle stages hold no
+// more layers, micro-batches or tables than the second.
+std::vector<int> pp_peak_stage_candidates(int pp);
 
 // The data-parallel (FSDP) groups with pipeline stages: one per (stage, TP rank), the
 // cp·dp GPUs of a stage that hold the same weight shard, in the tp-cp-dp-pp rank order.

@@ -163,6 +163,13 @@ struct PlanChoice {
   // Model chunks per pipeline rank: 1 = 1F1B, > 1 = interleaved 1F1B (Megatron's
   // --num-virtual-stages-per-pipeline-rank).
   int virtual_stages = 1;
+  // Whether the pipeline split counts the input embedding, and the output head with the
+  // loss, as one layer each (pipeline_parallel.h's PipelineLayout; Megatron-Core's
+  // account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split,
+  // torchtitan's pipeline_parallel_first_stage_less_layers / _last_stage_less_layers = 1).
+  // pp > 1 only.
+  bool account_for_embedding_in_pipeline_split = false;
+  bool account_for_loss_in_pipeline_split = false;
 };
 
 // Sequences each ring runs through a layer per micro-step: the plan's micro-batch for a

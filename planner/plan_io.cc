@@ -12,7 +12,8 @@
 //   passes: forward-backward    # forward | forward-backward
 //   attention_kernel: ...       # optional, flash_attn_2
 //   chunked_loss: false         # optional, true (Job::chunked_loss)
-//   plan: {strategy, cp_comm_type, tp, tp_comm_overlap (optional, false), pp, sharding, [data_parallel_shard_degree: hsdp only], virtual_stages, cp, dp, schedule, order_name, order: [GPU ids in ring order],
+//   plan: {strategy, cp_comm_type, tp, tp_comm_overlap (optional, false), pp, sharding, [data_parallel_shard_degree: hsdp only], virtual_stages,
+//          account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split (optional, false; pp > 1), cp, dp, schedule, order_name, order: [GPU ids in ring order],
 //          load_balance, block_q, block_kv, kv_subblocks, checkpointing, grad_accum,
 //          micro_batch (optional, 1)}
 //   predicted: {...}            # informational: written, read if present, never required
@@ -183,6 +184,8 @@ nlohmann::json plan_to_json(const Plan& plan) {
                  {"pp", c.pp},
                  {"sharding", to_string(c.sharding)},
                  {"virtual_stages", c.virtual_stages},
+                 {"account_for_embedding_in_pipeline_split", c.account_for_embedding_in_pipeline_split},
+                 {"account_for_loss_in_pipeline_split", c.account_for_loss_in_pipeline_split},
                  {"cp", c.cp},
                  {"dp", c.dp},
                  {"schedule", to_string(c.schedule)},
@@ -290,6 +293,8 @@ std::string plan_to_yaml_string(const Plan& plan) {
   e << YAML::Key << "pp" << YAML::Value << c.pp;
   e << YAML::Key << "sharding" << YAML::Value << to_string(c.sharding);
   e << YAML::Key << "virtual_stages" << YAML::Value << c.virtual_stages;
+  e << YAML::Key << "account_for_embedding_in_pipeline_split" << YAML::Value << c.account_for_embedding_in_pipeline_split;
+  e << YAML::Key << "account_for_loss_in_pipeline_split" << YAML::Value << c.account_for_loss_in_pipeline_split;
   e << YAML::Key << "cp" << YAML::Value << c.cp;
   e << YAML::Key << "dp" << YAML::Value << c.dp;
   e << YAML::Key << "schedule" << YAML::Value << to_string(c.schedule);
@@ -415,6 +420,11 @@ PlanChoice read_choice(const YamlMap& m, int gpus) {
   c.pp = m.count_or("pp", 1, 1, kMaxGpus);
   c.virtual_stages = m.count_or("virtual_stages", 1, 1, kMaxGpus);
   if (c.virtual_stages > 1 && c.pp == 1) m.fail("virtual_stages", "expected 1 with pp 1 (virtual stages are a pipeline's)");
+  c.account_for_embedding_in_pipeline_split = m.boolean_or("account_for_embedding_in_pipeline_split", false);
+  c.account_for_loss_in_pipeline_split = m.boolean_or("account_for_loss_in_pipeline_split", false);
+  for (const auto& [set, key] : {std::pair{c.account_for_embedding_in_pipeline_split, "account_for_embedding_in_pipeline_split"},
+                                 std::pair{c.account_for_loss_in_pipeline_split, "account_for_loss_in_pipeline_split"}})
+    if (set && c.pp == 1) m.fail(key, "expected false with pp 1 (it decides a pipeline split)");
   c.cp = m.count("cp", 1, kMaxGpus);
   c.dp = m.count("dp", 1, kMaxGpus);
   if (static_cast<int64_t>(c.tp) * c.cp * c.dp * c.pp != gpus) {

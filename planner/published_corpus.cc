@@ -47,7 +47,8 @@ const std::vector<std::string> kEntryKeys = {
     "micro_batch",  "global_batch", "workload", "passes",     "cp",        "cp_kind", "tp",
     "pp",           "dp",        "sharding", "checkpointing", "precision", "causal", "metric",
     "published",    "definitions", "split",  "note",          "attention_kernel", "topology", "compile",
-    "pp_schedule",  "fp8_recipe", "tp_comm_overlap"};
+    "pp_schedule",  "fp8_recipe", "tp_comm_overlap", "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split", "virtual_stages"};
 
 template <typename E>
 const char* name_of(const Names<E>& names, E v) {
@@ -170,6 +171,16 @@ PublishedEntry parse_entry(const YAML::Node& node, const std::string& source, si
     if (v != "1f1b" && v != "interleaved_1f1b") m.fail("pp_schedule", "expected 1f1b or interleaved_1f1b (got '" + v + "')");
     if (e.pp == 1) m.fail("pp_schedule", "expected only with pp > 1");
     e.pp_interleaved = v == "interleaved_1f1b";
+  }
+  if (m.has("virtual_stages")) {
+    e.virtual_stages = m.count("virtual_stages", 2, kMaxGpus);
+    if (e.pp_interleaved != true) m.fail("virtual_stages", "expected only with pp_schedule interleaved_1f1b");
+  }
+  for (const auto& [key, field] : {std::pair{"account_for_embedding_in_pipeline_split", &e.embedding_in_pipeline_split},
+                                   std::pair{"account_for_loss_in_pipeline_split", &e.loss_in_pipeline_split}}) {
+    if (!m.has(key)) continue;
+    *field = m.boolean(key);
+    if (e.pp == 1) m.fail(key, "expected only with pp > 1");
   }
   if (m.has("tp_comm_overlap")) {
     e.tp_comm_overlap = m.boolean("tp_comm_overlap");

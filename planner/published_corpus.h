@@ -73,6 +73,14 @@ struct PublishedEntry {
   // interleaved 1F1B (torchtitan's pipeline_parallel_schedule "1F1B" / "Interleaved1F1B");
   // absent: both are searched.
   std::optional<bool> pp_interleaved;
+  // Whether the pipeline split counts the embedding / the head and loss as a layer each
+  // (optional, pp > 1 only; PlanChoice's account_for_*_in_pipeline_split, Megatron-Core's
+  // flags): the Llama 3 paper's "one layer less" on the first and last stages. Absent:
+  // searched both ways.
+  std::optional<bool> embedding_in_pipeline_split, loss_in_pipeline_split;
+  // Model chunks per pipeline rank where the source gives or implies them (optional, >= 2,
+  // interleaved_1f1b only); absent: those of kVirtualStages that cut the model are tried.
+  std::optional<int> virtual_stages;
   // Whether the run overlapped its TP collectives with the GEMMs (optional, tp > 1 only;
   // tensor_parallel.h): Megatron-LM's --tp-comm-overlap, torchtitan's AsyncTP. Absent: not
   // overlapped, both frameworks' default.

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cctype>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
 #include "planner/linear_precision.h"
+#include "planner/pipeline_parallel.h"
 #include "planner/plan_loader.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
@@ -212,11 +215,6 @@ PublishedCheck check_published(const PublishedEntry& e) {
   } catch (const InputError& bad) {
     throw InputError(e.location + ": " + e.id + ".model: " + bad.what());
   }
-  // Interleaving needs the layers in pp·v equal chunks here (pipeline_parallel.h); sources
-  // that interleave uneven stages (Llama 3 trims the first and last) cannot be expressed.
-  if (e.pp_interleaved.value_or(false) && model.layers % (2 * e.pp) != 0)
-    r.not_modelled.push_back("interleaved 1F1B over uneven stages (" + std::to_string(model.layers) + " layers on pp " +
-                             std::to_string(e.pp) + "): the planner interleaves equal chunks only");
   if (!r.not_modelled.empty()) return r;
   r.assumed = assumptions(e);
 
@@ -273,17 +271,38 @@ PublishedCheck check_published(const PublishedEntry& e) {
   if (e.tp > 1) pins.tp_comm_overlap = e.tp_comm_overlap;  // likewise its TP overlap
   // The stated sharding level (data_parallel.h); unstated, FSDP (assumptions() says so).
   pins.sharding = e.sharding && *e.sharding != Sharding::kNone ? *e.sharding : Sharding::kFsdp;
-  pins.pp = e.pp;  // likewise its pipeline (pipeline_parallel.h); 1F1B when the source says so,
-                   // else 1F1B and interleaved are both tried
-  if (e.pp_interleaved == false) pins.virtual_stages = 1;
+  pins.pp = e.pp;  // likewise its pipeline (pipeline_parallel.h) and its split where stated
+  pins.account_for_embedding_in_pipeline_split = e.embedding_in_pipeline_split;
+  pins.account_for_loss_in_pipeline_split = e.loss_in_pipeline_split;
+  // 1F1B, interleaved (each virtual stage count that cuts, the faster kept), or both tried.
+  std::vector<std::optional<int>> virtual_stages{std::nullopt};
+  if (e.pp_interleaved == false) virtual_stages = {1};
+  if (e.pp_interleaved == true) {
+    virtual_stages.clear();
+    for (int v : kVirtualStages)
+      if (v > 1) virtual_stages.push_back(v);
+  }
+  if (e.virtual_stages) virtual_stages = {*e.virtual_stages};
   // A step's micro-batch as the source ran it (unstated: the planner's pick); an attention
   // call over several sequences is priced as that many one-sequence calls (metric_value).
   if (e.workload != Workload::kStep) pins.micro_batch = 1;
   else if (e.micro_batch) pins.micro_batch = *e.micro_batch;
-  try {
-    r.plan = pinned_plan(planner, job, pins);
-  } catch (const InputError& refused) {
-    r.not_modelled.push_back(std::string("the planner refuses the pinned plan: ") + refused.what());
+  std::string refusal;
+  bool priced = false;
+  for (const std::optional<int>& v : virtual_stages) {
+    pins.virtual_stages = v;
+    try {
+      const Plan p = pinned_plan(planner, job, pins);
+      const Prediction& a = p.predicted;
+      const Prediction& b = r.plan.predicted;
+      if (!priced || (a.fits != b.fits ? a.fits : a.tokens_per_s > b.tokens_per_s)) r.plan = p;
+      priced = true;
+    } catch (const InputError& refused) {
+      if (refusal.empty()) refusal = refused.what();
+    }
+  }
+  if (!priced) {
+    r.not_modelled.push_back("the planner refuses the pinned plan: " + refusal);
     return r;
   }
   if (!pins.micro_batch)

@@ -179,13 +179,20 @@ class Generator {
         fail_input(w, "schedule", "a two-level ring runs with tp = 1 (got tp " + num(choice_.tp) + ")");
     }
     const PlanChoice& pc = plan_choice_;
-    if (pc.pp != 1 || pc.virtual_stages != 1) {
+    if (pc.pp != 1 || pc.virtual_stages != 1 || pc.account_for_embedding_in_pipeline_split ||
+        pc.account_for_loss_in_pipeline_split) {
       if (pc.pp < 1) fail_input(w, "pp", "must be >= 1 (got " + num(pc.pp) + ")");
       if (job_.workload != Workload::kStep)
         fail_input(w, "workload", "pipeline parallelism (pp " + num(pc.pp) + ") applies to step workloads (got " +
                                       to_string(job_.workload) + ")");
-      const std::string why = pp_why_invalid(m_.layers, pc.pp, pc.virtual_stages, pc.grad_accum);
-      if (!why.empty()) fail_input(w, pc.virtual_stages != 1 ? "virtual_stages" : "pp", why);
+      const std::string why = pp_why_invalid(pp_layout(m_.layers, pc), pc.grad_accum);
+      if (!why.empty())
+        fail_input(w,
+                   pc.virtual_stages != 1 ? "virtual_stages"
+                   : pc.pp == 1 && pc.account_for_embedding_in_pipeline_split ? "account_for_embedding_in_pipeline_split"
+                   : pc.pp == 1 && pc.account_for_loss_in_pipeline_split      ? "account_for_loss_in_pipeline_split"
+                                                                              : "pp",
+                   why);
       if (pc.virtual_stages != 1 && pc.pp < 3)
         fail_input(w, "virtual_stages",
                    "the interleaved 1F1B schedule (virtual_stages " + num(pc.virtual_stages) +
@@ -403,7 +410,8 @@ class Generator {
   void setup_pipeline() {
     const bool bwd = job_.passes == Passes::kForwardBackward;
     pipeline_ = pp_1f1b_program(pp_, vs_, plan_choice_.grad_accum, bwd);
-    const int64_t layers = pp_stage_layer_count(m_.layers, pp_, vs_, 0);  // the first stage has the most
+    int64_t layers = 0;  // the most any stage holds
+    for (int n : pp_stage_layers(pp_layout(m_.layers, plan_choice_))) layers = std::max<int64_t>(layers, n);
     const int64_t stride = 2 * layers * mb_ * 9 * ring_.phase_stride() + 2;
     if (stride * (int64_t{pipeline_.messages} + 2) > INT_MAX)
       fail_input(opt_.where, "grad_accum",
@@ -513,7 +521,8 @@ class Generator {
       // Adam on this GPU's optimizer shard (memory_model.h's state_shards), memory bound:
       // flops = parameters, at the efficiency that gives CostParams::optimizer_s.
       // With pp > 1: its stage's parameters (pp_stage_params, one TP member's).
-      const double shard_params = pp_ > 1 ? pp_stage_params(ms_, pp_, 1, r.stage) / state_shards(plan_choice_).optimizer
+      const double shard_params = pp_ > 1 ? pp_stage_params(ms_, pp_layout(m_.layers, plan_choice_), r.stage) /
+                                                state_shards(plan_choice_).optimizer
                                           : m_.params() / (T_ * state_shards(choice_).optimizer);
       em.compute(ComputeKind::kOptimizer, shard_params, 0,
                  1 / (costs_.optimizer_s(1) * costs_.peak_flops), states, -1);
@@ -927,7 +936,7 @@ class Generator {
 
   // --- Pipeline stages -----------------------------------------------------------------------
   // A step of stage r.stage (pipeline_schedule.h): the forwards and backwards of its chunks
-  // (virtual stage c·pp + s: layers [g·L/(pp·v), (g+1)·L/(pp·v)), v = 1: the stage's layers)
+  // (virtual stage g = c·pp + s: the layers pipeline_parallel.h's split gives chunk g)
   // for each micro-batch in the program's order, the embedding on the model's first chunk,
   // the head and loss at the start of the backward of its last (which follows that chunk's
   // forward there), and the blocking exchanges with the neighbouring stages. Each chunk runs
@@ -939,17 +948,12 @@ class Generator {
     const int micro_batches = plan_choice_.grad_accum;
     const int data_gpus = G_ / T_ / pp_;
     const int chunks = pp_ * vs_;  // virtual stages of the model
-    // First layer of each stage (v = 1: uneven splits, pp_stage_layer_count) or chunk.
+    // The layers [first, end) of the stage's chunk (pipeline_parallel.h's split).
+    const PipelineLayout layout = pp_layout(m_.layers, plan_choice_);
     auto chunk_layers = [&](int chunk) {
-      std::pair<int, int> range{0, 0};
-      if (vs_ == 1) {
-        for (int k = 0; k < s; ++k) range.first += pp_stage_layer_count(m_.layers, pp_, 1, k);
-        range.second = range.first + pp_stage_layer_count(m_.layers, pp_, 1, s);
-      } else {
-        const int per = m_.layers / chunks, g = chunk * pp_ + s;
-        range = {g * per, (g + 1) * per};
-      }
-      return range;
+      const int g = chunk * pp_ + s;
+      const int first = pp_chunk_first_layer(layout, g);
+      return std::pair<int, int>{first, first + pp_chunk_layer_count(layout, g)};
     };
     em.layer = -1;
     em.backward = false;
@@ -977,10 +981,14 @@ class Generator {
       const int key = a.micro * vs_ + a.chunk;
       // Stored activations are labelled by micro-batch (chunks hold different layers).
       std::vector<LayerStore>& held = stores[key];
+      // A chunk of no layers holds only the embedding or only the head (a split that counts
+      // them as layers, pipeline_parallel.h).
+      const bool empty = first_layer == end_layer;
       if (a.kind == PipelineAction::kForward) {
         if (first) gather(r, vocab_shard_bytes(), false);  // embedding
-        gather(r, layer_shard_bytes(), false);             // the chunk's first layer
+        if (!empty) gather(r, layer_shard_bytes(), false);  // the chunk's first layer
         if (first) wait_gather(r);                         // the embedding lookup needs the table
+        if (empty && last) gather(r, vocab_shard_bytes(), false);  // the head, which no layer prefetched
         for (int l = first_layer; l < end_layer; ++l) {
           const double next = l + 1 < end_layer ? layer_shard_bytes() : last ? vocab_shard_bytes() : 0;
           held.push_back(layer_forward(r, l, next, false, a.micro));
@@ -1000,7 +1008,7 @@ class Generator {
         wait_gather(r);  // the head, prefetched by the last layer's forward
         head(r, true);
         scatter(r, vocab_shard_bytes());  // head gradients
-      } else {
+      } else if (!empty) {
         gather(r, layer_shard_bytes(), true);  // the chunk's last layer, for its backward
       }
       for (int l = end_layer - 1; l >= first_layer; --l) {

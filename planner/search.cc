@@ -115,14 +115,54 @@ std::vector<Sharding> sharding_levels(const PlanChoice& ch, int gpus_per_node, c
   return out;
 }
 
-// Virtual stages to try for a choice's pp on `layers` layers: the pin, or 1 and those of
-// kVirtualStages that split the layers into pp·v equal chunks (pp > 1 only).
-std::vector<int> virtual_stage_counts(int layers, int pp, const SearchPins& pins) {
-  if (pins.virtual_stages) return {*pins.virtual_stages};
-  std::vector<int> out{1};
-  if (pp > 1)
-    for (int v : kVirtualStages)
-      if (v > 1 && layers % (pp * v) == 0) out.push_back(v);
+// A pipeline cut the search tries: virtual stages per rank and the split's accounting
+// (pipeline_parallel.h's PipelineLayout).
+struct PipelineCut {
+  int v = 1;
+  bool embedding = false;
+  bool loss = false;
+};
+
+// The cuts to try for pp: each virtual stage count (the pin, or 1 and those of
+// kVirtualStages) with the plain split and, where it lightens the heaviest stage, the one
+// counting the embedding and the loss (both pinned as pinned; one pinned, the other both
+// ways), where they cut (pp_why_invalid). Lightens: the stage's layers plus, on the last,
+// the head in layers' worth of weights (its GEMMs' share: Llama 3 8B's head weighs 2.4
+// layers, Llama 2 7B's 0.65, where moving one layer off the last stage loses).
+// pp = 1: the pins' one cut, which pp_degrees refuses unless it is the plain one.
+std::vector<PipelineCut> pipeline_cuts(const ModelSpec& m, int pp, const SearchPins& pins) {
+  const bool pinned = pins.account_for_embedding_in_pipeline_split || pins.account_for_loss_in_pipeline_split;
+  if (pp == 1)
+    return {{pins.virtual_stages.value_or(1), pins.account_for_embedding_in_pipeline_split.value_or(false),
+             pins.account_for_loss_in_pipeline_split.value_or(false)}};
+  std::vector<std::pair<bool, bool>> accountings;
+  if (!pinned) {
+    accountings = {{false, false}, {true, true}};
+  } else {
+    for (bool e : pins.account_for_embedding_in_pipeline_split ? std::vector<bool>{*pins.account_for_embedding_in_pipeline_split}
+                                                               : std::vector<bool>{false, true})
+      for (bool l : pins.account_for_loss_in_pipeline_split ? std::vector<bool>{*pins.account_for_loss_in_pipeline_split}
+                                                            : std::vector<bool>{false, true})
+        accountings.emplace_back(e, l);
+  }
+  const double head = static_cast<double>(m.vocab) * m.hidden / std::max(1.0, m.layer_params());
+  auto heaviest = [&](const PipelineLayout& l) {
+    double most = 0;
+    for (int s : pp_peak_stage_candidates(pp)) most = std::max(most, pp_stage_layer_count(l, s) + (s == pp - 1 ? head : 0.0));
+    return most;
+  };
+  std::vector<PipelineCut> out;
+  for (const auto& [e, l] : accountings) {
+    for (int v : pins.virtual_stages ? std::vector<int>{*pins.virtual_stages}
+                                     : std::vector<int>(std::begin(kVirtualStages), std::end(kVirtualStages))) {
+      const PipelineLayout cut{m.layers, pp, v, e, l};
+      // pp stands in for a multiple of pp micro-batches (checked per candidate).
+      if (!pp_why_invalid(cut, pp).empty()) continue;
+      const PipelineLayout plain{m.layers, pp, v};
+      if (!pinned && e && pp_why_invalid(plain, pp).empty() && heaviest(cut) >= heaviest(plain)) continue;
+      out.push_back({v, e, l});
+    }
+  }
   return out;
 }
 
@@ -151,7 +191,7 @@ double rate_without(const Prediction& p, double seconds) {
 template <class Offer>
 int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, const RingPatterns& pat,
                             const std::vector<int>& mbs, const std::vector<Sharding>& levels,
-                            const std::vector<int>& vs, const std::vector<Checkpointing>& ckpts, Offer offer,
+                            const std::vector<PipelineCut>& cuts, const std::vector<Checkpointing>& ckpts, Offer offer,
                             const std::function<void(const std::string&)>& note, const SearchPins& pins) {
   const std::vector<bool> overlaps = ch.tp == 1 ? std::vector<bool>{false}
                                      : pins.tp_comm_overlap ? std::vector<bool>{*pins.tp_comm_overlap}
@@ -173,10 +213,15 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
       const bool must_price = level == Sharding::kFsdp || levels.size() == 1;
       double fsdp_bound = -1;  // the fastest any level could be (fsdp only; -1: none fits)
       double best_rate = 0;
-      for (int v : vs) {
-        ch.virtual_stages = v;
+      bool exhausted[2][2] = {};  // accountings whose smaller virtual stage counts did not fit
+      for (const PipelineCut& cut : cuts) {
+        if (exhausted[cut.embedding][cut.loss]) continue;
+        ch.virtual_stages = cut.v;
+        ch.account_for_embedding_in_pipeline_split = cut.embedding;
+        ch.account_for_loss_in_pipeline_split = cut.loss;
+        const int v = cut.v;
         if (v > 1 && ch.grad_accum % ch.pp != 0) {
-          note(pp_why_invalid(cost.model().layers, ch.pp, v, ch.grad_accum));
+          note(pp_why_invalid(pp_layout(cost.model().layers, ch), ch.grad_accum));
           continue;
         }
         bool v_fitted = false;
@@ -213,7 +258,8 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
             break;  // later policies only add recompute
           }
         }
-        if (!v_fitted) break;  // more virtual stages only add in-flight activations
+        // More virtual stages only add in-flight activations.
+        if (!v_fitted) exhausted[cut.embedding][cut.loss] = true;
       }
       if (level == Sharding::kFsdp && fsdp_bound >= 0 && fsdp_bound <= best_rate * (1 + 1e-9)) break;
     }
@@ -288,6 +334,9 @@ std::string pins_text(const SearchPins& p) {
   if (p.sharding) add("--sharding", to_string(*p.sharding));
   if (p.pp) add("--pp", std::to_string(*p.pp));
   if (p.virtual_stages) add("--virtual-stages", std::to_string(*p.virtual_stages));
+  for (const auto& [pin, flag] : {std::pair{p.account_for_embedding_in_pipeline_split, "embedding"},
+                                  std::pair{p.account_for_loss_in_pipeline_split, "loss"}})
+    if (pin) s += std::string(*pin ? " --" : " --no-") + "account-for-" + flag + "-in-pipeline-split";
   return s.empty() ? s : " with" + s;
 }
 
@@ -332,7 +381,13 @@ std::vector<int> Planner::pp_degrees(const Job& job, const SearchPins& pins,
   for (int pp : pins.pp ? std::vector<int>{*pins.pp}
                         : std::vector<int>(std::begin(kPipelineParallelDegrees), std::end(kPipelineParallelDegrees))) {
     // The micro-batch count is checked per candidate: pp stands in for a multiple of pp here.
-    std::string why = pp_why_invalid(model_.layers, pp, pins.virtual_stages.value_or(1), pp);
+    // Valid when a cut is left to try (pipeline_cuts); else why the pinned or plain one fails.
+    const PipelineLayout asked{model_.layers, pp, pins.virtual_stages.value_or(1),
+                               pins.account_for_embedding_in_pipeline_split.value_or(false),
+                               pins.account_for_loss_in_pipeline_split.value_or(false)};
+    std::string why = pp_why_invalid(asked, pp);
+    if (pp > 1 && !pipeline_cuts(model_, pp, pins).empty()) why.clear();
+    else if (why.empty() && pp > 1) why = "no pipeline split of the " + std::to_string(model_.layers) + " layers on pp " + std::to_string(pp) + " works with these pins";
     if (why.empty() && G % pp != 0)
       why = "pp " + std::to_string(pp) + " does not divide the " + std::to_string(G) + " GPUs";
     if (why.empty()) out.push_back(pp);
@@ -444,7 +499,7 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
                   local.evaluated += offer_micro_batches(
                       cost_, job, ch, *pat, micro_batches(job, ch.dp, pins),
                       sharding_levels(ch, fabric_.topology().gpus_per_node, pins, note),
-                      virtual_stage_counts(model_.layers, pp, pins), ckpts,
+                      pipeline_cuts(model_, pp, pins), ckpts,
                       [&](const PlanChoice& c, const Prediction& p) { return best.offer(job, c, p); }, note, pins);
                 }
               }
@@ -546,7 +601,7 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
               const auto quiet = [](const std::string&) {};
               offer_micro_batches(cost_, job, ch, kFreeRing, micro_batches(job, ch.dp, pins),
                                   sharding_levels(ch, fabric_.topology().gpus_per_node, pins, quiet),
-                                  virtual_stage_counts(model_.layers, pp, pins), ckpts,
+                                  pipeline_cuts(model_, pp, pins), ckpts,
                                   [&](const PlanChoice& c, const Prediction& p) { return bound.offer(job, c, p); }, quiet, pins);
               if (!bound.plan.predicted.fits || bound.plan.predicted.tokens_per_s <= to_beat * (1 + 1e-9)) continue;
             }
@@ -554,7 +609,7 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
             local.evaluated += offer_micro_batches(
                 cost_, job, ch, *pat, micro_batches(job, ch.dp, pins),
                 sharding_levels(ch, fabric_.topology().gpus_per_node, pins, note),
-                virtual_stage_counts(model_.layers, pp, pins), ckpts,
+                pipeline_cuts(model_, pp, pins), ckpts,
                 [&](const PlanChoice& c, const Prediction& p) { return best.offer(job, c, p); }, note, pins);
           }
         }

@@ -58,6 +58,9 @@ struct SearchPins {
   // kPipelineParallelDegrees and kVirtualStages.
   std::optional<int> pp;
   std::optional<int> virtual_stages;
+  // The pipeline split's accounting (PlanChoice); searched neither and both counted.
+  std::optional<bool> account_for_embedding_in_pipeline_split;
+  std::optional<bool> account_for_loss_in_pipeline_split;
 };
 
 struct SearchStats {

@@ -2,7 +2,8 @@
 # Pipeline parallelism through the real binary: `plan --pp 4` prints the stages, the
 # schedule and the bubble (text and JSON), --virtual-stages interleaves, pins that cannot
 # work are refused in one line with exit 2, and a PP plan file is read back, exported with
-# Megatron's and torchtitan's PP keys; 1F1B and interleaved plans are simulated (their op
+# Megatron's and torchtitan's PP keys (Llama 3 405B's split, counting the embedding and the
+# loss as layers, included); 1F1B, interleaved and counted-split plans are simulated (their op
 # lists replayed on SimGrid, within 2 % of the prediction), an interleaved one with pp 2 is
 # refused by `simulate` naming virtual_stages, and `run` refuses them all naming plan.pp.
 # Usage: plan_pipeline_parallel.sh <ringmaster> <source-dir>. Exit 77 = skipped.
@@ -36,6 +37,36 @@ EOF
 out=$("$bin" plan "${job[@]}" --pp 4 --virtual-stages 2 2>"$tmp/err") || fail "plan --virtual-stages 2 exited $?: $(tail -3 "$tmp/err")"
 grep -q "Interleaved1F1B (2 virtual stages)" <<<"$out" || fail "--virtual-stages 2: no interleaved schedule: $(grep pipeline <<<"$out")"
 
+# ---- a split that counts the embedding and the loss: Llama 3 405B's 126 layers on pp 16 ------
+# 126 layers do not cut into 32 equal chunks; 128 units do (the paper's "one layer less" on
+# the first and last stage). The search finds that cut, the plan file and both exports carry it.
+l3=(--model llama3-405b --topology dgx-h100-superpod --gpus 2048 --seq 8K --tp 8 --pp 16 --virtual-stages 2 --batch-tokens 4M --target torchtitan)
+out=$("$bin" plan "${l3[@]}" -o "$tmp/l3.yaml" 2>"$tmp/err") || fail "plan ${l3[*]} exited $?: $(tail -3 "$tmp/err")"
+grep -q "^pipeline parallelism .*7-8 layers per stage (the split counts the embedding and the loss as a layer)" <<<"$out" ||
+  fail "405B pp 16 x 2: no counted split in $(grep '^pipeline' <<<"$out")"
+grep -q "^  account_for_embedding_in_pipeline_split: true" "$tmp/l3.yaml" && grep -q "^  account_for_loss_in_pipeline_split: true" "$tmp/l3.yaml" ||
+  fail "plan.yaml does not carry the split's accounting"
+"$bin" export --plan "$tmp/l3.yaml" --to megatron >"$tmp/meg" 2>"$tmp/err" || fail "export megatron (405B) exited $?: $(cat "$tmp/err")"
+grep -q -- "--num-virtual-stages-per-pipeline-rank 2 --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split" "$tmp/meg" ||
+  fail "megatron export lacks the split's flags: $(grep -- --pipeline "$tmp/meg")"
+grep -q "^# .*violat" "$tmp/meg" && fail "megatron export of the counted split reports a rule violation: $(cat "$tmp/meg")"
+"$bin" export --plan "$tmp/l3.yaml" --to torchtitan >"$tmp/tt" 2>"$tmp/err" || fail "export torchtitan (405B) exited $?: $(cat "$tmp/err")"
+# One pipeline schedule runs the step's micro-batches: local batch = micro-batch x grad_accum.
+local=$(( $(sed -n 's/^  grad_accum: //p' "$tmp/l3.yaml") * $(sed -n 's/^  micro_batch: //p' "$tmp/l3.yaml") ))
+for want in "pipeline_parallel_first_stage_less_layers = 1" "pipeline_parallel_last_stage_less_layers = 1" \
+  "pipeline_parallel_layers_per_stage = 4" "local_batch_size = $local"; do
+  grep -qx "$want" "$tmp/tt" || fail "torchtitan export lacks '$want': $(grep pipeline "$tmp/tt")"
+done
+# The plain split, pinned, cannot interleave them.
+"$bin" plan "${l3[@]}" --no-account-for-embedding-in-pipeline-split --no-account-for-loss-in-pipeline-split >"$tmp/out" 2>"$tmp/err"
+[[ $? -eq 2 ]] || fail "405B pp 16 x 2 with the plain split pinned did not exit 2"
+grep -q "multiple of pp x virtual stages = 32" "$tmp/err" || fail "plain split refusal does not say why: $(cat "$tmp/err")"
+# A 1F1B export of a plain split spells both counts 0 (torchtitan's default is 1 each).
+"$bin" export --plan "$tmp/pp.yaml" --to torchtitan >"$tmp/tt" 2>"$tmp/err"
+if [[ $? -eq 0 ]]; then
+  grep -qx "pipeline_parallel_first_stage_less_layers = 0" "$tmp/tt" || fail "torchtitan export of a plain split lacks first_stage_less_layers = 0"
+fi
+
 # ---- pins that cannot work ----------------------------------------------------------------
 expect_refusal() {  # expect_refusal <what the message must say> <plan args...>
   local want=$1
@@ -49,6 +80,8 @@ expect_refusal() {  # expect_refusal <what the message must say> <plan args...>
 expect_refusal "must divide --gpus 256" "${job[@]}" --pp 3
 expect_refusal "leaves a stage without layers" "${job[@]}" --pp 128
 expect_refusal "needs --pp > 1" "${job[@]}" --pp 1 --virtual-stages 2
+expect_refusal "needs --pp > 1" "${job[@]}" --pp 1 --account-for-loss-in-pipeline-split
+expect_refusal "got both" "${job[@]}" --pp 4 --account-for-loss-in-pipeline-split --no-account-for-loss-in-pipeline-split
 # 16 sequences over dp 16 pipelines: one micro-batch each, no multiple of pp 2.
 expect_refusal "multiple of pp 2" "${job[@]}" --pp 2 --virtual-stages 2 --tp 8 --cp 1
 expect_refusal "step workloads" "${job[@]}" --pp 2 --workload layer
@@ -58,8 +91,8 @@ expect_refusal "step workloads" "${job[@]}" --pp 2 --workload layer
 grep -q "^  pp: 4" "$tmp/pp.yaml" || fail "plan.yaml has no 'pp: 4'"
 grep -q "^  virtual_stages: 2" "$tmp/pp.yaml" || fail "plan.yaml has no 'virtual_stages: 2'"
 "$bin" export --plan "$tmp/pp.yaml" --to megatron >"$tmp/meg" 2>"$tmp/err" || fail "export megatron exited $?: $(cat "$tmp/err")"
-grep -q -- "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 10" "$tmp/meg" ||
-  fail "megatron export lacks PP 4 with 10 layers per virtual stage: $(cat "$tmp/meg")"
+grep -q -- "--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2" "$tmp/meg" ||
+  fail "megatron export lacks PP 4 with 2 virtual stages: $(cat "$tmp/meg")"
 "$bin" run --plan "$tmp/pp.yaml" >"$tmp/out" 2>"$tmp/err"
 [[ $? -eq 2 ]] || fail "run of a PP plan did not exit 2"
 grep -q "plan.pp" "$tmp/err" || fail "run's refusal does not name plan.pp: $(cat "$tmp/err")"
@@ -95,6 +128,9 @@ EOF
 }
 simulate_pp 1f1b "x pp 2 (1F1B, 4 micro-batches)" --batch-tokens 128K --pp 2 --virtual-stages 1 --cp 4
 simulate_pp interleaved "x pp 4 (Interleaved1F1B, 8 micro-batches)" --batch-tokens 256K --pp 4 --virtual-stages 2 --cp 2
+# The counted split: 34 units on 4 stages, 8, 9, 8, 7 layers (the second stage sets the pace).
+simulate_pp counted "x pp 4 (1F1B, 8 micro-batches)" --batch-tokens 256K --pp 4 --virtual-stages 1 --cp 2 \
+  --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split
 # Megatron runs the interleaved schedule with pp > 2: such a plan is priced, not simulated.
 "$bin" plan "${small[@]}" --batch-tokens 128K --pp 2 --virtual-stages 2 --cp 4 -o "$tmp/pp2v2.yaml" >/dev/null 2>"$tmp/err" ||
   fail "plan --pp 2 --virtual-stages 2 exited $?: $(cat "$tmp/err")"

@@ -49,16 +49,61 @@ TEST_CASE("the bubble: (p-1)/(m+p-1) for 1F1B, (p-1)/(v·m+p-1) interleaved, fro
 }
 
 TEST_CASE("stage layers: uneven splits put the extra layers first, never on the head's stage") {
-  CHECK(pp_stage_layers(10, 4, 1) == std::vector<int>{3, 3, 2, 2});
-  CHECK(pp_stage_layers(80, 4, 1) == std::vector<int>{20, 20, 20, 20});
-  CHECK(pp_stage_layers(7, 4, 1) == std::vector<int>{2, 2, 2, 1});
-  CHECK(pp_stage_layers(16, 2, 4) == std::vector<int>{8, 8});
-  CHECK(pp_why_invalid(8, 16, 1, 16).find("without layers") != std::string::npos);
-  CHECK(pp_why_invalid(10, 4, 2, 8).find("multiple of pp x virtual stages = 8") != std::string::npos);
+  CHECK(pp_stage_layers({10, 4, 1}) == std::vector<int>{3, 3, 2, 2});
+  CHECK(pp_stage_layers({80, 4, 1}) == std::vector<int>{20, 20, 20, 20});
+  CHECK(pp_stage_layers({7, 4, 1}) == std::vector<int>{2, 2, 2, 1});
+  CHECK(pp_stage_layers({16, 2, 4}) == std::vector<int>{8, 8});
+  CHECK(pp_why_invalid({8, 16, 1}, 16).find("without layers") != std::string::npos);
+  CHECK(pp_why_invalid({10, 4, 2}, 8).find("multiple of pp x virtual stages = 8") != std::string::npos);
   // Megatron's interleaved rule: micro-batches a multiple of pp.
-  CHECK(pp_why_invalid(16, 4, 2, 6).find("multiple of pp 4") != std::string::npos);
-  CHECK(pp_why_invalid(16, 4, 2, 8) == "");
-  CHECK(pp_why_invalid(16, 1, 2, 8).find("need pp > 1") != std::string::npos);
+  CHECK(pp_why_invalid({16, 4, 2}, 6).find("multiple of pp 4") != std::string::npos);
+  CHECK(pp_why_invalid({16, 4, 2}, 8) == "");
+  CHECK(pp_why_invalid({16, 1, 2}, 8).find("need pp > 1") != std::string::npos);
+}
+
+TEST_CASE("the split counts the embedding and the loss as layers: Llama 3 405B's 126 layers on pp 16") {
+  // The Llama 3 paper (arXiv:2407.21783, Sec. 3.3.2) takes one layer each off the first and
+  // the last stage; Megatron-Core's two account_for flags and torchtitan's default cut so.
+  const PipelineLayout l1{126, 16, 1, true, true};
+  std::vector<int> want(16, 8);
+  want.front() = want.back() = 7;
+  CHECK(pp_stage_layers(l1) == want);
+  CHECK(pp_why_invalid(l1, 16) == "");
+  // Interleaved: 128 units in 32 chunks of 4, the model's first and last chunk of 3.
+  const PipelineLayout l2{126, 16, 2, true, true};
+  CHECK(pp_why_invalid(l2, 32) == "");
+  CHECK(pp_stage_layers(l2) == want);
+  CHECK(pp_chunk_layer_count(l2, 0) == 3);
+  CHECK(pp_chunk_layer_count(l2, 16) == 4);  // stage 0's second chunk
+  CHECK(pp_chunk_first_layer(l2, 1) == 3);
+  CHECK(pp_chunk_first_layer(l2, 31) == 123);
+  CHECK(pp_chunk_first_layer(l2, 31) + pp_chunk_layer_count(l2, 31) == 126);
+  // Not counted, 126 layers do not cut into 32 equal chunks.
+  CHECK(pp_why_invalid({126, 16, 2}, 32).find("multiple of pp x virtual stages = 32") != std::string::npos);
+  CHECK(pp_why_invalid({126, 16, 2, true, false}, 32).find("126 layers + the embedding") != std::string::npos);
+  // With a remainder (v = 1) the extra units go first, as torchtitan's
+  // generate_llm_fqn_per_model_part gives them: 34 units on 4 stages.
+  CHECK(pp_stage_layers({32, 4, 1, true, true}) == std::vector<int>{8, 9, 8, 7});
+  CHECK(pp_stage_layers({32, 4, 1, false, true}) == std::vector<int>{9, 8, 8, 7});
+  // Every chunk keeps a unit, the embedding or the head alone included (Llama 3's first and
+  // last chunk at 8 virtual stages); the accounting is a pipeline's.
+  CHECK(pp_why_invalid({126, 16, 8, true, true}, 16) == "");
+  CHECK(pp_chunk_layer_count({126, 16, 8, true, true}, 0) == 0);
+  CHECK(pp_chunk_layer_count({126, 16, 8, true, true}, 127) == 0);
+  CHECK(pp_stage_layers({126, 16, 8, true, true}) == want);
+  CHECK(pp_why_invalid({1, 4, 1, true, true}, 4).find("without layers") != std::string::npos);
+  CHECK(pp_why_invalid({8, 1, 1, true, false}, 1).find("account_for_embedding_in_pipeline_split needs pp > 1") !=
+        std::string::npos);
+  // The chunks' layers tile the model in order.
+  for (const PipelineLayout& l : {l1, l2, PipelineLayout{126, 16, 8, true, true}, PipelineLayout{32, 4, 1, true, true},
+                                  PipelineLayout{40, 4, 2, false, true}}) {
+    int next = 0;
+    for (int g = 0; g < l.pp * l.virtual_stages; ++g) {
+      CHECK(pp_chunk_first_layer(l, g) == next);
+      next += pp_chunk_layer_count(l, g);
+    }
+    CHECK(next == l.layers);
+  }
 }
 
 TEST_CASE("micro-batches in flight: p - s for 1F1B, Megatron's warmup + 1 interleaved") {
@@ -98,8 +143,15 @@ TEST_CASE("stage memory: 1F1B's first stage holds L layers' activations, interle
   CHECK(mem.activations == doctest::Approx(8 * per_layer + final_hidden));
   CHECK(mem.model_states == doctest::Approx(16 * m.params() / 16));
   // A stage's parameters: the head on the last, a tied table at both ends.
-  CHECK(pp_stage_params(m, 4, 1, 3) == doctest::Approx(2 * m.layer_params() + table));
-  CHECK(pp_stage_params(m, 4, 1, 1) == doctest::Approx(2 * m.layer_params()));
+  CHECK(pp_stage_params(m, {8, 4, 1}, 3) == doctest::Approx(2 * m.layer_params() + table));
+  CHECK(pp_stage_params(m, {8, 4, 1}, 1) == doctest::Approx(2 * m.layer_params()));
+  // Counting the embedding and the loss cuts 10 units as 2, 3, 2, 1 layers: the second
+  // stage's 3 layers x 3 in flight outweigh the first's 2 x 4.
+  ch.virtual_stages = 1;
+  ch.account_for_embedding_in_pipeline_split = ch.account_for_loss_in_pipeline_split = true;
+  mem = memory_breakdown(m, ch, N, gpu);
+  CHECK(mem.activations == doctest::Approx(9 * per_layer + final_hidden));
+  CHECK(mem.model_states == doctest::Approx(16 * 3 * m.layer_params() / 4));
 }
 
 TEST_CASE("p2p: micro_batch·c·hidden·e/tp bytes per boundary, over the NIC between node-sized stages") {

@@ -175,7 +175,7 @@ TEST_CASE("pipeline op lists: every stage's layers, the exchanges with g ± G/pp
     CHECK(message_contract_violation(s) == "");
     CHECK(s.layer_multiplier == 1);
     const int per_stage = c.gpus / c.pp;
-    const std::vector<int> layers = pp_stage_layers(model.layers, c.pp, 1);
+    const std::vector<int> layers = pp_stage_layers({model.layers, c.pp, 1});
     for (const RankSchedule& rs : s.ranks) {
       const int stage = rs.gpu / per_stage;
       CAPTURE(rs.gpu);

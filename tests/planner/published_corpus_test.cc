@@ -96,10 +96,16 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
   CHECK(corpus_error_of(replaced(kOneEntry, "    split: fit\n", "")) ==
         "c.yaml:3: rfa-a100-fwd-zigzag.split: missing (required)");
   CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    comment: x")) ==
-        "c.yaml:28: rfa-a100-fwd-zigzag.comment: unknown key; expected one of: assumed, attention_kernel, causal, "
+        "c.yaml:28: rfa-a100-fwd-zigzag.comment: unknown key; expected one of: account_for_embedding_in_pipeline_split, "
+        "account_for_loss_in_pipeline_split, assumed, attention_kernel, causal, "
         "checkpointing, cluster, compile, cp, cp_kind, definitions, dp, fp8_recipe, global_batch, gpu, gpus, id, "
         "metric, micro_batch, model, note, passes, pp, pp_schedule, precision, published, seq_len, sharding, source, "
-        "split, topology, tp, tp_comm_overlap, workload");
+        "split, topology, tp, tp_comm_overlap, virtual_stages, workload");
+  // A split's accounting and virtual stages: only where the source pipelines (interleaved).
+  CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    account_for_loss_in_pipeline_split: true")) ==
+        "c.yaml:28: rfa-a100-fwd-zigzag.account_for_loss_in_pipeline_split: expected only with pp > 1");
+  CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    virtual_stages: 8")) ==
+        "c.yaml:28: rfa-a100-fwd-zigzag.virtual_stages: expected only with pp_schedule interleaved_1f1b");
   // fp8's recipe: required with fp8, refused without it, one of two names.
   CHECK(corpus_error_of(replaced(kOneEntry, "precision: bf16", "precision: fp8")) ==
         "c.yaml:3: rfa-a100-fwd-zigzag.fp8_recipe: expected with precision fp8: tensorwise (torchao) or delayed "
@@ -215,11 +221,15 @@ TEST_CASE("what the planner cannot express is not modelled, with every reason") 
   CHECK(r.plan.choice.pp == 8);
   CHECK(r.plan.choice.virtual_stages == 1);
   CHECK(r.topology == "grand-teton-h100-96gb");
-  // The Llama 3 paper interleaves 126 layers over 16 uneven stages: not expressible.
+  // The Llama 3 paper interleaves 126 layers over 16 stages, its first and last chunk
+  // holding only the embedding and only the head: 8 virtual stages of one unit.
   const rm::PublishedCheck llama = rm::check_published(shipped("llama3-paper-405b-8k-8192gpu"));
-  CHECK(!llama.modelled);
-  REQUIRE(llama.not_modelled.size() == 1);
-  CHECK(llama.not_modelled[0].find("interleaved 1F1B over uneven stages (126 layers on pp 16)") == 0);
+  REQUIRE(llama.modelled);
+  CHECK(llama.plan.choice.pp == 16);
+  CHECK(llama.plan.choice.virtual_stages == 8);
+  CHECK(llama.plan.choice.account_for_embedding_in_pipeline_split);
+  CHECK(llama.plan.choice.account_for_loss_in_pipeline_split);
+  CHECK(llama.plan.choice.sharding == rm::Sharding::kZero2);
   const rm::PublishedCheck fa2 = rm::check_published(shipped("fa2-a100-gpt3xl-2k"));
   CHECK(fa2.modelled);
   REQUIRE(fa2.assumed.size() == 3);
@@ -263,10 +273,10 @@ TEST_CASE("an entry's attention kernel scales the GPU's attention curve by the t
 
 TEST_CASE("an entry's topology names the cluster its source ran on") {
   // The Llama 3 paper's runs are priced on Meta's RoCE cluster, not the 32-node DGX fabric:
-  // 16,384 GPUs fit there; what stays unexpressed is the parallelism.
+  // 16,384 GPUs fit there.
   const rm::PublishedCheck llama = rm::check_published(shipped("llama3-paper-405b-8k-16384gpu"));
-  CHECK(!llama.modelled);
-  for (const std::string& why : llama.not_modelled) CHECK(why.find("GPUs: more than") == std::string::npos);
+  CHECK(llama.modelled);
+  CHECK(llama.topology == "llama3-h100-roce");
   CHECK(shipped("llama3-paper-405b-8k-16384gpu").topology == "llama3-h100-roce");
   // Named on a small run, it replaces the GPU's default box.
   const std::string roce = replaced(replaced(kOneEntry, "gpu: a100-80gb", "gpu: h100-80gb"), "    model:",
