@@ -4,6 +4,8 @@
 // against values derived by hand.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
 #include "planner/memory_model.h"
@@ -103,6 +105,45 @@ TEST_CASE("the split counts the embedding and the loss as layers: Llama 3 405B's
       next += pp_chunk_layer_count(l, g);
     }
     CHECK(next == l.layers);
+  }
+}
+
+TEST_CASE("uneven stages: running the programs, equal ones: the closed form; few micro-batches price many") {
+  // Per-chunk times t, a third forward (the closed form's assumption does not matter here).
+  auto run = [](int pp, int v, int64_t m, const std::vector<double>& t) {
+    std::vector<double> f(t.size()), b(t.size());
+    for (size_t g = 0; g < t.size(); ++g) {
+      f[g] = t[g] / 3;
+      b[g] = t[g] - f[g];
+    }
+    return pp_program_makespan(pp_1f1b_program(pp, v, m, true), v, f, b);
+  };
+  // Equal stages: (m + p - 1)·T, the closed form.
+  CHECK(run(4, 1, 8, {1, 1, 1, 1}) == doctest::Approx(pp_step_time({1, 1, 1, 1}, 1, 8).step_s));
+  CHECK(run(4, 2, 8, std::vector<double>(8, 0.5)) == doctest::Approx(pp_step_time({1, 1, 1, 1}, 2, 8).step_s));
+  // 8, 9, 8, 7 layers over 8 micro-batches: 92 layer-times, where the closed form says 95.
+  CHECK(run(4, 1, 8, {8, 9, 8, 7}) == doctest::Approx(92));
+  CHECK(pp_step_time({8, 9, 8, 7}, 1, 8).step_s == doctest::Approx(95));
+  // Past the warm-up and cool-down each micro-batch adds the slowest stage's time: the
+  // cost model runs pp_makespan_microbatches of them and extrapolates.
+  struct Case {
+    int pp, v;
+    int64_t m;
+    std::vector<double> t;
+  };
+  for (const Case& c : {Case{4, 1, 64, {8, 9, 8, 7.6}}, Case{8, 1, 100, {7, 8, 8, 8, 8, 8, 8, 9.3}},
+                        Case{3, 1, 40, {2, 3, 2.5}}, Case{4, 2, 48, {3, 4, 4, 4, 4, 4, 4, 3.5}},
+                        Case{4, 4, 64, {0.2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1.4}}}) {
+    CAPTURE(c.pp);
+    CAPTURE(c.v);
+    const int64_t few = pp_makespan_microbatches(c.pp, c.v, c.m);
+    REQUIRE(few < c.m);
+    std::vector<double> stage(static_cast<size_t>(c.pp), 0);
+    for (size_t g = 0; g < c.t.size(); ++g) stage[g % static_cast<size_t>(c.pp)] += c.t[g];
+    const double slowest = *std::max_element(stage.begin(), stage.end());
+    const double whole = run(c.pp, c.v, c.m, c.t);
+    CHECK(run(c.pp, c.v, few, c.t) + static_cast<double>(c.m - few) * slowest == doctest::Approx(whole).epsilon(0.005));
+    CHECK(whole < pp_step_time(stage, c.v, c.m).step_s * (1 + 1e-12));  // never above the closed form
   }
 }
 
