@@ -108,7 +108,7 @@ TEST_CASE("the split counts the embedding and the loss as layers: Llama 3 405B's
   }
 }
 
-TEST_CASE("uneven stages: running the programs, equal ones: the closed form; few micro-batches price many") {
+TEST_CASE("uneven stages: running the programs, equal ones: the closed form, and few micro-batches price many") {
   // Per-chunk times t, a third forward (the closed form's assumption does not matter here).
   auto run = [](int pp, int v, int64_t m, const std::vector<double>& t) {
     std::vector<double> f(t.size()), b(t.size());
