@@ -276,4 +276,18 @@ TEST_CASE("plan.yaml carries pp and virtual_stages back, strictly") {
   std::string wrong = text;
   wrong.replace(wrong.find("pp: 2"), 5, "pp: 4");
   CHECK_THROWS_WITH_AS(parse_plan_yaml(wrong, "plan.yaml"), doctest::Contains("tp * cp * dp * pp"), InputError);
+  // The split's accounting: written always, read back, refused with pp 1 naming the key.
+  CHECK(text.find("account_for_loss_in_pipeline_split: false") != std::string::npos);
+  Plan counted = p;
+  counted.choice.virtual_stages = 1;
+  counted.choice.account_for_embedding_in_pipeline_split = counted.choice.account_for_loss_in_pipeline_split = true;
+  const Plan counted_back = parse_plan_yaml(plan_to_yaml_string(counted), "plan.yaml");
+  CHECK(counted_back.choice.account_for_embedding_in_pipeline_split);
+  CHECK(counted_back.choice.account_for_loss_in_pipeline_split);
+  Plan flat = counted;
+  flat.choice.pp = 1;
+  flat.choice.dp *= 2;
+  flat.choice.account_for_embedding_in_pipeline_split = false;
+  CHECK_THROWS_WITH_AS(parse_plan_yaml(plan_to_yaml_string(flat), "plan.yaml"),
+                       doctest::Contains("plan.account_for_loss_in_pipeline_split: expected false with pp 1"), InputError);
 }
