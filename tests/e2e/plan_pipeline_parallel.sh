@@ -57,6 +57,13 @@ for want in "pipeline_parallel_first_stage_less_layers = 1" "pipeline_parallel_l
   "pipeline_parallel_layers_per_stage = 4" "local_batch_size = $local"; do
   grep -qx "$want" "$tmp/tt" || fail "torchtitan export lacks '$want': $(grep pipeline "$tmp/tt")"
 done
+# A pipelined FSDP plan's torchtitan export says what torchtitan holds beyond it (its pipeline
+# keeps a stage's grads unsharded until the step's last micro-batch).
+"$bin" plan --model llama3-405b --topology dgx-h100-superpod --gpus 512 --seq 8K --tp 8 --pp 8 --virtual-stages 1 \
+  --sharding fsdp --target torchtitan -o "$tmp/fsdp-pp.yaml" >/dev/null 2>"$tmp/err" || fail "plan (405B, fsdp, pp 8) exited $?: $(tail -1 "$tmp/err")"
+"$bin" export --plan "$tmp/fsdp-pp.yaml" --to torchtitan >"$tmp/tt" 2>"$tmp/err" || fail "export torchtitan (fsdp, pp 8) exited $?"
+grep -q "^# note: torchtitan's pipeline keeps a stage's gradients unsharded" "$tmp/tt" ||
+  fail "torchtitan export of a pipelined fsdp plan lacks the unsharded-grads note: $(grep -n pipeline "$tmp/tt")"
 # The plain split, pinned, cannot interleave them.
 "$bin" plan "${l3[@]}" --no-account-for-embedding-in-pipeline-split --no-account-for-loss-in-pipeline-split >"$tmp/out" 2>"$tmp/err"
 [[ $? -eq 2 ]] || fail "405B pp 16 x 2 with the plain split pinned did not exit 2"
