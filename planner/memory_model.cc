@@ -172,7 +172,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   // activations sets the peak (the first holds the most micro-batches in flight, the
   // second may hold more layers, the last the head; pp_peak_stage_candidates). Without a
   // pipeline: one stage of every layer, one micro-batch held.
-  const int pp = std::max(1, choice.pp), v = std::max(1, choice.virtual_stages);
+  const int pp = std::max(1, choice.pp);
   const PipelineLayout layout = pp_layout(m.layers, choice);
   // Only the last computes the logits: the others' working set is the attention's or the
   // FFN's (a stage's op lists allocate no logits chunk, schedule.cc).
@@ -180,10 +180,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   double peak = -1;
   for (int s : pp_peak_stage_candidates(pp)) {
     const double states = shard_state_bytes(shard, choice, e, s);
-    // In-flight micro-batches are counted in chunk micro-batches: the stage's mean chunk.
-    const double chunk_layers = static_cast<double>(pp_stage_layer_count(layout, s)) / v;
-    const double held = pp > 1 ? chunk_layers * static_cast<double>(pp_in_flight(pp, v, choice.grad_accum, s))
-                               : m.layers;
+    const double held = pp > 1 ? pp_layers_in_flight(layout, choice.grad_accum, s) : m.layers;
     const double act = held * per_layer + final_hidden;
     const double working =
         s == pp - 1 ? rb.working_set_bytes() : std::max(rb.attention_backward_bytes(), rb.ffn_backward_bytes());

@@ -120,6 +120,20 @@ double pp_program_makespan(const PipelineProgram& program, int v, const std::vec
   work.resize(static_cast<size_t>(pp));
   for (int s = 0; s < pp; ++s) work[static_cast<size_t>(s)] = s;
   queued.assign(static_cast<size_t>(pp), 1);
+  // Exchanges block as Megatron's do: a stage leaves one when every peer of its messages has
+  // reached the matching one (by phase), at the latest arrival (their transfer time is in
+  // the chunks' times). posted: this stage's arrival at its current exchange is recorded.
+  thread_local std::vector<double> arrival;
+  thread_local std::vector<char> arrived, posted;
+  arrival.assign(static_cast<size_t>(program.messages), 0);
+  arrived.assign(static_cast<size_t>(program.messages), 0);
+  posted.assign(static_cast<size_t>(pp), 0);
+  auto wake_stage = [&](int w) {
+    if (!queued[static_cast<size_t>(w)]) {
+      queued[static_cast<size_t>(w)] = 1;
+      work.push_back(w);
+    }
+  };
   double end = 0;
   while (!work.empty()) {
     const int s = work.back();
@@ -129,7 +143,28 @@ double pp_program_makespan(const PipelineProgram& program, int v, const std::vec
     size_t& i = next[static_cast<size_t>(s)];
     for (; i < acts.size(); ++i) {
       const PipelineAction& a = acts[i];
-      if (a.kind == PipelineAction::kExchange) continue;
+      if (a.kind == PipelineAction::kExchange) {
+        double& t_s = clock[static_cast<size_t>(s)];
+        if (!posted[static_cast<size_t>(s)]) {
+          posted[static_cast<size_t>(s)] = 1;
+          for (const PipelineMessage& msg : a.messages) {
+            const size_t ph = static_cast<size_t>(msg.phase);
+            arrival[ph] = std::max(arrival[ph], t_s);
+            ++arrived[ph];
+            if (msg.peer != s) wake_stage(msg.peer);
+          }
+        }
+        bool ready = true;
+        double leave = t_s;
+        for (const PipelineMessage& msg : a.messages) {
+          ready = ready && arrived[static_cast<size_t>(msg.phase)] >= 2;
+          leave = std::max(leave, arrival[static_cast<size_t>(msg.phase)]);
+        }
+        if (!ready) break;
+        t_s = leave;
+        posted[static_cast<size_t>(s)] = 0;
+        continue;
+      }
       const int g = a.chunk * pp + s;
       double ready;
       int wake;
@@ -147,10 +182,7 @@ double pp_program_makespan(const PipelineProgram& program, int v, const std::vec
         wake = g > 0 ? (g - 1) % pp : -1;
       }
       end = std::max(end, clock[static_cast<size_t>(s)]);
-      if (wake >= 0 && wake != s && !queued[static_cast<size_t>(wake)]) {
-        queued[static_cast<size_t>(wake)] = 1;
-        work.push_back(wake);
-      }
+      if (wake >= 0 && wake != s) wake_stage(wake);
     }
   }
   return end;
@@ -166,6 +198,28 @@ int64_t pp_in_flight(int pp, int v, int64_t m, int stage) {
   // Megatron's warmup micro-batches plus the one in its forward (module docs).
   const int64_t warmup = v > 1 ? int64_t{2} * (pp - stage - 1) + int64_t{v - 1} * pp : pp - stage - 1;
   return std::min(warmup + 1, m * std::max(1, v));
+}
+
+double pp_layers_in_flight(const PipelineLayout& l, int64_t m, int stage) {
+  const int p = l.pp, v = l.virtual_stages;
+  const int64_t warm = pp_in_flight(p, v, m, stage) - 1;
+  auto layers = [&](int chunk) { return pp_chunk_layer_count(l, chunk * p + stage); };
+  bool equal = true;
+  for (int c = 1; c < v; ++c) equal = equal && layers(c) == layers(0);
+  if (equal) return static_cast<double>(layers(0)) * static_cast<double>(warm + 1);
+  // Walk the stage's order: warm-up forwards, then a forward and a backward each, then the
+  // cool-down backwards (the peak is after a forward).
+  const int64_t total = m * v, group = int64_t{p} * v;
+  auto fwd_chunk = [&](int64_t k) { return static_cast<int>((k % group) / p); };
+  auto bwd_chunk = [&](int64_t k) { return v - 1 - static_cast<int>((k % group) / p); };
+  int64_t held = 0, most = 0;
+  int64_t f = 0, b = 0;
+  for (; f < std::min(warm, total); ++f) most = std::max(most, held += layers(fwd_chunk(f)));
+  while (f < total) {
+    most = std::max(most, held += layers(fwd_chunk(f++)));
+    held -= layers(bwd_chunk(b++));
+  }
+  return static_cast<double>(most);
 }
 
 double pp_p2p_bytes(const ModelSpec& m, int64_t c, int micro_batch, int element_bytes, int tp) {

@@ -109,11 +109,12 @@ PipelineTime pp_step_time(double sum_s, double slowest_s, int virtual_stages, in
 // The step of `program` (pipeline_schedule.h; pp stages of v chunks, its m micro-batches)
 // when chunk g = c·pp + s takes fwd[g] forward and bwd[g] backward per micro-batch: each
 // stage runs its actions in order, each forward after the previous virtual stage's of the
-// same micro-batch, each backward after the next's (the last chunk's after its forward).
+// same micro-batch, each backward after the next's (the last chunk's after its forward),
+// each blocking exchange once every peer of its messages has reached the matching one
+// (their transfer time is folded into the chunks' times, as the cost model charges it).
 // With unequal stages the closed form above overcharges: Megatron's 1F1B hides part of the
 // faster stages' fill and drain behind the slowest (stages of 8, 9, 8, 7 layers over 8
-// micro-batches run 3 % shorter than it says). Exchanges are folded into the chunks' times, as the cost
-// model charges them.
+// micro-batches run 3 % shorter than it says).
 double pp_program_makespan(const PipelineProgram& program, int virtual_stages, const std::vector<double>& fwd,
                            const std::vector<double>& bwd);
 // Micro-batches enough to price a longer run of the same program: past its warm-up and
@@ -124,6 +125,12 @@ int64_t pp_makespan_microbatches(int pp, int virtual_stages, int64_t microbatche
 // Micro-batches whose activations stage `stage` holds at its peak, in chunk micro-batches
 // (each L / (pp·v) layers), capped at the m·v there are.
 int64_t pp_in_flight(int pp, int virtual_stages, int64_t microbatches, int stage);
+// The layers' worth of stored activations stage `stage` holds at its peak: pp_in_flight
+// times its chunk's layers where its chunks are equal; else the most that Megatron's order
+// (pipeline_schedule.h: forward k on chunk (k mod pp·v) / pp, backward k on chunk v - 1 -
+// that) holds at once, which depends on which chunks are in flight (a Llama 3 stage's
+// embedding-only chunk holds none).
+double pp_layers_in_flight(const PipelineLayout& l, int64_t microbatches, int stage);
 
 // Bytes one GPU sends across a stage boundary per micro-batch, each way (activation
 // forward, its gradient backward): micro_batch·c·hidden·e / tp.

@@ -598,6 +598,8 @@ TEST_CASE("pipeline parallelism (1F1B and interleaved, pp 2 to 8, 4-16 micro-bat
     Strategy kind;
     Sharding sharding;
     Checkpointing ckpt;
+    bool counted = false;  // the split counts the embedding and the loss as a layer each
+    int layers = 0;        // the model's layers, where not kDefaultModel's
   };
   const Strategy p2p = Strategy::kRing, a2a = Strategy::kUlysses, ag = Strategy::kAllGatherCp;
   const Sharding fsdp = Sharding::kFsdp, ddp = Sharding::kDdp, zero1 = Sharding::kZero1, zero2 = Sharding::kZero2;
@@ -617,17 +619,27 @@ TEST_CASE("pipeline parallelism (1F1B and interleaved, pp 2 to 8, 4-16 micro-bat
                           PpCase{kStudyTopology, 32, 8, 4, 1, 4, 16384, 16, p2p, ddp, none},
                           // FSDP per chunk over a stage's 16 GPUs on two nodes
                           PpCase{kStudyTopology, 64, 4, 4, 1, 16, 65536, 8, p2p, fsdp, none},
-                          PpCase{kStudyTopology, 64, 4, 2, 1, 16, 65536, 8, Strategy::kUsp, fsdp, none}}) {
+                          PpCase{kStudyTopology, 64, 4, 2, 1, 16, 65536, 8, Strategy::kUsp, fsdp, none},
+                          // the counted split: 8, 9, 8, 7 layers (uneven stages, run as scheduled);
+                          // 30 layers in 8 chunks of 4 units; and in 32 of one, the first chunk the
+                          // embedding alone and the last the head alone (the Llama 3 paper's cut)
+                          PpCase{"a100-nvlink-box", 8, 4, 1, 1, 2, 32768, 8, p2p, fsdp, none, true},
+                          PpCase{"a100-nvlink-box", 8, 4, 2, 1, 2, 32768, 8, p2p, zero1, none, true, 30},
+                          PpCase{"a100-nvlink-box", 8, 4, 8, 1, 2, 32768, 8, p2p, fsdp, none, true, 30}}) {
     CAPTURE(pc.topo);
     CAPTURE(pc.gpus);
     CAPTURE(pc.pp);
     CAPTURE(pc.v);
     CAPTURE(pc.tp);
     CAPTURE(pc.cp);
+    CAPTURE(pc.counted);
     const Topology topo = load_topology(pc.topo);
+    ModelSpec m = model;
+    if (pc.layers) m.layers = pc.layers;
     SearchPins pins;
     pins.pp = pc.pp;
     pins.virtual_stages = pc.v;
+    pins.account_for_embedding_in_pipeline_split = pins.account_for_loss_in_pipeline_split = pc.counted;
     pins.tp = pc.tp;
     pins.cp = pc.cp;
     pins.cp_comm_type = pc.kind;
@@ -636,13 +648,13 @@ TEST_CASE("pipeline parallelism (1F1B and interleaved, pp 2 to 8, 4-16 micro-bat
     pins.micro_batch = 1;
     Job job = make_job(topo, pc.gpus, pc.seq, Workload::kStep);
     job.batch_tokens = pc.sequences * pc.seq;
-    const Compared c = plan_and_simulate(topo, model, job, pins);
+    const Compared c = plan_and_simulate(topo, m, job, pins);
     REQUIRE(c.simulated.step_time_s > 0);
-    const int m = pc.sequences * pc.tp * pc.cp * pc.pp / pc.gpus;
-    CAPTURE(m);
-    CHECK(m >= 4);
-    std::printf("  pp %d x v %d, tp %d x cp %d, %d micro-batches on %s: step %.4g s predicted, %.4g s simulated (%+.3f %%)\n",
-                pc.pp, pc.v, pc.tp, pc.cp, m, pc.topo, c.predicted.step_time_s, c.simulated.step_time_s,
+    const int mb = pc.sequences * pc.tp * pc.cp * pc.pp / pc.gpus;
+    CAPTURE(mb);
+    CHECK(mb >= 4);
+    std::printf("  pp %d x v %d%s, tp %d x cp %d, %d micro-batches on %s: step %.4g s predicted, %.4g s simulated (%+.3f %%)\n",
+                pc.pp, pc.v, pc.counted ? " (counted split)" : "", pc.tp, pc.cp, mb, pc.topo, c.predicted.step_time_s, c.simulated.step_time_s,
                 100 * (c.simulated.step_time_s / c.predicted.step_time_s - 1));
     CHECK(c.time_error() < 0.02);
     CHECK(c.memory_error() < 0.02);
