@@ -100,6 +100,31 @@ struct DpCosts {
     if (backward && c.all_reduce) e += first ? ar + ar_vocab : ar;
     return e;
   }
+  // A pipeline chunk's (schedule.cc pipeline_workload): the gathers as above, but its last
+  // reduce-scatter (and all-reduce) stays in flight behind the stage's next actions, hidden
+  // as a layer's (per_layer charges it), but on the model's first chunk, where posting the
+  // embedding's waits for layer 0's. The stage's last one is waited for once per step
+  // (pipeline_tail).
+  // Elsewhere the stage's next forward (a layer's at least, in the steady state) widens the
+  // window that per_layer gave it.
+  double chunk_ends(const MicroStepCollectives& c, bool first, bool last) const {
+    double e = 0;
+    if (!ends) return e;
+    if (c.forward_gather) e += first ? std::max(2 * ag, ag + ag_vocab) : ag;
+    if (backward && c.backward_gather && !last) e += ag;
+    if (backward && c.reduce_scatter && first) e += ag;
+    if (backward && c.all_reduce && first) e += ar;
+    if (backward && !first && (c.reduce_scatter || c.all_reduce)) {
+      const double on = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? ag : 0) + (c.all_reduce ? ar : 0);
+      e -= cost->collective_exposed_s(on, window_b) - cost->collective_exposed_s(on, window_b + window_f);
+    }
+    return e;
+  }
+  // The first stage ends the step (1F1B) on the embedding's gradients, `c` the last micro-step's.
+  double pipeline_tail(const MicroStepCollectives& c) const {
+    if (!ends || !backward) return 0;
+    return (c.reduce_scatter ? ag_vocab : 0) + (c.all_reduce ? ar_vocab : 0);
+  }
 };
 
 }  // namespace
@@ -872,9 +897,10 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
         dp_layer += times * d.per_layer;
         dp_ends += times * d.ends;
         if (pipe.pp > 1) {
-          stage_ends.first += times * dp.stage_ends(c, true, false) / accum;
-          stage_ends.middle += times * dp.stage_ends(c, false, false) / accum;
-          stage_ends.last += times * dp.stage_ends(c, false, true) / accum;
+          stage_ends.first += times * dp.chunk_ends(c, true, false) / accum;
+          stage_ends.middle += times * dp.chunk_ends(c, false, false) / accum;
+          stage_ends.last += times * dp.chunk_ends(c, false, true) / accum;
+          if (k == accum - 1) stage_ends.tail = dp.pipeline_tail(c);
         }
       };
       add(0, 1);
@@ -892,7 +918,7 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
         const double n = ps.layers;  // the slowest stage's
         att_compute = accum * n * free.attention_compute;
         lin_compute = accum * n * (free.linear_fwd + free.linear_bwd) + ps.head_and_optimizer;
-        fsdp_total = n * dp_layer + accum * ps.fsdp_ends;
+        fsdp_total = n * dp_layer + accum * ps.fsdp_ends + stage_ends.tail;
         tp_total = accum * n * (real.tp_fwd + real.tp_bwd);
         break;
       }

@@ -217,6 +217,7 @@ class CostModel {
   // the embedding, the last the head), each its mean over the micro-batches.
   struct PipelineEnds {
     double first = 0, middle = 0, last = 0;
+    double tail = 0;  // once per step: the stage's last gradients, waited for before the optimizer
   };
   PipelineStep pipeline_step(const Job& job, const PlanChoice& choice, const LayerTimes& real,
                              const LayerTimes& free, double fsdp_layer, const PipelineEnds& fsdp_ends,

@@ -19,6 +19,10 @@
 //   optimizer with --overlap-grad-reduce).
 // - ddp all-reduces each unit's grads (a bucket per unit) in the last micro-step's backward,
 //   as it leaves the backward (PyTorch DDP's no_sync for the others, buckets overlapped).
+// - In a pipeline each chunk's last reduce-scatter (and all-reduce) stays in flight behind
+//   the stage's next actions, the next one waiting for it, as Megatron's and FSDP's
+//   asynchronous gradient reduction runs; the stage's last is waited for before the
+//   optimizer (schedule.cc pipeline_workload; the cost model's chunk_ends).
 // - hsdp: FSDP over a shard group of cp·dp_shard GPUs of a TP rank, then each reduce-
 //   scattered grad shard all-reduced over the dp / dp_shard replicas holding the same shard
 //   (torchtitan's HSDP; once per step as with ddp, after the unit's last reduce-scatter).

@@ -194,6 +194,14 @@ int64_t pp_makespan_microbatches(int pp, int v, int64_t m) {
   return std::min<int64_t>(m, v == 1 ? int64_t{2} * pp : int64_t{v + 3} * pp);
 }
 
+int64_t pp_interleaved_exchanges(int pp, int v, int64_t m, int stage, bool backward) {
+  const int64_t computes = m * v;
+  if (!backward) return computes;
+  // Megatron's warm-up: all of them when m = pp.
+  const int64_t warmup = m == pp ? computes : std::min(int64_t{2} * (pp - stage - 1) + int64_t{v - 1} * pp, computes);
+  return computes + warmup;
+}
+
 int64_t pp_in_flight(int pp, int v, int64_t m, int stage) {
   // Megatron's warmup micro-batches plus the one in its forward (module docs).
   const int64_t warmup = v > 1 ? int64_t{2} * (pp - stage - 1) + int64_t{v - 1} * pp : pp - stage - 1;
@@ -268,17 +276,21 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
                                                  const PipelineEnds& fsdp_ends, double logits, int64_t m) {
   const int p = ch.pp, v = ch.virtual_stages;
   const bool fwd_only = job.passes == Passes::kForward;
-  // Interleaved: one exchange after each chunk's forward and one after its backward
-  // (module docs). The replayed op lists exchange with both neighbours at once, once per
+  // Interleaved: the replayed op lists exchange with both neighbours at once, once per
   // forward-backward pair in the steady state but after every compute in the warm-up and
-  // the cool-down, each waiting on both neighbours: within 1.2 % of this charge
-  // (agreement_test.cc), where one per chunk fell 2.5 % short (pp 8, v 4, 1 layer per
-  // chunk). 1F1B: one per micro-batch with each neighbour, as the replayed op lists
-  // run it (pipeline_schedule.h: a stage's down exchange sends the activation and takes the
+  // the cool-down (pp_interleaved_exchanges), each waiting on both neighbours; charged as
+  // such, a micro-batch's share of them, within 1 % (agreement_test.cc). Two per chunk
+  // micro-batch, 25 % more at pp 8 x v 4, was within 1.2 % only while each chunk's gradient
+  // reduction was waited for at its end. 1F1B: one per micro-batch with each neighbour, as
+  // the replayed op lists run it (pipeline_schedule.h: a stage's down exchange sends the
+  // activation and takes the
   // gradient back, its up exchange the reverse), so the first and last stages wait for one
   // exchange per micro-batch, not two (charging two overpriced a step 0.5 %, pp 4 of 8
   // micro-batches in agreement_test.cc).
-  auto exchanges = [&](int s) { return v > 1 ? (fwd_only ? 1 : 2) * v : (s > 0 ? 1 : 0) + (s + 1 < p ? 1 : 0); };
+  auto exchanges = [&](int s) -> double {
+    if (v == 1) return (s > 0 ? 1 : 0) + (s + 1 < p ? 1 : 0);
+    return static_cast<double>(pp_interleaved_exchanges(p, v, m, s, !fwd_only)) / static_cast<double>(m);
+  };
   const double x = pp_p2p_pattern(p).time(
       pp_p2p_bytes(model_, job.seq_len / ch.cp, ch.micro_batch, fabric_.topology().gpu.element_bytes, ch.tp));
   const double real_layer = real.total() + fsdp_layer, free_layer = free.total();
@@ -316,7 +328,7 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   }
   // Chunks of equal layers: the closed form (pipeline_parallel.h; the head and the ends'
   // exchanges make the last and the outer stages slower, within 0.2 % of the replayed op
-  // lists for 1F1B and 1.2 % interleaved, agreement_test.cc). Uneven splits: the stages'
+  // lists for 1F1B and 1 % interleaved, agreement_test.cc). Uneven splits: the stages'
   // programs run with these times (pp_program_makespan), the micro-batches past its warm-up
   // and cool-down each adding the slowest stage's time.
   const double forward_share =

@@ -40,7 +40,7 @@
 // stages' links with every boundary sending at once. 1F1B exchanges with each neighbour
 // once per micro-batch (the down exchange sends the activation and takes the gradient
 // back): T_s = t_s + n_s·x, n_s the stage's neighbours (pipeline_schedule.h, whose op lists
-// the simulator replays within 0.2 % of this; interleaved within 1.2 %).
+// the simulator replays within 0.2 % of this; interleaved within 1 %).
 //
 // Memory (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
 // Models", Sec. 4.2.3): stage s holds the stored activations of the micro-batches in
@@ -121,6 +121,14 @@ double pp_program_makespan(const PipelineProgram& program, int virtual_stages, c
 // cool-down each micro-batch adds the slowest stage's time (pipeline_parallel_test.cc
 // checks the extrapolation against the whole run).
 int64_t pp_makespan_microbatches(int pp, int virtual_stages, int64_t microbatches);
+
+// Interleaved 1F1B: the exchanges stage `stage` waits for in a training step, each with both
+// neighbours at once (pipeline_schedule.h): one after each compute of the warm-up and the
+// cool-down, one per forward-backward pair in the steady state, m·v + W in all (W
+// Megatron's warm-up forwards, all m·v when m = pp). Forwards only: one per forward, m·v.
+// The programs have up to two more or one fewer (a stage's first receive, the first
+// stage's last backward; pipeline_parallel_test.cc counts them).
+int64_t pp_interleaved_exchanges(int pp, int virtual_stages, int64_t microbatches, int stage, bool backward);
 
 // Micro-batches whose activations stage `stage` holds at its peak, in chunk micro-batches
 // (each L / (pp·v) layers), capped at the m·v there are.

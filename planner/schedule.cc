@@ -443,6 +443,8 @@ class Generator {
     std::vector<int> gathers;      // outstanding all-gathers, oldest first
     int scatter = -1;              // outstanding reduce-scatter
     double scatter_bytes = 0;      // its shard (hsdp all-reduces it next)
+    bool scatter_reduce = false;   // whether its micro-step all-reduces it (a pipeline's next
+                                   // scatter may come from another micro-step)
     int reduce = -1;               // outstanding all-reduce
     double useful_scale = 1;       // 0 while recomputing (MFU does not count recompute)
   };
@@ -678,10 +680,11 @@ class Generator {
                                       buf("layer_buffers", mem_.layer_buffers), r.collectives++);
       if (r.scatter >= 0) {
         r.em.wait(r.scatter);
-        if (r.dp.all_reduce) all_reduce(r, r.scatter_bytes);
+        if (r.scatter_reduce) all_reduce(r, r.scatter_bytes);
       }
       r.scatter = req;
       r.scatter_bytes = bytes;
+      r.scatter_reduce = r.dp.all_reduce;
     } else if (r.dp.all_reduce) {
       all_reduce(r, bytes);
     }
@@ -698,7 +701,7 @@ class Generator {
   void finish_scatter(Rank& r) {
     if (r.scatter >= 0) {
       r.em.wait(r.scatter);
-      if (r.dp.all_reduce) all_reduce(r, r.scatter_bytes);
+      if (r.scatter_reduce) all_reduce(r, r.scatter_bytes);
     }
     r.scatter = -1;
     if (r.reduce >= 0) r.em.wait(r.reduce);
@@ -1018,12 +1021,15 @@ class Generator {
       em.layer = -1;
       em.step = 0;
       if (first) scatter(r, vocab_shard_bytes());  // embedding gradients
-      finish_scatter(r);
+      // The chunk's last reduce-scatter stays in flight behind the stage's next actions, as
+      // Megatron's and FSDP's asynchronous gradient reduction runs it (Llama 3 paper 3.3.2:
+      // data parallelism "reducing gradients" asynchronously): the next scatter waits for it.
       em.free(grads);
     }
     em.layer = -1;
     em.backward = false;
     em.step = 0;
+    finish_scatter(r);  // the stage's last gradients, before the optimizer step
     em.free(boundary);
     em.phase_base = 0;
   }

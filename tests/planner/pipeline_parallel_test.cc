@@ -5,11 +5,16 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <tuple>
 
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
 #include "planner/memory_model.h"
 #include "planner/pipeline_parallel.h"
+#include "planner/pipeline_schedule.h"
+#include "planner/schedule.h"
 #include "planner/search.h"
 #include "planner/tensor_parallel.h"
 #include "tests/planner/round_specs.h"
@@ -154,6 +159,73 @@ TEST_CASE("micro-batches in flight: p - s for 1F1B, Megatron's warmup + 1 interl
   // 2·(p - 1) + (v - 1)·p + 1 = 6 + 4 + 1 chunk micro-batches on the first stage.
   CHECK(pp_in_flight(4, 2, 8, 0) == 11);
   CHECK(pp_in_flight(4, 2, 8, 3) == 5);
+}
+
+TEST_CASE("interleaved exchanges: what the stages' programs wait for, m·v + warm-up in a training step, within two") {
+  for (const auto& [p, v, m] : {std::tuple{4, 2, 8}, std::tuple{8, 4, 16}, std::tuple{4, 4, 4}, std::tuple{3, 2, 9}}) {
+    for (bool bwd : {true, false}) {
+      CAPTURE(p);
+      CAPTURE(v);
+      CAPTURE(bwd);
+      const PipelineProgram prog = pp_1f1b_program(p, v, m, bwd);
+      for (int s = 0; s < p; ++s) {
+        const auto& acts = prog.stages[static_cast<size_t>(s)];
+        const auto n = std::count_if(acts.begin(), acts.end(),
+                                     [](const PipelineAction& a) { return a.kind == PipelineAction::kExchange; });
+        CHECK(std::abs(n - pp_interleaved_exchanges(p, v, m, s, bwd)) <= 2);  // the ends' receives and sends
+      }
+    }
+  }
+  // pp 8 x v 4 over 16 micro-batches, the first stage: 64 computes' worth and 38 warm-up ones.
+  CHECK(pp_interleaved_exchanges(8, 4, 16, 0, true) == 64 + 2 * 7 + 3 * 8);
+}
+
+TEST_CASE("pipelined gradient reduction: a chunk's last reduce-scatter runs behind the stage's next compute") {
+  // zero2 reduce-scatters every micro-batch's grads. Each chunk's last one stays in flight
+  // into the stage's next action (Megatron's and FSDP's asynchronous reduction), so no chunk
+  // but the program's last waits for it before computing again; the cost model then
+  // charges the reduction per layer, not at every chunk's end.
+  const ModelSpec m = eight_layers();
+  const Topology topo = round_cluster(8, 2);
+  const Fabric fabric(topo, 16);
+  Planner planner(m, fabric, CostParams::from_topology(topo));
+  SearchPins pins;
+  pins.pp = 4;
+  pins.virtual_stages = 2;
+  pins.tp = 1;
+  pins.cp = 1;
+  pins.sharding = Sharding::kZero2;
+  pins.micro_batch = 1;
+  const Plan plan = planner.best_plan(round_step_job(16, 4096, int64_t{32} * 4096), pins);
+  REQUIRE(plan.choice.dp == 4);
+  const OpSchedule sched = generate_schedule(plan, m, fabric);
+  for (int g = 0; g < 16; ++g) {
+    CAPTURE(g);
+    const auto& ops = sched.ranks[static_cast<size_t>(g)].ops;
+    std::map<int, size_t> posted;  // reduce-scatter request -> its op's index
+    int waited_after_compute = 0, waited_at_once = 0;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const Op& op = ops[i];
+      if (op.kind == OpKind::kCollective && op.collective == CollectiveKind::kReduceScatter) posted[op.request] = i;
+      if (op.kind != OpKind::kWait) continue;
+      const auto it = posted.find(op.request);
+      if (it == posted.end()) continue;
+      const bool computed = std::any_of(ops.begin() + static_cast<std::ptrdiff_t>(it->second), ops.begin() + static_cast<std::ptrdiff_t>(i),
+                                        [](const Op& o) { return o.kind == OpKind::kCompute; });
+      ++(computed ? waited_after_compute : waited_at_once);
+      posted.erase(it);
+    }
+    CHECK(posted.empty());  // every reduce-scatter is waited for, before the step ends
+    // At once: on the first stage (GPUs 0-3) the embedding's scatter waits for layer 0's,
+    // each micro-batch; and the program's last one; every other one behind compute.
+    CHECK(waited_at_once <= (g < 4 ? plan.choice.grad_accum + 1 : 1));
+    CHECK(waited_after_compute > 0);
+  }
+  // Less than waiting for one reduce-scatter at each of the stage's v chunk ends, each
+  // micro-batch (what a chunk waiting for its own would cost).
+  CostModel cm(m, fabric, CostParams::from_topology(topo));
+  const double layer_rs = cm.fsdp_collective(1, 4).time(m.layer_params() * topo.gpu.element_bytes / 4);
+  CHECK(plan.predicted.fsdp_exposed_s < plan.choice.grad_accum * plan.choice.virtual_stages * layer_rs);
 }
 
 TEST_CASE("stage memory: 1F1B's first stage holds L layers' activations, interleaved L·(1 + (p-1)/(p·v))") {
