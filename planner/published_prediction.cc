@@ -293,9 +293,7 @@ PublishedCheck check_published(const PublishedEntry& e) {
     pins.virtual_stages = v;
     try {
       const Plan p = pinned_plan(planner, job, pins);
-      const Prediction& a = p.predicted;
-      const Prediction& b = r.plan.predicted;
-      if (!priced || (a.fits != b.fits ? a.fits : a.tokens_per_s > b.tokens_per_s)) r.plan = p;
+      if (!priced || better_pick(p.predicted, r.plan.predicted)) r.plan = p;
       priced = true;
     } catch (const InputError& refused) {
       if (refusal.empty()) refusal = refused.what();

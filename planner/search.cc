@@ -268,22 +268,26 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
   return evaluated;
 }
 
-// The best plan offered so far: one that fits beats one that does not; among those that
-// fit the higher throughput wins (for the step workload every candidate prices the same
-// batch, so that is the shorter step; for attention and layer a step is one micro-step of
-// min(sequences, dp) sequences, so step times of different dp do not compare); among
-// those that do not, the smaller memory.
+}  // namespace
+
+// Throughput, not step time: for the step workload every candidate prices the same batch,
+// so that is the shorter step; for attention and layer a step is one micro-step of
+// min(sequences, dp) sequences, so step times of different dp do not compare.
+bool better_pick(const Prediction& a, const Prediction& b) {
+  if (a.fits != b.fits) return a.fits;
+  if (a.fits) return a.tokens_per_s > b.tokens_per_s * (1 + 1e-9);
+  return a.memory_bytes_per_gpu < b.memory_bytes_per_gpu;
+}
+
+namespace {
+
+// The best plan offered so far (better_pick).
 struct Best {
   Plan plan;
   bool have = false;
   // Returns the best fitting plan's tokens/s after the offer (0 while none fits).
   double offer(const Job& job, const PlanChoice& ch, const Prediction& p) {
-    bool take;
-    if (!have) take = true;
-    else if (p.fits != plan.predicted.fits) take = p.fits;
-    else if (p.fits) take = p.tokens_per_s > plan.predicted.tokens_per_s * (1 + 1e-9);
-    else take = p.memory_bytes_per_gpu < plan.predicted.memory_bytes_per_gpu;
-    if (take) {
+    if (!have || better_pick(p, plan.predicted)) {
       plan.job = job;
       plan.choice = ch;
       plan.predicted = p;

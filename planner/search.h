@@ -134,6 +134,11 @@ class Planner {
   std::vector<std::tuple<int, bool, std::vector<int>>> searched_;
 };
 
+// Whether a plan predicted `a` is the better pick over one predicted `b`: one that fits over
+// one that does not; of two that fit, the higher tokens/s (by more than a relative 1e-9, so a
+// tie keeps `b`, the earlier); of two that do not, the one needing less memory.
+bool better_pick(const Prediction& a, const Prediction& b);
+
 // Divisors of n, ascending.
 std::vector<int> divisors(int n);
 

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
-#include <tuple>
 
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
@@ -162,7 +161,13 @@ TEST_CASE("micro-batches in flight: p - s for 1F1B, Megatron's warmup + 1 interl
 }
 
 TEST_CASE("interleaved exchanges: what the stages' programs wait for, m·v + warm-up in a training step, within two") {
-  for (const auto& [p, v, m] : {std::tuple{4, 2, 8}, std::tuple{8, 4, 16}, std::tuple{4, 4, 4}, std::tuple{3, 2, 9}}) {
+  struct Case {
+    int p, v;
+    int64_t m;
+  };
+  for (const Case& c : {Case{4, 2, 8}, Case{8, 4, 16}, Case{4, 4, 4}, Case{3, 2, 9}}) {
+    const int p = c.p, v = c.v;
+    const int64_t m = c.m;
     for (bool bwd : {true, false}) {
       CAPTURE(p);
       CAPTURE(v);
