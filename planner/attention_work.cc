@@ -300,11 +300,11 @@ int64_t effective_window(const ModelSpec& m, const Job& job) {
 }
 
 double kv_block_bytes(int64_t c, const ModelSpec& m, int element_bytes) {
-  return 2.0 * static_cast<double>(c) * m.head_dim * m.kv_heads * element_bytes;
+  return 2.0 * static_cast<double>(c) * m.head_dim * m.attention_kv_heads() * element_bytes;
 }
 
 double dkv_block_bytes(int64_t c, const ModelSpec& m) {
-  return 2.0 * static_cast<double>(c) * m.head_dim * m.kv_heads * 4.0;
+  return 2.0 * static_cast<double>(c) * m.head_dim * m.attention_kv_heads() * 4.0;
 }
 
 LinearFlops linear_flops_per_token(const ModelSpec& m) {

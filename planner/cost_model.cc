@@ -520,7 +520,7 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   const ModelSpec& m = shard(ch.tp);  // one TP member's heads and weights
   const int P = std::max(1, ch.cp);
   const int64_t c = job.seq_len / P;
-  const double units = 2.0 * static_cast<double>(c) * m.head_dim * m.kv_heads;  // K,V elements
+  const double units = 2.0 * static_cast<double>(c) * m.head_dim * m.attention_kv_heads();  // K,V elements
   const double F = cost_.attention_flops_per_s(ch.block_q, ch.block_kv, m.head_dim);
   const double bf = cost_.attention.backward_factor;
   const double I = free_comm ? 1.0 : cost_.overlap_interference;
@@ -961,7 +961,7 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
     const int a2a = usp ? ch.cp_a2a : 1;  // heads divided as usp_ring_model does
     const int Pr = P / a2a;
     const int64_t cr = job.seq_len / Pr;
-    const double units = 2.0 * static_cast<double>(cr) * ms.head_dim * (ms.kv_heads / a2a);
+    const double units = 2.0 * static_cast<double>(cr) * ms.head_dim * (ms.attention_kv_heads() / a2a);
     const TokenLayout layout{ch.load_balance, job.seq_len, Pr};
     const RingAttentionWork w = ring_attention_work(layout, job.causal, ms.heads / a2a, ms.head_dim,
                                                     {ch.block_q, ch.block_kv}, effective_window(m, job));

@@ -25,6 +25,13 @@ struct ModelSpec {
   // Input embedding and output head share one matrix (Hugging Face's
   // tie_word_embeddings): its parameters are counted once.
   bool tied_embeddings = false;
+  // The implementation expands K,V to every query head before the attention call
+  // (torchtitan's Llama: repeat_kv ahead of SDPA), so the K,V that context parallelism
+  // moves, gathers and accumulates have `heads` heads; the projections stay GQA's. Not a
+  // model file key: `validate --published` sets it from an entry's `repeat_kv: true`.
+  bool kv_repeated = false;
+  // K,V heads the attention call takes, and context parallelism exchanges.
+  int attention_kv_heads() const { return kv_repeated ? heads : kv_heads; }
 
   // Parameters of one layer (attention + FFN weights, norms ignored) and of the model
   // (layers + input embedding + output head, once when tied).

@@ -48,7 +48,7 @@ const std::vector<std::string> kEntryKeys = {
     "pp",           "dp",        "sharding", "checkpointing", "precision", "causal", "metric",
     "published",    "definitions", "split",  "note",          "attention_kernel", "topology", "compile",
     "pp_schedule",  "fp8_recipe", "tp_comm_overlap", "account_for_embedding_in_pipeline_split",
-    "account_for_loss_in_pipeline_split", "virtual_stages"};
+    "account_for_loss_in_pipeline_split", "virtual_stages", "repeat_kv"};
 
 template <typename E>
 const char* name_of(const Names<E>& names, E v) {
@@ -166,6 +166,7 @@ PublishedEntry parse_entry(const YAML::Node& node, const std::string& source, si
     m.fail("topology", "expected a shipped topology's name of a-z, 0-9, '-' and '_' (got '" + e.topology + "')");
   e.causal = m.boolean("causal");
   if (m.has("compile")) e.compile = m.boolean("compile");
+  if (m.has("repeat_kv")) e.repeat_kv = m.boolean("repeat_kv");
   if (m.has("pp_schedule")) {
     const std::string v = m.str("pp_schedule");
     if (v != "1f1b" && v != "interleaved_1f1b") m.fail("pp_schedule", "expected 1f1b or interleaved_1f1b (got '" + v + "')");

@@ -69,6 +69,9 @@ struct PublishedEntry {
   // fused). false = torchtitan without --training.compile: eager elementwise kernels
   // (Job::eager_elementwise).
   std::optional<bool> compile;
+  // Whether the run's model code repeats K,V to every query head before the attention call
+  // (optional, default false; torchtitan's Llama `repeat_kv`): ModelSpec::kv_repeated.
+  bool repeat_kv = false;
   // The pipeline schedule the source names (optional, pp > 1 only): false = 1F1B, true =
   // interleaved 1F1B (torchtitan's pipeline_parallel_schedule "1F1B" / "Interleaved1F1B");
   // absent: both are searched.

@@ -217,6 +217,7 @@ PublishedCheck check_published(const PublishedEntry& e) {
   }
   if (!r.not_modelled.empty()) return r;
   r.assumed = assumptions(e);
+  model.kv_repeated = e.repeat_kv;
 
   Topology topo = load_topology(r.topology);
   try {

@@ -99,7 +99,7 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
         "c.yaml:28: rfa-a100-fwd-zigzag.comment: unknown key; expected one of: account_for_embedding_in_pipeline_split, "
         "account_for_loss_in_pipeline_split, assumed, attention_kernel, causal, "
         "checkpointing, cluster, compile, cp, cp_kind, definitions, dp, fp8_recipe, global_batch, gpu, gpus, id, "
-        "metric, micro_batch, model, note, passes, pp, pp_schedule, precision, published, seq_len, sharding, source, "
+        "metric, micro_batch, model, note, passes, pp, pp_schedule, precision, published, repeat_kv, seq_len, sharding, source, "
         "split, topology, tp, tp_comm_overlap, virtual_stages, workload");
   // A split's accounting and virtual stages: only where the source pipelines (interleaved).
   CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    account_for_loss_in_pipeline_split: true")) ==
@@ -319,6 +319,33 @@ TEST_CASE("an entry run without torch.compile pays for eager elementwise kernels
   CHECK(!rm::parse_published_corpus(kOneEntry, "c.yaml").entries[0].compile);
   CHECK(corpus_error_of(replaced(kOneEntry, "causal: true", "causal: true\n    compile: maybe")).find(
             "rfa-a100-fwd-zigzag.compile: ") != std::string::npos);
+}
+
+TEST_CASE("repeat_kv: K,V of every query head, where context parallelism moves them") {
+  // torchtitan's Llama repeats K,V before SDPA, and PyTorch's context parallelism exchanges
+  // SDPA's inputs: Llama 3 405B's 8 KV heads travel as 128 (16 per TP 8 rank).
+  rm::ModelSpec llama = rm::load_model("llama3-405b");
+  const double gqa = rm::kv_block_bytes(4096, llama, 2);
+  llama.kv_repeated = true;
+  CHECK(rm::kv_block_bytes(4096, llama, 2) == doctest::Approx(gqa * 16));
+  CHECK(rm::dkv_block_bytes(4096, llama) == doctest::Approx(gqa * 16 * 2));
+  CHECK(rm::linear_flops_per_token(llama).qkv == doctest::Approx(rm::linear_flops_per_token(rm::load_model("llama3-405b")).qkv));
+  // A ring of 8 across hosts: slower with the repeated K,V; one GPU per sequence (CP 1): the same.
+  for (const char* id : {"torchtitan-h100-llama3-405b-cp8-256k", "torchtitan-h100-llama3-405b-cp1-32k"}) {
+    CAPTURE(id);
+    const rm::PublishedEntry& e = shipped(id);
+    CHECK(e.repeat_kv);
+    rm::PublishedEntry plain = e;
+    plain.repeat_kv = false;
+    const rm::PublishedCheck repeated = rm::check_published(e), gqa_run = rm::check_published(plain);
+    REQUIRE(repeated.modelled);
+    REQUIRE(gqa_run.modelled);
+    if (e.cp > 1) CHECK(repeated.predicted < 0.9 * gqa_run.predicted);
+    else CHECK(repeated.predicted == doctest::Approx(gqa_run.predicted));
+  }
+  CHECK_FALSE(rm::parse_published_corpus(kOneEntry, "c.yaml").entries[0].repeat_kv);
+  CHECK(corpus_error_of(replaced(kOneEntry, "causal: true", "causal: true\n    repeat_kv: 2")).find(
+            "rfa-a100-fwd-zigzag.repeat_kv: ") != std::string::npos);
 }
 
 TEST_CASE("tp_comm_overlap: optional, tp > 1 only, pinned as the source ran it") {
