@@ -102,11 +102,10 @@ struct DpCosts {
   }
   // A pipeline chunk's (schedule.cc pipeline_workload): the gathers as above, but its last
   // reduce-scatter (and all-reduce) stays in flight behind the stage's next actions, hidden
-  // as a layer's (per_layer charges it), but on the model's first chunk, where posting the
-  // embedding's waits for layer 0's. The stage's last one is waited for once per step
+  // as a layer's (per_layer charges it) with the next forward (a layer's at least, in the
+  // steady state) widening that window; except on the model's first chunk, where posting
+  // the embedding's waits for layer 0's. The stage's last one is waited for once per step
   // (pipeline_tail).
-  // Elsewhere the stage's next forward (a layer's at least, in the steady state) widens the
-  // window that per_layer gave it.
   double chunk_ends(const MicroStepCollectives& c, bool first, bool last) const {
     double e = 0;
     if (!ends) return e;

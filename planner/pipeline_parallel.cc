@@ -283,10 +283,9 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   // micro-batch, 25 % more at pp 8 x v 4, was within 1.2 % only while each chunk's gradient
   // reduction was waited for at its end. 1F1B: one per micro-batch with each neighbour, as
   // the replayed op lists run it (pipeline_schedule.h: a stage's down exchange sends the
-  // activation and takes the
-  // gradient back, its up exchange the reverse), so the first and last stages wait for one
-  // exchange per micro-batch, not two (charging two overpriced a step 0.5 %, pp 4 of 8
-  // micro-batches in agreement_test.cc).
+  // activation and takes the gradient back, its up exchange the reverse), so the first and
+  // last stages wait for one exchange per micro-batch, not two (charging two overpriced a
+  // step 0.5 %, pp 4 of 8 micro-batches in agreement_test.cc).
   auto exchanges = [&](int s) -> double {
     if (v == 1) return (s > 0 ? 1 : 0) + (s + 1 < p ? 1 : 0);
     return static_cast<double>(pp_interleaved_exchanges(p, v, m, s, !fwd_only)) / static_cast<double>(m);
