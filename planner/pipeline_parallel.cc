@@ -355,7 +355,7 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   for (int s : pp_peak_stage_candidates(p)) largest = std::max(largest, pp_stage_params(ms, layout, s));
   const double opt = fwd_only ? 0 : cost_.optimizer_s(largest / (ch.cp * ch.dp));
 
-  out.time = rt.step_s + opt;
+  out.time = rt.step_s + fsdp_ends.tail + opt;
   out.free_time = ft.step_s + opt;
   out.bubble = rt.bubble_s;
   out.p2p = pp_step_time(x_sum, x_max, v, m).step_s;  // the exchanges' share, as the step's
