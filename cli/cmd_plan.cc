@@ -28,6 +28,8 @@ namespace rm::cli {
 
 namespace {
 
+// The share of GPU memory from which a plan's header says it is tight (header_for, below).
+constexpr double kTightMemoryShare = 0.9;
 
 struct PlanOptions {
   JobOptions job;
@@ -93,6 +95,34 @@ Answer fewest_gpus(const PlanOptions& o, double min_tokens_per_s) {
   }
   throw std::runtime_error("no GPU count up to " + std::to_string(upto) +
                            " runs this job as asked (the largest tried: " + last_why + ")");
+}
+
+// The memory model prices live tensors; PyTorch's caching allocator needs room beyond them,
+// and near the limit it retries and flushes (mosaicml/composer PR #1998: throughput "will
+// collapse"). llm-foundry's MPT-30B 8K runs, at 90 % of memory here, measured 20-35 % below
+// the prediction, where the same runs at 85-87 % (4K, 2K) price within 5 % (validation/README.md,
+// "The MPT-30B 4K rows"). So a plan past kTightMemoryShare says so, with the best plan that
+// keeps the rest free (often within a fraction of a percent): a note, not a price, since
+// nothing publishes the slowdown as a function of memory.
+std::optional<std::string> tight_memory_note(const PlanOptions& o, const Plan& plan, const Topology& topo) {
+  const double share = plan.predicted.memory_bytes_per_gpu / topo.gpu.memory_bytes;
+  if (o.job.headroom > 0 || o.max_seq || o.min_gpus || !plan.predicted.fits || share < kTightMemoryShare)
+    return std::nullopt;
+  const std::string margin_pct = fixed(100 * (1 - kTightMemoryShare), 0);
+  std::string note = "the plan fills " + fixed(100 * share, 0) +
+                     " % of GPU memory, where PyTorch's caching allocator can cost throughput (retries and flushes)";
+  if (o.target.empty()) {  // a --target search may find nothing that the framework runs in less memory
+    PlanOptions margin = o;
+    margin.job.headroom = 1 - kTightMemoryShare;
+    const Plan m = plan_on(margin, plan.job.gpus).plan;
+    if (m.predicted.fits && plan.predicted.tokens_per_s > 0) {
+      const double change = m.predicted.tokens_per_s / plan.predicted.tokens_per_s - 1;
+      return note + "; with " + margin_pct + " % kept free (--headroom " + margin_pct + "%): " +
+             fixed(m.predicted.tokens_per_s, 0) + " tokens/s (" + (change >= 0 ? "+" : "") + pct(change) + " %) in " +
+             fixed(m.predicted.memory_bytes_per_gpu / kGiB, 1) + " GiB";
+    }
+  }
+  return note + " (--headroom " + margin_pct + "% plans with a margin)";
 }
 
 // The lines under the header: the defaults that shaped the answer and the questions asked.
@@ -169,9 +199,9 @@ void run_plan(const PlanOptions& o) {
     t.add_row(sweep_cells(plan, o.job.seq));
     std::fputs(t.csv().c_str(), stdout);
   } else {
-    std::fputs(plan_report(plan, r.topology, r.cost, r.model, o.max_seq, header_for(o, plan, r.topology, opt.job.headroom))
-                   .c_str(),
-               stdout);
+    ReportHeader header = header_for(o, plan, r.topology, opt.job.headroom);
+    if (const auto tight = tight_memory_note(opt, plan, r.topology)) header.notes.push_back(*tight);
+    std::fputs(plan_report(plan, r.topology, r.cost, r.model, o.max_seq, header).c_str(), stdout);
     if (run) std::printf("\n%s", training_run_table(*run, o.train_tokens).c_str());
   }
   if (!o.out.empty()) {

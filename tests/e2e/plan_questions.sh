@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The questions users ask, through the real binary: --min-gpus (the fewest GPUs that fit,
 # and with a step-time or throughput target more), --train-tokens / --gpu-hour-cost (days, GPU-hours,
-# cost = steps x step time), --max-seq --headroom (fits in the rest, a multiple of 2 x cp),
+# cost = steps x step time), --max-seq --headroom (fits in the rest, a multiple of 2 x cp), the
+# note on a plan past 90 % of GPU memory (with the --headroom 10% plan's figures),
 # the defaults in the header, exit 1 when the plan does not fit or leaves GPUs idle (bad
 # input stays 2), sizes echoed as typed, --format csv, --version, help CMD, list --show.
 # Usage: plan_questions.sh <ringmaster> <source-dir>. Exit 77 = skipped.
@@ -87,6 +88,28 @@ assert h["predicted"]["memory_gib_per_gpu"] <= 0.9 * 80, h["predicted"]["memory_
 assert h["seq_len"] % (2 * h["plan"]["cp"]) == 0
 PY
 expect_bad "percentage from 0 to 90" "--headroom" -- plan --gpus 16 --max-seq --headroom 95%
+
+# ---- a plan past 90 % of GPU memory says so, with the best plan that keeps 10 % free -------
+checked=$((checked + 1))
+"$bin" plan --gpus 16 --seq 1M >"$tmp/tight.txt" 2>/dev/null || fail "plan --seq 1M on 16 GPUs exited $?"
+"$bin" plan --gpus 16 --seq 1M --headroom 10% --format json >"$tmp/margin.json" 2>/dev/null ||
+  fail "plan --headroom 10% exited $?"
+python3 - "$tmp/tight.txt" "$tmp/margin.json" <<'PY' || fail "the tight-memory note is missing or disagrees with --headroom 10%"
+import json, re, sys
+text, m = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+fills = re.search(r"the plan fills (\d+) % of GPU memory.*--headroom 10%\): (\d+) tokens/s \(([-+][\d.]+) %\) in ([\d.]+) GiB", text)
+assert fills, text[:600]
+used = float(re.search(r"^memory per GPU +([\d.]+) +GiB of 80.0", text, re.M).group(1))
+assert int(fills.group(1)) >= 90 and abs(int(fills.group(1)) - 100 * used / 80) <= 1, (fills.group(1), used)
+# The alternative is the --headroom 10% plan itself.
+assert int(fills.group(2)) == round(m["predicted"]["tokens_per_s"]), (fills.group(2), m["predicted"]["tokens_per_s"])
+assert abs(float(fills.group(4)) - m["predicted"]["memory_gib_per_gpu"]) < 0.051 and float(fills.group(4)) <= 72
+PY
+checked=$((checked + 1))
+"$bin" plan --gpus 16 --seq 1M --headroom 10% 2>/dev/null | grep -q "the plan fills" &&
+  fail "a plan under --headroom repeats the tight-memory note"
+"$bin" plan --gpus 64 --seq 8k 2>/dev/null | grep -q "the plan fills" &&
+  fail "a plan at under 80 % of memory has the tight-memory note"
 
 # ---- the header states the defaults; sizes echo as typed ---------------------------------
 checked=$((checked + 1))
