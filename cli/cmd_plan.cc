@@ -28,7 +28,7 @@ namespace rm::cli {
 
 namespace {
 
-// The share of GPU memory from which a plan's header says it is tight (header_for, below).
+// The share of GPU memory from which a plan's header says it is tight (tight_memory_note).
 constexpr double kTightMemoryShare = 0.9;
 
 struct PlanOptions {
@@ -109,8 +109,8 @@ std::optional<std::string> tight_memory_note(const PlanOptions& o, const Plan& p
   if (o.job.headroom > 0 || o.max_seq || o.min_gpus || !plan.predicted.fits || share < kTightMemoryShare)
     return std::nullopt;
   const std::string margin_pct = fixed(100 * (1 - kTightMemoryShare), 0);
-  std::string note = "the plan fills " + fixed(100 * share, 0) +
-                     " % of GPU memory, where PyTorch's caching allocator can cost throughput (retries and flushes)";
+  const std::string note = "the plan fills " + fixed(100 * share, 0) +
+                           " % of GPU memory, where PyTorch's caching allocator can cost throughput (retries and flushes)";
   if (o.target.empty()) {  // a --target search may find nothing that the framework runs in less memory
     PlanOptions margin = o;
     margin.job.headroom = 1 - kTightMemoryShare;
