@@ -10,6 +10,7 @@
 #include "planner/export_megatron.h"
 #include "planner/input_error.h"
 #include "planner/memory_model.h"
+#include "planner/search.h"
 #include "planner/units.h"
 
 namespace rm {
@@ -201,14 +202,11 @@ Plan plan_for_target(Planner& planner, const Job& asked, const SearchPins& pins,
     p.kv_subblocks = 1;
   }
 
-  // The fastest plan the target runs (fitting plans first).
+  // The best plan the target runs, as the search picks (better_pick).
   std::optional<Plan> best;
   auto offer = [&](Plan cand) {
     if (!export_refusal(cand, model, gpus_per_node, target).empty()) return;
-    const bool better = !best || (cand.predicted.fits && !best->predicted.fits) ||
-                        (cand.predicted.fits == best->predicted.fits &&
-                         cand.predicted.tokens_per_s > best->predicted.tokens_per_s);
-    if (better) best = std::move(cand);
+    if (!best || better_pick(cand.predicted, best->predicted)) best = std::move(cand);
   };
   // The search's pick: a p2p ring pinned as above, or the kind --cp-comm-type pinned.
   std::optional<Plan> first;
