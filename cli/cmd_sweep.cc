@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/plan_questions.h"
 #include "cli/plan_report.h"
 #include "cli/sweep.h"
 #include "planner/input_error.h"
@@ -70,20 +71,28 @@ struct SweepOptions {
   std::string format = "table";
   bool simulate = false;
   std::optional<std::string> shard;  // "K/N" (sweep_shard.h); unset = the whole grid
+  std::string headroom;               // as `plan --headroom`: parsed into job.headroom
 };
 
 // What defines a sweep's grid and its plans: parts of one sweep carry equal copies
 // (sweep_shard.h), so merge can refuse parts of another.
-nlohmann::json sweep_identity(const SweepOptions& o, const std::vector<int>& gpus, const std::vector<int64_t>& seqs) {
-  const JobOptions& j = o.job;
+// Every JobOptions field but the job size (the grid's lists stand for it) is here.
+nlohmann::json sweep_identity(const SweepOptions& o, const JobOptions& j, const std::vector<int>& gpus,
+                              const std::vector<int64_t>& seqs) {
   auto pin = [](const std::optional<int>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
   return {{"model", j.model.empty() ? kDefaultModel : j.model},
           {"topology", j.topology.empty() ? kStudyTopology : j.topology},
           {"gpus", gpus}, {"seqs", seqs}, {"batch_tokens", j.batch_tokens}, {"causal", j.causal},
-          {"workload", j.workload}, {"profile", j.profile}, {"cp", pin(j.cp)}, {"schedule", j.schedule},
-          {"order", j.order}, {"load_balance", j.load_balance}, {"block_q", pin(j.block_q)},
-          {"block_kv", pin(j.block_kv)}, {"kv_subblocks", pin(j.kv_subblocks)},
-          {"checkpointing", j.checkpointing}, {"micro_batch", pin(j.micro_batch)}, {"simulate", o.simulate}};
+          {"chunked_loss", j.chunked_loss}, {"workload", j.workload}, {"profile", j.profile},
+          {"attention_kernel", j.attention_kernel}, {"headroom", j.headroom}, {"tp", pin(j.tp)}, {"cp", pin(j.cp)},
+          {"dp", pin(j.dp)}, {"tp_comm_overlap", j.tp_comm_overlap}, {"no_tp_comm_overlap", j.no_tp_comm_overlap},
+          {"cp_comm_type", j.cp_comm_type}, {"hierarchical_cp_sizes", j.hierarchical_cp_sizes},
+          {"schedule", j.schedule}, {"order", j.order}, {"load_balance", j.load_balance},
+          {"block_q", pin(j.block_q)}, {"block_kv", pin(j.block_kv)}, {"kv_subblocks", pin(j.kv_subblocks)},
+          {"checkpointing", j.checkpointing}, {"sharding", j.sharding}, {"micro_batch", pin(j.micro_batch)},
+          {"pp", pin(j.pp)}, {"virtual_stages", pin(j.virtual_stages)},
+          {"embedding_in_split", j.embedding_in_split}, {"no_embedding_in_split", j.no_embedding_in_split},
+          {"loss_in_split", j.loss_in_split}, {"no_loss_in_split", j.no_loss_in_split}, {"simulate", o.simulate}};
 }
 
 // Replays every row's plan on SimGrid (simulate.h), progress on stderr.
@@ -123,10 +132,12 @@ void run_sweep(const SweepOptions& o) {
     if (gpus.empty()) gpus.push_back(max);
   }
 
+  JobOptions job = o.job;
+  job.headroom = o.headroom.empty() ? 0 : parse_percent(o.headroom, kCommandLine, "--headroom");
   const SweepShard shard = o.shard ? parse_shard(*o.shard, "--shard") : SweepShard{};
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<SweepRow> rows = plan_sweep(o.job, gpus, seqs, true, shard);
-  const std::vector<sim::Simulation> sims = o.simulate ? simulate_rows(o.job, rows) : std::vector<sim::Simulation>{};
+  const std::vector<SweepRow> rows = plan_sweep(job, gpus, seqs, true, shard);
+  const std::vector<sim::Simulation> sims = o.simulate ? simulate_rows(job, rows) : std::vector<sim::Simulation>{};
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   if (o.format == "json") {
@@ -139,7 +150,7 @@ void run_sweep(const SweepOptions& o) {
     if (o.shard) {
       std::vector<size_t> grid_rows;
       for (const SweepRow& row : rows) grid_rows.push_back(row.grid_row);
-      out["shard"] = shard_to_json(shard, grid_rows, gpus.size() * seqs.size(), sweep_identity(o, gpus, seqs));
+      out["shard"] = shard_to_json(shard, grid_rows, gpus.size() * seqs.size(), sweep_identity(o, job, gpus, seqs));
     }
     std::printf("%s\n", out.dump(2).c_str());
   } else if (rows.empty()) {
@@ -174,10 +185,13 @@ void run_sweep(const SweepOptions& o) {
       // The global batch asked for: each row holds as many whole sequences as fit in it (at least one).
       const std::string batch = o.job.batch_tokens.empty() ? format_size(kDefaultBatchTokens) + " tokens (--batch-tokens)"
                                                            : o.job.batch_tokens + " tokens";
-      std::printf("ringmaster sweep: %s on %s, %s, attention %s, global batch %s in whole sequences (at least one)\n%s",
+      const std::string kept = job.headroom > 0 ? ", keeping " + fixed(100 * job.headroom, 0) +
+                                                      " % of GPU memory free (--headroom)"
+                                                : "";
+      std::printf("ringmaster sweep: %s on %s, %s, attention %s, global batch %s in whole sequences (at least one)%s\n%s",
                   first.job.model.c_str(), first.job.topology.c_str(),
                   first.job.causal ? "causal" : "full attention", first.job.attention_kernel.c_str(), batch.c_str(),
-                  t.render().c_str());
+                  kept.c_str(), t.render().c_str());
     }
   }
   std::fprintf(stderr, "sweep: %zu plans%s in %.2f s\n", rows.size(), o.simulate ? " (planned and simulated)" : "", secs);
@@ -201,6 +215,8 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--shard", opts->shard,
                   "run only the K-th of N disjoint parts of the grid, e.g. 3/8 (row i goes to part i mod N + 1); "
                   "`ringmaster merge` joins the parts' JSON");
+  cmd->add_option("--headroom", opts->headroom,
+                  "keep this share of GPU memory free, e.g. 10% (plans fit in the rest), as plan --headroom");
   cmd->callback([opts] { run_sweep(*opts); });
 }
 

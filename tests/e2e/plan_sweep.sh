@@ -3,7 +3,7 @@
 # (24 rows, every key) in under 6 s (a guard against a search gone pathological; the 2 s
 # target is BENCHMARKS.md's, on a quiet machine), the 1M-token / 128-GPU claim (the ring plan fits in
 # 80 GB, FlashAttention + FSDP does not), plan -o read back, --max-seq, pins that cannot
-# work, and bad plan files (exit 2, the plan_io message). Usage: plan_sweep.sh <ringmaster>
+# work, bad plan files (exit 2, the plan_io message), sweep --headroom. Usage: plan_sweep.sh <ringmaster>
 # <source-dir>. Exit 77 = skipped.
 set -u
 bin=$1
@@ -174,6 +174,16 @@ out=$("$bin" plan --model llama3-8b --topology dgx-a100-ib --gpus 8 --seq 32k --
 rc=$?
 [[ $rc -eq 2 && $out == *"--attention-kernel: topology dgx-a100-ib prices no attention kernel 'flash_attn_3' (expected one of: flash_attn_2, triton)"* ]] \
   || fail "--attention-kernel flash_attn_3 on A100: exit $rc, $out"
+
+# ---- sweep --headroom: every row fits in the rest, and says so in the header -------------
+checked=$((checked + 1))
+"$bin" sweep --gpus 16,128 --seqs 1M --headroom 10% --format json >"$tmp/margin.json" 2>/dev/null ||
+  fail "sweep --headroom 10% exited $?"
+"$bin" sweep --gpus 16,128 --seqs 1M --headroom 10% 2>/dev/null | head -1 |
+  grep -q "keeping 10 % of GPU memory free (--headroom)" || fail "sweep --headroom: the header does not say so"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["plans"]
+assert len(d) == 2 and all(p["predicted"]["fits"] and p["predicted"]["memory_gib_per_gpu"] <= 0.9 * 80 for p in d), \
+  [p["predicted"]["memory_gib_per_gpu"] for p in d]' "$tmp/margin.json" || fail "sweep --headroom: a row past 90 % of 80 GiB"
 
 echo "plan/sweep: $checked checked, $failures failed"
 [[ $failures -eq 0 ]]

@@ -82,6 +82,11 @@ expect_bad "expected a value (got an empty string)" "--shard" -- sweep --format 
 "$bin" sweep --format json --gpus 16 --shard 2/4 >"$tmp/other.json" 2>/dev/null
 expect_bad "a part of a different sweep" "$tmp/other.json" -- merge "$tmp/parts/1.json" "$tmp/other.json"
 expect_bad "they differ in 'gpus'" "shard.sweep" -- merge "$tmp/parts/1.json" "$tmp/other.json"
+# Every option that shapes the plans is in a part's identity: pins, the loss and --headroom too.
+"$bin" sweep --format json --tp 8 --shard 2/4 >"$tmp/tp8.json" 2>/dev/null
+expect_bad "they differ in 'tp'" "shard.sweep" -- merge "$tmp/parts/1.json" "$tmp/tp8.json"
+"$bin" sweep --format json --headroom 10% --shard 2/4 >"$tmp/margin.json" 2>/dev/null
+expect_bad "they differ in 'headroom'" "shard.sweep" -- merge "$tmp/parts/1.json" "$tmp/margin.json"
 "$bin" sweep --format json --shard 2/3 >"$tmp/three.json" 2>/dev/null
 expect_bad "split 3 ways over 24 rows" "$tmp/three.json" -- merge "$tmp/parts/1.json" "$tmp/three.json"
 expect_bad "shard 2/4 given twice" "$tmp/parts/2.json" -- merge "$tmp/parts/1.json" "$tmp/parts/2.json" "$tmp/parts/2.json"
