@@ -10,7 +10,6 @@
 #include "planner/export_megatron.h"
 #include "planner/input_error.h"
 #include "planner/memory_model.h"
-#include "planner/search.h"
 #include "planner/units.h"
 
 namespace rm {
