@@ -246,7 +246,7 @@ void add_simulate_command(CLI::App& app) {
                                           "by the options below)");
   add_job_options(cmd, o->job, false);
   cmd->add_option("--gpus", o->gpus, "number of GPUs (without --plan)");
-  cmd->add_option("--seq", o->job.seq, "sequence length in tokens (without --plan): 8k, 1M or 1048576");
+  cmd->add_option(kSeqOptionNames, o->job.seq, "sequence length in tokens (without --plan): 8k, 1M or 1048576");
   cmd->add_option("--layers", o->layers,
                   "layers to simulate, extrapolated to all (they are identical; replay.h); 0 = all (default 16)");
   cmd->add_flag("--full", o->full,

@@ -11,11 +11,6 @@
 
 namespace rm::cli {
 
-namespace {
-
-
-}  // namespace
-
 void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   cmd->add_option("--model", o.model,
                   std::string("model: a shipped name, a YAML path or a Hugging Face config.json (default ") +
@@ -25,7 +20,9 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   if (with_job_size) {
     cmd->add_option("--gpus", o.gpus, "number of GPUs, at most " + std::to_string(kMaxGpus) +
                                           " (required; with plan --min-gpus the most to try)");
-    cmd->add_option("--seq", o.seq, "sequence length in tokens: 8k, 1M or 1048576 (at most 1G = 2^30)");
+    cmd->add_option(kSeqOptionNames, o.seq,
+                    "sequence length in tokens: 8k, 1M or 1048576 (at most 1G = 2^30; Megatron's --seq-length, "
+                    "torchtitan's seq_len)");
   }
   cmd->add_option("--batch-tokens", o.batch_tokens,
                   "global batch per optimizer step in tokens (default 2M, the Ring Attention paper's A100 "
@@ -48,7 +45,7 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   pins->add_option("--hierarchical-context-parallel-sizes", o.hierarchical_cp_sizes,
                    "a2a+p2p's split, as Megatron's: A B = the all-to-all degree inside a node and the ring "
                    "size across (cp = A x B; implies --cp-comm-type a2a+p2p)");
-  pins->add_option("--tp", o.tp,
+  pins->add_option("--tp,--tensor-model-parallel-size", o.tp,
                    "tensor-parallel size with sequence parallelism, inside a node (Megatron's "
                    "--tensor-model-parallel-size; searched over 1, 2, 4, 8)");
   pins->add_flag("--tp-comm-overlap", o.tp_comm_overlap,
@@ -72,7 +69,9 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
                  "one fewer (Megatron's flag; torchtitan's pipeline_parallel_last_stage_less_layers 1)");
   pins->add_flag("--no-account-for-loss-in-pipeline-split", o.no_loss_in_split,
                  "the split counts transformer layers only at the last stage (Megatron's default)");
-  pins->add_option("--cp", o.cp, "context-parallel size (cp); dp = gpus / (tp x cp x pp)");
+  pins->add_option("--cp,--context-parallel-size", o.cp,
+                   "context-parallel size (Megatron's --context-parallel-size, torchtitan's "
+                   "context_parallel_degree); dp = gpus / (tp x cp x pp)");
   pins->add_option("--dp", o.dp,
                    "data-parallel size (replicas or shards of the model states, as --sharding says); "
                    "with tp and pp it sets cp = gpus / (tp x pp x dp)");
@@ -83,9 +82,11 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   pins->add_option("--block-q", o.block_q, "query tile of the attention kernel");
   pins->add_option("--block-kv", o.block_kv, "key/value tile of the attention kernel");
   pins->add_option("--kv-subblocks", o.kv_subblocks, "messages per ring transfer");
-  pins->add_option("--checkpointing", o.checkpointing, "none, selective or full");
-  pins->add_option("--micro-batch", o.micro_batch,
-                   "sequences per ring per micro-step (step workload; Megatron --micro-batch-size)");
+  pins->add_option("--checkpointing,--recompute-granularity", o.checkpointing,
+                   "activation checkpointing: none, selective or full (Megatron's --recompute-granularity, "
+                   "torchtitan's activation_checkpoint.mode)");
+  pins->add_option("--micro-batch,--micro-batch-size", o.micro_batch,
+                   "sequences per ring per micro-step (step workload; Megatron's --micro-batch-size)");
   pins->add_option("--sharding", o.sharding,
                    "data-parallel sharding: ddp (replicated), zero1 (optimizer states sharded; Megatron "
                    "--use-distributed-optimizer), zero2 (+ grads), fsdp (+ params; ZeRO-3) or hsdp "

@@ -53,11 +53,16 @@ struct ResolvedJob {
   SearchPins pins;
 };
 
+// The sequence-length option under the names the field uses (Megatron's --seq-length,
+// torchtitan's seq_len).
+inline constexpr const char* kSeqOptionNames = "--seq,--seq-length,--seq-len";
+
 // Adds --model --topology --batch-tokens --causal/--no-causal --chunked-loss/--no-chunked-loss
 // --workload --profile and the
 // pins (--cp-comm-type --tp --tp-comm-overlap/--no-tp-comm-overlap --pp --virtual-stages
 // --account-for-{embedding,loss}-in-pipeline-split (and --no-) --cp --dp --schedule --order --load-balance --block-q --block-kv
-// --kv-subblocks --checkpointing --micro-batch --sharding). `with_job_size` adds --gpus and --seq too (sweep has lists instead).
+// --kv-subblocks --checkpointing --micro-batch --sharding; Megatron's names where they differ).
+// `with_job_size` adds --gpus and --seq too (sweep has lists instead).
 void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size);
 
 // Loads the specs, parses sizes and pins, builds the fabric for `gpus` and the cost

@@ -75,6 +75,31 @@ for f in slurm.golden slurm-train.golden; do
   bash -n "$tmp/$f" || fail "$f is not valid bash"
 done
 
+# ---- plan reads the Megatron names export writes -------------------------------------------
+# The parallel sizes, CP kind, recomputation, micro-batch and sequence length of the golden
+# line, given back to `plan` under Megatron's own option names, pin the plan they came from.
+checked=$((checked + 1))
+meg_args=$(python3 - "$tmp/megatron.golden" <<'PY'
+import sys
+line = [l for l in open(sys.argv[1]) if l.startswith("--")][-1].split()
+keep = ["--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
+        "--cp-comm-type", "--recompute-granularity", "--micro-batch-size", "--seq-length"]
+print(" ".join(f"{k} {line[line.index(k) + 1]}" for k in keep))
+PY
+)
+# shellcheck disable=SC2086 # meg_args is a list of options
+if "$bin" plan --model llama2-7b --topology dgx-a100-ib --gpus 16 $meg_args --format json >"$tmp/meg.json" 2>"$tmp/meg.err"; then
+  python3 - "$tmp/meg.json" <<'PY' || fail "plan with Megatron's option names ($meg_args) is not plan-step.yaml's plan"
+import json, sys
+d = json.load(open(sys.argv[1])); p = d["plan"]
+want = {"tp": 1, "pp": 1, "cp": 8, "cp_comm_type": "p2p", "checkpointing": "full", "micro_batch": 1}
+got = {k: p[k] for k in want}
+assert got == want and d["seq_len"] == 1048576, (got, d["seq_len"])
+PY
+else
+  fail "plan with Megatron's option names ($meg_args) exited non-zero: $(cat "$tmp/meg.err")"
+fi
+
 # ---- -o writes the same text ------------------------------------------------------------------
 checked=$((checked + 1))
 "$bin" export --plan plan-step.yaml --to megatron -o "$tmp/m.sh" 2>/dev/null && cmp -s "$tmp/m.sh" "$tmp/megatron.golden" ||
