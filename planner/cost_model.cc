@@ -775,6 +775,12 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& ch) {
 }
 
 Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const RingPatterns& pat) {
+  Prediction p = price(job, choice, pat);
+  explain(job, choice, pat, p);
+  return p;
+}
+
+Prediction CostModel::price(const Job& job, const PlanChoice& choice, const RingPatterns& pat) {
   // With pipeline stages every stage runs its rings, TP groups and FSDP groups at once:
   // the per-layer times are those of all stages' blocks as one (pipeline_parallel.h).
   const struct {
@@ -952,6 +958,15 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
   p.memory = memory_breakdown(m, choice, job.seq_len, gpu, effective_window(m, job), job.chunked_loss);
   p.memory_bytes_per_gpu = p.memory.total();
   p.fits = p.memory_bytes_per_gpu <= gpu.memory_bytes;
+  return p;
+}
+
+void CostModel::explain(const Job& job, const PlanChoice& choice, const RingPatterns& pat, Prediction& p) {
+  const PlanChoice ch = choice.pp > 1 ? pp_flattened(choice) : choice;  // price()'s rings
+  const ModelSpec& m = model_;
+  const ModelSpec& ms = shard(ch.tp);
+  const GpuSpec& gpu = fabric_.topology().gpu;
+  const int P = std::max(1, ch.cp);
   // Tokens per GPU at which one step's compute would just cover its transfer, on this
   // plan's bottleneck with sharing (two-level: the outer transfer over g inner steps).
   // a2a+p2p: its ring's, in tokens of the ring's block (N / ring size, h / cp_a2a heads).
@@ -975,19 +990,18 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
     std::snprintf(buf, sizeof buf, "needs %.1f GiB per GPU, more than the %.1f GiB available",
                   p.memory_bytes_per_gpu / (1 << 30), gpu.memory_bytes / (1 << 30));
     p.why_not = buf;
-    if (ch.sharding != Sharding::kFsdp && G / ch.tp > 1) {
+    if (choice.sharding != Sharding::kFsdp && shard_group_gpus(choice) > 1) {
       // What the level's unsharded states cost against fsdp's (memory_model.h).
-      PlanChoice fsdp = ch;
+      PlanChoice fsdp = choice;
       fsdp.sharding = Sharding::kFsdp;
       const MemoryBreakdown f = memory_breakdown(m, fsdp, job.seq_len, gpu, effective_window(m, job), job.chunked_loss);
       std::snprintf(buf, sizeof buf, " (%.1f GiB over; %s's model states and layer buffers take %.1f GiB, fsdp's %.1f)",
-                    (p.memory_bytes_per_gpu - gpu.memory_bytes) / (1 << 30), to_string(ch.sharding),
+                    (p.memory_bytes_per_gpu - gpu.memory_bytes) / (1 << 30), to_string(choice.sharding),
                     (p.memory.model_states + p.memory.layer_buffers) / (1 << 30),
                     (f.model_states + f.layer_buffers) / (1 << 30));
       p.why_not += buf;
     }
   }
-  return p;
 }
 
 }  // namespace rm

@@ -173,6 +173,13 @@ class CostModel {
   // its usp_ring_choice, usp_plan.h). Checks
   // nothing: the search only builds valid choices; use validate_choice for user input.
   Prediction predict(const Job& job, const PlanChoice& choice, const RingPatterns& patterns);
+  // predict() without what only a reader needs (explain): the search prices thousands of
+  // candidates and explains the one it returns.
+  Prediction price(const Job& job, const PlanChoice& choice, const RingPatterns& patterns);
+  // Fills `p`'s (price()'s) reader fields: the ring's overlap threshold and, when the plan
+  // does not fit, why (its memory against the GPU's; for a level that keeps states
+  // unsharded, what fsdp's would take).
+  void explain(const Job& job, const PlanChoice& choice, const RingPatterns& patterns, Prediction& p);
   // Convenience: looks the patterns up.
   Prediction predict(const Job& job, const PlanChoice& choice);
 

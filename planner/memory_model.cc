@@ -1,6 +1,7 @@
 #include "planner/memory_model.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "planner/pipeline_parallel.h"
 #include "planner/tensor_parallel.h"
@@ -48,12 +49,14 @@ double RingBuffers::working_set_bytes() const {
   return std::max({attention_backward_bytes(), ffn_backward_bytes(), logits_bytes()});
 }
 
-RingBuffers ring_buffers(const ModelSpec& model, const PlanChoice& choice, int64_t seq_len,
-                         const GpuSpec& gpu, int64_t window, bool chunked_loss) {
+namespace {
+
+// ring_buffers, given `m` = tp_shard(model, choice.tp): one TP member's heads, FFN columns
+// and vocabulary (memory_breakdown has it already; a copy of a ModelSpec copies its strings).
+RingBuffers shard_ring_buffers(const ModelSpec& model, const ModelSpec& m, const PlanChoice& choice,
+                               int64_t seq_len, const GpuSpec& gpu, int64_t window, bool chunked_loss) {
   const int e = gpu.element_bytes;
-  // One TP member's heads, FFN columns and vocabulary (the model itself when tp = 1).
   const int tp = std::max(1, choice.tp);
-  const ModelSpec m = tp_shard(model, tp);
   const int P = std::max(1, choice.cp);
   const int64_t c = seq_len / P;
   const double cd = static_cast<double>(c);
@@ -118,6 +121,14 @@ RingBuffers ring_buffers(const ModelSpec& model, const PlanChoice& choice, int64
   return b;
 }
 
+}  // namespace
+
+RingBuffers ring_buffers(const ModelSpec& model, const PlanChoice& choice, int64_t seq_len,
+                         const GpuSpec& gpu, int64_t window, bool chunked_loss) {
+  return shard_ring_buffers(model, tp_shard(model, std::max(1, choice.tp)), choice, seq_len, gpu, window,
+                            chunked_loss);
+}
+
 int shard_group_gpus(const PlanChoice& ch) {
   const int data = std::max(1, ch.cp) * std::max(1, ch.dp);
   return ch.sharding == Sharding::kHsdp ? std::max(1, ch.cp) * std::max(1, ch.dp_shard) : data;
@@ -157,7 +168,8 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   const int P = std::max(1, choice.cp);
   const int tp = std::max(1, choice.tp);
   const double c = static_cast<double>(seq_len / P);
-  const ModelSpec shard = tp_shard(m, tp);  // one TP member's weights (m / tp)
+  std::optional<ModelSpec> sharded;  // one TP member's weights (m / tp); m itself at tp 1
+  const ModelSpec& shard = tp > 1 ? sharded.emplace(tp_shard(m, tp)) : m;
   MemoryBreakdown mem;
   const StateShards n = state_shards(choice);
   const double layer_unit = std::max(shard.layer_params(), static_cast<double>(shard.vocab) * shard.hidden);
@@ -176,7 +188,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   const PipelineLayout layout = pp_layout(m.layers, choice);
   // Only the last computes the logits: the others' working set is the attention's or the
   // FFN's (a stage's op lists allocate no logits chunk, schedule.cc).
-  const RingBuffers rb = ring_buffers(m, choice, seq_len, gpu, window, chunked_loss);
+  const RingBuffers rb = shard_ring_buffers(m, shard, choice, seq_len, gpu, window, chunked_loss);
   double peak = -1;
   for (int s : pp_peak_stage_candidates(pp)) {
     const double states = shard_state_bytes(shard, choice, e, s);

@@ -232,7 +232,7 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
           bool fits = false;
           for (size_t k = 0; k < overlaps.size(); ++k) {
             ch.tp_comm_overlap = overlaps[k];
-            const Prediction p = cost.predict(job, ch, pat);
+            const Prediction p = cost.price(job, ch, pat);
             ++evaluated;
             best_rate = offer(ch, p);
             fits = p.fits;
@@ -526,6 +526,7 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
   // The batch the plan was priced on (whole sequences, at least one), so a plan file
   // says it and re-predicting it gives the same step.
   best.plan.job.batch_tokens = seqs * job.seq_len;
+  cost_.explain(best.plan.job, best.plan.choice, cost_.ring_patterns_of(best.plan.choice), best.plan.predicted);
   return best.plan;
 }
 
@@ -630,6 +631,7 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
     throw InputError(msg);
   }
   best.plan.job.batch_tokens = sequences_per_step(job) * job.seq_len;
+  cost_.explain(best.plan.job, best.plan.choice, cost_.ring_patterns_of(best.plan.choice), best.plan.predicted);
   return best.plan;
 }
 

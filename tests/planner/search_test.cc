@@ -1,6 +1,7 @@
 // The plan search on the study's cluster (shipped dgx-a100-ib, llama2-7b).
 #include <doctest/doctest.h>
 
+#include "planner/cost_model.h"
 #include "planner/input_error.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
@@ -142,6 +143,31 @@ TEST_CASE("pins: impossible ones are explained, memory-bound ones are kept and s
   CHECK(p.choice.cp == 1);
   CHECK_FALSE(p.predicted.fits);
   CHECK(p.predicted.why_not.find("GiB") != std::string::npos);
+}
+
+TEST_CASE("the search prices candidates bare and returns its pick explained, as predict() would") {
+  Study s(16);
+  Planner& pl = s.planner;
+  CostModel cost(s.model, s.fabric, CostParams::from_topology(s.topo));
+  // A ring plan: the overlap threshold is a reader's field, filled for the pick only.
+  SearchPins flat;
+  flat.tp = 1;  // a ring over all 1M tokens (tp 8 would hold them in one TP group)
+  flat.pp = 1;
+  const Plan ring = pl.best_ring_plan(study_job(16, 1 << 20), flat);
+  const Prediction ring_again = cost.predict(ring.job, ring.choice);
+  CHECK(ring.choice.cp > 1);
+  CHECK(ring.predicted.overlap_threshold_tokens > 0);
+  CHECK(ring.predicted.overlap_threshold_tokens == doctest::Approx(ring_again.overlap_threshold_tokens));
+  CHECK(ring.predicted.why_not == ring_again.why_not);
+  // A collective kind that does not fit under unsharded weights says so, with fsdp's figure.
+  SearchPins zero1;
+  zero1.sharding = Sharding::kZero1;
+  zero1.tp = 1;
+  zero1.pp = 1;
+  const Plan ag = pl.best_collective_cp_plan(Strategy::kAllGatherCp, study_job(16, 1 << 20), zero1);
+  REQUIRE_FALSE(ag.predicted.fits);
+  CHECK(ag.predicted.why_not.find("zero1's model states and layer buffers take") != std::string::npos);
+  CHECK(ag.predicted.why_not == cost.predict(ag.job, ag.choice).why_not);
 }
 
 TEST_CASE("Ulysses is infeasible when no ring size divides the heads, and says so") {
