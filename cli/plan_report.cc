@@ -165,8 +165,8 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
                                                 "-token chunks of fp32 logits and their gradient, "
                                           : std::string("whole: the micro-step's fp32 logits and their gradient at once, ")) +
                               gib(logits) + " GiB"});
-  choice.add_row({"micro-batch", std::to_string(c.micro_batch) + " sequences per ring"});
-  choice.add_row({"grad accumulation", std::to_string(c.grad_accum) + " micro-steps"});
+  choice.add_row({"micro-batch", std::to_string(c.micro_batch) + (c.micro_batch == 1 ? " sequence" : " sequences") + " per ring"});
+  choice.add_row({"grad accumulation", std::to_string(c.grad_accum) + (c.grad_accum == 1 ? " micro-step" : " micro-steps")});
   out += choice.render() + "\n";
 
   Table pred({{"predicted", "", Align::kLeft}, {"value", "", Align::kRight}, {"unit", "", Align::kLeft}});
