@@ -2,12 +2,17 @@
 // the study's suite: 8K..1M tokens on 16..128 GPUs of the DGX A100 cluster with Llama-2
 // 7B, the 7B-class model the Ring Attention paper trains on A100s (and MHA, so the paper's
 // c >= F/B threshold applies unchanged): 24 rows.
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,10 +32,15 @@ namespace rm::cli {
 
 std::vector<SweepRow> plan_sweep(const JobOptions& options, const std::vector<int>& gpus,
                                  const std::vector<int64_t>& seqs, bool progress, const SweepShard& shard) {
-  std::vector<SweepRow> rows;
   size_t total = 0;
   for (size_t i = 0; i < gpus.size() * seqs.size(); ++i) total += shard.holds(i);
-  for (size_t gi = 0; gi < gpus.size(); ++gi) {
+  // One planner per GPU count (its traffic patterns are reused across lengths), and the
+  // counts share nothing, so each is planned on a thread of its own: the rows, and each
+  // row's search, are what one thread would find.
+  std::vector<std::vector<SweepRow>> by_count(gpus.size());
+  std::vector<std::exception_ptr> errors(gpus.size());
+  std::atomic<size_t> done{0};
+  auto plan_count = [&](size_t gi) {
     const int g = gpus[gi];
     std::optional<ResolvedJob> r;
     std::optional<Planner> planner;
@@ -38,7 +48,6 @@ std::vector<SweepRow> plan_sweep(const JobOptions& options, const std::vector<in
       const size_t grid_row = gi * seqs.size() + si;
       if (!shard.holds(grid_row)) continue;
       if (!planner) {
-        // One planner per GPU count: its traffic patterns are reused across lengths.
         r = resolve_job(options, g, seqs.front());
         planner.emplace(r->model, *r->fabric, r->cost);
       }
@@ -49,16 +58,40 @@ std::vector<SweepRow> plan_sweep(const JobOptions& options, const std::vector<in
       row.grid_row = grid_row;
       row.plan = planner->plan(job, r->pins);
       row.plan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      rows.push_back(std::move(row));
       if (progress) {
-        const Plan& p = rows.back().plan;
+        const Plan& p = row.plan;
         std::fprintf(stderr, "sweep: [%zu/%zu] %d GPUs, %s tokens: tp %d x cp %d x dp %d %s %s, %.1f ms\n",
-                     rows.size(), total, g, format_size(seqs[si]).c_str(), p.choice.tp, p.choice.cp,
+                     done.fetch_add(1) + 1, total, g, format_size(seqs[si]).c_str(), p.choice.tp, p.choice.cp,
                      p.choice.dp, cp_comm_type(p.choice.strategy), to_string(p.choice.schedule),
-                     1e3 * rows.back().plan_seconds);
+                     1e3 * row.plan_seconds);
+      }
+      by_count[gi].push_back(std::move(row));
+    }
+  };
+  // Largest counts first: they take longest, so the threads finish together.
+  std::vector<size_t> order(gpus.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return gpus[a] > gpus[b]; });
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < order.size();) {
+      try {
+        plan_count(order[k]);
+      } catch (...) {
+        errors[order[k]] = std::current_exception();
       }
     }
-  }
+  };
+  const size_t threads = std::min<size_t>(gpus.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);  // the first in grid order, as one thread would stop at
+  std::vector<SweepRow> rows;
+  for (std::vector<SweepRow>& count_rows : by_count)
+    for (SweepRow& row : count_rows) rows.push_back(std::move(row));
   return rows;
 }
 

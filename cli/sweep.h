@@ -18,9 +18,9 @@ struct SweepRow {
   double plan_seconds = 0;  // how long the search took
 };
 
-// Plans every (gpus, seq) pair that `shard` holds, GPU counts outer. Progress goes to
-// stderr, one line per row. Throws InputError on a bad option or a GPU count the topology
-// cannot hold.
+// Plans every (gpus, seq) pair that `shard` holds, GPU counts outer (in grid order; each
+// count on a thread of its own). Progress goes to stderr, one line per row as it is planned.
+// Throws InputError on a bad option or a GPU count the topology cannot hold.
 std::vector<SweepRow> plan_sweep(const JobOptions& options, const std::vector<int>& gpus,
                                  const std::vector<int64_t>& seqs, bool progress, const SweepShard& shard = {});
 
