@@ -75,6 +75,25 @@ rows=$("$bin" sweep --seqs 8k,32k --gpus 16 32 --format json 2>/dev/null |
   python3 -c 'import json, sys; print(len(json.load(sys.stdin)["plans"]))')
 [[ $rows == 4 ]] || fail "sweep --seqs 8k,32k --gpus 16 32: $rows rows (want 4)"
 
+# Each GPU count is planned on a thread of its own: every row, in grid order, is the plan
+# `plan` finds alone for that job.
+checked=$((checked + 1))
+"$bin" sweep --gpus 128,16 --seqs 1M,8k --format json >"$tmp/grid.json" 2>/dev/null || fail "sweep --gpus 128,16"
+for g in 128 16; do
+  for n in 1M 8k; do
+    "$bin" plan --gpus $g --seq $n --format json >"$tmp/one-$g-$n.json" 2>/dev/null || fail "plan --gpus $g --seq $n"
+  done
+done
+python3 - "$tmp" <<'EOF' || fail "sweep rows differ from plan's plans (or are out of grid order)"
+import json, sys
+d = sys.argv[1]
+rows = json.load(open(f"{d}/grid.json"))["plans"]
+want = [json.load(open(f"{d}/one-{g}-{n}.json")) for g in (128, 16) for n in ("1M", "8k")]
+bad = [i for i, (r, w) in enumerate(zip(rows, want)) if r != w]
+if bad: print(f"  rows {bad} differ")
+sys.exit(1 if bad or len(rows) != 4 else 0)
+EOF
+
 # ---- plan -o, read back ------------------------------------------------------------------
 checked=$((checked + 1))
 if "$bin" plan --gpus 32 --seq 128k --format json -o "$tmp/p.yaml" >"$tmp/p.json" 2>"$tmp/p.err"; then
