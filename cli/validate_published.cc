@@ -1,5 +1,6 @@
 #include "cli/validate_published.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -28,11 +29,11 @@ struct ErrorSummary {
   std::string worst_id;
 };
 
-ErrorSummary summarize(const std::vector<Row>& rows, std::optional<Split> split) {
+ErrorSummary summarize(const std::vector<Row>& rows, std::optional<Split> split, const std::string& gpu = "") {
   ErrorSummary s;
   std::vector<double> errors;
   for (const Row& r : rows) {
-    if (!r.check.modelled || (split && r.entry->split != *split)) continue;
+    if (!r.check.modelled || (split && r.entry->split != *split) || (!gpu.empty() && r.entry->gpu != gpu)) continue;
     const double e = std::abs(r.check.error);
     errors.push_back(e);
     if (e >= s.worst) s.worst = e, s.worst_id = r.entry->id;
@@ -80,6 +81,15 @@ std::string joined(const std::vector<std::string>& items) {
   return s;
 }
 
+
+// The GPU types of the modelled entries, in first-seen order.
+std::vector<std::string> gpu_types(const std::vector<Row>& rows) {
+  std::vector<std::string> types;
+  for (const Row& r : rows)
+    if (r.check.modelled && std::find(types.begin(), types.end(), r.entry->gpu) == types.end())
+      types.push_back(r.entry->gpu);
+  return types;
+}
 
 void print_summary_line(const char* what, const ErrorSummary& s) {
   if (s.count == 0) {
@@ -137,6 +147,14 @@ void print_table(const std::vector<Row>& rows, bool csv) {
   print_summary_line("all", all);
   print_summary_line("fit", summarize(rows, Split::kFit));
   print_summary_line("heldout", summarize(rows, Split::kHeldout));
+  // One set of constants per GPU type: how each type's fares, held out apart.
+  std::printf("\nby GPU type:\n");
+  for (const std::string& gpu : gpu_types(rows)) {
+    const ErrorSummary g = summarize(rows, std::nullopt, gpu);
+    const ErrorSummary h = summarize(rows, Split::kHeldout, gpu);
+    std::printf("  %-10s %2d entries: median |error| %5.1f %%, worst %5.1f %%; held out %2d: median %5.1f %%\n",
+                gpu.c_str(), g.count, g.median * 100, g.worst * 100, h.count, h.median * 100);
+  }
 }
 
 nlohmann::json or_null(bool have, double v) { return have ? nlohmann::json(v) : nlohmann::json(nullptr); }
@@ -157,13 +175,25 @@ void print_json(const std::vector<Row>& rows) {
   }
   const ErrorSummary all = summarize(rows, std::nullopt);
   const ErrorSummary heldout = summarize(rows, Split::kHeldout);
+  nlohmann::json by_gpu = nlohmann::json::object();
+  for (const std::string& gpu : gpu_types(rows)) {
+    const ErrorSummary g = summarize(rows, std::nullopt, gpu);
+    const ErrorSummary h = summarize(rows, Split::kHeldout, gpu);
+    by_gpu[gpu] = {{"modelled", g.count},
+                   {"median_abs_error", g.median},
+                   {"max_abs_error", g.worst},
+                   {"heldout_modelled", h.count},
+                   {"heldout_median_abs_error", or_null(h.count > 0, h.median)},
+                   {"heldout_max_abs_error", or_null(h.count > 0, h.worst)}};
+  }
   const nlohmann::json out = {{"entries", entries},
                               {"median_abs_error", or_null(all.count > 0, all.median)},
                               {"max_abs_error", or_null(all.count > 0, all.worst)},
                               {"heldout_median_abs_error", or_null(heldout.count > 0, heldout.median)},
                               {"heldout_max_abs_error", or_null(heldout.count > 0, heldout.worst)},
                               {"modelled", all.count},
-                              {"not_modelled", static_cast<int>(rows.size()) - all.count}};
+                              {"not_modelled", static_cast<int>(rows.size()) - all.count},
+                              {"by_gpu", by_gpu}};
   std::printf("%s\n", out.dump(2).c_str());
 }
 

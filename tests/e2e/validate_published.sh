@@ -16,9 +16,16 @@ cd "$tmp"  # the shipped corpus is built in: no files around
 check_json='
 import json, sys
 want = int(sys.argv[1])
+ids_of = {}  # GPU type -> entry ids, from the corpus file (the JSON entries do not carry it)
+import re
+for line in open(sys.argv[2]):
+    m = re.match(r"  - id: (\S+)", line)
+    if m: ident = m.group(1)
+    m = re.match(r"    gpu: (\S+)", line)
+    if m: ids_of.setdefault(m.group(1), set()).add(ident)
 d = json.load(sys.stdin)
 top = {"entries", "median_abs_error", "max_abs_error", "heldout_median_abs_error",
-       "heldout_max_abs_error", "modelled", "not_modelled"}
+       "heldout_max_abs_error", "modelled", "not_modelled", "by_gpu"}
 assert set(d) == top, sorted(set(d) ^ top)
 assert len(d["entries"]) == want, (len(d["entries"]), want)
 keys = {"id", "source", "published", "predicted", "unit", "error", "split", "modelled", "reason"}
@@ -36,11 +43,20 @@ for e in d["entries"]:
         assert isinstance(e["reason"], str) and e["reason"], e
 assert d["modelled"] == modelled and d["not_modelled"] == want - modelled, d
 assert modelled > 0 and d["max_abs_error"] >= d["median_abs_error"] >= 0, d
-print(f"{modelled} of {want} entries modelled")
+# by_gpu: each GPU type of the modelled entries, its counts and errors from those entries
+gkeys = {"modelled", "median_abs_error", "max_abs_error", "heldout_modelled",
+         "heldout_median_abs_error", "heldout_max_abs_error"}
+assert sum(g["modelled"] for g in d["by_gpu"].values()) == modelled, d["by_gpu"]
+for gpu, g in d["by_gpu"].items():
+    assert set(g) == gkeys, (gpu, sorted(set(g) ^ gkeys))
+    errs = [abs(e["error"]) for e in d["entries"] if e["modelled"] and e["id"] in ids_of[gpu]]
+    assert g["modelled"] == len(errs) and abs(g["max_abs_error"] - max(errs)) < 1e-12, (gpu, g)
+types = len(d["by_gpu"])
+print(f"{modelled} of {want} entries modelled, {types} GPU types")
 '
 entries=$(grep -c '^  - id:' "$src/validation/published.yaml")
 if json=$("$bin" validate --published --format json); then
-  python3 -c "$check_json" "$entries" <<<"$json" || fail "validate --published --format json is not the documented document"
+  python3 -c "$check_json" "$entries" "$src/validation/published.yaml" <<<"$json" || fail "validate --published --format json is not the documented document"
 else
   fail "validate --published --format json exited $?"
 fi
