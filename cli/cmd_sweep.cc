@@ -115,7 +115,9 @@ nlohmann::json sweep_identity(const SweepOptions& o, const JobOptions& j, const 
   auto pin = [](const std::optional<int>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
   return {{"model", j.model.empty() ? kDefaultModel : j.model},
           {"topology", j.topology.empty() ? kStudyTopology : j.topology},
-          {"gpus", gpus}, {"seqs", seqs}, {"batch_tokens", j.batch_tokens}, {"causal", j.causal},
+          {"gpus", gpus}, {"seqs", seqs}, {"batch_tokens", j.batch_tokens},
+          {"global_batch_size", j.global_batch_size ? nlohmann::json(*j.global_batch_size) : nlohmann::json()},
+          {"causal", j.causal},
           {"chunked_loss", j.chunked_loss}, {"workload", j.workload}, {"profile", j.profile},
           {"attention_kernel", j.attention_kernel}, {"headroom", j.headroom}, {"tp", pin(j.tp)}, {"cp", pin(j.cp)},
           {"dp", pin(j.dp)}, {"tp_comm_overlap", j.tp_comm_overlap}, {"no_tp_comm_overlap", j.no_tp_comm_overlap},
@@ -215,13 +217,18 @@ void run_sweep(const SweepOptions& o) {
     if (o.format == "csv") {
       std::fputs(t.csv().c_str(), stdout);
     } else {
-      // The global batch asked for: each row holds as many whole sequences as fit in it (at least one).
-      const std::string batch = o.job.batch_tokens.empty() ? format_size(kDefaultBatchTokens) + " tokens (--batch-tokens)"
-                                                           : o.job.batch_tokens + " tokens";
+      // The global batch asked for: in tokens each row holds as many whole sequences as fit
+      // in it (at least one); in sequences (--global-batch-size) every row holds that many.
+      const std::string batch =
+          o.job.global_batch_size
+              ? std::to_string(*o.job.global_batch_size) + " sequences (--global-batch-size), at every length"
+              : (o.job.batch_tokens.empty() ? format_size(kDefaultBatchTokens) + " tokens (--batch-tokens)"
+                                            : o.job.batch_tokens + " tokens") +
+                    " in whole sequences (at least one)";
       const std::string kept = job.headroom > 0 ? ", keeping " + fixed(100 * job.headroom, 0) +
                                                       " % of GPU memory free (--headroom)"
                                                 : "";
-      std::printf("ringmaster sweep: %s on %s, %s, attention %s, global batch %s in whole sequences (at least one)%s\n%s",
+      std::printf("ringmaster sweep: %s on %s, %s, attention %s, global batch %s%s\n%s",
                   first.job.model.c_str(), first.job.topology.c_str(),
                   first.job.causal ? "causal" : "full attention", first.job.attention_kernel.c_str(), batch.c_str(),
                   kept.c_str(), t.render().c_str());

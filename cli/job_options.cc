@@ -24,9 +24,13 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
                     "sequence length in tokens: 8k, 1M or 1048576 (at most 1G = 2^30; Megatron's --seq-length, "
                     "torchtitan's seq_len)");
   }
-  cmd->add_option("--batch-tokens", o.batch_tokens,
-                  "global batch per optimizer step in tokens (default 2M, the Ring Attention paper's A100 "
-                  "batch; at least one sequence, at most 2^40)");
+  auto* tokens = cmd->add_option("--batch-tokens", o.batch_tokens,
+                                 "global batch per optimizer step in tokens (default 2M, the Ring Attention paper's "
+                                 "A100 batch; at least one sequence, at most 2^40)");
+  cmd->add_option("--global-batch-size", o.global_batch_size,
+                  "or the global batch in sequences per optimizer step, at every length (Megatron's "
+                  "--global-batch-size)")
+      ->excludes(tokens);
   cmd->add_flag("--causal,!--no-causal", o.causal, "causal mask (default) or full attention");
   cmd->add_flag("--chunked-loss,!--no-chunked-loss", o.chunked_loss,
                 "the run computes the head's logits and the loss in 4K-token chunks (default; Liger's fused "
@@ -134,6 +138,12 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   r.job.seq_len = seq_len > 0 ? seq_len : (o.seq.empty() ? 0 : parse_size(o.seq, kCommandLine, "--seq", kMaxSeqTokens));
   r.job.batch_tokens =
       o.batch_tokens.empty() ? 0 : parse_size(o.batch_tokens, kCommandLine, "--batch-tokens", kMaxBatchTokens);
+  if (o.global_batch_size) {
+    if (*o.global_batch_size < 1 || *o.global_batch_size > kMaxBatchTokens)
+      fail_input(kCommandLine, "--global-batch-size",
+                 "must be in [1, 2^40] sequences (got " + std::to_string(*o.global_batch_size) + ")");
+    r.job.batch_sequences = *o.global_batch_size;
+  }
   if (r.job.batch_tokens != 0 && r.job.batch_tokens < r.job.seq_len) {
     fail_input(kCommandLine, "--batch-tokens",
                "expected at least one sequence, --seq " + std::to_string(r.job.seq_len) + " tokens (got " +

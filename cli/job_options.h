@@ -24,6 +24,7 @@ struct JobOptions {
   int gpus = 0;
   std::string seq;           // "8k", "1M", "1048576"
   std::string batch_tokens;  // global batch per optimizer step; default 2M tokens
+  std::optional<int64_t> global_batch_size;  // or in sequences, at any length (Megatron's)
   bool causal = true;
   bool chunked_loss = true;
   std::string workload = "step";

@@ -129,6 +129,7 @@ struct DpCosts {
 }  // namespace
 
 int64_t sequences_per_step(const Job& job) {
+  if (job.batch_sequences > 0) return job.batch_sequences;
   const int64_t batch = job.batch_tokens > 0 ? job.batch_tokens : kDefaultBatchTokens;
   return std::max<int64_t>(1, batch / std::max<int64_t>(1, job.seq_len));
 }

@@ -267,7 +267,8 @@ class CostModel {
   std::map<std::tuple<int, int, int, bool, std::vector<int>>, const GroupCollective*> hsdp_;
 };
 
-// Sequences per optimizer step: batch_tokens / N (2M tokens when 0), at least one.
+// Sequences per optimizer step: batch_sequences when set, else batch_tokens / N (2M tokens
+// when 0), at least one.
 int64_t sequences_per_step(const Job& job);
 inline constexpr int64_t kDefaultBatchTokens = int64_t{2} << 20;  // Ring Attention paper (A100)
 

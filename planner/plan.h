@@ -94,6 +94,9 @@ struct Job {
   int gpus = 0;
   int64_t seq_len = 0;
   int64_t batch_tokens = 0;  // global batch per optimizer step; 0 = default (2M tokens)
+  // The global batch in sequences, whatever their length (Megatron's --global-batch-size);
+  // when > 0 it is the batch and batch_tokens is not read (sequences_per_step).
+  int64_t batch_sequences = 0;
   bool causal = true;
   Workload workload = Workload::kStep;
   Passes passes = Passes::kForwardBackward;

@@ -76,14 +76,16 @@ for f in slurm.golden slurm-train.golden; do
 done
 
 # ---- plan reads the Megatron names export writes -------------------------------------------
-# The parallel sizes, CP kind, recomputation, micro-batch and sequence length of the golden
-# line, given back to `plan` under Megatron's own option names, pin the plan they came from.
+# The parallel sizes, CP kind, recomputation, micro-batch, global batch and sequence length of
+# the golden line, given back to `plan` under Megatron's own option names, pin the plan they
+# came from.
 checked=$((checked + 1))
 meg_args=$(python3 - "$tmp/megatron.golden" <<'PY'
 import sys
 line = [l for l in open(sys.argv[1]) if l.startswith("--")][-1].split()
 keep = ["--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
-        "--cp-comm-type", "--recompute-granularity", "--micro-batch-size", "--seq-length"]
+        "--cp-comm-type", "--recompute-granularity", "--micro-batch-size", "--global-batch-size",
+        "--seq-length"]
 print(" ".join(f"{k} {line[line.index(k) + 1]}" for k in keep))
 PY
 )
@@ -95,6 +97,7 @@ d = json.load(open(sys.argv[1])); p = d["plan"]
 want = {"tp": 1, "pp": 1, "cp": 8, "cp_comm_type": "p2p", "checkpointing": "full", "micro_batch": 1}
 got = {k: p[k] for k in want}
 assert got == want and d["seq_len"] == 1048576, (got, d["seq_len"])
+assert d["batch_tokens"] == 2 * 1048576, d["batch_tokens"]  # --global-batch-size 2 sequences
 PY
 else
   fail "plan with Megatron's option names ($meg_args) exited non-zero: $(cat "$tmp/meg.err")"

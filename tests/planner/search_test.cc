@@ -115,6 +115,20 @@ TEST_CASE("the plan stores the effective batch: whole sequences, at least one") 
   CHECK(pl.best_ring_plan(j, {}).job.batch_tokens == M);
 }
 
+TEST_CASE("a batch in sequences (Megatron's --global-batch-size) holds at every length") {
+  Study s(16);
+  Planner& pl = s.planner;
+  for (int64_t n : {int64_t{8192}, int64_t{1} << 20}) {
+    Job j = study_job(16, n);
+    j.batch_tokens = 1 << 30;  // not read when the batch is in sequences
+    j.batch_sequences = 3;
+    CHECK(sequences_per_step(j) == 3);
+    const Plan p = pl.plan(j);
+    CHECK(p.job.batch_tokens == 3 * n);  // the plan file's effective batch
+    CHECK(p.predicted.tokens_per_s * p.predicted.step_time_s == doctest::Approx(3.0 * n));
+  }
+}
+
 TEST_CASE("pins: impossible ones are explained, memory-bound ones are kept and say why") {
   Study s(16);
   Planner& pl = s.planner;
