@@ -147,13 +147,15 @@ void print_table(const std::vector<Row>& rows, bool csv) {
   print_summary_line("all", all);
   print_summary_line("fit", summarize(rows, Split::kFit));
   print_summary_line("heldout", summarize(rows, Split::kHeldout));
-  // One set of constants per GPU type: how each type's fares, held out apart.
+  // One set of constants per GPU type: how each type fares, its held-out entries apart.
   std::printf("\nby GPU type:\n");
   for (const std::string& gpu : gpu_types(rows)) {
     const ErrorSummary g = summarize(rows, std::nullopt, gpu);
     const ErrorSummary h = summarize(rows, Split::kHeldout, gpu);
-    std::printf("  %-10s %2d entries: median |error| %5.1f %%, worst %5.1f %%; held out %2d: median %5.1f %%\n",
-                gpu.c_str(), g.count, g.median * 100, g.worst * 100, h.count, h.median * 100);
+    const std::string held = h.count == 0 ? "no held-out entry"
+                                          : "held out " + std::to_string(h.count) + ": median " + fixed(h.median * 100, 1) + " %";
+    std::printf("  %-10s %2d entries: median |error| %5.1f %%, worst %5.1f %%; %s\n", gpu.c_str(), g.count,
+                g.median * 100, g.worst * 100, held.c_str());
   }
 }
 
