@@ -134,14 +134,15 @@ ReportHeader header_for(const PlanOptions& o, const Plan& plan, const Topology& 
   if (o.job.model.empty()) defaults += std::string("model ") + kDefaultModel + " (--model), ";
   if (o.job.topology.empty()) defaults += std::string("topology ") + kStudyTopology + " (--topology), ";
   const std::string prefix = defaults.empty() ? std::string("global batch ") : "defaults: " + defaults + "global batch ";
+  const std::string sequences = std::to_string(seqs) + " sequence" + (seqs == 1 ? "" : "s");
   if (o.job.global_batch_size)
-    h.notes.push_back(prefix + std::to_string(seqs) + " sequence" + (seqs == 1 ? "" : "s") +
-                      " (--global-batch-size) = " + format_size(seqs * plan.job.seq_len) + " tokens per optimizer step");
+    h.notes.push_back(prefix + sequences + " (--global-batch-size) = " + format_size(seqs * plan.job.seq_len) +
+                      " tokens per optimizer step");
   else
     h.notes.push_back(prefix +
                       (o.job.batch_tokens.empty() ? format_size(kDefaultBatchTokens) + " tokens (--batch-tokens)"
                                                   : o.job.batch_tokens + " tokens") +
-                      " = " + std::to_string(seqs) + " sequence" + (seqs == 1 ? "" : "s") + " per optimizer step");
+                      " = " + sequences + " per optimizer step");
   if (headroom > 0)
     h.notes.push_back("keeping " + fixed(100 * headroom, 0) + " % of GPU memory free (--headroom): plans fit in " +
                       fixed(topo.gpu.memory_bytes / kGiB, 1) + " GiB");

@@ -82,13 +82,23 @@ std::string joined(const std::vector<std::string>& items) {
 }
 
 
-// The GPU types of the modelled entries, in first-seen order.
-std::vector<std::string> gpu_types(const std::vector<Row>& rows) {
-  std::vector<std::string> types;
-  for (const Row& r : rows)
-    if (r.check.modelled && std::find(types.begin(), types.end(), r.entry->gpu) == types.end())
-      types.push_back(r.entry->gpu);
-  return types;
+// One GPU type's summaries: all its modelled entries, and its held-out ones.
+struct GpuSummary {
+  std::string gpu;
+  ErrorSummary all, heldout;
+};
+
+// Each GPU type of the modelled entries, in first-seen order (one set of constants per type).
+std::vector<GpuSummary> by_gpu_type(const std::vector<Row>& rows) {
+  std::vector<GpuSummary> out;
+  for (const Row& r : rows) {
+    const std::string& gpu = r.entry->gpu;
+    if (!r.check.modelled ||
+        std::any_of(out.begin(), out.end(), [&](const GpuSummary& g) { return g.gpu == gpu; }))
+      continue;
+    out.push_back({gpu, summarize(rows, std::nullopt, gpu), summarize(rows, Split::kHeldout, gpu)});
+  }
+  return out;
 }
 
 void print_summary_line(const char* what, const ErrorSummary& s) {
@@ -149,13 +159,12 @@ void print_table(const std::vector<Row>& rows, bool csv) {
   print_summary_line("heldout", summarize(rows, Split::kHeldout));
   // One set of constants per GPU type: how each type fares, its held-out entries apart.
   std::printf("\nby GPU type:\n");
-  for (const std::string& gpu : gpu_types(rows)) {
-    const ErrorSummary g = summarize(rows, std::nullopt, gpu);
-    const ErrorSummary h = summarize(rows, Split::kHeldout, gpu);
+  for (const GpuSummary& t : by_gpu_type(rows)) {
+    const ErrorSummary& h = t.heldout;
     const std::string held = h.count == 0 ? "no held-out entry"
                                           : "held out " + std::to_string(h.count) + ": median " + fixed(h.median * 100, 1) + " %";
-    std::printf("  %-10s %2d entries: median |error| %5.1f %%, worst %5.1f %%; %s\n", gpu.c_str(), g.count,
-                g.median * 100, g.worst * 100, held.c_str());
+    std::printf("  %-10s %2d entries: median |error| %5.1f %%, worst %5.1f %%; %s\n", t.gpu.c_str(), t.all.count,
+                t.all.median * 100, t.all.worst * 100, held.c_str());
   }
 }
 
@@ -178,15 +187,14 @@ void print_json(const std::vector<Row>& rows) {
   const ErrorSummary all = summarize(rows, std::nullopt);
   const ErrorSummary heldout = summarize(rows, Split::kHeldout);
   nlohmann::json by_gpu = nlohmann::json::object();
-  for (const std::string& gpu : gpu_types(rows)) {
-    const ErrorSummary g = summarize(rows, std::nullopt, gpu);
-    const ErrorSummary h = summarize(rows, Split::kHeldout, gpu);
-    by_gpu[gpu] = {{"modelled", g.count},
-                   {"median_abs_error", g.median},
-                   {"max_abs_error", g.worst},
-                   {"heldout_modelled", h.count},
-                   {"heldout_median_abs_error", or_null(h.count > 0, h.median)},
-                   {"heldout_max_abs_error", or_null(h.count > 0, h.worst)}};
+  for (const GpuSummary& t : by_gpu_type(rows)) {
+    const ErrorSummary& h = t.heldout;
+    by_gpu[t.gpu] = {{"modelled", t.all.count},
+                     {"median_abs_error", t.all.median},
+                     {"max_abs_error", t.all.worst},
+                     {"heldout_modelled", h.count},
+                     {"heldout_median_abs_error", or_null(h.count > 0, h.median)},
+                     {"heldout_max_abs_error", or_null(h.count > 0, h.worst)}};
   }
   const nlohmann::json out = {{"entries", entries},
                               {"median_abs_error", or_null(all.count > 0, all.median)},

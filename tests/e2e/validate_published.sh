@@ -14,15 +14,11 @@ cd "$tmp"  # the shipped corpus is built in: no files around
 
 # --- the shipped corpus, as JSON ---
 check_json='
-import json, sys
+import json, sys, yaml
 want = int(sys.argv[1])
 ids_of = {}  # GPU type -> entry ids, from the corpus file (the JSON entries do not carry it)
-import re
-for line in open(sys.argv[2]):
-    m = re.match(r"  - id: (\S+)", line)
-    if m: ident = m.group(1)
-    m = re.match(r"    gpu: (\S+)", line)
-    if m: ids_of.setdefault(m.group(1), set()).add(ident)
+for e in yaml.safe_load(open(sys.argv[2]))["entries"]:
+    ids_of.setdefault(e["gpu"], set()).add(e["id"])
 d = json.load(sys.stdin)
 top = {"entries", "median_abs_error", "max_abs_error", "heldout_median_abs_error",
        "heldout_max_abs_error", "modelled", "not_modelled", "by_gpu"}
