@@ -21,6 +21,7 @@
 #include "cli/table.h"
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
+#include "planner/input_limits.h"
 #include "planner/pipeline_parallel.h"
 #include "planner/plan_loader.h"
 #include "planner/search.h"
@@ -245,7 +246,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--plan", o->plan_path, "plan.yaml from `ringmaster plan -o` (or plan the job given "
                                           "by the options below)");
   add_job_options(cmd, o->job, false);
-  cmd->add_option("--gpus", o->gpus, "number of GPUs (without --plan)");
+  cmd->add_option("--gpus", o->gpus, "number of GPUs (without --plan)")->check(CLI::Range(1, kMaxGpus));
   cmd->add_option(kSeqOptionNames, o->job.seq, "sequence length in tokens (without --plan): 8k, 1M or 1048576");
   cmd->add_option("--layers", o->layers,
                   "layers to simulate, extrapolated to all (they are identical; replay.h); 0 = all (default 16)");

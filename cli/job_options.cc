@@ -19,7 +19,8 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
                   std::string("cluster: a shipped name or a YAML path (default ") + kStudyTopology + ")");
   if (with_job_size) {
     cmd->add_option("--gpus", o.gpus, "number of GPUs, at most " + std::to_string(kMaxGpus) +
-                                          " (required; with plan --min-gpus the most to try)");
+                                          " (required; with plan --min-gpus the most to try)")
+        ->check(CLI::Range(1, kMaxGpus));
     cmd->add_option(kSeqOptionNames, o.seq,
                     "sequence length in tokens: 8k, 1M or 1048576 (at most 1G = 2^30; Megatron's --seq-length, "
                     "torchtitan's seq_len)");
