@@ -174,8 +174,8 @@ double rate_without(const Prediction& p, double seconds) {
                        : std::numeric_limits<double>::infinity();
 }
 
-// Prices `ch` for each micro-batch (fitting grad_accum to it), sharding level, virtual
-// stage count and checkpointing policy, offering each to `best`; memory grows with the
+// Prices `ch` for each micro-batch the pins allow (fitting grad_accum to it), sharding
+// level, virtual stage count and checkpointing policy, offering each to `best`; memory grows with the
 // micro-batch, with each level's unsharded states and with virtual stages, so each stops at
 // its first misfit. Interleaving needs grad_accum a multiple of pp (pipeline_parallel.h):
 // other counts are skipped, and `note` hears it. Exact pruning: levels other than fsdp hold
@@ -190,9 +190,11 @@ double rate_without(const Prediction& p, double seconds) {
 // two hold the same memory.
 template <class Offer>
 int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, const RingPatterns& pat,
-                            const std::vector<int>& mbs, const std::vector<Sharding>& levels,
-                            const std::vector<PipelineCut>& cuts, const std::vector<Checkpointing>& ckpts, Offer offer,
+                            const std::vector<Checkpointing>& ckpts, Offer offer,
                             const std::function<void(const std::string&)>& note, const SearchPins& pins) {
+  const std::vector<int> mbs = micro_batches(job, ch.dp, pins);
+  const std::vector<Sharding> levels = sharding_levels(ch, cost.fabric().topology().gpus_per_node, pins, note);
+  const std::vector<PipelineCut> cuts = pipeline_cuts(cost.model(), ch.pp, pins);
   const std::vector<bool> overlaps = ch.tp == 1 ? std::vector<bool>{false}
                                      : pins.tp_comm_overlap ? std::vector<bool>{*pins.tp_comm_overlap}
                                                             : std::vector<bool>{false, true};
@@ -342,6 +344,13 @@ std::string pins_text(const SearchPins& p) {
                                   std::pair{p.account_for_loss_in_pipeline_split, "loss"}})
     if (pin) s += std::string(*pin ? " --" : " --no-") + "account-for-" + flag + "-in-pipeline-split";
   return s.empty() ? s : " with" + s;
+}
+
+// The search found no plan of `kind` ("ring", "all_gather", ...): says which pins and why.
+[[noreturn]] void throw_no_plan(const std::string& kind, const SearchPins& pins, const std::vector<std::string>& reasons) {
+  std::string msg = "no " + kind + " plan can run this job" + pins_text(pins);
+  for (size_t i = 0; i < reasons.size(); ++i) msg += (i == 0 ? ": " : "; ") + reasons[i];
+  throw InputError(msg);
 }
 
 // The a2a degrees a CP group of `cp` GPUs tries: a2a+p2p's pin or every proper divisor
@@ -501,9 +510,7 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
                   }
                   if (!pat) pat = &cost_.ring_patterns(cp, ch.dp * pp, sched, order);
                   local.evaluated += offer_micro_batches(
-                      cost_, job, ch, *pat, micro_batches(job, ch.dp, pins),
-                      sharding_levels(ch, fabric_.topology().gpus_per_node, pins, note),
-                      pipeline_cuts(model_, pp, pins), ckpts,
+                      cost_, job, ch, *pat, ckpts,
                       [&](const PlanChoice& c, const Prediction& p) { return best.offer(job, c, p); }, note, pins);
                 }
               }
@@ -519,9 +526,7 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
   }
   if (!best.have) {
     if (reasons.empty() && !tile_reason.empty()) reasons.push_back(tile_reason);
-    std::string msg = "no ring plan can run this job" + pins_text(pins);
-    for (size_t i = 0; i < reasons.size(); ++i) msg += (i == 0 ? ": " : "; ") + reasons[i];
-    throw InputError(msg);
+    throw_no_plan("ring", pins, reasons);
   }
   // The batch the plan was priced on (whole sequences, at least one), so a plan file
   // says it and re-predicting it gives the same step.
@@ -604,17 +609,13 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
               static const RingPatterns kFreeRing{};
               Best bound;
               const auto quiet = [](const std::string&) {};
-              offer_micro_batches(cost_, job, ch, kFreeRing, micro_batches(job, ch.dp, pins),
-                                  sharding_levels(ch, fabric_.topology().gpus_per_node, pins, quiet),
-                                  pipeline_cuts(model_, pp, pins), ckpts,
+              offer_micro_batches(cost_, job, ch, kFreeRing, ckpts,
                                   [&](const PlanChoice& c, const Prediction& p) { return bound.offer(job, c, p); }, quiet, pins);
               if (!bound.plan.predicted.fits || bound.plan.predicted.tokens_per_s <= to_beat * (1 + 1e-9)) continue;
             }
             if (!pat) pat = &cost_.ring_patterns_of(ch);
             local.evaluated += offer_micro_batches(
-                cost_, job, ch, *pat, micro_batches(job, ch.dp, pins),
-                sharding_levels(ch, fabric_.topology().gpus_per_node, pins, note),
-                pipeline_cuts(model_, pp, pins), ckpts,
+                cost_, job, ch, *pat, ckpts,
                 [&](const PlanChoice& c, const Prediction& p) { return best.offer(job, c, p); }, note, pins);
           }
         }
@@ -626,9 +627,7 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
     stats->evaluated += local.evaluated;
   }
   if (!best.have) {
-    std::string msg = std::string("no ") + cp_comm_type(kind) + " plan can run this job" + pins_text(pins);
-    for (size_t i = 0; i < reasons.size(); ++i) msg += (i == 0 ? ": " : "; ") + reasons[i];
-    throw InputError(msg);
+    throw_no_plan(cp_comm_type(kind), pins, reasons);
   }
   best.plan.job.batch_tokens = sequences_per_step(job) * job.seq_len;
   cost_.explain(best.plan.job, best.plan.choice, cost_.ring_patterns_of(best.plan.choice), best.plan.predicted);
