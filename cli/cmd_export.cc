@@ -92,7 +92,7 @@ void add_export_command(CLI::App& app) {
   auto o = std::make_shared<ExportOptions>();
   auto* cmd = app.add_subcommand(
       "export", "Write a plan as Megatron-LM arguments, a torchtitan job config or a Slurm script");
-  cmd->add_option("--plan", o->plan, "plan.yaml from `ringmaster plan -o`")->required();
+  cmd->add_option("--plan,plan", o->plan, "plan.yaml from `ringmaster plan -o`")->required();
   cmd->add_option("--to", o->to, "megatron, torchtitan or slurm")->required();
   cmd->add_option("-o,--output", o->out, "write to this file instead of stdout");
   cmd->add_option("--launch", o->launch,

@@ -29,7 +29,7 @@ void add_run_command(CLI::App& app) {
       "run", "Run a plan for real over MPI ranks (ring attention, or whole training steps): verify it, measure it");
   auto o = std::make_shared<exec::RunOptions>();
   auto np = std::make_shared<int>(0);
-  cmd->add_option("--plan", o->plan_path, "plan.yaml from `ringmaster plan -o`")->required();
+  cmd->add_option("--plan,plan", o->plan_path, "plan.yaml from `ringmaster plan -o`")->required();
   cmd->add_option("--np", *np, "MPI ranks to start (default: the plan's GPU count)")
       ->check(CLI::Range(1, kMaxGpus));
   cmd->add_option("--iters", o->iters, "timed iterations after one untimed warm-up")

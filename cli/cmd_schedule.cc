@@ -157,7 +157,7 @@ void add_schedule_command(CLI::App& app) {
       "schedule",
       "Print each rank's op list for a plan (kind, layer, pass, step, posting phase, peer, tag, "
       "bytes or FLOPs, buffer and its role, requests) and check the message contract");
-  cmd->add_option("--plan", o->plan_path, "plan.yaml from `ringmaster plan -o`")->required();
+  cmd->add_option("--plan,plan", o->plan_path, "plan.yaml from `ringmaster plan -o`")->required();
   cmd->add_option("--rank", o->rank, "print this rank only (default: every rank)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--layers", o->layers, "emit only this many layers (they are identical); 0 = all");

@@ -243,7 +243,7 @@ void add_simulate_command(CLI::App& app) {
       "simulate",
       "Replay a plan op by op on a SimGrid cluster built from its topology: step time, overlap, "
       "memory per GPU, beside the planner's prediction");
-  cmd->add_option("--plan", o->plan_path, "plan.yaml from `ringmaster plan -o` (or plan the job given "
+  cmd->add_option("--plan,plan", o->plan_path, "plan.yaml from `ringmaster plan -o` (or plan the job given "
                                           "by the options below)");
   add_job_options(cmd, o->job, false);
   cmd->add_option("--gpus", o->gpus, "number of GPUs (without --plan)")->check(CLI::Range(1, kMaxGpus));

@@ -24,7 +24,7 @@ void add_train_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "train", "Train the plan's model on a text file over MPI ranks with the plan's ring attention");
   auto o = std::make_shared<exec::TrainOptions>();
-  cmd->add_option("--plan", o->plan_path, "plan.yaml from `ringmaster plan -o`")->required();
+  cmd->add_option("--plan,plan", o->plan_path, "plan.yaml from `ringmaster plan -o`")->required();
   cmd->add_option("--data", o->data_path,
                   "training text, read as a byte stream ('\\f' separates documents)")
       ->required();

@@ -108,6 +108,11 @@ checked=$((checked + 1))
 "$bin" export --plan plan-step.yaml --to megatron -o "$tmp/m.sh" 2>/dev/null && cmp -s "$tmp/m.sh" "$tmp/megatron.golden" ||
   fail "export -o differs from stdout"
 
+# ---- the plan may be given without --plan (as validate takes its plans) ----------------------
+checked=$((checked + 1))
+"$bin" export plan-step.yaml --to megatron 2>/dev/null | cmp -s - "$tmp/megatron.golden" ||
+  fail "export PLAN differs from export --plan PLAN"
+
 # ---- refusals -----------------------------------------------------------------------------------
 expect_bad "plan.schedule: Megatron-LM's ring passes K,V in one direction only" "plan-bidirectional.yaml" -- \
   export --plan plan-bidirectional.yaml --to megatron
