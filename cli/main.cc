@@ -41,6 +41,10 @@ int main(int argc, char** argv) {
   rm::cli::add_report_command(app);
   rm::cli::add_help_command(app);
   app.set_version_flag("--version", RM_VERSION);
+  // CLI11's own parse errors (an unknown option, a value out of range) read like ours.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return std::string("ringmaster: command line: ") + e.what() + "\nRun with --help for more information.\n";
+  });
   try {
     // An empty value ("--topology ''", "-o ''") is a mistake, never "use the default".
     for (int i = 1; i < argc; ++i) {

@@ -36,7 +36,8 @@ done
 for seq in 0 -8k 8kb abc 1.3M; do
   expect_bad "expected" "seq" -- plan --model llama2-7b --topology dgx-a100-ib --gpus 8 --seq "$seq"
 done
-expect_bad "not in range 1 to 131072" "--gpus" -- plan --model llama2-7b --topology dgx-a100-ib --gpus 0 --seq 8k
+expect_bad "not in range 1 to 131072" "ringmaster: command line: --gpus" -- plan --model llama2-7b --topology dgx-a100-ib --gpus 0 --seq 8k
+expect_bad "not expected: --bogus" "ringmaster: command line:" -- plan --gpus 8 --seq 8k --bogus
 expect_bad "not in range 1 to 131072" "--gpus" -- simulate --gpus 0 --seq 8k
 expect_bad "required" "--gpus" -- plan --model llama2-7b --topology dgx-a100-ib --seq 8k
 expect_bad "gpus" "gpus" -- plan --model llama2-7b --topology dgx-a100-ib --gpus 129 --seq 8k
