@@ -230,12 +230,23 @@ TEST_CASE("what the planner cannot express is not modelled, with every reason") 
   CHECK(llama.plan.choice.account_for_embedding_in_pipeline_split);
   CHECK(llama.plan.choice.account_for_loss_in_pipeline_split);
   CHECK(llama.plan.choice.sharding == rm::Sharding::kZero2);
-  const rm::PublishedCheck fa2 = rm::check_published(shipped("fa2-a100-gpt3xl-2k"));
-  CHECK(fa2.modelled);
-  REQUIRE(fa2.assumed.size() == 3);
-  CHECK(fa2.assumed[0].rfind("micro_batch ", 0) == 0);
-  CHECK(fa2.assumed[1] == "global batch 2M tokens, the planner's default (not stated)");
-  CHECK(fa2.assumed[2] == "FSDP (sharding not stated)");
+  // FlashAttention-2's rows carry their repository's config (zero1, 8 sequences per GPU).
+  rm::PublishedEntry fa2_entry = shipped("fa2-a100-gpt3xl-2k");
+  const rm::PublishedCheck fa2 = rm::check_published(fa2_entry);
+  REQUIRE(fa2.modelled);
+  CHECK(fa2.assumed.empty());
+  CHECK(fa2.plan.choice.sharding == rm::Sharding::kZero1);
+  CHECK(fa2.plan.choice.micro_batch == 8);
+  // What a source leaves unstated is priced at the planner's pick and default, and said.
+  fa2_entry.micro_batch.reset();
+  fa2_entry.global_batch.reset();
+  fa2_entry.sharding.reset();
+  const rm::PublishedCheck silent = rm::check_published(fa2_entry);
+  CHECK(silent.modelled);
+  REQUIRE(silent.assumed.size() == 3);
+  CHECK(silent.assumed[0].rfind("micro_batch ", 0) == 0);
+  CHECK(silent.assumed[1] == "global batch 2M tokens, the planner's default (not stated)");
+  CHECK(silent.assumed[2] == "FSDP (sharding not stated)");
   // Every shipped entry is either priced or says why not.
   for (const auto& e : rm::load_published_corpus().entries) {
     CAPTURE(e.id);
