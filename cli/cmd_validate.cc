@@ -202,6 +202,10 @@ void add_validate_command(CLI::App& app) {
                   "with --published: exit 1 when a modelled entry's |error| exceeds this fraction")
       ->check(CLI::NonNegativeNumber)
       ->needs(corpus);
+  cmd->add_option("--entry", published->entry,
+                  "with --published: show this entry, what was assumed for it and the plan it was priced with")
+      ->needs(corpus)
+      ->excludes("--max-abs-error");
   cmd->add_option("--iters", o->iters, "timed iterations per run (the median is compared)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();

@@ -213,7 +213,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
                   b.fits ? "yes" : "NO", gib(b.memory_bytes_per_gpu), fixed(b.tokens_per_s, 0),
                   p.tokens_per_s > 0 ? fixed(b.tokens_per_s / p.tokens_per_s, 2) : "-", b.why_not});
   }
-  out += base.render() + "\n";
+  if (!plan.baselines.empty()) out += base.render() + "\n";  // a pinned plan's (validate --entry) has none
   if (plan.without_tp) out += why_tp(plan) + "\n";
   out += "Overlap thresholds of " + topo.name + " (peak FLOP/s over link bytes/s, Ring Attention Table 2):\n";
   out += overlap_threshold_table(topo, cost, model);

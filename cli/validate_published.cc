@@ -9,7 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/plan_report.h"
 #include "cli/table.h"
+#include "planner/input_error.h"
 #include "planner/published_corpus.h"
 #include "planner/published_prediction.h"
 #include "planner/stats.h"
@@ -170,20 +172,23 @@ void print_table(const std::vector<Row>& rows, bool csv) {
 
 nlohmann::json or_null(bool have, double v) { return have ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
+// One entry as the JSON's "entries" list holds it.
+nlohmann::json entry_json(const Row& r) {
+  const bool m = r.check.modelled;
+  return {{"id", r.entry->id},
+          {"source", r.entry->source},
+          {"published", r.entry->published},
+          {"predicted", or_null(m, r.check.predicted)},
+          {"unit", to_string(r.entry->metric)},
+          {"error", or_null(m, r.check.error)},
+          {"split", to_string(r.entry->split)},
+          {"modelled", m},
+          {"reason", m ? nlohmann::json(nullptr) : nlohmann::json(joined(r.check.not_modelled))}};
+}
+
 void print_json(const std::vector<Row>& rows) {
   nlohmann::json entries = nlohmann::json::array();
-  for (const Row& r : rows) {
-    const bool m = r.check.modelled;
-    entries.push_back({{"id", r.entry->id},
-                       {"source", r.entry->source},
-                       {"published", r.entry->published},
-                       {"predicted", or_null(m, r.check.predicted)},
-                       {"unit", to_string(r.entry->metric)},
-                       {"error", or_null(m, r.check.error)},
-                       {"split", to_string(r.entry->split)},
-                       {"modelled", m},
-                       {"reason", m ? nlohmann::json(nullptr) : nlohmann::json(joined(r.check.not_modelled))}});
-  }
+  for (const Row& r : rows) entries.push_back(entry_json(r));
   const ErrorSummary all = summarize(rows, std::nullopt);
   const ErrorSummary heldout = summarize(rows, Split::kHeldout);
   nlohmann::json by_gpu = nlohmann::json::object();
@@ -207,10 +212,61 @@ void print_json(const std::vector<Row>& rows) {
   std::printf("%s\n", out.dump(2).c_str());
 }
 
+// --entry: the entry, what was assumed for it (or why it is not modelled), and the plan it
+// was priced with, as `plan` shows one.
+void print_entry(const Row& r, const std::string& format) {
+  const PublishedEntry& e = *r.entry;
+  const PublishedCheck& c = r.check;
+  if (format == "json") {
+    nlohmann::json j = entry_json(r);
+    j["assumed"] = c.assumed;
+    j["plan"] = c.modelled ? plan_to_json(c.plan) : nlohmann::json(nullptr);
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf("entry %s (%s split)\n  source: %s\n", e.id.c_str(), to_string(e.split), e.source.c_str());
+  if (!c.modelled) {
+    std::printf("  published %s %s; not modelled: %s\n", figure(e.published).c_str(), metric_label(e.metric),
+                joined(c.not_modelled).c_str());
+    return;
+  }
+  std::printf("  published %s %s, predicted %s: error %+.1f %% ((published - predicted) / predicted)\n",
+              figure(e.published).c_str(), metric_label(e.metric), figure(c.predicted).c_str(), 100 * c.error);
+  for (const std::string& a : c.assumed) std::printf("  assumed: %s\n", a.c_str());
+  if (!e.note.empty()) std::printf("  note: %s\n", e.note.c_str());
+  std::printf("\n%s", plan_report(c.plan, c.priced_topology, c.cost, c.model, false).c_str());
+}
+
+// The corpus entry named `id`, or an InputError naming the ids that share the most of it.
+const PublishedEntry& find_entry(const PublishedCorpus& corpus, const std::string& id, const std::string& file) {
+  std::vector<std::pair<size_t, std::string>> near;
+  for (const PublishedEntry& e : corpus.entries) {
+    if (e.id == id) return e;
+    size_t k = 0;
+    while (k < id.size() && k < e.id.size() && id[k] == e.id[k]) ++k;
+    near.emplace_back(k, e.id);
+  }
+  std::stable_sort(near.begin(), near.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string ids;
+  for (size_t i = 0; i < near.size() && i < 3; ++i) {
+    if (i > 0) ids += ", ";
+    ids += near[i].second;
+  }
+  fail_input(kCommandLine, "--entry",
+             "no entry '" + id + "' in " + (file.empty() ? std::string("the shipped corpus") : file) +
+                 (ids.empty() ? std::string() : " (closest: " + ids + ")"));
+}
+
 }  // namespace
 
 void run_validate_published(const PublishedOptions& o) {
   const PublishedCorpus corpus = load_published_corpus(o.file);
+  if (!o.entry.empty()) {
+    if (o.format == "csv") fail_input(kCommandLine, "--entry", "shows one entry as a table or json (got --format csv)");
+    const PublishedEntry& e = find_entry(corpus, o.entry, o.file);
+    print_entry({&e, check_published(e)}, o.format);
+    return;
+  }
   std::vector<Row> rows;
   for (const PublishedEntry& e : corpus.entries) rows.push_back({&e, check_published(e)});
   if (o.format == "json") print_json(rows);

@@ -21,6 +21,12 @@
 //
 // Exit 0 whatever the errors are; with --max-abs-error X, exit 1 (after printing) when a
 // modelled entry's |error| exceeds X, for CI. A bad corpus exits 2 naming file, entry, field.
+//
+// --entry ID shows one entry instead: its source, the published and predicted figures,
+// what was assumed or why it is not modelled, and the plan it was priced with as `plan`
+// prints one (--format json: {"id", "source", "published", "predicted", "unit", "error",
+// "split", "modelled", "reason", "assumed", "plan"}, plan as plan --format json gives it,
+// null when not modelled). An id not in the corpus exits 2, naming the closest ids.
 #pragma once
 
 #include <optional>
@@ -32,6 +38,7 @@ struct PublishedOptions {
   std::string file;  // empty: the shipped corpus
   std::string format = "table";
   std::optional<double> max_abs_error;
+  std::string entry;  // --entry: show this one entry and its plan
 };
 
 void run_validate_published(const PublishedOptions& o);

@@ -310,6 +310,9 @@ PublishedCheck check_published(const PublishedEntry& e) {
   r.modelled = true;
   r.predicted = metric_value(e, model, topo, r.plan);
   r.error = (e.published - r.predicted) / r.predicted;
+  r.model = model;
+  r.priced_topology = topo;
+  r.cost = cost;
   return r;
 }
 

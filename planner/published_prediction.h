@@ -42,9 +42,11 @@
 #include <string>
 #include <vector>
 
+#include "planner/cost_params.h"
 #include "planner/model_spec.h"
 #include "planner/plan.h"
 #include "planner/published_corpus.h"
+#include "planner/topology.h"
 
 namespace rm {
 
@@ -71,6 +73,11 @@ struct PublishedCheck {
   Plan plan;                              // the pinned plan and its prediction
   double predicted = 0;                   // in the entry's metric
   double error = 0;                       // (published - predicted) / predicted
+  // What the plan was priced with, when modelled (the entry's kernel and fp8 rate applied
+  // to the topology; K,V repeated as the entry says): to show the plan (validate --entry).
+  ModelSpec model;
+  Topology priced_topology;
+  CostParams cost;
 };
 
 // Maps, prices and converts one entry. Throws InputError (naming the entry) only for a model

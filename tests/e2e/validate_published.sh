@@ -125,5 +125,26 @@ rc=$?
 [[ $rc -eq 2 ]] || fail "a bad corpus exited $rc (want 2)"
 [[ $out == *"bad.yaml:"*"rfa-a100-fwd-ring.gpus: expected a whole number"* ]] || fail "bad corpus message: $out"
 
+# --- --entry: one entry, what was assumed, and the plan it was priced with, whose prediction is
+# the one the whole table gives ---
+one=$("$bin" validate --published --entry fa2-a100-gpt3xl-2k) || fail "validate --entry exited $?"
+[[ $one == *"entry fa2-a100-gpt3xl-2k (fit split)"* && $one == *"zero1 (optimizer states sharded)"* &&
+   $one == *"micro-batch                         8 sequences per ring"* ]] || fail "validate --entry: $one"
+"$bin" validate --published --entry fa2-a100-gpt3xl-2k --format json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert set(d) == {"id", "source", "published", "predicted", "unit", "error", "split", "modelled", "reason",
+                  "assumed", "plan"}, sorted(d)
+assert d["plan"]["plan"]["sharding"] == "zero1" and d["plan"]["plan"]["micro_batch"] == 8, d["plan"]["plan"]
+whole = {e["id"]: e for e in json.loads(open(sys.argv[1]).read())["entries"]}
+assert abs(d["predicted"] - whole[d["id"]]["predicted"]) < 1e-9, (d["predicted"], whole[d["id"]])
+' <(printf '%s' "$json") || fail "validate --entry --format json"
+out=$("$bin" validate --published --entry fa2-a100-gpt3xl-3k 2>&1)
+rc=$?
+[[ $rc -eq 2 && $out == *"--entry: no entry 'fa2-a100-gpt3xl-3k'"*"closest: fa2-a100-gpt3xl-2k"* ]] ||
+  fail "an unknown --entry: exit $rc, $out"
+nm=$("$bin" validate --published --entry torchtitan-h100-llama3-8b-cp8-256k-memory) || fail "validate --entry (not modelled) exited $?"
+[[ $nm == *"not modelled: step memory as the allocator reserves it"* ]] || fail "validate --entry, not modelled: $nm"
+
 echo "validate_published: $failures failed"
 [[ $failures -eq 0 ]]

@@ -28,11 +28,12 @@ def examples(readme):
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.startswith("```"):
+        bare = line.lstrip()  # fences and commands may be indented (inside a list item)
+        if bare.startswith("```"):
             fenced = not fenced
             cur = None
-        elif fenced and line.startswith("$ "):
-            cmd, first = line[2:], i + 1
+        elif fenced and bare.startswith("$ "):
+            cmd, first = bare[2:], i + 1
             while cmd.rstrip().endswith("\\") and i + 1 < len(lines):
                 i += 1
                 cmd = cmd.rstrip()[:-1] + " " + lines[i].strip()
