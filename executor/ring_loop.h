@@ -60,7 +60,6 @@ class RingLoop {
   const OpSchedule& sched_;
   const RankSchedule& ops_;
   int rank_;
-  TokenLayout layout_;
   AttentionShape shape_;
   Watchdog* watchdog_;
   FaultSpec fault_;

@@ -91,9 +91,9 @@ void destroy_rings_at_finalize() {
   registered = true;
 }
 
-// Collective over `members` (ranks of `world`): their communicator, NCCL rank = position.
-std::shared_ptr<Ring> create_ring(MPI_Comm world, const std::vector<int>& members,
-                                  int position) {
+// Collective over `members` (ranks of `world`): their communicator, NCCL rank = the
+// rank's position in `members`.
+std::shared_ptr<Ring> create_ring(MPI_Comm world, const std::vector<int>& members) {
   const int P = static_cast<int>(members.size());
   MPI_Group world_group = MPI_GROUP_NULL, ring_group = MPI_GROUP_NULL;
   check_mpi(MPI_Comm_group(world, &world_group), "MPI_Comm_group");
@@ -146,14 +146,14 @@ class NcclTransport final : public Transport {
     for (const Request& r : requests_)
       if (r.active)
         throw std::logic_error("nccl transport: connect() with transfers in flight");
-    const int position = position_in_group(group, rank_);
+    position_in_group(group, rank_);  // checks: no rank twice, this rank a member
     nccl_rank_.clear();
     for (size_t i = 0; i < group.size(); ++i) nccl_rank_[group[i]] = static_cast<int>(i);
     ring_.reset();
     if (group.size() < 2) return;  // a ring of one: no transfers, no communicator
     destroy_rings_at_finalize();
     auto it = rings().find(group);
-    if (it == rings().end()) it = rings().emplace(group, create_ring(comm_, group, position)).first;
+    if (it == rings().end()) it = rings().emplace(group, create_ring(comm_, group)).first;
     ring_ = it->second;
   }
 
