@@ -4,6 +4,7 @@
 #include <cctype>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "planner/cost_model.h"
@@ -310,9 +311,10 @@ PublishedCheck check_published(const PublishedEntry& e) {
   r.modelled = true;
   r.predicted = metric_value(e, model, topo, r.plan);
   r.error = (e.published - r.predicted) / r.predicted;
-  r.model = model;
-  r.priced_topology = topo;
-  r.cost = cost;
+  // The planner and the fabric are done with these (the fabric holds its own topology).
+  r.model = std::move(model);
+  r.priced_topology = std::move(topo);
+  r.cost = std::move(cost);
   return r;
 }
 
