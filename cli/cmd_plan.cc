@@ -20,6 +20,7 @@
 #include "planner/cost_model.h"
 #include "planner/export_target.h"
 #include "planner/input_error.h"
+#include "planner/published_accuracy.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
 #include "planner/units.h"
@@ -197,6 +198,7 @@ void run_plan(const PlanOptions& o) {
   if (o.format == "json") {
     nlohmann::json j = plan_to_json(plan);
     if (run) j["training_run"] = training_run_json(*run);
+    j["track_record"] = track_record_json(plan_track_record(plan.job, !o.job.profile.empty()));
     std::printf("%s\n", j.dump(2).c_str());
   } else if (o.format == "yaml") {
     std::fputs(plan_to_yaml_string(plan).c_str(), stdout);
@@ -207,6 +209,8 @@ void run_plan(const PlanOptions& o) {
   } else {
     ReportHeader header = header_for(o, plan, r.topology, opt.job.headroom);
     if (const auto tight = tight_memory_note(opt, plan, r.topology)) header.notes.push_back(*tight);
+    const bool calibrated = !o.job.profile.empty();
+    header.notes.push_back(track_record_line(plan.job, calibrated, plan_track_record(plan.job, calibrated)));
     std::fputs(plan_report(plan, r.topology, r.cost, r.model, o.max_seq, header).c_str(), stdout);
     if (run) std::printf("\n%s", training_run_table(*run, o.train_tokens).c_str());
   }

@@ -22,6 +22,7 @@
 #include "cli/plan_report.h"
 #include "cli/sweep.h"
 #include "planner/input_error.h"
+#include "planner/published_accuracy.h"
 #include "planner/input_limits.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
@@ -177,8 +178,13 @@ void run_sweep(const SweepOptions& o) {
 
   if (o.format == "json") {
     nlohmann::json plans = nlohmann::json::array();
+    // One GPU type and workload for the whole grid: one record, carried by each row as `plan` carries it.
+    const nlohmann::json record =
+        rows.empty() ? nlohmann::json(nullptr)
+                     : track_record_json(plan_track_record(rows.front().plan.job, !o.job.profile.empty()));
     for (size_t i = 0; i < rows.size(); ++i) {
       plans.push_back(plan_to_json(rows[i].plan));
+      plans.back()["track_record"] = record;
       if (o.simulate) plans.back()["simulated"] = sim::simulation_to_json(sims[i], false);
     }
     nlohmann::json out{{"plans", plans}};
@@ -228,10 +234,12 @@ void run_sweep(const SweepOptions& o) {
       const std::string kept = job.headroom > 0 ? ", keeping " + fixed(100 * job.headroom, 0) +
                                                       " % of GPU memory free (--headroom)"
                                                 : "";
-      std::printf("ringmaster sweep: %s on %s, %s, attention %s, global batch %s%s\n%s",
+      const bool calibrated = !o.job.profile.empty();
+      std::printf("ringmaster sweep: %s on %s, %s, attention %s, global batch %s%s\n%s\n%s\n",
                   first.job.model.c_str(), first.job.topology.c_str(),
                   first.job.causal ? "causal" : "full attention", first.job.attention_kernel.c_str(), batch.c_str(),
-                  kept.c_str(), t.render().c_str());
+                  kept.c_str(), t.render().c_str(),
+                  track_record_line(first.job, calibrated, plan_track_record(first.job, calibrated)).c_str());
     }
   }
   std::fprintf(stderr, "sweep: %zu plans%s in %.2f s\n", rows.size(), o.simulate ? " (planned and simulated)" : "", secs);

@@ -265,4 +265,17 @@ std::vector<std::string> sweep_cells(const Plan& plan, const std::string& seq_as
           fsdp};
 }
 
+std::string track_record_line(const Job& job, bool calibrated, const std::optional<TrackRecord>& t) {
+  if (calibrated) return "track record: calibrated (--profile); published runs check the shipped constants only";
+  if (!t)
+    return "track record: none; no published " + std::string(to_string(job.workload)) +
+           " run of this GPU, as its topology describes it, is in the corpus (ringmaster validate --published)";
+  const ErrorSummary& a = t->all;
+  const ErrorSummary& h = t->heldout;
+  return "track record: " + std::to_string(a.count) + " published " + t->gpu + " " + to_string(t->workload) +
+         (a.count == 1 ? " run" : " runs") + " priced within a median " + fixed(100 * a.median, 1) + " %" +
+         (h.count > 0 ? " (held out " + std::to_string(h.count) + ": " + fixed(100 * h.median, 1) + " %)" : std::string()) +
+         ", worst " + fixed(100 * a.worst, 1) + " % (" + a.worst_id + "); ringmaster validate --published";
+}
+
 }  // namespace rm::cli

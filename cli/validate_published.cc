@@ -13,37 +13,11 @@
 #include "cli/table.h"
 #include "planner/input_error.h"
 #include "planner/published_corpus.h"
+#include "planner/published_accuracy.h"
 #include "planner/published_prediction.h"
-#include "planner/stats.h"
 
 namespace rm::cli {
 namespace {
-
-struct Row {
-  const PublishedEntry* entry;
-  PublishedCheck check;
-};
-
-// Median and worst |error| of the modelled rows (of one split, when given).
-struct ErrorSummary {
-  int count = 0;
-  double median = 0, worst = 0;
-  std::string worst_id;
-};
-
-ErrorSummary summarize(const std::vector<Row>& rows, std::optional<Split> split, const std::string& gpu = "") {
-  ErrorSummary s;
-  std::vector<double> errors;
-  for (const Row& r : rows) {
-    if (!r.check.modelled || (split && r.entry->split != *split) || (!gpu.empty() && r.entry->gpu != gpu)) continue;
-    const double e = std::abs(r.check.error);
-    errors.push_back(e);
-    if (e >= s.worst) s.worst = e, s.worst_id = r.entry->id;
-  }
-  s.count = static_cast<int>(errors.size());
-  if (!errors.empty()) s.median = median(errors);
-  return s;
-}
 
 const char* metric_label(Metric m) {
   switch (m) {
@@ -91,9 +65,9 @@ struct GpuSummary {
 };
 
 // Each GPU type of the modelled entries, in first-seen order (one set of constants per type).
-std::vector<GpuSummary> by_gpu_type(const std::vector<Row>& rows) {
+std::vector<GpuSummary> by_gpu_type(const std::vector<PricedEntry>& rows) {
   std::vector<GpuSummary> out;
-  for (const Row& r : rows) {
+  for (const PricedEntry& r : rows) {
     const std::string& gpu = r.entry->gpu;
     if (!r.check.modelled ||
         std::any_of(out.begin(), out.end(), [&](const GpuSummary& g) { return g.gpu == gpu; }))
@@ -112,7 +86,7 @@ void print_summary_line(const char* what, const ErrorSummary& s) {
               s.median * 100, s.worst * 100, s.worst_id.c_str());
 }
 
-void print_table(const std::vector<Row>& rows, bool csv) {
+void print_table(const std::vector<PricedEntry>& rows, bool csv) {
   Table t({{"entry", "", Align::kLeft},
            {"source", "", Align::kLeft},
            {"gpu", "", Align::kLeft},
@@ -122,7 +96,7 @@ void print_table(const std::vector<Row>& rows, bool csv) {
            {"ratio", "pub/pred", Align::kRight},
            {"error %", "(pub-pred)/pred", Align::kRight},
            {"split", "", Align::kLeft}});
-  for (const Row& r : rows) {
+  for (const PricedEntry& r : rows) {
     if (!r.check.modelled) continue;
     const PublishedEntry& e = *r.entry;
     std::string err = pct(r.check.error);
@@ -138,7 +112,7 @@ void print_table(const std::vector<Row>& rows, bool csv) {
 
   auto section = [&rows](const char* title, auto lines_of) {
     std::vector<std::pair<std::string, std::string>> lines;
-    for (const Row& r : rows) {
+    for (const PricedEntry& r : rows) {
       const std::string text = lines_of(r);
       if (!text.empty()) lines.emplace_back(r.entry->id, text);
     }
@@ -146,9 +120,9 @@ void print_table(const std::vector<Row>& rows, bool csv) {
     std::printf("\n%s (%zu):\n", title, lines.size());
     for (const auto& [id, text] : lines) std::printf("  %s: %s\n", id.c_str(), text.c_str());
   };
-  section("not modelled yet", [](const Row& r) { return r.check.modelled ? "" : joined(r.check.not_modelled); });
-  section("assumed where the source is silent", [](const Row& r) { return joined(r.check.assumed); });
-  section("predicted not to fit in GPU memory (priced anyway)", [](const Row& r) {
+  section("not modelled yet", [](const PricedEntry& r) { return r.check.modelled ? "" : joined(r.check.not_modelled); });
+  section("assumed where the source is silent", [](const PricedEntry& r) { return joined(r.check.assumed); });
+  section("predicted not to fit in GPU memory (priced anyway)", [](const PricedEntry& r) {
     const Prediction& p = r.check.plan.predicted;
     const bool step = r.entry->workload == Workload::kStep;  // a kernel benchmark holds no model
     return r.check.modelled && step && !p.fits ? p.why_not : std::string();
@@ -173,7 +147,7 @@ void print_table(const std::vector<Row>& rows, bool csv) {
 nlohmann::json or_null(bool have, double v) { return have ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
 // One entry as the JSON's "entries" list holds it.
-nlohmann::json entry_json(const Row& r) {
+nlohmann::json entry_json(const PricedEntry& r) {
   const bool m = r.check.modelled;
   return {{"id", r.entry->id},
           {"source", r.entry->source},
@@ -186,9 +160,9 @@ nlohmann::json entry_json(const Row& r) {
           {"reason", m ? nlohmann::json(nullptr) : nlohmann::json(joined(r.check.not_modelled))}};
 }
 
-void print_json(const std::vector<Row>& rows) {
+void print_json(const std::vector<PricedEntry>& rows) {
   nlohmann::json entries = nlohmann::json::array();
-  for (const Row& r : rows) entries.push_back(entry_json(r));
+  for (const PricedEntry& r : rows) entries.push_back(entry_json(r));
   const ErrorSummary all = summarize(rows, std::nullopt);
   const ErrorSummary heldout = summarize(rows, Split::kHeldout);
   nlohmann::json by_gpu = nlohmann::json::object();
@@ -214,7 +188,7 @@ void print_json(const std::vector<Row>& rows) {
 
 // --entry: the entry, what was assumed for it (or why it is not modelled), and the plan it
 // was priced with, as `plan` shows one.
-void print_entry(const Row& r, const std::string& format) {
+void print_entry(const PricedEntry& r, const std::string& format) {
   const PublishedEntry& e = *r.entry;
   const PublishedCheck& c = r.check;
   if (format == "json") {
@@ -267,14 +241,14 @@ void run_validate_published(const PublishedOptions& o) {
     print_entry({&e, check_published(e)}, o.format);
     return;
   }
-  std::vector<Row> rows;
+  std::vector<PricedEntry> rows;
   for (const PublishedEntry& e : corpus.entries) rows.push_back({&e, check_published(e)});
   if (o.format == "json") print_json(rows);
   else print_table(rows, o.format == "csv");
 
   if (!o.max_abs_error) return;
   std::vector<std::string> outside;
-  for (const Row& r : rows)
+  for (const PricedEntry& r : rows)
     if (r.check.modelled && std::abs(r.check.error) > *o.max_abs_error) outside.push_back(r.entry->id);
   if (outside.empty()) return;
   std::string ids;

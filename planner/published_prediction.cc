@@ -84,6 +84,16 @@ std::string topology_for(const PublishedEntry& e, std::vector<std::string>& why)
   return "";
 }
 
+}  // namespace
+
+std::optional<std::string> corpus_gpu_type(const GpuSpec& gpu) {
+  for (const GpuTopologies& g : kGpuTopologies)
+    if (load_topology(g.one_node).gpu == gpu) return g.gpu;
+  return std::nullopt;
+}
+
+namespace {
+
 // Everything about the entry the planner cannot express yet.
 std::vector<std::string> unexpressible(const PublishedEntry& e) {
   std::vector<std::string> why;

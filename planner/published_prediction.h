@@ -80,6 +80,11 @@ struct PublishedCheck {
   CostParams cost;
 };
 
+// The corpus GPU type (a100-80gb, h100-80gb, ...) whose shipped topology (the mapping above)
+// has exactly this GPU spec, name and every constant; nullopt for a GPU described or changed
+// by hand, which no published run checks.
+std::optional<std::string> corpus_gpu_type(const GpuSpec& gpu);
+
 // Maps, prices and converts one entry. Throws InputError (naming the entry) only for a model
 // or topology it names that cannot be loaded; what the planner cannot express is a not-modelled reason.
 PublishedCheck check_published(const PublishedEntry& e);

@@ -41,6 +41,8 @@ struct GpuSpec {
   // (0 = gemm_efficiency, the bf16 GEMMs' fraction of their peak).
   double fp8_peak_flops = 0;
   double fp8_gemm_efficiency = 0;
+
+  bool operator==(const GpuSpec&) const = default;
 };
 
 

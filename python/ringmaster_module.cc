@@ -19,6 +19,7 @@
 #include "planner/export_torchtitan.h"
 #include "planner/input_error.h"
 #include "planner/plan_loader.h"
+#include "planner/published_accuracy.h"
 #include "planner/search.h"
 #include "simulator/simulate.h"
 
@@ -63,16 +64,23 @@ py::object plan(const std::string& model, const std::string& topology, int gpus,
                 const std::string& profile, const std::string& output) {
   const rm::Plan p = plan_one(job_options(model, topology, seq, batch_tokens, workload, profile), gpus, target);
   if (!output.empty()) rm::write_plan_yaml(p, output);
-  return to_python(rm::plan_to_json(p));
+  nlohmann::json j = rm::plan_to_json(p);
+  j["track_record"] = rm::track_record_json(rm::plan_track_record(p.job, !profile.empty()));
+  return to_python(j);
 }
 
 py::object sweep(const std::string& model, const std::string& topology, const std::vector<int>& gpus,
                  const std::vector<py::object>& seqs, const py::object& batch_tokens, const std::string& workload,
                  const std::string& profile) {
   nlohmann::json plans = nlohmann::json::array();
+  nlohmann::json record;  // one GPU type and workload for the whole grid, as `ringmaster sweep`
   for (int g : gpus)
-    for (const py::object& n : seqs)
-      plans.push_back(rm::plan_to_json(plan_one(job_options(model, topology, n, batch_tokens, workload, profile), g, "")));
+    for (const py::object& n : seqs) {
+      const rm::Plan p = plan_one(job_options(model, topology, n, batch_tokens, workload, profile), g, "");
+      if (plans.empty()) record = rm::track_record_json(rm::plan_track_record(p.job, !profile.empty()));
+      plans.push_back(rm::plan_to_json(p));
+      plans.back()["track_record"] = record;
+    }
   return to_python(nlohmann::json{{"plans", plans}});
 }
 

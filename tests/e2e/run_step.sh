@@ -38,6 +38,10 @@ grep -q "^  optimizer:" "$tmp/profile.yaml" || fail "the profile has no optimize
 # blocking reduce-scatters, and the share of all of them hidden.
 grep -qE "^  collectives: \{alpha_s: [0-9.e+-]+, beta_bytes_per_s: [0-9.e+-]+, overlap: [0-9.e+-]+\}" \
   "$tmp/profile.yaml" || fail "the profile has no fitted collectives: $(grep collectives "$tmp/profile.yaml")"
+# A plan priced with the profile does not claim the shipped constants' published record.
+out=$("$bin" plan --model tiny --topology cpu-local --gpus 2 --seq 1k --profile "$tmp/profile.yaml" 2>&1)
+[[ $out == *"track record: calibrated (--profile); published runs check the shipped constants only"* ]] ||
+  fail "plan --profile: no calibrated track record line: $out"
 out=$("$bin" validate --profile "$tmp/profile.yaml" "$tmp/step.yaml" --iters 2 --format json 2>/dev/null)
 rc=$?
 [[ $rc -eq 0 && $out == *'"measured_s"'* ]] || fail "validate of a step plan: exit $rc: $out"

@@ -146,5 +146,46 @@ rc=$?
 nm=$("$bin" validate --published --entry torchtitan-h100-llama3-8b-cp8-256k-memory) || fail "validate --entry (not modelled) exited $?"
 [[ $nm == *"not modelled: step memory as the allocator reserves it"* ]] || fail "validate --entry, not modelled: $nm"
 
+# --- the track record plan and sweep print: the corpus's entries of the plan's GPU type and
+# workload that measure time, summarised as this table does (the median of an even count is
+# the upper middle one) ---
+track='
+import json, sys, yaml
+gpu, workload = sys.argv[3], sys.argv[4]
+meta = {e["id"]: e for e in yaml.safe_load(open(sys.argv[2]))["entries"]}
+errs = sorted((abs(e["error"]), e["id"]) for e in json.loads(open(sys.argv[1]).read())["entries"]
+              if e["modelled"] and meta[e["id"]]["gpu"] == gpu and meta[e["id"]].get("workload", "step") == workload
+              and meta[e["id"]]["metric"] != "gib_per_gpu")
+held = sorted(a for a, i in errs if meta[i]["split"] == "heldout")
+t = json.load(sys.stdin)["track_record"]
+assert t["gpu"] == gpu and t["workload"] == workload and t["entries"] == len(errs), (t, len(errs))
+assert abs(t["median_abs_error"] - errs[len(errs) // 2][0]) < 1e-9, (t, errs)
+assert abs(t["max_abs_error"] - errs[-1][0]) < 1e-9 and t["worst_entry"] == errs[-1][1], (t, errs[-1])
+assert t["heldout_entries"] == len(held), t
+assert (t["heldout_median_abs_error"] is None if not held
+        else abs(t["heldout_median_abs_error"] - held[len(held) // 2]) < 1e-9), t
+print("track record", gpu, workload, len(errs), "entries, median %.1f %%" % (100 * t["median_abs_error"]))
+'
+"$bin" plan --model llama2-7b --topology dgx-a100-ib --gpus 16 --seq 32k --format json |
+  python3 -c "$track" <(printf '%s' "$json") "$src/validation/published.yaml" a100-80gb step ||
+  fail "plan's track record (a100-80gb, step) is not the corpus table's"
+"$bin" plan --model llama3-8b --topology dgx-h100-superpod --gpus 8 --seq 64k --workload attention --format json |
+  python3 -c "$track" <(printf '%s' "$json") "$src/validation/published.yaml" h100-80gb attention ||
+  fail "plan's track record (h100-80gb, attention) is not the corpus table's"
+out=$("$bin" plan --model llama2-7b --topology dgx-a100-ib --gpus 16 --seq 32k)
+[[ $out == *"track record: "*" published a100-80gb step runs priced within a median "*"; ringmaster validate --published"* ]] ||
+  fail "plan's table has no track record line: $out"
+[[ $("$bin" sweep --gpus 16 --seqs 32k 2>/dev/null) == *"track record: "*" published a100-80gb step runs"* ]] ||
+  fail "sweep's table has no track record line"
+# A GPU spec no published run has checked (a shipped topology with one constant changed).
+sed 's/^  gemm_efficiency: 0.841 /  gemm_efficiency: 0.80 /' "$src/topologies/dgx-a100-ib.yaml" >changed.yaml
+grep -q "gemm_efficiency: 0.80 " changed.yaml || fail "could not change dgx-a100-ib's gemm_efficiency"
+out=$("$bin" plan --model llama2-7b --topology changed.yaml --gpus 16 --seq 32k)
+[[ $out == *"track record: none; no published step run of this GPU, as its topology describes it"* ]] ||
+  fail "a changed GPU still claims a track record: $out"
+[[ $("$bin" plan --model llama2-7b --topology changed.yaml --gpus 16 --seq 32k --format json |
+     python3 -c 'import json,sys; print(json.load(sys.stdin)["track_record"])') == None ]] ||
+  fail "a changed GPU's JSON track_record is not null"
+
 echo "validate_published: $failures failed"
 [[ $failures -eq 0 ]]

@@ -1,0 +1,54 @@
+#include "planner/published_accuracy.h"
+
+#include <cmath>
+
+#include "planner/spec_library.h"
+#include "planner/stats.h"
+
+namespace rm {
+
+ErrorSummary summarize(const std::vector<PricedEntry>& rows, std::optional<Split> split, const std::string& gpu) {
+  ErrorSummary s;
+  std::vector<double> errors;
+  for (const PricedEntry& r : rows) {
+    if (!r.check.modelled || (split && r.entry->split != *split) || (!gpu.empty() && r.entry->gpu != gpu)) continue;
+    const double e = std::abs(r.check.error);
+    errors.push_back(e);
+    if (e >= s.worst) s.worst = e, s.worst_id = r.entry->id;
+  }
+  s.count = static_cast<int>(errors.size());
+  if (!errors.empty()) s.median = median(errors);
+  return s;
+}
+
+std::optional<TrackRecord> track_record(const GpuSpec& gpu, Workload workload) {
+  const std::optional<std::string> type = corpus_gpu_type(gpu);
+  if (!type) return std::nullopt;
+  static const PublishedCorpus corpus = load_published_corpus();
+  std::vector<PricedEntry> rows;
+  for (const PublishedEntry& e : corpus.entries)
+    if (e.gpu == *type && e.workload == workload && e.metric != Metric::kGibPerGpu) rows.push_back({&e, check_published(e)});
+  TrackRecord t{*type, workload, summarize(rows, std::nullopt), summarize(rows, Split::kHeldout)};
+  if (t.all.count == 0) return std::nullopt;
+  return t;
+}
+
+std::optional<TrackRecord> plan_track_record(const Job& job, bool calibrated) {
+  if (calibrated) return std::nullopt;
+  return track_record(load_topology(job.topology).gpu, job.workload);
+}
+
+nlohmann::json track_record_json(const std::optional<TrackRecord>& t) {
+  if (!t) return nullptr;
+  const bool held = t->heldout.count > 0;
+  return {{"gpu", t->gpu},
+          {"workload", to_string(t->workload)},
+          {"entries", t->all.count},
+          {"median_abs_error", t->all.median},
+          {"max_abs_error", t->all.worst},
+          {"worst_entry", t->all.worst_id},
+          {"heldout_entries", t->heldout.count},
+          {"heldout_median_abs_error", held ? nlohmann::json(t->heldout.median) : nlohmann::json(nullptr)}};
+}
+
+}  // namespace rm

@@ -1,0 +1,56 @@
+// How close the shipped constants come to published runs (validation/published.yaml): the
+// summaries `validate --published` prints, and the track record `plan` and `sweep` print (and
+// the Python module returns) for the GPU type and workload they price, so a prediction says how
+// far such predictions have been off.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/plan.h"
+#include "planner/published_corpus.h"
+#include "planner/published_prediction.h"
+#include "planner/topology.h"
+
+namespace rm {
+
+struct PricedEntry {
+  const PublishedEntry* entry;
+  PublishedCheck check;
+};
+
+// Median and worst |error| of modelled entries.
+struct ErrorSummary {
+  int count = 0;
+  double median = 0, worst = 0;
+  std::string worst_id;
+};
+
+// The modelled rows' summary, of one split and one GPU type when given.
+ErrorSummary summarize(const std::vector<PricedEntry>& rows, std::optional<Split> split, const std::string& gpu = "");
+
+// The shipped corpus's entries of one GPU type and workload that measure time (not memory),
+// priced now with the shipped constants.
+struct TrackRecord {
+  std::string gpu;          // corpus GPU type
+  Workload workload = Workload::kStep;
+  ErrorSummary all, heldout;
+};
+
+// The track record of `gpu` for `workload`, or nullopt when the GPU is not a corpus type as
+// shipped (corpus_gpu_type), or the corpus has no modelled entry of that workload on it.
+std::optional<TrackRecord> track_record(const GpuSpec& gpu, Workload workload);
+
+// The record of a plan's GPU (its topology as shipped) and workload, as `plan` and `sweep`
+// print it; nullopt when the plan is priced with a calibrated profile (`calibrated`: its fit
+// reports its own error).
+std::optional<TrackRecord> plan_track_record(const Job& job, bool calibrated);
+
+// A plan's JSON `track_record`: {"gpu", "workload", "entries", "median_abs_error",
+// "max_abs_error", "worst_entry", "heldout_entries", "heldout_median_abs_error"}, or null.
+nlohmann::json track_record_json(const std::optional<TrackRecord>& t);
+
+}  // namespace rm

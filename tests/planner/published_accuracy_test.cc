@@ -1,0 +1,106 @@
+// The corpus's error summaries and the track record a plan carries: which GPU a topology's
+// spec is, what counts towards its record, and the medians as validate --published takes them.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "planner/published_accuracy.h"
+#include "planner/published_corpus.h"
+#include "planner/published_prediction.h"
+#include "planner/spec_library.h"
+
+namespace {
+
+rm::PublishedEntry entry(const std::string& id, const std::string& gpu, rm::Split split) {
+  rm::PublishedEntry e;
+  e.id = id;
+  e.gpu = gpu;
+  e.split = split;
+  return e;
+}
+
+rm::PublishedCheck priced(double error, bool modelled = true) {
+  rm::PublishedCheck c;
+  c.modelled = modelled;
+  c.error = error;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("summarize: median and worst |error| of the modelled rows, by split and GPU type") {
+  const rm::PublishedEntry a = entry("a", "a100-80gb", rm::Split::kFit);
+  const rm::PublishedEntry b = entry("b", "a100-80gb", rm::Split::kHeldout);
+  const rm::PublishedEntry c = entry("c", "h100-80gb", rm::Split::kHeldout);
+  const rm::PublishedEntry d = entry("d", "a100-80gb", rm::Split::kFit);
+  const rm::PublishedEntry e = entry("e", "a100-80gb", rm::Split::kFit);
+  const std::vector<rm::PricedEntry> rows = {
+      {&a, priced(0.02)}, {&b, priced(-0.10)}, {&c, priced(0.30)}, {&d, priced(-0.05)}, {&e, priced(0.90, false)}};
+
+  const rm::ErrorSummary all = rm::summarize(rows, std::nullopt);
+  CHECK(all.count == 4);  // e is not modelled
+  CHECK(all.median == doctest::Approx(0.10));  // the upper middle of 0.02 0.05 0.10 0.30
+  CHECK(all.worst == doctest::Approx(0.30));
+  CHECK(all.worst_id == "c");
+
+  const rm::ErrorSummary a100 = rm::summarize(rows, std::nullopt, "a100-80gb");
+  CHECK(a100.count == 3);
+  CHECK(a100.median == doctest::Approx(0.05));
+  CHECK(a100.worst_id == "b");
+
+  const rm::ErrorSummary held = rm::summarize(rows, rm::Split::kHeldout, "a100-80gb");
+  CHECK(held.count == 1);
+  CHECK(held.worst == doctest::Approx(0.10));
+  CHECK(rm::summarize(rows, rm::Split::kFit, "h100-80gb").count == 0);
+}
+
+TEST_CASE("corpus_gpu_type: a shipped topology's GPU as shipped, and nothing for one changed") {
+  CHECK(rm::corpus_gpu_type(rm::load_topology("dgx-a100-ib").gpu) == "a100-80gb");
+  CHECK(rm::corpus_gpu_type(rm::load_topology("a100-nvlink-box").gpu) == "a100-80gb");
+  CHECK(rm::corpus_gpu_type(rm::load_topology("dgx-h100-superpod").gpu) == "h100-80gb");
+  CHECK(rm::corpus_gpu_type(rm::load_topology("llama3-h100-roce").gpu) == "h100-80gb");
+  CHECK(rm::corpus_gpu_type(rm::load_topology("grand-teton-h100-96gb").gpu) == "h100-96gb");
+  CHECK(rm::corpus_gpu_type(rm::load_topology("h800-nvlink-box").gpu) == "h800");
+  CHECK_FALSE(rm::corpus_gpu_type(rm::load_topology("cpu-local").gpu));
+  CHECK_FALSE(rm::corpus_gpu_type(rm::load_topology("tpu-v4-torus").gpu));
+
+  // Any constant changed makes it a GPU no published run has checked.
+  rm::GpuSpec gemm = rm::load_topology("dgx-a100-ib").gpu;
+  gemm.gemm_efficiency += 0.01;
+  CHECK_FALSE(rm::corpus_gpu_type(gemm));
+  rm::GpuSpec attention = rm::load_topology("dgx-a100-ib").gpu;
+  attention.attention.backward_factor = 2.5;
+  CHECK_FALSE(rm::corpus_gpu_type(attention));
+}
+
+TEST_CASE("track_record: the GPU type's entries of the plan's workload that measure time") {
+  const rm::PublishedCorpus corpus = rm::load_published_corpus();
+  const rm::GpuSpec a100 = rm::load_topology("dgx-a100-ib").gpu;
+  for (rm::Workload w : {rm::Workload::kStep, rm::Workload::kAttention}) {
+    CAPTURE(rm::to_string(w));
+    int count = 0;
+    double worst = 0;
+    for (const rm::PublishedEntry& e : corpus.entries) {
+      if (e.gpu != "a100-80gb" || e.workload != w || e.metric == rm::Metric::kGibPerGpu) continue;
+      const rm::PublishedCheck c = rm::check_published(e);
+      if (!c.modelled) continue;
+      ++count;
+      worst = std::max(worst, std::abs(c.error));
+    }
+    const auto t = rm::track_record(a100, w);
+    REQUIRE(t);
+    CHECK(t->gpu == "a100-80gb");
+    CHECK(t->all.count == count);
+    CHECK(t->all.worst == doctest::Approx(worst));
+    CHECK(t->all.median <= t->all.worst);
+    CHECK(t->heldout.count < t->all.count);
+  }
+  // h800's entries are attention kernels only; a GPU no entry names has no record.
+  CHECK_FALSE(rm::track_record(rm::load_topology("h800-nvlink-box").gpu, rm::Workload::kStep));
+  CHECK(rm::track_record(rm::load_topology("h800-nvlink-box").gpu, rm::Workload::kAttention));
+  CHECK_FALSE(rm::track_record(rm::load_topology("cpu-local").gpu, rm::Workload::kStep));
+  CHECK_FALSE(rm::track_record(a100, rm::Workload::kLayer));
+}
