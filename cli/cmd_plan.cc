@@ -245,7 +245,7 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::IsMember({"table", "json", "yaml", "csv"}));
   cmd->add_option("-o,--output", opts->out, "write the plan as YAML (for simulate / run / export)");
   cmd->add_option("--target", opts->target,
-                  "search only plans this framework can run (megatron or torchtitan; see export)")
+                  "search only plans this framework can run, priced as it runs them (megatron or torchtitan; see export)")
       ->check(CLI::IsMember({"megatron", "torchtitan"}));
   cmd->callback([opts] { run_plan(*opts); });
 }

@@ -38,8 +38,8 @@ std::vector<Column> sweep_columns();
 // format_size's spelling.
 std::vector<std::string> sweep_cells(const Plan& plan, const std::string& seq_as_typed = "");
 
-// "track record: 13 published a100-80gb step runs priced within a median 3.5 % (held out 6:
-// 6.4 %), worst 26.2 % (id); ringmaster validate --published", or why there is none: the line
+// "track record: 13 published a100-80gb step runs priced within a median 2.9 % (held out 6:
+// 3.8 %), worst 26.2 % (id); ringmaster validate --published", or why there is none: the line
 // under plan's header and sweep's table (planner/published_accuracy.h plan_track_record).
 std::string track_record_line(const Job& job, bool calibrated, const std::optional<TrackRecord>& t);
 

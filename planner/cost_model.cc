@@ -498,7 +498,7 @@ const LayerTimes& CostModel::layer_times_cached(const Job& job, const PlanChoice
                       static_cast<int>(job.passes) * 8 + static_cast<int>(job.workload),
                       ch.micro_batch,
                       static_cast<int>(job.fp8_recipe) * 4 + job.eager_elementwise * 2 +
-                          regathers_weights(ch)}};
+                          pays_gemm_size_curve(job, ch)}};
   auto it = layer_memo_.find(key);
   if (it != layer_memo_.end()) return it->second;
   if (ch.tp > 1 && ch.tp_comm_overlap) {
@@ -722,7 +722,7 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
 }
 
 double CostModel::regather_bound_s(const Job& job, const PlanChoice& ch, const Prediction& p) {
-  if (!regathers_weights(ch) || cost_.gemm_half_flops <= 0) return 0;
+  if (!pays_gemm_size_curve(job, ch) || cost_.gemm_half_flops <= 0) return 0;
   const LinearFlops lf = linear_flops_per_token(shard(ch.tp));
   const double tokens = micro_step_sequences(job, ch) * static_cast<double>(job.seq_len / std::max(1, ch.cp));
   const double w = tokens * std::min(lf.layer(), lf.logits);
@@ -733,7 +733,7 @@ double CostModel::layer_gemm_flops_per_s(const Job& job, const PlanChoice& ch, i
                                          const LinearFlops& lf) const {
   // The GEMMs run on the micro-step's stacked sequences at once (their size sets the rate).
   return cost_.gemm_flops_per_s(micro_step_sequences(job, ch) * static_cast<double>(c) * lf.layer(),
-                                regathers_weights(ch));
+                                pays_gemm_size_curve(job, ch));
 }
 
 void CostModel::add_tp_overlap(const Job& job, const PlanChoice& ch, LayerTimes& t) {
@@ -860,7 +860,7 @@ Prediction CostModel::price(const Job& job, const PlanChoice& choice, const Ring
       mb * static_cast<double>(c) *
       (lf.logits * (fwd_only ? 1 : 3) /
            cost_.gemm_flops_per_s(mb * static_cast<double>(c) * lf.logits,
-                                  regathers_weights(ch)) +
+                                  pays_gemm_size_curve(job, ch)) +
        (ewb.loss_fwd + (fwd_only ? 0 : ewb.loss_bwd)) / cost_.hbm_bytes_per_s);
   const int64_t seqs = sequences_per_step(job);
   const int accum = ceil_div(seqs, int64_t{pipe.dp} * mb);  // micro-batches per pipeline

@@ -34,14 +34,14 @@ struct CostParams {
   double peak_flops = 0;       // per GPU
   KernelCurve attention;       // blockwise attention kernel efficiency vs tile size
   double gemm_efficiency = 0;  // fraction of peak of the linear layers (large GEMMs; see below)
-  // GEMM size curve (topology gpu.gemm_half_flops; 0 = flat): in a plan that gathers each
-  // unit's weights again every micro-step (FSDP, data_parallel.h regathers_weights), a
-  // layer's linear GEMMs on one GPU per micro-step, W FLOPs (micro_batch x c tokens, the TP
-  // member's weights), reach gemm_efficiency x W / (W + gemm_half_flops) of peak: a fixed
-  // cost per unit and micro-step (FSDP's gather, copy-in and copy-out, reshard and hooks)
-  // folded into the rate. Plans that keep whole weights between optimizer steps (ZeRO-1/2,
-  // DDP: Megatron's distributed optimizer) run at gemm_efficiency (validation/README.md,
-  // "Whole weights").
+  // GEMM size curve (topology gpu.gemm_half_flops; 0 = flat): in a plan that pays it
+  // (data_parallel.h pays_gemm_size_curve: PyTorch-native frameworks, and FSDP plans priced
+  // for no framework), a layer's linear GEMMs on one GPU per micro-step, W forward FLOPs
+  // (micro_batch x c tokens, the TP member's weights), reach gemm_efficiency x W / (W +
+  // gemm_half_flops) of peak: a fixed cost per layer and micro-step folded into the rate.
+  // Megatron-Core plans, and whole-weight plans priced for no framework, run at
+  // gemm_efficiency (validation/README.md, "Whole weights", "The GEMM size curve is the
+  // framework's").
   double gemm_half_flops = 0;
   double hbm_bytes_per_s = 0;  // optimizer update is memory bound
   // Fixed cost per ring step beyond the transfer's own latency: stream event wait and the
@@ -83,11 +83,11 @@ struct CostParams {
     return peak_flops * attention.efficiency(block_q, block_kv, head_dim);
   }
   // FLOP/s of GEMMs whose work per micro-step is `work_flops` (a layer's linear layers, or
-  // the output head): on the size curve above where `regathered` (the plan gathers the
-  // weights every micro-step), else flat.
-  double gemm_flops_per_s(double work_flops, bool regathered) const {
+  // the output head): on the size curve above where `on_curve` (pays_gemm_size_curve),
+  // else at its limit.
+  double gemm_flops_per_s(double work_flops, bool on_curve) const {
     const double size =
-        regathered && gemm_half_flops > 0 ? work_flops / (work_flops + gemm_half_flops) : 1.0;
+        on_curve && gemm_half_flops > 0 ? work_flops / (work_flops + gemm_half_flops) : 1.0;
     return peak_flops * gemm_efficiency * size;
   }
   // Adding an fp32 dK,dV partial into its accumulator is memory bound: read both, write

@@ -12,6 +12,15 @@ bool regathers_weights(const PlanChoice& ch) {
   return regathers_weights(ch.sharding, std::max(1, ch.cp) * std::max(1, ch.dp));
 }
 
+bool pays_gemm_size_curve(const Job& job, const PlanChoice& ch) {
+  switch (job.framework) {
+    case Framework::kMegatron: return false;
+    case Framework::kPytorch: return true;
+    case Framework::kAny: break;
+  }
+  return regathers_weights(ch);
+}
+
 MicroStepCollectives micro_step_collectives(Sharding s, int micro, int micro_steps, int data_gpus) {
   MicroStepCollectives c;
   if (data_gpus <= 1) return c;

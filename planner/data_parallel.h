@@ -53,6 +53,15 @@ bool regathers_weights(Sharding s, int data_gpus);
 // of one GPU each counts as regathering).
 bool regathers_weights(const PlanChoice& ch);
 
+// Whether a plan's linear GEMMs run on the GEMM size curve (CostParams::gemm_flops_per_s)
+// rather than at its limit. The corpus says it is the framework's, not the sharding's
+// (validation/README.md, "The GEMM size curve is the framework's"): Megatron-Bridge's FSDP run
+// reaches the limit while regathering, FlashAttention-2's PyTorch DDP run with ZeRO-1 pays
+// the curve with whole weights. So kMegatron never, kPytorch always, and a plan priced for no
+// framework (kAny) where it regathers weights: FSDP plans are PyTorch's, whole-weight plans
+// Megatron's distributed optimizer, the frameworks that run them.
+bool pays_gemm_size_curve(const Job& job, const PlanChoice& ch);
+
 // What a micro-step runs per unit (see the table above).
 struct MicroStepCollectives {
   bool forward_gather = false;

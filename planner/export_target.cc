@@ -178,8 +178,11 @@ Plan plan_for_target(Planner& planner, const Job& asked, const SearchPins& pins,
   if (target == ExportTarget::kSlurm) return planner.plan(asked, pins);
   const std::string t = to_string(target), fw = display_name(target);
   // Both frameworks take the loss over the whole micro-step's fp32 logits: their memory.
+  // And each prices its GEMMs as that framework runs them (data_parallel.h
+  // pays_gemm_size_curve): torchtitan is PyTorch-native.
   Job job = asked;
   job.chunked_loss = false;
+  job.framework = target == ExportTarget::kMegatron ? Framework::kMegatron : Framework::kPytorch;
   if (job.workload != Workload::kStep)
     fail_input(where, "--workload", fw + " runs training steps: --target " + t + " plans workload step");
   SearchPins p = pins;

@@ -20,7 +20,8 @@ double fp8_cast_bytes_per_token_layer(const ModelSpec& m, Fp8Recipe recipe) {
     const double inputs = 3 * H + hd + (m.gated_ffn ? 2 : 1) * H + F;  // wq wk wv, wo, w1 (w3), w2
     return 6 * (inputs + grads) / kTensorwiseCastEfficiency;
   }
-  return (2 * (H + H) + 4 * (hd + F) + 4 * grads) / kDelayedCastEfficiency;
+  if (recipe == Fp8Recipe::kCurrent) return 6 * (H + hd + H + F + grads) / kTransformerEngineCastEfficiency;
+  return (2 * (H + H) + 4 * (hd + F) + 4 * grads) / kTransformerEngineCastEfficiency;
 }
 
 void apply_linear_precision(Topology& topology, LinearPrecision p, const std::string& where,

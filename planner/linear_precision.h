@@ -60,6 +60,14 @@ void apply_linear_precision(Topology& topology, LinearPrecision p, const std::st
 //    projection's inputs and every output gradient go through cast_transpose (read 2, write
 //    1 + 1). At 0.92 of HBM peak: roofline_utils.py's pct_achievable_mem_bw for pointwise
 //    kernels over large inputs.
+//  - kCurrent (Transformer Engine's Float8CurrentScaling): the scale comes from the tensor
+//    itself, so every quantized tensor is read twice, for its amax and for the cast, and on
+//    Hopper written row- and column-major (TransformerEngine docs/features/
+//    low_precision_training/fp8_current_scaling/fp8_current_scaling.rst @ 41f6cbf1:
+//    "requires reading the tensor twice"; "On Hopper, columnwise usage requires a physical
+//    transpose"): 6 bytes per element, the norm no longer writing fp8 itself. TE's fused
+//    GEMMs cast each input once (QKV and the FFN up/gate projection each read the normed x
+//    once), every output gradient too; at kDelayed's 0.92 (TE's kernels either way).
 double fp8_cast_bytes_per_token_layer(const ModelSpec& m, Fp8Recipe recipe);
 
 // torchao tensorwise casts' achieved fraction of HBM peak: fitted so the whole step model
@@ -68,7 +76,8 @@ double fp8_cast_bytes_per_token_layer(const ModelSpec& m, Fp8Recipe recipe);
 // benchmarks": 6150 -> 7689.5 tokens/s, 1.2503x; tests/planner/linear_precision_test.cc
 // holds it to 2 %). Outside validation/published.yaml, so no corpus entry is fitted by it.
 inline constexpr double kTensorwiseCastEfficiency = 0.20;
-// Transformer Engine's casts: roofline_utils.py's pct_achievable_mem_bw.
-inline constexpr double kDelayedCastEfficiency = 0.92;
+// Transformer Engine's casts (delayed and current scaling): roofline_utils.py's
+// pct_achievable_mem_bw.
+inline constexpr double kTransformerEngineCastEfficiency = 0.92;
 
 }  // namespace rm

@@ -38,9 +38,16 @@ enum class Checkpointing { kNone, kSelective, kFull };
 enum class Workload { kAttention, kLayer, kStep };
 enum class Passes { kForward, kForwardBackward };
 // How float8 linear layers scale their inputs (linear_precision.h): none (bf16 linears),
-// torchao's dynamic tensorwise scaling (torchtitan's float8) or Transformer Engine's
-// delayed scaling (Megatron-LM / NeMo fp8).
-enum class Fp8Recipe { kNone, kTensorwise, kDelayed };
+// torchao's dynamic tensorwise scaling (torchtitan's float8), Transformer Engine's delayed
+// scaling (Megatron-LM / NeMo fp8) or its current scaling (Float8CurrentScaling, NeMo's and
+// Megatron-Bridge's "FP8-CS").
+enum class Fp8Recipe { kNone, kTensorwise, kDelayed, kCurrent };
+// The training framework a plan is priced for (`plan --target`, the corpus's `framework`):
+// where its GEMMs pay the GEMM size curve (data_parallel.h pays_gemm_size_curve). kAny: no
+// framework named; kMegatron: Megatron-Core with Transformer Engine (Megatron-LM, NeMo,
+// Megatron-Bridge); kPytorch: PyTorch-native stacks (torchtitan, Composer / llm-foundry,
+// PyTorch DDP and FSDP).
+enum class Framework { kAny, kMegatron, kPytorch };
 // Data-parallel sharding of the model states over the cp·dp GPUs of a TP rank (ZeRO,
 // Rajbhandari et al. 2020, Sec. 5; memory_model.h has the bytes, cost_model.h the
 // collectives): kDdp replicates all (one gradient all-reduce per step); kZero1 shards the
@@ -75,6 +82,7 @@ const char* to_string(Checkpointing v);
 const char* to_string(Workload v);
 const char* to_string(Passes v);
 const char* to_string(Sharding v);  // "ddp", "zero1", "zero2", "fsdp", "hsdp" ("none")
+const char* to_string(Framework v);  // "any", "megatron", "pytorch"
 // Parse; throw InputError naming `where` and `field` and listing the valid spellings.
 Strategy parse_strategy(const std::string& s, const std::string& where, const std::string& field);
 Schedule parse_schedule(const std::string& s, const std::string& where, const std::string& field);
@@ -86,6 +94,7 @@ Workload parse_workload(const std::string& s, const std::string& where, const st
 Passes parse_passes(const std::string& s, const std::string& where, const std::string& field);
 // A plan's sharding: ddp, zero1, zero2, fsdp or hsdp ("none" is refused).
 Sharding parse_sharding(const std::string& s, const std::string& where, const std::string& field);
+Framework parse_framework(const std::string& s, const std::string& where, const std::string& field);
 
 // What the user asked for.
 struct Job {
@@ -117,6 +126,10 @@ struct Job {
   // at once, as torchtitan and Megatron-LM compute it (--no-chunked-loss). Memory only:
   // the same FLOPs and bytes either way.
   bool chunked_loss = true;
+  // The framework the plan is priced for: `plan --target` sets it (megatron, or pytorch for
+  // torchtitan), `validate --published` from an entry's `framework`; it decides where the
+  // GEMM size curve applies (data_parallel.h pays_gemm_size_curve).
+  Framework framework = Framework::kAny;
 };
 
 // Ring order names: "node-major", "snake" (rail-aware), "searched", "custom".

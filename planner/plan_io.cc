@@ -12,6 +12,7 @@
 //   passes: forward-backward    # forward | forward-backward
 //   attention_kernel: ...       # optional, flash_attn_2
 //   chunked_loss: false         # optional, true (Job::chunked_loss)
+//   framework: megatron         # optional, any (Job::framework; megatron | pytorch)
 //   plan: {strategy, cp_comm_type, tp, tp_comm_overlap (optional, false), pp, sharding, [data_parallel_shard_degree: hsdp only], virtual_stages,
 //          account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split (optional, false; pp > 1), cp, dp, schedule, order_name, order: [GPU ids in ring order],
 //          load_balance, block_q, block_kv, kv_subblocks, checkpointing, grad_accum,
@@ -100,6 +101,12 @@ constexpr std::array<std::pair<Sharding, const char*>, 5> kShardingLevels{{
     {Sharding::kHsdp, "hsdp"},
 }};
 
+constexpr std::array<std::pair<Framework, const char*>, 3> kFrameworks{{
+    {Framework::kAny, "any"},
+    {Framework::kMegatron, "megatron"},
+    {Framework::kPytorch, "pytorch"},
+}};
+
 }  // namespace
 
 const char* to_string(Strategy v) { return spell(v, kStrategies); }
@@ -109,6 +116,7 @@ const char* to_string(Checkpointing v) { return spell(v, kCheckpointings); }
 const char* to_string(Workload v) { return spell(v, kWorkloads); }
 const char* to_string(Passes v) { return spell(v, kPasses); }
 const char* to_string(Sharding v) { return v == Sharding::kNone ? "none" : spell(v, kShardingLevels); }
+const char* to_string(Framework v) { return spell(v, kFrameworks); }
 
 constexpr std::array<std::pair<Strategy, const char*>, 5> kCpCommTypes{{
     {Strategy::kRing, "p2p"},
@@ -148,6 +156,9 @@ Passes parse_passes(const std::string& s, const std::string& where, const std::s
 Sharding parse_sharding(const std::string& s, const std::string& where, const std::string& field) {
   return parse_enum(s, kShardingLevels, where, field);
 }
+Framework parse_framework(const std::string& s, const std::string& where, const std::string& field) {
+  return parse_enum(s, kFrameworks, where, field);
+}
 
 // ---- JSON -------------------------------------------------------------------------------
 
@@ -177,6 +188,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
   out["passes"] = to_string(j.passes);
   out["attention_kernel"] = j.attention_kernel;
   out["chunked_loss"] = j.chunked_loss;
+  out["framework"] = to_string(j.framework);
   out["plan"] = {{"strategy", to_string(c.strategy)},
                  {"cp_comm_type", cp_comm_type(c.strategy)},
                  {"tp", c.tp},
@@ -284,6 +296,7 @@ std::string plan_to_yaml_string(const Plan& plan) {
   if (j.attention_kernel != kDefaultAttentionKernel)
     e << YAML::Key << "attention_kernel" << YAML::Value << j.attention_kernel;
   if (!j.chunked_loss) e << YAML::Key << "chunked_loss" << YAML::Value << false;
+  if (j.framework != Framework::kAny) e << YAML::Key << "framework" << YAML::Value << to_string(j.framework);
 
   e << YAML::Key << "plan" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "strategy" << YAML::Value << to_string(c.strategy);
@@ -537,6 +550,8 @@ Plan parse_plan_yaml(const std::string& yaml_text, const std::string& path) {
                                 : Passes::kForwardBackward;
   j.attention_kernel = root.str_or("attention_kernel", kDefaultAttentionKernel);
   j.chunked_loss = root.boolean_or("chunked_loss", true);  // plans before it chunked the loss
+  if (root.has("framework"))
+    j.framework = parse_framework(root.str("framework"), root.location("framework"), root.field("framework"));
   plan.choice = read_choice(root.map("plan"), j.gpus);
   TokenLayout::check_divisible(plan.choice.load_balance, j.seq_len, plan.choice.cp, root.location("seq_len"));
   if (root.has("predicted")) plan.predicted = read_predicted(root.map("predicted"));

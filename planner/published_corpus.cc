@@ -48,7 +48,7 @@ const std::vector<std::string> kEntryKeys = {
     "pp",           "dp",        "sharding", "checkpointing", "precision", "causal", "metric",
     "published",    "definitions", "split",  "note",          "attention_kernel", "topology", "compile",
     "pp_schedule",  "fp8_recipe", "tp_comm_overlap", "account_for_embedding_in_pipeline_split",
-    "account_for_loss_in_pipeline_split", "virtual_stages", "repeat_kv"};
+    "account_for_loss_in_pipeline_split", "virtual_stages", "repeat_kv", "framework"};
 
 template <typename E>
 const char* name_of(const Names<E>& names, E v) {
@@ -187,13 +187,20 @@ PublishedEntry parse_entry(const YAML::Node& node, const std::string& source, si
     e.tp_comm_overlap = m.boolean("tp_comm_overlap");
     if (e.tp == 1) m.fail("tp_comm_overlap", "expected only with tp > 1");
   }
+  if (m.has("framework")) {
+    const std::string v = m.str("framework");
+    if (v != "megatron" && v != "pytorch") m.fail("framework", "expected megatron or pytorch (got '" + v + "')");
+    e.framework = v == "megatron" ? Framework::kMegatron : Framework::kPytorch;
+  }
   if (m.has("fp8_recipe")) {
     const std::string v = m.str("fp8_recipe");
-    if (v != "tensorwise" && v != "delayed") m.fail("fp8_recipe", "expected tensorwise or delayed (got '" + v + "')");
+    if (v != "tensorwise" && v != "delayed" && v != "current")
+      m.fail("fp8_recipe", "expected tensorwise, delayed or current (got '" + v + "')");
     if (e.precision != Precision::kFp8) m.fail("fp8_recipe", "expected only with precision fp8");
-    e.fp8_recipe = v == "tensorwise" ? Fp8Recipe::kTensorwise : Fp8Recipe::kDelayed;
+    e.fp8_recipe = v == "tensorwise" ? Fp8Recipe::kTensorwise : v == "delayed" ? Fp8Recipe::kDelayed : Fp8Recipe::kCurrent;
   } else if (e.precision == Precision::kFp8) {
-    m.fail("fp8_recipe", "expected with precision fp8: tensorwise (torchao) or delayed (Transformer Engine)");
+    m.fail("fp8_recipe",
+           "expected with precision fp8: tensorwise (torchao), delayed or current (Transformer Engine's scalings)");
   }
   e.metric = parse_name(m, "metric", kMetrics);
   e.published = m.number("published", Range::above_up_to(0, 1e18));  // tokens/s, MFU, seconds

@@ -89,9 +89,14 @@ struct PublishedEntry {
   // overlapped, both frameworks' default.
   bool tp_comm_overlap = false;
   // How fp8 linear layers scale (required with precision fp8, refused otherwise):
-  // `tensorwise` (torchao's dynamic tensorwise scaling: torchtitan's float8) or `delayed`
-  // (Transformer Engine's delayed scaling: Megatron-LM, NeMo), linear_precision.h.
+  // `tensorwise` (torchao's dynamic tensorwise scaling: torchtitan's float8), `delayed` or
+  // `current` (Transformer Engine's delayed and current scaling: Megatron-LM, NeMo,
+  // Megatron-Bridge's FP8-CS), linear_precision.h.
   Fp8Recipe fp8_recipe = Fp8Recipe::kNone;
+  // The framework that ran it (optional): `megatron` (Megatron-LM, NeMo, Megatron-Bridge)
+  // or `pytorch` (torchtitan, llm-foundry's Composer, PyTorch DDP / FSDP); absent (any):
+  // one the source does not name or neither (data_parallel.h pays_gemm_size_curve).
+  Framework framework = Framework::kAny;
   bool causal = true;
   Metric metric = Metric::kTokensPerSPerGpu;
   double published = 0;   // the figure as printed, in `metric`'s unit

@@ -261,6 +261,7 @@ PublishedCheck check_published(const PublishedEntry& e) {
   job.passes = e.passes;
   job.eager_elementwise = e.compile.has_value() && !*e.compile;
   job.fp8_recipe = e.fp8_recipe;
+  job.framework = e.framework;
   // Every framework of the corpus takes the loss over whole fp32 logits (torchtitan,
   // Megatron-LM / NeMo, llm-foundry's Composer, the papers' PyTorch runs): memory only.
   job.chunked_loss = false;

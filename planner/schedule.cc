@@ -112,7 +112,7 @@ class Generator {
   LinearFlops lin_{};
   ElementwiseBytes ew_{};
   int mb_ = 1;                // sequences per micro-step (PlanChoice::micro_batch)
-  bool regathered_ = false;   // weights gathered every micro-step: the GEMM size curve applies
+  bool on_curve_ = false;     // the GEMM size curve applies (data_parallel.h pays_gemm_size_curve)
   double tp_bytes_ = 0;       // one member's share of a TP collective (tensor_parallel.h)
   double act_per_layer_ = 0;  // stored activation bytes of one layer, all mb_ sequences
 
@@ -296,7 +296,7 @@ class Generator {
     ew_.layer_fwd = elementwise_bytes_per_token(m_, gpu.element_bytes, job_.eager_elementwise, job_.fp8_recipe).layer_fwd / T_;
     tp_bytes_ = tp_collective_bytes(m_, c_, gpu.element_bytes, T_);
     mb_ = micro_step_sequences(job_, choice_);
-    regathered_ = regathers_weights(choice_);  // pp-flattened, as the cost model prices it
+    on_curve_ = pays_gemm_size_curve(job_, choice_);  // pp-flattened, as the cost model prices it
     // Every sequence of the micro-step keeps its activations (the memory model's count).
     act_per_layer_ = mb_ * static_cast<double>(c_) *
                      activation_bytes_per_token_layer(m_, choice_.checkpointing, gpu.element_bytes, T_);
@@ -598,7 +598,7 @@ class Generator {
     const double flops = flops_per_token * factor * static_cast<double>(c_);
     const double work = mb_ * static_cast<double>(c_) * (head ? lin_.logits : lin_.layer());
     r.em.compute(ComputeKind::kGemm, flops, flops * r.useful_scale,
-                 costs_.gemm_flops_per_s(work, regathered_) / costs_.peak_flops, -1, -1);
+                 costs_.gemm_flops_per_s(work, on_curve_) / costs_.peak_flops, -1, -1);
   }
 
   // Forward ring pass with its transient buffers (fp32 output accumulator, score tiles,

@@ -141,6 +141,24 @@ for t in megatron torchtitan; do
     "$bin" export --plan "$tmp/p-$t.yaml" --to $t >/dev/null || fail "plan --target $t then export --to $t"
 done
 
+# --target prices the plan as that framework runs its GEMMs (data_parallel.h
+# pays_gemm_size_curve), and the plan file keeps it: torchtitan's plan carries framework
+# pytorch, Megatron's framework megatron, and a replay of the file reads the same step.
+checked=$((checked + 1))
+for t in megatron:megatron torchtitan:pytorch; do
+  grep -q "^framework: ${t#*:}$" "$tmp/p-${t%%:*}.yaml" || fail "plan --target ${t%%:*}: the plan file has no 'framework: ${t#*:}'"
+done
+"$bin" plan --gpus 64 --seq 8k --target torchtitan --sharding fsdp --format json >"$tmp/tt.json" 2>/dev/null &&
+  "$bin" plan --gpus 64 --seq 8k --target megatron --sharding fsdp --format json >"$tmp/mg.json" 2>/dev/null ||
+  fail "plan --target with --sharding fsdp at 8K"
+python3 - "$tmp/tt.json" "$tmp/mg.json" <<'PY' || fail "--target megatron does not price FSDP's GEMMs at the limit"
+import json, sys
+tt, mg = (json.load(open(f)) for f in sys.argv[1:3])
+assert tt["framework"] == "pytorch" and mg["framework"] == "megatron", (tt["framework"], mg["framework"])
+assert tt["plan"]["sharding"] == mg["plan"]["sharding"] == "fsdp"
+assert mg["predicted"]["tokens_per_s"] > 1.05 * tt["predicted"]["tokens_per_s"], (mg["predicted"], tt["predicted"])
+PY
+
 # The collective kinds the frameworks run are searched too: at 1M tokens on 16 GPUs all-to-all
 # is the fastest plan; Megatron-LM runs it (--cp-comm-type a2a), torchtitan has no a2a CP.
 checked=$((checked + 1))

@@ -8,6 +8,7 @@
 #include "planner/data_parallel.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
+#include "tests/planner/round_specs.h"
 
 namespace rm {
 namespace {
@@ -35,6 +36,48 @@ TEST_CASE("collectives per micro-step and level (data_parallel.h's table)") {
   // One micro-step is first and last.
   const MicroStepCollectives z1 = micro_step_collectives(Sharding::kZero1, 0, 1, 8);
   CHECK((z1.forward_gather && z1.reduce_scatter && !z1.backward_gather));
+}
+
+TEST_CASE("the GEMM size curve is the framework's, and FSDP's where none is named") {
+  PlanChoice fsdp;
+  fsdp.sharding = Sharding::kFsdp;
+  fsdp.dp = 8;
+  PlanChoice zero1 = fsdp;
+  zero1.sharding = Sharding::kZero1;
+  PlanChoice one_gpu = fsdp;
+  one_gpu.dp = 1;
+  Job job;
+  CHECK(pays_gemm_size_curve(job, fsdp));
+  CHECK_FALSE(pays_gemm_size_curve(job, zero1));
+  CHECK_FALSE(pays_gemm_size_curve(job, one_gpu));  // nothing to regather
+  job.framework = Framework::kMegatron;  // Megatron-Bridge's FSDP run reaches the limit
+  CHECK_FALSE(pays_gemm_size_curve(job, fsdp));
+  CHECK_FALSE(pays_gemm_size_curve(job, zero1));
+  job.framework = Framework::kPytorch;  // FlashAttention-2's DDP + ZeRO-1 run pays it
+  CHECK(pays_gemm_size_curve(job, zero1));
+  CHECK(pays_gemm_size_curve(job, one_gpu));
+}
+
+TEST_CASE("the framework changes a plan's GEMM time by the curve and nothing else") {
+  const ModelSpec m = load_model("llama2-7b");
+  const Topology topo = load_topology("dgx-a100-ib");
+  const Fabric fabric(topo, 64);
+  const CostParams cost = CostParams::from_topology(topo);
+  const Job job = test::step_job("llama2-7b", "dgx-a100-ib", 64, 8192);
+  SearchPins pins;
+  pins.cp = 1;
+  pins.tp = 1;
+  pins.sharding = Sharding::kZero1;
+  auto priced = [&](Framework f) {
+    Job j = job;
+    j.framework = f;
+    Planner planner(m, fabric, cost);
+    return planner.plan(j, pins);
+  };
+  const Plan any = priced(Framework::kAny), megatron = priced(Framework::kMegatron), pytorch = priced(Framework::kPytorch);
+  CHECK(megatron.predicted.step_time_s == doctest::Approx(any.predicted.step_time_s));  // whole weights: the limit
+  CHECK(pytorch.predicted.linear_compute_s > 1.1 * any.predicted.linear_compute_s);
+  CHECK(pytorch.predicted.attention_compute_s == doctest::Approx(any.predicted.attention_compute_s));
 }
 
 TEST_CASE("hsdp groups: shard groups inside a node, replicas across") {

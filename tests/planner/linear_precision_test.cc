@@ -1,6 +1,6 @@
 // Float8 linear layers (planner/linear_precision.h): the rate each shipped GPU gets, the
-// refusal on a GPU without fp8, and the one published speedup the fp8 efficiency is taken
-// from, reproduced by the whole step model.
+// refusal on a GPU without fp8, the casts' bytes by recipe, and the one published speedup the
+// fp8 efficiency is taken from, reproduced by the whole step model.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -111,4 +111,21 @@ TEST_CASE("the corpus's H200 float8 runs are priced, an A100 fp8 entry is not") 
   CHECK(!r.modelled);
   REQUIRE(r.not_modelled.size() == 1);
   CHECK(r.not_modelled[0] == "fp8 linear layers: topology a100-nvlink-box has no fp8 rate");
+}
+
+TEST_CASE("fp8 casts by recipe: Transformer Engine's current scaling reads each tensor twice") {
+  // Llama 3 8B: H 4096, q heads x d 4096, K,V 1024 each, gated FFN 14336. Output gradients
+  // of q, k, v, o, up, gate, down: 4096 + 2 x 1024 + 4096 + 2 x 14336 + 4096 = 43008.
+  const rm::ModelSpec m = rm::load_model("llama3-8b");
+  const double grads = 43008;
+  // TE's fused GEMMs cast one input each: QKV 4096, o 4096, up/gate 4096, down 14336.
+  CHECK(rm::fp8_cast_bytes_per_token_layer(m, rm::Fp8Recipe::kCurrent) ==
+        doctest::Approx(6 * (4096 + 4096 + 4096 + 14336 + grads) / rm::kTransformerEngineCastEfficiency));
+  // Delayed: the norms write fp8 (2 bytes a column-major copy), cast_transpose elsewhere (4).
+  CHECK(rm::fp8_cast_bytes_per_token_layer(m, rm::Fp8Recipe::kDelayed) ==
+        doctest::Approx((2 * (4096 + 4096) + 4 * (4096 + 14336) + 4 * grads) / rm::kTransformerEngineCastEfficiency));
+  // torchao: every nn.Linear casts its own input (wq, wk, wv; w1, w3), 6 bytes at its fitted efficiency.
+  CHECK(rm::fp8_cast_bytes_per_token_layer(m, rm::Fp8Recipe::kTensorwise) ==
+        doctest::Approx(6 * (3 * 4096 + 4096 + 2 * 4096 + 14336 + grads) / rm::kTensorwiseCastEfficiency));
+  CHECK(rm::fp8_cast_bytes_per_token_layer(m, rm::Fp8Recipe::kNone) == 0);
 }

@@ -79,6 +79,11 @@ TEST_CASE("every enum spelling round-trips, bad ones list the valid spellings") 
     CHECK(parse_workload(to_string(v), "w", "f") == v);
   }
   for (auto v : {Passes::kForward, Passes::kForwardBackward}) CHECK(parse_passes(to_string(v), "w", "f") == v);
+  for (auto v : {Framework::kAny, Framework::kMegatron, Framework::kPytorch}) {
+    CHECK(parse_framework(to_string(v), "w", "f") == v);
+  }
+  CHECK_THROWS_WITH_AS(parse_framework("jax", "p.yaml:3", "framework"),
+                       "p.yaml:3: framework: expected one of any, megatron, pytorch (got 'jax')", InputError);
   CHECK(std::string(to_string(Strategy::kAllGatherCp)) == "allgather-cp");
   CHECK(std::string(to_string(Passes::kForwardBackward)) == "forward-backward");
   CHECK_THROWS_WITH_AS(parse_schedule("ring", "--schedule", "schedule"),
@@ -235,5 +240,18 @@ TEST_CASE("chunked_loss: written when false, read back strictly, true in plans f
   }
   CHECK(why.find("chunked_loss") != std::string::npos);
   CHECK(why.find("expected true or false") != std::string::npos);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("framework: written when one is named, any in plans from before it, in the JSON always") {
+  rm::Plan p = sample_plan();
+  const std::string path = temp_path("framework.yaml");
+  rm::write_plan_yaml(p, path);
+  CHECK(rm::read_plan_yaml(path).job.framework == rm::Framework::kAny);
+  CHECK(rm::plan_to_json(p)["framework"] == "any");
+  p.job.framework = rm::Framework::kMegatron;
+  rm::write_plan_yaml(p, path);
+  CHECK(rm::read_plan_yaml(path).job.framework == rm::Framework::kMegatron);
+  CHECK(rm::plan_to_json(p)["framework"] == "megatron");
   std::filesystem::remove(path);
 }

@@ -98,7 +98,7 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
   CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    comment: x")) ==
         "c.yaml:28: rfa-a100-fwd-zigzag.comment: unknown key; expected one of: account_for_embedding_in_pipeline_split, "
         "account_for_loss_in_pipeline_split, assumed, attention_kernel, causal, "
-        "checkpointing, cluster, compile, cp, cp_kind, definitions, dp, fp8_recipe, global_batch, gpu, gpus, id, "
+        "checkpointing, cluster, compile, cp, cp_kind, definitions, dp, fp8_recipe, framework, global_batch, gpu, gpus, id, "
         "metric, micro_batch, model, note, passes, pp, pp_schedule, precision, published, repeat_kv, seq_len, sharding, source, "
         "split, topology, tp, tp_comm_overlap, virtual_stages, workload");
   // A split's accounting and virtual stages: only where the source pipelines (interleaved).
@@ -106,14 +106,16 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
         "c.yaml:28: rfa-a100-fwd-zigzag.account_for_loss_in_pipeline_split: expected only with pp > 1");
   CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    virtual_stages: 8")) ==
         "c.yaml:28: rfa-a100-fwd-zigzag.virtual_stages: expected only with pp_schedule interleaved_1f1b");
-  // fp8's recipe: required with fp8, refused without it, one of two names.
+  // fp8's recipe: required with fp8, refused without it, one of three names.
   CHECK(corpus_error_of(replaced(kOneEntry, "precision: bf16", "precision: fp8")) ==
-        "c.yaml:3: rfa-a100-fwd-zigzag.fp8_recipe: expected with precision fp8: tensorwise (torchao) or delayed "
-        "(Transformer Engine)");
+        "c.yaml:3: rfa-a100-fwd-zigzag.fp8_recipe: expected with precision fp8: tensorwise (torchao), delayed or current "
+        "(Transformer Engine's scalings)");
   CHECK(corpus_error_of(replaced(kOneEntry, "precision: bf16", "precision: bf16\n    fp8_recipe: delayed")) ==
         "c.yaml:22: rfa-a100-fwd-zigzag.fp8_recipe: expected only with precision fp8");
+  CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    framework: jax")) ==
+        "c.yaml:28: rfa-a100-fwd-zigzag.framework: expected megatron or pytorch (got 'jax')");
   CHECK(corpus_error_of(replaced(kOneEntry, "precision: bf16", "precision: fp8\n    fp8_recipe: rowwise")) ==
-        "c.yaml:22: rfa-a100-fwd-zigzag.fp8_recipe: expected tensorwise or delayed (got 'rowwise')");
+        "c.yaml:22: rfa-a100-fwd-zigzag.fp8_recipe: expected tensorwise, delayed or current (got 'rowwise')");
   CHECK(corpus_error_of(replaced(kOneEntry, "cp_kind: zigzag", "cp_kind: ulysses")) ==
         "c.yaml:15: rfa-a100-fwd-zigzag.cp_kind: expected one of none, ring, zigzag, striped, all_gather, "
         "a2a, a2a+p2p (got 'ulysses')");
@@ -133,10 +135,10 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
         "c.yaml:29: rfa-a100-fwd-zigzag.id: duplicate id (first at c.yaml:3)");
 }
 
-TEST_CASE("the shipped corpus loads: 76 entries, unique ids, 38 held out") {
+TEST_CASE("the shipped corpus loads: 79 entries, unique ids, 41 held out") {
   const rm::PublishedCorpus c = rm::load_published_corpus();
   CHECK(c.source == "validation/published.yaml");
-  CHECK(c.entries.size() == 76);
+  CHECK(c.entries.size() == 79);
   std::set<std::string> ids;
   int heldout = 0;
   for (const auto& e : c.entries) {
@@ -144,7 +146,7 @@ TEST_CASE("the shipped corpus loads: 76 entries, unique ids, 38 held out") {
     heldout += e.split == rm::Split::kHeldout;
   }
   CHECK(ids.size() == c.entries.size());
-  CHECK(heldout == 38);
+  CHECK(heldout == 41);
 }
 
 TEST_CASE("the sources' FLOP conventions reproduce their own checks") {
