@@ -41,8 +41,6 @@ struct KernelCurve {
   // is merged into that slice and copied back (cost_params.h merge_s, `sliced`).
   double slice_merge_bytes = 0;
 
-  bool operator==(const KernelCurve&) const = default;
-
   // Fraction of peak FLOP/s for tiles of bq x bkv with head dim d; 0 if the tile does
   // not fit in tile_bytes_limit.
   double efficiency(int bq, int bkv, int d) const;

@@ -88,7 +88,7 @@ std::string topology_for(const PublishedEntry& e, std::vector<std::string>& why)
 
 std::optional<std::string> corpus_gpu_type(const GpuSpec& gpu) {
   for (const GpuTopologies& g : kGpuTopologies)
-    if (load_topology(g.one_node).gpu == gpu) return g.gpu;
+    if (same_gpu_spec(load_topology(g.one_node).gpu, gpu)) return g.gpu;
   return std::nullopt;
 }
 

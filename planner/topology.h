@@ -41,9 +41,12 @@ struct GpuSpec {
   // (0 = gemm_efficiency, the bf16 GEMMs' fraction of their peak).
   double fp8_peak_flops = 0;
   double fp8_gemm_efficiency = 0;
-
-  bool operator==(const GpuSpec&) const = default;
 };
+
+// Whether two GPU specs agree in every field above (the published corpus's record of a GPU
+// type holds only for its constants as shipped: published_prediction.h corpus_gpu_type).
+// A field added to GpuSpec or KernelCurve is added here too.
+bool same_gpu_spec(const GpuSpec& a, const GpuSpec& b);
 
 
 enum class IntraKind {

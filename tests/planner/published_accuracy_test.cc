@@ -67,13 +67,34 @@ TEST_CASE("corpus_gpu_type: a shipped topology's GPU as shipped, and nothing for
   CHECK_FALSE(rm::corpus_gpu_type(rm::load_topology("cpu-local").gpu));
   CHECK_FALSE(rm::corpus_gpu_type(rm::load_topology("tpu-v4-torus").gpu));
 
-  // Any constant changed makes it a GPU no published run has checked.
-  rm::GpuSpec gemm = rm::load_topology("dgx-a100-ib").gpu;
-  gemm.gemm_efficiency += 0.01;
-  CHECK_FALSE(rm::corpus_gpu_type(gemm));
-  rm::GpuSpec attention = rm::load_topology("dgx-a100-ib").gpu;
-  attention.attention.backward_factor = 2.5;
-  CHECK_FALSE(rm::corpus_gpu_type(attention));
+  // Any field changed makes it a GPU no published run has checked (same_gpu_spec reads each).
+  const rm::GpuSpec a100 = rm::load_topology("dgx-a100-ib").gpu;
+  const std::vector<void (*)(rm::GpuSpec&)> changes = {
+      [](rm::GpuSpec& g) { g.name += "x"; },
+      [](rm::GpuSpec& g) { g.memory_bytes *= 2; },
+      [](rm::GpuSpec& g) { g.peak_flops *= 2; },
+      [](rm::GpuSpec& g) { g.hbm_bytes_per_s *= 2; },
+      [](rm::GpuSpec& g) { g.runtime_reserve_bytes *= 2; },
+      [](rm::GpuSpec& g) { g.gemm_efficiency += 0.01; },
+      [](rm::GpuSpec& g) { g.gemm_half_flops *= 2; },
+      [](rm::GpuSpec& g) { g.element_bytes = 4; },
+      [](rm::GpuSpec& g) { g.attention_kernels["flash_attn_3"] = 1.7; },
+      [](rm::GpuSpec& g) { g.fp8_peak_flops = 1e15; },
+      [](rm::GpuSpec& g) { g.fp8_gemm_efficiency = 0.5; },
+      [](rm::GpuSpec& g) { g.attention.max_efficiency += 0.01; },
+      [](rm::GpuSpec& g) { g.attention.half_flops *= 2; },
+      [](rm::GpuSpec& g) { g.attention.tile_bytes_limit *= 2; },
+      [](rm::GpuSpec& g) { g.attention.backward_factor = 2.5; },
+      [](rm::GpuSpec& g) { g.attention.merge_bytes += 1; },
+      [](rm::GpuSpec& g) { g.attention.dq_merge_bytes += 1; },
+      [](rm::GpuSpec& g) { g.attention.slice_merge_bytes += 1; },
+  };
+  for (size_t i = 0; i < changes.size(); ++i) {
+    CAPTURE(i);
+    rm::GpuSpec g = a100;
+    changes[i](g);
+    CHECK_FALSE(rm::corpus_gpu_type(g));
+  }
 }
 
 TEST_CASE("track_record: the GPU type's entries of the plan's workload that measure time") {
