@@ -167,6 +167,10 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
                               gib(logits) + " GiB"});
   choice.add_row({"micro-batch", std::to_string(c.micro_batch) + (c.micro_batch == 1 ? " sequence" : " sequences") + " per ring"});
   choice.add_row({"grad accumulation", std::to_string(c.grad_accum) + (c.grad_accum == 1 ? " micro-step" : " micro-steps")});
+  if (j.framework != Framework::kAny)  // named by --target: it decides the GEMMs' rate
+    choice.add_row({"priced for", j.framework == Framework::kMegatron
+                                      ? "megatron (Megatron-Core: GEMMs at the size curve's limit)"
+                                      : "pytorch (PyTorch-native: GEMMs on the size curve, whatever the sharding)"});
   out += choice.render() + "\n";
 
   Table pred({{"predicted", "", Align::kLeft}, {"value", "", Align::kRight}, {"unit", "", Align::kLeft}});

@@ -151,6 +151,8 @@ done
 "$bin" plan --gpus 64 --seq 8k --target torchtitan --sharding fsdp --format json >"$tmp/tt.json" 2>/dev/null &&
   "$bin" plan --gpus 64 --seq 8k --target megatron --sharding fsdp --format json >"$tmp/mg.json" 2>/dev/null ||
   fail "plan --target with --sharding fsdp at 8K"
+[[ $("$bin" plan --gpus 64 --seq 8k --target megatron 2>/dev/null) == *"priced for"*"megatron (Megatron-Core: GEMMs at the size curve's limit)"* ]] ||
+  fail "plan --target megatron: the table does not say what it is priced for"
 python3 - "$tmp/tt.json" "$tmp/mg.json" <<'PY' || fail "--target megatron does not price FSDP's GEMMs at the limit"
 import json, sys
 tt, mg = (json.load(open(f)) for f in sys.argv[1:3])
