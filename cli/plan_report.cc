@@ -276,8 +276,13 @@ std::string track_record_line(const Job& job, bool calibrated, const std::option
            " run of this GPU, as its topology describes it, is in the corpus (ringmaster validate --published)";
   const ErrorSummary& a = t->all;
   const ErrorSummary& h = t->heldout;
-  return "track record: " + std::to_string(a.count) + " published " + t->gpu + " " + to_string(t->workload) +
-         (a.count == 1 ? " run" : " runs") + " priced within a median " + fixed(100 * a.median, 1) + " %" +
+  // A framework named whose runs the corpus lacks on this GPU: every framework's, said so.
+  const std::string whose = t->framework != Framework::kAny ? std::string(to_string(t->framework)) + " " : "";
+  const std::string none_of = t->framework == Framework::kAny && job.framework != Framework::kAny
+                                  ? " (none of them " + std::string(to_string(job.framework)) + "'s)"
+                                  : "";
+  return "track record: " + std::to_string(a.count) + " published " + t->gpu + " " + whose + to_string(t->workload) +
+         (a.count == 1 ? " run" : " runs") + none_of + " priced within a median " + fixed(100 * a.median, 1) + " %" +
          (h.count > 0 ? " (held out " + std::to_string(h.count) + ": " + fixed(100 * h.median, 1) + " %)" : std::string()) +
          ", worst " + fixed(100 * a.worst, 1) + " % (" + a.worst_id + "); ringmaster validate --published";
 }

@@ -21,21 +21,27 @@ ErrorSummary summarize(const std::vector<PricedEntry>& rows, std::optional<Split
   return s;
 }
 
-std::optional<TrackRecord> track_record(const GpuSpec& gpu, Workload workload) {
+std::optional<TrackRecord> track_record(const GpuSpec& gpu, Workload workload, Framework framework) {
   const std::optional<std::string> type = corpus_gpu_type(gpu);
   if (!type) return std::nullopt;
   static const PublishedCorpus corpus = load_published_corpus();
-  std::vector<PricedEntry> rows;
-  for (const PublishedEntry& e : corpus.entries)
-    if (e.gpu == *type && e.workload == workload && e.metric != Metric::kGibPerGpu) rows.push_back({&e, check_published(e)});
-  TrackRecord t{*type, workload, summarize(rows, std::nullopt), summarize(rows, Split::kHeldout)};
+  std::vector<PricedEntry> rows, of_framework;
+  for (const PublishedEntry& e : corpus.entries) {
+    if (e.gpu != *type || e.workload != workload || e.metric == Metric::kGibPerGpu) continue;
+    rows.push_back({&e, check_published(e)});
+    if (framework != Framework::kAny && e.framework == framework) of_framework.push_back(rows.back());
+  }
+  const bool own = summarize(of_framework, std::nullopt).count > 0;
+  const std::vector<PricedEntry>& used = own ? of_framework : rows;
+  TrackRecord t{*type, workload, own ? framework : Framework::kAny, summarize(used, std::nullopt),
+                summarize(used, Split::kHeldout)};
   if (t.all.count == 0) return std::nullopt;
   return t;
 }
 
 std::optional<TrackRecord> plan_track_record(const Job& job, bool calibrated) {
   if (calibrated) return std::nullopt;
-  return track_record(load_topology(job.topology).gpu, job.workload);
+  return track_record(load_topology(job.topology).gpu, job.workload, job.framework);
 }
 
 nlohmann::json track_record_json(const std::optional<TrackRecord>& t) {
@@ -43,6 +49,7 @@ nlohmann::json track_record_json(const std::optional<TrackRecord>& t) {
   const bool held = t->heldout.count > 0;
   return {{"gpu", t->gpu},
           {"workload", to_string(t->workload)},
+          {"framework", to_string(t->framework)},
           {"entries", t->all.count},
           {"median_abs_error", t->all.median},
           {"max_abs_error", t->all.worst},

@@ -37,20 +37,25 @@ ErrorSummary summarize(const std::vector<PricedEntry>& rows, std::optional<Split
 struct TrackRecord {
   std::string gpu;          // corpus GPU type
   Workload workload = Workload::kStep;
+  // Whose runs: the framework asked for where the corpus has modelled runs of it on this GPU
+  // type and workload, else kAny (every framework's).
+  Framework framework = Framework::kAny;
   ErrorSummary all, heldout;
 };
 
-// The track record of `gpu` for `workload`, or nullopt when the GPU is not a corpus type as
-// shipped (corpus_gpu_type), or the corpus has no modelled entry of that workload on it.
-std::optional<TrackRecord> track_record(const GpuSpec& gpu, Workload workload);
+// The track record of `gpu` for `workload` (and `framework`'s runs where there are some), or
+// nullopt when the GPU is not a corpus type as shipped (corpus_gpu_type), or the corpus has
+// no modelled entry of that workload on it.
+std::optional<TrackRecord> track_record(const GpuSpec& gpu, Workload workload, Framework framework = Framework::kAny);
 
-// The record of a plan's GPU (its topology as shipped) and workload, as `plan` and `sweep`
-// print it; nullopt when the plan is priced with a calibrated profile (`calibrated`: its fit
+// The record of a plan's GPU (its topology as shipped), workload and framework, as `plan`
+// and `sweep` print it; nullopt when the plan is priced with a calibrated profile (`calibrated`: its fit
 // reports its own error).
 std::optional<TrackRecord> plan_track_record(const Job& job, bool calibrated);
 
-// A plan's JSON `track_record`: {"gpu", "workload", "entries", "median_abs_error",
-// "max_abs_error", "worst_entry", "heldout_entries", "heldout_median_abs_error"}, or null.
+// A plan's JSON `track_record`: {"gpu", "workload", "framework", "entries",
+// "median_abs_error", "max_abs_error", "worst_entry", "heldout_entries",
+// "heldout_median_abs_error"}, or null.
 nlohmann::json track_record_json(const std::optional<TrackRecord>& t);
 
 }  // namespace rm

@@ -150,14 +150,16 @@ nm=$("$bin" validate --published --entry torchtitan-h100-llama3-8b-cp8-256k-memo
 # the upper middle one) ---
 track='
 import json, sys, yaml
-gpu, workload = sys.argv[3], sys.argv[4]
+gpu, workload, framework = sys.argv[3], sys.argv[4], sys.argv[5]
 meta = {e["id"]: e for e in yaml.safe_load(open(sys.argv[2]))["entries"]}
 errs = sorted((abs(e["error"]), e["id"]) for e in json.loads(open(sys.argv[1]).read())["entries"]
               if e["modelled"] and meta[e["id"]]["gpu"] == gpu and meta[e["id"]].get("workload", "step") == workload
-              and meta[e["id"]]["metric"] != "gib_per_gpu")
+              and meta[e["id"]]["metric"] != "gib_per_gpu"
+              and framework in ("any", meta[e["id"]].get("framework", "any")))
 held = sorted(a for a, i in errs if meta[i]["split"] == "heldout")
 t = json.load(sys.stdin)["track_record"]
-assert t["gpu"] == gpu and t["workload"] == workload and t["entries"] == len(errs), (t, len(errs))
+assert t["gpu"] == gpu and t["workload"] == workload and t["framework"] == framework, t
+assert t["entries"] == len(errs), (t, len(errs))
 assert abs(t["median_abs_error"] - errs[len(errs) // 2][0]) < 1e-9, (t, errs)
 assert abs(t["max_abs_error"] - errs[-1][0]) < 1e-9 and t["worst_entry"] == errs[-1][1], (t, errs[-1])
 assert t["heldout_entries"] == len(held), t
@@ -166,14 +168,22 @@ assert (t["heldout_median_abs_error"] is None if not held
 print("track record", gpu, workload, len(errs), "entries, median %.1f %%" % (100 * t["median_abs_error"]))
 '
 "$bin" plan --model llama2-7b --topology dgx-a100-ib --gpus 16 --seq 32k --format json |
-  python3 -c "$track" <(printf '%s' "$json") "$src/validation/published.yaml" a100-80gb step ||
+  python3 -c "$track" <(printf '%s' "$json") "$src/validation/published.yaml" a100-80gb step any ||
   fail "plan's track record (a100-80gb, step) is not the corpus table's"
 "$bin" plan --model llama3-8b --topology dgx-h100-superpod --gpus 8 --seq 64k --workload attention --format json |
-  python3 -c "$track" <(printf '%s' "$json") "$src/validation/published.yaml" h100-80gb attention ||
+  python3 -c "$track" <(printf '%s' "$json") "$src/validation/published.yaml" h100-80gb attention any ||
   fail "plan's track record (h100-80gb, attention) is not the corpus table's"
+# --target names the framework: its own runs where the GPU type has some (Megatron's on H100),
+# every framework's where it has none (none on A100), and the line says so.
+"$bin" plan --model llama3-8b --topology dgx-h100-ib --gpus 16 --seq 64k --target megatron --format json |
+  python3 -c "$track" <(printf '%s' "$json") "$src/validation/published.yaml" h100-80gb step megatron ||
+  fail "plan --target megatron's track record (h100-80gb) is not the corpus's Megatron runs"
 out=$("$bin" plan --model llama2-7b --topology dgx-a100-ib --gpus 16 --seq 32k)
 [[ $out == *"track record: "*" published a100-80gb step runs priced within a median "*"; ringmaster validate --published"* ]] ||
   fail "plan's table has no track record line: $out"
+out=$("$bin" plan --model llama2-7b --topology dgx-a100-ib --gpus 16 --seq 32k --target megatron)
+[[ $out == *"track record: "*" published a100-80gb step runs (none of them megatron's) priced within"* ]] ||
+  fail "plan --target megatron on A100 does not say the record is not Megatron's: $out"
 [[ $("$bin" sweep --gpus 16 --seqs 32k 2>/dev/null) == *"track record: "*" published a100-80gb step runs"* ]] ||
   fail "sweep's table has no track record line"
 # A GPU spec no published run has checked (a shipped topology with one constant changed).

@@ -119,6 +119,21 @@ TEST_CASE("track_record: the GPU type's entries of the plan's workload that meas
     CHECK(t->all.median <= t->all.worst);
     CHECK(t->heldout.count < t->all.count);
   }
+  // A framework's own runs where the corpus has them on the GPU type, else every framework's.
+  const rm::GpuSpec h100 = rm::load_topology("dgx-h100-ib").gpu;
+  int megatron = 0;
+  for (const rm::PublishedEntry& e : corpus.entries)
+    megatron += e.gpu == "h100-80gb" && e.workload == rm::Workload::kStep && e.framework == rm::Framework::kMegatron &&
+                rm::check_published(e).modelled;
+  const auto own = rm::track_record(h100, rm::Workload::kStep, rm::Framework::kMegatron);
+  REQUIRE(own);
+  CHECK(own->framework == rm::Framework::kMegatron);
+  CHECK(own->all.count == megatron);
+  CHECK(own->all.count < rm::track_record(h100, rm::Workload::kStep)->all.count);
+  const auto fallback = rm::track_record(a100, rm::Workload::kStep, rm::Framework::kMegatron);  // no Megatron run on A100
+  REQUIRE(fallback);
+  CHECK(fallback->framework == rm::Framework::kAny);
+  CHECK(fallback->all.count == rm::track_record(a100, rm::Workload::kStep)->all.count);
   // h800's entries are attention kernels only; a GPU no entry names has no record.
   CHECK_FALSE(rm::track_record(rm::load_topology("h800-nvlink-box").gpu, rm::Workload::kStep));
   CHECK(rm::track_record(rm::load_topology("h800-nvlink-box").gpu, rm::Workload::kAttention));
