@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
@@ -617,6 +618,33 @@ TEST_CASE("every sharding level (ddp, zero1, zero2, fsdp, hsdp): step time and p
       CHECK(c.memory_error() < 0.02);
       worst.add(c, true);
     }
+  }
+}
+
+TEST_CASE("the framework decides the GEMM size curve: the replay prices it as the planner does, within 2 %") {
+  const ModelSpec model = load_model(kDefaultModel);
+  const Topology topo = load_topology(kStudyTopology);
+  Worst worst{"the framework's GEMM rate"};
+  // PyTorch's whole-weight plan pays the curve, Megatron's FSDP plan does not: each moves
+  // away from the same plan priced for no framework, and the replay follows it.
+  for (const auto& [framework, sharding] :
+       {std::pair{Framework::kPytorch, Sharding::kZero1}, std::pair{Framework::kMegatron, Sharding::kFsdp}}) {
+    CAPTURE(std::string(to_string(framework)));
+    SearchPins pins;
+    pins.tp = 1;
+    pins.pp = 1;
+    pins.cp = 1;
+    pins.sharding = sharding;
+    pins.checkpointing = Checkpointing::kFull;
+    pins.micro_batch = 1;  // one 8K sequence a micro-step: GEMMs small enough for the curve to matter
+    Job job = make_job(topo, 16, 8192, Workload::kStep);
+    const Compared any = plan_and_simulate(topo, model, job, pins);
+    job.framework = framework;
+    const Compared c = plan_and_simulate(topo, model, job, pins);
+    CHECK(c.time_error() < 0.02);
+    worst.add(c, true);
+    if (framework == Framework::kPytorch) CHECK(c.simulated.step_time_s > 1.03 * any.simulated.step_time_s);
+    else CHECK(c.simulated.step_time_s < 0.97 * any.simulated.step_time_s);
   }
 }
 
