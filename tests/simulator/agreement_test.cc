@@ -627,8 +627,9 @@ TEST_CASE("the framework decides the GEMM size curve: the replay prices it as th
   Worst worst{"the framework's GEMM rate"};
   // PyTorch's whole-weight plan pays the curve, Megatron's FSDP plan does not: each moves
   // away from the same plan priced for no framework, and the replay follows it.
-  for (const auto& [framework, sharding] :
-       {std::pair{Framework::kPytorch, Sharding::kZero1}, std::pair{Framework::kMegatron, Sharding::kFsdp}}) {
+  for (const auto& run : {std::pair{Framework::kPytorch, Sharding::kZero1}, std::pair{Framework::kMegatron, Sharding::kFsdp}}) {
+    const Framework framework = run.first;  // not a structured binding: clang's CAPTURE lambda cannot take one
+    const Sharding sharding = run.second;
     CAPTURE(std::string(to_string(framework)));
     SearchPins pins;
     pins.tp = 1;
