@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "planner/cost_model.h"
+#include "planner/data_parallel.h"
 #include "planner/memory_model.h"
 #include "planner/pipeline_parallel.h"
 #include "planner/units.h"
@@ -167,10 +168,16 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
                               gib(logits) + " GiB"});
   choice.add_row({"micro-batch", std::to_string(c.micro_batch) + (c.micro_batch == 1 ? " sequence" : " sequences") + " per ring"});
   choice.add_row({"grad accumulation", std::to_string(c.grad_accum) + (c.grad_accum == 1 ? " micro-step" : " micro-steps")});
-  if (j.framework != Framework::kAny)  // named by --target: it decides the GEMMs' rate
+  if (j.framework != Framework::kAny) {  // named by --target: the GEMMs' rate, how it shards
     choice.add_row({"priced for", j.framework == Framework::kMegatron
                                       ? "megatron (Megatron-Core: GEMMs at the size curve's limit)"
                                       : "pytorch (PyTorch-native: GEMMs on the size curve, whatever the sharding)"});
+    const Sharding run = sharding_as_run(j, c);
+    if (run != c.sharding)  // data_parallel.h
+      choice.add_row({"  runs as", std::string(to_string(run)) +
+                                       " (PyTorch's pipeline keeps FSDP's weights gathered and its gradients "
+                                       "unsharded in fp32 until the step's last micro-batch)"});
+  }
   out += choice.render() + "\n";
 
   Table pred({{"predicted", "", Align::kLeft}, {"value", "", Align::kRight}, {"unit", "", Align::kLeft}});
@@ -182,7 +189,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   pred.add_row({"attention compute", sig(p.attention_compute_s, 4), "s"});
   pred.add_row({"linear compute", sig(p.linear_compute_s, 4), "s"});
   pred.add_row({"exposed comm", sig(p.exposed_comm_s, 4), "s"});
-  pred.add_row({std::string("  of which ") + to_string(c.sharding) + " collectives", sig(p.fsdp_exposed_s, 4), "s"});
+  pred.add_row({std::string("  of which ") + to_string(sharding_as_run(j, c)) + " collectives", sig(p.fsdp_exposed_s, 4), "s"});
   if (c.tp > 1) pred.add_row({"  of which TP collectives", sig(p.tp_comm_s, 4), "s"});
   if (c.pp > 1) {
     pred.add_row({"  of which pipeline transfers", sig(p.pp_p2p_s, 4), "s"});

@@ -781,7 +781,9 @@ Prediction CostModel::predict(const Job& job, const PlanChoice& choice, const Ri
   return p;
 }
 
-Prediction CostModel::price(const Job& job, const PlanChoice& choice, const RingPatterns& pat) {
+Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingPatterns& pat) {
+  // The level the framework runs (a PyTorch pipeline's fsdp is zero1): its collectives and memory.
+  const PlanChoice choice = as_run(job, asked);
   // With pipeline stages every stage runs its rings, TP groups and FSDP groups at once:
   // the per-layer times are those of all stages' blocks as one (pipeline_parallel.h).
   const struct {
@@ -956,7 +958,7 @@ Prediction CostModel::price(const Job& job, const PlanChoice& choice, const Ring
   p.tp_comm_s = tp_total;
   p.pp_bubble_s = p_bubble;
   p.pp_p2p_s = p_p2p;
-  p.memory = memory_breakdown(m, choice, job.seq_len, gpu, effective_window(m, job), job.chunked_loss);
+  p.memory = plan_memory(m, job, choice, gpu);
   p.memory_bytes_per_gpu = p.memory.total();
   p.fits = p.memory_bytes_per_gpu <= gpu.memory_bytes;
   return p;
@@ -991,11 +993,13 @@ void CostModel::explain(const Job& job, const PlanChoice& choice, const RingPatt
     std::snprintf(buf, sizeof buf, "needs %.1f GiB per GPU, more than the %.1f GiB available",
                   p.memory_bytes_per_gpu / (1 << 30), gpu.memory_bytes / (1 << 30));
     p.why_not = buf;
-    if (choice.sharding != Sharding::kFsdp && shard_group_gpus(choice) > 1) {
+    PlanChoice fsdp = choice;
+    fsdp.sharding = Sharding::kFsdp;
+    // (Not where the framework runs fsdp as another level: a PyTorch pipeline's is zero1.)
+    if (choice.sharding != Sharding::kFsdp && shard_group_gpus(choice) > 1 &&
+        sharding_as_run(job, fsdp) == Sharding::kFsdp) {
       // What the level's unsharded states cost against fsdp's (memory_model.h).
-      PlanChoice fsdp = choice;
-      fsdp.sharding = Sharding::kFsdp;
-      const MemoryBreakdown f = memory_breakdown(m, fsdp, job.seq_len, gpu, effective_window(m, job), job.chunked_loss);
+      const MemoryBreakdown f = plan_memory(m, job, fsdp, gpu);
       std::snprintf(buf, sizeof buf, " (%.1f GiB over; %s's model states and layer buffers take %.1f GiB, fsdp's %.1f)",
                     (p.memory_bytes_per_gpu - gpu.memory_bytes) / (1 << 30), to_string(choice.sharding),
                     (p.memory.model_states + p.memory.layer_buffers) / (1 << 30),

@@ -21,6 +21,25 @@ bool pays_gemm_size_curve(const Job& job, const PlanChoice& ch) {
   return regathers_weights(ch);
 }
 
+Sharding sharding_as_run(const Job& job, const PlanChoice& ch) {
+  const bool pytorch_pipeline = job.framework == Framework::kPytorch && ch.pp > 1;
+  if (pytorch_pipeline && (ch.sharding == Sharding::kFsdp || ch.sharding == Sharding::kZero2)) return Sharding::kZero1;
+  return ch.sharding;
+}
+
+PlanChoice as_run(const Job& job, const PlanChoice& ch) {
+  PlanChoice run = ch;
+  run.sharding = sharding_as_run(job, ch);
+  return run;
+}
+
+int grad_element_bytes(const Job& job, const PlanChoice& ch, int element_bytes) {
+  constexpr int kFp32 = 4;
+  // A PyTorch pipeline's fsdp or zero2, or the zero1 it runs as.
+  if (job.framework == Framework::kPytorch && ch.pp > 1 && sharding_as_run(job, ch) == Sharding::kZero1) return kFp32;
+  return element_bytes;
+}
+
 MicroStepCollectives micro_step_collectives(Sharding s, int micro, int micro_steps, int data_gpus) {
   MicroStepCollectives c;
   if (data_gpus <= 1) return c;

@@ -62,6 +62,28 @@ bool regathers_weights(const PlanChoice& ch);
 // Megatron's distributed optimizer, the frameworks that run them.
 bool pays_gemm_size_curve(const Job& job, const PlanChoice& ch);
 
+// The level a plan runs with under its framework. PyTorch's pipelining (torchtitan with
+// pipeline_parallel_degree > 1) keeps FSDP2's weights gathered through a step (torchtitan's
+// apply_fsdp turns reshard_after_forward off with pp) and its gradients unsharded until the
+// step's last micro-batch (torch.distributed.pipelining's _configure_data_parallel_mode syncs
+// gradients and reshards only in the last backward): fsdp and zero2 then gather each unit
+// once a step and reduce-scatter it once a step, as zero1 does. Every other plan runs its own
+// level. hsdp keeps its level (its per-micro-step gathers inside a node are not corrected).
+Sharding sharding_as_run(const Job& job, const PlanChoice& ch);
+// The plan with that level: what the cost model prices, the search checks the memory of and
+// the schedule generator emits (the plan file keeps the level the user asked for).
+PlanChoice as_run(const Job& job, const PlanChoice& ch);
+// Bytes per element of the gradients a plan holds (memory_model.h's model states): FSDP2
+// keeps a pipeline's unsharded gradients in its reduce dtype between micro-batches, fp32 in
+// torchtitan (mixed_precision_reduce; FSDPParam's unsharded_accumulated_grad), so a PyTorch
+// pipeline's fsdp or zero2 (the zero1 it runs as) holds 4 bytes per gradient. Otherwise the
+// GPU's element bytes: the ZeRO paper's 2 + 2 + 12, which PyTorch FSDP's fp32 shards
+// (4 + 4 + 8) also add up to. Not Megatron's fp32 main_grad buffers (its README's 6 + 12/d
+// with the distributed optimizer): Megatron-LM turns them on for bf16, while NVIDIA's
+// performance recipes, the corpus's Megatron rows, turn them off (grad_reduce_in_fp32 =
+// False); no plan option says which yet. Asked of a plan or of its as_run: the same answer.
+int grad_element_bytes(const Job& job, const PlanChoice& ch, int element_bytes);
+
 // What a micro-step runs per unit (see the table above).
 struct MicroStepCollectives {
   bool forward_gather = false;

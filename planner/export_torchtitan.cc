@@ -43,18 +43,20 @@ std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus
   if (c.tp_comm_overlap)
     out += "enable_async_tensor_parallel = true  # needs torch.compile on ([compile] enable = true)\n";
   out += "pipeline_parallel_degree = " + str(c.pp) + "\n";
-  if (c.pp > 1 && (c.sharding == Sharding::kFsdp || c.sharding == Sharding::kHsdp)) {
+  if (c.pp > 1 && plan.job.framework != Framework::kPytorch &&
+      (c.sharding == Sharding::kFsdp || c.sharding == Sharding::kZero2)) {
     // PyTorch's pipelining stage turns FSDP's gradient sync off until the step's last
-    // micro-batch (PipelineStage._configure_data_parallel_mode): unsharded grads the plan
-    // did not price, at least the largest stage's in bf16.
+    // micro-batch (PipelineStage._configure_data_parallel_mode): unsharded fp32 grads that a
+    // plan priced for torchtitan holds (data_parallel.h's as_run) and this one did not.
     double params = 0;
     for (int s : pp_peak_stage_candidates(c.pp))
       params = std::max(params, pp_stage_params(tp_shard(model, c.tp), pp_layout(model.layers, c), s));
     char gib[32];
-    std::snprintf(gib, sizeof gib, "%.1f", params * 2 / (1 << 30));
-    out += std::string("# note: torchtitan's pipeline keeps a stage's gradients unsharded until the step's last\n"
-                       "# micro-batch, where the plan priced FSDP's sharded ones: allow ") +
-           gib + " GiB more per GPU (the largest stage's grads in bf16).\n";
+    std::snprintf(gib, sizeof gib, "%.1f", params * 4 / (1 << 30));
+    out += std::string("# note: torchtitan's pipeline keeps a stage's gradients unsharded in fp32 until the step's\n"
+                       "# last micro-batch (") +
+           gib + " GiB for the largest stage), where this plan priced FSDP's sharded ones:\n"
+                 "# re-plan with --target torchtitan to price them.\n";
   }
   if (c.pp > 1) {
     // pipeline_parallel.h: 1F1B, or interleaved with v chunks per rank of U / (pp·v) units.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "planner/data_parallel.h"
 #include "planner/pipeline_parallel.h"
 #include "planner/tensor_parallel.h"
 
@@ -150,21 +151,23 @@ StateShards state_shards(const PlanChoice& ch) {
 namespace {
 
 // stage_model_state_bytes for one TP member's weights, `shard` (tp_shard's).
-double shard_state_bytes(const ModelSpec& shard, const PlanChoice& choice, int e, int stage) {
+double shard_state_bytes(const ModelSpec& shard, const PlanChoice& choice, int e, int grad_bytes, int stage) {
   const StateShards n = state_shards(choice);
   const double psi = pp_stage_params(shard, pp_layout(shard.layers, choice), stage);
-  return e * psi / n.params + e * psi / n.grads + kOptimizerStateBytesPerParam * psi / n.optimizer;
+  const int g = grad_bytes > 0 ? grad_bytes : e;
+  return e * psi / n.params + g * psi / n.grads + kOptimizerStateBytesPerParam * psi / n.optimizer;
 }
 
 }  // namespace
 
-double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int e, int stage) {
-  return shard_state_bytes(tp_shard(m, std::max(1, choice.tp)), choice, e, stage);
+double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int e, int stage, int grad_bytes) {
+  return shard_state_bytes(tp_shard(m, std::max(1, choice.tp)), choice, e, grad_bytes, stage);
 }
 
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
-                                 const GpuSpec& gpu, int64_t window, bool chunked_loss) {
+                                 const GpuSpec& gpu, int64_t window, bool chunked_loss, int grad_bytes) {
   const int e = gpu.element_bytes;
+  const int g = grad_bytes > 0 ? grad_bytes : e;
   const int P = std::max(1, choice.cp);
   const int tp = std::max(1, choice.tp);
   const double c = static_cast<double>(seq_len / P);
@@ -174,7 +177,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   const StateShards n = state_shards(choice);
   const double layer_unit = std::max(shard.layer_params(), static_cast<double>(shard.vocab) * shard.hidden);
   // A TP member whose shard no other GPU shares holds it unsharded already: nothing to gather.
-  mem.layer_buffers = n.params > 1 ? e * 4.0 * layer_unit : n.grads > 1 ? e * 2.0 * layer_unit : 0;
+  mem.layer_buffers = n.params > 1 ? (e + g) * 2.0 * layer_unit : n.grads > 1 ? g * 2.0 * layer_unit : 0;
   // Stored activations of every sequence of the micro-step (PlanChoice::micro_batch); the
   // working set is one sequence's at a time. Sequence parallelism divides both by tp.
   const double per_layer =
@@ -191,7 +194,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   const RingBuffers rb = shard_ring_buffers(m, shard, choice, seq_len, gpu, window, chunked_loss);
   double peak = -1;
   for (int s : pp_peak_stage_candidates(pp)) {
-    const double states = shard_state_bytes(shard, choice, e, s);
+    const double states = shard_state_bytes(shard, choice, e, g, s);
     const double held = pp > 1 ? pp_layers_in_flight(layout, choice.grad_accum, s) : m.layers;
     const double act = held * per_layer + final_hidden;
     const double working =
@@ -205,6 +208,11 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   }
   mem.runtime_reserve = gpu.runtime_reserve_bytes;
   return mem;
+}
+
+MemoryBreakdown plan_memory(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu) {
+  return memory_breakdown(m, as_run(job, choice), job.seq_len, gpu, effective_window(m, job), job.chunked_loss,
+                          grad_element_bytes(job, choice, gpu.element_bytes));
 }
 
 }  // namespace rm

@@ -120,14 +120,15 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
 // With choice.tp > 1 every GPU holds one TP member's weights (Ψ = params / tp) and SP
 // divides the activations by tp (tensor_parallel.h); the data-parallel sharding then
 // splits over the cp·dp GPUs of a TP rank (fsdp: 16 B/param / (tp·cp·dp) in all).
-//   model_states   e·Ψ/params + e·Ψ/grads + K·Ψ/optimizer shards (state_shards):
+//   model_states   e·Ψ/params + g·Ψ/grads + K·Ψ/optimizer shards (state_shards; g the
+//                  gradients' bytes: e, but fp32 in a PyTorch pipeline, grad_element_bytes):
 //                  parameters are the same on every rank of a ring (CP splits tokens, not
 //                  weights), so ZeRO shards over all cp·dp GPUs, as Ring Attention's FSDP
 //                  setup and Megatron's CP (which folds CP into the data-parallel group
 //                  for grads and optimizer) do.
-//   layer_buffers  fsdp, hsdp: e·4·max(layer params, V·hidden): the current and the
+//   layer_buffers  fsdp, hsdp: (e + g)·2·max(layer params, V·hidden): the current and the
 //                  prefetched unit's gathered params, the gradients being computed and
-//                  those in the reduce-scatter; zero2: e·2·max(...): the unit's whole
+//                  those in the reduce-scatter; zero2: g·2·max(...): the unit's whole
 //                  gradients being computed and those in the reduce-scatter (its params
 //                  are held whole); ddp, zero1: 0 (whole gradients are model states).
 //   activations    L·c·activation_bytes_per_token_layer + c·hidden·e (final hidden)
@@ -137,12 +138,21 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
 // micro-batches of L / (pp·v) layers each); the stage with the largest sum is reported.
 //   working_set    RingBuffers::working_set_bytes()
 //   runtime_reserve  gpu.runtime_reserve_bytes
+// `grad_bytes`: bytes per gradient element (data_parallel.h's grad_element_bytes; 0: the
+// GPU's element bytes e), in the model states and the layer buffers' gradients.
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
-                                 const GpuSpec& gpu, int64_t window = 0, bool chunked_loss = true);
+                                 const GpuSpec& gpu, int64_t window = 0, bool chunked_loss = true,
+                                 int grad_bytes = 0);
+
+// A plan's memory as its framework runs it: memory_breakdown of as_run(job, choice) with
+// grad_element_bytes, the job's window and loss (data_parallel.h). The cost model, the
+// search and the schedule generator all ask this one.
+MemoryBreakdown plan_memory(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu);
 
 // model_states of pipeline stage `stage` (0 without a pipeline): its TP member's
-// parameters (pp_stage_params) as the sharding level holds them. The schedule generator
-// allocates each stage's own.
-double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int element_bytes, int stage);
+// parameters (pp_stage_params) as the sharding level holds them, gradients at `grad_bytes`
+// (0: element_bytes). The schedule generator allocates each stage's own.
+double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int element_bytes, int stage,
+                               int grad_bytes = 0);
 
 }  // namespace rm

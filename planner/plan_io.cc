@@ -28,6 +28,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "planner/atomic_file.h"
+#include "planner/data_parallel.h"
 #include "planner/input_error.h"
 #include "planner/input_file.h"
 #include "planner/input_limits.h"
@@ -93,7 +94,7 @@ constexpr std::array<std::pair<Passes, const char*>, 2> kPasses{{
     {Passes::kForwardBackward, "forward-backward"},
 }};
 // A plan's levels (kNone, the corpus's, is spelled by to_string only).
-constexpr std::array<std::pair<Sharding, const char*>, 5> kShardingLevels{{
+constexpr std::array<std::pair<Sharding, const char*>, 5> kShardingSpellings{{
     {Sharding::kDdp, "ddp"},
     {Sharding::kZero1, "zero1"},
     {Sharding::kZero2, "zero2"},
@@ -115,7 +116,7 @@ const char* to_string(LoadBalance v) { return spell(v, kLoadBalances); }
 const char* to_string(Checkpointing v) { return spell(v, kCheckpointings); }
 const char* to_string(Workload v) { return spell(v, kWorkloads); }
 const char* to_string(Passes v) { return spell(v, kPasses); }
-const char* to_string(Sharding v) { return v == Sharding::kNone ? "none" : spell(v, kShardingLevels); }
+const char* to_string(Sharding v) { return v == Sharding::kNone ? "none" : spell(v, kShardingSpellings); }
 const char* to_string(Framework v) { return spell(v, kFrameworks); }
 
 constexpr std::array<std::pair<Strategy, const char*>, 5> kCpCommTypes{{
@@ -154,7 +155,7 @@ Passes parse_passes(const std::string& s, const std::string& where, const std::s
   return parse_enum(s, kPasses, where, field);
 }
 Sharding parse_sharding(const std::string& s, const std::string& where, const std::string& field) {
-  return parse_enum(s, kShardingLevels, where, field);
+  return parse_enum(s, kShardingSpellings, where, field);
 }
 Framework parse_framework(const std::string& s, const std::string& where, const std::string& field) {
   return parse_enum(s, kFrameworks, where, field);
@@ -212,6 +213,8 @@ nlohmann::json plan_to_json(const Plan& plan) {
                  {"micro_batch", c.micro_batch}};
   if (c.strategy == Strategy::kUsp)  // Megatron's [a2a degree, ring size]
     out["plan"]["hierarchical_context_parallel_sizes"] = {c.cp_a2a, c.cp / c.cp_a2a};
+  // The level the framework runs it as where that differs (a PyTorch pipeline's fsdp: zero1).
+  if (sharding_as_run(j, c) != c.sharding) out["plan"]["sharding_as_run"] = to_string(sharding_as_run(j, c));
   if (c.sharding == Sharding::kHsdp) {  // torchtitan's two degrees
     out["plan"]["data_parallel_shard_degree"] = c.dp_shard;
     out["plan"]["data_parallel_replicate_degree"] = c.dp / c.dp_shard;

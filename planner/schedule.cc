@@ -37,8 +37,8 @@ class Generator {
   Generator(const Plan& plan, const ModelSpec& model, const Fabric& fabric,
             const ScheduleOptions& options)
       : job_(plan.job),
-        plan_choice_(plan.choice),
-        choice_(pp_flattened(plan.choice)),
+        plan_choice_(as_run(plan.job, plan.choice)),
+        choice_(pp_flattened(plan_choice_)),
         pp_(std::max(1, plan.choice.pp)),
         vs_(std::max(1, plan.choice.virtual_stages)),
         m_(model),
@@ -73,10 +73,10 @@ class Generator {
 
  private:
   const Job& job_;
-  // The plan's choice, and its stages seen as one block of GPUs (pp_flattened: dp·pp
-  // replicas), which is what the rings, TP groups and all-to-alls are laid out by; the
-  // same when pp = 1.
-  const PlanChoice& plan_choice_;
+  // The plan's choice with the level its framework runs (data_parallel.h's as_run), and its
+  // stages seen as one block of GPUs (pp_flattened: dp·pp replicas), which is what the
+  // rings, TP groups and all-to-alls are laid out by; the same when pp = 1.
+  const PlanChoice plan_choice_;
   const PlanChoice choice_;
   const int pp_;  // pipeline stages (pipeline_parallel.h)
   const int vs_;  // and the chunks of each (virtual stages)
@@ -288,7 +288,7 @@ class Generator {
     const GpuSpec& gpu = fabric_.topology().gpu;
     window_ = effective_window(m_, job_);
     rb_ = ring_buffers(m_, choice_, job_.seq_len, gpu, window_, job_.chunked_loss);
-    mem_ = memory_breakdown(m_, plan_choice_, job_.seq_len, gpu, window_, job_.chunked_loss);
+    mem_ = plan_memory(m_, job_, plan_choice_, gpu);
     // A TP member's GEMMs and loss (vocabulary-parallel); sequence parallelism splits the
     // layer's memory-bound work tp ways too (CostModel::layer_times).
     lin_ = linear_flops_per_token(ms_);
@@ -498,7 +498,8 @@ class Generator {
     em.layer = -1;
     // Each stage holds its own layers' states (memory_model.h).
     const double state_bytes =
-        pp_ > 1 ? stage_model_state_bytes(m_, plan_choice_, fabric_.topology().gpu.element_bytes, r.stage)
+        pp_ > 1 ? stage_model_state_bytes(m_, plan_choice_, fabric_.topology().gpu.element_bytes, r.stage,
+                                          grad_element_bytes(job_, plan_choice_, fabric_.topology().gpu.element_bytes))
                 : mem_.model_states;
     const int states = buf(pp_ > 1 ? "model_states.S" + std::to_string(r.stage) : "model_states", state_bytes);
     const int layer_bufs = buf("layer_buffers", mem_.layer_buffers);

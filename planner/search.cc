@@ -201,7 +201,6 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
   const int64_t seqs = sequences_per_step(job);
   const ModelSpec& m = cost.model();
   const GpuSpec& gpu = cost.fabric().topology().gpu;
-  const int64_t window = effective_window(m, job);
   int64_t evaluated = 0;
   for (int mb : mbs) {
     ch.micro_batch = mb;
@@ -229,7 +228,7 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
         bool v_fitted = false;
         for (Checkpointing ck : ckpts) {
           ch.checkpointing = ck;
-          if (!must_price && memory_breakdown(m, ch, job.seq_len, gpu, window, job.chunked_loss).total() > gpu.memory_bytes)
+          if (!must_price && plan_memory(m, job, ch, gpu).total() > gpu.memory_bytes)
             continue;
           bool fits = false;
           for (size_t k = 0; k < overlaps.size(); ++k) {

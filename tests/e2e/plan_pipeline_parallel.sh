@@ -57,13 +57,35 @@ for want in "pipeline_parallel_first_stage_less_layers = 1" "pipeline_parallel_l
   "pipeline_parallel_layers_per_stage = 4" "local_batch_size = $local"; do
   grep -qx "$want" "$tmp/tt" || fail "torchtitan export lacks '$want': $(grep pipeline "$tmp/tt")"
 done
-# A pipelined FSDP plan's torchtitan export says what torchtitan holds beyond it (its pipeline
-# keeps a stage's grads unsharded until the step's last micro-batch).
-"$bin" plan --model llama3-405b --topology dgx-h100-superpod --gpus 512 --seq 8K --tp 8 --pp 8 --virtual-stages 1 \
-  --sharding fsdp --target torchtitan -o "$tmp/fsdp-pp.yaml" >/dev/null 2>"$tmp/err" || fail "plan (405B, fsdp, pp 8) exited $?: $(tail -1 "$tmp/err")"
+# torchtitan's pipeline keeps FSDP's weights gathered and a stage's grads unsharded (fp32) until
+# the step's last micro-batch: a plan priced for it runs fsdp as zero1 (data_parallel.h's as_run)
+# and says so; one priced for no framework is exported with a note of what it left out.
+pp405=(--model llama3-405b --topology dgx-h100-superpod --gpus 512 --seq 8K --tp 8 --pp 8 --virtual-stages 1 --sharding fsdp
+  --checkpointing full)
+"$bin" plan "${pp405[@]}" --target torchtitan -o "$tmp/fsdp-pp.yaml" >"$tmp/out" 2>"$tmp/err" || fail "plan (405B, fsdp, pp 8) exited $?: $(tail -1 "$tmp/err")"
+grep -q "^  runs as  *zero1 (PyTorch's pipeline keeps FSDP's weights gathered" "$tmp/out" ||
+  fail "a torchtitan pipeline's fsdp plan does not say it runs as zero1: $(grep -n -A1 'priced for' "$tmp/out")"
+"$bin" plan "${pp405[@]}" --target torchtitan --format json >"$tmp/fsdp-pp.json" 2>"$tmp/err" || fail "plan --format json (405B, pp 8) exited $?"
+python3 - "$tmp/fsdp-pp.json" "$tmp/out" <<'PY' || fail "the torchtitan pipeline's fsdp plan: JSON and table disagree"
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+assert d["plan"]["sharding"] == "fsdp" and d["plan"]["sharding_as_run"] == "zero1", d["plan"]
+table = open(sys.argv[2]).read()
+mem = float(re.search(r"^memory per GPU +([0-9.]+)", table, re.M).group(1))
+assert abs(d["predicted"]["memory_gib_per_gpu"] - mem) < 0.06, (d["predicted"]["memory_gib_per_gpu"], mem)
+PY
 "$bin" export --plan "$tmp/fsdp-pp.yaml" --to torchtitan >"$tmp/tt" 2>"$tmp/err" || fail "export torchtitan (fsdp, pp 8) exited $?"
-grep -q "^# note: torchtitan's pipeline keeps a stage's gradients unsharded" "$tmp/tt" ||
-  fail "torchtitan export of a pipelined fsdp plan lacks the unsharded-grads note: $(grep -n pipeline "$tmp/tt")"
+grep -q "^# note: torchtitan's pipeline keeps" "$tmp/tt" && fail "a plan priced for torchtitan is exported with the unpriced-grads note"
+"$bin" plan "${pp405[@]}" -o "$tmp/fsdp-pp-any.yaml" >"$tmp/out-any" 2>"$tmp/err" || fail "plan (405B, fsdp, pp 8, no target) exited $?"
+grep -q "runs as" "$tmp/out-any" && fail "a plan priced for no framework says it runs as another level"
+python3 - "$tmp/out" "$tmp/out-any" <<'PY' || fail "torchtitan's pipelined fsdp holds no more memory than fsdp priced for no framework"
+import re, sys
+mem = [float(re.search(r"^memory per GPU +([0-9.]+)", open(f).read(), re.M).group(1)) for f in sys.argv[1:]]
+assert mem[0] > mem[1] + 5, mem  # gathered weights and fp32 grads of a 405B stage: tens of GiB
+PY
+"$bin" export --plan "$tmp/fsdp-pp-any.yaml" --to torchtitan >"$tmp/tt" 2>"$tmp/err" || fail "export torchtitan (fsdp, pp 8, no target) exited $?"
+grep -q "^# note: torchtitan's pipeline keeps a stage's gradients unsharded in fp32" "$tmp/tt" ||
+  fail "torchtitan export of a pipelined fsdp plan priced for no framework lacks the unsharded-grads note: $(grep -n pipeline "$tmp/tt")"
 # The plain split, pinned, cannot interleave them.
 "$bin" plan "${l3[@]}" --no-account-for-embedding-in-pipeline-split --no-account-for-loss-in-pipeline-split >"$tmp/out" 2>"$tmp/err"
 [[ $? -eq 2 ]] || fail "405B pp 16 x 2 with the plain split pinned did not exit 2"

@@ -58,6 +58,38 @@ TEST_CASE("the GEMM size curve is the framework's, and FSDP's where none is name
   CHECK(pays_gemm_size_curve(job, one_gpu));
 }
 
+TEST_CASE("a PyTorch pipeline runs fsdp and zero2 as zero1, with fp32 gradients") {
+  PlanChoice ch;
+  ch.dp = 4;
+  ch.pp = 2;
+  Job job;
+  for (Sharding s : kShardingLevels) {
+    ch.sharding = s;
+    CAPTURE(std::string(to_string(s)));
+    CHECK(sharding_as_run(job, ch) == s);  // no framework named: the level as asked
+    CHECK(grad_element_bytes(job, ch, 2) == 2);
+  }
+  job.framework = Framework::kPytorch;
+  for (Sharding s : {Sharding::kFsdp, Sharding::kZero2, Sharding::kZero1}) {
+    ch.sharding = s;
+    CHECK(sharding_as_run(job, ch) == Sharding::kZero1);
+    CHECK(as_run(job, ch).sharding == Sharding::kZero1);
+    CHECK(grad_element_bytes(job, ch, 2) == 4);
+    CHECK(grad_element_bytes(job, as_run(job, ch), 2) == 4);  // the same asked of as_run
+  }
+  ch.sharding = Sharding::kDdp;
+  CHECK(sharding_as_run(job, ch) == Sharding::kDdp);
+  CHECK(grad_element_bytes(job, ch, 2) == 2);
+  ch.sharding = Sharding::kFsdp;
+  ch.pp = 1;  // FSDP2 without a pipeline reshards every micro-step
+  CHECK(sharding_as_run(job, ch) == Sharding::kFsdp);
+  CHECK(grad_element_bytes(job, ch, 2) == 2);
+  job.framework = Framework::kMegatron;
+  ch.pp = 2;
+  CHECK(sharding_as_run(job, ch) == Sharding::kFsdp);
+  CHECK(grad_element_bytes(job, ch, 2) == 2);  // no option says grad_reduce_in_fp32 yet
+}
+
 TEST_CASE("the framework changes a plan's GEMM time by the curve and nothing else") {
   const ModelSpec m = load_model("llama2-7b");
   const Topology topo = load_topology("dgx-a100-ib");

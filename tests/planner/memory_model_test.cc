@@ -174,6 +174,33 @@ TEST_CASE("model states per sharding level, by hand (ZeRO Fig. 1)") {
         doctest::Approx(4 * (psi / 4) + 12 * (psi / 4) / 16).epsilon(1e-3));
 }
 
+TEST_CASE("a PyTorch pipeline's fsdp holds zero1's states with fp32 gradients (plan_memory)") {
+  const ModelSpec m = llama2_7b();
+  PlanChoice c = ring(2, 2);
+  c.pp = 2;
+  c.sharding = Sharding::kFsdp;
+  c.grad_accum = 4;
+  Job job;
+  job.seq_len = 8192;
+  job.workload = Workload::kStep;
+  const double fsdp_states = plan_memory(m, job, c, a100()).model_states;  // no framework named: ZeRO-3
+  job.framework = Framework::kPytorch;
+  const MemoryBreakdown pytorch = plan_memory(m, job, c, a100());
+  // The largest stage's Ψ_s: 2 bytes of gathered params + 4 of unsharded fp32 grads + 12 / N_d.
+  PlanChoice z1 = c;
+  z1.sharding = Sharding::kZero1;
+  CHECK(pytorch.model_states > 2 * fsdp_states);  // (2 + 4 + 3) Ψ_s against 16 Ψ_s / 4
+  CHECK(pytorch.layer_buffers == 0);  // whole params and grads are model states
+  CHECK(pytorch.model_states == doctest::Approx(std::max(stage_model_state_bytes(m, z1, 2, 0, 4),
+                                                         stage_model_state_bytes(m, z1, 2, 1, 4))));
+  // by hand for stage 0's parameters: (2 + 4) Ψ_s + 12 Ψ_s / (cp·dp).
+  const double psi0 = stage_model_state_bytes(m, z1, 2, 0, 2) / (2 + 2 + 12.0 / 4);
+  CHECK(stage_model_state_bytes(m, z1, 2, 0, 4) == doctest::Approx((2 + 4 + 12.0 / 4) * psi0));
+  // Megatron and plans without a pipeline keep the element bytes.
+  job.framework = Framework::kMegatron;
+  CHECK(plan_memory(m, job, c, a100()).model_states == doctest::Approx(fsdp_states));
+}
+
 TEST_CASE("state shards per level") {
   PlanChoice c = ring(2, 8);
   c.sharding = Sharding::kHsdp;

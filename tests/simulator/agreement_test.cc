@@ -18,6 +18,7 @@
 #include "planner/ring_order.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
+#include "planner/units.h"
 #include "simulator/simulate.h"
 #include "tests/simulator/test_jobs.h"
 
@@ -647,6 +648,37 @@ TEST_CASE("the framework decides the GEMM size curve: the replay prices it as th
     if (framework == Framework::kPytorch) CHECK(c.simulated.step_time_s > 1.03 * any.simulated.step_time_s);
     else CHECK(c.simulated.step_time_s < 0.97 * any.simulated.step_time_s);
   }
+}
+
+TEST_CASE("a PyTorch pipeline runs fsdp as zero1 with fp32 gradients: the replay follows, within 2 %") {
+  const ModelSpec model = load_model(kDefaultModel);
+  const Topology topo = load_topology("a100-nvlink-box");
+  Worst worst{"a PyTorch pipeline's fsdp"};
+  SearchPins pins;
+  pins.pp = 4;
+  pins.virtual_stages = 1;
+  pins.tp = 1;
+  pins.cp = 2;
+  pins.cp_comm_type = Strategy::kRing;
+  pins.sharding = Sharding::kFsdp;
+  pins.checkpointing = Checkpointing::kNone;
+  pins.micro_batch = 1;
+  Job job = make_job(topo, 8, 32768, Workload::kStep);
+  job.batch_tokens = 8 * job.seq_len;
+  const Compared any = plan_and_simulate(topo, model, job, pins);
+  job.framework = Framework::kPytorch;
+  const Compared fsdp = plan_and_simulate(topo, model, job, pins);
+  pins.sharding = Sharding::kZero1;
+  const Compared zero1 = plan_and_simulate(topo, model, job, pins);
+  CHECK(fsdp.time_error() < 0.02);
+  CHECK(fsdp.memory_error() < 0.02);
+  worst.add(fsdp, true);
+  // The same step and memory as zero1 (data_parallel.h's as_run), in the planner and the replay;
+  // more memory than fsdp priced for no framework (gathered weights, fp32 gradients).
+  CHECK(fsdp.predicted.step_time_s == doctest::Approx(zero1.predicted.step_time_s));
+  CHECK(fsdp.predicted.memory_bytes_per_gpu == doctest::Approx(zero1.predicted.memory_bytes_per_gpu));
+  CHECK(fsdp.simulated.step_time_s == doctest::Approx(zero1.simulated.step_time_s).epsilon(1e-9));
+  CHECK(fsdp.predicted.memory_bytes_per_gpu > any.predicted.memory_bytes_per_gpu + 2.0 * kGiB);
 }
 
 TEST_CASE("pipeline parallelism (1F1B and interleaved, pp 2 to 8, 4-16 micro-batches): step time and peak memory within 2 %") {
