@@ -20,6 +20,7 @@
 #include "planner/cost_model.h"
 #include "planner/export_target.h"
 #include "planner/input_error.h"
+#include "planner/memory_model.h"
 #include "planner/published_accuracy.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
@@ -127,7 +128,8 @@ std::optional<std::string> tight_memory_note(const PlanOptions& o, const Plan& p
 }
 
 // The lines under the header: the defaults that shaped the answer and the questions asked.
-ReportHeader header_for(const PlanOptions& o, const Plan& plan, const Topology& topo, double headroom) {
+ReportHeader header_for(const PlanOptions& o, const Plan& plan, const ModelSpec& model, const Topology& topo,
+                        double headroom) {
   ReportHeader h;
   h.seq_as_typed = o.job.seq;
   const int64_t seqs = sequences_per_step(plan.job);
@@ -163,6 +165,13 @@ ReportHeader header_for(const PlanOptions& o, const Plan& plan, const Topology& 
                       (o.target_step_time_s ? ", step <= " + sig(*o.target_step_time_s, 6) + " s" : "") +
                       (o.target_tokens_per_s.empty() ? "" : ", >= " + o.target_tokens_per_s + " tokens/s"));
   if (!o.target.empty()) h.notes.push_back("only plans " + o.target + " can run (--target; export --to " + o.target + ")");
+  if (plan.job.framework == Framework::kMegatron) {
+    const double extra = fp32_gradient_extra_bytes(model, plan.choice, topo.gpu.element_bytes);
+    if (extra > 0)
+      h.notes.push_back("Megatron-LM keeps bf16 gradients in fp32 unless told not to (--accumulate-allreduce-grads-in-fp32, "
+                        "its bf16 default): " + fixed(extra / kGiB, 1) + " GiB per GPU more than priced here, where NVIDIA's "
+                        "performance recipes set grad_reduce_in_fp32 = False");
+  }
   return h;
 }
 
@@ -207,7 +216,7 @@ void run_plan(const PlanOptions& o) {
     t.add_row(sweep_cells(plan, o.job.seq));
     std::fputs(t.csv().c_str(), stdout);
   } else {
-    ReportHeader header = header_for(o, plan, r.topology, opt.job.headroom);
+    ReportHeader header = header_for(o, plan, r.model, r.topology, opt.job.headroom);
     if (const auto tight = tight_memory_note(opt, plan, r.topology)) header.notes.push_back(*tight);
     const bool calibrated = !o.job.profile.empty();
     header.notes.push_back(track_record_line(plan.job, calibrated, plan_track_record(plan.job, calibrated)));

@@ -1,7 +1,10 @@
 #include "planner/export_megatron.h"
 
+#include <cstdio>
+
 #include "planner/cost_model.h"
 #include "planner/export_target.h"
+#include "planner/memory_model.h"
 
 namespace rm {
 
@@ -183,6 +186,15 @@ std::string megatron_export(const Plan& plan, const ModelSpec& model, int gpus_p
   if (plan.job.gpus / plan.choice.tp > 1 &&
       (plan.choice.sharding == Sharding::kFsdp || plan.choice.sharding == Sharding::kZero2))
     out += "# Megatron-FSDP: leave CUDA_DEVICE_MAX_CONNECTIONS unset (its checks want more than 1).\n";
+  // The command line says --bf16, and Megatron-LM then keeps gradients in fp32, which the plan
+  // did not price (memory_model.h fp32_gradient_extra_bytes).
+  const double fp32_grads = fp32_gradient_extra_bytes(model, plan.choice, 2);
+  if (fp32_grads > 0) {
+    char gib[32];
+    std::snprintf(gib, sizeof gib, "%.1f", fp32_grads / (1 << 30));
+    out += std::string("# Memory: Megatron-LM accumulates bf16 gradients in fp32 by default (accumulate_allreduce_grads_in_fp32):\n"
+                       "# ") + gib + " GiB per GPU beyond the plan's figure, which priced them in bf16.\n";
+  }
   out += placement_comment(plan, gpus_per_node, "Megatron's rank order tp-cp-ep-dp-pp, TP " + std::to_string(plan.choice.tp));
   out += megatron_command_line(megatron_args(plan, model)) + "\n";
   return out;

@@ -149,6 +149,13 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
 // search and the schedule generator all ask this one.
 MemoryBreakdown plan_memory(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu);
 
+// What gradients held in fp32 instead of the GPU's element bytes would add to a plan's model
+// states, at its largest stage: Megatron-LM's default for bf16 (accumulate_allreduce_grads_in_fp32,
+// its README's 6 + 12/d bytes per parameter against the 4 + 12/d priced), which the model
+// does not price because NVIDIA's performance recipes turn it off (data_parallel.h's
+// grad_element_bytes). `plan --target megatron` and `export --to megatron` say it.
+double fp32_gradient_extra_bytes(const ModelSpec& m, const PlanChoice& choice, int element_bytes);
+
 // model_states of pipeline stage `stage` (0 without a pipeline): its TP member's
 // parameters (pp_stage_params) as the sharding level holds them, gradients at `grad_bytes`
 // (0: element_bytes). The schedule generator allocates each stage's own.

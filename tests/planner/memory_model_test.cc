@@ -201,6 +201,16 @@ TEST_CASE("a PyTorch pipeline's fsdp holds zero1's states with fp32 gradients (p
   CHECK(plan_memory(m, job, c, a100()).model_states == doctest::Approx(fsdp_states));
 }
 
+TEST_CASE("fp32 gradients would add 2 bytes per gradient the level holds (Megatron-LM's bf16 default)") {
+  const ModelSpec m = llama2_7b();
+  PlanChoice c = ring(4, 16);
+  c.sharding = Sharding::kZero1;  // whole gradients: Megatron's README, 6 + 12/d against 4 + 12/d
+  CHECK(fp32_gradient_extra_bytes(m, c, 2) == doctest::Approx(2 * m.params()));
+  c.sharding = Sharding::kFsdp;  // sharded over cp·dp = 64
+  CHECK(fp32_gradient_extra_bytes(m, c, 2) == doctest::Approx(2 * m.params() / 64));
+  CHECK(fp32_gradient_extra_bytes(m, c, 4) == 0);  // fp32 GPUs hold them so already
+}
+
 TEST_CASE("state shards per level") {
   PlanChoice c = ring(2, 8);
   c.sharding = Sharding::kHsdp;
