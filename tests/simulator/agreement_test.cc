@@ -242,7 +242,11 @@ Compared tp_step(const ModelSpec& model, const TpCase& tc, bool overlap) {
   pins.checkpointing = tc.ckpt;
   pins.order = "node-major";
   pins.tp_comm_overlap = overlap;
-  return plan_and_simulate(topo, model, make_job(topo, tc.gpus, tc.seq, Workload::kStep), pins);
+  Job job = make_job(topo, tc.gpus, tc.seq, Workload::kStep);
+  // At most 64 sequences a step: the micro-steps repeat one another, and the default 2M-token
+  // batch gave the 4K case 512 of them (most of this file's time in CI).
+  job.batch_tokens = std::min<int64_t>(kDefaultBatchTokens, 64 * tc.seq);
+  return plan_and_simulate(topo, model, job, pins);
 }
 
 }  // namespace
