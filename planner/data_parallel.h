@@ -68,7 +68,7 @@ bool pays_gemm_size_curve(const Job& job, const PlanChoice& ch);
 // step's last micro-batch (torch.distributed.pipelining's _configure_data_parallel_mode syncs
 // gradients and reshards only in the last backward): fsdp and zero2 then gather each unit
 // once a step and reduce-scatter it once a step, as zero1 does. Every other plan runs its own
-// level. hsdp keeps its level (its per-micro-step gathers inside a node are not corrected).
+// level (hsdp takes no pipeline here: CostModel::why_invalid).
 Sharding sharding_as_run(const Job& job, const PlanChoice& ch);
 // The plan with that level: what the cost model prices, the search checks the memory of and
 // the schedule generator emits (the plan file keeps the level the user asked for).
