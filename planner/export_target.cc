@@ -88,8 +88,13 @@ std::string framework_refusal(const Plan& plan, int gpus_per_node, ExportTarget 
   }
   if (t == ExportTarget::kTorchtitan) {
     if (c.sharding == Sharding::kZero1 && plan.job.gpus / c.tp > 1)
-      return "plan.sharding: torchtitan shards with FSDP2 (params, grads and optimizer states together); "
-             "it has no zero1: re-plan with --sharding zero2, fsdp, hsdp or ddp, or export --to megatron";
+      return c.pp > 1
+                 // data_parallel.h's as_run: what torchtitan's pipeline makes of its FSDP
+                 ? "plan.sharding: torchtitan has no zero1 option, but its pipeline runs FSDP as zero1 (weights "
+                   "gathered once a step, gradients unsharded until the last micro-batch): re-plan with --sharding "
+                   "fsdp --target torchtitan, which prices it as torchtitan runs it"
+                 : "plan.sharding: torchtitan shards with FSDP2 (params, grads and optimizer states together); "
+                   "it has no zero1: re-plan with --sharding zero2, fsdp, hsdp or ddp, or export --to megatron";
     if (c.cp > 1 && plan.job.seq_len % (2 * c.cp) != 0)
       return "seq_len: PyTorch's context_parallel load balancer splits the sequence into 2 x CP = " +
              str(2 * c.cp) + " chunks; " + str(plan.job.seq_len) + " tokens do not divide";

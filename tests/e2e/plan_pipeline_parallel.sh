@@ -75,6 +75,11 @@ mem = float(re.search(r"^memory per GPU +([0-9.]+)", table, re.M).group(1))
 assert abs(d["predicted"]["memory_gib_per_gpu"] - mem) < 0.06, (d["predicted"]["memory_gib_per_gpu"], mem)
 PY
 "$bin" export --plan "$tmp/fsdp-pp.yaml" --to torchtitan >"$tmp/tt" 2>"$tmp/err" || fail "export torchtitan (fsdp, pp 8) exited $?"
+# zero1 pinned for a torchtitan pipeline: refused (no such option), pointing at the fsdp it runs as.
+"$bin" plan "${pp405[@]/fsdp/zero1}" -o "$tmp/z1-pp.yaml" >/dev/null 2>"$tmp/err" || fail "plan (405B, zero1, pp 8) exited $?"
+"$bin" export --plan "$tmp/z1-pp.yaml" --to torchtitan >/dev/null 2>"$tmp/err"
+[[ $? -eq 2 ]] && grep -q "its pipeline runs FSDP as zero1" "$tmp/err" ||
+  fail "a pipelined zero1 plan's torchtitan export is not refused towards fsdp: $(cat "$tmp/err")"
 grep -q "^# note: torchtitan's pipeline keeps" "$tmp/tt" && fail "a plan priced for torchtitan is exported with the unpriced-grads note"
 "$bin" plan "${pp405[@]}" -o "$tmp/fsdp-pp-any.yaml" >"$tmp/out-any" 2>"$tmp/err" || fail "plan (405B, fsdp, pp 8, no target) exited $?"
 grep -q "runs as" "$tmp/out-any" && fail "a plan priced for no framework says it runs as another level"
