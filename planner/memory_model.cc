@@ -150,18 +150,17 @@ StateShards state_shards(const PlanChoice& ch) {
 
 namespace {
 
-// stage_model_state_bytes for one TP member's weights, `shard` (tp_shard's).
-double shard_state_bytes(const ModelSpec& shard, const PlanChoice& choice, int e, int grad_bytes, int stage) {
+// stage_model_state_bytes for one TP member's weights, `shard` (tp_shard's), gradients at `g` bytes.
+double shard_state_bytes(const ModelSpec& shard, const PlanChoice& choice, int e, int g, int stage) {
   const StateShards n = state_shards(choice);
   const double psi = pp_stage_params(shard, pp_layout(shard.layers, choice), stage);
-  const int g = grad_bytes > 0 ? grad_bytes : e;
   return e * psi / n.params + g * psi / n.grads + kOptimizerStateBytesPerParam * psi / n.optimizer;
 }
 
 }  // namespace
 
 double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int e, int stage, int grad_bytes) {
-  return shard_state_bytes(tp_shard(m, std::max(1, choice.tp)), choice, e, grad_bytes, stage);
+  return shard_state_bytes(tp_shard(m, std::max(1, choice.tp)), choice, e, grad_bytes > 0 ? grad_bytes : e, stage);
 }
 
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,

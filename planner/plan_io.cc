@@ -214,7 +214,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
   if (c.strategy == Strategy::kUsp)  // Megatron's [a2a degree, ring size]
     out["plan"]["hierarchical_context_parallel_sizes"] = {c.cp_a2a, c.cp / c.cp_a2a};
   // The level the framework runs it as where that differs (a PyTorch pipeline's fsdp: zero1).
-  if (sharding_as_run(j, c) != c.sharding) out["plan"]["sharding_as_run"] = to_string(sharding_as_run(j, c));
+  if (const Sharding run = sharding_as_run(j, c); run != c.sharding) out["plan"]["sharding_as_run"] = to_string(run);
   if (c.sharding == Sharding::kHsdp) {  // torchtitan's two degrees
     out["plan"]["data_parallel_shard_degree"] = c.dp_shard;
     out["plan"]["data_parallel_replicate_degree"] = c.dp / c.dp_shard;
