@@ -18,6 +18,7 @@
 #include "cli/plan_report.h"
 #include "cli/self_launch.h"
 #include "planner/cost_model.h"
+#include "planner/data_parallel.h"
 #include "planner/export_target.h"
 #include "planner/input_error.h"
 #include "planner/memory_model.h"
@@ -63,7 +64,10 @@ Answer plan_on(const PlanOptions& o, int gpus) {
     return a;
   }
   const ExportTarget target = parse_export_target(o.target, kCommandLine, "--target");
-  auto for_target = [&](const Job& job) {
+  auto for_target = [&](Job job) {
+    // Unless --grad-reduce-in-fp32 or --grad-reduce-in-bf16 says, the gradients as the framework reduces them.
+    if (!o.job.grad_reduce_in_fp32 && !o.job.grad_reduce_in_bf16)
+      job.grad_reduce_in_fp32 = framework_grad_reduce_in_fp32(target_framework(target));
     return plan_for_target(planner, job, r.pins, target, r.model, r.topology.gpus_per_node, kCommandLine);
   };
   a.plan = o.max_seq ? planner.max_seq(r.job, for_target) : for_target(r.job);
@@ -165,13 +169,6 @@ ReportHeader header_for(const PlanOptions& o, const Plan& plan, const ModelSpec&
                       (o.target_step_time_s ? ", step <= " + sig(*o.target_step_time_s, 6) + " s" : "") +
                       (o.target_tokens_per_s.empty() ? "" : ", >= " + o.target_tokens_per_s + " tokens/s"));
   if (!o.target.empty()) h.notes.push_back("only plans " + o.target + " can run (--target; export --to " + o.target + ")");
-  if (plan.job.framework == Framework::kMegatron) {
-    const double extra = fp32_gradient_extra_bytes(model, plan.choice, topo.gpu.element_bytes);
-    if (extra > 0)
-      h.notes.push_back("Megatron-LM keeps bf16 gradients in fp32 unless told not to (--accumulate-allreduce-grads-in-fp32, "
-                        "its bf16 default): " + fixed(extra / kGiB, 1) + " GiB per GPU more than priced here, where NVIDIA's "
-                        "performance recipes set grad_reduce_in_fp32 = False");
-  }
   return h;
 }
 

@@ -37,6 +37,15 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
                 "the run computes the head's logits and the loss in 4K-token chunks (default; Liger's fused "
                 "linear cross-entropy, the Ring Attention paper's blockwise loss), or over the whole "
                 "micro-step's fp32 logits at once, as torchtitan and Megatron-LM do (memory only)");
+  auto* fp32_grads = cmd->add_flag(
+      "--grad-reduce-in-fp32", o.grad_reduce_in_fp32,
+      "the run accumulates and reduces gradients in fp32 (Megatron-Core's grad_reduce_in_fp32, Megatron-LM's "
+      "bf16 default; torchtitan's mixed_precision_reduce = \"float32\"): twice the gradient traffic, and 4 bytes "
+      "a whole gradient held (default with --target megatron|torchtitan)");
+  cmd->add_flag("--grad-reduce-in-bf16", o.grad_reduce_in_bf16,
+                "or in bf16, the GPU's element type (Megatron-LM's --grad-reduce-in-bf16; NVIDIA's performance "
+                "recipes; the default without --target)")
+      ->excludes(fp32_grads);
   cmd->add_option("--workload", o.workload,
                   "what is predicted: attention (ring attention fwd+bwd), layer, or step (default)");
   cmd->add_option("--profile", o.profile, "calibrated profile YAML from `ringmaster calibrate`");
@@ -152,6 +161,7 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   }
   r.job.causal = o.causal;
   r.job.chunked_loss = o.chunked_loss;
+  r.job.grad_reduce_in_fp32 = o.grad_reduce_in_fp32;
   r.job.workload = parse_workload(o.workload, kCommandLine, "--workload");
   r.topology.gpu.memory_bytes *= 1 - o.headroom;  // the fabric copies the topology: before it
   build_fabric_and_costs(r.topology, gpus, o.profile, r.fabric, r.cost);

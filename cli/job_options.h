@@ -27,6 +27,8 @@ struct JobOptions {
   std::optional<int64_t> global_batch_size;  // or in sequences, at any length (Megatron's)
   bool causal = true;
   bool chunked_loss = true;
+  // Either says Job::grad_reduce_in_fp32; neither: false, or `plan --target`'s framework default.
+  bool grad_reduce_in_fp32 = false, grad_reduce_in_bf16 = false;
   std::string workload = "step";
   std::string profile;       // calibrated profile YAML (ringmaster calibrate)
   std::string attention_kernel = kDefaultAttentionKernel;
@@ -59,7 +61,7 @@ struct ResolvedJob {
 inline constexpr const char* kSeqOptionNames = "--seq,--seq-length,--seq-len";
 
 // Adds --model --topology --batch-tokens --causal/--no-causal --chunked-loss/--no-chunked-loss
-// --workload --profile and the
+// --grad-reduce-in-fp32/--grad-reduce-in-bf16 --workload --profile and the
 // pins (--cp-comm-type --tp --tp-comm-overlap/--no-tp-comm-overlap --pp --virtual-stages
 // --account-for-{embedding,loss}-in-pipeline-split (and --no-) --cp --dp --schedule --order --load-balance --block-q --block-kv
 // --kv-subblocks --checkpointing --micro-batch --sharding; Megatron's names where they differ).

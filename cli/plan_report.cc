@@ -168,6 +168,10 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
                               gib(logits) + " GiB"});
   choice.add_row({"micro-batch", std::to_string(c.micro_batch) + (c.micro_batch == 1 ? " sequence" : " sequences") + " per ring"});
   choice.add_row({"grad accumulation", std::to_string(c.grad_accum) + (c.grad_accum == 1 ? " micro-step" : " micro-steps")});
+  const char* grad_type = grad_reduce_element_bytes(j, topo.gpu.element_bytes) == 4 ? "fp32" : "bf16";
+  if (j.workload == Workload::kStep)
+    choice.add_row({"gradients", std::string("accumulated and reduced in ") + grad_type +
+                                     (j.grad_reduce_in_fp32 ? " (grad_reduce_in_fp32)" : " (the GPU's element type)")});
   if (j.framework != Framework::kAny) {  // named by --target: the GEMMs' rate, how it shards
     choice.add_row({"priced for", j.framework == Framework::kMegatron
                                       ? "megatron (Megatron-Core: GEMMs at the size curve's limit)"
@@ -176,7 +180,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
     if (run != c.sharding)  // data_parallel.h
       choice.add_row({"  runs as", std::string(to_string(run)) +
                                        " (PyTorch's pipeline keeps FSDP's weights gathered and its gradients "
-                                       "unsharded in fp32 until the step's last micro-batch)"});
+                                       "unsharded in " + grad_type + " until the step's last micro-batch)"});
   }
   out += choice.render() + "\n";
 

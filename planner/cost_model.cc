@@ -65,7 +65,7 @@ struct DpExposed {
   double per_layer = 0, ends = 0;
 };
 struct DpCosts {
-  double ag = 0, ag_vocab = 0, ar = 0, ar_vocab = 0;  // reduce-scatters take the all-gathers' time
+  double ag = 0, ag_vocab = 0, rs = 0, rs_vocab = 0, ar = 0, ar_vocab = 0;
   double window_f = 0, window_b = 0, window_ar = 0;
   bool ar_apart = false;  // hsdp: the all-reduce bottlenecks on other links than the shard group
   bool backward = false, ends = false;
@@ -75,7 +75,7 @@ struct DpCosts {
     auto hide = [&](double x, double window) { return cost->collective_exposed_s(x, window); };
     if (c.forward_gather) d.per_layer = hide(ag, window_f);
     if (backward) {
-      const double on_shard = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? ag : 0);
+      const double on_shard = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? rs : 0);
       const double on_repl = c.all_reduce ? ar : 0;
       d.per_layer += ar_apart ? std::max(hide(on_shard, window_b), hide(on_repl, window_ar))
                               : hide(on_shard + on_repl, window_b);
@@ -96,7 +96,7 @@ struct DpCosts {
     if (!ends) return e;
     if (c.forward_gather) e += first ? std::max(2 * ag, ag + ag_vocab) : ag;
     if (backward && c.backward_gather && !last) e += ag;
-    if (backward && c.reduce_scatter) e += first ? ag + ag_vocab : ag;
+    if (backward && c.reduce_scatter) e += first ? rs + rs_vocab : rs;
     if (backward && c.all_reduce) e += first ? ar + ar_vocab : ar;
     return e;
   }
@@ -111,10 +111,10 @@ struct DpCosts {
     if (!ends) return e;
     if (c.forward_gather) e += first ? std::max(2 * ag, ag + ag_vocab) : ag;
     if (backward && c.backward_gather && !last) e += ag;
-    if (backward && c.reduce_scatter && first) e += ag;
+    if (backward && c.reduce_scatter && first) e += rs;
     if (backward && c.all_reduce && first) e += ar;
     if (backward && !first && (c.reduce_scatter || c.all_reduce)) {
-      const double on = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? ag : 0) + (c.all_reduce ? ar : 0);
+      const double on = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? rs : 0) + (c.all_reduce ? ar : 0);
       e -= cost->collective_exposed_s(on, window_b) - cost->collective_exposed_s(on, window_b + window_f);
     }
     return e;
@@ -122,7 +122,7 @@ struct DpCosts {
   // The first stage ends the step (1F1B) on the embedding's gradients, `c` the last micro-step's.
   double pipeline_tail(const MicroStepCollectives& c) const {
     if (!ends || !backward) return 0;
-    return (c.reduce_scatter ? ag_vocab : 0) + (c.all_reduce ? ar_vocab : 0);
+    return (c.reduce_scatter ? rs_vocab : 0) + (c.all_reduce ? ar_vocab : 0);
   }
 };
 
@@ -826,8 +826,12 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
     const double vocab_bytes = static_cast<double>(m.vocab) * m.hidden * gpu.element_bytes;
     dp.ag = shard.time(layer_bytes / group);
     dp.ag_vocab = shard.time(vocab_bytes / group);
-    dp.ar = repl.all_reduce_time(layer_bytes * pipe.pp / G);
-    dp.ar_vocab = repl.all_reduce_time(vocab_bytes * pipe.pp / G);
+    // The gradients travel in their reduce dtype (Job::grad_reduce_in_fp32).
+    const double grads = static_cast<double>(grad_reduce_element_bytes(job, gpu.element_bytes)) / gpu.element_bytes;
+    dp.rs = shard.time(grads * layer_bytes / group);
+    dp.rs_vocab = shard.time(grads * vocab_bytes / group);
+    dp.ar = repl.all_reduce_time(grads * layer_bytes * pipe.pp / G);
+    dp.ar_vocab = repl.all_reduce_time(grads * vocab_bytes * pipe.pp / G);
     // The collectives hide behind the layer's time, less what the ring and the TP
     // collectives themselves keep the same class of links busy.
     const GroupCollective* tpc = ch.tp > 1 ? &tp_collective(ch.tp) : nullptr;

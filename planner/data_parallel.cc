@@ -33,11 +33,18 @@ PlanChoice as_run(const Job& job, const PlanChoice& ch) {
   return run;
 }
 
-int grad_element_bytes(const Job& job, const PlanChoice& ch, int element_bytes) {
+bool framework_grad_reduce_in_fp32(Framework f) { return f != Framework::kAny; }
+
+int grad_reduce_element_bytes(const Job& job, int element_bytes) {
   constexpr int kFp32 = 4;
+  return job.grad_reduce_in_fp32 ? kFp32 : element_bytes;
+}
+
+int grad_element_bytes(const Job& job, const PlanChoice& ch, int element_bytes) {
+  if (job.framework != Framework::kPytorch) return grad_reduce_element_bytes(job, element_bytes);
   // A PyTorch pipeline's fsdp or zero2, or the zero1 it runs as.
-  if (job.framework == Framework::kPytorch && ch.pp > 1 && sharding_as_run(job, ch) == Sharding::kZero1) return kFp32;
-  return element_bytes;
+  const bool pipeline_zero1 = ch.pp > 1 && sharding_as_run(job, ch) == Sharding::kZero1;
+  return pipeline_zero1 ? grad_reduce_element_bytes(job, element_bytes) : element_bytes;
 }
 
 MicroStepCollectives micro_step_collectives(Sharding s, int micro, int micro_steps, int data_gpus) {

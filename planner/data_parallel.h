@@ -73,15 +73,24 @@ Sharding sharding_as_run(const Job& job, const PlanChoice& ch);
 // The plan with that level: what the cost model prices, the search checks the memory of and
 // the schedule generator emits (the plan file keeps the level the user asked for).
 PlanChoice as_run(const Job& job, const PlanChoice& ch);
-// Bytes per element of the gradients a plan holds (memory_model.h's model states): FSDP2
-// keeps a pipeline's unsharded gradients in its reduce dtype between micro-batches, fp32 in
-// torchtitan (mixed_precision_reduce; FSDPParam's unsharded_accumulated_grad), so a PyTorch
-// pipeline's fsdp or zero2 (the zero1 it runs as) holds 4 bytes per gradient. Otherwise the
-// GPU's element bytes: the ZeRO paper's 2 + 2 + 12, which PyTorch FSDP's fp32 shards
-// (4 + 4 + 8) also add up to. Not Megatron's fp32 main_grad buffers (its README's 6 + 12/d
-// with the distributed optimizer): Megatron-LM turns them on for bf16, while NVIDIA's
-// performance recipes, the corpus's Megatron rows, turn them off (grad_reduce_in_fp32 =
-// False); no plan option says which yet. Asked of a plan or of its as_run: the same answer.
+// Whether `f` accumulates and reduces a bf16 run's gradients in fp32 unless told otherwise:
+// Megatron-LM (arguments.py forces accumulate_allreduce_grads_in_fp32 with --bf16 unless
+// --grad-reduce-in-bf16; NeMo's and Megatron-Bridge's bf16_mixed set grad_reduce_in_fp32 =
+// True) and torchtitan (mixed_precision_reduce = "float32"; Composer's DEFAULT mixed precision
+// reduces in fp32 too). kAny: no (the ZeRO paper's accounting). `plan --target` and the
+// corpus take it where the job does not say.
+bool framework_grad_reduce_in_fp32(Framework f);
+// Bytes per gradient element a plan's reduce-scatters and all-reduces move: 4 with
+// Job::grad_reduce_in_fp32, else the GPU's element bytes.
+int grad_reduce_element_bytes(const Job& job, int element_bytes);
+// Bytes per element of the gradients a plan holds (memory_model.h's model states): in the
+// reduce dtype (grad_reduce_element_bytes) where the framework keeps them so, Megatron's
+// main_grad buffers (its README's 6 + 12/d bytes a parameter with the distributed optimizer
+// and fp32 gradients) and FSDP2's unsharded gradients between a PyTorch pipeline's
+// micro-batches (FSDPParam.to_accumulated_grad_if_needed: torchtitan's fsdp or zero2 with
+// pp > 1, the zero1 it runs as). A PyTorch plan otherwise holds the GPU's element bytes: the
+// ZeRO paper's 2 + 2 + 12, which PyTorch FSDP's fp32 shards (4 + 4 + 8) also add up to,
+// whatever the reduce dtype. Asked of a plan or of its as_run: the same answer.
 int grad_element_bytes(const Job& job, const PlanChoice& ch, int element_bytes);
 
 // What a micro-step runs per unit (see the table above).

@@ -64,6 +64,7 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
   a.num_query_groups = model.kv_heads;
   a.kv_channels = model.head_dim;
   a.swiglu = model.gated_ffn;
+  a.grad_reduce_in_bf16 = !plan.job.grad_reduce_in_fp32;
   return a;
 }
 
@@ -175,6 +176,7 @@ std::string megatron_command_line(const MegatronArgs& a) {
   if (a.kv_channels * a.num_attention_heads != a.hidden_size) add("--kv-channels", str(a.kv_channels));
   if (a.swiglu) add("--swiglu");
   add("--bf16");
+  if (a.grad_reduce_in_bf16) add("--grad-reduce-in-bf16");
   return s;
 }
 
@@ -186,15 +188,6 @@ std::string megatron_export(const Plan& plan, const ModelSpec& model, int gpus_p
   if (plan.job.gpus / plan.choice.tp > 1 &&
       (plan.choice.sharding == Sharding::kFsdp || plan.choice.sharding == Sharding::kZero2))
     out += "# Megatron-FSDP: leave CUDA_DEVICE_MAX_CONNECTIONS unset (its checks want more than 1).\n";
-  // The command line says --bf16, and Megatron-LM then keeps gradients in fp32, which the plan
-  // did not price (memory_model.h fp32_gradient_extra_bytes).
-  const double fp32_grads = fp32_gradient_extra_bytes(model, plan.choice, 2);
-  if (fp32_grads > 0) {
-    char gib[32];
-    std::snprintf(gib, sizeof gib, "%.1f", fp32_grads / (1 << 30));
-    out += std::string("# Memory: Megatron-LM accumulates bf16 gradients in fp32 by default (accumulate_allreduce_grads_in_fp32):\n"
-                       "# ") + gib + " GiB per GPU beyond the plan's figure, which priced them in bf16.\n";
-  }
   out += placement_comment(plan, gpus_per_node, "Megatron's rank order tp-cp-ep-dp-pp, TP " + std::to_string(plan.choice.tp));
   out += megatron_command_line(megatron_args(plan, model)) + "\n";
   return out;

@@ -56,6 +56,9 @@ struct MegatronArgs {
   int num_layers = 0, hidden_size = 0, ffn_hidden_size = 0, num_attention_heads = 0;
   int num_query_groups = 0, kv_channels = 0;
   bool swiglu = false;
+  // --grad-reduce-in-bf16: the plan priced bf16 gradients (Job::grad_reduce_in_fp32 false),
+  // where Megatron-LM keeps a --bf16 run's in fp32 by default.
+  bool grad_reduce_in_bf16 = false;
 };
 
 // The arguments for `plan` (one export_refusal(kMegatron) accepts; strategy, degrees,

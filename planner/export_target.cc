@@ -170,6 +170,15 @@ std::string placement_comment(const Plan& plan, int gpus_per_node, const std::st
   return out;
 }
 
+Framework target_framework(ExportTarget t) {
+  switch (t) {
+    case ExportTarget::kMegatron: return Framework::kMegatron;
+    case ExportTarget::kTorchtitan: return Framework::kPytorch;
+    case ExportTarget::kSlurm: break;
+  }
+  return Framework::kAny;
+}
+
 std::string export_refusal(const Plan& plan, const ModelSpec& model, int gpus_per_node, ExportTarget target) {
   if (target == ExportTarget::kSlurm) return "";
   std::string why = framework_refusal(plan, gpus_per_node, target);
@@ -187,7 +196,7 @@ Plan plan_for_target(Planner& planner, const Job& asked, const SearchPins& pins,
   // pays_gemm_size_curve): torchtitan is PyTorch-native.
   Job job = asked;
   job.chunked_loss = false;
-  job.framework = target == ExportTarget::kMegatron ? Framework::kMegatron : Framework::kPytorch;
+  job.framework = target_framework(target);
   if (job.workload != Workload::kStep)
     fail_input(where, "--workload", fw + " runs training steps: --target " + t + " plans workload step");
   SearchPins p = pins;

@@ -28,6 +28,8 @@ enum class ExportTarget { kMegatron, kTorchtitan, kSlurm };
 const char* to_string(ExportTarget t);
 // Throws InputError "<where>: <field>: expected one of megatron, torchtitan, slurm (got 'x')".
 ExportTarget parse_export_target(const std::string& s, const std::string& where, const std::string& field);
+// The framework a target's plans are priced for: kMegatron, kPytorch (torchtitan), kAny (slurm).
+Framework target_framework(ExportTarget t);
 
 struct RankPlacement {
   int nodes = 0;

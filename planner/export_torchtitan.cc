@@ -29,6 +29,9 @@ std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus
   // of them, where a local batch of one micro-batch would flush the pipeline after each.
   out += "local_batch_size = " + str(int64_t{c.micro_batch} * (c.pp > 1 ? c.grad_accum : 1)) + "\n";
   out += "global_batch_size = " + str(sequences_per_step(plan.job)) + "\n";
+  // The gradients' reduce dtype the plan priced (Job::grad_reduce_in_fp32); torchtitan's
+  // default is float32.
+  out += std::string("mixed_precision_reduce = \"") + (plan.job.grad_reduce_in_fp32 ? "float32" : "bfloat16") + "\"\n";
   out += "\n[parallelism]\n";
   // torchtitan's FSDP2 mesh: ddp replicates only, hsdp shards dp_shard x cp and replicates
   // the rest; zero2 is FSDP2 with reshard_after_forward = False (params kept gathered from
@@ -46,15 +49,17 @@ std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus
   if (c.pp > 1 && plan.job.framework != Framework::kPytorch &&
       (c.sharding == Sharding::kFsdp || c.sharding == Sharding::kZero2)) {
     // PyTorch's pipelining stage turns FSDP's gradient sync off until the step's last
-    // micro-batch (PipelineStage._configure_data_parallel_mode): unsharded fp32 grads that a
-    // plan priced for torchtitan holds (data_parallel.h's as_run) and this one did not.
+    // micro-batch (PipelineStage._configure_data_parallel_mode): unsharded grads in the reduce
+    // dtype that a plan priced for torchtitan holds (data_parallel.h's as_run) and this one did not.
     double params = 0;
     for (int s : pp_peak_stage_candidates(c.pp))
       params = std::max(params, pp_stage_params(tp_shard(model, c.tp), pp_layout(model.layers, c), s));
     char gib[32];
-    std::snprintf(gib, sizeof gib, "%.1f", params * 4 / (1 << 30));
-    out += std::string("# note: torchtitan's pipeline keeps a stage's gradients unsharded in fp32 until the step's\n"
-                       "# last micro-batch (") +
+    const bool fp32 = plan.job.grad_reduce_in_fp32;
+    std::snprintf(gib, sizeof gib, "%.1f", params * (fp32 ? 4 : 2) / (1 << 30));
+    out += std::string("# note: torchtitan's pipeline keeps a stage's gradients unsharded in ") + (fp32 ? "fp32" : "bf16") +
+           " until the step's\n"
+           "# last micro-batch (" +
            gib + " GiB for the largest stage), where this plan priced FSDP's sharded ones:\n"
                  "# re-plan with --target torchtitan to price them.\n";
   }

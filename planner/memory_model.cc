@@ -209,14 +209,6 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   return mem;
 }
 
-double fp32_gradient_extra_bytes(const ModelSpec& m, const PlanChoice& choice, int element_bytes) {
-  double extra = 0;
-  for (int s : pp_peak_stage_candidates(std::max(1, choice.pp)))
-    extra = std::max(extra, stage_model_state_bytes(m, choice, element_bytes, s, 4) -
-                                stage_model_state_bytes(m, choice, element_bytes, s, element_bytes));
-  return extra;
-}
-
 MemoryBreakdown plan_memory(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu) {
   return memory_breakdown(m, as_run(job, choice), job.seq_len, gpu, effective_window(m, job), job.chunked_loss,
                           grad_element_bytes(job, choice, gpu.element_bytes));

@@ -121,7 +121,7 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
 // divides the activations by tp (tensor_parallel.h); the data-parallel sharding then
 // splits over the cp·dp GPUs of a TP rank (fsdp: 16 B/param / (tp·cp·dp) in all).
 //   model_states   e·Ψ/params + g·Ψ/grads + K·Ψ/optimizer shards (state_shards; g the
-//                  gradients' bytes: e, but fp32 in a PyTorch pipeline, grad_element_bytes):
+//                  gradients' bytes: e, or 4 where held in fp32, grad_element_bytes):
 //                  parameters are the same on every rank of a ring (CP splits tokens, not
 //                  weights), so ZeRO shards over all cp·dp GPUs, as Ring Attention's FSDP
 //                  setup and Megatron's CP (which folds CP into the data-parallel group
@@ -148,13 +148,6 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
 // grad_element_bytes, the job's window and loss (data_parallel.h). The cost model, the
 // search and the schedule generator all ask this one.
 MemoryBreakdown plan_memory(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu);
-
-// What gradients held in fp32 instead of the GPU's element bytes would add to a plan's model
-// states, at its largest stage: Megatron-LM's default for bf16 (accumulate_allreduce_grads_in_fp32,
-// its README's 6 + 12/d bytes per parameter against the 4 + 12/d priced), which the model
-// does not price because NVIDIA's performance recipes turn it off (data_parallel.h's
-// grad_element_bytes). `plan --target megatron` and `export --to megatron` say it.
-double fp32_gradient_extra_bytes(const ModelSpec& m, const PlanChoice& choice, int element_bytes);
 
 // model_states of pipeline stage `stage` (0 without a pipeline): its TP member's
 // parameters (pp_stage_params) as the sharding level holds them, gradients at `grad_bytes`

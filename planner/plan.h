@@ -130,6 +130,13 @@ struct Job {
   // torchtitan), `validate --published` from an entry's `framework`; it decides where the
   // GEMM size curve applies (data_parallel.h pays_gemm_size_curve).
   Framework framework = Framework::kAny;
+  // The gradients accumulated and reduced in fp32 (Megatron-Core's grad_reduce_in_fp32;
+  // Megatron-LM's default with --bf16 unless --grad-reduce-in-bf16, torchtitan's
+  // mixed_precision_reduce = "float32"): the reduce-scatters and all-reduces move 4 bytes a
+  // gradient, and a plan that holds whole gradients holds them in fp32 (data_parallel.h
+  // grad_element_bytes). `plan --target` defaults it to the framework's default; otherwise
+  // false, gradients in the GPU's element type (ZeRO's 2 + 2 + 12 bytes a parameter).
+  bool grad_reduce_in_fp32 = false;
 };
 
 // Ring order names: "node-major", "snake" (rail-aware), "searched", "custom".

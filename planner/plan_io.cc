@@ -13,6 +13,7 @@
 //   attention_kernel: ...       # optional, flash_attn_2
 //   chunked_loss: false         # optional, true (Job::chunked_loss)
 //   framework: megatron         # optional, any (Job::framework; megatron | pytorch)
+//   grad_reduce_in_fp32: true   # optional, false (Job::grad_reduce_in_fp32)
 //   plan: {strategy, cp_comm_type, tp, tp_comm_overlap (optional, false), pp, sharding, [data_parallel_shard_degree: hsdp only], virtual_stages,
 //          account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split (optional, false; pp > 1), cp, dp, schedule, order_name, order: [GPU ids in ring order],
 //          load_balance, block_q, block_kv, kv_subblocks, checkpointing, grad_accum,
@@ -190,6 +191,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
   out["attention_kernel"] = j.attention_kernel;
   out["chunked_loss"] = j.chunked_loss;
   out["framework"] = to_string(j.framework);
+  out["grad_reduce_in_fp32"] = j.grad_reduce_in_fp32;
   out["plan"] = {{"strategy", to_string(c.strategy)},
                  {"cp_comm_type", cp_comm_type(c.strategy)},
                  {"tp", c.tp},
@@ -300,6 +302,7 @@ std::string plan_to_yaml_string(const Plan& plan) {
     e << YAML::Key << "attention_kernel" << YAML::Value << j.attention_kernel;
   if (!j.chunked_loss) e << YAML::Key << "chunked_loss" << YAML::Value << false;
   if (j.framework != Framework::kAny) e << YAML::Key << "framework" << YAML::Value << to_string(j.framework);
+  if (j.grad_reduce_in_fp32) e << YAML::Key << "grad_reduce_in_fp32" << YAML::Value << true;
 
   e << YAML::Key << "plan" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "strategy" << YAML::Value << to_string(c.strategy);
@@ -555,6 +558,7 @@ Plan parse_plan_yaml(const std::string& yaml_text, const std::string& path) {
   j.chunked_loss = root.boolean_or("chunked_loss", true);  // plans before it chunked the loss
   if (root.has("framework"))
     j.framework = parse_framework(root.str("framework"), root.location("framework"), root.field("framework"));
+  j.grad_reduce_in_fp32 = root.boolean_or("grad_reduce_in_fp32", false);  // plans before it priced bf16 gradients
   plan.choice = read_choice(root.map("plan"), j.gpus);
   TokenLayout::check_divisible(plan.choice.load_balance, j.seq_len, plan.choice.cp, root.location("seq_len"));
   if (root.has("predicted")) plan.predicted = read_predicted(root.map("predicted"));

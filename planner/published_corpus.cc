@@ -5,6 +5,7 @@
 #include <map>
 #include <utility>
 
+#include "planner/data_parallel.h"
 #include "planner/input_error.h"
 #include "planner/input_file.h"
 #include "planner/input_limits.h"
@@ -48,7 +49,8 @@ const std::vector<std::string> kEntryKeys = {
     "pp",           "dp",        "sharding", "checkpointing", "precision", "causal", "metric",
     "published",    "definitions", "split",  "note",          "attention_kernel", "topology", "compile",
     "pp_schedule",  "fp8_recipe", "tp_comm_overlap", "account_for_embedding_in_pipeline_split",
-    "account_for_loss_in_pipeline_split", "virtual_stages", "repeat_kv", "framework"};
+    "account_for_loss_in_pipeline_split", "virtual_stages", "repeat_kv", "framework",
+    "grad_reduce_in_fp32"};
 
 template <typename E>
 const char* name_of(const Names<E>& names, E v) {
@@ -192,6 +194,8 @@ PublishedEntry parse_entry(const YAML::Node& node, const std::string& source, si
     if (v != "megatron" && v != "pytorch") m.fail("framework", "expected megatron or pytorch (got '" + v + "')");
     e.framework = v == "megatron" ? Framework::kMegatron : Framework::kPytorch;
   }
+  e.grad_reduce_in_fp32 = m.has("grad_reduce_in_fp32") ? m.boolean("grad_reduce_in_fp32")
+                                                         : framework_grad_reduce_in_fp32(e.framework);
   if (m.has("fp8_recipe")) {
     const std::string v = m.str("fp8_recipe");
     if (v != "tensorwise" && v != "delayed" && v != "current")

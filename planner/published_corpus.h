@@ -97,6 +97,9 @@ struct PublishedEntry {
   // or `pytorch` (torchtitan, llm-foundry's Composer, PyTorch DDP / FSDP); absent (any):
   // one the source does not name or neither (data_parallel.h pays_gemm_size_curve).
   Framework framework = Framework::kAny;
+  // Gradients accumulated and reduced in fp32 (optional, `grad_reduce_in_fp32`; absent: the
+  // framework's default, data_parallel.h framework_grad_reduce_in_fp32): Job::grad_reduce_in_fp32.
+  bool grad_reduce_in_fp32 = false;
   bool causal = true;
   Metric metric = Metric::kTokensPerSPerGpu;
   double published = 0;   // the figure as printed, in `metric`'s unit

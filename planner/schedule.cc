@@ -675,7 +675,11 @@ class Generator {
     r.em.wait(r.gathers.front());
     r.gathers.erase(r.gathers.begin());
   }
-  void scatter(Rank& r, double bytes) {
+  // `bytes`: the unit's shard in the GPU's element type; the gradients travel in their
+  // reduce dtype (Job::grad_reduce_in_fp32), the cost model's DpCosts::rs.
+  void scatter(Rank& r, double element_bytes) {
+    const double bytes = element_bytes * grad_reduce_element_bytes(job_, fabric_.topology().gpu.element_bytes) /
+                         fabric_.topology().gpu.element_bytes;
     if (r.dp.reduce_scatter) {
       const int req = r.em.collective(CollectiveKind::kReduceScatter, r.fsdp_group, bytes,
                                       buf("layer_buffers", mem_.layer_buffers), r.collectives++);

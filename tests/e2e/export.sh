@@ -154,9 +154,36 @@ done
 mg_table=$("$bin" plan --gpus 64 --seq 8k --target megatron 2>/dev/null)
 [[ $mg_table == *"priced for"*"megatron (Megatron-Core: GEMMs at the size curve's limit)"* ]] ||
   fail "plan --target megatron: the table does not say what it is priced for"
-# Megatron-LM's fp32 gradients of a bf16 run, which the plan leaves out, are said in GiB.
-[[ $mg_table == *"Megatron-LM keeps bf16 gradients in fp32 unless told not to"*" GiB per GPU more than priced here"* ]] ||
-  fail "plan --target megatron does not say what Megatron-LM's fp32 gradients add: $(head -6 <<<"$mg_table")"
+# Megatron-LM keeps a bf16 run's gradients in fp32 unless --grad-reduce-in-bf16: --target
+# megatron prices that default, --grad-reduce-in-bf16 prices the flag and exports it.
+[[ $mg_table == *"gradients"*"accumulated and reduced in fp32 (grad_reduce_in_fp32)"* ]] ||
+  fail "plan --target megatron does not price Megatron-LM's fp32 gradients: $(grep -n gradients <<<"$mg_table")"
+checked=$((checked + 1))
+"$bin" plan --gpus 64 --seq 8k --target megatron --format json -o "$tmp/g32.yaml" >"$tmp/g32.json" 2>/dev/null &&
+  "$bin" plan --gpus 64 --seq 8k --target megatron --grad-reduce-in-bf16 --format json -o "$tmp/g16.yaml" \
+    >"$tmp/g16.json" 2>/dev/null || fail "plan --target megatron [--grad-reduce-in-bf16] exited non-zero"
+python3 - "$tmp/g32.json" "$tmp/g16.json" <<'PY' || fail "--grad-reduce-in-bf16: the JSON key or the memory"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert a["grad_reduce_in_fp32"] is True and b["grad_reduce_in_fp32"] is False
+assert a["plan"]["sharding"] == b["plan"]["sharding"] == "zero1", (a["plan"]["sharding"], b["plan"]["sharding"])
+extra = a["predicted"]["memory_gib_per_gpu"] - b["predicted"]["memory_gib_per_gpu"]
+assert 12 < extra < 13, extra  # 2 bytes more a whole gradient: 2 x 6.7e9 (Megatron's 6 + 12/d against 4 + 12/d)
+PY
+grep -q "^grad_reduce_in_fp32: true" "$tmp/g32.yaml" || fail "the plan file does not record grad_reduce_in_fp32: true"
+"$bin" export --plan "$tmp/g16.yaml" --to megatron 2>/dev/null | grep -q -- "--bf16 --grad-reduce-in-bf16" ||
+  fail "export --to megatron of a bf16-gradient plan lacks --grad-reduce-in-bf16"
+"$bin" export --plan "$tmp/g32.yaml" --to megatron 2>/dev/null | grep -q -- "--grad-reduce-in-bf16" &&
+  fail "export --to megatron of an fp32-gradient plan says --grad-reduce-in-bf16"
+"$bin" plan --gpus 64 --seq 8k --target torchtitan -o "$tmp/t32.yaml" >/dev/null 2>&1 &&
+  "$bin" plan --gpus 64 --seq 8k --target torchtitan --grad-reduce-in-bf16 -o "$tmp/t16.yaml" >/dev/null 2>&1 ||
+  fail "plan --target torchtitan [--grad-reduce-in-bf16] exited non-zero"
+"$bin" export --plan "$tmp/t32.yaml" --to torchtitan 2>/dev/null | grep -q '^mixed_precision_reduce = "float32"' ||
+  fail "export --to torchtitan of a plan priced for torchtitan lacks its default mixed_precision_reduce = \"float32\""
+"$bin" export --plan "$tmp/t16.yaml" --to torchtitan 2>/dev/null | grep -q '^mixed_precision_reduce = "bfloat16"' ||
+  fail "export --to torchtitan of a bf16-gradient plan lacks mixed_precision_reduce = \"bfloat16\""
+"$bin" plan --gpus 64 --seq 8k --grad-reduce-in-fp32 --grad-reduce-in-bf16 >/dev/null 2>&1
+[[ $? -eq 2 ]] || fail "--grad-reduce-in-fp32 with --grad-reduce-in-bf16 did not exit 2"
 python3 - "$tmp/tt.json" "$tmp/mg.json" <<'PY' || fail "--target megatron does not price FSDP's GEMMs at the limit"
 import json, sys
 tt, mg = (json.load(open(f)) for f in sys.argv[1:3])

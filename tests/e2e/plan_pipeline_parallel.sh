@@ -89,7 +89,8 @@ mem = [float(re.search(r"^memory per GPU +([0-9.]+)", open(f).read(), re.M).grou
 assert mem[0] > mem[1] + 5, mem  # gathered weights and fp32 grads of a 405B stage: tens of GiB
 PY
 "$bin" export --plan "$tmp/fsdp-pp-any.yaml" --to torchtitan >"$tmp/tt" 2>"$tmp/err" || fail "export torchtitan (fsdp, pp 8, no target) exited $?"
-grep -q "^# note: torchtitan's pipeline keeps a stage's gradients unsharded in fp32" "$tmp/tt" ||
+# Priced with bf16 gradients (no --target), exported with mixed_precision_reduce = "bfloat16".
+grep -q "^# note: torchtitan's pipeline keeps a stage's gradients unsharded in bf16" "$tmp/tt" ||
   fail "torchtitan export of a pipelined fsdp plan priced for no framework lacks the unsharded-grads note: $(grep -n pipeline "$tmp/tt")"
 # The plain split, pinned, cannot interleave them.
 "$bin" plan "${l3[@]}" --no-account-for-embedding-in-pipeline-split --no-account-for-loss-in-pipeline-split >"$tmp/out" 2>"$tmp/err"

@@ -70,12 +70,16 @@ TEST_CASE("a PyTorch pipeline runs fsdp and zero2 as zero1, with fp32 gradients"
     CHECK(grad_element_bytes(job, ch, 2) == 2);
   }
   job.framework = Framework::kPytorch;
+  job.grad_reduce_in_fp32 = true;  // torchtitan's mixed_precision_reduce = "float32"
   for (Sharding s : {Sharding::kFsdp, Sharding::kZero2, Sharding::kZero1}) {
     ch.sharding = s;
     CHECK(sharding_as_run(job, ch) == Sharding::kZero1);
     CHECK(as_run(job, ch).sharding == Sharding::kZero1);
     CHECK(grad_element_bytes(job, ch, 2) == 4);
     CHECK(grad_element_bytes(job, as_run(job, ch), 2) == 4);  // the same asked of as_run
+    job.grad_reduce_in_fp32 = false;  // mixed_precision_reduce = "bfloat16": held in bf16
+    CHECK(grad_element_bytes(job, ch, 2) == 2);
+    job.grad_reduce_in_fp32 = true;
   }
   ch.sharding = Sharding::kDdp;
   CHECK(sharding_as_run(job, ch) == Sharding::kDdp);
@@ -83,11 +87,22 @@ TEST_CASE("a PyTorch pipeline runs fsdp and zero2 as zero1, with fp32 gradients"
   ch.sharding = Sharding::kFsdp;
   ch.pp = 1;  // FSDP2 without a pipeline reshards every micro-step
   CHECK(sharding_as_run(job, ch) == Sharding::kFsdp);
-  CHECK(grad_element_bytes(job, ch, 2) == 2);
+  CHECK(grad_element_bytes(job, ch, 2) == 2);  // its fp32 shards: in the 2 + 2 + 12 already
+  CHECK(grad_reduce_element_bytes(job, 2) == 4);  // but it reduce-scatters fp32
   job.framework = Framework::kMegatron;
   ch.pp = 2;
   CHECK(sharding_as_run(job, ch) == Sharding::kFsdp);
-  CHECK(grad_element_bytes(job, ch, 2) == 2);  // no option says grad_reduce_in_fp32 yet
+  CHECK(grad_element_bytes(job, ch, 2) == 4);  // main_grad in fp32, whatever the level
+  job.grad_reduce_in_fp32 = false;  // --grad-reduce-in-bf16
+  CHECK(grad_element_bytes(job, ch, 2) == 2);
+  CHECK(grad_reduce_element_bytes(job, 2) == 2);
+  CHECK(grad_reduce_element_bytes(job, 4) == 4);  // an fp32 GPU's are fp32 either way
+}
+
+TEST_CASE("the frameworks reduce a bf16 run's gradients in fp32 by default") {
+  CHECK(framework_grad_reduce_in_fp32(Framework::kMegatron));  // Megatron-LM with --bf16
+  CHECK(framework_grad_reduce_in_fp32(Framework::kPytorch));   // torchtitan, Composer
+  CHECK_FALSE(framework_grad_reduce_in_fp32(Framework::kAny));  // ZeRO's 2 + 2 + 12
 }
 
 TEST_CASE("the framework changes a plan's GEMM time by the curve and nothing else") {

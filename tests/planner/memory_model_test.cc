@@ -185,6 +185,7 @@ TEST_CASE("a PyTorch pipeline's fsdp holds zero1's states with fp32 gradients (p
   job.workload = Workload::kStep;
   const double fsdp_states = plan_memory(m, job, c, a100()).model_states;  // no framework named: ZeRO-3
   job.framework = Framework::kPytorch;
+  job.grad_reduce_in_fp32 = true;  // torchtitan's default
   const MemoryBreakdown pytorch = plan_memory(m, job, c, a100());
   // The largest stage's Ψ_s: 2 bytes of gathered params + 4 of unsharded fp32 grads + 12 / N_d.
   PlanChoice z1 = c;
@@ -196,19 +197,28 @@ TEST_CASE("a PyTorch pipeline's fsdp holds zero1's states with fp32 gradients (p
   // by hand for stage 0's parameters: (2 + 4) Ψ_s + 12 Ψ_s / (cp·dp).
   const double psi0 = stage_model_state_bytes(m, z1, 2, 0, 2) / (2 + 2 + 12.0 / 4);
   CHECK(stage_model_state_bytes(m, z1, 2, 0, 4) == doctest::Approx((2 + 4 + 12.0 / 4) * psi0));
-  // Megatron and plans without a pipeline keep the element bytes.
+  // Megatron with bf16 gradients (--grad-reduce-in-bf16) keeps the element bytes.
   job.framework = Framework::kMegatron;
+  job.grad_reduce_in_fp32 = false;
   CHECK(plan_memory(m, job, c, a100()).model_states == doctest::Approx(fsdp_states));
 }
 
-TEST_CASE("fp32 gradients would add 2 bytes per gradient the level holds (Megatron-LM's bf16 default)") {
+TEST_CASE("fp32 gradients add 2 bytes per gradient the level holds (Megatron-LM's bf16 default)") {
   const ModelSpec m = llama2_7b();
   PlanChoice c = ring(4, 16);
+  Job job;
+  job.seq_len = 8192;
+  job.framework = Framework::kMegatron;
+  auto states = [&](bool fp32) {
+    job.grad_reduce_in_fp32 = fp32;
+    return plan_memory(m, job, c, a100()).model_states;
+  };
   c.sharding = Sharding::kZero1;  // whole gradients: Megatron's README, 6 + 12/d against 4 + 12/d
-  CHECK(fp32_gradient_extra_bytes(m, c, 2) == doctest::Approx(2 * m.params()));
+  CHECK(states(true) - states(false) == doctest::Approx(2 * m.params()));
   c.sharding = Sharding::kFsdp;  // sharded over cp·dp = 64
-  CHECK(fp32_gradient_extra_bytes(m, c, 2) == doctest::Approx(2 * m.params() / 64));
-  CHECK(fp32_gradient_extra_bytes(m, c, 4) == 0);  // fp32 GPUs hold them so already
+  CHECK(states(true) - states(false) == doctest::Approx(2 * m.params() / 64));
+  job.framework = Framework::kPytorch;  // FSDP's fp32 shards are in the 16 bytes already
+  CHECK(states(true) == doctest::Approx(states(false)));
 }
 
 TEST_CASE("state shards per level") {

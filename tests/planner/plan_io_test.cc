@@ -213,6 +213,31 @@ TEST_CASE("tp_comm_overlap: written, read back strictly, false in plans from bef
   std::filesystem::remove(path);
 }
 
+TEST_CASE("grad_reduce_in_fp32: written when true, read back strictly, false in plans from before it") {
+  rm::Plan p = sample_plan();
+  const std::string path = temp_path("grads.yaml");
+  rm::write_plan_yaml(p, path);
+  CHECK_FALSE(rm::read_plan_yaml(path).job.grad_reduce_in_fp32);  // the default is not written
+  CHECK(rm::plan_to_json(p)["grad_reduce_in_fp32"] == false);
+  p.job.grad_reduce_in_fp32 = true;
+  rm::write_plan_yaml(p, path);
+  CHECK(rm::read_plan_yaml(path).job.grad_reduce_in_fp32);
+  CHECK(rm::plan_to_json(p)["grad_reduce_in_fp32"] == true);
+  std::ofstream(path) << "model: tiny\ntopology: cpu-local\ngpus: 2\nseq_len: 8k\ngrad_reduce_in_fp32: 2\n"
+                      << "plan: {strategy: ring, tp: 1, cp: 2, dp: 1, schedule: flat, order: [0, 1],\n"
+                         "       load_balance: zigzag, block_q: 64, block_kv: 64, kv_subblocks: 1,\n"
+                         "       checkpointing: none}\n";
+  std::string why;
+  try {
+    rm::read_plan_yaml(path);
+  } catch (const rm::InputError& e) {
+    why = e.what();
+  }
+  CHECK(why.find("grad_reduce_in_fp32") != std::string::npos);
+  CHECK(why.find("expected true or false") != std::string::npos);
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("chunked_loss: written when false, read back strictly, true in plans from before it") {
   rm::Plan p = sample_plan();
   const std::string path = temp_path("loss.yaml");

@@ -98,7 +98,8 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
   CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    comment: x")) ==
         "c.yaml:28: rfa-a100-fwd-zigzag.comment: unknown key; expected one of: account_for_embedding_in_pipeline_split, "
         "account_for_loss_in_pipeline_split, assumed, attention_kernel, causal, "
-        "checkpointing, cluster, compile, cp, cp_kind, definitions, dp, fp8_recipe, framework, global_batch, gpu, gpus, id, "
+        "checkpointing, cluster, compile, cp, cp_kind, definitions, dp, fp8_recipe, framework, global_batch, gpu, gpus, "
+        "grad_reduce_in_fp32, id, "
         "metric, micro_batch, model, note, passes, pp, pp_schedule, precision, published, repeat_kv, seq_len, sharding, source, "
         "split, topology, tp, tp_comm_overlap, virtual_stages, workload");
   // A split's accounting and virtual stages: only where the source pipelines (interleaved).

@@ -521,6 +521,38 @@ TEST_CASE("K,V repeated to every query head (torchtitan's repeat_kv): the ring a
   }
 }
 
+TEST_CASE("gradients reduced in fp32 (grad_reduce_in_fp32): the replay moves their bytes, within 2 %") {
+  // Across two nodes the reduce-scatters and all-reduces move 4 bytes a gradient; a level that
+  // holds whole gradients holds them in fp32 (data_parallel.h grad_element_bytes).
+  const ModelSpec model = load_model(kDefaultModel);
+  const Topology topo = load_topology(kStudyTopology);
+  Worst worst{"gradients in fp32"};
+  for (Sharding level : {Sharding::kDdp, Sharding::kZero1, Sharding::kFsdp}) {
+    CAPTURE(std::string(to_string(level)));
+    SearchPins pins;
+    pins.sharding = level;
+    pins.cp = 2;
+    pins.tp = 1;
+    pins.pp = 1;
+    pins.checkpointing = Checkpointing::kFull;
+    Job job = make_job(topo, 16, 8192, Workload::kStep);
+    job.framework = Framework::kMegatron;
+    const Compared bf16 = plan_and_simulate(topo, model, job, pins);
+    job.grad_reduce_in_fp32 = true;
+    const Compared fp32 = plan_and_simulate(topo, model, job, pins);
+    CHECK(fp32.time_error() < 0.02);
+    CHECK(fp32.memory_error() < 0.02);
+    worst.add(fp32, true);
+    CHECK(fp32.simulated.step_time_s > bf16.simulated.step_time_s);
+    CHECK(fp32.predicted.step_time_s > bf16.predicted.step_time_s);
+    // 2 more bytes a gradient held: whole for ddp and zero1; for fsdp a 1/16 shard, and the
+    // gathered units' gradients (memory_model.h layer_buffers).
+    const double extra = fp32.predicted.memory_bytes_per_gpu - bf16.predicted.memory_bytes_per_gpu;
+    if (level == Sharding::kFsdp) CHECK(extra > 2 * model.params() / 16);
+    else CHECK(extra == doctest::Approx(2 * model.params()).epsilon(0.02));
+  }
+}
+
 TEST_CASE("a2a+p2p with tensor parallelism, whole training steps: step time and peak memory within 2 %") {
   // tp x a2a inside a node (the heads split tp·a2a ways), the ring across nodes.
   const ModelSpec model = load_model(kDefaultModel);
@@ -671,6 +703,7 @@ TEST_CASE("a PyTorch pipeline runs fsdp as zero1 with fp32 gradients: the replay
   job.batch_tokens = 8 * job.seq_len;
   const Compared any = plan_and_simulate(topo, model, job, pins);
   job.framework = Framework::kPytorch;
+  job.grad_reduce_in_fp32 = true;  // torchtitan's mixed_precision_reduce = "float32"
   const Compared fsdp = plan_and_simulate(topo, model, job, pins);
   pins.sharding = Sharding::kZero1;
   const Compared zero1 = plan_and_simulate(topo, model, job, pins);
