@@ -31,7 +31,9 @@ std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus
   out += "global_batch_size = " + str(sequences_per_step(plan.job)) + "\n";
   // The gradients' reduce dtype the plan priced (Job::grad_reduce_in_fp32); torchtitan's
   // default is float32.
-  out += std::string("mixed_precision_reduce = \"") + (plan.job.grad_reduce_in_fp32 ? "float32" : "bfloat16") + "\"\n";
+  out += plan.job.grad_reduce_in_fp32
+             ? "mixed_precision_reduce = \"float32\"\n"
+             : "mixed_precision_reduce = \"bfloat16\"  # as priced; torchtitan's default float32 needs --grad-reduce-in-fp32\n";
   out += "\n[parallelism]\n";
   // torchtitan's FSDP2 mesh: ddp replicates only, hsdp shards dp_shard x cp and replicates
   // the rest; zero2 is FSDP2 with reshard_after_forward = False (params kept gathered from
