@@ -8,6 +8,11 @@ need() {
 # A scratch folder in $tmp, removed when the test exits.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# Each test's mpiruns keep their session directories in its own folder: under ctest -j,
+# Open MPI 4's shared /tmp/ompi.<host>.<uid> tree races (one mpirun's cleanup removes the
+# top directory while another creates its job folder: "ORTE_ERROR_LOG: Error in file
+# util/session_dir.c", open-mpi/ompi issue #7049). Open MPI 5's PRRTE reads the second name.
+export OMPI_MCA_orte_tmpdir_base=$tmp PRTE_MCA_prte_tmpdir_base=$tmp
 # fail <what>: report and count a failure; a test ends with [[ $failures -eq 0 ]].
 failures=0
 fail() {
