@@ -188,8 +188,12 @@ std::string megatron_export(const Plan& plan, const ModelSpec& model, int gpus_p
   if (plan.job.gpus / plan.choice.tp > 1 &&
       (plan.choice.sharding == Sharding::kFsdp || plan.choice.sharding == Sharding::kZero2))
     out += "# Megatron-FSDP: leave CUDA_DEVICE_MAX_CONNECTIONS unset (its checks want more than 1).\n";
+  const MegatronArgs args = megatron_args(plan, model);
+  if (args.grad_reduce_in_bf16)  // a numerics choice the plan made: say how to undo it
+    out += "# --grad-reduce-in-bf16: the plan priced bf16 gradients; for Megatron-LM's fp32 default (more memory)\n"
+           "# drop it and re-plan with --grad-reduce-in-fp32.\n";
   out += placement_comment(plan, gpus_per_node, "Megatron's rank order tp-cp-ep-dp-pp, TP " + std::to_string(plan.choice.tp));
-  out += megatron_command_line(megatron_args(plan, model)) + "\n";
+  out += megatron_command_line(args) + "\n";
   return out;
 }
 
