@@ -7,6 +7,7 @@
 
 #include "planner/collective_pattern.h"
 #include "planner/data_parallel.h"
+#include "planner/linear_precision.h"
 #include "planner/pipeline_parallel.h"
 #include "planner/schedule.h"
 #include "planner/tensor_parallel.h"
@@ -705,15 +706,15 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
     }
   }
   if (ch.tp > 1 && !free_comm && !ch.tp_comm_overlap) {
-    // The TP group's all-gathers and reduce-scatters (tensor_parallel.h), unhidden.
-    const double x = tp_collective(ch.tp).time(
-        tp_collective_bytes(model_, c, fabric_.topology().gpu.element_bytes, ch.tp));
-    t.tp_fwd = kTpCollectivesForward * x;
+    // The TP group's all-gathers and reduce-scatters (tensor_parallel.h), unhidden; half of
+    // each pass's are all-gathers (the selective rerun's one is).
+    const auto [ag, rs] = tp_collective_times(job, c, ch.tp, 1);
+    t.tp_fwd = kTpCollectivesForward / 2 * (ag + rs);
     if (!fwd_only) {
-      const int redo = ch.checkpointing == Checkpointing::kFull        ? kTpCollectivesRecomputeFull
-                       : ch.checkpointing == Checkpointing::kSelective ? kTpCollectivesRecomputeSelective
-                                                                       : 0;
-      t.tp_bwd = (kTpCollectivesBackward + redo) * x;
+      const double redo = ch.checkpointing == Checkpointing::kFull ? kTpCollectivesRecomputeFull / 2 * (ag + rs)
+                          : ch.checkpointing == Checkpointing::kSelective ? kTpCollectivesRecomputeSelective * ag
+                                                                          : 0;
+      t.tp_bwd = kTpCollectivesBackward / 2 * (ag + rs) + redo;
     }
   } else if (ch.tp > 1 && !free_comm) {
     add_tp_overlap(job, ch, t);
@@ -736,6 +737,13 @@ double CostModel::layer_gemm_flops_per_s(const Job& job, const PlanChoice& ch, i
                                 pays_gemm_size_curve(job, ch));
 }
 
+std::pair<double, double> CostModel::tp_collective_times(const Job& job, int64_t c, int tp, int chunks) {
+  const int e = fabric_.topology().gpu.element_bytes;
+  const GroupCollective& g = tp_collective(tp);
+  return {g.time(tp_collective_bytes(model_, c, tp_gather_element_bytes(job.fp8_recipe, e), tp) / chunks),
+          g.time(tp_collective_bytes(model_, c, e, tp) / chunks)};
+}
+
 void CostModel::add_tp_overlap(const Job& job, const PlanChoice& ch, LayerTimes& t) {
   // Each collective pipelined with the GEMM it feeds or drains, in tp chunks
   // (tensor_parallel.h): what that adds to the GEMM's own time (linear_fwd, _bwd), at the
@@ -744,20 +752,21 @@ void CostModel::add_tp_overlap(const Job& job, const PlanChoice& ch, LayerTimes&
   const int64_t c = job.seq_len / std::max(1, ch.cp);
   const LinearFlops lf = linear_flops_per_token(m);
   const double Fg = layer_gemm_flops_per_s(job, ch, c, lf);
-  const double x = tp_collective(ch.tp).time(
-      tp_collective_bytes(model_, c, fabric_.topology().gpu.element_bytes, ch.tp) / ch.tp);
-  auto extra = [&](double flops_per_token, double factor) {
+  const auto [ag, rs] = tp_collective_times(job, c, ch.tp, ch.tp);  // one chunk's
+  auto extra = [&](double flops_per_token, double factor, double x) {
     const double g = factor * static_cast<double>(c) * flops_per_token / Fg;
     return tp_overlapped_s(g, x, ch.tp, cost_) - g;
   };
   const double up = lf.ffn_recompute_selective, down = lf.ffn - up;  // FFN up/gate, down
   const double B = kLinearBackwardFactor;
-  t.tp_fwd = extra(lf.qkv, 1) + extra(lf.out_proj, 1) + extra(up, 1) + extra(down, 1);
+  // Forward: QKV and up/gate take an all-gather, the output and down projections end in a
+  // reduce-scatter; backward the other way round (schedule.cc tp_attention, tp_ffn).
+  t.tp_fwd = extra(lf.qkv, 1, ag) + extra(lf.out_proj, 1, rs) + extra(up, 1, ag) + extra(down, 1, rs);
   t.tp_bwd = 0;
   if (job.passes != Passes::kForward) {
-    t.tp_bwd = extra(down, B) + extra(up, B) + extra(lf.out_proj, B) + extra(lf.qkv, B) +
+    t.tp_bwd = extra(down, B, ag) + extra(up, B, rs) + extra(lf.out_proj, B, ag) + extra(lf.qkv, B, rs) +
                (ch.checkpointing == Checkpointing::kFull        ? t.tp_fwd
-                : ch.checkpointing == Checkpointing::kSelective ? extra(up, 1)
+                : ch.checkpointing == Checkpointing::kSelective ? extra(up, 1, ag)
                                                                 : 0);
   }
 }

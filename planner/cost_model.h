@@ -196,6 +196,9 @@ class CostModel {
   // With tp_comm_overlap: sets t.tp_fwd, t.tp_bwd to what the chunked TP collectives add
   // to their GEMMs (tensor_parallel.h).
   void add_tp_overlap(const Job& job, const PlanChoice& choice, LayerTimes& t);
+  // One TP all-gather's and one reduce-scatter's seconds over c tokens in `chunks` pieces
+  // (the all-gather in tp_gather_element_bytes, linear_precision.h).
+  std::pair<double, double> tp_collective_times(const Job& job, int64_t c, int tp, int chunks);
   // The FLOP/s of a layer's linear GEMMs on c tokens of each of the micro-step's sequences,
   // `lf` one TP member's (the GEMM size curve, CostParams::gemm_flops_per_s).
   double layer_gemm_flops_per_s(const Job& job, const PlanChoice& choice, int64_t c, const LinearFlops& lf) const;

@@ -34,4 +34,8 @@ void apply_linear_precision(Topology& topology, LinearPrecision p, const std::st
   topology.gpu.gemm_efficiency = rate / topology.gpu.peak_flops;
 }
 
+int tp_gather_element_bytes(Fp8Recipe recipe, int element_bytes) {
+  return recipe == Fp8Recipe::kTensorwise ? 1 : element_bytes;
+}
+
 }  // namespace rm

@@ -1,6 +1,6 @@
 // Float8 linear layers: the QKV, output and FFN projections and the LM head run their GEMMs
-// on the fp8 tensor cores, everything else (attention, norms, loss, optimizer, collectives)
-// stays bf16. This is what torchtitan's `--model.converters=float8` does (its converter
+// on the fp8 tensor cores, everything else (attention, norms, loss, optimizer, collectives
+// but torchao's TP all-gathers, tp_gather_element_bytes) stays bf16. This is what torchtitan's `--model.converters=float8` does (its converter
 // skips no module by default, the LM head included), what Megatron-LM / NeMo's `--fp8`
 // does with Transformer Engine, and what the corpus's `precision: fp8` records
 // (validation/README.md).
@@ -69,6 +69,15 @@ void apply_linear_precision(Topology& topology, LinearPrecision p, const std::st
 //    GEMMs cast each input once (QKV and the FFN up/gate projection each read the normed x
 //    once), every output gradient too; at kDelayed's 0.92 (TE's kernels either way).
 double fp8_cast_bytes_per_token_layer(const ModelSpec& m, Fp8Recipe recipe);
+
+// Bytes per element of a TP all-gather (tensor_parallel.h; its reduce-scatters keep
+// `element_bytes`). torchtitan's float8 TP plan (kTensorwise) uses torchao's
+// Float8ColwiseParallel, Float8RowwiseParallel and PrepareFloat8ModuleInput (pytorch/ao
+// torchao/float8/float8_tensor_parallel.py @ 0e0fba8f): the input of the QKV and FFN up/gate
+// projections is cast to float8 before its all-gather, and the gradient reaching the output
+// and down projections is cast to float8 (_NoopFwToFloat8BwDynamic, after the reduce-scatter
+// in the forward) before the backward's all-gather: 1 byte. Other recipes: `element_bytes`.
+int tp_gather_element_bytes(Fp8Recipe recipe, int element_bytes);
 
 // torchao tensorwise casts' achieved fraction of HBM peak: fitted so the whole step model
 // gives torchao's published float8 speedup for torchtitan's Llama 3 8B on 8 H100

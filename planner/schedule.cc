@@ -11,6 +11,7 @@
 
 #include "planner/attention_work.h"
 #include "planner/data_parallel.h"
+#include "planner/linear_precision.h"
 #include "planner/input_error.h"
 #include "planner/memory_model.h"
 #include "planner/op_emitter.h"
@@ -113,7 +114,9 @@ class Generator {
   ElementwiseBytes ew_{};
   int mb_ = 1;                // sequences per micro-step (PlanChoice::micro_batch)
   bool on_curve_ = false;     // the GEMM size curve applies (data_parallel.h pays_gemm_size_curve)
-  double tp_bytes_ = 0;       // one member's share of a TP collective (tensor_parallel.h)
+  // One member's share of a TP all-gather and reduce-scatter (tensor_parallel.h; the
+  // all-gather in tp_gather_element_bytes, linear_precision.h).
+  double tp_gather_bytes_ = 0, tp_scatter_bytes_ = 0;
   double act_per_layer_ = 0;  // stored activation bytes of one layer, all mb_ sequences
 
   // Replica folding: ring 0 and every ring sharing a node with the rings taken so far.
@@ -294,7 +297,8 @@ class Generator {
     lin_ = linear_flops_per_token(ms_);
     ew_ = elementwise_bytes_per_token(ms_, gpu.element_bytes);
     ew_.layer_fwd = elementwise_bytes_per_token(m_, gpu.element_bytes, job_.eager_elementwise, job_.fp8_recipe).layer_fwd / T_;
-    tp_bytes_ = tp_collective_bytes(m_, c_, gpu.element_bytes, T_);
+    tp_gather_bytes_ = tp_collective_bytes(m_, c_, tp_gather_element_bytes(job_.fp8_recipe, gpu.element_bytes), T_);
+    tp_scatter_bytes_ = tp_collective_bytes(m_, c_, gpu.element_bytes, T_);
     mb_ = micro_step_sequences(job_, choice_);
     on_curve_ = pays_gemm_size_curve(job_, choice_);  // pp-flattened, as the cost model prices it
     // Every sequence of the micro-step keeps its activations (the memory model's count).
@@ -716,12 +720,14 @@ class Generator {
   // --- Tensor parallelism ---------------------------------------------------------------------
   // One all-gather (c/tp -> c tokens) or reduce-scatter (c -> c/tp) of the TP group
   // (tensor_parallel.h), waited for at once where not overlapped: the next GEMM needs it.
-  int tp_post(Rank& r, CollectiveKind kind, double bytes) {
-    return r.em.collective(kind, r.tp_group, bytes, buf("tp_sequence", 0), r.tp_collectives++);
+  // `chunks`: the collective's pieces (tp when overlapped with its GEMM).
+  int tp_post(Rank& r, CollectiveKind kind, int chunks = 1) {
+    const double bytes = kind == CollectiveKind::kAllGather ? tp_gather_bytes_ : tp_scatter_bytes_;
+    return r.em.collective(kind, r.tp_group, bytes / chunks, buf("tp_sequence", 0), r.tp_collectives++);
   }
   void tp_collective(Rank& r, CollectiveKind kind) {
     if (T_ == 1) return;
-    r.em.wait(tp_post(r, kind, tp_bytes_));
+    r.em.wait(tp_post(r, kind));
   }
   bool tp_overlap() const { return T_ > 1 && choice_.tp_comm_overlap; }
   // The all-gather and the GEMM (`flops` per token) that consumes it. Overlapped: tp chunks
@@ -732,10 +738,10 @@ class Generator {
       gemm(r, flops, factor);
       return;
     }
-    int next = tp_post(r, CollectiveKind::kAllGather, tp_bytes_ / T_);
+    int next = tp_post(r, CollectiveKind::kAllGather, T_);
     for (int k = 0; k < T_; ++k) {
       r.em.wait(next);
-      if (k + 1 < T_) next = tp_post(r, CollectiveKind::kAllGather, tp_bytes_ / T_);
+      if (k + 1 < T_) next = tp_post(r, CollectiveKind::kAllGather, T_);
       gemm(r, flops / T_, factor);
     }
   }
@@ -751,7 +757,7 @@ class Generator {
     for (int k = 0; k < T_; ++k) {
       gemm(r, flops / T_, factor);
       if (prev >= 0) r.em.wait(prev);
-      prev = tp_post(r, CollectiveKind::kReduceScatter, tp_bytes_ / T_);
+      prev = tp_post(r, CollectiveKind::kReduceScatter, T_);
     }
     r.em.wait(prev);
   }

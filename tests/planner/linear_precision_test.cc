@@ -129,3 +129,10 @@ TEST_CASE("fp8 casts by recipe: Transformer Engine's current scaling reads each 
         doctest::Approx(6 * (3 * 4096 + 4096 + 2 * 4096 + 14336 + grads) / rm::kTensorwiseCastEfficiency));
   CHECK(rm::fp8_cast_bytes_per_token_layer(m, rm::Fp8Recipe::kNone) == 0);
 }
+
+TEST_CASE("TP all-gathers in float8 under torchao's tensorwise recipe only") {
+  CHECK(rm::tp_gather_element_bytes(rm::Fp8Recipe::kTensorwise, 2) == 1);  // Float8ColwiseParallel
+  CHECK(rm::tp_gather_element_bytes(rm::Fp8Recipe::kDelayed, 2) == 2);     // Transformer Engine
+  CHECK(rm::tp_gather_element_bytes(rm::Fp8Recipe::kCurrent, 2) == 2);
+  CHECK(rm::tp_gather_element_bytes(rm::Fp8Recipe::kNone, 2) == 2);
+}
