@@ -706,8 +706,8 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
     }
   }
   if (ch.tp > 1 && !free_comm && !ch.tp_comm_overlap) {
-    // The TP group's all-gathers and reduce-scatters (tensor_parallel.h), unhidden; half of
-    // each pass's are all-gathers (the selective rerun's one is).
+    // The TP group's all-gathers and reduce-scatters (tensor_parallel.h), unhidden: half of
+    // each pass's are all-gathers; selective recomputation reruns one, the FFN's all-gather.
     const auto [ag, rs] = tp_collective_times(job, c, ch.tp, 1);
     t.tp_fwd = kTpCollectivesForward / 2 * (ag + rs);
     if (!fwd_only) {

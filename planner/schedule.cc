@@ -11,8 +11,8 @@
 
 #include "planner/attention_work.h"
 #include "planner/data_parallel.h"
-#include "planner/linear_precision.h"
 #include "planner/input_error.h"
+#include "planner/linear_precision.h"
 #include "planner/memory_model.h"
 #include "planner/op_emitter.h"
 #include "planner/pipeline_parallel.h"
