@@ -21,7 +21,6 @@
 #include "planner/data_parallel.h"
 #include "planner/export_target.h"
 #include "planner/input_error.h"
-#include "planner/memory_model.h"
 #include "planner/published_accuracy.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
@@ -132,8 +131,7 @@ std::optional<std::string> tight_memory_note(const PlanOptions& o, const Plan& p
 }
 
 // The lines under the header: the defaults that shaped the answer and the questions asked.
-ReportHeader header_for(const PlanOptions& o, const Plan& plan, const ModelSpec& model, const Topology& topo,
-                        double headroom) {
+ReportHeader header_for(const PlanOptions& o, const Plan& plan, const Topology& topo, double headroom) {
   ReportHeader h;
   h.seq_as_typed = o.job.seq;
   const int64_t seqs = sequences_per_step(plan.job);
@@ -213,7 +211,7 @@ void run_plan(const PlanOptions& o) {
     t.add_row(sweep_cells(plan, o.job.seq));
     std::fputs(t.csv().c_str(), stdout);
   } else {
-    ReportHeader header = header_for(o, plan, r.model, r.topology, opt.job.headroom);
+    ReportHeader header = header_for(o, plan, r.topology, opt.job.headroom);
     if (const auto tight = tight_memory_note(opt, plan, r.topology)) header.notes.push_back(*tight);
     const bool calibrated = !o.job.profile.empty();
     header.notes.push_back(track_record_line(plan.job, calibrated, plan_track_record(plan.job, calibrated)));

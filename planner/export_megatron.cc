@@ -1,10 +1,7 @@
 #include "planner/export_megatron.h"
 
-#include <cstdio>
-
 #include "planner/cost_model.h"
 #include "planner/export_target.h"
-#include "planner/memory_model.h"
 
 namespace rm {
 

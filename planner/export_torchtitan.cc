@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "planner/cost_model.h"
+#include "planner/data_parallel.h"
 #include "planner/export_target.h"
 #include "planner/pipeline_parallel.h"
 #include "planner/tensor_parallel.h"
@@ -57,9 +58,10 @@ std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus
     for (int s : pp_peak_stage_candidates(c.pp))
       params = std::max(params, pp_stage_params(tp_shard(model, c.tp), pp_layout(model.layers, c), s));
     char gib[32];
-    const bool fp32 = plan.job.grad_reduce_in_fp32;
-    std::snprintf(gib, sizeof gib, "%.1f", params * (fp32 ? 4 : 2) / (1 << 30));
-    out += std::string("# note: torchtitan's pipeline keeps a stage's gradients unsharded in ") + (fp32 ? "fp32" : "bf16") +
+    const int grad_bytes = grad_reduce_element_bytes(plan.job, 2);  // torchtitan's bf16 pass
+    std::snprintf(gib, sizeof gib, "%.1f", params * grad_bytes / (1 << 30));
+    out += std::string("# note: torchtitan's pipeline keeps a stage's gradients unsharded in ") +
+           (grad_bytes == 4 ? "fp32" : "bf16") +
            " until the step's\n"
            "# last micro-batch (" +
            gib + " GiB for the largest stage), where this plan priced FSDP's sharded ones:\n"
