@@ -1,5 +1,5 @@
 // `ringmaster run --plan plan.yaml [--np P] [--iters K] [--verify] [--measurements m.jsonl]
-//  [--trace t.json] [--backend cpu|cuda] [--timeout-s S]`
+//  [--trace t.json] [--backend cpu|cuda] [--mixed-precision-param|--mixed-precision-reduce T] [--timeout-s S]`
 //
 // An attention plan runs its ring attention (executor/run.h); a step plan runs whole
 // training steps of its model on synthetic tokens (executor/train.h, run_step_options).
@@ -46,6 +46,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--mixed-precision-param", o->mixed_precision_param,
                   "step plans: the pass's precision, bfloat16 or float32 (as `train`'s; default bfloat16 on "
                   "cuda where the plan's GPUs compute in bf16, float32 on the cpu)")
+      ->check(CLI::IsMember({"bfloat16", "float32"}));
+  cmd->add_option("--mixed-precision-reduce", o->mixed_precision_reduce,
+                  "step plans: the type gradients are reduced in, bfloat16 or float32 (as `train`'s; default "
+                  "float32 where the plan says grad_reduce_in_fp32, else the pass's precision)")
       ->check(CLI::IsMember({"bfloat16", "float32"}));
   cmd->add_option("--timeout-s", o->timeout_s,
                   "a rank with no progress for this long aborts the run (dead or stalled peer)")

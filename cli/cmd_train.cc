@@ -1,7 +1,8 @@
 // `ringmaster train --plan plan.yaml --data text.txt --steps S [--seed N]
 //  [--checkpoint-dir DIR] [--checkpoint-every K] [--resume] [--measurements m.jsonl]
 //  [--format table|json] [--lr LR] [--warmup W] [--timeout-s S] [--sharding fsdp|ddp]
-//  [--backend cpu|cuda] [--mixed-precision-param bfloat16|float32]`
+//  [--backend cpu|cuda] [--mixed-precision-param bfloat16|float32]
+//  [--mixed-precision-reduce bfloat16|float32]`
 //
 // Trains the plan's model on a text file (executor/train.h) over the plan's ranks. Like
 // `run`, outside an MPI job it checks its inputs (plan, model, data, checkpoint), then
@@ -62,8 +63,13 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--mixed-precision-param", o->mixed_precision_param,
                   "the pass's precision, torchtitan's training.mixed_precision_param: bfloat16 (bf16 "
-                  "activations and gathered units; fp32 shards, AdamW and reduce-scatters) or float32; "
+                  "activations and gathered units; fp32 shards and AdamW) or float32; "
                   "default bfloat16 on cuda where the plan's GPUs compute in bf16, float32 on the cpu")
+      ->check(CLI::IsMember({"bfloat16", "float32"}));
+  cmd->add_option("--mixed-precision-reduce", o->mixed_precision_reduce,
+                  "the type gradients are reduce-scattered in, torchtitan's training.mixed_precision_reduce: "
+                  "float32 or bfloat16 (half the bytes); default the plan's: float32 where it says "
+                  "grad_reduce_in_fp32, else the pass's precision")
       ->check(CLI::IsMember({"bfloat16", "float32"}));
   cmd->add_option("--timeout-s", o->timeout_s,
                   "a rank with no progress for this long aborts the run (dead or stalled peer)")

@@ -18,9 +18,10 @@ View<T> slice(Tensor<T>& t, size_t at, size_t n) {
 
 // ---- FsdpState: the fp32 shards --------------------------------------------------------
 
-FsdpState::FsdpState(const Transformer& model, Sharding sharding, const std::vector<float>& full,
-                     TrainKernels<float>& kernels, const std::string& backend, Watchdog* watchdog, double epoch)
-    : k_(kernels), watchdog_(watchdog), epoch_(epoch) {
+FsdpState::FsdpState(const Transformer& model, Sharding sharding, ReduceType reduce_type,
+                     const std::vector<float>& full, TrainKernels<float>& kernels, const std::string& backend,
+                     Watchdog* watchdog, double epoch)
+    : k_(kernels), half_(kernels), reduce_type_(reduce_type), watchdog_(watchdog), epoch_(epoch) {
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_dup(sharding == Sharding::kFsdp ? MPI_COMM_WORLD : MPI_COMM_SELF, &shard_comm_);
   MPI_Comm_dup(sharding == Sharding::kFsdp ? MPI_COMM_SELF : MPI_COMM_WORLD, &replica_comm_);
@@ -107,6 +108,14 @@ void FsdpState::wait_gather(int unit, size_t element_bytes) {
 
 void FsdpState::zero_grads() { k_.zero(grads_); }
 
+void FsdpState::reduce_scatter(const void* full, void* out, int unit) {
+  watchdog_->arm("the FSDP reduce-scatter of unit " + std::to_string(unit));
+  const double t0 = MPI_Wtime();
+  coll_->reduce_scatter(full, out, units_[static_cast<size_t>(unit)].shard, reduce_type_, unit);
+  record("reduce_scatter", unit, t0, element_bytes(reduce_type_));
+  watchdog_->disarm();
+}
+
 void FsdpState::finish_gradients() {
   watchdog_->arm("comparing the ranks' FSDP collectives");
   coll_->check_order();
@@ -116,8 +125,15 @@ void FsdpState::finish_gradients() {
   if (replicas == 1) return;
   watchdog_->arm("the gradient all-reduce");
   const double t0 = MPI_Wtime();
-  coll_->all_reduce_replicas(grads_.data(), local_, -1);
-  record("all_reduce", -1, t0);
+  if (reduce_type_ == ReduceType::kBfloat16) {  // the fp32 sums narrowed, summed, widened
+    Tensor<Bf16> narrowed = half_.alloc(1, static_cast<int64_t>(local_));
+    half_.narrow(narrowed, grads_);
+    coll_->all_reduce_replicas(narrowed.data(), local_, reduce_type_, -1);
+    k_.from_bf16(grads_.data(), narrowed.data(), static_cast<int64_t>(local_));
+  } else {
+    coll_->all_reduce_replicas(grads_.data(), local_, reduce_type_, -1);
+  }
+  record("all_reduce", -1, t0, element_bytes(reduce_type_));
   watchdog_->disarm();
 }
 
@@ -172,10 +188,10 @@ std::vector<Measurement> FsdpState::take_records() {
 // ---- FsdpParams<C>: the units as the pass reads them ------------------------------------
 
 template <class C>
-FsdpParams<C>::FsdpParams(const Transformer& model, Sharding sharding, const std::vector<float>& full,
-                          TrainKernels<float>& kernels, TrainKernels<C>& pass, const std::string& backend,
-                          Watchdog* watchdog, double epoch)
-    : FsdpState(model, sharding, full, kernels, backend, watchdog, epoch), pass_(pass) {
+FsdpParams<C>::FsdpParams(const Transformer& model, Sharding sharding, ReduceType reduce_type,
+                          const std::vector<float>& full, TrainKernels<float>& kernels, TrainKernels<C>& pass,
+                          const std::string& backend, Watchdog* watchdog, double epoch)
+    : FsdpState(model, sharding, reduce_type, full, kernels, backend, watchdog, epoch), pass_(pass) {
   gathered_.resize(units_.size());
   unsharded_grads_.resize(units_.size());
 }
@@ -272,28 +288,38 @@ void FsdpParams<C>::reduce(int unit) {
   if (direct()) return;
   const Unit& u = units_[static_cast<size_t>(unit)];
   Tensor<C>& buf = unsharded_grads_[static_cast<size_t>(unit)];
-  const size_t n = u.shard * static_cast<size_t>(shard_size_);
-  // The gradients in fp32 (reduce_dtype): the buffer itself, or its widened copy.
-  Tensor<float> wide;
-  const float* full = nullptr;
-  if constexpr (std::is_same_v<C, float>) {
-    full = buf.data();
+  const auto n = static_cast<int64_t>(u.shard) * shard_size_, count = static_cast<int64_t>(u.shard);
+  Tensor<float> mine;  // this rank's summed chunk, in fp32
+  if (shard_size_ == 1) {  // nothing to sum (C is Bf16: fp32 on one rank is direct())
+    if constexpr (std::is_same_v<C, Bf16>) mine = half_.widen(buf);
+  } else if (reduce_type_ == ReduceType::kBfloat16) {
+    // Summed in bf16 (the buffer itself, or its narrowed copy), widened into the shard.
+    Tensor<Bf16> narrowed;
+    const Bf16* full = nullptr;
+    if constexpr (std::is_same_v<C, Bf16>) {
+      full = buf.data();
+    } else {
+      narrowed = half_.alloc(1, n);
+      k_.to_bf16(narrowed.data(), buf.data(), n);
+      full = narrowed.data();
+    }
+    Tensor<Bf16> chunk = half_.alloc(1, count);
+    reduce_scatter(full, chunk.data(), unit);
+    mine = half_.widen(chunk);
   } else {
-    wide = k_.alloc(1, static_cast<int64_t>(n));
-    k_.from_bf16(wide.data(), buf.data(), static_cast<int64_t>(n));
-    full = wide.data();
+    // Summed in fp32: the buffer itself, or its widened copy.
+    Tensor<float> wide;
+    const float* full = nullptr;
+    if constexpr (std::is_same_v<C, float>) {
+      full = buf.data();
+    } else {
+      wide = half_.widen(buf);
+      full = wide.data();
+    }
+    mine = k_.alloc(1, count);
+    reduce_scatter(full, mine.data(), unit);
   }
-  if (shard_size_ == 1) {
-    k_.add(slice(grads_, u.local, u.shard), ConstView<float>{full, 1, static_cast<int64_t>(u.shard)});
-  } else {
-    Tensor<float> mine = k_.alloc(1, static_cast<int64_t>(u.shard));
-    watchdog_->arm("the FSDP reduce-scatter of unit " + std::to_string(unit));
-    const double t0 = MPI_Wtime();
-    coll_->reduce_scatter(full, mine.data(), u.shard, unit);
-    record("reduce_scatter", unit, t0);
-    watchdog_->disarm();
-    k_.add(slice(grads_, u.local, u.shard), mine);
-  }
+  k_.add(slice(grads_, u.local, u.shard), mine);
   drop(buf);
 }
 

@@ -28,7 +28,7 @@
 // two units are held gathered at once. The reduce-scatters block.
 // Each collective's exposed time is recorded (measurements.h: kind "all_gather" or
 // "reduce_scatter", seconds = time blocked in it, bytes = the unsharded unit as it moves,
-// 2 bytes an element in bf16 gathers, layer = the unit index). Every rank of the shard
+// 2 bytes an element in bf16 gathers and reductions, layer = the unit index). Every rank of the shard
 // group calls the same units in the same order, so every rank guesses, and posts, the same
 // collectives in the same order; finish_gradients() checks that it was so
 // (ShardCollectives::check_order) once a step.
@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "executor/adamw.h"
+#include "executor/bf16_kernels.h"
 #include "executor/measurements.h"
 #include "executor/shard_collectives.h"
 #include "executor/train_kernels.h"
@@ -62,9 +63,9 @@ class FsdpState {
  public:
   // `full` is the whole model's parameters (the same on every rank); this rank keeps its
   // shard of them, zero gradients and zero AdamW moments, in `kernels`' memory, and moves
-  // them with `backend`'s collectives (make_shard_collectives). Records' start times count
-  // from MPI_Wtime() = `epoch`.
-  FsdpState(const Transformer& model, Sharding sharding, const std::vector<float>& full,
+  // them with `backend`'s collectives (make_shard_collectives), summing gradients in
+  // `reduce_type`. Records' start times count from MPI_Wtime() = `epoch`.
+  FsdpState(const Transformer& model, Sharding sharding, ReduceType reduce_type, const std::vector<float>& full,
             TrainKernels<float>& kernels, const std::string& backend, Watchdog* watchdog, double epoch);
   virtual ~FsdpState();
   FsdpState(const FsdpState&) = delete;
@@ -121,9 +122,14 @@ class FsdpState {
   void count_unsharded(double bytes);
   // Waits for the started all-gather of `unit` (elements of `element_bytes`), recording it.
   void wait_gather(int unit, size_t element_bytes);
+  // Reduce-scatters `unit`'s unsharded gradients `full` (elements of reduce_type_) into
+  // `out` (its shard's), recording it.
+  void reduce_scatter(const void* full, void* out, int unit);
   std::vector<Unit> units_;
   size_t local_ = 0;
   TrainKernels<float>& k_;
+  Bf16Kernels half_;  // bf16 buffers in k_'s memory: gradients reduced in bf16
+  ReduceType reduce_type_;
   MPI_Comm shard_comm_ = MPI_COMM_NULL, replica_comm_ = MPI_COMM_NULL;
   std::unique_ptr<ShardCollectives> coll_;
   int shard_size_ = 1, shard_rank_ = 0, world_rank_ = 0;
@@ -144,14 +150,16 @@ class FsdpState {
 
 // The state as the pass reads it (ParamAccess), in the pass's type C: float, or Bf16 for
 // mixed precision (bf16_kernels.h) as FSDP2's MixedPrecisionPolicy(param_dtype=bf16,
-// reduce_dtype=fp32) runs it: a unit's shard is rounded to bf16 and all-gathered in bf16
-// (half the bytes, what the planner prices for a bf16 GPU), its unsharded gradients come
-// back in bf16 and are widened to fp32 before the reduce-scatter, into the fp32 shard.
+// reduce_dtype) runs it: a unit's shard is rounded to bf16 and all-gathered in bf16 (half
+// the bytes, what the planner prices for a bf16 GPU), its unsharded gradients come back
+// in bf16 and are reduce-scattered in the reduce type, widened to fp32 first (reduce_dtype
+// fp32, the plan's grad_reduce_in_fp32) or as they are (bf16: half the bytes), and the
+// summed chunk is added into the fp32 shard. A float pass reducing in bf16 narrows first.
 // `pass` makes the unit buffers (the same kernels for float, Bf16Kernels over them for bf16).
 template <class C>
 class FsdpParams final : public FsdpState, public ParamAccess<C> {
  public:
-  FsdpParams(const Transformer& model, Sharding sharding, const std::vector<float>& full,
+  FsdpParams(const Transformer& model, Sharding sharding, ReduceType reduce_type, const std::vector<float>& full,
              TrainKernels<float>& kernels, TrainKernels<C>& pass, const std::string& backend, Watchdog* watchdog,
              double epoch);
   ~FsdpParams() override;

@@ -22,7 +22,8 @@ struct RunOptions {
   std::string backend = "cpu";
   double timeout_s = 60;     // watchdog deadline per op (watchdog.h)
   uint64_t seed = 20240601;  // inputs of ring k use seed + k
-  std::string mixed_precision_param;  // step plans: TrainOptions::mixed_precision_param
+  std::string mixed_precision_param;   // step plans: TrainOptions::mixed_precision_param
+  std::string mixed_precision_reduce;  // step plans: TrainOptions::mixed_precision_reduce
 };
 
 // The plan file as every command loads it (planner/plan_loader.h: specs, GPU count, fabric),

@@ -2,9 +2,12 @@
 // shard_collectives.h).
 #include "executor/shard_collectives.h"
 
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>
+
+#include <Eigen/Core>
 
 #include "executor/mpi_transport.h"
 
@@ -14,6 +17,8 @@
 
 namespace rm::exec {
 
+size_t element_bytes(ReduceType type) { return type == ReduceType::kBfloat16 ? 2 : 4; }
+
 void ShardCollectives::note(bool replica_group, char kind, int unit, size_t count) {
   uint64_t& h = fingerprint_[replica_group ? 1 : 0];
   auto fold = [&h](uint64_t word) {
@@ -22,6 +27,10 @@ void ShardCollectives::note(bool replica_group, char kind, int unit, size_t coun
   fold(static_cast<unsigned char>(kind));
   fold(static_cast<uint64_t>(static_cast<int64_t>(unit)));
   fold(count);
+}
+
+void ShardCollectives::note(bool replica_group, char kind, ReduceType type, int unit, size_t count) {
+  note(replica_group, type == ReduceType::kBfloat16 ? static_cast<char>(kind - 'a' + 'A') : kind, unit, count);
 }
 
 void ShardCollectives::check_order() {
@@ -41,13 +50,44 @@ void ShardCollectives::check_order() {
     if (first < size)
       throw std::runtime_error(std::string("FSDP collectives out of order: rank ") +
                                std::to_string(first) + " of the " + names[g] +
-                               " group issued other collectives (kinds, units, counts or order) than "
+                               " group issued other collectives (kinds, types, units, counts or order) than "
                                "its rank 0 since the last step; NCCL would hang or corrupt on it");
     fingerprint_[g] = kFnvBasis;
   }
 }
 
 namespace {
+
+// MPI has no bf16 type: 16-bit elements of their own type, summed by a user operation
+// that widens each pair, adds in fp32 and rounds to nearest even (Eigen's bfloat16), as
+// NCCL's ncclBfloat16 sum does at each hop. Created once, after MPI_Init; MPI_Finalize
+// frees them.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    const float sum = static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(a[i])) +
+                      static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(b[i]));
+    b[i] = Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(sum));
+  }
+}
+
+struct MpiReduceType {
+  MPI_Datatype type;
+  MPI_Op sum;
+};
+
+MpiReduceType mpi_reduce_type(ReduceType type) {
+  if (type == ReduceType::kFloat32) return {MPI_FLOAT, MPI_SUM};
+  static const MpiReduceType bf16 = [] {
+    MpiReduceType t{};
+    check_mpi(MPI_Type_contiguous(1, MPI_UINT16_T, &t.type), "MPI_Type_contiguous (bf16)");
+    check_mpi(MPI_Type_commit(&t.type), "MPI_Type_commit (bf16)");
+    check_mpi(MPI_Op_create(&bf16_sum, 1, &t.sum), "MPI_Op_create (bf16 sum)");
+    return t;
+  }();
+  return bf16;
+}
 
 // Host buffers, MPI's collectives; the all-gather is non-blocking, so a prefetch moves
 // while the previous unit computes.
@@ -68,15 +108,16 @@ class MpiShardCollectives final : public ShardCollectives {
               "MPI_Iallgather");
   }
   void wait_all_gather() override { check_mpi(MPI_Wait(&pending_, MPI_STATUS_IGNORE), "MPI_Wait"); }
-  void reduce_scatter(const float* full, float* out, size_t count, int unit) override {
-    note(false, 's', unit, count);
-    check_mpi(MPI_Reduce_scatter_block(full, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, shard_),
+  void reduce_scatter(const void* full, void* out, size_t count, ReduceType type, int unit) override {
+    note(false, 's', type, unit, count);
+    const MpiReduceType t = mpi_reduce_type(type);
+    check_mpi(MPI_Reduce_scatter_block(full, out, static_cast<int>(count), t.type, t.sum, shard_),
               "MPI_Reduce_scatter_block");
   }
-  void all_reduce_replicas(float* x, size_t count, int unit) override {
-    note(true, 'r', unit, count);
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, x, static_cast<int>(count), MPI_FLOAT, MPI_SUM, replica_),
-              "MPI_Allreduce");
+  void all_reduce_replicas(void* x, size_t count, ReduceType type, int unit) override {
+    note(true, 'r', type, unit, count);
+    const MpiReduceType t = mpi_reduce_type(type);
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, x, static_cast<int>(count), t.type, t.sum, replica_), "MPI_Allreduce");
   }
 
  private:

@@ -11,13 +11,15 @@
 //   - layout: a unit is count * size elements, rank r's chunk at [r * count, (r + 1) *
 //     count) (equal chunks, the unit padded): ncclAllGather's in-place form (sendbuff =
 //     recvbuff + rank * count) and ncclReduceScatter's, MPI_IN_PLACE Allgather and
-//     Reduce_scatter_block; all-gathers move bytes, reduce-scatters and all-reduces sum fp32;
+//     Reduce_scatter_block; all-gathers move bytes, reduce-scatters and all-reduces sum
+//     fp32 or bf16 (FSDP2's reduce_dtype: bf16 halves the bytes, each partial sum rounded
+//     to bf16 as ncclBfloat16's is), the same type on every rank;
 //   - order: every rank of a group issues the same collectives, for the same units, with
 //     the same counts, in the same order (NCCL matches collectives by issue order on a
 //     communicator, and neither it nor MPI knows units: two blocks' all-gathers have the
 //     same count, so a rank gathering the wrong one corrupts the others' parameters
 //     silently). Each collective states its unit, as a message states its tag; both
-//     implementations fold (kind, unit, count) of every collective into a fingerprint,
+//     implementations fold (kind, type, unit, count) of every collective into a fingerprint,
 //     and check_order() compares the ranks' fingerprints (FsdpParams calls it once a
 //     step), so a rank that diverged is named, on the MPI transport in CI as on NCCL;
 //   - one all-gather in flight at a time (FSDP's one-unit prefetch), completed by
@@ -36,6 +38,10 @@
 
 namespace rm::exec {
 
+// The element type gradients are summed in (torchtitan's training.mixed_precision_reduce).
+enum class ReduceType { kFloat32, kBfloat16 };
+size_t element_bytes(ReduceType type);
+
 class ShardCollectives {
  public:
   virtual ~ShardCollectives() = default;
@@ -47,18 +53,20 @@ class ShardCollectives {
   // Waits for the started all-gather; its buffer is then ready for the kernels.
   virtual void wait_all_gather() = 0;
   // out [count] = the sum over the shard group of their `full` [count * size]'s chunk of
-  // this rank; blocking (out is ready when it returns).
-  virtual void reduce_scatter(const float* full, float* out, size_t count, int unit) = 0;
-  // x [count] = its sum over the replica group, in place; blocking.
-  virtual void all_reduce_replicas(float* x, size_t count, int unit) = 0;
+  // this rank, elements of `type` (float or Bf16); blocking (out is ready when it returns).
+  virtual void reduce_scatter(const void* full, void* out, size_t count, ReduceType type, int unit) = 0;
+  // x [count] (elements of `type`) = its sum over the replica group, in place; blocking.
+  virtual void all_reduce_replicas(void* x, size_t count, ReduceType type, int unit) = 0;
   // Throws std::runtime_error naming the first rank of the shard or replica group whose
-  // collectives since the last call differ from rank 0's (kinds, units, counts, order).
+  // collectives since the last call differ from rank 0's (kinds, types, units, counts, order).
   void check_order();
 
  protected:
   ShardCollectives(MPI_Comm shard, MPI_Comm replica) : shard_(shard), replica_(replica) {}
-  // Folds one collective into the fingerprint of its group (FNV-1a over kind, unit, count).
+  // Folds one collective into the fingerprint of its group (FNV-1a over kind, unit, count;
+  // a reduction's type too).
   void note(bool replica_group, char kind, int unit, size_t count);
+  void note(bool replica_group, char kind, ReduceType type, int unit, size_t count);
   MPI_Comm shard_, replica_;  // not owned: FsdpParams keeps them
 
  private:

@@ -50,6 +50,15 @@ bool mixed_precision_bf16(const TrainOptions& opt, const LoadedPlanFile& lp) {
   return opt.backend == "cuda" && lp.topology.gpu.element_bytes == 2;
 }
 
+// The type gradients are summed in (TrainOptions::mixed_precision_reduce): the option's,
+// else fp32 where the plan says grad_reduce_in_fp32 (and priced it so), else the pass's.
+ReduceType reduce_type(const TrainOptions& opt, const LoadedPlanFile& lp) {
+  if (!opt.mixed_precision_reduce.empty())
+    return opt.mixed_precision_reduce == "bfloat16" ? ReduceType::kBfloat16 : ReduceType::kFloat32;
+  return !lp.plan.job.grad_reduce_in_fp32 && mixed_precision_bf16(opt, lp) ? ReduceType::kBfloat16
+                                                                            : ReduceType::kFloat32;
+}
+
 // run --verify's tolerance under bf16 storage: every activation and gradient of the pass
 // rounded to 8 bits of mantissa (2^-9 relative each) over a layer's few dozen ops; the
 // tiny model's step measures 1.3-1.4e-2 on the cpu (README "Training").
@@ -93,7 +102,7 @@ std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences,
       "# ringmaster train: %s: %s (%.2fM params) on %s, %d ranks = ring %d x dp %d, %s ring, %s\n"
       "#   N = %lld tokens, %lld sequences per step (micro-batch %d x grad-accum %d x dp %d), "
       "AdamW lr %.3g (warm-up %d), data %s\n"
-      "#   model state %s; '%s' activation checkpointing%s%s\n",
+      "#   model state %s; '%s' activation checkpointing%s, gradients reduced in %s%s\n",
       opt.plan_path.c_str(), in.lp.model.name.c_str(), in.model.num_params() / 1e6,
       in.lp.topology.name.c_str(), p.job.gpus, p.choice.cp, p.choice.dp,
       to_string(p.choice.schedule), to_string(p.choice.load_balance),
@@ -102,8 +111,9 @@ std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences,
       opt.optimizer.warmup_steps, opt.synthetic_data ? "synthetic (run)" : opt.data_path.c_str(),
       state.c_str(), to_string(p.choice.checkpointing),
       mixed_precision_bf16(opt, in.lp)
-          ? "; bf16 mixed precision (bf16 activations and gathered units, fp32 shards, AdamW and reduce-scatters)"
+          ? "; bf16 mixed precision (bf16 activations and gathered units, fp32 shards and AdamW)"
           : "; fp32",
+      reduce_type(opt, in.lp) == ReduceType::kBfloat16 ? "bf16" : "fp32",
       start > 0 ? (", resumed after step " + std::to_string(start)).c_str() : "");
   return line;
 }
@@ -209,17 +219,18 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   // Mixed precision (bf16_kernels.h): the pass in bf16 over the same kernels, the units
   // gathered in bf16, the shards and AdamW in fp32.
   const bool bf16 = mixed_precision_bf16(opt, in.lp);
+  const ReduceType reduce = reduce_type(opt, in.lp);
   Bf16Kernels half(kernels);
   std::unique_ptr<FsdpState> state;
   FsdpParams<float>* full_pass = nullptr;
   FsdpParams<Bf16>* half_pass = nullptr;
   if (bf16) {
-    auto p = std::make_unique<FsdpParams<Bf16>>(in.model, in.sharding, st.params, kernels, half, opt.backend,
+    auto p = std::make_unique<FsdpParams<Bf16>>(in.model, in.sharding, reduce, st.params, kernels, half, opt.backend,
                                                 &watchdog, attention.epoch());
     half_pass = p.get();
     state = std::move(p);
   } else {
-    auto p = std::make_unique<FsdpParams<float>>(in.model, in.sharding, st.params, kernels, kernels, opt.backend,
+    auto p = std::make_unique<FsdpParams<float>>(in.model, in.sharding, reduce, st.params, kernels, kernels, opt.backend,
                                                  &watchdog, attention.epoch());
     full_pass = p.get();
     state = std::move(p);
@@ -465,6 +476,7 @@ TrainOptions run_step_options(const RunOptions& run) {
   t.trace_path = run.trace_path;
   t.backend = run.backend;
   t.mixed_precision_param = run.mixed_precision_param;
+  t.mixed_precision_reduce = run.mixed_precision_reduce;
   t.timeout_s = run.timeout_s;
   t.synthetic_data = true;
   t.untimed_steps = 1;

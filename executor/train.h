@@ -41,10 +41,15 @@ struct TrainOptions {
   std::string format = "table";   // "table" or "json"
   std::string backend = "cpu";
   // The pass's precision, torchtitan's training.mixed_precision_param: "bfloat16" (mixed
-  // precision, bf16_kernels.h: bf16 activations and gathered units, fp32 shards, AdamW and
-  // reduce-scatters), "float32", or "" for the default: bfloat16 on cuda where the plan's
-  // GPUs compute in bf16, float32 on the cpu.
+  // precision, bf16_kernels.h: bf16 activations and gathered units, fp32 shards and
+  // AdamW), "float32", or "" for the default: bfloat16 on cuda where the plan's GPUs
+  // compute in bf16, float32 on the cpu.
   std::string mixed_precision_param;
+  // The type gradients are reduce-scattered (and all-reduced) in, torchtitan's
+  // training.mixed_precision_reduce: "float32", "bfloat16" (half the bytes, each partial
+  // sum rounded to bf16), or "" for the plan's: float32 where it says grad_reduce_in_fp32,
+  // else the pass's precision (so a bf16 pass reduces in bf16, as the plan priced it).
+  std::string mixed_precision_reduce;
   double timeout_s = 60;  // watchdog deadline per op (watchdog.h)
   AdamWConfig optimizer;
   // How the model state is laid out over the ranks: unset = the plan's sharding (fsdp or

@@ -70,18 +70,20 @@ class NcclShardCollectives final : public exec::ShardCollectives {
     gathering_ = false;
     RM_CUDA_CHECK(cudaEventSynchronize(gathered_), "cudaEventSynchronize (FSDP all-gather)");
   }
-  void reduce_scatter(const float* full, float* out, size_t count, int unit) override {
-    note(false, 's', unit, count);
+  void reduce_scatter(const void* full, void* out, size_t count, exec::ReduceType type, int unit) override {
+    const bool bf16 = type == exec::ReduceType::kBfloat16;
+    note(false, 's', type, unit, count);
     after_kernels();
-    RM_NCCL_CHECK(ncclReduceScatter(full, out, count, ncclFloat, ncclSum, shard_comm_, stream_),
+    RM_NCCL_CHECK(ncclReduceScatter(full, out, count, bf16 ? ncclBfloat16 : ncclFloat, ncclSum, shard_comm_, stream_),
                   shard_comm_, "ncclReduceScatter (FSDP gradients)");
     finish("cudaEventSynchronize (FSDP reduce-scatter)");
   }
-  void all_reduce_replicas(float* x, size_t count, int unit) override {
-    note(true, 'r', unit, count);
+  void all_reduce_replicas(void* x, size_t count, exec::ReduceType type, int unit) override {
+    const bool bf16 = type == exec::ReduceType::kBfloat16;
+    note(true, 'r', type, unit, count);
     after_kernels();
-    RM_NCCL_CHECK(ncclAllReduce(x, x, count, ncclFloat, ncclSum, replica_comm_, stream_), replica_comm_,
-                  "ncclAllReduce (gradient replicas)");
+    RM_NCCL_CHECK(ncclAllReduce(x, x, count, bf16 ? ncclBfloat16 : ncclFloat, ncclSum, replica_comm_, stream_),
+                  replica_comm_, "ncclAllReduce (gradient replicas)");
     finish("cudaEventSynchronize (gradient all-reduce)");
   }
 

@@ -4,6 +4,11 @@
 # while the shards and AdamW stay fp32. Its losses follow the float32 run's to bf16 rounding
 # (within 1e-2 relative, and not equal to them) under FSDP, DDP, full checkpointing and on
 # one rank, and `run --verify` of the step passes its bf16 tolerance.
+# Gradients are reduced in the plan's type (torchtitan's mixed_precision_reduce): a bf16
+# pass of a plan without grad_reduce_in_fp32 reduce-scatters (FSDP) or all-reduces (DDP)
+# in bf16, half the bytes of fp32 in the measurements, its losses within 1e-3 of the same
+# pass reducing in fp32 and not equal to them; a plan with grad_reduce_in_fp32 reduces in
+# fp32; --mixed-precision-reduce overrides either way, a float32 pass included.
 # Usage: train_mixed_precision.sh <ringmaster> <source-dir>.
 set -u
 bin=$1
@@ -39,6 +44,47 @@ print(f"{sys.argv[3]}: bf16 against float32 over 6 steps, largest relative loss 
 assert 0 < worst < 1e-2, worst
 PY
 done
+plan fp32grads 2 --sharding fsdp --grad-reduce-in-fp32
+reduced() {  # reduced <name> <plan> [train options...]: trains 4 steps, keeping measurements
+  local name=$1 p=$2
+  shift 2
+  timeout 120 "$bin" train --plan "$tmp/$p.yaml" --data "$data" --steps 4 --seed 3 --format json \
+    --measurements "$tmp/$name.m.jsonl" "$@" >"$tmp/$name.jsonl" 2>"$tmp/$name.err" ||
+    fail "$name: train exited $?: $(tail -2 "$tmp/$name.err")"
+  grep -o "gradients reduced in [a-z0-9]*" "$tmp/$name.err" | sed "s/^/$name: /"
+}
+says() { grep -q "gradients reduced in $2" "$tmp/$1.err" || fail "$1: the header does not say gradients reduced in $2"; }
+reduced plan-default fsdp --mixed-precision-param bfloat16
+says plan-default bf16
+reduced plan-fp32 fp32grads --mixed-precision-param bfloat16
+says plan-fp32 fp32
+reduced forced-fp32 fsdp --mixed-precision-param bfloat16 --mixed-precision-reduce float32
+says forced-fp32 fp32
+reduced ddp-bf16 fsdp --mixed-precision-param bfloat16 --sharding ddp
+says ddp-bf16 bf16
+reduced ddp-fp32 fsdp --mixed-precision-param bfloat16 --sharding ddp --mixed-precision-reduce float32
+reduced fp32-pass fsdp --mixed-precision-param float32
+says fp32-pass fp32
+reduced fp32-pass-bf16 fsdp --mixed-precision-param float32 --mixed-precision-reduce bfloat16
+says fp32-pass-bf16 bf16
+python3 - "$tmp" <<'PY' || fail "bf16 gradient reduction (above)"
+import json, sys
+d = sys.argv[1]
+def losses(n):
+    return [json.loads(l)["loss"] for l in open(f"{d}/{n}.jsonl") if l.startswith("{")]
+def moved(n, kind):
+    return sum(json.loads(l)["bytes"] for l in open(f"{d}/{n}.m.jsonl") if f'"kind":"{kind}"' in l)
+ok = True
+for bf16, fp32, kind in (("plan-default", "forced-fp32", "reduce_scatter"), ("ddp-bf16", "ddp-fp32", "all_reduce"),
+                         ("fp32-pass-bf16", "fp32-pass", "reduce_scatter")):
+    a, b = losses(bf16), losses(fp32)
+    worst = max(abs(x - y) / y for x, y in zip(a, b))
+    ratio = moved(bf16, kind) / moved(fp32, kind)
+    print(f"{bf16} against {fp32}: largest relative loss difference {worst:.1e}, {kind} bytes x{ratio:.2f}")
+    ok &= len(a) == len(b) == 4 and 0 < worst < 1e-3 and ratio == 0.5
+assert losses("plan-fp32") == losses("forced-fp32"), "the plan's grad_reduce_in_fp32 did not reduce in fp32"
+assert ok
+PY
 out=$(timeout 120 "$bin" run --plan "$tmp/fsdp.yaml" --verify --iters 1 --mixed-precision-param bfloat16 2>&1) ||
   fail "run --verify in bf16 exited $?: $(tail -3 <<<"$out")"
 grep "verification of step 1" <<<"$out" || fail "run --verify in bf16 printed no verification line"
