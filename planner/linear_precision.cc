@@ -35,7 +35,7 @@ void apply_linear_precision(Topology& topology, LinearPrecision p, const std::st
 }
 
 int tp_gather_element_bytes(Fp8Recipe recipe, int element_bytes) {
-  return recipe == Fp8Recipe::kTensorwise ? 1 : element_bytes;
+  return recipe == Fp8Recipe::kNone ? element_bytes : 1;
 }
 
 }  // namespace rm

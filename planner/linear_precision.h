@@ -1,8 +1,9 @@
 // Float8 linear layers: the QKV, output and FFN projections and the LM head run their GEMMs
 // on the fp8 tensor cores, everything else (attention, norms, loss, optimizer, collectives
-// but torchao's TP all-gathers, tp_gather_element_bytes) stays bf16. This is what torchtitan's `--model.converters=float8` does (its converter
-// skips no module by default, the LM head included), what Megatron-LM / NeMo's `--fp8`
-// does with Transformer Engine, and what the corpus's `precision: fp8` records
+// but the TP all-gathers, tp_gather_element_bytes) stays bf16. This is what torchtitan's
+// `--model.converters=float8` does (its converter skips no module by default, the LM head
+// included), what Megatron-LM / NeMo's `--fp8` does with Transformer Engine, and what the
+// corpus's `precision: fp8` records
 // (validation/README.md).
 //
 // Priced as torchao's own float8 roofline prices it (pytorch/ao
@@ -71,12 +72,22 @@ void apply_linear_precision(Topology& topology, LinearPrecision p, const std::st
 double fp8_cast_bytes_per_token_layer(const ModelSpec& m, Fp8Recipe recipe);
 
 // Bytes per element of a TP all-gather (tensor_parallel.h; its reduce-scatters keep
-// `element_bytes`). torchtitan's float8 TP plan (kTensorwise) uses torchao's
-// Float8ColwiseParallel, Float8RowwiseParallel and PrepareFloat8ModuleInput (pytorch/ao
-// torchao/float8/float8_tensor_parallel.py @ 0e0fba8f): the input of the QKV and FFN up/gate
-// projections is cast to float8 before its all-gather, and the gradient reaching the output
-// and down projections is cast to float8 (_NoopFwToFloat8BwDynamic, after the reduce-scatter
-// in the forward) before the backward's all-gather: 1 byte. Other recipes: `element_bytes`.
+// `element_bytes`): 1 under every fp8 recipe, since both stacks cast before they gather.
+//  - kTensorwise: torchtitan's float8 TP plan uses torchao's Float8ColwiseParallel,
+//    Float8RowwiseParallel and PrepareFloat8ModuleInput (pytorch/ao
+//    torchao/float8/float8_tensor_parallel.py @ 0e0fba8f): the input of the QKV and FFN
+//    up/gate projections is cast to float8 before its all-gather, and the gradient reaching
+//    the output and down projections (_NoopFwToFloat8BwDynamic, after the reduce-scatter in
+//    the forward) before the backward's all-gather.
+//  - kDelayed, kCurrent: Transformer Engine's sequence-parallel modules (NVIDIA/
+//    TransformerEngine transformer_engine/pytorch/module/layernorm_linear.py and linear.py
+//    @ 3ec87875, layernorm_mlp.py @ 62a84b3c, base.py @ fecb10bd): the norm writes its
+//    output in fp8 (`ln_out_dtype = torch.uint8 if fp8`) before gather_along_first_dim,
+//    a Linear casts its input first, and grad_output_preprocess casts the output gradient
+//    before the backward's gather; the reduce-scatters take the GEMM output in the
+//    activation dtype. With --tp-comm-overlap the all-gather userbuffers are fp8 too
+//    (initialize_ub: `fp8_buf = name in layers_all_gather_overlap`). TE 2.x keeps this
+//    through its quantizers (gather_along_first_dim(..., quantizer=...), _all_gather_fp8).
 int tp_gather_element_bytes(Fp8Recipe recipe, int element_bytes);
 
 // torchao tensorwise casts' achieved fraction of HBM peak: fitted so the whole step model

@@ -130,9 +130,9 @@ TEST_CASE("fp8 casts by recipe: Transformer Engine's current scaling reads each 
   CHECK(rm::fp8_cast_bytes_per_token_layer(m, rm::Fp8Recipe::kNone) == 0);
 }
 
-TEST_CASE("TP all-gathers in float8 under torchao's tensorwise recipe only") {
+TEST_CASE("TP all-gathers in float8 under every fp8 recipe (torchao and Transformer Engine cast first)") {
   CHECK(rm::tp_gather_element_bytes(rm::Fp8Recipe::kTensorwise, 2) == 1);  // Float8ColwiseParallel
-  CHECK(rm::tp_gather_element_bytes(rm::Fp8Recipe::kDelayed, 2) == 2);     // Transformer Engine
-  CHECK(rm::tp_gather_element_bytes(rm::Fp8Recipe::kCurrent, 2) == 2);
+  CHECK(rm::tp_gather_element_bytes(rm::Fp8Recipe::kDelayed, 2) == 1);     // Transformer Engine's fp8 ln_out
+  CHECK(rm::tp_gather_element_bytes(rm::Fp8Recipe::kCurrent, 2) == 1);
   CHECK(rm::tp_gather_element_bytes(rm::Fp8Recipe::kNone, 2) == 2);
 }
