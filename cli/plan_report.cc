@@ -161,10 +161,19 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   choice.add_row({"kv sub-blocks", std::to_string(c.kv_subblocks)});
   choice.add_row({"checkpointing", to_string(c.checkpointing)});
   const double logits =
-      ring_buffers(model, c, j.seq_len, topo.gpu, effective_window(model, j), j.chunked_loss).logits_chunk;
+      ring_buffers(model, c, j.seq_len, topo.gpu, effective_window(model, j), j.chunked_loss, j.framework)
+          .logits_chunk;
+  // What a whole loss holds at its peak, by framework (memory_model.h whole_loss_bytes_per_logit).
+  const char* whole = j.framework == Framework::kPytorch
+                          ? "whole: F.cross_entropy over the micro-step's fp32 logits (log-softmax, its gradient and "
+                            "the logits' at once), "
+                      : j.framework == Framework::kMegatron
+                          ? "whole: vocab_parallel_cross_entropy (the micro-step's logits and one fp32 copy, "
+                            "softmax and gradient in place), "
+                          : "whole: the micro-step's fp32 logits and their gradient at once, ";
   choice.add_row({"loss", (j.chunked_loss ? "chunked: " + std::to_string(kLogitsChunkTokens) +
                                                 "-token chunks of fp32 logits and their gradient, "
-                                          : std::string("whole: the micro-step's fp32 logits and their gradient at once, ")) +
+                                          : std::string(whole)) +
                               gib(logits) + " GiB"});
   choice.add_row({"micro-batch", std::to_string(c.micro_batch) + (c.micro_batch == 1 ? " sequence" : " sequences") + " per ring"});
   choice.add_row({"grad accumulation", std::to_string(c.grad_accum) + (c.grad_accum == 1 ? " micro-step" : " micro-steps")});

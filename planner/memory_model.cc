@@ -55,7 +55,8 @@ namespace {
 // ring_buffers, given `m` = tp_shard(model, choice.tp): one TP member's heads, FFN columns
 // and vocabulary (memory_breakdown has it already; a copy of a ModelSpec copies its strings).
 RingBuffers shard_ring_buffers(const ModelSpec& model, const ModelSpec& m, const PlanChoice& choice,
-                               int64_t seq_len, const GpuSpec& gpu, int64_t window, bool chunked_loss) {
+                               int64_t seq_len, const GpuSpec& gpu, int64_t window, bool chunked_loss,
+                               Framework framework) {
   const int e = gpu.element_bytes;
   const int tp = std::max(1, choice.tp);
   const int P = std::max(1, choice.cp);
@@ -116,18 +117,26 @@ RingBuffers shard_ring_buffers(const ModelSpec& model, const ModelSpec& m, const
   b.grad_stream = 2 * cd * m.hidden * e;
   const double ffn_tokens = static_cast<double>(std::min(c, kFfnChunkTokens));
   b.ffn_chunk = ffn_tokens * a.ffn_inter * 2;
-  const double logit_tokens = chunked_loss ? static_cast<double>(std::min(c, kLogitsChunkTokens))
-                                          : std::max(1, choice.micro_batch) * cd;
-  b.logits_chunk = logit_tokens * m.vocab * 4.0 * 2;
+  b.logits_chunk = chunked_loss ? static_cast<double>(std::min(c, kLogitsChunkTokens)) * m.vocab * 4.0 * 2
+                                : std::max(1, choice.micro_batch) * cd * m.vocab * whole_loss_bytes_per_logit(framework, e);
   return b;
 }
 
 }  // namespace
 
+double whole_loss_bytes_per_logit(Framework framework, int element_bytes) {
+  switch (framework) {
+    case Framework::kPytorch: return 12;
+    case Framework::kMegatron: return 4.0 + element_bytes;
+    case Framework::kAny: return 8;
+  }
+  return 8;
+}
+
 RingBuffers ring_buffers(const ModelSpec& model, const PlanChoice& choice, int64_t seq_len,
-                         const GpuSpec& gpu, int64_t window, bool chunked_loss) {
+                         const GpuSpec& gpu, int64_t window, bool chunked_loss, Framework framework) {
   return shard_ring_buffers(model, tp_shard(model, std::max(1, choice.tp)), choice, seq_len, gpu, window,
-                            chunked_loss);
+                            chunked_loss, framework);
 }
 
 int shard_group_gpus(const PlanChoice& ch) {
@@ -164,7 +173,8 @@ double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int
 }
 
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
-                                 const GpuSpec& gpu, int64_t window, bool chunked_loss, int grad_bytes) {
+                                 const GpuSpec& gpu, int64_t window, bool chunked_loss, int grad_bytes,
+                                 Framework framework) {
   const int e = gpu.element_bytes;
   const int g = grad_bytes > 0 ? grad_bytes : e;
   const int P = std::max(1, choice.cp);
@@ -190,7 +200,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   const PipelineLayout layout = pp_layout(m.layers, choice);
   // Only the last computes the logits: the others' working set is the attention's or the
   // FFN's (a stage's op lists allocate no logits chunk, schedule.cc).
-  const RingBuffers rb = shard_ring_buffers(m, shard, choice, seq_len, gpu, window, chunked_loss);
+  const RingBuffers rb = shard_ring_buffers(m, shard, choice, seq_len, gpu, window, chunked_loss, framework);
   double peak = -1;
   for (int s : pp_peak_stage_candidates(pp)) {
     const double states = shard_state_bytes(shard, choice, e, g, s);
@@ -211,7 +221,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
 
 MemoryBreakdown plan_memory(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu) {
   return memory_breakdown(m, as_run(job, choice), job.seq_len, gpu, effective_window(m, job), job.chunked_loss,
-                          grad_element_bytes(job, choice, gpu.element_bytes));
+                          grad_element_bytes(job, choice, gpu.element_bytes), job.framework);
 }
 
 }  // namespace rm

@@ -30,10 +30,27 @@ namespace rm {
 // Tokens per chunk of the blockwise FFN and of the chunked logits + loss: bounded
 // transient memory whatever c is (Ring Attention computes its FFN and loss blockwise for
 // the same reason; chunked cross-entropy as in Liger's fused linear cross-entropy). With
-// Job::chunked_loss false the loss holds the whole micro-step's fp32 logits and their
-// gradient instead (torchtitan's and Megatron-LM's loss over .float() logits).
+// Job::chunked_loss false the loss holds the whole micro-step's logits instead, in as many
+// copies as the framework's loss keeps at once (whole_loss_bytes_per_logit).
 inline constexpr int64_t kFfnChunkTokens = 8192;
 inline constexpr int64_t kLogitsChunkTokens = 4096;
+// Bytes per logit (token x vocabulary entry of one TP member) at the peak of a whole loss
+// over .float() logits, as each framework computes it:
+//  - kPytorch, 12: torchtitan's F.cross_entropy(pred.flatten(0, 1).float(), labels) runs
+//    eager (its loss is not compiled) and frees the bf16 logits before backward; log_softmax
+//    saves its fp32 output (pytorch/pytorch tools/autograd/derivatives.yaml @ d327a787:
+//    `_log_softmax: self: _log_softmax_backward_data(grad, result, ...)`), nll_loss's
+//    backward writes a dense fp32 gradient of it, and log-softmax's backward a third fp32
+//    tensor, the logits' gradient: three fp32 copies at the backward's start.
+//  - kMegatron, 4 + e: Megatron-Core's vocab_parallel_cross_entropy casts the logits to
+//    fp32 once and subtracts the max in place ("In-place subtraction reduces memory
+//    pressure."), turns that copy into the softmax in place, saves it and writes the
+//    gradient into it (NVIDIA/Megatron-LM megatron/core/tensor_parallel/cross_entropy.py,
+//    VocabParallelCrossEntropy, which megatron/core/fusions/fused_cross_entropy.py @
+//    d086a2e3 calls too): the logits and one fp32 copy. (Before that, @ 8e6e7cd7, the
+//    subtraction made a second fp32 copy.)
+//  - kAny, 8: the fp32 logits and their gradient.
+double whole_loss_bytes_per_logit(Framework framework, int element_bytes);
 // Mixed-precision Adam: the fp32 master copy and Adam's fp32 m and v, K = 12 bytes per
 // parameter (ZeRO paper, Rajbhandari et al. 2020, Sec. 3.1); params and grads are held at
 // the GPU's element bytes e (bf16: 2 + 2 + 12 = 16 bytes per parameter in all).
@@ -78,8 +95,8 @@ struct RingBuffers {
   double gathered = 0;
   double grad_stream = 0;   // 2·c·hidden·e       incoming and outgoing residual grads
   double ffn_chunk = 0;     // min(c, chunk)·(gated ? 3 : 2)·f·e·2 (values + grads)
-  // fp32 logits + their grads: min(c, chunk)·V·4·2 chunked, micro_batch·c·V·4·2 whole
-  // (Job::chunked_loss false)
+  // fp32 logits + their grads: min(c, chunk)·V·4·2 chunked; whole (Job::chunked_loss
+  // false): micro_batch·c·V·whole_loss_bytes_per_logit
   double logits_chunk = 0;
   double recompute = 0;     // full checkpointing: the layer's rematerialised activations
 
@@ -111,9 +128,10 @@ double activation_bytes_per_token_layer(const ModelSpec& m, Checkpointing ckpt, 
 // `window`: the job's effective sliding window (attention_work.h), 0 = none. K,V that no
 // step needs are not held: a contiguous ring cut to one step has no ring buffers, and
 // all-gather CP on contiguous chunks gathers only the window_blocks() a position attends to.
-// `chunked_loss`: Job::chunked_loss (the logits buffer's size).
+// `chunked_loss`: Job::chunked_loss, and `framework` Job::framework (the logits buffer's size).
 RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
-                         const GpuSpec& gpu, int64_t window = 0, bool chunked_loss = true);
+                         const GpuSpec& gpu, int64_t window = 0, bool chunked_loss = true,
+                         Framework framework = Framework::kAny);
 
 // Memory per GPU of a plan (choice.strategy decides the buffers: the ring, flash-fsdp
 // with cp = 1, all-gather CP, Ulysses).
@@ -142,10 +160,10 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
 // GPU's element bytes e), in the model states and the layer buffers' gradients.
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
                                  const GpuSpec& gpu, int64_t window = 0, bool chunked_loss = true,
-                                 int grad_bytes = 0);
+                                 int grad_bytes = 0, Framework framework = Framework::kAny);
 
 // A plan's memory as its framework runs it: memory_breakdown of as_run(job, choice) with
-// grad_element_bytes, the job's window and loss (data_parallel.h). The cost model, the
+// grad_element_bytes, the job's window, loss and framework (data_parallel.h). The cost model, the
 // search and the schedule generator all ask this one.
 MemoryBreakdown plan_memory(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu);
 

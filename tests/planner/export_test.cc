@@ -74,6 +74,8 @@ TEST_CASE("Megatron's rules catch what Megatron would reject") {
   CHECK(megatron_rule_violations(a).front().rfind("world size 16 != TP x PP x CP x DP", 0) == 0);
   a = good;
   a.cp_comm_type = "a2a+p2p";
+  a.hierarchical_cp_sizes.clear();  // whatever the plan chose
+  REQUIRE(!megatron_rule_violations(a).empty());
   CHECK(megatron_rule_violations(a).front().find("--hierarchical-context-parallel-sizes") != std::string::npos);
   a.hierarchical_cp_sizes = {2, a.cp / 2};
   CHECK(megatron_rule_violations(a).empty());  // 32 heads split 2 ways

@@ -257,3 +257,32 @@ TEST_CASE("the loss over whole logits holds the micro-step's fp32 logits and gra
   c.dp = 2;
   CHECK(ring_buffers(m, c, n, a100(), 0, false).logits_chunk == 2.0 * n * (V / 4) * 4 * 2);
 }
+
+TEST_CASE("a whole loss holds the copies of the logits its framework's loss keeps") {
+  // whole_loss_bytes_per_logit, by hand: PyTorch's eager cross-entropy three fp32 tensors,
+  // Megatron-Core's in-place one the logits (e) and one fp32 copy, no framework 8 bytes.
+  CHECK(whole_loss_bytes_per_logit(Framework::kPytorch, 2) == 12);
+  CHECK(whole_loss_bytes_per_logit(Framework::kMegatron, 2) == 6);
+  CHECK(whole_loss_bytes_per_logit(Framework::kAny, 2) == 8);
+  const ModelSpec m = llama2_7b();
+  const PlanChoice c = ring(1, 8, Checkpointing::kFull);
+  const int64_t n = 32 * 1024;
+  const double logits = n * 32000.0;
+  for (Framework f : {Framework::kAny, Framework::kPytorch, Framework::kMegatron}) {
+    CAPTURE(static_cast<int>(f));
+    CHECK(ring_buffers(m, c, n, a100(), 0, false, f).logits_chunk ==
+          logits * whole_loss_bytes_per_logit(f, a100().element_bytes));
+    // Chunked, the framework does not matter: our own loss.
+    CHECK(ring_buffers(m, c, n, a100(), 0, true, f).logits_chunk == ring_buffers(m, c, n, a100()).logits_chunk);
+  }
+  // plan_memory asks the job's framework.
+  Job job;
+  job.gpus = 8;
+  job.seq_len = n;
+  job.batch_tokens = n;
+  job.chunked_loss = false;
+  job.framework = Framework::kPytorch;
+  const double pytorch = plan_memory(m, job, c, a100()).total();
+  job.framework = Framework::kAny;
+  CHECK(pytorch - plan_memory(m, job, c, a100()).total() == doctest::Approx(logits * 4));
+}

@@ -193,6 +193,26 @@ TEST_CASE("training steps (FSDP, all layers extrapolated): step time and peak me
   }
 }
 
+TEST_CASE("a whole loss as each framework holds it: the replay's peak memory within 2 %") {
+  // memory_model.h whole_loss_bytes_per_logit: the schedule allocates the framework's copies.
+  const ModelSpec model = load_model(kDefaultModel);
+  const Topology topo = load_topology("a100-nvlink-box");
+  Worst worst{"whole loss by framework"};
+  double any = 0;
+  for (Framework f : {Framework::kAny, Framework::kPytorch, Framework::kMegatron}) {
+    CAPTURE(static_cast<int>(f));
+    Job job = make_job(topo, 8, 32768, Workload::kStep);
+    job.chunked_loss = false;
+    job.framework = f;
+    const Compared c = plan_and_simulate(topo, model, job, {});
+    CHECK(c.memory_error() < 0.02);
+    CHECK(c.time_error() < 0.02);
+    worst.add(c, true);
+    if (f == Framework::kAny) any = c.simulated.memory_bytes_per_gpu;
+    if (f == Framework::kPytorch) CHECK(c.simulated.memory_bytes_per_gpu > any);
+  }
+}
+
 TEST_CASE("float8 linear layers: the replay prices the same fp8 step, within 2 %") {
   const ModelSpec model = load_model(kDefaultModel);
   const Topology bf16 = load_topology("dgx-h100-ib");
