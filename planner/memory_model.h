@@ -41,7 +41,9 @@ inline constexpr int64_t kLogitsChunkTokens = 4096;
 //    saves its fp32 output (pytorch/pytorch tools/autograd/derivatives.yaml @ d327a787:
 //    `_log_softmax: self: _log_softmax_backward_data(grad, result, ...)`), nll_loss's
 //    backward writes a dense fp32 gradient of it, and log-softmax's backward a third fp32
-//    tensor, the logits' gradient: three fp32 copies at the backward's start.
+//    tensor, the logits' gradient: three fp32 copies at the backward's start. Later
+//    torchtitan compiles the loss under --compile (torchtitan/components/loss.py
+//    build_cross_entropy_loss), whose fused kernels hold less: 12 is then an upper bound.
 //  - kMegatron, 4 + e: Megatron-Core's vocab_parallel_cross_entropy casts the logits to
 //    fp32 once and subtracts the max in place ("In-place subtraction reduces memory
 //    pressure."), turns that copy into the softmax in place, saves it and writes the
