@@ -187,6 +187,21 @@ std::string export_refusal(const Plan& plan, const ModelSpec& model, int gpus_pe
   return broken.empty() ? "" : broken.front();
 }
 
+namespace {
+
+// SearchPins::refusal for `target`: export_refusal of each candidate.
+std::function<std::string(const Job&, const PlanChoice&)> target_refusal(const ModelSpec& model, int gpus_per_node,
+                                                                        ExportTarget target) {
+  return [&model, gpus_per_node, target](const Job& job, const PlanChoice& choice) {
+    Plan candidate;
+    candidate.job = job;
+    candidate.choice = choice;
+    return export_refusal(candidate, model, gpus_per_node, target);
+  };
+}
+
+}  // namespace
+
 Plan plan_for_target(Planner& planner, const Job& asked, const SearchPins& pins, ExportTarget target,
                      const ModelSpec& model, int gpus_per_node, const std::string& where) {
   if (target == ExportTarget::kSlurm) return planner.plan(asked, pins);
@@ -218,80 +233,38 @@ Plan plan_for_target(Planner& planner, const Job& asked, const SearchPins& pins,
     p.kv_subblocks = 1;
   }
 
-  // The best plan the target runs, as the search picks (better_pick).
+  // The best plan the target runs, as the search picks (better_pick): the search offers
+  // only candidates export_refusal lets through (SearchPins::refusal), so no rule the target
+  // has (sharding level, checkpointing, order, CP kind) is left to a second search.
+  p.refusal = target_refusal(model, gpus_per_node, target);
   std::optional<Plan> best;
+  std::string why;
   auto offer = [&](Plan cand) {
-    if (!export_refusal(cand, model, gpus_per_node, target).empty()) return;
     if (!best || better_pick(cand.predicted, best->predicted)) best = std::move(cand);
   };
-  // The search's pick: a p2p ring pinned as above, or the kind --cp-comm-type pinned.
-  std::optional<Plan> first;
-  std::string why;
+  // A p2p ring pinned as above, or the kind --cp-comm-type pinned.
   try {
-    first = planner.plan(job, p);
-    why = export_refusal(*first, model, gpus_per_node, target);
-    offer(*first);
+    offer(planner.plan(job, p));
   } catch (const InputError& e) {
-    if (pins.cp_comm_type) throw;  // the kind asked for cannot run the job
-    why = e.what();                // no ring runs it; a collective kind may
+    why = e.what();  // no ring (or no plan of the pinned kind) runs it; a collective kind may
   }
-
-  // The sharding levels the target has (torchtitan no zero1, Megatron-LM no hsdp), where
-  // the pick holds one it lacks.
-  if (first && !p.sharding && why.rfind("plan.sharding", 0) == 0) {
-    for (Sharding level : kShardingLevels) {
-      SearchPins q = p;
-      q.sharding = level;
-      try {
-        offer(planner.plan(job, q));
-      } catch (const InputError&) {
-        // this level cannot split the job (e.g. hsdp on one node)
-      }
-    }
-  }
-  // The checkpointings and orders the target has, where the pick holds one it lacks.
-  std::vector<Checkpointing> ckpts;
-  if (p.checkpointing) ckpts = {*p.checkpointing};
-  else if (target == ExportTarget::kTorchtitan) ckpts = {Checkpointing::kNone, Checkpointing::kFull};
-  else ckpts = {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull};
-  const std::vector<std::string> orders =
-      p.order ? std::vector<std::string>{*p.order} : std::vector<std::string>{"node-major", "snake"};
-  if (first && !why.empty() && first->choice.strategy == Strategy::kRing) {
-    for (Checkpointing ck : ckpts) {
-      for (const std::string& order : orders) {
-        SearchPins q = p;
-        q.checkpointing = ck;
-        q.order = order;
-        try {
-          offer(planner.best_ring_plan(job, q));
-        } catch (const InputError&) {
-          // this pin cannot work for the job at all (e.g. snake on one GPU)
-        }
-      }
-    }
-  }
-  // The collective kinds (all_gather; a2a and a2a+p2p, which torchtitan lacks), each searched on its own
-  // per checkpointing the target has: the ring pins above leave them out of the search.
-  // Only the pinned kind when --cp-comm-type is given; none when a ring choice is.
+  // The collective kinds (all_gather; a2a and a2a+p2p, which torchtitan lacks), each searched
+  // on its own: the ring pins above leave them out of the search. Only the pinned kind when
+  // --cp-comm-type is given; none when a ring choice is.
   std::vector<Strategy> kinds;
-  if (pins.cp_comm_type) {
-    if (*pins.cp_comm_type != Strategy::kRing) kinds = {*pins.cp_comm_type};
-  } else if (!ring_pinned && !(pins.cp && *pins.cp == 1)) {
+  if (!pins.cp_comm_type && !ring_pinned && !(pins.cp && *pins.cp == 1))
     kinds = {Strategy::kAllGatherCp, Strategy::kUlysses, Strategy::kUsp};
-  }
+  SearchPins q = pins;
+  q.refusal = p.refusal;
   for (Strategy kind : kinds) {
-    for (Checkpointing ck : ckpts) {
-      SearchPins q = pins;
-      q.checkpointing = ck;
-      try {
-        offer(planner.best_collective_cp_plan(kind, job, q));
-      } catch (const InputError&) {
-        // this kind cannot split the job (e.g. a2a beyond the heads)
-      }
+    try {
+      offer(planner.best_collective_cp_plan(kind, job, q));
+    } catch (const InputError& e) {
+      if (why.empty()) why = e.what();  // this kind cannot split the job (e.g. a2a beyond the heads)
     }
   }
   if (!best) fail_input(where, "--target", "no plan " + fw + " can run: " + why);
-  best->baselines = first ? first->baselines : planner.baselines(job);
+  if (best->baselines.empty()) best->baselines = planner.baselines(job);
   return *best;
 }
 

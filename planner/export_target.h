@@ -58,14 +58,13 @@ std::string export_refusal(const Plan& plan, const ModelSpec& model, int gpus_pe
 std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology& topology, const std::string& backend);
 
 // The fastest plan `target` can run: the search pinned to what the target has (a flat
-// ring, the zigzag split) and, when its pick still holds something the target lacks
-// (selective checkpointing for torchtitan, a searched order that moves ranks across
-// nodes), the fastest of the searches pinned to each checkpointing and order the target
-// can run; beside them the collective kinds it runs (all_gather for both, a2a for
-// Megatron-LM) unless --cp-comm-type or a ring choice is pinned. The loss is priced over
-// whole fp32 logits (Job::chunked_loss false), as both compute it. Throws InputError
-// "<where>: --target: ..." when a pin contradicts the target or when no plan the target
-// can run exists.
+// ring, the zigzag split) and offered only candidates export_refusal lets through
+// (SearchPins::refusal: sharding level, checkpointing, order, Megatron's argument rules),
+// beside the collective kinds it runs (all_gather for both, a2a for Megatron-LM), searched
+// the same way, unless --cp-comm-type or a ring choice is pinned. The loss is priced over
+// whole logits as the framework computes it (Job::chunked_loss false, Job::framework).
+// Throws InputError "<where>: --target: ..." when a pin contradicts the target or when no
+// plan the target can run exists (naming the refusals).
 Plan plan_for_target(Planner& planner, const Job& job, const SearchPins& pins, ExportTarget target,
                      const ModelSpec& model, int gpus_per_node, const std::string& where);
 

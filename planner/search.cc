@@ -233,6 +233,13 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
           bool fits = false;
           for (size_t k = 0; k < overlaps.size(); ++k) {
             ch.tp_comm_overlap = overlaps[k];
+            if (pins.refusal) {  // neither priced nor a fit
+              const std::string why = pins.refusal(job, ch);
+              if (!why.empty()) {
+                note(why);
+                continue;
+              }
+            }
             const Prediction p = cost.price(job, ch, pat);
             ++evaluated;
             best_rate = offer(ch, p);

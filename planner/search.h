@@ -61,6 +61,12 @@ struct SearchPins {
   // The pipeline split's accounting (PlanChoice); searched neither and both counted.
   std::optional<bool> account_for_embedding_in_pipeline_split;
   std::optional<bool> account_for_loss_in_pipeline_split;
+  // Why a framework cannot run a candidate ("" when it can; `plan --target`:
+  // export_refusal). Refused candidates are neither priced nor offered, so the search's
+  // pick is the best plan the framework runs whichever of its rules (sharding,
+  // checkpointing, order, kind) a faster plan breaks; when every candidate is refused the
+  // search's error names the refusals. Empty: every candidate runs.
+  std::function<std::string(const Job&, const PlanChoice&)> refusal;
 };
 
 struct SearchStats {

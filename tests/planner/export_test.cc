@@ -164,6 +164,35 @@ TEST_CASE("plan --target searches the collective kinds the framework runs") {
         Strategy::kAllGatherCp);
 }
 
+TEST_CASE("plan --target picks the best plan the framework runs when a faster one breaks two of its rules") {
+  // 256K tokens on 16 A100s for torchtitan: the fastest plan checkpoints selectively
+  // (torchtitan has no FFN-only mode) and the fastest with full checkpointing shards zero1
+  // (torchtitan has no zero1). The search offers only what torchtitan runs
+  // (SearchPins::refusal), so its pick fits and no plan pinned to a level and a policy
+  // torchtitan has beats it.
+  Study s(16);
+  const Job job = study_job(16, 262144);
+  const int gpn = s.topo.gpus_per_node;
+  const Plan titan = plan_for_target(s.planner, job, {}, ExportTarget::kTorchtitan, s.model, gpn, "t");
+  CHECK(titan.predicted.fits);
+  CHECK(export_refusal(titan, s.model, gpn, ExportTarget::kTorchtitan) == "");
+  for (Checkpointing ck : {Checkpointing::kNone, Checkpointing::kFull}) {
+    for (Sharding level : {Sharding::kZero2, Sharding::kFsdp, Sharding::kHsdp, Sharding::kDdp}) {
+      CAPTURE(to_string(ck));
+      CAPTURE(to_string(level));
+      SearchPins pins;
+      pins.checkpointing = ck;
+      pins.sharding = level;
+      try {
+        const Plan p = plan_for_target(s.planner, job, pins, ExportTarget::kTorchtitan, s.model, gpn, "t");
+        if (p.predicted.fits) CHECK(p.predicted.tokens_per_s <= titan.predicted.tokens_per_s * (1 + 1e-9));
+      } catch (const InputError&) {
+        // this level cannot split the job (hsdp on these GPUs)
+      }
+    }
+  }
+}
+
 TEST_CASE("rank placement: the snake order reverses every other node's devices") {
   Study s(16);
   SearchPins pins;
