@@ -28,9 +28,9 @@
 // two units are held gathered at once. The reduce-scatters block.
 // Each collective's exposed time is recorded (measurements.h: kind "all_gather" or
 // "reduce_scatter", seconds = time blocked in it, bytes = the unsharded unit as it moves,
-// 2 bytes an element in bf16 gathers and reductions, layer = the unit index). Every rank of the shard
-// group calls the same units in the same order, so every rank guesses, and posts, the same
-// collectives in the same order; finish_gradients() checks that it was so
+// 2 bytes an element in bf16 gathers and reductions, layer = the unit index). Every rank
+// of the shard group calls the same units in the same order, so every rank guesses, and
+// posts, the same collectives in the same order; finish_gradients() checks that it was so
 // (ShardCollectives::check_order) once a step.
 #pragma once
 

@@ -240,6 +240,12 @@ Plan plan_for_target(Planner& planner, const Job& asked, const SearchPins& pins,
   std::optional<Plan> best;
   std::string why;
   auto offer = [&](Plan cand) {
+    // The pick as returned (its batch rounded to whole sequences), checked once more.
+    const std::string refused = export_refusal(cand, model, gpus_per_node, target);
+    if (!refused.empty()) {
+      if (why.empty()) why = refused;
+      return;
+    }
     if (!best || better_pick(cand.predicted, best->predicted)) best = std::move(cand);
   };
   // A p2p ring pinned as above, or the kind --cp-comm-type pinned.

@@ -118,7 +118,8 @@ RingBuffers shard_ring_buffers(const ModelSpec& model, const ModelSpec& m, const
   const double ffn_tokens = static_cast<double>(std::min(c, kFfnChunkTokens));
   b.ffn_chunk = ffn_tokens * a.ffn_inter * 2;
   b.logits_chunk = chunked_loss ? static_cast<double>(std::min(c, kLogitsChunkTokens)) * m.vocab * 4.0 * 2
-                                : std::max(1, choice.micro_batch) * cd * m.vocab * whole_loss_bytes_per_logit(framework, e);
+                                : std::max(1, choice.micro_batch) * cd * m.vocab *
+                                      whole_loss_bytes_per_logit(framework, e);
   return b;
 }
 
