@@ -2,7 +2,11 @@
 #include "executor/fsdp.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <type_traits>
+
+#include "executor/mpi_transport.h"
+#include "planner/data_parallel.h"
 
 namespace rm::exec {
 
@@ -14,17 +18,50 @@ View<T> slice(Tensor<T>& t, size_t at, size_t n) {
   return {t.data() + at, 1, static_cast<int64_t>(n)};
 }
 
+// The communicator of `group` (world ranks, in rank order), which holds `rank`: every rank
+// calls it with its own group, the groups partitioning the world (MPI_Comm_split, colour
+// = the group's smallest rank, key = the position).
+MPI_Comm group_comm(const std::vector<int>& group, int rank) {
+  const auto at = std::find(group.begin(), group.end(), rank);
+  if (at == group.end()) throw std::logic_error("a rank outside its own FSDP group");
+  MPI_Comm comm = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, *std::min_element(group.begin(), group.end()),
+                           static_cast<int>(at - group.begin()), &comm),
+            "MPI_Comm_split (FSDP group)");
+  return comm;
+}
+
 }  // namespace
+
+ShardGroups shard_groups(Sharding sharding, const std::vector<int>& order, int cp, int dp_shard, int world_rank,
+                         int world_size) {
+  std::vector<int> all(static_cast<size_t>(world_size));
+  for (int r = 0; r < world_size; ++r) all[static_cast<size_t>(r)] = r;
+  switch (sharding) {
+    case Sharding::kFsdp: return {all, {world_rank}};
+    case Sharding::kDdp: return {{world_rank}, all};
+    case Sharding::kHsdp: break;
+  }
+  ShardGroups g;
+  auto mine = [world_rank](const std::vector<std::vector<int>>& groups) {
+    for (const std::vector<int>& grp : groups)
+      if (std::find(grp.begin(), grp.end(), world_rank) != grp.end()) return grp;
+    throw std::logic_error("a rank in no hsdp group");
+  };
+  g.shard = mine(hsdp_shard_groups(order, 1, cp, dp_shard));
+  g.replica = mine(hsdp_replicate_groups(order, 1, cp, dp_shard));
+  return g;
+}
 
 // ---- FsdpState: the fp32 shards --------------------------------------------------------
 
-FsdpState::FsdpState(const Transformer& model, Sharding sharding, ReduceType reduce_type,
+FsdpState::FsdpState(const Transformer& model, const ShardGroups& groups, ReduceType reduce_type,
                      const std::vector<float>& full, TrainKernels<float>& kernels, const std::string& backend,
                      Watchdog* watchdog, double epoch)
     : k_(kernels), half_(kernels), reduce_type_(reduce_type), watchdog_(watchdog), epoch_(epoch) {
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
-  MPI_Comm_dup(sharding == Sharding::kFsdp ? MPI_COMM_WORLD : MPI_COMM_SELF, &shard_comm_);
-  MPI_Comm_dup(sharding == Sharding::kFsdp ? MPI_COMM_SELF : MPI_COMM_WORLD, &replica_comm_);
+  shard_comm_ = group_comm(groups.shard, world_rank_);
+  replica_comm_ = group_comm(groups.replica, world_rank_);
   MPI_Comm_size(shard_comm_, &shard_size_);
   MPI_Comm_rank(shard_comm_, &shard_rank_);
   coll_ = make_shard_collectives(backend, shard_comm_, replica_comm_);
@@ -188,10 +225,10 @@ std::vector<Measurement> FsdpState::take_records() {
 // ---- FsdpParams<C>: the units as the pass reads them ------------------------------------
 
 template <class C>
-FsdpParams<C>::FsdpParams(const Transformer& model, Sharding sharding, ReduceType reduce_type,
+FsdpParams<C>::FsdpParams(const Transformer& model, const ShardGroups& groups, ReduceType reduce_type,
                           const std::vector<float>& full, TrainKernels<float>& kernels, TrainKernels<C>& pass,
                           const std::string& backend, Watchdog* watchdog, double epoch)
-    : FsdpState(model, sharding, reduce_type, full, kernels, backend, watchdog, epoch), pass_(pass) {
+    : FsdpState(model, groups, reduce_type, full, kernels, backend, watchdog, epoch), pass_(pass) {
   gathered_.resize(units_.size());
   unsharded_grads_.resize(units_.size());
 }

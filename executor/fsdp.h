@@ -17,8 +17,9 @@
 // Two communicators make the layout: `shard` (the ranks a unit is split over) and
 // `replica` (ranks holding the same shard, whose gradient shards finish_gradients()
 // all-reduces). FSDP over all ranks is (world, self); "ddp", the replicated layout, is
-// (self, world): a shard is then the whole model and the one all-reduce is DDP's (HSDP,
-// PyTorch's HYBRID_SHARD, would be the pair in between).
+// (self, world): a shard is then the whole model and the one all-reduce is DDP's; "hsdp"
+// (PyTorch's HYBRID_SHARD, FSDP2 with a 2-D mesh) is the pair in between, as the plan's
+// groups say (ShardGroups).
 //
 // Prefetch, as FSDP's forward_prefetch / BACKWARD_PRE: gather(u) also starts the
 // all-gather of the unit the pass needs next (u + 1 going forward, u - 1 going backward,
@@ -52,7 +53,17 @@
 
 namespace rm::exec {
 
-enum class Sharding { kFsdp, kDdp };
+enum class Sharding { kFsdp, kDdp, kHsdp };
+
+// The ranks that split this rank's shards (`shard`, in shard order: position = shard rank)
+// and those holding the same shard (`replica`): fsdp (all ranks, itself), ddp (itself, all
+// ranks), hsdp the plan's groups (planner/data_parallel.h hsdp_shard_groups and
+// hsdp_replicate_groups: cp·dp_shard GPUs, then the dp / dp_shard holding one shard).
+struct ShardGroups {
+  std::vector<int> shard, replica;
+};
+ShardGroups shard_groups(Sharding sharding, const std::vector<int>& order, int cp, int dp_shard, int world_rank,
+                         int world_size);
 
 // The arrays of the model state, each sharded the same way.
 enum class StateArray { kParams, kGrads, kMoment1, kMoment2 };
@@ -65,8 +76,9 @@ class FsdpState {
   // shard of them, zero gradients and zero AdamW moments, in `kernels`' memory, and moves
   // them with `backend`'s collectives (make_shard_collectives), summing gradients in
   // `reduce_type`. Records' start times count from MPI_Wtime() = `epoch`.
-  FsdpState(const Transformer& model, Sharding sharding, ReduceType reduce_type, const std::vector<float>& full,
-            TrainKernels<float>& kernels, const std::string& backend, Watchdog* watchdog, double epoch);
+  FsdpState(const Transformer& model, const ShardGroups& groups, ReduceType reduce_type,
+            const std::vector<float>& full, TrainKernels<float>& kernels, const std::string& backend,
+            Watchdog* watchdog, double epoch);
   virtual ~FsdpState();
   FsdpState(const FsdpState&) = delete;
   FsdpState& operator=(const FsdpState&) = delete;
@@ -159,9 +171,9 @@ class FsdpState {
 template <class C>
 class FsdpParams final : public FsdpState, public ParamAccess<C> {
  public:
-  FsdpParams(const Transformer& model, Sharding sharding, ReduceType reduce_type, const std::vector<float>& full,
-             TrainKernels<float>& kernels, TrainKernels<C>& pass, const std::string& backend, Watchdog* watchdog,
-             double epoch);
+  FsdpParams(const Transformer& model, const ShardGroups& groups, ReduceType reduce_type,
+             const std::vector<float>& full, TrainKernels<float>& kernels, TrainKernels<C>& pass,
+             const std::string& backend, Watchdog* watchdog, double epoch);
   ~FsdpParams() override;
 
   const C* gather(int unit) override;

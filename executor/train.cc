@@ -65,16 +65,18 @@ ReduceType reduce_type(const TrainOptions& opt, const LoadedPlanFile& lp) {
 constexpr double kMixedPrecisionVerifyTolerance = 3e-2;
 
 // The model-state layout to run: the option's, else the plan's. FsdpParams lays out fsdp
-// (shard over all ranks) and ddp (replicate); zero1, zero2 and hsdp are refused by name.
+// (shard over all ranks), ddp (replicate) and hsdp (the plan's shard and replicate groups);
+// zero1 and zero2 are refused by name.
 Sharding executed_sharding(const TrainOptions& opt, const Plan& plan) {
   if (opt.sharding) return *opt.sharding;
   switch (plan.choice.sharding) {
     case rm::Sharding::kFsdp: return Sharding::kFsdp;
     case rm::Sharding::kDdp: return Sharding::kDdp;
+    case rm::Sharding::kHsdp: return Sharding::kHsdp;
     default:
       fail_input(opt.plan_path, "plan.sharding",
-                 std::string("the executor runs fsdp and ddp, not ") + to_string(plan.choice.sharding) +
-                     " (plan it with --sharding fsdp or ddp, or train this plan with --sharding fsdp|ddp)");
+                 std::string("the executor runs fsdp, hsdp and ddp, not ") + to_string(plan.choice.sharding) +
+                     " (plan it with --sharding fsdp, hsdp or ddp, or train this plan with --sharding fsdp|ddp)");
   }
 }
 
@@ -94,6 +96,10 @@ std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences,
       (in.sharding == Sharding::kFsdp
            ? "sharded over all " + std::to_string(p.job.gpus) +
                  " ranks (FSDP: each holds its shard of every unit's parameters, gradients and AdamW state"
+       : in.sharding == Sharding::kHsdp
+           ? "sharded over groups of " + std::to_string(p.choice.cp * p.choice.dp_shard) + " ranks, replicated " +
+                 std::to_string(p.choice.dp / std::max(1, p.choice.dp_shard)) +
+                 "x (HSDP: FSDP in each group, the gradient shards all-reduced over the replicas"
            : std::string("replicated on every rank (DDP: one gradient all-reduce")) +
       ", collectives over " + collectives + ")";
   char line[1024];
@@ -220,17 +226,19 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   // gathered in bf16, the shards and AdamW in fp32.
   const bool bf16 = mixed_precision_bf16(opt, in.lp);
   const ReduceType reduce = reduce_type(opt, in.lp);
+  const PlanChoice& pc = in.lp.plan.choice;
+  const ShardGroups groups = shard_groups(in.sharding, pc.order, pc.cp, pc.dp_shard, rank, in.lp.plan.job.gpus);
   Bf16Kernels half(kernels);
   std::unique_ptr<FsdpState> state;
   FsdpParams<float>* full_pass = nullptr;
   FsdpParams<Bf16>* half_pass = nullptr;
   if (bf16) {
-    auto p = std::make_unique<FsdpParams<Bf16>>(in.model, in.sharding, reduce, st.params, kernels, half, opt.backend,
+    auto p = std::make_unique<FsdpParams<Bf16>>(in.model, groups, reduce, st.params, kernels, half, opt.backend,
                                                 &watchdog, attention.epoch());
     half_pass = p.get();
     state = std::move(p);
   } else {
-    auto p = std::make_unique<FsdpParams<float>>(in.model, in.sharding, reduce, st.params, kernels, kernels, opt.backend,
+    auto p = std::make_unique<FsdpParams<float>>(in.model, groups, reduce, st.params, kernels, kernels, opt.backend,
                                                  &watchdog, attention.epoch());
     full_pass = p.get();
     state = std::move(p);

@@ -70,7 +70,7 @@ sed 's/^  sharding: zero1/  sharding: zero1\n  data_parallel_shard_degree: 2/' "
 expect_bad "only with sharding hsdp" "data_parallel_shard_degree" -- simulate --plan "$tmp/bad2.yaml"
 "$bin" plan --model tiny --topology cpu-local --gpus 2 --cp 2 --seq 256 --batch-tokens 1024 --sharding zero1 \
   -o "$tmp/tiny.yaml" >/dev/null 2>&1 || fail "plan of tiny zero1 failed"
-expect_bad "runs fsdp and ddp, not zero1" "plan.sharding" -- train --plan "$tmp/tiny.yaml" \
+expect_bad "runs fsdp, hsdp and ddp, not zero1" "plan.sharding" -- train --plan "$tmp/tiny.yaml" \
   --data "$src/data/public_domain.txt" --steps 1
 
 echo "plan_sharding: $checked checks, $failures failed"

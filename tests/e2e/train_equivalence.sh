@@ -3,7 +3,9 @@
 # with 2 and 4 ranks matches the 1-rank run within 1e-4 relative, for each ring schedule
 # (flat, bidirectional), load balance (zigzag, striped, contiguous), data parallelism,
 # micro-batches and gradient accumulation, with the model state sharded (FSDP, the
-# default) and replicated (--sharding ddp), and under each activation checkpointing
+# default), replicated (--sharding ddp) and both (an hsdp plan on a topology of 2-rank
+# nodes: FSDP over each node's pair, the gradient shards all-reduced across the two), and
+# under each activation checkpointing
 # policy: the ranks' ring attention, collectives, recomputation and batch split change
 # nothing but fp32 rounding. Every run takes 4 sequences of 128 tokens per step
 # (--batch-tokens 512).
@@ -17,14 +19,16 @@ need python3 "compares the JSON lines"
 data=$src/data/public_domain.txt
 steps=20
 
-# train_losses <name> <plan options...>: plans tiny on cpu-local, trains (with $train_opts),
-# keeps the JSON lines.
+# train_losses <name> <plan options...>: plans tiny on $topology with $sharding, trains
+# (with $train_opts), keeps the JSON lines.
 train_opts=""
+topology=cpu-local
+sharding=fsdp
 train_losses() {
   local name=$1
   shift
   # --tp 1: the executor runs plans without tensor parallelism.
-  if ! "$bin" plan --model tiny --topology cpu-local --seq 128 --batch-tokens 512 --tp 1 --sharding fsdp "$@" \
+  if ! "$bin" plan --model tiny --topology "$topology" --seq 128 --batch-tokens 512 --tp 1 --sharding "$sharding" "$@" \
       -o "$tmp/$name.yaml" >/dev/null 2>"$tmp/$name.plan.err"; then
     fail "$name: plan $* failed: $(cat "$tmp/$name.plan.err")"
     return
@@ -47,6 +51,22 @@ train_losses selective4 --gpus 4 --cp 2 --schedule flat --load-balance zigzag --
 train_opts="--sharding ddp"
 train_losses ddp4 --gpus 4 --cp 2 --schedule flat --load-balance zigzag --micro-batch 1
 train_opts=""
+# cpu-local with nodes of 2 ranks: hsdp shards inside a node and replicates across.
+sed -e 's/^name: cpu-local/name: cpu-2-per-node/' -e 's/^gpus_per_node: 64.*/gpus_per_node: 2/' \
+  -e 's/^max_nodes: 1/max_nodes: 2/' "$src/topologies/cpu-local.yaml" >"$tmp/cpu-2-per-node.yaml"
+cat >>"$tmp/cpu-2-per-node.yaml" <<'YAML'
+inter:
+  kind: fat-tree
+  latency_us: 0.25
+  nics_per_node: 1
+  nic_gb_per_s: 5
+  rail_optimized: false
+  nodes_per_leaf: 2
+  oversubscription: 1
+YAML
+topology=$tmp/cpu-2-per-node.yaml sharding=hsdp
+train_losses hsdp4 --gpus 4 --cp 2 --schedule flat --load-balance zigzag --micro-batch 1
+topology=cpu-local sharding=fsdp
 
 python3 - "$tmp" $steps <<'PY' || fail "losses differ (above)"
 import json, sys
@@ -64,7 +84,7 @@ if not bad:
     print(f"1 rank: loss {ref[0]:.4f} at step 1 -> {ref[-1]:.4f} at step {steps}")
     bad = not ref[-1] < ref[0] - 0.5
     if bad: print("the 1-rank loss did not fall by 0.5 nats")
-for name in ["zigzag2", "dp2", "zigzag4", "bidir4", "cp2dp2", "full2", "selective4", "ddp4"]:
+for name in ["zigzag2", "dp2", "zigzag4", "bidir4", "cp2dp2", "full2", "selective4", "ddp4", "hsdp4"]:
     got = losses(name)
     if ref is None or got is None or len(got) != steps:
         print(f"{name}: {0 if got is None else len(got)} steps, want {steps}"); bad = True; continue
@@ -79,6 +99,7 @@ grep -q "micro_batch: 2" "$tmp/dp2.yaml" 2>/dev/null || fail "dp2 plan has no mi
 grep -q "checkpointing: full" "$tmp/full2.yaml" 2>/dev/null || fail "full2 plan has no full checkpointing"
 grep -q "model state sharded over all 4 ranks (FSDP" "$tmp/cp2dp2.err" || fail "cp2dp2 did not shard (FSDP)"
 grep -q "model state replicated on every rank (DDP" "$tmp/ddp4.err" || fail "ddp4 did not replicate"
+grep -q "model state sharded over groups of 2 ranks, replicated 2x (HSDP" "$tmp/hsdp4.err" || fail "hsdp4 did not run HSDP"
 # FSDP holds a quarter of the model state on each of 4 ranks (units padded to 4 shards).
 python3 - "$tmp" <<'PY' || fail "memory per rank (above)"
 import re, sys
@@ -87,8 +108,10 @@ def state(name):
     return float(m.group(1)), float(m.group(2))
 fsdp, whole = state("cp2dp2")
 ddp, _ = state("ddp4")
-print(f"model state per rank: FSDP over 4 ranks {fsdp:.2f} MiB, DDP {ddp:.2f} MiB (whole model {whole:.2f} MiB)")
-sys.exit(0 if abs(ddp - whole) < 0.01 and fsdp < whole / 4 * 1.01 else 1)
+hsdp, _ = state("hsdp4")
+print(f"model state per rank: FSDP over 4 ranks {fsdp:.2f} MiB, HSDP over 2 {hsdp:.2f} MiB, DDP {ddp:.2f} MiB "
+      f"(whole model {whole:.2f} MiB)")
+sys.exit(0 if abs(ddp - whole) < 0.01 and fsdp < whole / 4 * 1.01 and whole / 2 <= hsdp < whole / 2 * 1.01 else 1)
 PY
 echo "train_equivalence: $failures failed"
 [[ $failures -eq 0 ]]
