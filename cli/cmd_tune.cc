@@ -120,7 +120,6 @@ void run_tune(TuneOptions o, bool workload_given) {
   // The plan is for `ringmaster run`, whose backends execute the p2p ring.
   if (!r.pins.cp_comm_type) r.pins.cp_comm_type = Strategy::kRing;
   if (!r.pins.tp) r.pins.tp = 1;  // nor tensor parallelism yet
-  if (!r.pins.sharding) r.pins.sharding = Sharding::kFsdp;  // the executor runs fsdp and ddp
   Planner planner(r.model, *r.fabric, r.cost);
   const Plan best = planner.plan(r.job, r.pins);
   const std::vector<Plan> alts = runners_up(planner, r, best, o.runners_up);

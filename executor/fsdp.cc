@@ -38,8 +38,10 @@ ShardGroups shard_groups(Sharding sharding, const std::vector<int>& order, int c
   std::vector<int> all(static_cast<size_t>(world_size));
   for (int r = 0; r < world_size; ++r) all[static_cast<size_t>(r)] = r;
   switch (sharding) {
-    case Sharding::kFsdp: return {all, {world_rank}};
-    case Sharding::kDdp: return {{world_rank}, all};
+    case Sharding::kFsdp: return {all, {world_rank}, Held::kNothing};
+    case Sharding::kZero2: return {all, {world_rank}, Held::kParams};
+    case Sharding::kZero1: return {all, {world_rank}, Held::kParamsAndGrads};
+    case Sharding::kDdp: return {{world_rank}, all, Held::kNothing};
     case Sharding::kHsdp: break;
   }
   ShardGroups g;
@@ -59,6 +61,7 @@ FsdpState::FsdpState(const Transformer& model, const ShardGroups& groups, Reduce
                      const std::vector<float>& full, TrainKernels<float>& kernels, const std::string& backend,
                      Watchdog* watchdog, double epoch)
     : k_(kernels), half_(kernels), reduce_type_(reduce_type), watchdog_(watchdog), epoch_(epoch) {
+  held_ = groups.held;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   shard_comm_ = group_comm(groups.shard, world_rank_);
   replica_comm_ = group_comm(groups.replica, world_rank_);
@@ -82,6 +85,7 @@ FsdpState::FsdpState(const Transformer& model, const ShardGroups& groups, Reduce
     }
     units_.push_back(u);
   }
+  current_.assign(units_.size(), 0);
   for (Tensor<float>* t : {&params_, &grads_, &m_, &v_}) {
     *t = k_.alloc(1, static_cast<int64_t>(local_));
     k_.zero(*t);
@@ -183,6 +187,7 @@ double FsdpState::grad_squared_norm() {
 void FsdpState::optimizer_step(const AdamWConfig& cfg, double grad_norm) {
   adamw_update(cfg, segments_, grad_norm, optimizer_steps_, k_, params_, grads_, m_, v_);
   ++optimizer_steps_;
+  std::fill(current_.begin(), current_.end(), 0);  // held parameters are stale now
 }
 
 std::vector<float> FsdpState::unshard(StateArray which) {
@@ -213,6 +218,7 @@ void FsdpState::load(StateArray which, const std::vector<float>& full) {
               local.begin() + static_cast<std::ptrdiff_t>(u.local));
   }
   k_.upload(array(which).data(), local.data(), static_cast<int64_t>(local_));
+  if (which == StateArray::kParams) std::fill(current_.begin(), current_.end(), 0);
 }
 
 std::vector<Measurement> FsdpState::take_records() {
@@ -258,9 +264,12 @@ void FsdpParams<C>::drop(Tensor<C>& buffer) {
 
 template <class C>
 void FsdpParams<C>::post_gather(int unit) {
+  if (holds_params() && current_[static_cast<size_t>(unit)]) return;  // held since the step began
   const Unit& u = units_[static_cast<size_t>(unit)];
   Tensor<C>& buf = gathered_[static_cast<size_t>(unit)];
+  if (buf.data() != nullptr) drop(buf);  // held from the step before: stale
   buf = hold(u.shard * static_cast<size_t>(shard_size_));
+  if (holds_params()) current_[static_cast<size_t>(unit)] = 1;
   // The fault injection (fsdp.h): the next block's chunk, of the same size, in its place.
   const int source = step_ == wrong_unit_step_ && unit == 1 && units_.size() > 3 ? 2 : unit;
   // This rank's chunk in place (in the pass's type), then the collective fills the others
@@ -282,7 +291,7 @@ void FsdpParams<C>::wait_prefetch(bool keep) {
   const int unit = prefetched_;
   wait_gather(unit, sizeof(C));
   prefetched_ = -1;
-  if (!keep) drop(gathered_[static_cast<size_t>(unit)]);
+  if (!keep && !holds_params()) drop(gathered_[static_cast<size_t>(unit)]);  // held: good all step
 }
 
 template <class C>
@@ -293,7 +302,8 @@ const C* FsdpParams<C>::gather(int unit) {
   }
   if (prefetched_ >= 0) wait_prefetch(prefetched_ == unit);
   Tensor<C>& buf = gathered_[static_cast<size_t>(unit)];
-  if (buf.data() == nullptr) {  // not prefetched: gather it now
+  if (buf.data() == nullptr || (holds_params() && !current_[static_cast<size_t>(unit)])) {
+    // Not prefetched (nor held since the step began): gather it now.
     post_gather(unit);
     if (prefetched_ >= 0) wait_prefetch(true);
   }
@@ -305,7 +315,7 @@ const C* FsdpParams<C>::gather(int unit) {
 
 template <class C>
 void FsdpParams<C>::release(int unit) {
-  if (!direct()) drop(gathered_[static_cast<size_t>(unit)]);
+  if (!direct() && !holds_params()) drop(gathered_[static_cast<size_t>(unit)]);
 }
 
 template <class C>
@@ -315,6 +325,9 @@ C* FsdpParams<C>::grads(int unit) {
     if (direct()) return grads_.data() + u.local;
   }
   Tensor<C>& buf = unsharded_grads_[static_cast<size_t>(unit)];
+  // zero1 accumulates the step's micro-steps in one whole buffer per unit.
+  if (held_ == Held::kParamsAndGrads && micro_step_ > 0 && buf.data() != nullptr) return buf.data();
+  if (buf.data() != nullptr) drop(buf);
   buf = hold(u.shard * static_cast<size_t>(shard_size_));
   pass_.zero(buf);
   return buf.data();
@@ -323,6 +336,7 @@ C* FsdpParams<C>::grads(int unit) {
 template <class C>
 void FsdpParams<C>::reduce(int unit) {
   if (direct()) return;
+  if (held_ == Held::kParamsAndGrads && micro_step_ < micro_steps_ - 1) return;  // zero1: the last only
   const Unit& u = units_[static_cast<size_t>(unit)];
   Tensor<C>& buf = unsharded_grads_[static_cast<size_t>(unit)];
   const auto n = static_cast<int64_t>(u.shard) * shard_size_, count = static_cast<int64_t>(u.shard);

@@ -53,14 +53,21 @@
 
 namespace rm::exec {
 
-enum class Sharding { kFsdp, kDdp, kHsdp };
+enum class Sharding { kFsdp, kDdp, kHsdp, kZero2, kZero1 };
 
 // The ranks that split this rank's shards (`shard`, in shard order: position = shard rank)
-// and those holding the same shard (`replica`): fsdp (all ranks, itself), ddp (itself, all
-// ranks), hsdp the plan's groups (planner/data_parallel.h hsdp_shard_groups and
-// hsdp_replicate_groups: cp·dp_shard GPUs, then the dp / dp_shard holding one shard).
+// and those holding the same shard (`replica`): fsdp, zero2 and zero1 (all ranks, itself),
+// ddp (itself, all ranks), hsdp the plan's groups (planner/data_parallel.h
+// hsdp_shard_groups and hsdp_replicate_groups: cp·dp_shard GPUs, then the dp / dp_shard
+// holding one shard). What stays whole between collectives is the level's (`held`):
+// zero2 keeps each unit's gathered parameters from the step's first forward to the
+// optimizer step (one all-gather per unit and step, as the planner prices zero2 and zero1,
+// data_parallel.h), zero1 its whole gradients too, reduce-scattered once, in the last
+// micro-step.
+enum class Held { kNothing, kParams, kParamsAndGrads };
 struct ShardGroups {
   std::vector<int> shard, replica;
+  Held held = Held::kNothing;
 };
 ShardGroups shard_groups(Sharding sharding, const std::vector<int>& order, int cp, int dp_shard, int world_rank,
                          int world_size);
@@ -87,6 +94,11 @@ class FsdpState {
   std::string collectives() const { return coll_->name(); }  // "mpi" or "nccl"
 
   void zero_grads();
+  // The micro-step the pass runs next, of `count` in the step (zero1 reduces in the last).
+  void set_micro_step(int index, int count) {
+    micro_step_ = index;
+    micro_steps_ = count;
+  }
   // After the step's last reduce: checks the step's collectives were the same on every
   // rank, then sums the gradient shards over the replica group.
   void finish_gradients();
@@ -137,6 +149,12 @@ class FsdpState {
   // Reduce-scatters `unit`'s unsharded gradients `full` (elements of reduce_type_) into
   // `out` (its shard's), recording it.
   void reduce_scatter(const void* full, void* out, int unit);
+  bool holds_params() const { return held_ != Held::kNothing; }
+  Held held_ = Held::kNothing;
+  // Per unit: its gathered parameters are held and current (gathered since the last
+  // optimizer step; holds_params() only).
+  std::vector<char> current_;
+  int micro_step_ = 0, micro_steps_ = 1;
   std::vector<Unit> units_;
   size_t local_ = 0;
   TrainKernels<float>& k_;

@@ -64,19 +64,21 @@ ReduceType reduce_type(const TrainOptions& opt, const LoadedPlanFile& lp) {
 // tiny model's step measures 1.3-1.4e-2 on the cpu (README "Training").
 constexpr double kMixedPrecisionVerifyTolerance = 3e-2;
 
-// The model-state layout to run: the option's, else the plan's. FsdpParams lays out fsdp
-// (shard over all ranks), ddp (replicate) and hsdp (the plan's shard and replicate groups);
-// zero1 and zero2 are refused by name.
+// The model-state layout to run: the option's, else the plan's: every level the planner
+// prices (FsdpParams: fsdp over all ranks, hsdp over the plan's groups, zero2 and zero1
+// holding whole parameters (and zero1 whole gradients) through the step, ddp replicated).
 Sharding executed_sharding(const TrainOptions& opt, const Plan& plan) {
   if (opt.sharding) return *opt.sharding;
   switch (plan.choice.sharding) {
     case rm::Sharding::kFsdp: return Sharding::kFsdp;
     case rm::Sharding::kDdp: return Sharding::kDdp;
     case rm::Sharding::kHsdp: return Sharding::kHsdp;
+    case rm::Sharding::kZero2: return Sharding::kZero2;
+    case rm::Sharding::kZero1: return Sharding::kZero1;
     default:
       fail_input(opt.plan_path, "plan.sharding",
-                 std::string("the executor runs fsdp, hsdp and ddp, not ") + to_string(plan.choice.sharding) +
-                     " (plan it with --sharding fsdp, hsdp or ddp, or train this plan with --sharding fsdp|ddp)");
+                 std::string("the executor runs ddp, zero1, zero2, fsdp and hsdp, not ") +
+                     to_string(plan.choice.sharding));
   }
 }
 
@@ -100,6 +102,14 @@ std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences,
            ? "sharded over groups of " + std::to_string(p.choice.cp * p.choice.dp_shard) + " ranks, replicated " +
                  std::to_string(p.choice.dp / std::max(1, p.choice.dp_shard)) +
                  "x (HSDP: FSDP in each group, the gradient shards all-reduced over the replicas"
+       : in.sharding == Sharding::kZero2
+           ? "sharded over all " + std::to_string(p.job.gpus) +
+                 " ranks but the parameters (ZeRO-2: each unit gathered once a step and held, gradients "
+                 "reduce-scattered every micro-step"
+       : in.sharding == Sharding::kZero1
+           ? "sharded over all " + std::to_string(p.job.gpus) +
+                 " ranks but the parameters and gradients (ZeRO-1: each unit gathered once a step and held, "
+                 "whole gradients reduce-scattered in the last micro-step"
            : std::string("replicated on every rank (DDP: one gradient all-reduce")) +
       ", collectives over " + collectives + ")";
   char line[1024];
@@ -311,6 +321,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     attention.set_step(static_cast<int>(step));
     double loss = 0;
     for (int a = 0; a < ga; ++a) {  // one micro-step: this ring's mb sequences, stacked
+      model_state.set_micro_step(a, ga);
       for (int m = 0; m < mb; ++m) {
         const auto& seq = seqs[static_cast<size_t>((int64_t{a} * dp + attention.ring()) * mb + m)];
         for (int64_t i = 0; i < c; ++i) {

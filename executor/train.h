@@ -12,7 +12,7 @@
 //   unit before its forward and again before its backward, and reduce-scatters its
 //   gradients after it, once per micro-step; then clipping by the global norm and AdamW
 //   on each rank's shard (DDP, --sharding ddp: every rank holds everything, one
-//   all-reduce of the gradients).
+//   all-reduce of the gradients; hsdp, zero2 and zero1 as fsdp.h's ShardGroups says).
 // So the loss of a step does not depend on cp, dp, micro-batch, grad-accum, sharding or
 // checkpointing, only on S and N: runs with different rank counts follow the same
 // trajectory up to fp32 rounding (tests/e2e/train_equivalence.sh).
@@ -52,9 +52,8 @@ struct TrainOptions {
   std::string mixed_precision_reduce;
   double timeout_s = 60;  // watchdog deadline per op (watchdog.h)
   AdamWConfig optimizer;
-  // How the model state is laid out over the ranks: unset = the plan's sharding (fsdp or
-  // ddp; plans with zero1, zero2 or hsdp are refused: executed_sharding); set = that one
-  // whatever the plan says (for comparison).
+  // How the model state is laid out over the ranks: unset = the plan's sharding (any
+  // level: executed_sharding); set = that one whatever the plan says (for comparison).
   std::optional<Sharding> sharding;
   // `run` of a step plan (run_step_options): tokens hashed from the seed instead of a
   // file, the first `untimed_steps` left out of the measured mean, and the mean step time

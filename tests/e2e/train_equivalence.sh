@@ -4,8 +4,10 @@
 # (flat, bidirectional), load balance (zigzag, striped, contiguous), data parallelism,
 # micro-batches and gradient accumulation, with the model state sharded (FSDP, the
 # default), replicated (--sharding ddp) and both (an hsdp plan on a topology of 2-rank
-# nodes: FSDP over each node's pair, the gradient shards all-reduced across the two), and
-# under each activation checkpointing
+# nodes: FSDP over each node's pair, the gradient shards all-reduced across the two), with
+# zero2 and zero1 plans (each unit's parameters gathered once a step and held; zero2
+# reduce-scatters every micro-step, zero1 once, in the last: the measurements count them),
+# and under each activation checkpointing
 # policy: the ranks' ring attention, collectives, recomputation and batch split change
 # nothing but fp32 rounding. Every run takes 4 sequences of 128 tokens per step
 # (--batch-tokens 512).
@@ -67,6 +69,11 @@ YAML
 topology=$tmp/cpu-2-per-node.yaml sharding=hsdp
 train_losses hsdp4 --gpus 4 --cp 2 --schedule flat --load-balance zigzag --micro-batch 1
 topology=cpu-local sharding=fsdp
+for level in zero2 zero1; do
+  sharding=$level train_opts="--measurements $tmp/$level.m.jsonl"
+  train_losses "$level" --gpus 4 --cp 2 --schedule flat --load-balance zigzag --micro-batch 1
+done
+sharding=fsdp train_opts=""
 
 python3 - "$tmp" $steps <<'PY' || fail "losses differ (above)"
 import json, sys
@@ -84,7 +91,7 @@ if not bad:
     print(f"1 rank: loss {ref[0]:.4f} at step 1 -> {ref[-1]:.4f} at step {steps}")
     bad = not ref[-1] < ref[0] - 0.5
     if bad: print("the 1-rank loss did not fall by 0.5 nats")
-for name in ["zigzag2", "dp2", "zigzag4", "bidir4", "cp2dp2", "full2", "selective4", "ddp4", "hsdp4"]:
+for name in ["zigzag2", "dp2", "zigzag4", "bidir4", "cp2dp2", "full2", "selective4", "ddp4", "hsdp4", "zero2", "zero1"]:
     got = losses(name)
     if ref is None or got is None or len(got) != steps:
         print(f"{name}: {0 if got is None else len(got)} steps, want {steps}"); bad = True; continue
@@ -100,6 +107,24 @@ grep -q "checkpointing: full" "$tmp/full2.yaml" 2>/dev/null || fail "full2 plan 
 grep -q "model state sharded over all 4 ranks (FSDP" "$tmp/cp2dp2.err" || fail "cp2dp2 did not shard (FSDP)"
 grep -q "model state replicated on every rank (DDP" "$tmp/ddp4.err" || fail "ddp4 did not replicate"
 grep -q "model state sharded over groups of 2 ranks, replicated 2x (HSDP" "$tmp/hsdp4.err" || fail "hsdp4 did not run HSDP"
+grep -q "grad_accum: 2" "$tmp/zero1.yaml" 2>/dev/null || fail "the zero1 plan has no gradient accumulation"
+# The 4 units (embedding, 2 blocks, head) of tiny: zero2 and zero1 gather each once a step;
+# zero2 reduce-scatters each in both micro-steps, zero1 once.
+python3 - "$tmp" $steps <<'PY' || fail "zero2 / zero1 collectives per step (above)"
+import collections, json, sys
+tmp, steps = sys.argv[1], int(sys.argv[2])
+want = {"zero2": (4, 8), "zero1": (4, 4)}
+bad = False
+for level, (gathers, scatters) in want.items():
+    n = collections.Counter()
+    for line in open(f"{tmp}/{level}.m.jsonl"):
+        r = json.loads(line)
+        if r["rank"] == 0: n[r["kind"]] += 1
+    got = (n["all_gather"] / steps, n["reduce_scatter"] / steps)
+    print(f"{level}: {got[0]:g} all-gathers and {got[1]:g} reduce-scatters a step on rank 0 (want {gathers}, {scatters})")
+    bad |= got != (gathers, scatters)
+sys.exit(1 if bad else 0)
+PY
 # FSDP holds a quarter of the model state on each of 4 ranks (units padded to 4 shards).
 python3 - "$tmp" <<'PY' || fail "memory per rank (above)"
 import re, sys
