@@ -59,6 +59,23 @@ std::string temp_path(const std::string& name) {
       .string();
 }
 
+// Writes to `path` a minimal 2-rank ring plan whose top level also holds `entry` ("key:
+// value\n", or ""), reads it back, and returns the InputError's message ("" when it reads;
+// `out` then holds the plan).
+std::string read_minimal_plan(const std::string& path, const std::string& entry, rm::Plan* out = nullptr) {
+  std::ofstream(path) << "model: tiny\ntopology: cpu-local\ngpus: 2\nseq_len: 8k\n" << entry
+                      << "plan: {strategy: ring, tp: 1, cp: 2, dp: 1, schedule: flat, order: [0, 1],\n"
+                         "       load_balance: zigzag, block_q: 64, block_kv: 64, kv_subblocks: 1,\n"
+                         "       checkpointing: none}\n";
+  try {
+    const rm::Plan p = rm::read_plan_yaml(path);
+    if (out) *out = p;
+  } catch (const rm::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
 TEST_CASE("every enum spelling round-trips, bad ones list the valid spellings") {
@@ -223,16 +240,7 @@ TEST_CASE("grad_reduce_in_fp32: written when true, read back strictly, false in 
   rm::write_plan_yaml(p, path);
   CHECK(rm::read_plan_yaml(path).job.grad_reduce_in_fp32);
   CHECK(rm::plan_to_json(p)["grad_reduce_in_fp32"] == true);
-  std::ofstream(path) << "model: tiny\ntopology: cpu-local\ngpus: 2\nseq_len: 8k\ngrad_reduce_in_fp32: 2\n"
-                      << "plan: {strategy: ring, tp: 1, cp: 2, dp: 1, schedule: flat, order: [0, 1],\n"
-                         "       load_balance: zigzag, block_q: 64, block_kv: 64, kv_subblocks: 1,\n"
-                         "       checkpointing: none}\n";
-  std::string why;
-  try {
-    rm::read_plan_yaml(path);
-  } catch (const rm::InputError& e) {
-    why = e.what();
-  }
+  const std::string why = read_minimal_plan(path, "grad_reduce_in_fp32: 2\n");
   CHECK(why.find("grad_reduce_in_fp32") != std::string::npos);
   CHECK(why.find("expected true or false") != std::string::npos);
   std::filesystem::remove(path);
@@ -248,21 +256,12 @@ TEST_CASE("chunked_loss: written when false, read back strictly, true in plans f
   rm::write_plan_yaml(p, path);
   CHECK_FALSE(rm::read_plan_yaml(path).job.chunked_loss);
   CHECK(rm::plan_to_json(p)["chunked_loss"] == false);
-  auto read_with = [&](const std::string& entry) {
-    std::ofstream(path) << "model: tiny\ntopology: cpu-local\ngpus: 2\nseq_len: 8k\n" << entry
-                        << "plan: {strategy: ring, tp: 1, cp: 2, dp: 1, schedule: flat, order: [0, 1],\n"
-                           "       load_balance: zigzag, block_q: 64, block_kv: 64, kv_subblocks: 1,\n"
-                           "       checkpointing: none}\n";
-    return rm::read_plan_yaml(path);
-  };
-  CHECK(read_with("").job.chunked_loss);
-  CHECK_FALSE(read_with("chunked_loss: false\n").job.chunked_loss);
-  std::string why;
-  try {
-    read_with("chunked_loss: maybe\n");
-  } catch (const rm::InputError& e) {
-    why = e.what();
-  }
+  rm::Plan read;
+  REQUIRE(read_minimal_plan(path, "", &read) == "");
+  CHECK(read.job.chunked_loss);
+  REQUIRE(read_minimal_plan(path, "chunked_loss: false\n", &read) == "");
+  CHECK_FALSE(read.job.chunked_loss);
+  const std::string why = read_minimal_plan(path, "chunked_loss: maybe\n");
   CHECK(why.find("chunked_loss") != std::string::npos);
   CHECK(why.find("expected true or false") != std::string::npos);
   std::filesystem::remove(path);
