@@ -91,28 +91,33 @@ Loaded load_inputs(const TrainOptions& opt) {
   return {std::move(lp), std::move(model), sharding};
 }
 
+// How the model state is laid out, for the header (the plan's degrees, executed_sharding's level).
+std::string model_state_text(const Loaded& in) {
+  const Plan& p = in.lp.plan;
+  const std::string all = "sharded over all " + std::to_string(p.job.gpus) + " ranks";
+  switch (in.sharding) {
+    case Sharding::kFsdp:
+      return all + " (FSDP: each holds its shard of every unit's parameters, gradients and AdamW state";
+    case Sharding::kHsdp:
+      return "sharded over groups of " + std::to_string(p.choice.cp * p.choice.dp_shard) + " ranks, replicated " +
+             std::to_string(p.choice.dp / std::max(1, p.choice.dp_shard)) +
+             "x (HSDP: FSDP in each group, the gradient shards all-reduced over the replicas";
+    case Sharding::kZero2:
+      return all + " but the parameters (ZeRO-2: each unit gathered once a step and held, gradients "
+                   "reduce-scattered every micro-step";
+    case Sharding::kZero1:
+      return all + " but the parameters and gradients (ZeRO-1: each unit gathered once a step and held, "
+                   "whole gradients reduce-scattered in the last micro-step";
+    case Sharding::kDdp: break;
+  }
+  return "replicated on every rank (DDP: one gradient all-reduce";
+}
+
 std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences, int64_t start,
                    const std::string& collectives) {
   const Plan& p = in.lp.plan;
-  const std::string state =
-      (in.sharding == Sharding::kFsdp
-           ? "sharded over all " + std::to_string(p.job.gpus) +
-                 " ranks (FSDP: each holds its shard of every unit's parameters, gradients and AdamW state"
-       : in.sharding == Sharding::kHsdp
-           ? "sharded over groups of " + std::to_string(p.choice.cp * p.choice.dp_shard) + " ranks, replicated " +
-                 std::to_string(p.choice.dp / std::max(1, p.choice.dp_shard)) +
-                 "x (HSDP: FSDP in each group, the gradient shards all-reduced over the replicas"
-       : in.sharding == Sharding::kZero2
-           ? "sharded over all " + std::to_string(p.job.gpus) +
-                 " ranks but the parameters (ZeRO-2: each unit gathered once a step and held, gradients "
-                 "reduce-scattered every micro-step"
-       : in.sharding == Sharding::kZero1
-           ? "sharded over all " + std::to_string(p.job.gpus) +
-                 " ranks but the parameters and gradients (ZeRO-1: each unit gathered once a step and held, "
-                 "whole gradients reduce-scattered in the last micro-step"
-           : std::string("replicated on every rank (DDP: one gradient all-reduce")) +
-      ", collectives over " + collectives + ")";
-  char line[1024];
+  const std::string state = model_state_text(in) + ", collectives over " + collectives + ")";
+  char line[4096];  // two paths and the state's text
   std::snprintf(
       line, sizeof line,
       "# ringmaster train: %s: %s (%.2fM params) on %s, %d ranks = ring %d x dp %d, %s ring, %s\n"
