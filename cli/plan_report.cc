@@ -218,6 +218,9 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   pred.add_row({"  activations", gib(p.memory.activations), "GiB"});
   pred.add_row({"  working set", gib(p.memory.working_set), "GiB"});
   pred.add_row({"  runtime reserve", gib(p.memory.runtime_reserve), "GiB"});
+  pred.add_row({"allocator cache", gib(p.memory.allocator_cache),
+                "GiB more that PyTorch's allocator keeps while there is room (max_memory_reserved " +
+                    gib(p.memory.allocator_reserved()) + " GiB)"});
   pred.add_row({"fits", p.fits ? "yes" : "NO", p.why_not});
   out += pred.render() + "\n";
 

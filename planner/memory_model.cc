@@ -217,6 +217,8 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
     }
   }
   mem.runtime_reserve = gpu.runtime_reserve_bytes;
+  mem.allocator_cache = std::clamp(kAllocatorCacheFraction * mem.live(), 0.0,
+                                   std::max(0.0, gpu.memory_bytes - mem.total()));
   return mem;
 }
 

@@ -57,6 +57,17 @@ double whole_loss_bytes_per_logit(Framework framework, int element_bytes);
 // parameter (ZeRO paper, Rajbhandari et al. 2020, Sec. 3.1); params and grads are held at
 // the GPU's element bytes e (bf16: 2 + 2 + 12 = 16 bytes per parameter in all).
 inline constexpr double kOptimizerStateBytesPerParam = 12;
+// PyTorch's caching allocator holds more than the live tensors at their peak: blocks split
+// for smaller requests, freed blocks of sizes the next requests cannot reuse. Its peak
+// reserve over its peak allocation (torch.cuda.max_memory_reserved / max_memory_allocated)
+// in three public readings: NVIDIA/Megatron-LM PR #6885 (Megatron-FSDP, 42 layers:
+// 221,706 / 203,504 MiB = 1.089), pytorch/pytorch PR #89457 (FSDP hf_T5 on 2 GPUs, eager
+// 18.77 / 17.81 GB = 1.054, inductor 17.03 / 14.72 GB = 1.157). Their median, rounded; not
+// fitted on the published corpus (validation/README.md, "The caching allocator's reserve").
+// Under pressure the allocator frees its cached blocks and retries before it fails
+// (CUDACachingAllocator's release_cached_blocks), so the cache fills at most what the
+// device has left and a plan fits on what its tensors need (MemoryBreakdown::total).
+inline constexpr double kAllocatorCacheFraction = 0.09;
 
 // How many GPUs each of the model states is split over, per TP rank (the ZeRO paper's N_d;
 // Fig. 1 and Sec. 5): data = cp·dp GPUs of the rank; hsdp's shard group = cp·dp_shard.
@@ -158,6 +169,8 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
 // micro-batches of L / (pp·v) layers each); the stage with the largest sum is reported.
 //   working_set    RingBuffers::working_set_bytes()
 //   runtime_reserve  gpu.runtime_reserve_bytes
+// and beside them, not in total(): allocator_cache, kAllocatorCacheFraction x the four
+// above (MemoryBreakdown::live), at most what the device has left after total().
 // `grad_bytes`: bytes per gradient element (data_parallel.h's grad_element_bytes; 0: the
 // GPU's element bytes e), in the model states and the layer buffers' gradients.
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,

@@ -208,9 +208,16 @@ struct MemoryBreakdown {  // bytes per GPU
   double activations = 0;      // stored for the backward pass, all layers
   double working_set = 0;      // one layer's peak transient buffers (ring buffers, tiles...)
   double runtime_reserve = 0;  // CUDA context, NCCL buffers
-  double total() const {
-    return model_states + layer_buffers + activations + working_set + runtime_reserve;
-  }
+  // PyTorch's caching allocator's cached blocks on top of the tensors' peak
+  // (memory_model.h kAllocatorCacheFraction). Not part of total(): the allocator frees
+  // them and retries before it fails, so they never decide a fit.
+  double allocator_cache = 0;
+  // What the tensors hold at their peak (torch.cuda.max_memory_allocated).
+  double live() const { return model_states + layer_buffers + activations + working_set; }
+  // What the plan needs: the tensors' peak and the runtime's reserve (decides the fit).
+  double total() const { return live() + runtime_reserve; }
+  // What the caching allocator holds at its peak (torch.cuda.max_memory_reserved).
+  double allocator_reserved() const { return live() + allocator_cache; }
 };
 
 struct Prediction {

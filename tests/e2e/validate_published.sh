@@ -57,11 +57,11 @@ else
   fail "validate --published --format json exited $?"
 fi
 table=$("$bin" validate --published) || fail "validate --published exited $?"
-[[ $table == *"entries modelled"* && $table == *"not modelled yet"* ]] || fail "the table lacks its summary: $table"
+[[ $table == *"entries modelled"* ]] || fail "the table lacks its summary: $table"
 
 # --- the accuracy guard on the shipped corpus, in the terms (|predicted / published - 1|,
 # the distance from the published figure): median <= 7 % (the target) and every modelled entry
-# within 15 % (the target), except the eight entries the README's accuracy section names as
+# within 15 % (the target), except the eleven entries the README's accuracy section names as
 # still outside, each held to its present distance rounded up: a change that makes any entry
 # worse than that, or moves another one out of the band, fails. Drop a name here once its
 # entry is inside 15 %.
@@ -76,6 +76,10 @@ outside = {  # README "Accuracy against published runs": why each is still outsi
     "torchtitan-h100-llama3-405b-cp8-256k": 0.16,  # since its pipeline runs fsdp as zero1 (as_run)
     "fa2-a100-gpt3xl-2k": 0.17,  # PyTorch DDP + ZeRO-1 on the GEMM size curve, which its 8K row meets
     "mbridge-h100-llama31-405b-8k-tp8-pp8-cp2-fp8": 0.17,  # out since Transformer Engine fp8 TP all-gathers were priced (14.4 -> 16.0 %)
+    # memory, priced low: the 70B micro-step of 16 sequences and the 405B 1F1B first stage
+    "torchtitan-h100-llama3-70b-fsdp32-tp8-memory": 0.26,
+    "torchtitan-h100-llama3-70b-fsdp32-tp8-asynctp-memory": 0.21,
+    "torchtitan-h100-llama3-405b-pp8-1f1b-memory": 0.21,
 }
 d = json.load(sys.stdin)
 dev = sorted((abs(e["predicted"] / e["published"] - 1), e["id"]) for e in d["entries"] if e["modelled"])
@@ -144,8 +148,13 @@ out=$("$bin" validate --published --entry fa2-a100-gpt3xl-3k 2>&1)
 rc=$?
 [[ $rc -eq 2 && $out == *"--entry: no entry 'fa2-a100-gpt3xl-3k'"*"closest: fa2-a100-gpt3xl-2k"* ]] ||
   fail "an unknown --entry: exit $rc, $out"
-nm=$("$bin" validate --published --entry torchtitan-h100-llama3-8b-cp8-256k-memory) || fail "validate --entry (not modelled) exited $?"
-[[ $nm == *"not modelled: step memory as the allocator reserves it"* ]] || fail "validate --entry, not modelled: $nm"
+# every shipped entry is modelled; an attention call's memory is not (a corpus of one)
+sed 's/^    metric: iterations_per_s$/    metric: gib_per_gpu/' one.yaml >nm.yaml
+grep -q 'metric: gib_per_gpu' nm.yaml || fail "the entry rfa-a100-fwd-ring has no iterations_per_s metric to change"
+nm=$("$bin" validate --published nm.yaml) || fail "validate --published (not modelled) exited $?"
+[[ $nm == *"0 of 1 entries modelled"* && $nm == *"not modelled yet (1)"* ]] || fail "the table of an unmodelled entry: $nm"
+nm=$("$bin" validate --published nm.yaml --entry rfa-a100-fwd-ring) || fail "validate --entry (not modelled) exited $?"
+[[ $nm == *"not modelled: memory of an attention call alone"* ]] || fail "validate --entry, not modelled: $nm"
 
 # --- the track record plan and sweep print: the corpus's entries of the plan's GPU type and
 # workload that measure time, summarised as this table does (the median of an even count is

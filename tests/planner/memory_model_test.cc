@@ -282,7 +282,28 @@ TEST_CASE("a whole loss holds the copies of the logits its framework's loss keep
   job.batch_tokens = n;
   job.chunked_loss = false;
   job.framework = Framework::kPytorch;
-  const double pytorch = plan_memory(m, job, c, a100()).total();
+  const double pytorch = plan_memory(m, job, c, a100()).live();
   job.framework = Framework::kAny;
-  CHECK(pytorch - plan_memory(m, job, c, a100()).total() == doctest::Approx(logits * 4));
+  CHECK(pytorch - plan_memory(m, job, c, a100()).live() == doctest::Approx(logits * 4));
+}
+
+TEST_CASE("the allocator's cache: 9 % of the tensors' peak, beside the total, never deciding a fit") {
+  const ModelSpec m = llama2_7b();
+  const PlanChoice c = ring(8, 1, Checkpointing::kFull);
+  // Room to spare: the cache is the fraction of what the tensors hold at their peak.
+  const MemoryBreakdown roomy = memory_breakdown(m, c, 64 * 1024, a100());
+  REQUIRE(roomy.total() < a100().memory_bytes * 0.8);
+  CHECK(roomy.total() == doctest::Approx(roomy.live() + roomy.runtime_reserve));
+  CHECK(roomy.allocator_cache == doctest::Approx(kAllocatorCacheFraction * roomy.live()));
+  CHECK(roomy.allocator_reserved() == doctest::Approx(roomy.live() * (1 + kAllocatorCacheFraction)));
+  // Near the limit the allocator frees its cache and retries: the cache fills what is left,
+  // and the total, which decides the fit, does not move.
+  GpuSpec tight = a100();
+  tight.memory_bytes = roomy.total() + 0.5 * roomy.allocator_cache;
+  const MemoryBreakdown near = memory_breakdown(m, c, 64 * 1024, tight);
+  CHECK(near.total() == doctest::Approx(roomy.total()));
+  CHECK(near.allocator_cache == doctest::Approx(0.5 * roomy.allocator_cache));
+  // Past it nothing is cached.
+  tight.memory_bytes = roomy.live();
+  CHECK(memory_breakdown(m, c, 64 * 1024, tight).allocator_cache == 0);
 }
