@@ -46,9 +46,7 @@ double RingBuffers::attention_backward_bytes() const {
          dkv_partial + gathered + dq + dout + delta + score_tiles;
 }
 
-double RingBuffers::working_set_bytes() const {
-  return std::max({attention_backward_bytes(), ffn_backward_bytes(), logits_bytes()});
-}
+double RingBuffers::working_set_bytes() const { return std::max(layer_backward_bytes(), logits_bytes()); }
 
 namespace {
 
@@ -109,13 +107,17 @@ RingBuffers shard_ring_buffers(const ModelSpec& model, const ModelSpec& m, const
     }
   }
   const ActivationParts a = activation_parts(m, e);
+  // ringmaster runs a micro-step's sequences through a layer one after another, its FFN in
+  // chunks; torchtitan and Megatron-Core run the whole micro-batch, FFN unchunked.
+  const bool whole_batch = framework != Framework::kAny;
+  b.batch = whole_batch ? std::max(1, choice.micro_batch) : 1;
   if (choice.checkpointing == Checkpointing::kFull) {
     const ActivationParts whole = activation_parts(model, e);
     b.recompute = cd * (whole.attention + whole.ffn_norm) / tp;  // sequence-parallel
   }
   // All c tokens: with tp > 1 the gathered (all-gathered) gradient of the layer's input.
-  b.grad_stream = 2 * cd * m.hidden * e;
-  const double ffn_tokens = static_cast<double>(std::min(c, kFfnChunkTokens));
+  b.grad_stream = 2 * cd * m.hidden * e * b.batch;
+  const double ffn_tokens = static_cast<double>(whole_batch ? c : std::min(c, kFfnChunkTokens));
   b.ffn_chunk = ffn_tokens * a.ffn_inter * 2;
   b.logits_chunk = chunked_loss ? static_cast<double>(std::min(c, kLogitsChunkTokens)) * m.vocab * 4.0 * 2
                                 : std::max(1, choice.micro_batch) * cd * m.vocab *
@@ -189,7 +191,8 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   // A TP member whose shard no other GPU shares holds it unsharded already: nothing to gather.
   mem.layer_buffers = n.params > 1 ? (e + g) * 2.0 * layer_unit : n.grads > 1 ? g * 2.0 * layer_unit : 0;
   // Stored activations of every sequence of the micro-step (PlanChoice::micro_batch); the
-  // working set is one sequence's at a time. Sequence parallelism divides both by tp.
+  // working set is one sequence's at a time in ringmaster's loop, the whole micro-batch's in
+  // a framework's (RingBuffers::batch). Sequence parallelism divides both by tp.
   const double per_layer =
       std::max(1, choice.micro_batch) * c * activation_bytes_per_token_layer(m, choice.checkpointing, e, tp);
   const double final_hidden = std::max(1, choice.micro_batch) * c * m.hidden * e / tp;
@@ -208,7 +211,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
     const double held = pp > 1 ? pp_layers_in_flight(layout, choice.grad_accum, s) : m.layers;
     const double act = held * per_layer + final_hidden;
     const double working =
-        s == pp - 1 ? rb.working_set_bytes() : std::max(rb.attention_backward_bytes(), rb.ffn_backward_bytes());
+        s == pp - 1 ? rb.working_set_bytes() : rb.layer_backward_bytes();
     if (states + act + working > peak) {
       peak = states + act + working;
       mem.model_states = states;

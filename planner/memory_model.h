@@ -18,6 +18,7 @@
 //   than the backward's, so the peak is the backward of the last layer.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "planner/attention_work.h"
@@ -106,16 +107,26 @@ struct RingBuffers {
   // Strategy-specific gathered buffers (all-gather CP: the full sequence's K,V and dK,dV;
   // Ulysses: the all-to-all send + receive staging of Q,K,V).
   double gathered = 0;
-  double grad_stream = 0;   // 2·c·hidden·e       incoming and outgoing residual grads
-  double ffn_chunk = 0;     // min(c, chunk)·(gated ? 3 : 2)·f·e·2 (values + grads)
+  double grad_stream = 0;   // 2·c·hidden·e·batch incoming and outgoing residual grads
+  double ffn_chunk = 0;     // t·(gated ? 3 : 2)·f·e·2 (values + grads); t = min(c, chunk)
+                            // tokens, or all c where a framework runs the FFN whole
   // fp32 logits + their grads: min(c, chunk)·V·4·2 chunked; whole (Job::chunked_loss
   // false): micro_batch·c·V·whole_loss_bytes_per_logit
   double logits_chunk = 0;
   double recompute = 0;     // full checkpointing: the layer's rematerialised activations
+  // Sequences whose layer transients are live at once: 1 in ringmaster's own loop over the
+  // micro-step's sequences; a framework's (Job::framework) layer runs its whole micro-batch
+  // in each kernel, so all micro_batch sequences' are.
+  int batch = 1;
 
   double attention_backward_bytes() const;
   double ffn_backward_bytes() const { return recompute + grad_stream + ffn_chunk; }
   double logits_bytes() const { return grad_stream + logits_chunk; }
+  // A layer's backward over the sequences live at once: the residual gradients (already
+  // the batch's) and batch x the rest of its larger phase.
+  double layer_backward_bytes() const {
+    return grad_stream + batch * (std::max(attention_backward_bytes(), ffn_backward_bytes()) - grad_stream);
+  }
   // The largest phase (the "working set" of MemoryBreakdown).
   double working_set_bytes() const;
 };

@@ -816,6 +816,12 @@ class Generator {
   // Backward of one layer; `prev_gather` is the previous layer's all-gather to prefetch.
   void layer_backward(Rank& r, int layer, const LayerStore& s, double prev_gather) {
     begin_layer(r, layer, true, prev_gather, true);
+    // A framework's layer holds every sequence's transients at once (RingBuffers::batch):
+    // the other sequences' share, accounted beside the one the loop below allocates.
+    const double others = rb_.layer_backward_bytes() -
+                          std::max(rb_.attention_backward_bytes(), rb_.ffn_backward_bytes());
+    const int batch = others > 0 ? buf("batch_transients", others) : -1;
+    if (others > 0) r.em.alloc(batch, others);
     for (int seq = 0; seq < mb_; ++seq) {  // the micro-step's sequences, one after another
       LayerStore live = s;
       if (full_ckpt()) {
@@ -838,6 +844,7 @@ class Generator {
       elementwise(r, kElementwiseBackwardFactor * ew_.layer_fwd);
       if (full_ckpt()) free_store(r, live);
     }
+    if (others > 0) r.em.free(batch);
     free_store(r, s);
     scatter(r, layer_shard_bytes());
   }

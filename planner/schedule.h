@@ -65,8 +65,8 @@
 //   layer's stored activations); under full checkpointing only "act.L<l>" (the layer
 //   input) is stored and "q", "kv_own", "out", "lse", "recompute" live while the layer's
 //   forward runs or reruns. Accounting only (an executor need not back them): model_states,
-//   layer_buffers, runtime_reserve, activations.other, act.*, recompute, grad_stream,
-//   ffn_chunk, logits_chunk, final_hidden, out_acc, score_tiles, dq, dout, delta.
+//   layer_buffers, runtime_reserve, activations.other, act.*, recompute, batch_transients,
+//   grad_stream, ffn_chunk, logits_chunk, final_hidden, out_acc, score_tiles, dq, dout, delta.
 //   Sizes are the memory model's (memory_model.h), so the peak of the alloc/free ops is
 //   MemoryBreakdown::total().
 // - kAttentionBackward writes (overwrites) the block's partial dK,dV into aux_buffer and

@@ -307,3 +307,27 @@ TEST_CASE("the allocator's cache: 9 % of the tensors' peak, beside the total, ne
   tight.memory_bytes = roomy.live();
   CHECK(memory_breakdown(m, c, 64 * 1024, tight).allocator_cache == 0);
 }
+
+TEST_CASE("a framework's layer holds its whole micro-batch's transients, its FFN unchunked") {
+  const ModelSpec m = llama2_7b();
+  PlanChoice c = ring(1, 8, Checkpointing::kFull);
+  c.strategy = Strategy::kFlashFsdp;
+  c.micro_batch = 4;
+  const int64_t n = 32768;
+  const RingBuffers ours = ring_buffers(m, c, n, a100(), 0, false, Framework::kAny);
+  const RingBuffers theirs = ring_buffers(m, c, n, a100(), 0, false, Framework::kPytorch);
+  CHECK(ours.batch == 1);
+  CHECK(theirs.batch == 4);
+  // ringmaster chunks its FFN in kFfnChunkTokens; a framework runs the sequence's c tokens.
+  CHECK(theirs.ffn_chunk == doctest::Approx(ours.ffn_chunk * n / kFfnChunkTokens));
+  // The residual gradients of all four sequences, and four sequences' larger phase.
+  CHECK(theirs.grad_stream == doctest::Approx(4 * ours.grad_stream));
+  const double one = std::max(theirs.attention_backward_bytes(), theirs.ffn_backward_bytes());
+  CHECK(theirs.layer_backward_bytes() == doctest::Approx(theirs.grad_stream + 4 * (one - theirs.grad_stream)));
+  CHECK(ours.layer_backward_bytes() == doctest::Approx(std::max(ours.attention_backward_bytes(), ours.ffn_backward_bytes())));
+  // One sequence per micro-step: the same but for the FFN chunking.
+  c.micro_batch = 1;
+  const RingBuffers single = ring_buffers(m, c, n, a100(), 0, false, Framework::kPytorch);
+  CHECK(single.batch == 1);
+  CHECK(single.grad_stream == ours.grad_stream);
+}

@@ -475,13 +475,17 @@ TEST_CASE("schedule: step workload tracks the memory model's peak and balances a
   for (Checkpointing ck : {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull}) {
     for (Schedule sched : {Schedule::kFlat, Schedule::kTwoLevel}) {
      for (bool chunked : {true, false}) {  // the loss in chunks, or over the whole logits
+     // ringmaster's loop over sequences, or a framework's layer over the whole micro-batch
+     for (Framework fw : {Framework::kAny, Framework::kPytorch}) {
       CAPTURE(std::string(to_string(ck)));
       CAPTURE(std::string(to_string(sched)));
       CAPTURE(chunked);
+      CAPTURE(std::string(to_string(fw)));
       ModelSpec m = small_model(8, 2, 3);
       m.vocab = 128256;  // Llama 3's: the whole logits are the largest working set
       Plan p = make_plan(16, 8, sched, LoadBalance::kZigzag, true, 8192, Workload::kStep);
       p.job.chunked_loss = chunked;
+      p.job.framework = fw;
       p.choice.checkpointing = ck;
       p.choice.grad_accum = 2;
       p.choice.micro_batch = sched == Schedule::kFlat ? 3 : 1;  // three sequences per micro-step
@@ -489,7 +493,7 @@ TEST_CASE("schedule: step workload tracks the memory model's peak and balances a
       const OpSchedule s = generate_schedule(p, m, fabric);
       Checker c(s, p, m);
       c.run();
-      const double want = memory_breakdown(m, p.choice, p.job.seq_len, topo.gpu, 0, chunked).total();
+      const double want = memory_breakdown(m, p.choice, p.job.seq_len, topo.gpu, 0, chunked, 0, fw).total();
       for (int g = 0; g < 16; ++g) {
         CHECK(c.peak[g] == doctest::Approx(want).epsilon(1e-9));
         // Each layer's backward, each sequence of each micro-step.
@@ -504,6 +508,7 @@ TEST_CASE("schedule: step workload tracks the memory model's peak and balances a
       Checker c1(s1, p, m);
       c1.run();
       CHECK(c1.peak[0] == doctest::Approx(want).epsilon(1e-9));
+     }
      }
     }
   }
