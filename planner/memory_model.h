@@ -122,11 +122,11 @@ struct RingBuffers {
   double attention_backward_bytes() const;
   double ffn_backward_bytes() const { return recompute + grad_stream + ffn_chunk; }
   double logits_bytes() const { return grad_stream + logits_chunk; }
+  // One sequence's pass through a layer's backward: its larger phase.
+  double sequence_backward_bytes() const { return std::max(attention_backward_bytes(), ffn_backward_bytes()); }
   // A layer's backward over the sequences live at once: the residual gradients (already
-  // the batch's) and batch x the rest of its larger phase.
-  double layer_backward_bytes() const {
-    return grad_stream + batch * (std::max(attention_backward_bytes(), ffn_backward_bytes()) - grad_stream);
-  }
+  // the batch's) and batch x the rest of one sequence's.
+  double layer_backward_bytes() const { return grad_stream + batch * (sequence_backward_bytes() - grad_stream); }
   // The largest phase (the "working set" of MemoryBreakdown).
   double working_set_bytes() const;
 };

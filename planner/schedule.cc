@@ -818,8 +818,7 @@ class Generator {
     begin_layer(r, layer, true, prev_gather, true);
     // A framework's layer holds every sequence's transients at once (RingBuffers::batch):
     // the other sequences' share, accounted beside the one the loop below allocates.
-    const double others = rb_.layer_backward_bytes() -
-                          std::max(rb_.attention_backward_bytes(), rb_.ffn_backward_bytes());
+    const double others = rb_.layer_backward_bytes() - rb_.sequence_backward_bytes();
     const int batch = others > 0 ? buf("batch_transients", others) : -1;
     if (others > 0) r.em.alloc(batch, others);
     for (int seq = 0; seq < mb_; ++seq) {  // the micro-step's sequences, one after another

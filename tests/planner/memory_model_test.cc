@@ -323,8 +323,9 @@ TEST_CASE("a framework's layer holds its whole micro-batch's transients, its FFN
   // The residual gradients of all four sequences, and four sequences' larger phase.
   CHECK(theirs.grad_stream == doctest::Approx(4 * ours.grad_stream));
   const double one = std::max(theirs.attention_backward_bytes(), theirs.ffn_backward_bytes());
+  CHECK(theirs.sequence_backward_bytes() == one);
   CHECK(theirs.layer_backward_bytes() == doctest::Approx(theirs.grad_stream + 4 * (one - theirs.grad_stream)));
-  CHECK(ours.layer_backward_bytes() == doctest::Approx(std::max(ours.attention_backward_bytes(), ours.ffn_backward_bytes())));
+  CHECK(ours.layer_backward_bytes() == doctest::Approx(ours.sequence_backward_bytes()));
   // One sequence per micro-step: the same but for the FFN chunking.
   c.micro_batch = 1;
   const RingBuffers single = ring_buffers(m, c, n, a100(), 0, false, Framework::kPytorch);
