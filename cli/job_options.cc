@@ -37,6 +37,10 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
                 "the run computes the head's logits and the loss in 4K-token chunks (default; Liger's fused "
                 "linear cross-entropy, the Ring Attention paper's blockwise loss), or over the whole "
                 "micro-step's fp32 logits at once, as torchtitan and Megatron-LM do (memory only)");
+  cmd->add_flag("--compiled-loss", o.compiled_loss,
+                "with --no-chunked-loss: the loss compiled with the model, as torchtitan runs it under --compile "
+                "since it compiles its loss (the fp32 upcast, log-softmax and NLL fused: the bf16 logits and "
+                "their gradient; memory only)");
   auto* fp32_grads = cmd->add_flag(
       "--grad-reduce-in-fp32", o.grad_reduce_in_fp32,
       "the run accumulates and reduces gradients in fp32 (Megatron-Core's grad_reduce_in_fp32, Megatron-LM's "
@@ -161,6 +165,9 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   }
   r.job.causal = o.causal;
   r.job.chunked_loss = o.chunked_loss;
+  if (o.compiled_loss && o.chunked_loss)
+    fail_input(kCommandLine, "--compiled-loss", "expected with --no-chunked-loss (a chunked loss holds no whole logits)");
+  r.job.compiled_loss = o.compiled_loss;
   r.job.grad_reduce_in_fp32 = o.grad_reduce_in_fp32;
   r.job.workload = parse_workload(o.workload, kCommandLine, "--workload");
   r.topology.gpu.memory_bytes *= 1 - o.headroom;  // the fabric copies the topology: before it

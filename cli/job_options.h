@@ -27,6 +27,7 @@ struct JobOptions {
   std::optional<int64_t> global_batch_size;  // or in sequences, at any length (Megatron's)
   bool causal = true;
   bool chunked_loss = true;
+  bool compiled_loss = false;  // with --no-chunked-loss (Job::compiled_loss)
   // Either says Job::grad_reduce_in_fp32; neither: false, or `plan --target`'s framework default.
   bool grad_reduce_in_fp32 = false, grad_reduce_in_bf16 = false;
   std::string workload = "step";

@@ -161,10 +161,14 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   choice.add_row({"kv sub-blocks", std::to_string(c.kv_subblocks)});
   choice.add_row({"checkpointing", to_string(c.checkpointing)});
   const double logits =
-      ring_buffers(model, c, j.seq_len, topo.gpu, effective_window(model, j), j.chunked_loss, j.framework)
+      ring_buffers(model, c, j.seq_len, topo.gpu, effective_window(model, j), j.chunked_loss, j.framework,
+                   j.compiled_loss)
           .logits_chunk;
   // What a whole loss holds at its peak, by framework (memory_model.h whole_loss_bytes_per_logit).
-  const char* whole = j.framework == Framework::kPytorch
+  const char* whole = j.compiled_loss && j.framework != Framework::kMegatron
+                          ? "whole, compiled: the micro-step's bf16 logits and their gradient (the fp32 upcast, "
+                            "log-softmax and NLL fused), "
+                      : j.framework == Framework::kPytorch
                           ? "whole: F.cross_entropy over the micro-step's fp32 logits (log-softmax, its gradient and "
                             "the logits' at once), "
                       : j.framework == Framework::kMegatron

@@ -54,7 +54,7 @@ namespace {
 // and vocabulary (memory_breakdown has it already; a copy of a ModelSpec copies its strings).
 RingBuffers shard_ring_buffers(const ModelSpec& model, const ModelSpec& m, const PlanChoice& choice,
                                int64_t seq_len, const GpuSpec& gpu, int64_t window, bool chunked_loss,
-                               Framework framework) {
+                               Framework framework, bool compiled_loss) {
   const int e = gpu.element_bytes;
   const int tp = std::max(1, choice.tp);
   const int P = std::max(1, choice.cp);
@@ -121,13 +121,14 @@ RingBuffers shard_ring_buffers(const ModelSpec& model, const ModelSpec& m, const
   b.ffn_chunk = ffn_tokens * a.ffn_inter * 2;
   b.logits_chunk = chunked_loss ? static_cast<double>(std::min(c, kLogitsChunkTokens)) * m.vocab * 4.0 * 2
                                 : std::max(1, choice.micro_batch) * cd * m.vocab *
-                                      whole_loss_bytes_per_logit(framework, e);
+                                      whole_loss_bytes_per_logit(framework, e, compiled_loss);
   return b;
 }
 
 }  // namespace
 
-double whole_loss_bytes_per_logit(Framework framework, int element_bytes) {
+double whole_loss_bytes_per_logit(Framework framework, int element_bytes, bool compiled) {
+  if (compiled && framework != Framework::kMegatron) return 2.0 * element_bytes;
   switch (framework) {
     case Framework::kPytorch: return 12;
     case Framework::kMegatron: return 4.0 + element_bytes;
@@ -137,9 +138,10 @@ double whole_loss_bytes_per_logit(Framework framework, int element_bytes) {
 }
 
 RingBuffers ring_buffers(const ModelSpec& model, const PlanChoice& choice, int64_t seq_len,
-                         const GpuSpec& gpu, int64_t window, bool chunked_loss, Framework framework) {
+                         const GpuSpec& gpu, int64_t window, bool chunked_loss, Framework framework,
+                         bool compiled_loss) {
   return shard_ring_buffers(model, tp_shard(model, std::max(1, choice.tp)), choice, seq_len, gpu, window,
-                            chunked_loss, framework);
+                            chunked_loss, framework, compiled_loss);
 }
 
 int shard_group_gpus(const PlanChoice& ch) {
@@ -177,7 +179,7 @@ double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int
 
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
                                  const GpuSpec& gpu, int64_t window, bool chunked_loss, int grad_bytes,
-                                 Framework framework) {
+                                 Framework framework, bool compiled_loss) {
   const int e = gpu.element_bytes;
   const int g = grad_bytes > 0 ? grad_bytes : e;
   const int P = std::max(1, choice.cp);
@@ -204,7 +206,8 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   const PipelineLayout layout = pp_layout(m.layers, choice);
   // Only the last computes the logits: the others' working set is the attention's or the
   // FFN's (a stage's op lists allocate no logits chunk, schedule.cc).
-  const RingBuffers rb = shard_ring_buffers(m, shard, choice, seq_len, gpu, window, chunked_loss, framework);
+  const RingBuffers rb =
+      shard_ring_buffers(m, shard, choice, seq_len, gpu, window, chunked_loss, framework, compiled_loss);
   double peak = -1;
   for (int s : pp_peak_stage_candidates(pp)) {
     const double states = shard_state_bytes(shard, choice, e, g, s);
@@ -227,7 +230,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
 
 MemoryBreakdown plan_memory(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu) {
   return memory_breakdown(m, as_run(job, choice), job.seq_len, gpu, effective_window(m, job), job.chunked_loss,
-                          grad_element_bytes(job, choice, gpu.element_bytes), job.framework);
+                          grad_element_bytes(job, choice, gpu.element_bytes), job.framework, job.compiled_loss);
 }
 
 }  // namespace rm

@@ -42,9 +42,15 @@ inline constexpr int64_t kLogitsChunkTokens = 4096;
 //    saves its fp32 output (pytorch/pytorch tools/autograd/derivatives.yaml @ d327a787:
 //    `_log_softmax: self: _log_softmax_backward_data(grad, result, ...)`), nll_loss's
 //    backward writes a dense fp32 gradient of it, and log-softmax's backward a third fp32
-//    tensor, the logits' gradient: three fp32 copies at the backward's start. Later
-//    torchtitan compiles the loss under --compile (torchtitan/components/loss.py
-//    build_cross_entropy_loss), whose fused kernels hold less: 12 is then an upper bound.
+//    tensor, the logits' gradient: three fp32 copies at the backward's start.
+//  - compiled (Job::compiled_loss), 2e: torch.compile fuses the .float() upcast, the
+//    log-softmax and the NLL, so no fp32 copy of the logits is ever written; the bf16
+//    logits and their bf16 gradient remain (allenai/open-instruct PR #584: compiled, the
+//    log-softmax "requires ... negligible" memory beyond the logits; meta-pytorch/torchtune
+//    PR #1390: the upcast compiled with the loss). torchtitan compiles its loss with the
+//    model since torchtitan/components/loss.py build_cross_entropy_loss (--compile); its
+//    December 2024 train.py did not ("TODO: compiling loss function causes CUDA errors").
+//    Megatron-Core's loss is not compiled: compiled is ignored for kMegatron.
 //  - kMegatron, 4 + e: Megatron-Core's vocab_parallel_cross_entropy casts the logits to
 //    fp32 once and subtracts the max in place ("In-place subtraction reduces memory
 //    pressure."), turns that copy into the softmax in place, saves it and writes the
@@ -53,7 +59,7 @@ inline constexpr int64_t kLogitsChunkTokens = 4096;
 //    d086a2e3 calls too): the logits and one fp32 copy. (Before that, @ 8e6e7cd7, the
 //    subtraction made a second fp32 copy.)
 //  - kAny, 8: the fp32 logits and their gradient.
-double whole_loss_bytes_per_logit(Framework framework, int element_bytes);
+double whole_loss_bytes_per_logit(Framework framework, int element_bytes, bool compiled = false);
 // Mixed-precision Adam: the fp32 master copy and Adam's fp32 m and v, K = 12 bytes per
 // parameter (ZeRO paper, Rajbhandari et al. 2020, Sec. 3.1); params and grads are held at
 // the GPU's element bytes e (bf16: 2 + 2 + 12 = 16 bytes per parameter in all).
@@ -155,7 +161,7 @@ double activation_bytes_per_token_layer(const ModelSpec& m, Checkpointing ckpt, 
 // `chunked_loss`: Job::chunked_loss, and `framework` Job::framework (the logits buffer's size).
 RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
                          const GpuSpec& gpu, int64_t window = 0, bool chunked_loss = true,
-                         Framework framework = Framework::kAny);
+                         Framework framework = Framework::kAny, bool compiled_loss = false);
 
 // Memory per GPU of a plan (choice.strategy decides the buffers: the ring, flash-fsdp
 // with cp = 1, all-gather CP, Ulysses).
@@ -186,7 +192,8 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
 // GPU's element bytes e), in the model states and the layer buffers' gradients.
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
                                  const GpuSpec& gpu, int64_t window = 0, bool chunked_loss = true,
-                                 int grad_bytes = 0, Framework framework = Framework::kAny);
+                                 int grad_bytes = 0, Framework framework = Framework::kAny,
+                                 bool compiled_loss = false);
 
 // A plan's memory as its framework runs it: memory_breakdown of as_run(job, choice) with
 // grad_element_bytes, the job's window, loss and framework (data_parallel.h). The cost model, the

@@ -126,6 +126,10 @@ struct Job {
   // at once, as torchtitan and Megatron-LM compute it (--no-chunked-loss). Memory only:
   // the same FLOPs and bytes either way.
   bool chunked_loss = true;
+  // With chunked_loss false: the whole loss compiled with the model (torch.compile fuses the
+  // fp32 upcast, log-softmax and NLL; memory_model.h whole_loss_bytes_per_logit), as
+  // torchtitan runs it under --compile since it compiles its loss (--compiled-loss). Memory only.
+  bool compiled_loss = false;
   // The framework the plan is priced for: `plan --target` sets it (megatron, or pytorch for
   // torchtitan), `validate --published` from an entry's `framework`; it decides where the
   // GEMM size curve applies (data_parallel.h pays_gemm_size_curve).

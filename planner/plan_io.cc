@@ -12,6 +12,7 @@
 //   passes: forward-backward    # forward | forward-backward
 //   attention_kernel: ...       # optional, flash_attn_2
 //   chunked_loss: false         # optional, true (Job::chunked_loss)
+//   compiled_loss: true         # optional, false (Job::compiled_loss)
 //   framework: megatron         # optional, any (Job::framework; megatron | pytorch)
 //   grad_reduce_in_fp32: true   # optional, false (Job::grad_reduce_in_fp32)
 //   plan: {strategy, cp_comm_type, tp, tp_comm_overlap (optional, false), pp, sharding, [data_parallel_shard_degree: hsdp only], virtual_stages,
@@ -191,6 +192,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
   out["passes"] = to_string(j.passes);
   out["attention_kernel"] = j.attention_kernel;
   out["chunked_loss"] = j.chunked_loss;
+  out["compiled_loss"] = j.compiled_loss;
   out["framework"] = to_string(j.framework);
   out["grad_reduce_in_fp32"] = j.grad_reduce_in_fp32;
   out["plan"] = {{"strategy", to_string(c.strategy)},
@@ -302,6 +304,7 @@ std::string plan_to_yaml_string(const Plan& plan) {
   if (j.attention_kernel != kDefaultAttentionKernel)
     e << YAML::Key << "attention_kernel" << YAML::Value << j.attention_kernel;
   if (!j.chunked_loss) e << YAML::Key << "chunked_loss" << YAML::Value << false;
+  if (j.compiled_loss) e << YAML::Key << "compiled_loss" << YAML::Value << true;
   if (j.framework != Framework::kAny) e << YAML::Key << "framework" << YAML::Value << to_string(j.framework);
   if (j.grad_reduce_in_fp32) e << YAML::Key << "grad_reduce_in_fp32" << YAML::Value << true;
 
@@ -559,6 +562,7 @@ Plan parse_plan_yaml(const std::string& yaml_text, const std::string& path) {
                                 : Passes::kForwardBackward;
   j.attention_kernel = root.str_or("attention_kernel", kDefaultAttentionKernel);
   j.chunked_loss = root.boolean_or("chunked_loss", true);  // plans before it chunked the loss
+  j.compiled_loss = root.boolean_or("compiled_loss", false);
   if (root.has("framework"))
     j.framework = parse_framework(root.str("framework"), root.location("framework"), root.field("framework"));
   j.grad_reduce_in_fp32 = root.boolean_or("grad_reduce_in_fp32", false);  // plans before it priced bf16 gradients

@@ -50,7 +50,7 @@ const std::vector<std::string> kEntryKeys = {
     "published",    "definitions", "split",  "note",          "attention_kernel", "topology", "compile",
     "pp_schedule",  "fp8_recipe", "tp_comm_overlap", "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split", "virtual_stages", "repeat_kv", "framework",
-    "grad_reduce_in_fp32"};
+    "grad_reduce_in_fp32", "compiled_loss"};
 
 template <typename E>
 const char* name_of(const Names<E>& names, E v) {
@@ -168,6 +168,8 @@ PublishedEntry parse_entry(const YAML::Node& node, const std::string& source, si
     m.fail("topology", "expected a shipped topology's name of a-z, 0-9, '-' and '_' (got '" + e.topology + "')");
   e.causal = m.boolean("causal");
   if (m.has("compile")) e.compile = m.boolean("compile");
+  e.compiled_loss = m.has("compiled_loss") && m.boolean("compiled_loss");
+  if (e.compiled_loss && e.compile != true) m.fail("compiled_loss", "expected only with compile: true");
   if (m.has("repeat_kv")) e.repeat_kv = m.boolean("repeat_kv");
   if (m.has("pp_schedule")) {
     const std::string v = m.str("pp_schedule");

@@ -69,6 +69,9 @@ struct PublishedEntry {
   // fused). false = torchtitan without --training.compile: eager elementwise kernels
   // (Job::eager_elementwise).
   std::optional<bool> compile;
+  // Whether the run compiled its loss with the model (optional, default false; with compile:
+  // true): Job::compiled_loss. torchtitan under --compile since its loss is compiled too.
+  bool compiled_loss = false;
   // Whether the run's model code repeats K,V to every query head before the attention call
   // (optional, default false; torchtitan's Llama `repeat_kv`): ModelSpec::kv_repeated.
   bool repeat_kv = false;

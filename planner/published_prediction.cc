@@ -262,6 +262,7 @@ PublishedCheck check_published(const PublishedEntry& e) {
   // Every framework of the corpus takes the loss over whole fp32 logits (torchtitan,
   // Megatron-LM / NeMo, llm-foundry's Composer, the papers' PyTorch runs): memory only.
   job.chunked_loss = false;
+  job.compiled_loss = e.compiled_loss;
   if (e.workload == Workload::kAttention) job.batch_tokens = e.seq_len * e.dp;
   else if (e.global_batch) job.batch_tokens = *e.global_batch * e.seq_len;
 

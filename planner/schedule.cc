@@ -290,7 +290,8 @@ class Generator {
     layout_ = TokenLayout{choice_.load_balance, job_.seq_len, P_};
     const GpuSpec& gpu = fabric_.topology().gpu;
     window_ = effective_window(m_, job_);
-    rb_ = ring_buffers(m_, choice_, job_.seq_len, gpu, window_, job_.chunked_loss, job_.framework);
+    rb_ = ring_buffers(m_, choice_, job_.seq_len, gpu, window_, job_.chunked_loss, job_.framework,
+                       job_.compiled_loss);
     mem_ = plan_memory(m_, job_, plan_choice_, gpu);
     // A TP member's GEMMs and loss (vocabulary-parallel); sequence parallelism splits the
     // layer's memory-bound work tp ways too (CostModel::layer_times).

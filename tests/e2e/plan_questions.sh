@@ -199,6 +199,21 @@ grep -q "^chunked_loss: false" "$tmp/whole.yaml" || fail "the plan file does not
 "$bin" export --plan "$tmp/whole.yaml" --to torchtitan 2>/dev/null | grep -q "chunked-loss" &&
   fail "export --to torchtitan of a whole-logits plan warns"
 checked=$((checked + 1))
+# --compiled-loss: the loss compiled with the model holds the bf16 logits and their gradient
+"$bin" plan "${loss_job[@]}" --no-chunked-loss --compiled-loss --format json -o "$tmp/compiled.yaml" \
+  >"$tmp/compiled.json" 2>/dev/null || fail "plan --compiled-loss"
+python3 - "$tmp/whole.json" "$tmp/compiled.json" <<'PY' || fail "--compiled-loss: memory, time or the JSON key"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert a["compiled_loss"] is False and b["compiled_loss"] is True, (a["compiled_loss"], b["compiled_loss"])
+ga, gb = a["predicted"]["memory_gib_per_gpu"], b["predicted"]["memory_gib_per_gpu"]
+# 32K tokens x 128,256 vocabulary: 8 bytes a logit (fp32 logits + gradient) -> 4 (both bf16)
+assert abs((ga - gb) - 32768 * 128256 * 4 / 2**30) < 0.2, (ga, gb)
+assert a["predicted"]["step_time_s"] == b["predicted"]["step_time_s"]
+PY
+grep -q "^compiled_loss: true" "$tmp/compiled.yaml" || fail "the plan file does not record compiled_loss: true"
+expect_bad "--no-chunked-loss" "--compiled-loss" -- plan "${loss_job[@]}" --compiled-loss
+checked=$((checked + 1))
 "$bin" plan "${loss_job[@]}" --target torchtitan --format json 2>/dev/null |
   python3 -c 'import json, sys; assert json.load(sys.stdin)["chunked_loss"] is False' ||
   fail "plan --target torchtitan does not price the loss over whole logits"

@@ -264,6 +264,10 @@ TEST_CASE("a whole loss holds the copies of the logits its framework's loss keep
   CHECK(whole_loss_bytes_per_logit(Framework::kPytorch, 2) == 12);
   CHECK(whole_loss_bytes_per_logit(Framework::kMegatron, 2) == 6);
   CHECK(whole_loss_bytes_per_logit(Framework::kAny, 2) == 8);
+  // Compiled with the model: the bf16 logits and their bf16 gradient; Megatron's is not compiled.
+  CHECK(whole_loss_bytes_per_logit(Framework::kPytorch, 2, true) == 4);
+  CHECK(whole_loss_bytes_per_logit(Framework::kAny, 2, true) == 4);
+  CHECK(whole_loss_bytes_per_logit(Framework::kMegatron, 2, true) == 6);
   const ModelSpec m = llama2_7b();
   const PlanChoice c = ring(1, 8, Checkpointing::kFull);
   const int64_t n = 32 * 1024;

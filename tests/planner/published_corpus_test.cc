@@ -98,7 +98,7 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
   CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    comment: x")) ==
         "c.yaml:28: rfa-a100-fwd-zigzag.comment: unknown key; expected one of: account_for_embedding_in_pipeline_split, "
         "account_for_loss_in_pipeline_split, assumed, attention_kernel, causal, "
-        "checkpointing, cluster, compile, cp, cp_kind, definitions, dp, fp8_recipe, framework, global_batch, gpu, gpus, "
+        "checkpointing, cluster, compile, compiled_loss, cp, cp_kind, definitions, dp, fp8_recipe, framework, global_batch, gpu, gpus, "
         "grad_reduce_in_fp32, id, "
         "metric, micro_batch, model, note, passes, pp, pp_schedule, precision, published, repeat_kv, seq_len, sharding, source, "
         "split, topology, tp, tp_comm_overlap, virtual_stages, workload");
@@ -113,6 +113,11 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
         "(Transformer Engine's scalings)");
   CHECK(corpus_error_of(replaced(kOneEntry, "precision: bf16", "precision: bf16\n    fp8_recipe: delayed")) ==
         "c.yaml:22: rfa-a100-fwd-zigzag.fp8_recipe: expected only with precision fp8");
+  // A compiled loss is the compiled model's.
+  CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    compiled_loss: true")) ==
+        "c.yaml:28: rfa-a100-fwd-zigzag.compiled_loss: expected only with compile: true");
+  CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    compile: true\n    compiled_loss: true")) ==
+        "no error");
   CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    framework: jax")) ==
         "c.yaml:28: rfa-a100-fwd-zigzag.framework: expected megatron or pytorch (got 'jax')");
   CHECK(corpus_error_of(replaced(kOneEntry, "precision: bf16", "precision: fp8\n    fp8_recipe: rowwise")) ==
@@ -136,10 +141,10 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
         "c.yaml:29: rfa-a100-fwd-zigzag.id: duplicate id (first at c.yaml:3)");
 }
 
-TEST_CASE("the shipped corpus loads: 91 entries, unique ids, 53 held out") {
+TEST_CASE("the shipped corpus loads: 93 entries, unique ids, 55 held out") {
   const rm::PublishedCorpus c = rm::load_published_corpus();
   CHECK(c.source == "validation/published.yaml");
-  CHECK(c.entries.size() == 91);
+  CHECK(c.entries.size() == 93);
   std::set<std::string> ids;
   int heldout = 0;
   for (const auto& e : c.entries) {
@@ -147,7 +152,7 @@ TEST_CASE("the shipped corpus loads: 91 entries, unique ids, 53 held out") {
     heldout += e.split == rm::Split::kHeldout;
   }
   CHECK(ids.size() == c.entries.size());
-  CHECK(heldout == 53);
+  CHECK(heldout == 55);
 }
 
 TEST_CASE("the sources' FLOP conventions reproduce their own checks") {
