@@ -86,6 +86,15 @@ std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus
            (c.strategy == Strategy::kAllGatherCp ? "allgather" : "alltoall") + "\"\n";
   out += "\n[activation_checkpoint]\n";
   out += std::string("mode = \"") + (c.checkpointing == Checkpointing::kFull ? "full" : "none") + "\"\n";
+  // The plan priced the elementwise work as torch.compile fuses it, and the loss compiled
+  // with the model only where it says so (Job::compiled_loss; torchtitan's `components`).
+  out += "\n[compile]\nenable = true\n";
+  if (plan.job.compiled_loss)
+    out += "components = [\"model\", \"loss\"]\n";
+  else if (plan.job.chunked_loss)
+    out += "components = [\"model\"]\n";
+  else
+    out += "components = [\"model\"]  # the loss priced eager (12 bytes a logit); --compiled-loss prices it compiled\n";
   return out;
 }
 

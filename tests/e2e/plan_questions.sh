@@ -212,6 +212,10 @@ assert abs((ga - gb) - 32768 * 128256 * 4 / 2**30) < 0.2, (ga, gb)
 assert a["predicted"]["step_time_s"] == b["predicted"]["step_time_s"]
 PY
 grep -q "^compiled_loss: true" "$tmp/compiled.yaml" || fail "the plan file does not record compiled_loss: true"
+"$bin" export --plan "$tmp/compiled.yaml" --to torchtitan 2>/dev/null | grep -qx 'components = \["model", "loss"\]' ||
+  fail "export --to torchtitan of a compiled-loss plan does not compile the loss"
+"$bin" export --plan "$tmp/whole.yaml" --to torchtitan 2>/dev/null | grep -q '^components = \["model"\]  # the loss priced eager' ||
+  fail "export --to torchtitan of an eager whole-loss plan compiles the loss or does not say why not"
 expect_bad "--no-chunked-loss" "--compiled-loss" -- plan "${loss_job[@]}" --compiled-loss
 checked=$((checked + 1))
 "$bin" plan "${loss_job[@]}" --target torchtitan --format json 2>/dev/null |
