@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "planner/data_parallel.h"
+#include "planner/linear_precision.h"
 #include "planner/pipeline_parallel.h"
 #include "planner/tensor_parallel.h"
 
@@ -28,14 +29,25 @@ ActivationParts activation_parts(const ModelSpec& m, int e) {
   return a;
 }
 
+// Per token and layer: the two norm outputs (attention's, FFN's) saved whole at `saved` bytes
+// an element rather than split tp ways at e (activation_parts counts them split).
+double whole_input_extra_bytes(const ModelSpec& m, int e, int tp, int saved) {
+  return saved > 0 && tp > 1 ? 2.0 * m.hidden * (saved - static_cast<double>(e) / tp) : 0;
+}
+
 }  // namespace
 
-double activation_bytes_per_token_layer(const ModelSpec& m, Checkpointing ckpt, int e, int tp) {
+int tp_saved_input_bytes(const Job& job, int tp, int element_bytes) {
+  return job.framework == Framework::kPytorch && tp > 1 ? tp_gather_element_bytes(job.fp8_recipe, element_bytes) : 0;
+}
+
+double activation_bytes_per_token_layer(const ModelSpec& m, Checkpointing ckpt, int e, int tp, int saved_input_bytes) {
   const ActivationParts a = activation_parts(m, e);
   const double t = std::max(1, tp);  // sequence parallelism splits every stored tensor
+  const double whole = whole_input_extra_bytes(m, e, tp, saved_input_bytes);
   switch (ckpt) {
-    case Checkpointing::kNone: return (a.attention + a.ffn_norm + a.ffn_inter) / t;
-    case Checkpointing::kSelective: return (a.attention + a.ffn_norm) / t;
+    case Checkpointing::kNone: return (a.attention + a.ffn_norm + a.ffn_inter) / t + whole;
+    case Checkpointing::kSelective: return (a.attention + a.ffn_norm) / t + whole;
     case Checkpointing::kFull: return static_cast<double>(e) * m.hidden / t;
   }
   return 0;
@@ -54,7 +66,7 @@ namespace {
 // and vocabulary (memory_breakdown has it already; a copy of a ModelSpec copies its strings).
 RingBuffers shard_ring_buffers(const ModelSpec& model, const ModelSpec& m, const PlanChoice& choice,
                                int64_t seq_len, const GpuSpec& gpu, int64_t window, bool chunked_loss,
-                               Framework framework, bool compiled_loss) {
+                               Framework framework, bool compiled_loss, int saved_input_bytes) {
   const int e = gpu.element_bytes;
   const int tp = std::max(1, choice.tp);
   const int P = std::max(1, choice.cp);
@@ -113,7 +125,8 @@ RingBuffers shard_ring_buffers(const ModelSpec& model, const ModelSpec& m, const
   b.batch = whole_batch ? std::max(1, choice.micro_batch) : 1;
   if (choice.checkpointing == Checkpointing::kFull) {
     const ActivationParts whole = activation_parts(model, e);
-    b.recompute = cd * (whole.attention + whole.ffn_norm) / tp;  // sequence-parallel
+    b.recompute = cd * ((whole.attention + whole.ffn_norm) / tp +  // sequence-parallel
+                        whole_input_extra_bytes(model, e, tp, saved_input_bytes));
   }
   // All c tokens: with tp > 1 the gathered (all-gathered) gradient of the layer's input.
   b.grad_stream = 2 * cd * m.hidden * e * b.batch;
@@ -139,9 +152,9 @@ double whole_loss_bytes_per_logit(Framework framework, int element_bytes, bool c
 
 RingBuffers ring_buffers(const ModelSpec& model, const PlanChoice& choice, int64_t seq_len,
                          const GpuSpec& gpu, int64_t window, bool chunked_loss, Framework framework,
-                         bool compiled_loss) {
+                         bool compiled_loss, int saved_input_bytes) {
   return shard_ring_buffers(model, tp_shard(model, std::max(1, choice.tp)), choice, seq_len, gpu, window,
-                            chunked_loss, framework, compiled_loss);
+                            chunked_loss, framework, compiled_loss, saved_input_bytes);
 }
 
 int shard_group_gpus(const PlanChoice& ch) {
@@ -179,7 +192,7 @@ double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int
 
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
                                  const GpuSpec& gpu, int64_t window, bool chunked_loss, int grad_bytes,
-                                 Framework framework, bool compiled_loss) {
+                                 Framework framework, bool compiled_loss, int saved_input_bytes) {
   const int e = gpu.element_bytes;
   const int g = grad_bytes > 0 ? grad_bytes : e;
   const int P = std::max(1, choice.cp);
@@ -196,7 +209,8 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   // working set is one sequence's at a time in ringmaster's loop, the whole micro-batch's in
   // a framework's (RingBuffers::batch). Sequence parallelism divides both by tp.
   const double per_layer =
-      std::max(1, choice.micro_batch) * c * activation_bytes_per_token_layer(m, choice.checkpointing, e, tp);
+      std::max(1, choice.micro_batch) * c *
+      activation_bytes_per_token_layer(m, choice.checkpointing, e, tp, saved_input_bytes);
   const double final_hidden = std::max(1, choice.micro_batch) * c * m.hidden * e / tp;
   // Pipeline stages (pipeline_parallel.h): the stage with the most states and stored
   // activations sets the peak (the first holds the most micro-batches in flight, the
@@ -207,7 +221,8 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   // Only the last computes the logits: the others' working set is the attention's or the
   // FFN's (a stage's op lists allocate no logits chunk, schedule.cc).
   const RingBuffers rb =
-      shard_ring_buffers(m, shard, choice, seq_len, gpu, window, chunked_loss, framework, compiled_loss);
+      shard_ring_buffers(m, shard, choice, seq_len, gpu, window, chunked_loss, framework, compiled_loss,
+                         saved_input_bytes);
   double peak = -1;
   for (int s : pp_peak_stage_candidates(pp)) {
     const double states = shard_state_bytes(shard, choice, e, g, s);
@@ -230,7 +245,8 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
 
 MemoryBreakdown plan_memory(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu) {
   return memory_breakdown(m, as_run(job, choice), job.seq_len, gpu, effective_window(m, job), job.chunked_loss,
-                          grad_element_bytes(job, choice, gpu.element_bytes), job.framework, job.compiled_loss);
+                          grad_element_bytes(job, choice, gpu.element_bytes), job.framework, job.compiled_loss,
+                          tp_saved_input_bytes(job, choice.tp, gpu.element_bytes));
 }
 
 }  // namespace rm

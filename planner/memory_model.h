@@ -150,8 +150,20 @@ struct RingBuffers {
 // With tensor + sequence parallelism of degree tp every term is divided by tp (Korthikanti
 // et al. 2022, Eq. 5; tensor_parallel.h). For a GPT-style layer (plain 4h FFN) `none` is
 // Megatron's 34·h bytes per token less its two 1-byte dropout masks, plus our fp32 lse.
+// `saved_input_bytes` (tp_saved_input_bytes): where a framework's column-parallel Linears save
+// the two gathered norm outputs whole, at these bytes an element, instead of split tp ways.
 double activation_bytes_per_token_layer(const ModelSpec& m, Checkpointing ckpt, int element_bytes,
-                                        int tp = 1);
+                                        int tp = 1, int saved_input_bytes = 0);
+
+// Bytes per element of the TP-gathered inputs a PyTorch-native framework's column-parallel
+// Linears save whole for their backward, 0 where they are saved split tp ways (Megatron-Core
+// gathers them again in the backward, Korthikanti et al. 2022) or tp is 1. torchtitan's TP
+// plan hands the attention and the FFN their input all-gathered (PrepareModuleInput(
+// input_layouts=Shard(1), desired_input_layouts=Replicate()), parallelize_llama.py), and the
+// Linear saves what it received: bf16, or fp8 where torchao's Float8ColwiseParallel cast it
+// before the all-gather (torchao float8 matmul_with_hp_or_float8_args saves its input as
+// given): tp_gather_element_bytes.
+int tp_saved_input_bytes(const Job& job, int tp, int element_bytes);
 
 // `m` is the whole model; with choice.tp > 1 the buffers are one TP member's (h/tp and
 // h_kv/tp heads, f/tp FFN columns, V/tp vocabulary; tensor_parallel.h).
@@ -161,7 +173,8 @@ double activation_bytes_per_token_layer(const ModelSpec& m, Checkpointing ckpt, 
 // `chunked_loss`: Job::chunked_loss, and `framework` Job::framework (the logits buffer's size).
 RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
                          const GpuSpec& gpu, int64_t window = 0, bool chunked_loss = true,
-                         Framework framework = Framework::kAny, bool compiled_loss = false);
+                         Framework framework = Framework::kAny, bool compiled_loss = false,
+                         int saved_input_bytes = 0);
 
 // Memory per GPU of a plan (choice.strategy decides the buffers: the ring, flash-fsdp
 // with cp = 1, all-gather CP, Ulysses).
@@ -193,7 +206,7 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
                                  const GpuSpec& gpu, int64_t window = 0, bool chunked_loss = true,
                                  int grad_bytes = 0, Framework framework = Framework::kAny,
-                                 bool compiled_loss = false);
+                                 bool compiled_loss = false, int saved_input_bytes = 0);
 
 // A plan's memory as its framework runs it: memory_breakdown of as_run(job, choice) with
 // grad_element_bytes, the job's window, loss and framework (data_parallel.h). The cost model, the

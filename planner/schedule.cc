@@ -291,7 +291,7 @@ class Generator {
     const GpuSpec& gpu = fabric_.topology().gpu;
     window_ = effective_window(m_, job_);
     rb_ = ring_buffers(m_, choice_, job_.seq_len, gpu, window_, job_.chunked_loss, job_.framework,
-                       job_.compiled_loss);
+                       job_.compiled_loss, tp_saved_input_bytes(job_, choice_.tp, gpu.element_bytes));
     mem_ = plan_memory(m_, job_, plan_choice_, gpu);
     // A TP member's GEMMs and loss (vocabulary-parallel); sequence parallelism splits the
     // layer's memory-bound work tp ways too (CostModel::layer_times).
@@ -304,7 +304,8 @@ class Generator {
     on_curve_ = pays_gemm_size_curve(job_, choice_);  // pp-flattened, as the cost model prices it
     // Every sequence of the micro-step keeps its activations (the memory model's count).
     act_per_layer_ = mb_ * static_cast<double>(c_) *
-                     activation_bytes_per_token_layer(m_, choice_.checkpointing, gpu.element_bytes, T_);
+                     activation_bytes_per_token_layer(m_, choice_.checkpointing, gpu.element_bytes, T_,
+                                                      tp_saved_input_bytes(job_, T_, gpu.element_bytes));
 
     E_ = m_.layers;
     // A pipeline's stages wait on each other's layers: every layer is emitted (no layer

@@ -312,6 +312,36 @@ TEST_CASE("the allocator's cache: 9 % of the tensors' peak, beside the total, ne
   CHECK(memory_breakdown(m, c, 64 * 1024, tight).allocator_cache == 0);
 }
 
+TEST_CASE("torchtitan's TP saves the gathered norm outputs whole: bf16, or fp8 under float8's all-gathers") {
+  const ModelSpec m = llama2_7b();
+  Job job;
+  job.framework = Framework::kPytorch;
+  CHECK(tp_saved_input_bytes(job, 8, 2) == 2);
+  CHECK(tp_saved_input_bytes(job, 1, 2) == 0);  // no TP, nothing gathered
+  job.fp8_recipe = Fp8Recipe::kTensorwise;      // Float8ColwiseParallel gathers fp8
+  CHECK(tp_saved_input_bytes(job, 8, 2) == 1);
+  job.framework = Framework::kMegatron;         // gathered again in the backward
+  CHECK(tp_saved_input_bytes(job, 8, 2) == 0);
+  job.framework = Framework::kAny;
+  CHECK(tp_saved_input_bytes(job, 8, 2) == 0);
+  // The attention's and the FFN's norm outputs: whole at 2 bytes instead of split 8 ways.
+  const double h = m.hidden;
+  for (Checkpointing ck : {Checkpointing::kNone, Checkpointing::kSelective}) {
+    CHECK(activation_bytes_per_token_layer(m, ck, 2, 8, 2) - activation_bytes_per_token_layer(m, ck, 2, 8) ==
+          doctest::Approx(2 * h * (2 - 2.0 / 8)));
+  }
+  // Full checkpointing stores the layer input only; the recomputed layer holds them.
+  CHECK(activation_bytes_per_token_layer(m, Checkpointing::kFull, 2, 8, 2) ==
+        activation_bytes_per_token_layer(m, Checkpointing::kFull, 2, 8));
+  PlanChoice c = ring(1, 2, Checkpointing::kFull);
+  c.strategy = Strategy::kFlashFsdp;
+  c.tp = 8;
+  const int64_t n = 8192;
+  CHECK(ring_buffers(m, c, n, a100(), 0, false, Framework::kPytorch, false, 2).recompute -
+            ring_buffers(m, c, n, a100(), 0, false, Framework::kPytorch).recompute ==
+        doctest::Approx(n * 2 * h * (2 - 2.0 / 8)));
+}
+
 TEST_CASE("a framework's layer holds its whole micro-batch's transients, its FFN unchunked") {
   const ModelSpec m = llama2_7b();
   PlanChoice c = ring(1, 8, Checkpointing::kFull);

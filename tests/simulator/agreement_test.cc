@@ -213,6 +213,36 @@ TEST_CASE("a whole loss as each framework holds it: the replay's peak memory wit
   }
 }
 
+TEST_CASE("a PyTorch framework's TP saves its gathered inputs whole, its layers hold the micro-batch: peak memory within 2 %") {
+  // memory_model.h tp_saved_input_bytes and RingBuffers::batch: the schedule stores and
+  // allocates what the memory model counts.
+  const ModelSpec model = load_model("llama3-8b");
+  const Topology topo = load_topology("dgx-h100-ib");
+  Worst worst{"torchtitan's TP memory"};
+  for (Checkpointing ck : {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull}) {
+    CAPTURE(static_cast<int>(ck));
+    SearchPins pins;
+    pins.tp = 8;
+    pins.cp = 1;
+    pins.pp = 1;
+    pins.micro_batch = 2;
+    pins.sharding = Sharding::kFsdp;
+    pins.checkpointing = ck;
+    Job job = make_job(topo, 16, 8192, Workload::kStep);
+    job.batch_tokens = 4 * job.seq_len;  // one micro-step of 2 sequences per data-parallel rank
+    job.model = "llama3-8b";
+    job.chunked_loss = false;
+    const Compared ours = plan_and_simulate(topo, model, job, pins);
+    job.framework = Framework::kPytorch;
+    const Compared theirs = plan_and_simulate(topo, model, job, pins);
+    CHECK(ours.memory_error() < 0.02);
+    CHECK(theirs.memory_error() < 0.02);
+    worst.add(theirs, true);
+    CHECK(theirs.predicted.memory.live() > ours.predicted.memory.live());
+    CHECK(theirs.simulated.memory_bytes_per_gpu > ours.simulated.memory_bytes_per_gpu);
+  }
+}
+
 TEST_CASE("float8 linear layers: the replay prices the same fp8 step, within 2 %") {
   const ModelSpec model = load_model(kDefaultModel);
   const Topology bf16 = load_topology("dgx-h100-ib");
