@@ -41,6 +41,10 @@ int tp_saved_input_bytes(const Job& job, int tp, int element_bytes) {
   return job.framework == Framework::kPytorch && tp > 1 ? tp_gather_element_bytes(job.fp8_recipe, element_bytes) : 0;
 }
 
+double final_hidden_bytes_per_token(const ModelSpec& m, int e, int tp, int saved_input_bytes) {
+  return static_cast<double>(m.hidden) * e / (saved_input_bytes > 0 ? 1 : std::max(1, tp));
+}
+
 double activation_bytes_per_token_layer(const ModelSpec& m, Checkpointing ckpt, int e, int tp, int saved_input_bytes) {
   const ActivationParts a = activation_parts(m, e);
   const double t = std::max(1, tp);  // sequence parallelism splits every stored tensor
@@ -211,7 +215,8 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   const double per_layer =
       std::max(1, choice.micro_batch) * c *
       activation_bytes_per_token_layer(m, choice.checkpointing, e, tp, saved_input_bytes);
-  const double final_hidden = std::max(1, choice.micro_batch) * c * m.hidden * e / tp;
+  const double final_hidden =
+      std::max(1, choice.micro_batch) * c * final_hidden_bytes_per_token(m, e, tp, saved_input_bytes);
   // Pipeline stages (pipeline_parallel.h): the stage with the most states and stored
   // activations sets the peak (the first holds the most micro-batches in flight, the
   // second may hold more layers, the last the head; pp_peak_stage_candidates). Without a

@@ -165,6 +165,12 @@ double activation_bytes_per_token_layer(const ModelSpec& m, Checkpointing ckpt, 
 // given): tp_gather_element_bytes.
 int tp_saved_input_bytes(const Job& job, int tp, int element_bytes);
 
+// The final hidden states a step holds for the head's backward, per token: split tp ways by
+// sequence parallelism, or whole where the framework's TP saves its gathered inputs
+// (`saved_input_bytes` > 0): torchtitan gathers them for the column-parallel output layer,
+// whose Linear saves them in bf16 (torchtitan's float8 leaves `output` out, filter_fqns).
+double final_hidden_bytes_per_token(const ModelSpec& m, int element_bytes, int tp, int saved_input_bytes = 0);
+
 // `m` is the whole model; with choice.tp > 1 the buffers are one TP member's (h/tp and
 // h_kv/tp heads, f/tp FFN columns, V/tp vocabulary; tensor_parallel.h).
 // `window`: the job's effective sliding window (attention_work.h), 0 = none. K,V that no
@@ -192,7 +198,7 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
 //                  those in the reduce-scatter; zero2: g·2·max(...): the unit's whole
 //                  gradients being computed and those in the reduce-scatter (its params
 //                  are held whole); ddp, zero1: 0 (whole gradients are model states).
-//   activations    L·c·activation_bytes_per_token_layer + c·hidden·e (final hidden)
+//   activations    L·c·activation_bytes_per_token_layer + c·final_hidden_bytes_per_token
 // With pipeline stages (choice.pp > 1, pipeline_parallel.h) each GPU holds its stage's
 // share: model_states of its stage's parameters (pp_stage_params) over its cp·dp GPUs,
 // and the stored activations of the micro-batches it has in flight (pp_in_flight chunk

@@ -554,8 +554,9 @@ class Generator {
     r.em.alloc(id, bytes);
     return id;
   }
-  double final_hidden_bytes() const {  // sequence-parallel: 1/tp of the tokens' hidden states
-    return mb_ * static_cast<double>(c_) * m_.hidden * fabric_.topology().gpu.element_bytes / T_;
+  double final_hidden_bytes() const {  // the memory model's final_hidden
+    const int e = fabric_.topology().gpu.element_bytes;
+    return mb_ * static_cast<double>(c_) * final_hidden_bytes_per_token(m_, e, T_, tp_saved_input_bytes(job_, T_, e));
   }
 
   // The attention tensors (Q, own K,V, out, lse) plus the rest of a layer's activations.

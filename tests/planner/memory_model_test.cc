@@ -330,6 +330,9 @@ TEST_CASE("torchtitan's TP saves the gathered norm outputs whole: bf16, or fp8 u
     CHECK(activation_bytes_per_token_layer(m, ck, 2, 8, 2) - activation_bytes_per_token_layer(m, ck, 2, 8) ==
           doctest::Approx(2 * h * (2 - 2.0 / 8)));
   }
+  // The output layer's gathered input, saved whole in bf16 (float8 leaves `output` out).
+  CHECK(final_hidden_bytes_per_token(m, 2, 8) == h * 2 / 8);
+  CHECK(final_hidden_bytes_per_token(m, 2, 8, 1) == h * 2);
   // Full checkpointing stores the layer input only; the recomputed layer holds them.
   CHECK(activation_bytes_per_token_layer(m, Checkpointing::kFull, 2, 8, 2) ==
         activation_bytes_per_token_layer(m, Checkpointing::kFull, 2, 8));
