@@ -168,6 +168,9 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   const char* whole = j.compiled_loss && j.framework != Framework::kMegatron
                           ? "whole, compiled: the micro-step's bf16 logits and their gradient (the fp32 upcast, "
                             "log-softmax and NLL fused), "
+                      : j.framework == Framework::kPytorch && c.tp > 1
+                          ? "whole, loss-parallel: DTensor's log-softmax and fused NLL backward over the micro-step's "
+                            "fp32 logits (four fp32 tensors at once), "
                       : j.framework == Framework::kPytorch
                           ? "whole: F.cross_entropy over the micro-step's fp32 logits (log-softmax, its gradient and "
                             "the logits' at once), "

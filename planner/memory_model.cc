@@ -138,16 +138,16 @@ RingBuffers shard_ring_buffers(const ModelSpec& model, const ModelSpec& m, const
   b.ffn_chunk = ffn_tokens * a.ffn_inter * 2;
   b.logits_chunk = chunked_loss ? static_cast<double>(std::min(c, kLogitsChunkTokens)) * m.vocab * 4.0 * 2
                                 : std::max(1, choice.micro_batch) * cd * m.vocab *
-                                      whole_loss_bytes_per_logit(framework, e, compiled_loss);
+                                      whole_loss_bytes_per_logit(framework, e, compiled_loss, tp > 1);
   return b;
 }
 
 }  // namespace
 
-double whole_loss_bytes_per_logit(Framework framework, int element_bytes, bool compiled) {
+double whole_loss_bytes_per_logit(Framework framework, int element_bytes, bool compiled, bool loss_parallel) {
   if (compiled && framework != Framework::kMegatron) return 2.0 * element_bytes;
   switch (framework) {
-    case Framework::kPytorch: return 12;
+    case Framework::kPytorch: return loss_parallel ? 16 : 12;
     case Framework::kMegatron: return 4.0 + element_bytes;
     case Framework::kAny: return 8;
   }

@@ -43,6 +43,12 @@ inline constexpr int64_t kLogitsChunkTokens = 4096;
 //    `_log_softmax: self: _log_softmax_backward_data(grad, result, ...)`), nll_loss's
 //    backward writes a dense fp32 gradient of it, and log-softmax's backward a third fp32
 //    tensor, the logits' gradient: three fp32 copies at the backward's start.
+//  - kPytorch with TP (`loss_parallel`, torchtitan's default over a TP mesh), 16: DTensor's
+//    loss-parallel ops replace both passes (torch/distributed/tensor/parallel/loss.py): the
+//    forward's `_log_softmax` writes `shifted` and `result` beside the fp32 input, and the
+//    fused `_nll_loss_and_log_softmax_backward` holds the saved log-softmax, `grad_input =
+//    zeros_like(x)`, `grad_input + exp(x)` and its product with the output gradient: four
+//    fp32 tensors at once.
 //  - compiled (Job::compiled_loss), 2e: torch.compile fuses the .float() upcast, the
 //    log-softmax and the NLL, so no fp32 copy of the logits is ever written; the bf16
 //    logits and their bf16 gradient remain (allenai/open-instruct PR #584: compiled, the
@@ -59,7 +65,8 @@ inline constexpr int64_t kLogitsChunkTokens = 4096;
 //    d086a2e3 calls too): the logits and one fp32 copy. (Before that, @ 8e6e7cd7, the
 //    subtraction made a second fp32 copy.)
 //  - kAny, 8: the fp32 logits and their gradient.
-double whole_loss_bytes_per_logit(Framework framework, int element_bytes, bool compiled = false);
+double whole_loss_bytes_per_logit(Framework framework, int element_bytes, bool compiled = false,
+                                  bool loss_parallel = false);
 // Mixed-precision Adam: the fp32 master copy and Adam's fp32 m and v, K = 12 bytes per
 // parameter (ZeRO paper, Rajbhandari et al. 2020, Sec. 3.1); params and grads are held at
 // the GPU's element bytes e (bf16: 2 + 2 + 12 = 16 bytes per parameter in all).

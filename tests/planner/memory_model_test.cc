@@ -264,6 +264,9 @@ TEST_CASE("a whole loss holds the copies of the logits its framework's loss keep
   CHECK(whole_loss_bytes_per_logit(Framework::kPytorch, 2) == 12);
   CHECK(whole_loss_bytes_per_logit(Framework::kMegatron, 2) == 6);
   CHECK(whole_loss_bytes_per_logit(Framework::kAny, 2) == 8);
+  // torchtitan's loss over a TP mesh: DTensor's loss-parallel ops, four fp32 tensors at once.
+  CHECK(whole_loss_bytes_per_logit(Framework::kPytorch, 2, false, true) == 16);
+  CHECK(whole_loss_bytes_per_logit(Framework::kMegatron, 2, false, true) == 6);
   // Compiled with the model: the bf16 logits and their bf16 gradient; Megatron's is not compiled.
   CHECK(whole_loss_bytes_per_logit(Framework::kPytorch, 2, true) == 4);
   CHECK(whole_loss_bytes_per_logit(Framework::kAny, 2, true) == 4);
