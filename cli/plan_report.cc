@@ -96,6 +96,26 @@ std::string why_tp(const Plan& plan) {
   return t.render() + "  " + why + "\n";
 }
 
+// What a whole loss holds at its peak (memory_model.h whole_loss_bytes_per_logit).
+const char* whole_loss_text(WholeLoss loss) {
+  switch (loss) {
+    case WholeLoss::kCompiled:
+      return "whole, compiled: the micro-step's bf16 logits and their gradient (the fp32 upcast, log-softmax "
+             "and NLL fused), ";
+    case WholeLoss::kLossParallel:
+      return "whole, loss-parallel: DTensor's log-softmax and fused NLL backward over the micro-step's fp32 "
+             "logits (four fp32 tensors at once), ";
+    case WholeLoss::kEagerPytorch:
+      return "whole: F.cross_entropy over the micro-step's fp32 logits (log-softmax, its gradient and the "
+             "logits' at once), ";
+    case WholeLoss::kMegatron:
+      return "whole: vocab_parallel_cross_entropy (the micro-step's logits and one fp32 copy, softmax and "
+             "gradient in place), ";
+    case WholeLoss::kFp32Pair: break;
+  }
+  return "whole: the micro-step's fp32 logits and their gradient at once, ";
+}
+
 }  // namespace
 
 std::string overlap_threshold_table(const Topology& topo, const CostParams& cost, const ModelSpec& model) {
@@ -160,27 +180,10 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   choice.add_row({"tiles (q x kv)", std::to_string(c.block_q) + " x " + std::to_string(c.block_kv)});
   choice.add_row({"kv sub-blocks", std::to_string(c.kv_subblocks)});
   choice.add_row({"checkpointing", to_string(c.checkpointing)});
-  const double logits =
-      ring_buffers(model, c, j.seq_len, topo.gpu, effective_window(model, j), j.chunked_loss, j.framework,
-                   j.compiled_loss)
-          .logits_chunk;
-  // What a whole loss holds at its peak, by framework (memory_model.h whole_loss_bytes_per_logit).
-  const char* whole = j.compiled_loss && j.framework != Framework::kMegatron
-                          ? "whole, compiled: the micro-step's bf16 logits and their gradient (the fp32 upcast, "
-                            "log-softmax and NLL fused), "
-                      : j.framework == Framework::kPytorch && c.tp > 1
-                          ? "whole, loss-parallel: DTensor's log-softmax and fused NLL backward over the micro-step's "
-                            "fp32 logits (four fp32 tensors at once), "
-                      : j.framework == Framework::kPytorch
-                          ? "whole: F.cross_entropy over the micro-step's fp32 logits (log-softmax, its gradient and "
-                            "the logits' at once), "
-                      : j.framework == Framework::kMegatron
-                          ? "whole: vocab_parallel_cross_entropy (the micro-step's logits and one fp32 copy, "
-                            "softmax and gradient in place), "
-                          : "whole: the micro-step's fp32 logits and their gradient at once, ";
+  const double logits = plan_ring_buffers(model, j, c, topo.gpu).logits_chunk;
   choice.add_row({"loss", (j.chunked_loss ? "chunked: " + std::to_string(kLogitsChunkTokens) +
                                                 "-token chunks of fp32 logits and their gradient, "
-                                          : std::string(whole)) +
+                                          : std::string(whole_loss_text(whole_loss(j.framework, j.compiled_loss, c.tp)))) +
                               gib(logits) + " GiB"});
   choice.add_row({"micro-batch", std::to_string(c.micro_batch) + (c.micro_batch == 1 ? " sequence" : " sequences") + " per ring"});
   choice.add_row({"grad accumulation", std::to_string(c.grad_accum) + (c.grad_accum == 1 ? " micro-step" : " micro-steps")});

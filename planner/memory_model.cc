@@ -138,18 +138,29 @@ RingBuffers shard_ring_buffers(const ModelSpec& model, const ModelSpec& m, const
   b.ffn_chunk = ffn_tokens * a.ffn_inter * 2;
   b.logits_chunk = chunked_loss ? static_cast<double>(std::min(c, kLogitsChunkTokens)) * m.vocab * 4.0 * 2
                                 : std::max(1, choice.micro_batch) * cd * m.vocab *
-                                      whole_loss_bytes_per_logit(framework, e, compiled_loss, tp > 1);
+                                      whole_loss_bytes_per_logit(whole_loss(framework, compiled_loss, tp), e);
   return b;
 }
 
 }  // namespace
 
-double whole_loss_bytes_per_logit(Framework framework, int element_bytes, bool compiled, bool loss_parallel) {
-  if (compiled && framework != Framework::kMegatron) return 2.0 * element_bytes;
+WholeLoss whole_loss(Framework framework, bool compiled, int tp) {
   switch (framework) {
-    case Framework::kPytorch: return loss_parallel ? 16 : 12;
-    case Framework::kMegatron: return 4.0 + element_bytes;
-    case Framework::kAny: return 8;
+    case Framework::kMegatron: return WholeLoss::kMegatron;  // not compiled
+    case Framework::kPytorch:
+      return compiled ? WholeLoss::kCompiled : tp > 1 ? WholeLoss::kLossParallel : WholeLoss::kEagerPytorch;
+    case Framework::kAny: break;
+  }
+  return compiled ? WholeLoss::kCompiled : WholeLoss::kFp32Pair;
+}
+
+double whole_loss_bytes_per_logit(WholeLoss loss, int element_bytes) {
+  switch (loss) {
+    case WholeLoss::kEagerPytorch: return 12;
+    case WholeLoss::kLossParallel: return 16;
+    case WholeLoss::kCompiled: return 2.0 * element_bytes;
+    case WholeLoss::kMegatron: return 4.0 + element_bytes;
+    case WholeLoss::kFp32Pair: break;
   }
   return 8;
 }
@@ -246,6 +257,11 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   mem.allocator_cache = std::clamp(kAllocatorCacheFraction * mem.live(), 0.0,
                                    std::max(0.0, gpu.memory_bytes - mem.total()));
   return mem;
+}
+
+RingBuffers plan_ring_buffers(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu) {
+  return ring_buffers(m, choice, job.seq_len, gpu, effective_window(m, job), job.chunked_loss, job.framework,
+                      job.compiled_loss, tp_saved_input_bytes(job, choice.tp, gpu.element_bytes));
 }
 
 MemoryBreakdown plan_memory(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu) {

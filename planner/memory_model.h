@@ -35,21 +35,25 @@ namespace rm {
 // copies as the framework's loss keeps at once (whole_loss_bytes_per_logit).
 inline constexpr int64_t kFfnChunkTokens = 8192;
 inline constexpr int64_t kLogitsChunkTokens = 4096;
+// How a whole loss (Job::chunked_loss false) is computed, which decides what it holds at
+// its peak: the one place that reads the framework, the compile flag and TP for it.
+enum class WholeLoss { kFp32Pair, kEagerPytorch, kLossParallel, kCompiled, kMegatron };
+WholeLoss whole_loss(Framework framework, bool compiled, int tp);
 // Bytes per logit (token x vocabulary entry of one TP member) at the peak of a whole loss
 // over .float() logits, as each framework computes it:
-//  - kPytorch, 12: torchtitan's F.cross_entropy(pred.flatten(0, 1).float(), labels) runs
+//  - kEagerPytorch, 12: torchtitan's F.cross_entropy(pred.flatten(0, 1).float(), labels) runs
 //    eager (its loss is not compiled) and frees the bf16 logits before backward; log_softmax
 //    saves its fp32 output (pytorch/pytorch tools/autograd/derivatives.yaml @ d327a787:
 //    `_log_softmax: self: _log_softmax_backward_data(grad, result, ...)`), nll_loss's
 //    backward writes a dense fp32 gradient of it, and log-softmax's backward a third fp32
 //    tensor, the logits' gradient: three fp32 copies at the backward's start.
-//  - kPytorch with TP (`loss_parallel`, torchtitan's default over a TP mesh), 16: DTensor's
+//  - kLossParallel, PyTorch with TP (`loss_parallel`, torchtitan's default over a TP mesh), 16: DTensor's
 //    loss-parallel ops replace both passes (torch/distributed/tensor/parallel/loss.py): the
 //    forward's `_log_softmax` writes `shifted` and `result` beside the fp32 input, and the
 //    fused `_nll_loss_and_log_softmax_backward` holds the saved log-softmax, `grad_input =
 //    zeros_like(x)`, `grad_input + exp(x)` and its product with the output gradient: four
 //    fp32 tensors at once.
-//  - compiled (Job::compiled_loss), 2e: torch.compile fuses the .float() upcast, the
+//  - kCompiled (Job::compiled_loss, any framework but Megatron's), 2e: torch.compile fuses the .float() upcast, the
 //    log-softmax and the NLL, so no fp32 copy of the logits is ever written; the bf16
 //    logits and their bf16 gradient remain (allenai/open-instruct PR #584: compiled, the
 //    log-softmax "requires ... negligible" memory beyond the logits; meta-pytorch/torchtune
@@ -64,9 +68,8 @@ inline constexpr int64_t kLogitsChunkTokens = 4096;
 //    VocabParallelCrossEntropy, which megatron/core/fusions/fused_cross_entropy.py @
 //    d086a2e3 calls too): the logits and one fp32 copy. (Before that, @ 8e6e7cd7, the
 //    subtraction made a second fp32 copy.)
-//  - kAny, 8: the fp32 logits and their gradient.
-double whole_loss_bytes_per_logit(Framework framework, int element_bytes, bool compiled = false,
-                                  bool loss_parallel = false);
+//  - kFp32Pair, no framework named (Framework::kAny), 8: the fp32 logits and their gradient.
+double whole_loss_bytes_per_logit(WholeLoss loss, int element_bytes);
 // Mixed-precision Adam: the fp32 master copy and Adam's fp32 m and v, K = 12 bytes per
 // parameter (ZeRO paper, Rajbhandari et al. 2020, Sec. 3.1); params and grads are held at
 // the GPU's element bytes e (bf16: 2 + 2 + 12 = 16 bytes per parameter in all).
@@ -220,6 +223,11 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
                                  const GpuSpec& gpu, int64_t window = 0, bool chunked_loss = true,
                                  int grad_bytes = 0, Framework framework = Framework::kAny,
                                  bool compiled_loss = false, int saved_input_bytes = 0);
+
+// A layer's buffers as the job's framework holds them: ring_buffers with the job's window,
+// loss and framework, and its TP's saved inputs (tp_saved_input_bytes). The schedule
+// generator and the plan table ask this one.
+RingBuffers plan_ring_buffers(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu);
 
 // A plan's memory as its framework runs it: memory_breakdown of as_run(job, choice) with
 // grad_element_bytes, the job's window, loss and framework (data_parallel.h). The cost model, the

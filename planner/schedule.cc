@@ -105,6 +105,7 @@ class Generator {
   std::vector<int> order_;
   int64_t c_ = 0;              // tokens per GPU outside attention: N / cp
   int64_t window_ = 0;  // effective sliding window (0 = none)
+  int saved_input_bytes_ = 0;  // memory_model.h tp_saved_input_bytes
   TokenLayout layout_{};
   RingBuffers rb_{};
   MemoryBreakdown mem_{};
@@ -290,8 +291,8 @@ class Generator {
     layout_ = TokenLayout{choice_.load_balance, job_.seq_len, P_};
     const GpuSpec& gpu = fabric_.topology().gpu;
     window_ = effective_window(m_, job_);
-    rb_ = ring_buffers(m_, choice_, job_.seq_len, gpu, window_, job_.chunked_loss, job_.framework,
-                       job_.compiled_loss, tp_saved_input_bytes(job_, choice_.tp, gpu.element_bytes));
+    rb_ = plan_ring_buffers(m_, job_, choice_, gpu);
+    saved_input_bytes_ = tp_saved_input_bytes(job_, T_, gpu.element_bytes);
     mem_ = plan_memory(m_, job_, plan_choice_, gpu);
     // A TP member's GEMMs and loss (vocabulary-parallel); sequence parallelism splits the
     // layer's memory-bound work tp ways too (CostModel::layer_times).
@@ -305,7 +306,7 @@ class Generator {
     // Every sequence of the micro-step keeps its activations (the memory model's count).
     act_per_layer_ = mb_ * static_cast<double>(c_) *
                      activation_bytes_per_token_layer(m_, choice_.checkpointing, gpu.element_bytes, T_,
-                                                      tp_saved_input_bytes(job_, T_, gpu.element_bytes));
+                                                      saved_input_bytes_);
 
     E_ = m_.layers;
     // A pipeline's stages wait on each other's layers: every layer is emitted (no layer
@@ -555,8 +556,8 @@ class Generator {
     return id;
   }
   double final_hidden_bytes() const {  // the memory model's final_hidden
-    const int e = fabric_.topology().gpu.element_bytes;
-    return mb_ * static_cast<double>(c_) * final_hidden_bytes_per_token(m_, e, T_, tp_saved_input_bytes(job_, T_, e));
+    return mb_ * static_cast<double>(c_) *
+           final_hidden_bytes_per_token(m_, fabric_.topology().gpu.element_bytes, T_, saved_input_bytes_);
   }
 
   // The attention tensors (Q, own K,V, out, lse) plus the rest of a layer's activations.

@@ -261,16 +261,21 @@ TEST_CASE("the loss over whole logits holds the micro-step's fp32 logits and gra
 TEST_CASE("a whole loss holds the copies of the logits its framework's loss keeps") {
   // whole_loss_bytes_per_logit, by hand: PyTorch's eager cross-entropy three fp32 tensors,
   // Megatron-Core's in-place one the logits (e) and one fp32 copy, no framework 8 bytes.
-  CHECK(whole_loss_bytes_per_logit(Framework::kPytorch, 2) == 12);
-  CHECK(whole_loss_bytes_per_logit(Framework::kMegatron, 2) == 6);
-  CHECK(whole_loss_bytes_per_logit(Framework::kAny, 2) == 8);
+  auto bytes = [](Framework f, bool compiled = false, int tp = 1) {
+    return whole_loss_bytes_per_logit(whole_loss(f, compiled, tp), 2);
+  };
+  CHECK(bytes(Framework::kPytorch) == 12);
+  CHECK(bytes(Framework::kMegatron) == 6);
+  CHECK(bytes(Framework::kAny) == 8);
   // torchtitan's loss over a TP mesh: DTensor's loss-parallel ops, four fp32 tensors at once.
-  CHECK(whole_loss_bytes_per_logit(Framework::kPytorch, 2, false, true) == 16);
-  CHECK(whole_loss_bytes_per_logit(Framework::kMegatron, 2, false, true) == 6);
+  CHECK(bytes(Framework::kPytorch, false, 8) == 16);
+  CHECK(bytes(Framework::kMegatron, false, 8) == 6);
+  CHECK(bytes(Framework::kAny, false, 8) == 8);
   // Compiled with the model: the bf16 logits and their bf16 gradient; Megatron's is not compiled.
-  CHECK(whole_loss_bytes_per_logit(Framework::kPytorch, 2, true) == 4);
-  CHECK(whole_loss_bytes_per_logit(Framework::kAny, 2, true) == 4);
-  CHECK(whole_loss_bytes_per_logit(Framework::kMegatron, 2, true) == 6);
+  CHECK(bytes(Framework::kPytorch, true) == 4);
+  CHECK(bytes(Framework::kPytorch, true, 8) == 4);
+  CHECK(bytes(Framework::kAny, true) == 4);
+  CHECK(bytes(Framework::kMegatron, true) == 6);
   const ModelSpec m = llama2_7b();
   const PlanChoice c = ring(1, 8, Checkpointing::kFull);
   const int64_t n = 32 * 1024;
@@ -278,7 +283,7 @@ TEST_CASE("a whole loss holds the copies of the logits its framework's loss keep
   for (Framework f : {Framework::kAny, Framework::kPytorch, Framework::kMegatron}) {
     CAPTURE(static_cast<int>(f));
     CHECK(ring_buffers(m, c, n, a100(), 0, false, f).logits_chunk ==
-          logits * whole_loss_bytes_per_logit(f, a100().element_bytes));
+          logits * whole_loss_bytes_per_logit(whole_loss(f, false, 1), a100().element_bytes));
     // Chunked, the framework does not matter: our own loss.
     CHECK(ring_buffers(m, c, n, a100(), 0, true, f).logits_chunk == ring_buffers(m, c, n, a100()).logits_chunk);
   }
