@@ -69,8 +69,7 @@ namespace {
 // ring_buffers, given `m` = tp_shard(model, choice.tp): one TP member's heads, FFN columns
 // and vocabulary (memory_breakdown has it already; a copy of a ModelSpec copies its strings).
 RingBuffers shard_ring_buffers(const ModelSpec& model, const ModelSpec& m, const PlanChoice& choice,
-                               int64_t seq_len, const GpuSpec& gpu, int64_t window, bool chunked_loss,
-                               Framework framework, bool compiled_loss, int saved_input_bytes) {
+                               int64_t seq_len, const GpuSpec& gpu, const LayerHolding& h) {
   const int e = gpu.element_bytes;
   const int tp = std::max(1, choice.tp);
   const int P = std::max(1, choice.cp);
@@ -89,7 +88,7 @@ RingBuffers shard_ring_buffers(const ModelSpec& model, const ModelSpec& m, const
   b.dout = cd * hq * e;
   b.delta = cd * m.heads * 4;
   b.score_tiles = m.heads * KernelCurve::tile_bytes(choice.block_q, choice.block_kv, m.head_dim);
-  const int blocks_needed = all_gather_blocks(choice, c, window);
+  const int blocks_needed = all_gather_blocks(choice, c, h.window);
   switch (choice.strategy) {
     case Strategy::kUsp:
       // The all-to-all's staging (send + receive) for Q and for K,V; then the ring's
@@ -125,20 +124,20 @@ RingBuffers shard_ring_buffers(const ModelSpec& model, const ModelSpec& m, const
   const ActivationParts a = activation_parts(m, e);
   // ringmaster runs a micro-step's sequences through a layer one after another, its FFN in
   // chunks; torchtitan and Megatron-Core run the whole micro-batch, FFN unchunked.
-  const bool whole_batch = framework != Framework::kAny;
+  const bool whole_batch = h.framework != Framework::kAny;
   b.batch = whole_batch ? std::max(1, choice.micro_batch) : 1;
   if (choice.checkpointing == Checkpointing::kFull) {
     const ActivationParts whole = activation_parts(model, e);
     b.recompute = cd * ((whole.attention + whole.ffn_norm) / tp +  // sequence-parallel
-                        whole_input_extra_bytes(model, e, tp, saved_input_bytes));
+                        whole_input_extra_bytes(model, e, tp, h.saved_input_bytes));
   }
   // All c tokens: with tp > 1 the gathered (all-gathered) gradient of the layer's input.
   b.grad_stream = 2 * cd * m.hidden * e * b.batch;
   const double ffn_tokens = static_cast<double>(whole_batch ? c : std::min(c, kFfnChunkTokens));
   b.ffn_chunk = ffn_tokens * a.ffn_inter * 2;
-  b.logits_chunk = chunked_loss ? static_cast<double>(std::min(c, kLogitsChunkTokens)) * m.vocab * 4.0 * 2
+  b.logits_chunk = h.chunked_loss ? static_cast<double>(std::min(c, kLogitsChunkTokens)) * m.vocab * 4.0 * 2
                                 : std::max(1, choice.micro_batch) * cd * m.vocab *
-                                      whole_loss_bytes_per_logit(whole_loss(framework, compiled_loss, tp), e);
+                                      whole_loss_bytes_per_logit(whole_loss(h.framework, h.compiled_loss, tp), e);
   return b;
 }
 
@@ -166,10 +165,8 @@ double whole_loss_bytes_per_logit(WholeLoss loss, int element_bytes) {
 }
 
 RingBuffers ring_buffers(const ModelSpec& model, const PlanChoice& choice, int64_t seq_len,
-                         const GpuSpec& gpu, int64_t window, bool chunked_loss, Framework framework,
-                         bool compiled_loss, int saved_input_bytes) {
-  return shard_ring_buffers(model, tp_shard(model, std::max(1, choice.tp)), choice, seq_len, gpu, window,
-                            chunked_loss, framework, compiled_loss, saved_input_bytes);
+                         const GpuSpec& gpu, const LayerHolding& holding) {
+  return shard_ring_buffers(model, tp_shard(model, std::max(1, choice.tp)), choice, seq_len, gpu, holding);
 }
 
 int shard_group_gpus(const PlanChoice& ch) {
@@ -206,8 +203,7 @@ double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int
 }
 
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
-                                 const GpuSpec& gpu, int64_t window, bool chunked_loss, int grad_bytes,
-                                 Framework framework, bool compiled_loss, int saved_input_bytes) {
+                                 const GpuSpec& gpu, const LayerHolding& holding, int grad_bytes) {
   const int e = gpu.element_bytes;
   const int g = grad_bytes > 0 ? grad_bytes : e;
   const int P = std::max(1, choice.cp);
@@ -225,9 +221,9 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   // a framework's (RingBuffers::batch). Sequence parallelism divides both by tp.
   const double per_layer =
       std::max(1, choice.micro_batch) * c *
-      activation_bytes_per_token_layer(m, choice.checkpointing, e, tp, saved_input_bytes);
+      activation_bytes_per_token_layer(m, choice.checkpointing, e, tp, holding.saved_input_bytes);
   const double final_hidden =
-      std::max(1, choice.micro_batch) * c * final_hidden_bytes_per_token(m, e, tp, saved_input_bytes);
+      std::max(1, choice.micro_batch) * c * final_hidden_bytes_per_token(m, e, tp, holding.saved_input_bytes);
   // Pipeline stages (pipeline_parallel.h): the stage with the most states and stored
   // activations sets the peak (the first holds the most micro-batches in flight, the
   // second may hold more layers, the last the head; pp_peak_stage_candidates). Without a
@@ -236,9 +232,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   const PipelineLayout layout = pp_layout(m.layers, choice);
   // Only the last computes the logits: the others' working set is the attention's or the
   // FFN's (a stage's op lists allocate no logits chunk, schedule.cc).
-  const RingBuffers rb =
-      shard_ring_buffers(m, shard, choice, seq_len, gpu, window, chunked_loss, framework, compiled_loss,
-                         saved_input_bytes);
+  const RingBuffers rb = shard_ring_buffers(m, shard, choice, seq_len, gpu, holding);
   double peak = -1;
   for (int s : pp_peak_stage_candidates(pp)) {
     const double states = shard_state_bytes(shard, choice, e, g, s);
@@ -259,15 +253,19 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   return mem;
 }
 
+LayerHolding layer_holding(const ModelSpec& m, const Job& job, int tp, int element_bytes) {
+  return {effective_window(m, job), job.chunked_loss, job.framework, job.compiled_loss,
+          tp_saved_input_bytes(job, tp, element_bytes)};
+}
+
 RingBuffers plan_ring_buffers(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu) {
-  return ring_buffers(m, choice, job.seq_len, gpu, effective_window(m, job), job.chunked_loss, job.framework,
-                      job.compiled_loss, tp_saved_input_bytes(job, choice.tp, gpu.element_bytes));
+  return ring_buffers(m, choice, job.seq_len, gpu, layer_holding(m, job, choice.tp, gpu.element_bytes));
 }
 
 MemoryBreakdown plan_memory(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu) {
-  return memory_breakdown(m, as_run(job, choice), job.seq_len, gpu, effective_window(m, job), job.chunked_loss,
-                          grad_element_bytes(job, choice, gpu.element_bytes), job.framework, job.compiled_loss,
-                          tp_saved_input_bytes(job, choice.tp, gpu.element_bytes));
+  return memory_breakdown(m, as_run(job, choice), job.seq_len, gpu,
+                          layer_holding(m, job, choice.tp, gpu.element_bytes),
+                          grad_element_bytes(job, choice, gpu.element_bytes));
 }
 
 }  // namespace rm

@@ -181,16 +181,26 @@ int tp_saved_input_bytes(const Job& job, int tp, int element_bytes);
 // whose Linear saves them in bf16 (torchtitan's float8 leaves `output` out, filter_fqns).
 double final_hidden_bytes_per_token(const ModelSpec& m, int element_bytes, int tp, int saved_input_bytes = 0);
 
+// What of the job, beyond the plan's choice, decides the buffers a layer holds; the
+// defaults are ringmaster's own loop on full causal attention. layer_holding derives it
+// from a Job (the cost model, the search, the schedule and the plan table all go through
+// plan_memory or plan_ring_buffers, which ask it).
+struct LayerHolding {
+  // The job's effective sliding window (attention_work.h), 0 = none. K,V that no step needs
+  // are not held: a contiguous ring cut to one step has no ring buffers, and all-gather CP
+  // on contiguous chunks gathers only the window_blocks() a position attends to.
+  int64_t window = 0;
+  bool chunked_loss = true;               // Job::chunked_loss: the logits buffer's size
+  Framework framework = Framework::kAny;  // Job::framework: whole micro-batch, whole loss
+  bool compiled_loss = false;             // Job::compiled_loss
+  int saved_input_bytes = 0;              // tp_saved_input_bytes: TP inputs saved whole
+};
+LayerHolding layer_holding(const ModelSpec& m, const Job& job, int tp, int element_bytes);
+
 // `m` is the whole model; with choice.tp > 1 the buffers are one TP member's (h/tp and
 // h_kv/tp heads, f/tp FFN columns, V/tp vocabulary; tensor_parallel.h).
-// `window`: the job's effective sliding window (attention_work.h), 0 = none. K,V that no
-// step needs are not held: a contiguous ring cut to one step has no ring buffers, and
-// all-gather CP on contiguous chunks gathers only the window_blocks() a position attends to.
-// `chunked_loss`: Job::chunked_loss, and `framework` Job::framework (the logits buffer's size).
 RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
-                         const GpuSpec& gpu, int64_t window = 0, bool chunked_loss = true,
-                         Framework framework = Framework::kAny, bool compiled_loss = false,
-                         int saved_input_bytes = 0);
+                         const GpuSpec& gpu, const LayerHolding& holding = {});
 
 // Memory per GPU of a plan (choice.strategy decides the buffers: the ring, flash-fsdp
 // with cp = 1, all-gather CP, Ulysses).
@@ -220,18 +230,15 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
 // `grad_bytes`: bytes per gradient element (data_parallel.h's grad_element_bytes; 0: the
 // GPU's element bytes e), in the model states and the layer buffers' gradients.
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
-                                 const GpuSpec& gpu, int64_t window = 0, bool chunked_loss = true,
-                                 int grad_bytes = 0, Framework framework = Framework::kAny,
-                                 bool compiled_loss = false, int saved_input_bytes = 0);
+                                 const GpuSpec& gpu, const LayerHolding& holding = {}, int grad_bytes = 0);
 
-// A layer's buffers as the job's framework holds them: ring_buffers with the job's window,
-// loss and framework, and its TP's saved inputs (tp_saved_input_bytes). The schedule
-// generator and the plan table ask this one.
+// A layer's buffers as the job's framework holds them: ring_buffers with the job's
+// layer_holding. The schedule generator and the plan table ask this one.
 RingBuffers plan_ring_buffers(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu);
 
-// A plan's memory as its framework runs it: memory_breakdown of as_run(job, choice) with
-// grad_element_bytes, the job's window, loss and framework (data_parallel.h). The cost model, the
-// search and the schedule generator all ask this one.
+// A plan's memory as its framework runs it: memory_breakdown of as_run(job, choice) with the
+// job's layer_holding and grad_element_bytes (data_parallel.h). The cost model, the search and
+// the schedule generator all ask this one.
 MemoryBreakdown plan_memory(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu);
 
 // model_states of pipeline stage `stage` (0 without a pipeline): its TP member's

@@ -122,18 +122,18 @@ TEST_CASE("sliding window: K,V no step needs are not held") {
   c.load_balance = LoadBalance::kContiguous;
   // c = 1024 tokens: a window of 1 (the own token) needs the own block only, no ring
   // buffers; a window of 1025 needs one neighbour's block, the ring's double buffer.
-  CHECK(ring_buffers(m, c, 8 * 1024, a100(), 1).kv_ring_buffers == 0);
-  CHECK(ring_buffers(m, c, 8 * 1024, a100(), 1).dkv_accumulators == 0);
-  CHECK(ring_buffers(m, c, 8 * 1024, a100(), 1025).kv_ring_buffers == 2);
+  CHECK(ring_buffers(m, c, 8 * 1024, a100(), {.window = 1}).kv_ring_buffers == 0);
+  CHECK(ring_buffers(m, c, 8 * 1024, a100(), {.window = 1}).dkv_accumulators == 0);
+  CHECK(ring_buffers(m, c, 8 * 1024, a100(), {.window = 1025}).kv_ring_buffers == 2);
   // all_gather on contiguous chunks gathers the window's blocks: ceil((W-1)/c) + 1.
   c.strategy = Strategy::kAllGatherCp;
   const RingBuffers all = ring_buffers(m, c, 8 * 1024, a100());
-  const RingBuffers win = ring_buffers(m, c, 8 * 1024, a100(), 2048);
+  const RingBuffers win = ring_buffers(m, c, 8 * 1024, a100(), {.window = 2048});
   CHECK(all.gathered == doctest::Approx(8 * (all.kv_block + all.dkv_block)));
   CHECK(win.gathered == doctest::Approx(3 * (all.kv_block + all.dkv_block)));
   // Zigzag spreads the window over every block: all P.
   c.load_balance = LoadBalance::kZigzag;
-  CHECK(ring_buffers(m, c, 8 * 1024, a100(), 2048).gathered == doctest::Approx(all.gathered));
+  CHECK(ring_buffers(m, c, 8 * 1024, a100(), {.window = 2048}).gathered == doctest::Approx(all.gathered));
 }
 
 // ZeRO paper (Rajbhandari et al. 2020), Fig. 1 / Sec. 5: Ψ params, K = 12, N_d GPUs, bf16.
@@ -244,18 +244,18 @@ TEST_CASE("the loss over whole logits holds the micro-step's fp32 logits and gra
   const int64_t n = 32 * 1024;
   const double V = 32000;
   CHECK(ring_buffers(m, c, n, a100()).logits_chunk == 4096 * V * 4 * 2);
-  CHECK(ring_buffers(m, c, n, a100(), 0, false).logits_chunk == 2.0 * n * V * 4 * 2);
+  CHECK(ring_buffers(m, c, n, a100(), {.chunked_loss = false}).logits_chunk == 2.0 * n * V * 4 * 2);
   // The logits phase is then the working set, and the total grows by the difference.
   const MemoryBreakdown chunked = memory_breakdown(m, c, n, a100());
-  const MemoryBreakdown whole = memory_breakdown(m, c, n, a100(), 0, false);
-  CHECK(whole.working_set == doctest::Approx(ring_buffers(m, c, n, a100(), 0, false).logits_bytes()));
+  const MemoryBreakdown whole = memory_breakdown(m, c, n, a100(), {.chunked_loss = false});
+  CHECK(whole.working_set == doctest::Approx(ring_buffers(m, c, n, a100(), {.chunked_loss = false}).logits_bytes()));
   CHECK(whole.total() - chunked.total() > (2.0 * n - 4096) * V * 8 - chunked.working_set);
   CHECK(whole.model_states == chunked.model_states);
   CHECK(whole.activations == chunked.activations);
   // With tensor parallelism each TP member holds its vocabulary shard's logits.
   c.tp = 4;
   c.dp = 2;
-  CHECK(ring_buffers(m, c, n, a100(), 0, false).logits_chunk == 2.0 * n * (V / 4) * 4 * 2);
+  CHECK(ring_buffers(m, c, n, a100(), {.chunked_loss = false}).logits_chunk == 2.0 * n * (V / 4) * 4 * 2);
 }
 
 TEST_CASE("a whole loss holds the copies of the logits its framework's loss keeps") {
@@ -282,10 +282,10 @@ TEST_CASE("a whole loss holds the copies of the logits its framework's loss keep
   const double logits = n * 32000.0;
   for (Framework f : {Framework::kAny, Framework::kPytorch, Framework::kMegatron}) {
     CAPTURE(static_cast<int>(f));
-    CHECK(ring_buffers(m, c, n, a100(), 0, false, f).logits_chunk ==
+    CHECK(ring_buffers(m, c, n, a100(), {.chunked_loss = false, .framework = f}).logits_chunk ==
           logits * whole_loss_bytes_per_logit(whole_loss(f, false, 1), a100().element_bytes));
     // Chunked, the framework does not matter: our own loss.
-    CHECK(ring_buffers(m, c, n, a100(), 0, true, f).logits_chunk == ring_buffers(m, c, n, a100()).logits_chunk);
+    CHECK(ring_buffers(m, c, n, a100(), {.framework = f}).logits_chunk == ring_buffers(m, c, n, a100()).logits_chunk);
   }
   // plan_memory asks the job's framework.
   Job job;
@@ -348,8 +348,10 @@ TEST_CASE("torchtitan's TP saves the gathered norm outputs whole: bf16, or fp8 u
   c.strategy = Strategy::kFlashFsdp;
   c.tp = 8;
   const int64_t n = 8192;
-  CHECK(ring_buffers(m, c, n, a100(), 0, false, Framework::kPytorch, false, 2).recompute -
-            ring_buffers(m, c, n, a100(), 0, false, Framework::kPytorch).recompute ==
+  const LayerHolding torchtitan{.chunked_loss = false, .framework = Framework::kPytorch};
+  LayerHolding saved = torchtitan;
+  saved.saved_input_bytes = 2;
+  CHECK(ring_buffers(m, c, n, a100(), saved).recompute - ring_buffers(m, c, n, a100(), torchtitan).recompute ==
         doctest::Approx(n * 2 * h * (2 - 2.0 / 8)));
 }
 
@@ -359,8 +361,8 @@ TEST_CASE("a framework's layer holds its whole micro-batch's transients, its FFN
   c.strategy = Strategy::kFlashFsdp;
   c.micro_batch = 4;
   const int64_t n = 32768;
-  const RingBuffers ours = ring_buffers(m, c, n, a100(), 0, false, Framework::kAny);
-  const RingBuffers theirs = ring_buffers(m, c, n, a100(), 0, false, Framework::kPytorch);
+  const RingBuffers ours = ring_buffers(m, c, n, a100(), {.chunked_loss = false, .framework = Framework::kAny});
+  const RingBuffers theirs = ring_buffers(m, c, n, a100(), {.chunked_loss = false, .framework = Framework::kPytorch});
   CHECK(ours.batch == 1);
   CHECK(theirs.batch == 4);
   // ringmaster chunks its FFN in kFfnChunkTokens; a framework runs the sequence's c tokens.
@@ -373,7 +375,7 @@ TEST_CASE("a framework's layer holds its whole micro-batch's transients, its FFN
   CHECK(ours.layer_backward_bytes() == doctest::Approx(ours.sequence_backward_bytes()));
   // One sequence per micro-step: the same but for the FFN chunking.
   c.micro_batch = 1;
-  const RingBuffers single = ring_buffers(m, c, n, a100(), 0, false, Framework::kPytorch);
+  const RingBuffers single = ring_buffers(m, c, n, a100(), {.chunked_loss = false, .framework = Framework::kPytorch});
   CHECK(single.batch == 1);
   CHECK(single.grad_stream == ours.grad_stream);
 }

@@ -493,7 +493,8 @@ TEST_CASE("schedule: step workload tracks the memory model's peak and balances a
       const OpSchedule s = generate_schedule(p, m, fabric);
       Checker c(s, p, m);
       c.run();
-      const double want = memory_breakdown(m, p.choice, p.job.seq_len, topo.gpu, 0, chunked, 0, fw).total();
+      const double want =
+          memory_breakdown(m, p.choice, p.job.seq_len, topo.gpu, {.chunked_loss = chunked, .framework = fw}).total();
       for (int g = 0; g < 16; ++g) {
         CHECK(c.peak[g] == doctest::Approx(want).epsilon(1e-9));
         // Each layer's backward, each sequence of each micro-step.

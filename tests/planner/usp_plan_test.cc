@@ -94,9 +94,9 @@ TEST_CASE("a2a+p2p attention time, by hand: the all-to-alls on NVLink, the ring 
   ring.strategy = Strategy::kRing;
   ring.cp_a2a = 1;
   const double staging = 2 * (c * 8 * 128 * 2 + 2 * c * 4 * 128 * 2);
-  CHECK(ring_buffers(gqa_model(), ch, job.seq_len, t.gpu, 0).gathered == doctest::Approx(staging));
-  CHECK(ring_buffers(gqa_model(), ring, job.seq_len, t.gpu, 0).kv_ring_buffers ==
-        ring_buffers(gqa_model(), ch, job.seq_len, t.gpu, 0).kv_ring_buffers);
+  CHECK(ring_buffers(gqa_model(), ch, job.seq_len, t.gpu).gathered == doctest::Approx(staging));
+  CHECK(ring_buffers(gqa_model(), ring, job.seq_len, t.gpu).kv_ring_buffers ==
+        ring_buffers(gqa_model(), ch, job.seq_len, t.gpu).kv_ring_buffers);
 }
 
 TEST_CASE("a2a+p2p: the split must divide the heads, stay inside a node and leave a ring") {
