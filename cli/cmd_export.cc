@@ -104,13 +104,13 @@ void add_export_command(CLI::App& app) {
       cmd->add_option("--data", o->train.data,
                       "--launch train: the training text as the cluster sees it (else set DATA= at submission)"),
       cmd->add_option("--steps", o->train.steps, "--launch train: optimizer steps (else set STEPS= at submission)")
-          ->check(CLI::PositiveNumber),
+          ->check(CLI::Range(int64_t{1}, kMaxCount)),
       cmd->add_option("--checkpoint-dir", o->train.checkpoint_dir,
                       "--launch train: checkpoint folder; a resubmission resumes from it")
           ->capture_default_str(),
       cmd->add_option("--checkpoint-every", o->train.checkpoint_every,
                       "--launch train: checkpoint every K steps (0: after the last step only)")
-          ->check(CLI::NonNegativeNumber)
+          ->check(CLI::Range(int64_t{0}, kMaxCount))
           ->capture_default_str()};
   cmd->callback([o] { run_export(*o); });
 }

@@ -181,10 +181,8 @@ void run_plan(const PlanOptions& o) {
   if (!o.min_gpus && (o.target_step_time_s || !o.target_tokens_per_s.empty()))
     fail_input(kCommandLine, o.target_step_time_s ? "--target-step-time" : "--target-tokens-per-s",
                "is a goal for --min-gpus: add --min-gpus");
-  if (o.target_step_time_s && *o.target_step_time_s <= 0)
-    fail_input(kCommandLine, "--target-step-time", "must be > 0 seconds");
-  if (o.gpu_hour_cost && (*o.gpu_hour_cost < 0 || o.train_tokens.empty()))
-    fail_input(kCommandLine, "--gpu-hour-cost", o.train_tokens.empty() ? "prices --train-tokens: add --train-tokens" : "must be >= 0");
+  if (o.gpu_hour_cost && o.train_tokens.empty())
+    fail_input(kCommandLine, "--gpu-hour-cost", "prices --train-tokens: add --train-tokens");
   const double min_tokens_per_s =
       o.target_tokens_per_s.empty() ? 0 : parse_token_count(o.target_tokens_per_s, kCommandLine, "--target-tokens-per-s");
   const double train_tokens = o.train_tokens.empty() ? 0 : parse_token_count(o.train_tokens, kCommandLine, "--train-tokens");
@@ -239,12 +237,14 @@ void add_plan_command(CLI::App& app) {
                   "keep this share of GPU memory free, e.g. 10% (plans fit in the rest)");
   cmd->add_flag("--min-gpus", opts->min_gpus,
                 "the fewest GPUs (up to --gpus) on which the job fits and meets the targets below");
-  cmd->add_option("--target-step-time", opts->target_step_time_s, "with --min-gpus: seconds per optimizer step at most");
+  cmd->add_option("--target-step-time", opts->target_step_time_s, "with --min-gpus: seconds per optimizer step at most")
+      ->check(finite_positive(1e9));
   cmd->add_option("--target-tokens-per-s", opts->target_tokens_per_s,
                   "with --min-gpus: throughput at least (decimal: 1.5M = 1,500,000 tokens/s)");
   cmd->add_option("--train-tokens", opts->train_tokens,
                   "price a whole run of this many tokens: days, GPU-hours (decimal: 1T = 10^12, 300B)");
-  cmd->add_option("--gpu-hour-cost", opts->gpu_hour_cost, "with --train-tokens: price of one GPU-hour (e.g. 2.5)");
+  cmd->add_option("--gpu-hour-cost", opts->gpu_hour_cost, "with --train-tokens: price of one GPU-hour (e.g. 2.5)")
+      ->check(finite_in(0, 1e9));
   cmd->add_option("--format", opts->format, "table, json, yaml or csv")
       ->check(CLI::IsMember({"table", "json", "yaml", "csv"}));
   cmd->add_option("-o,--output", opts->out, "write the plan as YAML (for simulate / run / export)");

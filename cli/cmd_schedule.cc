@@ -21,6 +21,7 @@
 #include "cli/commands.h"
 #include "cli/table.h"
 #include "planner/input_error.h"
+#include "planner/input_limits.h"
 #include "planner/message_contract.h"
 #include "planner/plan_loader.h"
 #include "planner/schedule.h"
@@ -159,7 +160,7 @@ void add_schedule_command(CLI::App& app) {
       "bytes or FLOPs, buffer and its role, requests) and check the message contract");
   cmd->add_option("--plan,plan", o->plan_path, "plan.yaml from `ringmaster plan -o`")->required();
   cmd->add_option("--rank", o->rank, "print this rank only (default: every rank)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, kMaxGpus - 1));
   cmd->add_option("--layers", o->layers, "emit only this many layers (they are identical); 0 = all");
   cmd->add_option("--profile", o->profile, "calibrated profile.yaml (sets the ops' efficiencies)");
   cmd->add_option("--format", o->format, "table or json")->check(CLI::IsMember({"table", "json"}));

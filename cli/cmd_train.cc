@@ -31,13 +31,13 @@ void add_train_command(CLI::App& app) {
       ->required();
   cmd->add_option("--steps", o->steps, "optimizer steps to reach (counting resumed ones)")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, kMaxCount));
   cmd->add_option("--seed", o->seed, "initialisation seed")->capture_default_str();
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir,
                   "write checkpoints here (and read them with --resume)");
   cmd->add_option("--checkpoint-every", o->checkpoint_every,
                   "checkpoint every K steps (0: only after the last step)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(int64_t{0}, kMaxCount))
       ->capture_default_str();
   cmd->add_flag("--resume", o->resume,
                 "continue from the latest complete checkpoint in --checkpoint-dir (if any)");
@@ -47,10 +47,10 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
   cmd->add_option("--lr", o->optimizer.lr, "AdamW peak learning rate")
-      ->check(CLI::PositiveNumber)
+      ->check(finite_positive(10))
       ->capture_default_str();
   cmd->add_option("--warmup", o->optimizer.warmup_steps, "linear learning-rate warm-up steps")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, static_cast<int>(kMaxCount)))
       ->capture_default_str();
   auto sharding = std::make_shared<std::string>();
   cmd->add_option("--sharding", *sharding,
@@ -73,7 +73,7 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"bfloat16", "float32"}));
   cmd->add_option("--timeout-s", o->timeout_s,
                   "a rank with no progress for this long aborts the run (dead or stalled peer)")
-      ->check(CLI::PositiveNumber)
+      ->check(finite_in(0.001, 86400))
       ->capture_default_str();
   cmd->callback([o, sharding] {
     if (!sharding->empty()) o->sharding = *sharding == "ddp" ? exec::Sharding::kDdp : exec::Sharding::kFsdp;

@@ -152,7 +152,7 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("-o,--output", o->out, "plan YAML to write (for `ringmaster run`)")->required();
   cmd->add_option("--format", o->format, "table or json")->check(CLI::IsMember({"table", "json"}));
   cmd->add_option("--runners-up", o->runners_up, "how many runners-up to show")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 1000))
       ->capture_default_str();
   cmd->add_option("--grid", o->grid, "calibration grid when tune calibrates: small or full")
       ->check(CLI::IsMember({"small", "full"}));

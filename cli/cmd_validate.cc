@@ -200,7 +200,7 @@ void add_validate_command(CLI::App& app) {
                      ->excludes("plans");
   cmd->add_option("--max-abs-error", published->max_abs_error,
                   "with --published: exit 1 when a modelled entry's |error| exceeds this fraction")
-      ->check(CLI::NonNegativeNumber)
+      ->check(finite_in(0, 1000))
       ->needs(corpus);
   cmd->add_option("--entry", published->entry,
                   "with --published: show this entry, what was assumed for it and the plan it was priced with")

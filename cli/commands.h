@@ -2,6 +2,8 @@
 // CliExit (see main.cc) so that errors map to exit codes in one place.
 #pragma once
 
+#include <cstdint>
+
 #include <CLI/CLI.hpp>
 
 namespace rm::cli {
@@ -24,5 +26,10 @@ void add_help_command(CLI::App& app);
 
 // A finite number in [lo, hi] (CLI::Range and CLI::PositiveNumber let nan through).
 CLI::Validator finite_in(double lo, double hi);
+// A finite number in (0, hi].
+CLI::Validator finite_positive(double hi);
+// Whole counts (steps, ranks, rows): CLI::Range with these bounds names them in its message,
+// where CLI::PositiveNumber and NonNegativeNumber print the double range up to 1.8e308.
+inline constexpr int64_t kMaxCount = 1000000000;
 
 }  // namespace rm::cli

@@ -145,6 +145,9 @@ expect_bad "required" "--gpus" -- plan --seq 1M
 expect_bad "add --min-gpus" "--target-step-time" -- plan --gpus 16 --seq 1M --target-step-time 3
 expect_bad "add --train-tokens" "--gpu-hour-cost" -- plan --gpus 16 --seq 1M --gpu-hour-cost 2
 expect_bad "token count" "--train-tokens" -- plan --gpus 16 --seq 1M --train-tokens lots
+# Not-a-number and out-of-range values are refused where they are read, not priced.
+expect_bad "expected a number in (0, 1e+09]" "--target-step-time" -- plan --min-gpus --gpus 16 --seq 1M --target-step-time nan
+expect_bad "expected a number in [0, 1e+09]" "--gpu-hour-cost" -- plan --gpus 16 --seq 1M --train-tokens 1T --gpu-hour-cost nan
 
 # ---- --format csv on plan and sweep ------------------------------------------------------
 checked=$((checked + 1))

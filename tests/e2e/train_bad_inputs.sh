@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `ringmaster train` refuses bad input with one line naming the file and exit 2, before
-# any rank trains: missing, empty, binary and too short data files, a plan for a model it
-# cannot train, a checkpoint of another model and a corrupted checkpoint; --backend cuda
-# without the cuda backend or a device.
+# any rank trains: missing, empty, binary and too short data files, a learning rate or
+# timeout that is not a number, a plan for a model it cannot train, a checkpoint of another
+# model and a corrupted checkpoint; --backend cuda without the cuda backend or a device.
 # Usage: train_bad_inputs.sh <ringmaster> <source-dir>.
 set -u
 bin=$1
@@ -39,6 +39,9 @@ expect_bad "$tmp/short.txt: data: holds 101 tokens" --plan "$tmp/p.yaml" --data 
 mkfifo "$tmp/fifo.txt"  # refused by name: opening it would wait for a writer forever
 expect_bad "$tmp/fifo.txt: is a FIFO (named pipe), expected a text file for --data" --plan "$tmp/p.yaml" --data "$tmp/fifo.txt"
 expect_bad "$tmp/gpt.yaml: model gpt3-xl: gated_ffn" --plan "$tmp/gpt.yaml" --data "$data"
+# Numbers that are not numbers: refused where they are read, never trained with.
+expect_bad "--lr: expected a number in (0, 10] (got 'nan')" --plan "$tmp/p.yaml" --data "$data" --lr nan
+expect_bad "--timeout-s: expected a number in [0.001, 86400] (got 'nan')" --plan "$tmp/p.yaml" --data "$data" --timeout-s nan
 # --backend cuda where it cannot run: a build without the cuda backend, or no device.
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   echo "skipped: --backend cuda on a machine with a GPU"
