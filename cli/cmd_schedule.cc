@@ -5,11 +5,13 @@
 //
 // --format json prints
 //   {"ranks": [{"rank", "ring", "position", "ops": [{"index", "kind", "layer", "step",
-//     "pass", "peer", "tag", "phase", "bytes", "flops", "buffer", "role", "request",
-//     "waits_for"}]}], "buffers": [{"id", "label", "role", "bytes"}],
+//     "pass", "peer", "tag", "phase", "bytes", "flops", "buffer", "role", "kv_owner",
+//     "request", "waits_for"}]}], "buffers": [{"id", "label", "role", "bytes", "blocks"}],
 //    "note", "contract"}
 // with -1 / null where a field does not apply ("peer" of a compute op, ...); "contract" is
-// "ok" or the first violation.
+// "ok" or the first violation. `kv_owner` is the ring position whose K,V an attention op
+// reads, or whose block of a gathered buffer (all_gather) an op names; the table shows such
+// a block as buffer[position].
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
@@ -62,6 +64,7 @@ nlohmann::json op_json(const OpSchedule& s, const Op& op, int index) {
                                : nlohmann::json(nullptr);
   j["role"] = op.buffer >= 0 ? nlohmann::json(to_string(s.buffers[static_cast<size_t>(op.buffer)].role))
                              : nlohmann::json(nullptr);
+  j["kv_owner"] = op.kv_owner;
   j["request"] = xfer ? op.request : -1;
   j["waits_for"] = op.kind == OpKind::kWait ? op.request : -1;
   return j;
@@ -91,13 +94,15 @@ std::string rank_table(const OpSchedule& s, const RankSchedule& rs) {
     const bool p2p = op.kind == OpKind::kSend || op.kind == OpKind::kRecv;
     const bool buffered = op.buffer >= 0;
     const BufferInfo* b = buffered ? &s.buffers[static_cast<size_t>(op.buffer)] : nullptr;
+    std::string label = b ? b->label : "";
+    if (b && gathered(b->role) && op.kv_owner >= 0) label += "[" + std::to_string(op.kv_owner) + "]";
     std::string req;
     if (is_transfer(op)) req = "r" + std::to_string(op.request);
     if (op.kind == OpKind::kWait) req = "waits r" + std::to_string(op.request);
     t.add_row({std::to_string(i), op_name(op), std::to_string(op.layer), pass_name(op),
                std::to_string(op.step), op.phase >= 0 ? std::to_string(op.phase) : "",
                p2p ? std::to_string(op.peer) : "", is_transfer(op) ? std::to_string(op.tag) : "",
-               op_size(op), b ? b->label : "", b ? to_string(b->role) : "", req});
+               op_size(op), label, b ? to_string(b->role) : "", req});
   }
   return "rank " + std::to_string(rs.gpu) + " (ring " + std::to_string(rs.ring) + ", position " +
          std::to_string(rs.position) + "): " + std::to_string(rs.ops.size()) + " ops\n" + t.render();
@@ -134,7 +139,8 @@ void run_schedule(const ScheduleCliOptions& o) {
     j["buffers"] = nlohmann::json::array();
     for (size_t i = 0; i < s.buffers.size(); ++i) {
       j["buffers"].push_back({{"id", i}, {"label", s.buffers[i].label},
-                              {"role", to_string(s.buffers[i].role)}, {"bytes", s.buffers[i].bytes}});
+                              {"role", to_string(s.buffers[i].role)}, {"bytes", s.buffers[i].bytes},
+                              {"blocks", s.buffers[i].blocks}});
     }
     j["note"] = s.note;
     j["contract"] = violation.empty() ? "ok" : violation;

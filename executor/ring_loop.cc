@@ -15,6 +15,7 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
       sched_(schedule),
       ops_(schedule.ranks.at(static_cast<size_t>(rank))),
       rank_(rank),
+      ring_size_(layout.ring),
       shape_(shape),
       watchdog_(watchdog),
       fault_(fault),
@@ -34,10 +35,33 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
   for (size_t i = 0; i < buffers_.size(); ++i) {
     const rm::BufferRole role = schedule.buffers[i].role;
     Buffer& b = buffers_[i];
-    b.sched_bytes = schedule.buffers[i].bytes;
+    b.blocks = rm::gathered(role) ? schedule.buffers[i].blocks : 1;
+    if (b.blocks < 1 || b.blocks > layout.ring)
+      throw std::runtime_error("ring loop: buffer '" + schedule.buffers[i].label + "' has " +
+                               std::to_string(b.blocks) + " blocks, for a ring of " + std::to_string(layout.ring));
+    b.sched_bytes = schedule.buffers[i].bytes / b.blocks;
     if (holds_kv(role)) b.content = Content::kKv;
     if (holds_dkv(role)) b.content = Content::kDkv;
-    b.own_kv = role == rm::BufferRole::kKvOwn;
+    b.own_kv = role == rm::BufferRole::kKvOwn || role == rm::BufferRole::kKvGathered;
+  }
+  // A gathered buffer's ops name their block; an attention op on gathered K,V writes its
+  // dK,dV into as many gathered blocks.
+  for (const Op& op : ops_.ops) {
+    const bool names_block = op.kind == OpKind::kSend || op.kind == OpKind::kRecv ||
+                             op.kind == OpKind::kOwnGrad ||
+                             (op.kind == OpKind::kCompute && op.compute == ComputeKind::kAccumulate);
+    if (names_block && op.buffer >= 0 && buffers_.at(static_cast<size_t>(op.buffer)).blocks > 1 &&
+        (op.kv_owner < 0 || op.kv_owner >= layout.ring))
+      throw std::runtime_error(std::string("ring loop: a '") + op_name(op) + "' op on gathered buffer '" +
+                               schedule.buffers[static_cast<size_t>(op.buffer)].label +
+                               "' names no ring position (kv_owner " + std::to_string(op.kv_owner) + ")");
+    if (op.kind == OpKind::kCompute && op.compute == ComputeKind::kAttentionBackward && op.buffer >= 0 &&
+        op.aux_buffer >= 0 &&
+        buffers_.at(static_cast<size_t>(op.buffer)).blocks != buffers_.at(static_cast<size_t>(op.aux_buffer)).blocks)
+      throw std::runtime_error("ring loop: attention backward on '" +
+                               schedule.buffers[static_cast<size_t>(op.buffer)].label + "' writes dK,dV into '" +
+                               schedule.buffers[static_cast<size_t>(op.aux_buffer)].label +
+                               "', which has another number of blocks");
   }
   for (int pos = 0; pos < layout.ring; ++pos) {
     std::vector<int64_t> t(static_cast<size_t>(layout.tokens_per_rank()));
@@ -55,14 +79,24 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
 void RingLoop::ensure_allocated(int buffer) {
   Buffer& b = buffers_.at(static_cast<size_t>(buffer));
   if (b.allocated || b.content == Content::kNone) return;
-  be_.alloc(buffer, b.content == Content::kKv ? BufferRole::kKv : BufferRole::kDkv);
+  for (int k = 0; k < b.blocks; ++k)
+    be_.alloc(backend_id(buffer, k), b.content == Content::kKv ? BufferRole::kKv : BufferRole::kDkv);
   b.allocated = true;
   b.send_cursor = b.recv_cursor = 0;
-  if (b.own_kv) be_.load_own_kv(buffer);
+  if (b.own_kv) be_.load_own_kv(buffer);  // block 0: backend_id(buffer, 0) == buffer
 }
 
-void RingLoop::region(int buffer, double bytes, bool recv, std::size_t& offset,
-                      std::size_t& size) {
+int RingLoop::backend_id(int buffer, int block) const {
+  return buffer + block * static_cast<int>(buffers_.size());
+}
+
+int RingLoop::block_of(int buffer, int owner) const {
+  if (buffers_.at(static_cast<size_t>(buffer)).blocks == 1) return 0;
+  return ((ops_.position - owner) % ring_size_ + ring_size_) % ring_size_;
+}
+
+int RingLoop::region(int buffer, int block, double bytes, bool recv, std::size_t& offset,
+                     std::size_t& size) {
   Buffer& b = buffers_.at(static_cast<size_t>(buffer));
   if (b.content == Content::kNone)
     throw std::runtime_error("ring loop: transfer on buffer '" +
@@ -76,13 +110,19 @@ void RingLoop::region(int buffer, double bytes, bool recv, std::size_t& offset,
     throw std::runtime_error("ring loop: message of " + std::to_string(bytes) +
                              " bytes overruns buffer '" +
                              sched_.buffers[static_cast<size_t>(buffer)].label + "'");
-  const std::size_t backend_bytes = be_.bytes_of(buffer);
+  if (block >= b.blocks)
+    throw std::runtime_error("ring loop: message for block " + std::to_string(block) + " of buffer '" +
+                             sched_.buffers[static_cast<size_t>(buffer)].label + "', which has " +
+                             std::to_string(b.blocks));
+  const int id = backend_id(buffer, block);
+  const std::size_t backend_bytes = be_.bytes_of(id);
   const bool last = end >= total * (1 - 1e-9);
   offset = static_cast<std::size_t>(std::floor(cursor / total * backend_bytes));
   const std::size_t stop =
       last ? backend_bytes : static_cast<std::size_t>(std::floor(end / total * backend_bytes));
   size = stop - offset;
   cursor = last ? 0 : end;
+  return id;
 }
 
 std::string RingLoop::describe(const Op& op, int index, int& waits_on) const {
@@ -140,7 +180,8 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
         break;
       case OpKind::kFree: {
         Buffer& b = buffers_.at(static_cast<size_t>(op.buffer));
-        if (b.allocated) be_.free(op.buffer);
+        if (b.allocated)
+          for (int k = 0; k < b.blocks; ++k) be_.free(backend_id(op.buffer, k));
         b.allocated = false;
         break;
       }
@@ -148,11 +189,11 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
       case OpKind::kRecv: {
         std::size_t offset = 0, size = 0;
         const bool recv = op.kind == OpKind::kRecv;
-        region(op.buffer, op.bytes, recv, offset, size);
+        const int id = region(op.buffer, block_of(op.buffer, op.kv_owner), op.bytes, recv, offset, size);
         // A phase's transfers are consecutive ops (planner/message_contract.h checks it).
         if (!same_phase(idx - 1, op.phase)) be_.begin_phase();
-        backend_request[op.request] = recv ? be_.irecv(op.buffer, offset, size, op.peer, op.tag)
-                                           : be_.isend(op.buffer, offset, size, op.peer, op.tag);
+        backend_request[op.request] = recv ? be_.irecv(id, offset, size, op.peer, op.tag)
+                                           : be_.isend(id, offset, size, op.peer, op.tag);
         if (!same_phase(idx + 1, op.phase)) be_.end_phase();
         break;
       }
@@ -171,7 +212,7 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
         break;
       case OpKind::kOwnGrad:
         ensure_allocated(op.buffer);
-        be_.take_own_dkv(op.buffer, false);
+        be_.take_own_dkv(backend_id(op.buffer, block_of(op.buffer, op.kv_owner)), false);
         break;
       case OpKind::kCompute: {
         // The backends' kernels merge each block into (out, lse) and dQ in place.
@@ -179,16 +220,21 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
         if (op.compute == ComputeKind::kAccumulate) {
           ensure_allocated(op.buffer);
           ensure_allocated(op.aux_buffer);
-          be_.accumulate(op.buffer, op.aux_buffer);
+          be_.accumulate(backend_id(op.buffer, block_of(op.buffer, op.kv_owner)), op.aux_buffer);
           break;
         }
         ensure_allocated(op.buffer);
-        const auto& tokens = owner_tokens_.at(static_cast<size_t>(op.kv_owner));
-        if (op.compute == ComputeKind::kAttentionForward) {
-          be_.attention_forward(op.buffer, tokens);
-        } else {
-          ensure_allocated(op.aux_buffer);
-          be_.attention_backward(op.buffer, tokens, op.aux_buffer);
+        if (op.compute == ComputeKind::kAttentionBackward) ensure_allocated(op.aux_buffer);
+        // A gathered buffer: the kernel against each block in turn (block k is position
+        // own - k's), as the ring computes them; a ring buffer: the one block of kv_owner.
+        const Buffer& kv = buffers_.at(static_cast<size_t>(op.buffer));
+        for (int k = 0; k < kv.blocks; ++k) {
+          const int owner = kv.blocks > 1 ? ((ops_.position - k) % ring_size_ + ring_size_) % ring_size_ : op.kv_owner;
+          const auto& tokens = owner_tokens_.at(static_cast<size_t>(owner));
+          if (op.compute == ComputeKind::kAttentionForward)
+            be_.attention_forward(backend_id(op.buffer, k), tokens);
+          else
+            be_.attention_backward(backend_id(op.buffer, k), tokens, backend_id(op.aux_buffer, k));
         }
         break;
       }

@@ -9,6 +9,10 @@
 //   - Sub-block transfers: consecutive messages of one buffer cover consecutive byte
 //     ranges; the schedule's bytes are scaled to the backend's buffer size (bf16 K,V on
 //     GPUs), so both ends of a message compute the same range.
+//   - Gathered buffers (all-gather CP, BufferRole::kKvGathered / kDkvGathered): one backend
+//     buffer per block, block k holding ring position (own - k)'s; an op names its block by
+//     kv_owner (a message's sub-blocks cover that block's bytes in order), and an attention
+//     op on one runs the kernel against every block in turn, merging as a ring does.
 // Transfers go to the backend in the op list's order; the backend's transport pairs them
 // by posting order per link and checks tag and size (the message contract, op_list.h).
 // A watchdog is armed around every op (watchdog.h) and fault injection is applied at the
@@ -44,15 +48,22 @@ class RingLoop {
   struct Buffer {
     Content content = Content::kNone;
     bool allocated = false;
-    bool own_kv = false;     // BufferRole::kKvOwn: filled with the rank's K,V at alloc
-    double sched_bytes = 0;  // size in the schedule
-    double send_cursor = 0;  // schedule bytes already covered by consecutive messages
+    bool own_kv = false;     // kKvOwn, kKvGathered: filled with the rank's K,V at alloc (block 0)
+    int blocks = 1;          // gathered buffers: one backend buffer per ring position gathered
+    double sched_bytes = 0;  // size in the schedule (of one block)
+    double send_cursor = 0;  // schedule bytes of the block already covered by consecutive messages
     double recv_cursor = 0;
   };
   void ensure_allocated(int buffer);
-  // The backend byte range [offset, offset + size) of the next message of `bytes`
-  // (schedule bytes) on `buffer`, advancing the buffer's send or receive cursor.
-  void region(int buffer, double bytes, bool recv, std::size_t& offset, std::size_t& size);
+  // The backend buffer holding block `block` of schedule buffer `buffer` (block 0 is the
+  // buffer's own id, so plain buffers keep theirs).
+  int backend_id(int buffer, int block) const;
+  // Which block of `buffer` holds ring position `owner`'s data (0 for a plain buffer).
+  int block_of(int buffer, int owner) const;
+  // The backend buffer and byte range [offset, offset + size) of the next message of
+  // `bytes` (schedule bytes) on block `block` of `buffer`, advancing the buffer's send or
+  // receive cursor.
+  int region(int buffer, int block, double bytes, bool recv, std::size_t& offset, std::size_t& size);
   // The op in words, and whom it waits for (a peer rank or Watchdog::kOwnWork).
   std::string describe(const Op& op, int index, int& waits_on) const;
 
@@ -60,6 +71,7 @@ class RingLoop {
   const OpSchedule& sched_;
   const RankSchedule& ops_;
   int rank_;
+  int ring_size_;
   AttentionShape shape_;
   Watchdog* watchdog_;
   FaultSpec fault_;

@@ -75,7 +75,7 @@ std::string describe_plan(const std::string& path, const LoadedPlanFile& lp, int
   std::ostringstream o;
   o << "# ringmaster run: " << path << ": " << m.name << " on " << lp.topology.name << ", "
     << ranks << " ranks = ring " << p.choice.cp << " x dp " << p.choice.dp << ", "
-    << to_string(p.choice.schedule) << " ring (" << p.choice.order_name << " order), "
+    << cp_exchange_text(p.choice) << " (" << p.choice.order_name << " order), "
     << to_string(p.choice.load_balance) << ", " << (p.job.causal ? "causal" : "non-causal")
     << "\n#   N = " << p.job.seq_len << " tokens (c = " << p.job.seq_len / p.choice.cp
     << " per rank), d = " << m.head_dim << ", h = " << m.heads << ", h_kv = " << m.kv_heads

@@ -279,10 +279,11 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
     return "workload: the executor runs workloads 'attention' (ring attention alone) and 'step' "
            "(whole training steps, as `ringmaster train`); 'layer' is for prediction "
            "only: re-plan with --workload attention or step";
-  if (plan.choice.strategy != Strategy::kRing)
-    return std::string("plan.strategy: run executes ring-attention plans, cp_comm_type p2p (got '") +
+  if (plan.choice.strategy != Strategy::kRing && plan.choice.strategy != Strategy::kAllGatherCp)
+    return std::string("plan.strategy: run executes context parallelism of cp_comm_type p2p (the ring) or "
+                       "all_gather (got '") +
            to_string(plan.choice.strategy) + "', cp_comm_type " + cp_comm_type(plan.choice.strategy) +
-           "): re-plan with --cp-comm-type p2p";
+           "): re-plan with --cp-comm-type p2p or all_gather";
   if (plan.choice.pp > 1)
     return "plan.pp: the executor runs plans without pipeline parallelism (got pp " + std::to_string(plan.choice.pp) +
            "): its ring loop runs no stage-to-stage activation exchanges and its model is not split into "

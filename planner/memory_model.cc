@@ -106,9 +106,9 @@ RingBuffers shard_ring_buffers(const ModelSpec& model, const ModelSpec& m, const
     case Strategy::kFlashFsdp:
       break;  // cp = 1: the own K,V block only
     case Strategy::kAllGatherCp:
-      // The whole sequence's K,V (gathered) and dK,dV (fp32, before the reduce-scatter).
+      // The whole sequence's K,V (gathered) and dK,dV (fp32, before the reduce-scatter);
+      // dkv_partial is the block each reduce-scatter step receives before it is added.
       b.gathered = blocks_needed * (b.kv_block + b.dkv_block);
-      b.dkv_partial = 0;
       break;
     case Strategy::kUlysses: {
       // After the all-to-all a GPU holds all N tokens of h/P query heads and of h_kv/P

@@ -3,9 +3,9 @@
 
 namespace rm {
 
-int BufferTable::id(const std::string& label, double bytes, BufferRole role) {
+int BufferTable::id(const std::string& label, double bytes, BufferRole role, int blocks) {
   auto [it, added] = ids_.emplace(label, static_cast<int>(list_.size()));
-  if (added) list_.push_back({label, bytes, role});
+  if (added) list_.push_back({label, bytes, role, blocks});
   return it->second;
 }
 
@@ -30,9 +30,10 @@ int RankEmitter::post(Op op, double bytes, int buffer, int tag) {
   return op.request;
 }
 
-int RankEmitter::transfer(OpKind kind, int peer, double bytes, int buffer, int tag, int phase) {
+int RankEmitter::transfer(OpKind kind, int peer, double bytes, int buffer, int tag, int phase, int kv_owner) {
   Op op = base(kind);
   op.peer = peer;
+  op.kv_owner = kv_owner;
   op.phase = phase_base + phase;
   return post(op, bytes, buffer, tag);
 }
@@ -87,9 +88,10 @@ void RankEmitter::begin_pass(bool backward_pass) {
   rs_.ops.push_back(op);
 }
 
-void RankEmitter::own_grad(int buffer) {
+void RankEmitter::own_grad(int buffer, int kv_owner) {
   Op op = base(OpKind::kOwnGrad);
   op.buffer = buffer;
+  op.kv_owner = kv_owner;
   rs_.ops.push_back(op);
 }
 

@@ -15,7 +15,7 @@ namespace rm {
 class BufferTable {
  public:
   explicit BufferTable(std::vector<BufferInfo>& list) : list_(list) {}
-  int id(const std::string& label, double bytes, BufferRole role = BufferRole::kAccounting);
+  int id(const std::string& label, double bytes, BufferRole role = BufferRole::kAccounting, int blocks = 1);
 
  private:
   std::vector<BufferInfo>& list_;
@@ -57,7 +57,8 @@ class RankEmitter {
   };
 
   // A send or receive (`kind`) with `peer` in posting phase `phase`; returns its request.
-  int transfer(OpKind kind, int peer, double bytes, int buffer, int tag, int phase);
+  // `kv_owner`: on a gathered buffer, the ring position whose block the message carries.
+  int transfer(OpKind kind, int peer, double bytes, int buffer, int tag, int phase, int kv_owner = -1);
   int collective(CollectiveKind kind, int group, double bytes, int buffer, int tag);
   void wait(int request);
   void wait_all(std::vector<int>& requests);
@@ -66,7 +67,7 @@ class RankEmitter {
   void alloc(int buffer, double bytes);
   void free(int buffer);
   void begin_pass(bool backward_pass);  // kBeginPass (a recompute is a forward pass)
-  void own_grad(int buffer);  // kOwnGrad
+  void own_grad(int buffer, int kv_owner = -1);  // kOwnGrad (kv_owner: of a gathered buffer)
 
  private:
   RankSchedule& rs_;

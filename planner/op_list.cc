@@ -41,6 +41,8 @@ const char* to_string(BufferRole role) {
     case BufferRole::kKvRing: return "kv_ring";
     case BufferRole::kDkvAccumulator: return "dkv_accumulator";
     case BufferRole::kDkvPartial: return "dkv_partial";
+    case BufferRole::kKvGathered: return "kv_gathered";
+    case BufferRole::kDkvGathered: return "dkv_gathered";
   }
   return "?";
 }

@@ -4,7 +4,9 @@
 //   - what a buffer holds is its BufferRole;
 //   - where a ring pass starts is a kBeginPass op;
 //   - which buffer holds the rank's own dK,dV after a backward pass is a kOwnGrad op;
-//   - which sends and receives are posted together is their `phase`.
+//   - which sends and receives are posted together is their `phase`;
+//   - which block of a gathered buffer (all-gather CP) an op reads or writes is the ring
+//     position whose block it is, its `kv_owner`.
 //
 // The message contract (message_contract.h checks it; every transport enforces it):
 // on every directed link src -> dst, the n-th send src posts pairs with the n-th receive
@@ -60,7 +62,14 @@ enum class BufferRole {
   kKvOwn,            // this rank's own K,V of a layer: filled with them when allocated
   kKvRing,           // a K,V block received from the ring (double/quad buffered)
   kDkvAccumulator,   // fp32 dK,dV of one block, travelling with it around the ring
-  kDkvPartial,       // one backward kernel's partial dK,dV (overwritten, then added)
+  kDkvPartial,       // one backward kernel's partial dK,dV (overwritten, then added); under
+                     // all-gather CP, the block a reduce-scatter step receives
+  // All-gather CP (ring_pass.cc): BufferInfo::blocks blocks of one block's bytes each, block
+  // k the K,V (or the dK,dV partial) of ring position (own - k) mod P. An attention op on it
+  // runs against every block; a transfer, an accumulate or a kOwnGrad names its block by
+  // kv_owner.
+  kKvGathered,       // the gathered K,V; block 0, the rank's own, filled when allocated
+  kDkvGathered,      // fp32 dK,dV partials of the gathered blocks, reduce-scattered home
 };
 
 struct Op {
@@ -74,7 +83,9 @@ struct Op {
   double flops = 0;          // FLOPs executed (tile granularity for attention)
   double useful_flops = 0;   // FLOPs the model needs (MFU counts these)
   double efficiency = 0;     // fraction of peak the cost model assumes for this op
-  int kv_owner = -1;         // attention: ring position whose K,V block is used
+  int kv_owner = -1;         // attention: ring position whose K,V block is used; on a
+                             // gathered buffer (transfers, accumulate, own_grad too): whose
+                             // block of it (-1 on an attention op: all of them)
   // kSend / kRecv / kCollective
   int peer = -1;             // GPU id (send/recv)
   double bytes = 0;          // per message; for a collective, bytes each rank contributes
@@ -96,6 +107,7 @@ struct BufferInfo {
   std::string label;  // "kv0", "dkv_acc0", "q.L3", ...: for people and traces only
   double bytes = 0;
   BufferRole role = BufferRole::kAccounting;
+  int blocks = 1;  // kKvGathered, kDkvGathered: ring positions gathered (bytes / block)
 };
 
 struct RankSchedule {
@@ -127,9 +139,12 @@ struct OpSchedule {
 const char* op_name(const Op& op);
 const char* to_string(BufferRole role);
 // Whether the role is K,V or dK,dV (an executor backs it with real memory).
-inline bool holds_kv(BufferRole r) { return r == BufferRole::kKvOwn || r == BufferRole::kKvRing; }
-inline bool holds_dkv(BufferRole r) {
-  return r == BufferRole::kDkvAccumulator || r == BufferRole::kDkvPartial;
+inline bool holds_kv(BufferRole r) {
+  return r == BufferRole::kKvOwn || r == BufferRole::kKvRing || r == BufferRole::kKvGathered;
 }
+inline bool holds_dkv(BufferRole r) {
+  return r == BufferRole::kDkvAccumulator || r == BufferRole::kDkvPartial || r == BufferRole::kDkvGathered;
+}
+inline bool gathered(BufferRole r) { return r == BufferRole::kKvGathered || r == BufferRole::kDkvGathered; }
 
 }  // namespace rm

@@ -199,6 +199,10 @@ struct PlanChoice {
   bool account_for_loss_in_pipeline_split = false;
 };
 
+// How a plan's context-parallel ranks exchange K,V, in words (run's and train's headers):
+// "flat ring", "all_gather (K,V gathered around the ring, dK,dV reduce-scattered)"...
+std::string cp_exchange_text(const PlanChoice& c);
+
 // Sequences each ring runs through a layer per micro-step: the plan's micro-batch for a
 // step workload, one otherwise (the cost model, the schedule generator and the GEMM size
 // curve all count the micro-step this way).

@@ -137,6 +137,18 @@ Strategy parse_cp_comm_type(const std::string& s, const std::string& where, cons
   fail_input(where, field, "expected one of p2p, all_gather, a2a, a2a+p2p (got '" + s + "')");
 }
 
+std::string cp_exchange_text(const PlanChoice& c) {
+  const std::string ring = std::string(to_string(c.schedule)) + " ring";
+  switch (c.strategy) {
+    case Strategy::kAllGatherCp: return "all_gather (K,V gathered around the ring, dK,dV reduce-scattered)";
+    case Strategy::kUlysses: return "a2a (all-to-all over heads)";
+    case Strategy::kUsp: return "a2a+p2p (all-to-all inside a node, " + ring + " across)";
+    case Strategy::kRing:
+    case Strategy::kFlashFsdp: break;
+  }
+  return ring;
+}
+
 Strategy parse_strategy(const std::string& s, const std::string& where, const std::string& field) {
   return parse_enum(s, kStrategies, where, field);
 }

@@ -63,6 +63,7 @@ class RingPass {
     Stream stream;
     int step;                 // the step whose data it carries (tag)
     std::vector<int>* reqs;   // where its requests go
+    int owner = -1;           // on a gathered buffer: the ring position whose block it is
   };
 
   const RingContext& ctx_;
@@ -82,12 +83,12 @@ class RingPass {
     return unit_ * ctx_.tag_stride() + (stream * (ctx_.P + 2) + step) * ctx_.subblocks + sub;
   }
   void send(int peer_pos, double bytes, int buffer, Stream stream, int step,
-            std::vector<int>& reqs) {
-    batch_.push_back({OpKind::kSend, ctx_.gpu(peer_pos), bytes, buffer, stream, step, &reqs});
+            std::vector<int>& reqs, int owner = -1) {
+    batch_.push_back({OpKind::kSend, ctx_.gpu(peer_pos), bytes, buffer, stream, step, &reqs, owner});
   }
   void recv(int peer_pos, double bytes, int buffer, Stream stream, int step,
-            std::vector<int>& reqs) {
-    batch_.push_back({OpKind::kRecv, ctx_.gpu(peer_pos), bytes, buffer, stream, step, &reqs});
+            std::vector<int>& reqs, int owner = -1) {
+    batch_.push_back({OpKind::kRecv, ctx_.gpu(peer_pos), bytes, buffer, stream, step, &reqs, owner});
   }
   // Posts the batch as phase (`step`, `sub`): by stream, sends before receives, each
   // split into `subblocks` messages in order. Both ends of a link sort the same way.
@@ -100,7 +101,7 @@ class RingPass {
     for (const Pending& p : batch_) {
       for (int k = 0; k < n; ++k) {
         p.reqs->push_back(em_.transfer(p.kind, p.peer, p.bytes * repeat_ / n, p.buffer,
-                                       tag(p.stream, p.step, k), phase));
+                                       tag(p.stream, p.step, k), phase, p.owner));
       }
     }
     batch_.clear();
@@ -199,45 +200,70 @@ class RingPass {
   }
 
   // --- all_gather (Llama 3) ---------------------------------------------------------
-  // B-1 ring steps gather the K,V of the B = gather_blocks positions before this one (all
-  // P, or a sliding window's) into `gathered`, each step forwarding the block received in
-  // the last; then one attention op over this GPU's share of the whole sequence. Backward:
-  // gather again, compute, and reduce-scatter the fp32 dK,dV in B-1 ring steps (the next
-  // pass number, so its phases follow the gather's): around the ring when B = P, back
-  // towards the owners (counter-clockwise) under a window. Nothing overlaps: the cost
-  // model prices B-1 transfers each way plus the compute.
+  // The gathered K,V (b_.gathered_kv, BufferRole::kKvGathered) hold B = gather_blocks
+  // blocks (all P, or a sliding window's), block k position pos-k's and block 0 the own.
+  // B-1 ring steps fill blocks 1..B-1: step s receives position pos-1-s's block from pos-1
+  // and forwards pos-s's to pos+1. Then one attention op over this GPU's share of the whole
+  // sequence, against every block. Backward: gather again, compute every block's dK,dV
+  // partial into b_.gathered_dkv, and reduce-scatter them home in B-1 ring steps (the next
+  // pass number, so its phases follow the gather's). Each step sends one block's partial
+  // sum on, receives the next one's into dkv_partial and adds it to this GPU's partial of
+  // that block: an add NCCL's reduce-scatter makes inside its kernel, so the accumulate op
+  // carries no FLOPs. Around the ring when B = P (step s sends position pos-1-s's block to
+  // pos+1); under a window back towards the owners (step s sends pos-(B-1-s)'s to pos-1).
+  // The last step's add completes the rank's own block. Nothing overlaps: the cost model
+  // prices B-1 transfers each way plus the compute.
 
-  void ring_steps(double bytes, Stream stream, int first_buffer, int dir) {
+  void gather() {
     std::vector<int> reqs;
     for (int s = 0; s + 1 < ctx_.gather_blocks; ++s) {
       em_.begin_step(s, 0);
-      recv(pos_ - dir, bytes, b_.gathered, stream, s, reqs);
-      send(pos_ + dir, bytes, s == 0 ? first_buffer : b_.gathered, stream, s, reqs);
+      recv(pos_ - 1, ctx_.kv_bytes, b_.gathered_kv, kKvCw, s, reqs, mod(pos_ - 1 - s, ctx_.P));
+      send(pos_ + 1, ctx_.kv_bytes, b_.gathered_kv, kKvCw, s, reqs, mod(pos_ - s, ctx_.P));
       flush(s, 0);
       em_.wait_all(reqs);
     }
   }
 
-  // The one attention op of all_gather and a2a (backward as attend() counts it).
-  void share_compute() {
+  void reduce_scatter() {
+    const int B = ctx_.gather_blocks;
+    const bool around = B == ctx_.P;
+    const int dir = around ? 1 : -1;
+    const Stream stream = around ? kAccCw : kAccCcw;
+    std::vector<int> reqs;
+    for (int s = 0; s + 1 < B; ++s) {
+      const int sent = around ? pos_ - 1 - s : pos_ - (B - 1 - s);
+      const int added = around ? pos_ - 2 - s : pos_ - (B - 2 - s);
+      em_.begin_step(s, 0);
+      recv(pos_ - dir, ctx_.dkv_bytes, b_.dkv_partial, stream, s, reqs);
+      send(pos_ + dir, ctx_.dkv_bytes, b_.gathered_dkv, stream, s, reqs, mod(sent, ctx_.P));
+      flush(s, 0);
+      em_.wait_all(reqs);
+      em_.compute(ComputeKind::kAccumulate, 0, 0, ctx_.accumulate_efficiency, b_.gathered_dkv, b_.dkv_partial,
+                  mod(added, ctx_.P));
+    }
+    em_.own_grad(b_.gathered_dkv, pos_);
+  }
+
+  // The one attention op of all_gather and a2a (backward as attend() counts it), against
+  // the K,V in `kv`; the backward writes dK,dV into `dkv`.
+  void share_compute(int kv, int dkv) {
     const double factor = bwd_ ? kBackwardFlopsFactor : 1.0;
     const double efficiency =
         ctx_.attention_efficiency * (bwd_ ? kBackwardFlopsFactor / ctx_.backward_factor : 1.0);
     em_.compute(bwd_ ? ComputeKind::kAttentionBackward : ComputeKind::kAttentionForward,
                 ctx_.share_executed * factor,
-                ctx_.share_useful * (bwd_ ? kLinearBackwardFactor : 1.0) * useful_scale_, efficiency,
-                b_.gathered, bwd_ ? b_.dkv_partial : -1);
+                ctx_.share_useful * (bwd_ ? kLinearBackwardFactor : 1.0) * useful_scale_, efficiency, kv,
+                bwd_ ? dkv : -1);
   }
 
   void all_gather() {
-    ring_steps(ctx_.kv_bytes, kKvCw, b_.kv_own, 1);
-    share_compute();
+    gather();
+    share_compute(b_.gathered_kv, b_.gathered_dkv);
     if (!bwd_) return;
     ++unit_;
     em_.step = 0;
-    if (ctx_.gather_blocks == ctx_.P) ring_steps(ctx_.dkv_bytes, kAccCw, b_.gathered, 1);
-    else ring_steps(ctx_.dkv_bytes, kAccCcw, b_.gathered, -1);
-    em_.own_grad(b_.gathered);
+    reduce_scatter();
   }
 
   // --- a2a (DeepSpeed-Ulysses) --------------------------------------------------------
@@ -260,7 +286,7 @@ class RingPass {
 
   void all_to_all() {
     exchange(*ctx_.ring_gpus, pos_, bwd_ ? ctx_.a2a_out_bytes : ctx_.a2a_qkv_bytes, kKvCw, 0);
-    share_compute();
+    share_compute(b_.gathered, b_.dkv_partial);
     exchange(*ctx_.ring_gpus, pos_, bwd_ ? ctx_.a2a_qkv_bytes : ctx_.a2a_out_bytes, kAccCw, 1);
     if (bwd_) em_.own_grad(b_.dkv_partial);
   }

@@ -94,8 +94,10 @@ struct RingBufferIds {
   int kv_own = -1;                // the position's own K,V (a stored or recomputed activation)
   int kv[4] = {-1, -1, -1, -1};   // ring receive buffers (flat uses 0..1)
   int acc[4] = {-1, -1, -1, -1};  // dK,dV accumulators (flat uses 0..1)
-  int dkv_partial = -1;
-  int gathered = -1;  // all_gather: the gathered K,V (and dK,dV); a2a: the staging buffers
+  int dkv_partial = -1;           // all_gather: the dK,dV block a reduce-scatter step receives
+  int gathered = -1;              // a2a, a2a+p2p: the all-to-all's staging buffers
+  int gathered_kv = -1;           // all_gather: the gathered K,V (BufferRole::kKvGathered)
+  int gathered_dkv = -1;          // all_gather: their dK,dV partials (kDkvGathered)
 };
 
 // Pass numbers (`unit`) a pass uses: an all_gather backward is two (the gather, then the

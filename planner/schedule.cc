@@ -456,8 +456,18 @@ class Generator {
     double useful_scale = 1;       // 0 while recomputing (MFU does not count recompute)
   };
 
-  int buf(const std::string& label, double bytes, BufferRole role = BufferRole::kAccounting) {
-    return table_.id(label, bytes, role);
+  int buf(const std::string& label, double bytes, BufferRole role = BufferRole::kAccounting, int blocks = 1) {
+    return table_.id(label, bytes, role, blocks);
+  }
+  // A rank's gathered buffers with their bytes (RingBuffers::gathered in all): all_gather's
+  // K,V and dK,dV blocks, or a2a's staging.
+  std::vector<std::pair<int, double>> gathered_buffers(const Rank& r) const {
+    std::vector<std::pair<int, double>> out;
+    const int B = ring_.gather_blocks;
+    if (r.ids.gathered_kv >= 0) out.push_back({r.ids.gathered_kv, B * rb_.kv_block});
+    if (r.ids.gathered_dkv >= 0) out.push_back({r.ids.gathered_dkv, B * rb_.dkv_block});
+    if (r.ids.gathered >= 0) out.push_back({r.ids.gathered, rb_.gathered});
+    return out;
   }
   int buf_l(const char* name, int layer, double bytes) {
     return buf(std::string(name) + ".L" + std::to_string(layer), bytes);
@@ -499,7 +509,14 @@ class Generator {
       r.ids.acc[k] = buf("dkv_acc" + std::to_string(k), rb_.dkv_block, BufferRole::kDkvAccumulator);
     }
     r.ids.dkv_partial = buf("dkv_partial", rb_.dkv_partial, BufferRole::kDkvPartial);
-    if (rb_.gathered > 0) r.ids.gathered = buf("gathered", rb_.gathered);
+    if (ring_.kind == Strategy::kAllGatherCp) {
+      // RingBuffers::gathered, as the executor backs it: the K,V blocks, then their dK,dV.
+      const int B = ring_.gather_blocks;
+      r.ids.gathered_kv = buf("gathered_kv", B * rb_.kv_block, BufferRole::kKvGathered, B);
+      r.ids.gathered_dkv = buf("gathered_dkv", B * rb_.dkv_block, BufferRole::kDkvGathered, B);
+    } else if (rb_.gathered > 0) {
+      r.ids.gathered = buf("gathered", rb_.gathered);
+    }
 
     RankEmitter& em = r.em;
     em.layer = -1;
@@ -619,10 +636,11 @@ class Generator {
     em.alloc(out_acc, rb_.out_acc);
     em.alloc(tiles, rb_.score_tiles);
     for (int k = 0; k < rb_.kv_ring_buffers; ++k) em.alloc(r.ids.kv[k], rb_.kv_block);
-    if (r.ids.gathered >= 0) em.alloc(r.ids.gathered, rb_.gathered);
+    const std::vector<std::pair<int, double>> gathered = gathered_buffers(r);
+    for (auto [id, bytes] : gathered) em.alloc(id, bytes);
     r.ids.kv_own = kv_own;
     ring_pass(r, false);
-    if (r.ids.gathered >= 0) em.free(r.ids.gathered);
+    for (auto it = gathered.rbegin(); it != gathered.rend(); ++it) em.free(it->first);
     for (int k = 0; k < rb_.kv_ring_buffers; ++k) em.free(r.ids.kv[k]);
     em.free(tiles);
     em.free(out_acc);
@@ -637,7 +655,7 @@ class Generator {
         {r.ids.dkv_partial, rb_.dkv_partial}};
     for (int k = 0; k < rb_.kv_ring_buffers; ++k) bufs.push_back({r.ids.kv[k], rb_.kv_block});
     for (int k = 0; k < rb_.dkv_accumulators; ++k) bufs.push_back({r.ids.acc[k], rb_.dkv_block});
-    if (r.ids.gathered >= 0) bufs.push_back({r.ids.gathered, rb_.gathered});
+    for (auto g : gathered_buffers(r)) bufs.push_back(g);
     for (auto [id, bytes] : bufs) em.alloc(id, bytes);
     r.ids.kv_own = kv_own;
     ring_pass(r, true);

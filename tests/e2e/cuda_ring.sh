@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The cuda backend runs every ring schedule and verifies it: `ringmaster run --backend
 # cuda --verify` for flat and bidirectional rings (contiguous, striped, zigzag; causal and
-# not; GQA and MHA; sub-blocked transfers) and the two-level ring (two 8-GPU nodes; the old spelling hierarchical once).
+# not; GQA and MHA; sub-blocked transfers), the two-level ring (two 8-GPU nodes; the old
+# spelling hierarchical once) and all-gather CP (--cp-comm-type all_gather).
 # On a machine with fewer GPUs than ranks the ranks share them through the local
 # transport (executor/cuda/local_transport.h), so one GPU runs all of it. Last, a ring with
 # two receives swapped must stop with the message contract's error (local transport).
@@ -54,6 +55,9 @@ check tiny 4 1024 --schedule flat --load-balance zigzag --causal --kv-subblocks 
 check llama2-7b 2 2048 --schedule flat --load-balance zigzag --causal --block-q 64 --block-kv 64
 check tiny 16 2048 --schedule two-level --load-balance zigzag --causal
 check tiny 16 2048 --schedule hierarchical --load-balance contiguous --no-causal
+# All-gather CP: the gathered K,V one block per position, the dK,dV reduce-scattered home.
+check tiny 4 1024 --cp-comm-type all_gather --causal
+check tiny 3 768 --cp-comm-type all_gather --no-causal
 
 # The message contract is enforced on the GPU too: the local transport (a ring of 4 on one
 # GPU) stops a ring whose rank 1 posts two receives in swapped order, naming the link.

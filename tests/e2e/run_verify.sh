@@ -2,8 +2,9 @@
 # `ringmaster run --verify` on real MPI ranks (oversubscribed) over a matrix of plans:
 # P = 1..4; flat, bidirectional and two-level schedules; causal and not; MHA and GQA;
 # contiguous, striped and zigzag load balance; whole and split (kv_subblocks 2) transfers;
-# a data-parallel case (2 rings of 2); rings over permuted rank orders. Every run must print
-# "verification: OK" and exit 0.
+# a data-parallel case (2 rings of 2); rings over permuted rank orders; all-gather CP
+# (cp_comm_type all_gather) over P = 2..4, load balances, sub-blocks, dp 2 and an order.
+# Every run must print "verification: OK" and exit 0.
 # Plans are written by hand (the plan.yaml format, planner/plan_io.cc) so every schedule
 # is pinned. Usage: run_verify.sh <ringmaster> <source-dir>. Exit 77 = skipped.
 set -u
@@ -36,6 +37,8 @@ EOF
 }
 
 # write_plan <file> <model> <topology> <P> <dp> <schedule> <lb> <causal> <subblocks> [order]
+# ($strategy: ring, or allgather-cp)
+strategy=ring
 write_plan() {
   local gpus=$(($4 * $5)) order=${10:-}
   [[ -n $order ]] || order=$(seq -s ', ' 0 $((gpus - 1)))
@@ -49,7 +52,7 @@ causal: $8
 workload: attention
 passes: forward-backward
 plan:
-  strategy: ring
+  strategy: $strategy
   cp: $4
   dp: $5
   schedule: $6
@@ -104,6 +107,16 @@ check "P=2 x dp=2 flat causal GQA zigzag" tiny cpu-local 2 2 flat zigzag true 1
 # Rings in any order of the ranks.
 check "P=4 flat order 2 0 3 1, causal GQA zigzag" tiny cpu-local 4 1 flat zigzag true 1 "2, 0, 3, 1"
 check "P=3 bidirectional order 1 2 0, causal MHA striped" "$tmp/tiny-mha.yaml" cpu-local 3 1 bidirectional striped true 1 "1, 2, 0"
+# All-gather CP (cp_comm_type all_gather): the K,V gathered around the ring into one block
+# per position, attention against each, the dK,dV partials reduce-scattered home.
+strategy=allgather-cp
+for P in 2 3 4; do
+  check "P=$P all_gather causal GQA zigzag" tiny cpu-local $P 1 flat zigzag true 1
+  check "P=$P all_gather non-causal MHA striped, 2 sub-blocks" "$tmp/tiny-mha.yaml" cpu-local $P 1 flat striped false 2
+done
+check "P=2 x dp=2 all_gather causal GQA contiguous" tiny cpu-local 2 2 flat contiguous true 1
+check "P=4 all_gather order 2 0 3 1, causal MHA zigzag" "$tmp/tiny-mha.yaml" cpu-local 4 1 flat zigzag true 1 "2, 0, 3, 1"
+strategy=ring
 
 echo "$runs runs, $failures failed, $(($(date +%s) - start)) s"
 [[ $failures -eq 0 ]]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `ringmaster train`: for the same seed and data, the loss of every step of the first 20
 # with 2 and 4 ranks matches the 1-rank run within 1e-4 relative, for each ring schedule
-# (flat, bidirectional), load balance (zigzag, striped, contiguous), data parallelism,
+# (flat, bidirectional), all-gather CP (--cp-comm-type all_gather: K,V gathered around the
+# ring, dK,dV reduce-scattered), load balance (zigzag, striped, contiguous), data parallelism,
 # micro-batches and gradient accumulation, with the model state sharded (FSDP, the
 # default), replicated (--sharding ddp) and both (an hsdp plan on a topology of 2-rank
 # nodes: FSDP over each node's pair, the gradient shards all-reduced across the two), with
@@ -48,6 +49,9 @@ train_losses dp2 --gpus 2 --cp 1 --micro-batch 2
 train_losses zigzag4 --gpus 4 --cp 4 --schedule flat --load-balance zigzag --micro-batch 1
 train_losses bidir4 --gpus 4 --cp 4 --schedule bidirectional --load-balance striped --micro-batch 2
 train_losses cp2dp2 --gpus 4 --cp 2 --schedule flat --load-balance contiguous --micro-batch 1
+train_losses allgather4 --gpus 4 --cp 4 --cp-comm-type all_gather --micro-batch 1
+train_losses allgather2dp2 --gpus 4 --cp 2 --cp-comm-type all_gather --micro-batch 1 \
+  --checkpointing full
 train_losses full2 --gpus 2 --cp 2 --schedule flat --load-balance zigzag --micro-batch 1 --checkpointing full
 train_losses selective4 --gpus 4 --cp 2 --schedule flat --load-balance zigzag --micro-batch 2 --checkpointing selective
 train_opts="--sharding ddp"
@@ -91,7 +95,8 @@ if not bad:
     print(f"1 rank: loss {ref[0]:.4f} at step 1 -> {ref[-1]:.4f} at step {steps}")
     bad = not ref[-1] < ref[0] - 0.5
     if bad: print("the 1-rank loss did not fall by 0.5 nats")
-for name in ["zigzag2", "dp2", "zigzag4", "bidir4", "cp2dp2", "full2", "selective4", "ddp4", "hsdp4", "zero2", "zero1"]:
+for name in ["zigzag2", "dp2", "zigzag4", "bidir4", "cp2dp2", "allgather4", "allgather2dp2", "full2", "selective4",
+             "ddp4", "hsdp4", "zero2", "zero1"]:
     got = losses(name)
     if ref is None or got is None or len(got) != steps:
         print(f"{name}: {0 if got is None else len(got)} steps, want {steps}"); bad = True; continue
@@ -104,6 +109,10 @@ PY
 grep -q "grad_accum: 4" "$tmp/zigzag2.yaml" 2>/dev/null || fail "zigzag2 plan has no gradient accumulation"
 grep -q "micro_batch: 2" "$tmp/dp2.yaml" 2>/dev/null || fail "dp2 plan has no micro-batch of 2"
 grep -q "checkpointing: full" "$tmp/full2.yaml" 2>/dev/null || fail "full2 plan has no full checkpointing"
+for name in allgather4 allgather2dp2; do
+  grep -q "cp_comm_type: all_gather" "$tmp/$name.yaml" 2>/dev/null || fail "the $name plan is not all_gather"
+  grep -q "all_gather (K,V gathered around the ring" "$tmp/$name.err" || fail "train did not say it runs $name as all_gather"
+done
 grep -q "model state sharded over all 4 ranks (FSDP" "$tmp/cp2dp2.err" || fail "cp2dp2 did not shard (FSDP)"
 grep -q "model state replicated on every rank (DDP" "$tmp/ddp4.err" || fail "ddp4 did not replicate"
 grep -q "model state sharded over groups of 2 ranks, replicated 2x (HSDP" "$tmp/hsdp4.err" || fail "hsdp4 did not run HSDP"

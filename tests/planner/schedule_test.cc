@@ -83,7 +83,7 @@ struct Checker {
     for (int q = 0; q < P; ++q)
       for (int k = 0; k < P; ++k)
         pairs[q][k] = attention_pair_flops(layout, q, k, p.job.causal, m.heads, m.head_dim,
-                                           {p.choice.block_q, p.choice.block_kv});
+                                           {p.choice.block_q, p.choice.block_kv}, effective_window(m, p.job));
   }
 
   std::set<int> expected_contrib(int owner) const {
@@ -93,6 +93,17 @@ struct Checker {
     return e;
   }
 
+  // What an op reads or writes: a buffer, or one block of a gathered one (all_gather;
+  // block k holds ring position pos - k's, the op names it by kv_owner).
+  static constexpr int kBlocks = 1 << 12;
+  int key(int gpu, int buffer, int owner) const {
+    const int blocks = s.buffers.at(buffer).blocks;
+    if (blocks == 1) return buffer * kBlocks;
+    REQUIRE(owner >= 0);
+    const int block = ((s.ranks[gpu].position - owner) % P + P) % P;
+    REQUIRE(block < blocks);
+    return buffer * kBlocks + block;
+  }
   struct Req {
     OpKind kind;
     int gpu, peer, tag, buffer;
@@ -100,6 +111,7 @@ struct Checker {
     int phase = -1;
     bool matched = false;
     Content payload;  // sends: snapshot at post
+    int at = -1;      // key() of what it reads or writes
   };
   struct RankState {
     size_t pc = 0;
@@ -145,20 +157,25 @@ struct Checker {
               r.mem += op.bytes;
               CHECK(op.bytes == doctest::Approx(s.buffers.at(op.buffer).bytes));
               peak[g] = std::max(peak[g], r.mem);
-              r.content[op.buffer] = {};
-              if (s.buffers.at(op.buffer).role == BufferRole::kKvOwn) r.content[op.buffer].kv = pos_of(g);
+              for (int k = 0; k < s.buffers.at(op.buffer).blocks; ++k) r.content[op.buffer * kBlocks + k] = {};
+              if (s.buffers.at(op.buffer).role == BufferRole::kKvOwn ||
+                  s.buffers.at(op.buffer).role == BufferRole::kKvGathered)
+                r.content[op.buffer * kBlocks].kv = pos_of(g);  // block 0: the own K,V
               break;
             case OpKind::kFree:
               REQUIRE(r.allocated.erase(op.buffer) == 1);
-              REQUIRE(r.pending_send[op.buffer] == 0);
-              REQUIRE(r.pending_recv[op.buffer] == 0);
+              for (int k = 0; k < s.buffers.at(op.buffer).blocks; ++k) {
+                REQUIRE(r.pending_send[op.buffer * kBlocks + k] == 0);
+                REQUIRE(r.pending_recv[op.buffer * kBlocks + k] == 0);
+              }
               r.mem -= s.buffers.at(op.buffer).bytes;
               break;
             case OpKind::kSend:
             case OpKind::kRecv: {
               REQUIRE(r.allocated.count(op.buffer));
               REQUIRE(!r.reqs.count(op.request));
-              auto req = std::make_unique<Req>(Req{op.kind, g, op.peer, op.tag, op.buffer, op.bytes, op.phase, false, {}});
+              const int at = key(g, op.buffer, op.kv_owner);
+              auto req = std::make_unique<Req>(Req{op.kind, g, op.peer, op.tag, op.buffer, op.bytes, op.phase, false, {}, at});
               Req* q = req.get();
               all.push_back(std::move(req));
               r.reqs[op.request] = q;
@@ -169,9 +186,12 @@ struct Checker {
                 CHECK(a->phase == b->phase);
               };
               if (op.kind == OpKind::kSend) {
-                REQUIRE(r.pending_recv[op.buffer] == 0);  // sending what is still arriving
-                r.pending_send[op.buffer]++;
-                q->payload = r.content[op.buffer];
+                REQUIRE(r.pending_recv[at] == 0);  // sending what is still arriving
+                r.pending_send[at]++;
+                q->payload = r.content[at];
+                // A gathered block's message carries the block it names.
+                if (s.buffers.at(op.buffer).blocks > 1)
+                  CHECK((q->payload.kv >= 0 ? q->payload.kv : q->payload.dkv) == op.kv_owner);
                 auto key = std::make_tuple(g, op.peer, sends_on_link[{g, op.peer}]++);
                 open_sends[key] = q;
                 if (auto it = open_recvs.find(key); it != open_recvs.end()) {
@@ -182,8 +202,8 @@ struct Checker {
                 sent_bytes += op.bytes;
                 ++messages;
               } else {
-                REQUIRE(r.pending_send[op.buffer] == 0);  // overwriting what is being sent
-                r.pending_recv[op.buffer]++;
+                REQUIRE(r.pending_send[at] == 0);  // overwriting what is being sent
+                r.pending_recv[at]++;
                 auto key = std::make_tuple(op.peer, g, recvs_on_link[{op.peer, g}]++);
                 open_recvs[key] = q;
                 if (auto it = open_sends.find(key); it != open_sends.end()) {
@@ -217,11 +237,13 @@ struct Checker {
                 blocked = true;
                 break;
               }
-              if (q->kind == OpKind::kSend) r.pending_send[q->buffer]--;
+              if (q->kind == OpKind::kSend) r.pending_send[q->at]--;
               if (q->kind == OpKind::kRecv) {
-                r.pending_recv[q->buffer]--;
-                r.content[q->buffer] = q->payload;
-
+                r.pending_recv[q->at]--;
+                r.content[q->at] = q->payload;
+                if (s.buffers.at(q->buffer).blocks > 1)  // it is the block it was received as
+                  CHECK((q->payload.kv >= 0 ? q->payload.kv : q->payload.dkv) ==
+                        (pos_of(g) - (q->at % kBlocks) + P) % P);
               }
               r.reqs.erase(op.request);
               break;
@@ -239,16 +261,17 @@ struct Checker {
               r.in_pass = true;
               r.pass_backward = op.compute == ComputeKind::kAttentionBackward;
               break;
-            case OpKind::kOwnGrad:
+            case OpKind::kOwnGrad: {
               // The backward pass names the buffer that holds the own complete dK,dV.
               REQUIRE(r.allocated.count(op.buffer));
-              REQUIRE(r.pending_recv[op.buffer] == 0);
+              const int at = key(g, op.buffer, op.kv_owner);
+              REQUIRE(r.pending_recv[at] == 0);
               CHECK(r.pass_backward);
-              CHECK_MESSAGE(is_complete(g, r.content[op.buffer]),
-                            "own dK,dV incomplete in " << label(op.buffer));
-              if (is_complete(g, r.content[op.buffer])) completions[g]++;
+              CHECK_MESSAGE(is_complete(g, r.content[at]), "own dK,dV incomplete in " << label(op.buffer));
+              if (is_complete(g, r.content[at])) completions[g]++;
               r.in_pass = false;
               break;
+            }
           }
           if (blocked) break;
           ++r.pc;
@@ -272,39 +295,47 @@ struct Checker {
   }
 
   void compute(int g, const Op& op, RankState& r) {
-    auto check_readable = [&](int id) {
-      REQUIRE(r.allocated.count(id));
-      REQUIRE(r.pending_recv[id] == 0);
+    auto check_readable = [&](int buffer, int at) {
+      REQUIRE(r.allocated.count(buffer));
+      REQUIRE(r.pending_recv[at] == 0);
     };
-    auto check_writable = [&](int id) {
-      check_readable(id);
-      REQUIRE(r.pending_send[id] == 0);
+    auto check_writable = [&](int buffer, int at) {
+      check_readable(buffer, at);
+      REQUIRE(r.pending_send[at] == 0);
     };
     const int pos = s.ranks[g].position;
     switch (op.compute) {
       case ComputeKind::kAttentionForward:
       case ComputeKind::kAttentionBackward: {
         const bool bwd = op.compute == ComputeKind::kAttentionBackward;
-        check_readable(op.buffer);
-        CHECK(r.content[op.buffer].kv == op.kv_owner);
-        const PairFlops& f = pairs[pos][op.kv_owner];
-        if (f.executed > 0) visits[{g, op.layer, op.backward, static_cast<int>(op.compute), op.kv_owner}]++;
         (bwd ? executed_bwd : executed_fwd)[g] += op.flops;
         if (!bwd) useful_fwd[g] += op.useful_flops;
-        if (bwd) {
-          check_writable(op.aux_buffer);
-          Content c;
-          c.dkv = op.kv_owner;
-          if (f.executed > 0) c.contrib = {pos};
-          r.content[op.aux_buffer] = c;
+        // A ring block (kv_owner's), or every block of gathered K,V (block k: pos - k's).
+        const int blocks = s.buffers.at(op.buffer).blocks;
+        if (bwd) CHECK(s.buffers.at(op.aux_buffer).blocks == blocks);
+        for (int k = 0; k < blocks; ++k) {
+          const int owner = blocks > 1 ? (pos - k + P) % P : op.kv_owner;
+          const int at = op.buffer * kBlocks + k;
+          check_readable(op.buffer, at);
+          CHECK(r.content[at].kv == owner);
+          const PairFlops& f = pairs[pos][owner];
+          if (f.executed > 0) visits[{g, op.layer, op.backward, static_cast<int>(op.compute), owner}]++;
+          if (bwd) {
+            check_writable(op.aux_buffer, op.aux_buffer * kBlocks + k);
+            Content c;
+            c.dkv = owner;
+            if (f.executed > 0) c.contrib = {pos};
+            r.content[op.aux_buffer * kBlocks + k] = c;
+          }
         }
         break;
       }
       case ComputeKind::kAccumulate: {
-        check_writable(op.buffer);
-        check_readable(op.aux_buffer);
-        Content& into = r.content[op.buffer];
-        const Content& from = r.content[op.aux_buffer];
+        const int at = key(g, op.buffer, op.kv_owner), from_at = op.aux_buffer * kBlocks;
+        check_writable(op.buffer, at);
+        check_readable(op.aux_buffer, from_at);
+        Content& into = r.content[at];
+        const Content& from = r.content[from_at];
         REQUIRE(into.dkv >= 0);
         CHECK(into.dkv == from.dkv);
         for (int q : from.contrib) CHECK_MESSAGE(into.contrib.insert(q).second, "position " << q << " added twice");
@@ -368,6 +399,70 @@ TEST_CASE("schedule: every variant's ring passes are complete, matched and hazar
       }
     }
   }
+}
+
+// All-gather CP: block k of the gathered K,V is position pos - k's, the attention op runs
+// against each, and every position's dK,dV partials are reduce-scattered home complete:
+// around the ring, or under a sliding window (contiguous chunks: the window's blocks only)
+// back towards their owners. FLOPs are the whole sequence's, 1/P on each GPU.
+TEST_CASE("schedule: all_gather gathers each block and reduce-scatters dK,dV home") {
+  auto check = [](const Plan& plan, const ModelSpec& m, int blocks) {
+    const Topology topo = load_topology("dgx-a100-ib");
+    const Fabric fabric(topo, plan.job.gpus);
+    const OpSchedule s = generate_schedule(plan, m, fabric);
+    CHECK(message_contract_violation(s).empty());
+    int gathered_buffers = 0;
+    for (const BufferInfo& b : s.buffers)
+      if (gathered(b.role)) {
+        CHECK(b.blocks == blocks);
+        ++gathered_buffers;
+      }
+    CHECK(gathered_buffers == 2);  // the K,V and their dK,dV
+    Checker ck(s, plan, m);
+    ck.run();
+    const int P = plan.choice.cp;
+    for (int g = 0; g < plan.job.gpus; ++g) {
+      const int pos = s.ranks[g].position;
+      INFO("gpu " << g << " position " << pos);
+      CHECK(ck.completions[g] == 1);
+      for (int k = 0; k < blocks; ++k) {
+        const int owner = (pos - k + P) % P;
+        const int want = ck.pairs[pos][owner].executed > 0 ? 1 : 0;
+        INFO("kv owner " << owner);
+        CHECK(ck.visits[{g, 0, false, static_cast<int>(ComputeKind::kAttentionForward), owner}] == want);
+        CHECK(ck.visits[{g, 0, true, static_cast<int>(ComputeKind::kAttentionBackward), owner}] == want);
+      }
+    }
+    const RingAttentionWork whole =
+        ring_attention_work({LoadBalance::kContiguous, plan.job.seq_len, 1}, plan.job.causal, m.heads, m.head_dim,
+                            {plan.choice.block_q, plan.choice.block_kv}, effective_window(m, plan.job));
+    double fwd = 0;
+    for (int g = 0; g < plan.job.gpus; ++g) fwd += ck.executed_fwd[g];
+    CHECK(fwd == doctest::Approx(plan.choice.dp * whole.executed_total));
+  };
+  for (LoadBalance lb : {LoadBalance::kContiguous, LoadBalance::kStriped, LoadBalance::kZigzag}) {
+    for (bool causal : {true, false}) {
+      for (int P : {2, 3, 4, 5, 8, 16}) {
+        CAPTURE(std::string(to_string(lb)));
+        CAPTURE(causal);
+        CAPTURE(P);
+        Plan p = make_plan(P, P, Schedule::kFlat, lb, causal, 256 * P);
+        p.choice.strategy = Strategy::kAllGatherCp;
+        check(p, small_model(8, 2), P);
+      }
+    }
+  }
+  // Two rings of 4 with sub-blocks; and a window of 300 tokens over contiguous chunks of
+  // 256: each position gathers itself and the two before (3 blocks of 8).
+  Plan two = make_plan(8, 4, Schedule::kFlat, LoadBalance::kZigzag, true, 1024);
+  two.choice.strategy = Strategy::kAllGatherCp;
+  two.choice.kv_subblocks = 2;
+  check(two, small_model(4, 4), 4);
+  ModelSpec windowed = small_model(8, 2);
+  windowed.sliding_window = 300;
+  Plan win = make_plan(8, 8, Schedule::kFlat, LoadBalance::kContiguous, true, 2048);
+  win.choice.strategy = Strategy::kAllGatherCp;
+  check(win, windowed, 3);
 }
 
 TEST_CASE("schedule: hierarchical ring over several nodes, with sub-blocks and DP") {
