@@ -68,7 +68,7 @@ void run_export(const ExportOptions& o) {
     // The script runs `ringmaster run` or `train` on the cluster: the plan must be one it runs there.
     SlurmLaunch launch = o.train;
     launch.train = o.launch == "train";
-    launch.backend = lp.topology.intra.kind == IntraKind::kSharedMemory ? "cpu" : "cuda";
+    launch.backend = launch_backend(lp.topology);
     if (launch.train) check_trainable(lp, o.plan);
     else exec::check_plan_runnable(lp, o.plan, launch.backend);
     text = slurm_export(lp.plan, lp.topology, o.plan, launch);

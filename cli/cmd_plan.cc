@@ -166,7 +166,9 @@ ReportHeader header_for(const PlanOptions& o, const Plan& plan, const Topology& 
     h.notes.push_back("the fewest GPUs (--min-gpus" + (o.job.gpus > 0 ? ", up to " + std::to_string(o.job.gpus) : std::string()) + ") that fit" +
                       (o.target_step_time_s ? ", step <= " + sig(*o.target_step_time_s, 6) + " s" : "") +
                       (o.target_tokens_per_s.empty() ? "" : ", >= " + o.target_tokens_per_s + " tokens/s"));
-  if (!o.target.empty()) h.notes.push_back("only plans " + o.target + " can run (--target; export --to " + o.target + ")");
+  if (!o.target.empty())
+    h.notes.push_back(std::string("only plans for ") + display_name(parse_export_target(o.target, kCommandLine, "--target")) +
+                      " (--target " + o.target + "; export --to " + o.target + ")");
   return h;
 }
 
@@ -249,8 +251,10 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::IsMember({"table", "json", "yaml", "csv"}));
   cmd->add_option("-o,--output", opts->out, "write the plan as YAML (for simulate / run / export)");
   cmd->add_option("--target", opts->target,
-                  "search only plans this framework can run, priced as it runs them (megatron or torchtitan; see export)")
-      ->check(CLI::IsMember({"megatron", "torchtitan"}));
+                  "search only plans this framework can run, priced as it runs them (megatron or torchtitan; see "
+                  "export), or that `ringmaster run` executes, as export --to slurm launches it (slurm: tp 1, pp 1, "
+                  "cp_comm_type p2p or all_gather)")
+      ->check(CLI::IsMember({"megatron", "torchtitan", "slurm"}));
   cmd->callback([opts] { run_plan(*opts); });
 }
 

@@ -32,7 +32,11 @@ const TargetName& names_of(ExportTarget t) {
   return kTargetNames[0];  // unreachable: every enumerator is listed
 }
 
+}  // namespace
+
 const char* display_name(ExportTarget t) { return names_of(t).display; }
+
+namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
@@ -204,7 +208,21 @@ std::function<std::string(const Job&, const PlanChoice&)> target_refusal(const M
 
 Plan plan_for_target(Planner& planner, const Job& asked, const SearchPins& pins, ExportTarget target,
                      const ModelSpec& model, int gpus_per_node, const std::string& where) {
-  if (target == ExportTarget::kSlurm) return planner.plan(asked, pins);
+  if (target == ExportTarget::kSlurm) {
+    const Topology& topology = planner.fabric().topology();
+    SearchPins p = pins;
+    p.refusal = [&model, &topology, backend = launch_backend(topology)](const Job& job, const PlanChoice& choice) {
+      Plan candidate;
+      candidate.job = job;
+      candidate.choice = choice;
+      return run_refusal(candidate, model, topology, backend);
+    };
+    try {
+      return planner.plan(asked, p);
+    } catch (const InputError& e) {
+      fail_input(where, "--target", std::string("no plan `ringmaster run` can run: ") + e.what());
+    }
+  }
   const std::string t = to_string(target), fw = display_name(target);
   // Both frameworks take the loss over the whole micro-step's fp32 logits: their memory.
   // And each prices its GEMMs as that framework runs them (data_parallel.h
@@ -272,6 +290,10 @@ Plan plan_for_target(Planner& planner, const Job& asked, const SearchPins& pins,
   if (!best) fail_input(where, "--target", "no plan " + fw + " can run: " + why);
   if (best->baselines.empty()) best->baselines = planner.baselines(job);
   return *best;
+}
+
+std::string launch_backend(const Topology& topology) {
+  return topology.intra.kind == IntraKind::kSharedMemory ? "cpu" : "cuda";
 }
 
 std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology& topology, const std::string& backend) {

@@ -26,6 +26,8 @@ enum class ExportTarget { kMegatron, kTorchtitan, kSlurm };
 
 // "megatron", "torchtitan", "slurm".
 const char* to_string(ExportTarget t);
+// What runs a target's plans, for messages: "Megatron-LM", "torchtitan", "ringmaster run".
+const char* display_name(ExportTarget t);
 // Throws InputError "<where>: <field>: expected one of megatron, torchtitan, slurm (got 'x')".
 ExportTarget parse_export_target(const std::string& s, const std::string& where, const std::string& field);
 // The framework a target's plans are priced for: kMegatron, kPytorch (torchtitan), kAny (slurm).
@@ -54,8 +56,11 @@ std::string export_refusal(const Plan& plan, const ModelSpec& model, int gpus_pe
 // What `ringmaster run` (and `train`) execute with `backend` ("cpu" or "cuda"), the Slurm
 // target's own framework: "<field>: <reason>" naming the plan field, "" when it runs.
 // executor/run.h applies it before ranks start, `export --to slurm` (CLI and Python
-// module) before writing a script.
+// module) before writing a script, `plan --target slurm` to every candidate.
 std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology& topology, const std::string& backend);
+// The backend a Slurm script launches `ringmaster run` with on `topology`: "cpu" on a CPU
+// topology (shared-memory devices), else "cuda".
+std::string launch_backend(const Topology& topology);
 
 // The fastest plan `target` can run: the search pinned to what the target has (a flat
 // ring, the zigzag split) and offered only candidates export_refusal lets through
@@ -63,6 +68,8 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
 // beside the collective kinds it runs (all_gather for both, a2a for Megatron-LM), searched
 // the same way, unless --cp-comm-type or a ring choice is pinned. The loss is priced over
 // whole logits as the framework computes it (Job::chunked_loss false, Job::framework).
+// kSlurm: what its script launches, `ringmaster run`, runs (run_refusal with the topology's
+// launch_backend): every kind and ring choice searched, the refused ones never priced.
 // Throws InputError "<where>: --target: ..." when a pin contradicts the target or when no
 // plan the target can run exists (naming the refusals).
 Plan plan_for_target(Planner& planner, const Job& job, const SearchPins& pins, ExportTarget target,

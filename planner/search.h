@@ -88,6 +88,7 @@ inline constexpr int kMicroBatches[] = {1, 2, 4, 8, 16};
 class Planner {
  public:
   Planner(const ModelSpec& model, const Fabric& fabric, const CostParams& cost);
+  const Fabric& fabric() const { return fabric_; }
 
   // The fastest plan for `job` over every CP kind (fits preferred), with baselines filled.
   // The plan's job.batch_tokens is the effective batch: whole sequences of the requested
@@ -96,7 +97,7 @@ class Planner {
   // The best plan over the CP kinds (no baselines): what plan() and the benchmark time.
   // Pipeline stages are searched with the rest (step workloads), as every other dimension.
   Plan best_plan(const Job& job, const SearchPins& pins, SearchStats* stats = nullptr);
-  // The p2p ring plan alone (what the executor runs).
+  // The p2p ring plan alone.
   Plan best_ring_plan(const Job& job, const SearchPins& pins, SearchStats* stats = nullptr);
   // The best all_gather, a2a or a2a+p2p plan (`kind`), over cp >= 2 (a2a+p2p: and its a2a
   // degree), tiles, checkpointing and micro-batches; throws InputError with the reasons when none is valid.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `ringmaster export` and `plan --target` through the real binary: the golden files of
+# `ringmaster export` and `plan --target` (megatron, torchtitan, and slurm: what `ringmaster
+# run` executes) through the real binary: the golden files of
 # tests/data/export (RINGMASTER_UPDATE_GOLDEN=1 rewrites them), the Megatron line checked
 # against Megatron-LM's argument rules, the torchtitan TOML parsed, the sbatch script
 # syntax-checked, -o written whole, refusals (exit 2, the plan field and the rule named), and
@@ -135,11 +136,26 @@ expect_bad "none or full" "--checkpointing" -- plan --gpus 16 --seq 1M --target 
 expect_bad "does not exist or is not writable" "/nonexistent" -- export --plan plan-step.yaml --to megatron -o /nonexistent/x.sh
 
 # ---- plan --target gives a plan the target exports --------------------------------------------
-for t in megatron torchtitan; do
+for t in megatron torchtitan slurm; do
   checked=$((checked + 1))
   "$bin" plan --gpus 32 --seq 512k --target $t -o "$tmp/p-$t.yaml" >/dev/null 2>&1 &&
     "$bin" export --plan "$tmp/p-$t.yaml" --to $t >/dev/null || fail "plan --target $t then export --to $t"
 done
+# --target slurm: the plans `ringmaster run` executes. At 256K on 16 H100s the free search
+# picks a2a with tp 2, which run refuses; --target slurm a tp 1 p2p or all_gather plan.
+checked=$((checked + 1))
+"$bin" plan --model llama3-8b --topology dgx-h100-ib --gpus 16 --seq 256k -o "$tmp/free.yaml" >/dev/null 2>&1
+grep -q "cp_comm_type: a2a$" "$tmp/free.yaml" || fail "the free pick is no longer a2a: $(grep cp_comm_type "$tmp/free.yaml")"
+expect_bad "run executes context parallelism of cp_comm_type p2p (the ring) or all_gather" "free.yaml: plan.strategy" \
+  -- export --plan "$tmp/free.yaml" --to slurm
+"$bin" plan --model llama3-8b --topology dgx-h100-ib --gpus 16 --seq 256k --target slurm -o "$tmp/ours.yaml" \
+  >"$tmp/ours.txt" 2>&1 || fail "plan --target slurm exited $?: $(tail -2 "$tmp/ours.txt")"
+grep -Eq "cp_comm_type: (p2p|all_gather)$" "$tmp/ours.yaml" && grep -q "^  tp: 1$" "$tmp/ours.yaml" ||
+  fail "plan --target slurm: not a tp 1 p2p or all_gather plan: $(grep -E 'cp_comm_type|  tp:' "$tmp/ours.yaml")"
+grep -q "only plans for ringmaster run (--target slurm; export --to slurm)" "$tmp/ours.txt" ||
+  fail "plan --target slurm does not say what it searched"
+expect_bad "no plan \`ringmaster run\` can run" "plan.tp: the executor runs plans without tensor parallelism" \
+  -- plan --model llama3-8b --topology dgx-h100-ib --gpus 16 --seq 256k --target slurm --tp 2
 
 # --target prices the plan as that framework runs its GEMMs (data_parallel.h
 # pays_gemm_size_curve), and the plan file keeps it: torchtitan's plan carries framework

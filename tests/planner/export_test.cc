@@ -1,6 +1,6 @@
 // Export to Megatron-LM and torchtitan: what each framework can express, where its ranks go,
 // and Megatron's own argument rules on every plan `plan --target megatron` makes for the
-// study's grid. The rules, as Megatron-LM states them:
+// study's grid; `plan --target slurm`, the plans ringmaster's own executor runs. The rules, as Megatron-LM states them:
 //  - megatron/training/arguments.py, validate_args: "world size ({}) is not divisible by tensor
 //    parallel size ({}) times pipeline parallel size ({}) times context parallel size ({})";
 //    data_parallel_size = world_size // (TP x PP x CP).
@@ -136,7 +136,7 @@ TEST_CASE("a pin the target cannot run is bad input: the target's search avoids 
   }
 }
 
-TEST_CASE("plan --target searches the collective kinds the framework runs") {
+TEST_CASE("plan --target searches the collective kinds the framework (or ringmaster run) runs") {
   // 1M tokens on 16 A100s: all-to-all (Ulysses) is the fastest plan (README), Megatron-LM
   // runs it (--cp-comm-type a2a); torchtitan has no all-to-all CP and gets another kind.
   Study s(16);
@@ -162,6 +162,30 @@ TEST_CASE("plan --target searches the collective kinds the framework runs") {
   ag.cp_comm_type = Strategy::kAllGatherCp;
   CHECK(plan_for_target(s.planner, job, ag, ExportTarget::kTorchtitan, s.model, 8, "t").choice.strategy ==
         Strategy::kAllGatherCp);
+  // --target slurm: what `ringmaster run` executes (tp 1, pp 1, p2p or all_gather), and none
+  // of those plans, pinned, beats its pick.
+  const Plan ours = plan_for_target(s.planner, job, {}, ExportTarget::kSlurm, s.model, 8, "t");
+  CHECK(run_refusal(ours, s.model, s.topo, "cuda") == "");
+  CHECK(launch_backend(s.topo) == "cuda");
+  CHECK(ours.choice.tp == 1);
+  CHECK(ours.choice.pp == 1);
+  CHECK((ours.choice.strategy == Strategy::kRing || ours.choice.strategy == Strategy::kAllGatherCp));
+  CHECK(ours.predicted.tokens_per_s <= any.predicted.tokens_per_s * (1 + 1e-9));
+  for (Strategy kind : {Strategy::kRing, Strategy::kAllGatherCp}) {
+    SearchPins pins;
+    pins.cp_comm_type = kind;
+    pins.tp = 1;
+    pins.pp = 1;
+    const Plan p = s.planner.plan(job, pins);
+    if (p.predicted.fits) CHECK(p.predicted.tokens_per_s <= ours.predicted.tokens_per_s * (1 + 1e-9));
+  }
+  // A pin the executor cannot run is named.
+  SearchPins tp2;
+  tp2.tp = 2;
+  CHECK_THROWS_WITH_AS(plan_for_target(s.planner, job, tp2, ExportTarget::kSlurm, s.model, 8, "t"),
+                       doctest::Contains("t: --target: no plan `ringmaster run` can run:"), InputError);
+  CHECK_THROWS_WITH_AS(plan_for_target(s.planner, job, tp2, ExportTarget::kSlurm, s.model, 8, "t"),
+                       doctest::Contains("plan.tp: the executor runs plans without tensor parallelism"), InputError);
 }
 
 TEST_CASE("plan --target picks the best plan the framework runs when a faster one breaks two of its rules") {

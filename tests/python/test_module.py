@@ -61,6 +61,12 @@ def main():
             assert err.returncode == 2 and "plan.strategy: run executes context parallelism of cp_comm_type p2p" in str(e), str(e)
             assert str(e) in err.stderr, (str(e), err.stderr)
         checked += 1
+        # target="slurm" searches only what `ringmaster run` executes: that plan exports.
+        ours = os.path.join(d, "ours.yaml")
+        picked = ringmaster.plan(gpus=16, seq="512k", target="slurm", output=ours)["plan"]
+        assert picked["cp_comm_type"] in ("p2p", "all_gather") and picked["tp"] == 1, picked
+        assert ringmaster.export(plan=ours, to="slurm") == cli("export", "--plan", ours, "--to", "slurm").stdout
+        checked += 1
         sim = ringmaster.simulate(plan=path, layers=2)
         assert sim["simulated"]["step_time_s"] > 0 and sim["gpus"] == 16
         checked += 1
