@@ -19,6 +19,7 @@
 #include "cli/plan_report.h"
 #include "cli/self_launch.h"
 #include "cli/table.h"
+#include "planner/export_target.h"
 #include "planner/input_error.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
@@ -117,9 +118,8 @@ void run_tune(TuneOptions o, bool workload_given) {
     }
   }
   ResolvedJob r = resolve_job(o.job, o.job.gpus);
-  // The plan is for `ringmaster run`, whose backends execute the p2p ring.
-  if (!r.pins.cp_comm_type) r.pins.cp_comm_type = Strategy::kRing;
-  if (!r.pins.tp) r.pins.tp = 1;  // nor tensor parallelism yet
+  // The plan is for `ringmaster run`: only what it executes (plan --target slurm's search).
+  r.pins = runnable_pins(r.pins, r.model, r.topology);
   Planner planner(r.model, *r.fabric, r.cost);
   const Plan best = planner.plan(r.job, r.pins);
   const std::vector<Plan> alts = runners_up(planner, r, best, o.runners_up);

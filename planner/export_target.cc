@@ -209,16 +209,8 @@ std::function<std::string(const Job&, const PlanChoice&)> target_refusal(const M
 Plan plan_for_target(Planner& planner, const Job& asked, const SearchPins& pins, ExportTarget target,
                      const ModelSpec& model, int gpus_per_node, const std::string& where) {
   if (target == ExportTarget::kSlurm) {
-    const Topology& topology = planner.fabric().topology();
-    SearchPins p = pins;
-    p.refusal = [&model, &topology, backend = launch_backend(topology)](const Job& job, const PlanChoice& choice) {
-      Plan candidate;
-      candidate.job = job;
-      candidate.choice = choice;
-      return run_refusal(candidate, model, topology, backend);
-    };
     try {
-      return planner.plan(asked, p);
+      return planner.plan(asked, runnable_pins(pins, model, planner.fabric().topology()));
     } catch (const InputError& e) {
       fail_input(where, "--target", std::string("no plan `ringmaster run` can run: ") + e.what());
     }
@@ -294,6 +286,16 @@ Plan plan_for_target(Planner& planner, const Job& asked, const SearchPins& pins,
 
 std::string launch_backend(const Topology& topology) {
   return topology.intra.kind == IntraKind::kSharedMemory ? "cpu" : "cuda";
+}
+
+SearchPins runnable_pins(SearchPins pins, const ModelSpec& model, const Topology& topology) {
+  pins.refusal = [&model, &topology, backend = launch_backend(topology)](const Job& job, const PlanChoice& choice) {
+    Plan candidate;
+    candidate.job = job;
+    candidate.choice = choice;
+    return run_refusal(candidate, model, topology, backend);
+  };
+  return pins;
 }
 
 std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology& topology, const std::string& backend) {

@@ -61,6 +61,10 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
 // The backend a Slurm script launches `ringmaster run` with on `topology`: "cpu" on a CPU
 // topology (shared-memory devices), else "cuda".
 std::string launch_backend(const Topology& topology);
+// `pins` whose refusal is run_refusal with the topology's launch backend: a search with them
+// offers only plans `ringmaster run` executes (plan --target slurm, tune). `model` and
+// `topology` must outlive the search.
+SearchPins runnable_pins(SearchPins pins, const ModelSpec& model, const Topology& topology);
 
 // The fastest plan `target` can run: the search pinned to what the target has (a flat
 // ring, the zigzag split) and offered only candidates export_refusal lets through
