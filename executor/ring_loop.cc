@@ -90,9 +90,12 @@ int RingLoop::backend_id(int buffer, int block) const {
   return buffer + block * static_cast<int>(buffers_.size());
 }
 
+int RingLoop::ring_distance(int from) const {
+  return ((ops_.position - from) % ring_size_ + ring_size_) % ring_size_;
+}
+
 int RingLoop::block_of(int buffer, int owner) const {
-  if (buffers_.at(static_cast<size_t>(buffer)).blocks == 1) return 0;
-  return ((ops_.position - owner) % ring_size_ + ring_size_) % ring_size_;
+  return buffers_.at(static_cast<size_t>(buffer)).blocks == 1 ? 0 : ring_distance(owner);
 }
 
 int RingLoop::region(int buffer, int block, double bytes, bool recv, std::size_t& offset,
@@ -229,7 +232,7 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
         // own - k's), as the ring computes them; a ring buffer: the one block of kv_owner.
         const Buffer& kv = buffers_.at(static_cast<size_t>(op.buffer));
         for (int k = 0; k < kv.blocks; ++k) {
-          const int owner = kv.blocks > 1 ? ((ops_.position - k) % ring_size_ + ring_size_) % ring_size_ : op.kv_owner;
+          const int owner = kv.blocks > 1 ? ring_distance(k) : op.kv_owner;
           const auto& tokens = owner_tokens_.at(static_cast<size_t>(owner));
           if (op.compute == ComputeKind::kAttentionForward)
             be_.attention_forward(backend_id(op.buffer, k), tokens);

@@ -58,6 +58,9 @@ class RingLoop {
   // The backend buffer holding block `block` of schedule buffer `buffer` (block 0 is the
   // buffer's own id, so plain buffers keep theirs).
   int backend_id(int buffer, int block) const;
+  // (own position - from) mod ring size: the block of position `from`, and the position
+  // whose block is block `from` (the map is its own inverse).
+  int ring_distance(int from) const;
   // Which block of `buffer` holds ring position `owner`'s data (0 for a plain buffer).
   int block_of(int buffer, int owner) const;
   // The backend buffer and byte range [offset, offset + size) of the next message of
