@@ -62,12 +62,8 @@ Answer plan_on(const PlanOptions& o, int gpus) {
     a.plan = o.max_seq ? planner.max_seq(r.job, r.pins) : planner.plan(r.job, r.pins);
     return a;
   }
-  const ExportTarget target = parse_export_target(o.target, kCommandLine, "--target");
-  auto for_target = [&](Job job) {
-    // Unless --grad-reduce-in-fp32 or --grad-reduce-in-bf16 says, the gradients as the framework reduces them.
-    if (!o.job.grad_reduce_in_fp32 && !o.job.grad_reduce_in_bf16)
-      job.grad_reduce_in_fp32 = framework_grad_reduce_in_fp32(target_framework(target));
-    return plan_for_target(planner, job, r.pins, target, r.model, r.topology.gpus_per_node, kCommandLine);
+  auto for_target = [&](const Job& job) {
+    return plan_job_for_target(planner, r, o.job, job, o.target, kCommandLine);
   };
   a.plan = o.max_seq ? planner.max_seq(r.job, for_target) : for_target(r.job);
   return a;

@@ -23,6 +23,7 @@
 #include "cli/sweep.h"
 #include "planner/input_error.h"
 #include "planner/published_accuracy.h"
+#include "planner/export_target.h"
 #include "planner/input_limits.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
@@ -32,7 +33,8 @@
 namespace rm::cli {
 
 std::vector<SweepRow> plan_sweep(const JobOptions& options, const std::vector<int>& gpus,
-                                 const std::vector<int64_t>& seqs, bool progress, const SweepShard& shard) {
+                                 const std::vector<int64_t>& seqs, bool progress, const SweepShard& shard,
+                                 const std::string& target) {
   size_t total = 0;
   for (size_t i = 0; i < gpus.size() * seqs.size(); ++i) total += shard.holds(i);
   // One planner per GPU count (its traffic patterns are reused across lengths), and the
@@ -57,7 +59,8 @@ std::vector<SweepRow> plan_sweep(const JobOptions& options, const std::vector<in
       job.seq_len = seqs[si];
       SweepRow row;
       row.grid_row = grid_row;
-      row.plan = planner->plan(job, r->pins);
+      row.plan = target.empty() ? planner->plan(job, r->pins)
+                                : plan_job_for_target(*planner, *r, options, job, target, kCommandLine);
       row.plan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (progress) {
         const Plan& p = row.plan;
@@ -106,6 +109,7 @@ struct SweepOptions {
   bool simulate = false;
   std::optional<std::string> shard;  // "K/N" (sweep_shard.h); unset = the whole grid
   std::string headroom;               // as `plan --headroom`: parsed into job.headroom
+  std::string target;                 // as `plan --target`: "" or megatron, torchtitan, slurm
 };
 
 // What defines a sweep's grid and its plans: parts of one sweep carry equal copies
@@ -130,7 +134,8 @@ nlohmann::json sweep_identity(const SweepOptions& o, const JobOptions& j, const 
           {"checkpointing", j.checkpointing}, {"sharding", j.sharding}, {"micro_batch", pin(j.micro_batch)},
           {"pp", pin(j.pp)}, {"virtual_stages", pin(j.virtual_stages)},
           {"embedding_in_split", j.embedding_in_split}, {"no_embedding_in_split", j.no_embedding_in_split},
-          {"loss_in_split", j.loss_in_split}, {"no_loss_in_split", j.no_loss_in_split}, {"simulate", o.simulate}};
+          {"loss_in_split", j.loss_in_split}, {"no_loss_in_split", j.no_loss_in_split}, {"simulate", o.simulate},
+          {"target", o.target}};
 }
 
 // Replays every row's plan on SimGrid (simulate.h), progress on stderr.
@@ -174,7 +179,7 @@ void run_sweep(const SweepOptions& o) {
   job.headroom = o.headroom.empty() ? 0 : parse_percent(o.headroom, kCommandLine, "--headroom");
   const SweepShard shard = o.shard ? parse_shard(*o.shard, "--shard") : SweepShard{};
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<SweepRow> rows = plan_sweep(job, gpus, seqs, true, shard);
+  const std::vector<SweepRow> rows = plan_sweep(job, gpus, seqs, true, shard, o.target);
   const std::vector<sim::Simulation> sims = o.simulate ? simulate_rows(job, rows) : std::vector<sim::Simulation>{};
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -236,11 +241,16 @@ void run_sweep(const SweepOptions& o) {
       const std::string kept = job.headroom > 0 ? ", keeping " + fixed(100 * job.headroom, 0) +
                                                       " % of GPU memory free (--headroom)"
                                                 : "";
+      const std::string only =
+          o.target.empty() ? ""
+                           : std::string(", only plans for ") +
+                                 display_name(parse_export_target(o.target, kCommandLine, "--target")) +
+                                 " (--target " + o.target + ")";
       const bool calibrated = !o.job.profile.empty();
-      std::printf("ringmaster sweep: %s on %s, %s, attention %s, global batch %s%s\n%s\n%s\n",
+      std::printf("ringmaster sweep: %s on %s, %s, attention %s, global batch %s%s%s\n%s\n%s\n",
                   first.job.model.c_str(), first.job.topology.c_str(),
                   first.job.causal ? "causal" : "full attention", first.job.attention_kernel.c_str(), batch.c_str(),
-                  kept.c_str(), t.render().c_str(),
+                  kept.c_str(), only.c_str(), t.render().c_str(),
                   track_record_line(first.job, calibrated, plan_track_record(first.job, calibrated)).c_str());
     }
   }
@@ -267,6 +277,10 @@ void add_sweep_command(CLI::App& app) {
                   "`ringmaster merge` joins the parts' JSON");
   cmd->add_option("--headroom", opts->headroom,
                   "keep this share of GPU memory free, e.g. 10% (plans fit in the rest), as plan --headroom");
+  cmd->add_option("--target", opts->target,
+                  "plan each row as plan --target does: only plans the framework runs, priced as it runs them "
+                  "(megatron or torchtitan), or that `ringmaster run` executes (slurm)")
+      ->check(CLI::IsMember({"megatron", "torchtitan", "slurm"}));
   cmd->callback([opts] { run_sweep(*opts); });
 }
 

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <tuple>
 
+#include "planner/data_parallel.h"
+#include "planner/export_target.h"
 #include "planner/input_error.h"
 #include "planner/input_limits.h"
 #include "planner/plan_loader.h"
@@ -245,6 +247,14 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
     fail_input(kCommandLine, "--cp", "--tp x --cp must divide --gpus " + std::to_string(gpus) + " (got " +
                                          std::to_string(*p.tp) + " x " + std::to_string(*p.cp) + ")");
   return r;
+}
+
+Plan plan_job_for_target(Planner& planner, const ResolvedJob& r, const JobOptions& o, Job job,
+                         const std::string& target_name, const std::string& where) {
+  const ExportTarget target = parse_export_target(target_name, where, "target");
+  if (!o.grad_reduce_in_fp32 && !o.grad_reduce_in_bf16)
+    job.grad_reduce_in_fp32 = framework_grad_reduce_in_fp32(target_framework(target));
+  return plan_for_target(planner, job, r.pins, target, r.model, r.topology.gpus_per_node, where);
 }
 
 }  // namespace rm::cli

@@ -75,4 +75,11 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size);
 // Throws InputError naming the option or file.
 ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len = 0);
 
+// The plan `target` runs for `job` (plan_for_target, `r`'s pins, model and topology), its
+// gradients reduced as that framework reduces them unless o says (--grad-reduce-in-fp32 or
+// --grad-reduce-in-bf16): plan --target, sweep --target and the Python module's
+// plan(target=...) all ask this one. `target` is parsed from its spelling, naming `where`.
+Plan plan_job_for_target(Planner& planner, const ResolvedJob& r, const JobOptions& o, Job job,
+                         const std::string& target, const std::string& where);
+
 }  // namespace rm::cli

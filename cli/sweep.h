@@ -19,9 +19,12 @@ struct SweepRow {
 };
 
 // Plans every (gpus, seq) pair that `shard` holds, GPU counts outer (in grid order; each
-// count on a thread of its own). Progress goes to stderr, one line per row as it is planned.
-// Throws InputError on a bad option or a GPU count the topology cannot hold.
+// count on a thread of its own), each the plan `target` runs where one is named
+// (plan_job_for_target: megatron, torchtitan, slurm). Progress goes to stderr, one line per
+// row as it is planned. Throws InputError on a bad option or a GPU count the topology cannot
+// hold.
 std::vector<SweepRow> plan_sweep(const JobOptions& options, const std::vector<int>& gpus,
-                                 const std::vector<int64_t>& seqs, bool progress, const SweepShard& shard = {});
+                                 const std::vector<int64_t>& seqs, bool progress, const SweepShard& shard = {},
+                                 const std::string& target = "");
 
 }  // namespace rm::cli

@@ -55,8 +55,7 @@ rm::Plan plan_one(const rm::cli::JobOptions& o, int gpus, const std::string& tar
   rm::cli::ResolvedJob r = rm::cli::resolve_job(o, gpus);
   rm::Planner planner(r.model, *r.fabric, r.cost);
   if (target.empty()) return planner.plan(r.job, r.pins);
-  return rm::plan_for_target(planner, r.job, r.pins, rm::parse_export_target(target, kWhere, "target"), r.model,
-                             r.topology.gpus_per_node, kWhere);
+  return rm::cli::plan_job_for_target(planner, r, o, r.job, target, kWhere);
 }
 
 py::object plan(const std::string& model, const std::string& topology, int gpus, const py::object& seq,

@@ -3,7 +3,8 @@
 # (24 rows, every key; its time is printed, not asserted: the speed target lives in
 # BENCHMARKS.md, and ctest's timeout catches a search gone pathological), the 1M-token / 128-GPU claim (the ring plan fits in
 # 80 GB, FlashAttention + FSDP does not), plan -o read back, --max-seq, pins that cannot
-# work, bad plan files (exit 2, the plan_io message), sweep --headroom. Usage: plan_sweep.sh <ringmaster>
+# work, bad plan files (exit 2, the plan_io message), sweep --headroom, sweep --target (each
+# row the plan plan --target gives). Usage: plan_sweep.sh <ringmaster>
 # <source-dir>. Exit 77 = skipped.
 set -u
 bin=$1
@@ -199,6 +200,33 @@ checked=$((checked + 1))
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["plans"]
 assert len(d) == 2 and all(p["predicted"]["fits"] and p["predicted"]["memory_gib_per_gpu"] <= 0.9 * 80 for p in d), \
   [p["predicted"]["memory_gib_per_gpu"] for p in d]' "$tmp/margin.json" || fail "sweep --headroom: a row past 90 % of 80 GiB"
+
+# ---- sweep --target: each row is the plan `plan --target` gives for its job ---------------
+# torchtitan: priced as torchtitan runs it (fp32 gradient reduction, whole logits); slurm:
+# only plans `ringmaster run` executes.
+for t in torchtitan slurm; do
+  checked=$((checked + 1))
+  "$bin" sweep --target $t --gpus 16 --seqs 8k,1M --format json >"$tmp/sweep-$t.json" 2>/dev/null ||
+    fail "sweep --target $t exited $?"
+  for n in 8k 1M; do
+    "$bin" plan --target $t --gpus 16 --seq $n --format json >"$tmp/plan-$t-$n.json" 2>/dev/null ||
+      fail "plan --target $t --seq $n exited $?"
+  done
+  python3 - "$t" "$tmp/sweep-$t.json" "$tmp/plan-$t-8k.json" "$tmp/plan-$t-1M.json" <<'PY' || fail "sweep --target $t rows (above)"
+import json, sys
+target, rows = sys.argv[1], json.load(open(sys.argv[2]))["plans"]
+plans = [json.load(open(f)) for f in sys.argv[3:]]
+assert len(rows) == 2, len(rows)
+for row, plan in zip(rows, plans):
+    assert row["plan"] == plan["plan"], (row["plan"], plan["plan"])
+    assert abs(row["predicted"]["tokens_per_s"] / plan["predicted"]["tokens_per_s"] - 1) < 1e-9
+    assert row["grad_reduce_in_fp32"] == plan["grad_reduce_in_fp32"] == (target == "torchtitan"), target
+    if target == "slurm":
+        assert row["plan"]["tp"] == 1 and row["plan"]["pp"] == 1, row["plan"]
+        assert row["plan"]["cp_comm_type"] in ("p2p", "all_gather", "none"), row["plan"]
+PY
+done
+expect_bad "deepspeed not in {megatron,torchtitan,slurm}" "--target" -- sweep --target deepspeed
 
 echo "plan/sweep: $checked checked, $failures failed"
 [[ $failures -eq 0 ]]

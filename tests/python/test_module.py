@@ -39,7 +39,12 @@ def main():
 
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "plan.yaml")
-        ringmaster.plan(gpus=16, seq="1M", target="torchtitan", output=path)
+        titan = ringmaster.plan(gpus=16, seq="1M", target="torchtitan", output=path)
+        # The target prices the framework's gradient reduction (torchtitan: fp32), as the CLI does.
+        assert titan == json.loads(cli("plan", "--gpus", "16", "--seq", "1M", "--target", "torchtitan",
+                                       "--format", "json").stdout), "plan(target=) differs from the CLI"
+        assert titan["grad_reduce_in_fp32"] is True
+        checked += 1
         for to in ("megatron", "torchtitan"):
             assert ringmaster.export(plan=path, to=to) == cli("export", "--plan", path, "--to", to).stdout, to
             checked += 1
