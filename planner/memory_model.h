@@ -233,7 +233,8 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
                                  const GpuSpec& gpu, const LayerHolding& holding = {}, int grad_bytes = 0);
 
 // A layer's buffers as the job's framework holds them: ring_buffers with the job's
-// layer_holding. The schedule generator and the plan table ask this one.
+// layer_holding. The plan table asks this one; the schedule generator keeps the
+// layer_holding it derives (its window and TP saved inputs too) and calls ring_buffers.
 RingBuffers plan_ring_buffers(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu);
 
 // A plan's memory as its framework runs it: memory_breakdown of as_run(job, choice) with the

@@ -104,8 +104,7 @@ class Generator {
   // (usp_ring_choice: ring (d·U_ + i)·tp + t, so ring % tp is still the TP rank).
   std::vector<int> order_;
   int64_t c_ = 0;              // tokens per GPU outside attention: N / cp
-  int64_t window_ = 0;  // effective sliding window (0 = none)
-  int saved_input_bytes_ = 0;  // memory_model.h tp_saved_input_bytes
+  LayerHolding holding_{};     // the job's window, loss, framework, TP saved inputs (memory_model.h)
   TokenLayout layout_{};
   RingBuffers rb_{};
   MemoryBreakdown mem_{};
@@ -290,9 +289,8 @@ class Generator {
     c_ = job_.seq_len / choice_.cp;
     layout_ = TokenLayout{choice_.load_balance, job_.seq_len, P_};
     const GpuSpec& gpu = fabric_.topology().gpu;
-    window_ = effective_window(m_, job_);
-    rb_ = plan_ring_buffers(m_, job_, choice_, gpu);
-    saved_input_bytes_ = tp_saved_input_bytes(job_, T_, gpu.element_bytes);
+    holding_ = layer_holding(m_, job_, T_, gpu.element_bytes);
+    rb_ = ring_buffers(m_, choice_, job_.seq_len, gpu, holding_);  // what plan_ring_buffers gives
     mem_ = plan_memory(m_, job_, plan_choice_, gpu);
     // A TP member's GEMMs and loss (vocabulary-parallel); sequence parallelism splits the
     // layer's memory-bound work tp ways too (CostModel::layer_times).
@@ -306,7 +304,7 @@ class Generator {
     // Every sequence of the micro-step keeps its activations (the memory model's count).
     act_per_layer_ = mb_ * static_cast<double>(c_) *
                      activation_bytes_per_token_layer(m_, choice_.checkpointing, gpu.element_bytes, T_,
-                                                      saved_input_bytes_);
+                                                      holding_.saved_input_bytes);
 
     E_ = m_.layers;
     // A pipeline's stages wait on each other's layers: every layer is emitted (no layer
@@ -358,7 +356,7 @@ class Generator {
     ring_.kind = choice_.strategy;
     ring_.P = P_;
     ring_.steps = ring_attention_work(layout_, job_.causal, ms_.heads, ms_.head_dim,
-                                      {choice_.block_q, choice_.block_kv}, window_)
+                                      {choice_.block_q, choice_.block_kv}, holding_.window)
                       .steps;
     ring_.g = choice_.schedule == Schedule::kTwoLevel ? fabric_.topology().gpus_per_node : 1;
     ring_.schedule = choice_.schedule;
@@ -379,10 +377,10 @@ class Generator {
       // Each GPU computes 1/P of the whole sequence's attention (CostModel::layer_times).
       const TokenLayout whole{LoadBalance::kContiguous, job_.seq_len, 1};
       const RingAttentionWork w = ring_attention_work(whole, job_.causal, ms_.heads, ms_.head_dim,
-                                                      {choice_.block_q, choice_.block_kv}, window_);
+                                                      {choice_.block_q, choice_.block_kv}, holding_.window);
       ring_.share_executed = w.executed_total / P_;
       ring_.share_useful = w.useful_total / P_;
-      ring_.gather_blocks = all_gather_blocks(choice_, c_, window_);
+      ring_.gather_blocks = all_gather_blocks(choice_, c_, holding_.window);
       // a2a: Q,K,V and the output, 1/P of each to each peer.
       const double e = gpu.element_bytes;
       ring_.a2a_qkv_bytes = static_cast<double>(c_) * (ms_.heads + 2.0 * ms_.kv_heads) * ms_.head_dim * e / P_;
@@ -500,7 +498,7 @@ class Generator {
     r.pairs.resize(P_);
     for (int j = 0; j < P_; ++j) {  // a2a+p2p's ring: the heads its all-to-all leaves
       r.pairs[j] = attention_pair_flops(layout_, pos, j, job_.causal, ms_.heads / U_, ms_.head_dim, tiles,
-                                        window_);
+                                        holding_.window);
     }
     for (int k = 0; k < rb_.kv_ring_buffers; ++k) {
       r.ids.kv[k] = buf("kv" + std::to_string(k), rb_.kv_block, BufferRole::kKvRing);
@@ -574,7 +572,7 @@ class Generator {
   }
   double final_hidden_bytes() const {  // the memory model's final_hidden
     return mb_ * static_cast<double>(c_) *
-           final_hidden_bytes_per_token(m_, fabric_.topology().gpu.element_bytes, T_, saved_input_bytes_);
+           final_hidden_bytes_per_token(m_, fabric_.topology().gpu.element_bytes, T_, holding_.saved_input_bytes);
   }
 
   // The attention tensors (Q, own K,V, out, lse) plus the rest of a layer's activations.
