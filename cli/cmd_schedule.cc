@@ -5,13 +5,15 @@
 //
 // --format json prints
 //   {"ranks": [{"rank", "ring", "position", "ops": [{"index", "kind", "layer", "step",
-//     "pass", "peer", "tag", "phase", "bytes", "flops", "buffer", "role", "kv_owner",
+//     "pass", "peer", "tag", "phase", "bytes", "flops", "buffer", "role", "kv_owner", "a2a",
 //     "request", "waits_for"}]}], "buffers": [{"id", "label", "role", "bytes", "blocks"}],
 //    "note", "contract"}
 // with -1 / null where a field does not apply ("peer" of a compute op, ...); "contract" is
 // "ok" or the first violation. `kv_owner` is the ring position whose K,V an attention op
-// reads, or whose block of a gathered buffer (all_gather) an op names; the table shows such
-// a block as buffer[position].
+// reads, or whose block of a gathered buffer (all_gather) an op names, or the member of an
+// all-to-all's group a staging block is for; the table shows such a block as
+// buffer[position]. `a2a` is what an all-to-all's ops move ("qkv", "out", "dout", "dqkv";
+// null elsewhere), shown after the kind in the table.
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
@@ -65,6 +67,7 @@ nlohmann::json op_json(const OpSchedule& s, const Op& op, int index) {
   j["role"] = op.buffer >= 0 ? nlohmann::json(to_string(s.buffers[static_cast<size_t>(op.buffer)].role))
                              : nlohmann::json(nullptr);
   j["kv_owner"] = op.kv_owner;
+  j["a2a"] = op.a2a != A2aPayload::kNone ? nlohmann::json(to_string(op.a2a)) : nlohmann::json(nullptr);
   j["request"] = xfer ? op.request : -1;
   j["waits_for"] = op.kind == OpKind::kWait ? op.request : -1;
   return j;
@@ -95,11 +98,15 @@ std::string rank_table(const OpSchedule& s, const RankSchedule& rs) {
     const bool buffered = op.buffer >= 0;
     const BufferInfo* b = buffered ? &s.buffers[static_cast<size_t>(op.buffer)] : nullptr;
     std::string label = b ? b->label : "";
-    if (b && gathered(b->role) && op.kv_owner >= 0) label += "[" + std::to_string(op.kv_owner) + "]";
+    if (b && (gathered(b->role) || a2a_staging(b->role)) && op.kv_owner >= 0)
+      label += "[" + std::to_string(op.kv_owner) + "]";
+    const std::string kind = op.a2a != A2aPayload::kNone && op.kind != OpKind::kWait
+                                 ? std::string(op_name(op)) + " " + to_string(op.a2a)
+                                 : op_name(op);
     std::string req;
     if (is_transfer(op)) req = "r" + std::to_string(op.request);
     if (op.kind == OpKind::kWait) req = "waits r" + std::to_string(op.request);
-    t.add_row({std::to_string(i), op_name(op), std::to_string(op.layer), pass_name(op),
+    t.add_row({std::to_string(i), kind, std::to_string(op.layer), pass_name(op),
                std::to_string(op.step), op.phase >= 0 ? std::to_string(op.phase) : "",
                p2p ? std::to_string(op.peer) : "", is_transfer(op) ? std::to_string(op.tag) : "",
                op_size(op), label, b ? to_string(b->role) : "", req});

@@ -64,6 +64,22 @@ void Backend::load(const float*, const float*, const float*, const float*, const
 void Backend::store_forward(float*, float*) const { cannot_train(name()); }
 void Backend::store_backward(float*, float*, float*) const { cannot_train(name()); }
 
+namespace {
+[[noreturn]] void cannot_a2a(const std::string& backend) {
+  throw std::runtime_error("the " + backend + " backend does not run all-to-all CP (cp_comm_type a2a); run "
+                           "it with --backend cpu, or re-plan with --cp-comm-type p2p or all_gather");
+}
+}  // namespace
+
+void Backend::a2a_connect(int, const std::vector<std::vector<int64_t>>&) { cannot_a2a(name()); }
+std::size_t Backend::a2a_bytes(A2aPayload) const { cannot_a2a(name()); }
+void Backend::a2a_pack(A2aPayload, const std::vector<int>&) { cannot_a2a(name()); }
+void Backend::a2a_unpack(A2aPayload, const std::vector<int>&) { cannot_a2a(name()); }
+void Backend::a2a_attention_forward() { cannot_a2a(name()); }
+void Backend::a2a_attention_backward() { cannot_a2a(name()); }
+void Backend::a2a_save(std::vector<float>&) const { cannot_a2a(name()); }
+void Backend::a2a_restore(const std::vector<float>&) { cannot_a2a(name()); }
+
 void check_backend_available(const std::string& name) {
   if (name == "cpu") return;
   if (name == "cuda") {

@@ -15,9 +15,10 @@
 //
 // Buffers. Local tensors (Q, dO, out, lse, dQ, the rank's own K, V and its final dK, dV)
 // live inside the backend. The schedule's buffers (ids into Schedule::buffers) are the
-// ones that travel or hold partial results, and have one of two contents:
+// ones that travel or hold partial results, and have one of three contents:
 //   kKv   K then V of one block                       (2 * h_kv * c * d elements)
 //   kDkv  dK then dV of one block, always fp32        (2 * h_kv * c * d floats)
+//   kA2a  one member's message of an all-to-all (a2a): a2a_bytes() of its largest payload
 // Transfers move a byte range [offset, offset + bytes) of a buffer; bytes_of() gives the
 // whole buffer's size in the backend's own element types, so the ring loop can split a
 // transfer into sub-blocks without knowing them.
@@ -38,12 +39,13 @@
 #include <vector>
 
 #include "planner/attention_work.h"
+#include "planner/op_list.h"
 
 namespace rm::exec {
 
 // How the backend stores a schedule buffer (planner/op_list.h's BufferRole says what it
 // holds; the ring loop maps kKvOwn and kKvRing to kKv, the dK,dV roles to kDkv).
-enum class BufferRole { kKv, kDkv };
+enum class BufferRole { kKv, kDkv, kA2a };
 
 // What one rank computes: the shapes and the kernel's tile sizes from the plan.
 struct AttentionShape {
@@ -88,6 +90,9 @@ struct HostTensors {
   std::vector<int64_t> tokens;  // c global token indices of this rank
   std::vector<float> q, k, v, dout;
   std::vector<float> out, lse;
+  // a2a: lse stays head-sharded, [h/P][N] of query heads from lse_first_head on (-1: lse is
+  // [h][c] as above).
+  int lse_first_head = -1;
   std::vector<float> dq, dk, dv;  // empty when the backward pass did not run
 };
 
@@ -145,6 +150,39 @@ class Backend {
   // requested ones (the cuda kernels round to their instantiations and the backward uses
   // its own): what the measurements record and the kernel curve is fitted on.
   virtual AttentionTiles tiles_run(bool backward) const = 0;
+
+  // --- all-to-all CP (a2a, DeepSpeed-Ulysses; planner/op_list.h's A2aPayload) ---------
+  // The ring's P members each hold c tokens of every head, as above. Between a pass's two
+  // all-to-alls member m holds all N = P * c tokens, by global token index, of query heads
+  // [m h/P, (m+1) h/P) and K,V heads [m h_kv/P, (m+1) h_kv/P) (P divides both): the
+  // head-sharded view, which the a2a kernels work on and which stays on the rank (its lse,
+  // and, from the forward to the backward, its Q, K, V, out, as FlashAttention saves them).
+  // The base class throws: a backend that does not implement them cannot run a2a.
+  //
+  // Once, after connect(), when the op list has all-to-alls: this rank is member `me`,
+  // member j holds tokens member_tokens[j] (c each, together 0..N-1).
+  virtual void a2a_connect(int me, const std::vector<std::vector<int64_t>>& member_tokens);
+  // Bytes of one member's message of `what` (a kA2a buffer holds the largest, kQkv's).
+  virtual std::size_t a2a_bytes(A2aPayload what) const;
+  // blocks[j]: the staging block for member j. pack lays out this rank's part of `what` for
+  // every other member into its block and moves its own share straight into place;
+  // unpack takes every other member's block into place. Message layouts (row-major):
+  //   kQkv   [h/P][c][d] Q, then [h_kv/P][c][d] K, then V: this rank's tokens of j's heads
+  //   kDout  [h/P][c][d] dO, likewise
+  //   kOut   [h/P][c][d] out: j's tokens of this rank's heads
+  //   kDqkv  [h/P][c][d] dQ, then [h_kv/P][c][d] dK, then dV, likewise (dK, dV: the rank's
+  //          own, as take_own_dkv would set them)
+  virtual void a2a_pack(A2aPayload what, const std::vector<int>& blocks);
+  virtual void a2a_unpack(A2aPayload what, const std::vector<int>& blocks);
+  // Attention over the head-sharded view, at the shape's tiles and mask: the forward sets
+  // its out and lse; the backward (after the kDout unpack) its dQ, dK, dV.
+  virtual void a2a_attention_forward();
+  virtual void a2a_attention_backward();
+  // Training: the head-sharded tensors a layer's backward reads (Q, K, V, out, lse), copied
+  // out after its forward and back in before its backward when no recompute pass rebuilds
+  // them, as autograd keeps each layer's saved tensors (executor/ring_attention.h).
+  virtual void a2a_save(std::vector<float>& saved) const;
+  virtual void a2a_restore(const std::vector<float>& saved);
 
   // --- transfers ----------------------------------------------------------------------
   // Transfers pair by posting order on each link, never by tag (the message contract,

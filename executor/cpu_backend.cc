@@ -48,7 +48,8 @@ class CpuBackend final : public Backend {
   void alloc(int buffer, BufferRole role) override {
     Buffer& b = buffers_[buffer];
     b.role = role;
-    b.data.assign(2 * kv_elems(), 0.0f);  // K|V or dK|dV
+    // K|V or dK|dV; an all-to-all's block holds its largest message, Q|K|V of one member.
+    b.data.assign(role == BufferRole::kA2a ? a2a_bytes(A2aPayload::kQkv) / sizeof(float) : 2 * kv_elems(), 0.0f);
   }
   void free(int buffer) override { buffers_.erase(buffer); }
   std::size_t bytes_of(int buffer) const override {
@@ -86,12 +87,7 @@ class CpuBackend final : public Backend {
     dq_.assign(q_.size(), 0.0f);
     dk_.assign(k_.size(), 0.0f);
     dv_.assign(v_.size(), 0.0f);
-    rowdot_.assign(lse_.size(), 0.0f);
-    for (size_t r = 0; r < rowdot_.size(); ++r) {
-      double s = 0;
-      for (int j = 0; j < shape_.d; ++j) s += double(dout_[r * shape_.d + j]) * out_[r * shape_.d + j];
-      rowdot_[r] = static_cast<float>(s);
-    }
+    rowdot_ = row_dot(dout_, out_);
   }
 
   void attention_backward(int kv_buffer, const std::vector<int64_t>& kv_tokens,
@@ -124,6 +120,117 @@ class CpuBackend final : public Backend {
     }
   }
 
+  // --- a2a: the head-sharded view (backend.h) -------------------------------------------
+  void a2a_connect(int me, const std::vector<std::vector<int64_t>>& member_tokens) override {
+    const int n = static_cast<int>(member_tokens.size());
+    if (n < 1 || me < 0 || me >= n || shape_.h % n != 0 || shape_.h_kv % n != 0)
+      throw std::runtime_error("cpu backend: an all-to-all over " + std::to_string(n) + " members splits " +
+                               std::to_string(shape_.h) + " query and " + std::to_string(shape_.h_kv) +
+                               " K,V heads unevenly (schedule error)");
+    me_ = me;
+    members_ = member_tokens;
+    hp_ = shape_.h / n;
+    hkvp_ = shape_.h_kv / n;
+    n_tok_ = c_ * n;
+    all_tokens_.resize(static_cast<size_t>(n_tok_));
+    for (int64_t t = 0; t < n_tok_; ++t) all_tokens_[t] = t;
+    const size_t rows = static_cast<size_t>(n_tok_) * shape_.d;
+    qh_.assign(hp_ * rows, 0.0f);
+    douth_.assign(hp_ * rows, 0.0f);
+    outh_.assign(hp_ * rows, 0.0f);
+    kh_.assign(hkvp_ * rows, 0.0f);
+    vh_.assign(hkvp_ * rows, 0.0f);
+    lseh_.assign(static_cast<size_t>(hp_) * n_tok_, kNegInf);
+  }
+
+  std::size_t a2a_bytes(A2aPayload what) const override {
+    std::size_t heads = 0;
+    for (const A2aPart& p : a2a_parts(what)) heads += static_cast<size_t>(p.heads);
+    return heads * static_cast<size_t>(head_) * sizeof(float);
+  }
+
+  void a2a_pack(A2aPayload what, const std::vector<int>& blocks) override {
+    const auto parts = a2a_parts(what);
+    const bool to_heads = what == A2aPayload::kQkv || what == A2aPayload::kDout;
+    for (int j = 0; j < static_cast<int>(blocks.size()); ++j) {
+      float* block = j == me_ ? nullptr : get(blocks[j]).data.data();
+      for (const A2aPart& p : parts) {
+        for (int a = 0; a < p.heads; ++a)
+          for (int64_t i = 0; i < c_; ++i) {
+            // seq: this rank's row i of head (member * heads + a); heads: row `token` of head a.
+            float* to = nullptr;
+            const float* from = nullptr;
+            if (to_heads) {  // this rank's tokens of j's heads
+              from = p.seq->data() + ((static_cast<int64_t>(j) * p.heads + a) * c_ + i) * shape_.d;
+              to = block ? block + (a * c_ + i) * shape_.d : p.heads_view->data() + row(a, tokens_[i]);
+            } else {         // j's tokens of this rank's heads
+              from = p.heads_view->data() + row(a, members_[j][i]);
+              to = block ? block + (a * c_ + i) * shape_.d
+                         : p.seq->data() + ((static_cast<int64_t>(me_) * p.heads + a) * c_ + i) * shape_.d;
+            }
+            std::copy(from, from + shape_.d, to);
+          }
+        if (block) block += static_cast<int64_t>(p.heads) * head_;
+      }
+    }
+  }
+
+  void a2a_unpack(A2aPayload what, const std::vector<int>& blocks) override {
+    const auto parts = a2a_parts(what);
+    const bool to_heads = what == A2aPayload::kQkv || what == A2aPayload::kDout;
+    for (int k = 0; k < static_cast<int>(blocks.size()); ++k) {
+      if (k == me_) continue;  // moved by the pack
+      const float* block = get(blocks[k]).data.data();
+      for (const A2aPart& p : parts) {
+        for (int a = 0; a < p.heads; ++a)
+          for (int64_t i = 0; i < c_; ++i) {
+            const float* from = block + (a * c_ + i) * shape_.d;
+            float* to = to_heads ? p.heads_view->data() + row(a, members_[k][i])  // k's tokens, my heads
+                                 : p.seq->data() + ((static_cast<int64_t>(k) * p.heads + a) * c_ + i) * shape_.d;
+            std::copy(from, from + shape_.d, to);
+          }
+        block += static_cast<int64_t>(p.heads) * head_;
+      }
+    }
+  }
+
+  void a2a_attention_forward() override {
+    const int group = hp_ / hkvp_;
+    for (int a = 0; a < hp_; ++a)
+      attention_block_forward(qh_.data() + row(a, 0), all_tokens_.data(), n_tok_, kh_.data() + row(a / group, 0),
+                              vh_.data() + row(a / group, 0), all_tokens_.data(), n_tok_, shape_.d, scale_, tiles_,
+                              outh_.data() + row(a, 0), lseh_.data() + a * n_tok_);
+  }
+
+  void a2a_attention_backward() override {
+    const int group = hp_ / hkvp_;
+    dqh_.assign(qh_.size(), 0.0f);
+    dkh_.assign(kh_.size(), 0.0f);
+    dvh_.assign(vh_.size(), 0.0f);
+    const std::vector<float> delta = row_dot(douth_, outh_);
+    for (int a = 0; a < hp_; ++a) {
+      const int64_t g = a / group;
+      attention_block_backward(qh_.data() + row(a, 0), douth_.data() + row(a, 0), lseh_.data() + a * n_tok_,
+                               delta.data() + a * n_tok_, all_tokens_.data(), n_tok_, kh_.data() + row(g, 0),
+                               vh_.data() + row(g, 0), all_tokens_.data(), n_tok_, shape_.d, scale_, tiles_,
+                               dqh_.data() + row(a, 0), dkh_.data() + row(g, 0), dvh_.data() + row(g, 0));
+    }
+  }
+
+  void a2a_save(std::vector<float>& saved) const override {
+    saved.clear();
+    for (const std::vector<float>* t : {&qh_, &kh_, &vh_, &outh_, &lseh_}) saved.insert(saved.end(), t->begin(), t->end());
+  }
+  void a2a_restore(const std::vector<float>& saved) override {
+    auto from = saved.begin();
+    for (std::vector<float>* t : {&qh_, &kh_, &vh_, &outh_, &lseh_}) {
+      if (saved.end() - from < static_cast<std::ptrdiff_t>(t->size()))
+        throw std::runtime_error("cpu backend: a2a_restore of a saved view of another shape");
+      std::copy(from, from + static_cast<std::ptrdiff_t>(t->size()), t->begin());
+      from += static_cast<std::ptrdiff_t>(t->size());
+    }
+  }
+
   int isend(int buffer, std::size_t offset, std::size_t bytes, int peer, int tag) override {
     return transport_.isend(region(buffer, offset, bytes), bytes, peer, tag);
   }
@@ -149,7 +256,8 @@ class CpuBackend final : public Backend {
     t.v = v_;
     t.dout = dout_;
     t.out = out_;
-    t.lse = lse_;
+    t.lse = members_.empty() ? lse_ : lseh_;  // a2a: lse stays head-sharded
+    if (!members_.empty()) t.lse_first_head = me_ * hp_;
     t.dq = dq_;
     t.dk = dk_;
     t.dv = dv_;
@@ -185,6 +293,38 @@ class CpuBackend final : public Backend {
   };
 
   size_t kv_elems() const { return static_cast<size_t>(shape_.h_kv) * head_; }
+
+  // D = rowsum(dO * out), one value per row of d.
+  std::vector<float> row_dot(const std::vector<float>& dout, const std::vector<float>& out) const {
+    std::vector<float> r(dout.size() / shape_.d);
+    for (size_t i = 0; i < r.size(); ++i) {
+      double s = 0;
+      for (int j = 0; j < shape_.d; ++j) s += double(dout[i * shape_.d + j]) * out[i * shape_.d + j];
+      r[i] = static_cast<float>(s);
+    }
+    return r;
+  }
+
+  // a2a: offset of row `token` of head `head` in a head-sharded tensor [heads][N][d].
+  int64_t row(int64_t head, int64_t token) const { return (head * n_tok_ + token) * shape_.d; }
+  // One tensor of an all-to-all's payload: its sequence-sharded form [P * heads][c][d], its
+  // head-sharded one [heads][N][d], and the heads per member; in message order.
+  struct A2aPart {
+    std::vector<float>* seq;
+    std::vector<float>* heads_view;
+    int heads;
+  };
+  std::vector<A2aPart> a2a_parts(A2aPayload what) const {
+    auto* self = const_cast<CpuBackend*>(this);  // the parts name tensors a pack or unpack writes
+    switch (what) {
+      case A2aPayload::kQkv: return {{&self->q_, &self->qh_, hp_}, {&self->k_, &self->kh_, hkvp_}, {&self->v_, &self->vh_, hkvp_}};
+      case A2aPayload::kDout: return {{&self->dout_, &self->douth_, hp_}};
+      case A2aPayload::kOut: return {{&self->out_, &self->outh_, hp_}};
+      case A2aPayload::kDqkv: return {{&self->dq_, &self->dqh_, hp_}, {&self->dk_, &self->dkh_, hkvp_}, {&self->dv_, &self->dvh_, hkvp_}};
+      case A2aPayload::kNone: break;
+    }
+    throw std::runtime_error("cpu backend: an all-to-all op that moves nothing (schedule error)");
+  }
 
   // Calls body(j, g, q0, k0, seg) for each query head j (reading K,V head g) and each pair
   // of segments: queries q0 .. q0+seg-1 against keys k0 .. k0+seg-1.
@@ -231,6 +371,13 @@ class CpuBackend final : public Backend {
   TileShape tiles_;
   std::vector<float> q_, k_, v_, dout_, out_, lse_, rowdot_, dq_, dk_, dv_;
   std::vector<float> block_out_, block_lse_;
+  // a2a (empty members_ otherwise): this rank's index, every member's tokens, the heads
+  // each holds after the all-to-all, and the head-sharded view over all N tokens.
+  int me_ = 0, hp_ = 0, hkvp_ = 0;
+  int64_t n_tok_ = 0;
+  std::vector<std::vector<int64_t>> members_;
+  std::vector<int64_t> all_tokens_;
+  std::vector<float> qh_, kh_, vh_, douth_, outh_, lseh_, dqh_, dkh_, dvh_;
   std::unordered_map<int, Buffer> buffers_;
   MpiTransport transport_;
 };

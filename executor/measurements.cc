@@ -153,7 +153,7 @@ std::vector<Measurement> parse_measurements_jsonl(const std::string& text, const
 std::vector<IterationSummary> summarize(const std::vector<Measurement>& records) {
   struct RankIter {
     double begin = 1e300, end = -1e300, compute = 0, wait = 0, flops = 0, useful = 0;
-    double rest = 0;  // a training step's compute outside the attention kernels
+    double rest = 0;  // compute outside the attention kernels: a training step's, a2a's layout copies
   };
   std::map<std::pair<int, int>, RankIter> per;  // (iteration, rank)
   for (const Measurement& m : records) {
@@ -169,7 +169,9 @@ std::vector<IterationSummary> summarize(const std::vector<Measurement>& records)
       r.flops += m.flops;
       r.useful += m.useful_flops;
     }
-    if (m.kind == "linear" || m.kind == "elementwise" || m.kind == "optimizer") r.rest += m.seconds;
+    if (m.kind == "linear" || m.kind == "elementwise" || m.kind == "optimizer" || m.kind == "a2a_pack" ||
+        m.kind == "a2a_unpack")
+      r.rest += m.seconds;
   }
   std::vector<IterationSummary> rows;
   std::map<int, int> kernel_ranks;  // iteration -> ranks with kernel time
@@ -237,7 +239,7 @@ void write_measurements_trace(const std::vector<Measurement>& records, const std
       e.peer = m.peer;
       e.bytes = m.bytes;
     } else if (m.kind == "attention_forward" || m.kind == "attention_backward" ||
-               m.kind == "accumulate") {
+               m.kind == "accumulate" || m.kind == "a2a_pack" || m.kind == "a2a_unpack") {
       e.name = m.kind;
       e.flops = m.flops;
     } else {

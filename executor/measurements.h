@@ -91,8 +91,9 @@ std::vector<Measurement> parse_measurements_jsonl(const std::string& text, const
 struct IterationSummary {
   int iteration = 0;
   double step_s = 0;          // slowest rank's time from its first op to its last
-  double compute_s = 0;       // busiest rank's kernel time (attention, accumulate; and in
-                              // a training step linear, elementwise, optimizer)
+  double compute_s = 0;       // busiest rank's kernel time (attention, accumulate, a2a's
+                              // pack and unpack; and in a training step linear,
+                              // elementwise, optimizer)
   double exposed_comm_s = 0;  // busiest rank's time blocked in wait (and collectives)
   double flops = 0;           // FLOPs executed, all ranks
   double useful_flops = 0;    // useful FLOPs, all ranks
@@ -106,8 +107,9 @@ std::vector<IterationSummary> summarize(const std::vector<Measurement>& records)
 std::string format_summary_table(const std::vector<IterationSummary>& rows, int ranks);
 
 // The measured timeline as the simulator's trace-event JSON (planner/trace_events.h):
-// attention and accumulate ops on each rank's compute track, transfers (post to retiring
-// wait) on its send and recv tracks; waits show as gaps. `plan_path` goes into the metadata.
+// attention, accumulate and a2a pack / unpack ops on each rank's compute track, transfers
+// (post to retiring wait) on its send and recv tracks; waits show as gaps. `plan_path`
+// goes into the metadata.
 void write_measurements_trace(const std::vector<Measurement>& records, const std::string& path,
                               const std::string& plan_path);
 

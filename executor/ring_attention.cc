@@ -35,6 +35,12 @@ RingAttention::RingAttention(const LoadedPlanFile& lp, const std::string& plan_p
   fwd.assign(me.ops.begin(), me.ops.begin() + static_cast<std::ptrdiff_t>(cut));
   bwd.assign(me.ops.begin() + static_cast<std::ptrdiff_t>(cut), me.ops.end());
 
+  for (const Op& op : bwd)
+    if (op.kind == OpKind::kBeginPass) {
+      a2a_keeps_view_ = plan.choice.strategy == Strategy::kUlysses && op.compute == ComputeKind::kAttentionBackward;
+      break;
+    }
+
   const TokenLayout layout{plan.choice.load_balance, plan.job.seq_len, plan.choice.cp};
   const AttentionShape shape = plan_attention_shape(plan, lp.model);
   tokens_ = rank_token_indices(plan, position_);
@@ -62,10 +68,12 @@ void RingAttention::forward(int layer, LayerAttention<float>& t) {
   backend_->load(t.q.data(), t.k.data(), t.v.data(), nullptr, nullptr, nullptr);
   run_part(*forward_loop_, layer);
   backend_->store_forward(t.out.data(), t.lse.data());
+  if (a2a_keeps_view_) backend_->a2a_save(t.a2a_view);
 }
 
 void RingAttention::backward(int layer, LayerAttention<float>& t) {
   backend_->load(t.q.data(), t.k.data(), t.v.data(), t.dout.data(), t.out.data(), t.lse.data());
+  if (a2a_keeps_view_) backend_->a2a_restore(t.a2a_view);
   run_part(*backward_loop_, layer);
   backend_->store_backward(t.dq.data(), t.dk.data(), t.dv.data());
 }

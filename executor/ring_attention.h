@@ -11,6 +11,13 @@
 // under full checkpointing falls in the backward part and recomputes out, lse from the
 // same Q, K, V). Every rank of a ring calls forward() and backward() for the same layers
 // in the same order.
+//
+// a2a (all-to-all CP): between its all-to-alls a layer's attention works on the head-sharded
+// view inside the backend (backend.h), which the next call's forward overwrites. So after
+// each forward the view is saved with the layer's tensors of that sequence
+// (LayerAttention::a2a_view, Backend::a2a_save) and restored before their backward, unless
+// the backward part starts with a recompute pass (full checkpointing), which rebuilds it
+// from the same Q, K, V.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +73,7 @@ class RingAttention {
   double epoch_ = 0;
   double exposed_s_ = 0;
   std::vector<Measurement> records_;
+  bool a2a_keeps_view_ = false;  // a2a without a recompute pass (above)
 };
 
 }  // namespace rm::exec

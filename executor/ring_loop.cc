@@ -23,7 +23,8 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
   for (const Op& op : ops_.ops) {
     if (op.kind == OpKind::kCompute && op.compute != ComputeKind::kAttentionForward &&
         op.compute != ComputeKind::kAttentionBackward && op.compute != ComputeKind::kAccumulate &&
-        op.compute != ComputeKind::kMerge)
+        op.compute != ComputeKind::kMerge && op.compute != ComputeKind::kA2aPack &&
+        op.compute != ComputeKind::kA2aUnpack)
       throw std::runtime_error(std::string("ring loop: the op list has '") + op_name(op) +
                                "' ops, which the executor does not run (attention only)");
     if (op.kind == OpKind::kCollective)
@@ -35,13 +36,19 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
   for (size_t i = 0; i < buffers_.size(); ++i) {
     const rm::BufferRole role = schedule.buffers[i].role;
     Buffer& b = buffers_[i];
-    b.blocks = rm::gathered(role) ? schedule.buffers[i].blocks : 1;
-    if (b.blocks < 1 || b.blocks > layout.ring)
+    b.blocks = rm::gathered(role) || a2a_staging(role) ? schedule.buffers[i].blocks : 1;
+    if (b.blocks < 1 || b.blocks > layout.ring || (a2a_staging(role) && b.blocks != layout.ring))
       throw std::runtime_error("ring loop: buffer '" + schedule.buffers[i].label + "' has " +
-                               std::to_string(b.blocks) + " blocks, for a ring of " + std::to_string(layout.ring));
+                               std::to_string(b.blocks) + " blocks, for a ring of " + std::to_string(layout.ring) +
+                               (a2a_staging(role) ? " (the executor runs all-to-alls over the whole ring: a2a, "
+                                                    "not a2a+p2p)" : ""));
     b.sched_bytes = schedule.buffers[i].bytes / b.blocks;
     if (holds_kv(role)) b.content = Content::kKv;
     if (holds_dkv(role)) b.content = Content::kDkv;
+    if (a2a_staging(role)) {
+      b.content = Content::kA2a;
+      has_a2a_ = true;
+    }
     b.own_kv = role == rm::BufferRole::kKvOwn || role == rm::BufferRole::kKvGathered;
   }
   // A gathered buffer's ops name their block; an attention op on gathered K,V writes its
@@ -51,17 +58,28 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
                              op.kind == OpKind::kOwnGrad ||
                              (op.kind == OpKind::kCompute && op.compute == ComputeKind::kAccumulate);
     if (names_block && op.buffer >= 0 && buffers_.at(static_cast<size_t>(op.buffer)).blocks > 1 &&
+        buffers_.at(static_cast<size_t>(op.buffer)).content != Content::kA2a &&
         (op.kv_owner < 0 || op.kv_owner >= layout.ring))
       throw std::runtime_error(std::string("ring loop: a '") + op_name(op) + "' op on gathered buffer '" +
                                schedule.buffers[static_cast<size_t>(op.buffer)].label +
                                "' names no ring position (kv_owner " + std::to_string(op.kv_owner) + ")");
     if (op.kind == OpKind::kCompute && op.compute == ComputeKind::kAttentionBackward && op.buffer >= 0 &&
         op.aux_buffer >= 0 &&
+        buffers_.at(static_cast<size_t>(op.buffer)).content != Content::kA2a &&
         buffers_.at(static_cast<size_t>(op.buffer)).blocks != buffers_.at(static_cast<size_t>(op.aux_buffer)).blocks)
       throw std::runtime_error("ring loop: attention backward on '" +
                                schedule.buffers[static_cast<size_t>(op.buffer)].label + "' writes dK,dV into '" +
                                schedule.buffers[static_cast<size_t>(op.aux_buffer)].label +
                                "', which has another number of blocks");
+  }
+  // An all-to-all's transfer names the member it goes to or comes from and what it moves.
+  for (const Op& op : ops_.ops) {
+    const bool xfer = op.kind == OpKind::kSend || op.kind == OpKind::kRecv;
+    if (!xfer || op.buffer < 0 || buffers_.at(static_cast<size_t>(op.buffer)).content != Content::kA2a) continue;
+    if (op.kv_owner < 0 || op.kv_owner >= layout.ring || op.kv_owner == ops_.position || op.a2a == rm::A2aPayload::kNone)
+      throw std::runtime_error(std::string("ring loop: an all-to-all '") + op_name(op) + "' names member " +
+                               std::to_string(op.kv_owner) + " and payload '" + to_string(op.a2a) +
+                               "' (expected another member of the ring and what it moves)");
   }
   for (int pos = 0; pos < layout.ring; ++pos) {
     std::vector<int64_t> t(static_cast<size_t>(layout.tokens_per_rank()));
@@ -74,13 +92,16 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
   for (const RankSchedule& rs : schedule.ranks)
     if (rs.ring == ops_.ring) ring.at(static_cast<size_t>(rs.position)) = rs.gpu;
   be_.connect(ring);
+  if (has_a2a_) be_.a2a_connect(ops_.position, owner_tokens_);
 }
 
 void RingLoop::ensure_allocated(int buffer) {
   Buffer& b = buffers_.at(static_cast<size_t>(buffer));
   if (b.allocated || b.content == Content::kNone) return;
-  for (int k = 0; k < b.blocks; ++k)
-    be_.alloc(backend_id(buffer, k), b.content == Content::kKv ? BufferRole::kKv : BufferRole::kDkv);
+  const BufferRole role = b.content == Content::kKv    ? BufferRole::kKv
+                          : b.content == Content::kDkv ? BufferRole::kDkv
+                                                       : BufferRole::kA2a;
+  for (int k = 0; k < b.blocks; ++k) be_.alloc(backend_id(buffer, k), role);
   b.allocated = true;
   b.send_cursor = b.recv_cursor = 0;
   if (b.own_kv) be_.load_own_kv(buffer);  // block 0: backend_id(buffer, 0) == buffer
@@ -95,7 +116,16 @@ int RingLoop::ring_distance(int from) const {
 }
 
 int RingLoop::block_of(int buffer, int owner) const {
-  return buffers_.at(static_cast<size_t>(buffer)).blocks == 1 ? 0 : ring_distance(owner);
+  const Buffer& b = buffers_.at(static_cast<size_t>(buffer));
+  if (b.blocks == 1) return 0;
+  return b.content == Content::kA2a ? owner : ring_distance(owner);
+}
+
+std::vector<int> RingLoop::a2a_blocks(int buffer) {
+  ensure_allocated(buffer);
+  std::vector<int> ids;
+  for (int k = 0; k < buffers_.at(static_cast<size_t>(buffer)).blocks; ++k) ids.push_back(backend_id(buffer, k));
+  return ids;
 }
 
 int RingLoop::region(int buffer, int block, double bytes, bool recv, std::size_t& offset,
@@ -192,7 +222,17 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
       case OpKind::kRecv: {
         std::size_t offset = 0, size = 0;
         const bool recv = op.kind == OpKind::kRecv;
-        const int id = region(op.buffer, block_of(op.buffer, op.kv_owner), op.bytes, recv, offset, size);
+        int id = 0;
+        if (buffers_.at(static_cast<size_t>(op.buffer)).content == Content::kA2a) {
+          // An all-to-all's message: the whole payload of the member's block.
+          id = a2a_blocks(op.buffer).at(static_cast<size_t>(op.kv_owner));
+          size = be_.a2a_bytes(op.a2a);
+          if (size > be_.bytes_of(id))
+            throw std::runtime_error("ring loop: an all-to-all's " + std::string(to_string(op.a2a)) +
+                                     " message overruns its staging block");
+        } else {
+          id = region(op.buffer, block_of(op.buffer, op.kv_owner), op.bytes, recv, offset, size);
+        }
         // A phase's transfers are consecutive ops (planner/message_contract.h checks it).
         if (!same_phase(idx - 1, op.phase)) be_.begin_phase();
         backend_request[op.request] = recv ? be_.irecv(id, offset, size, op.peer, op.tag)
@@ -214,12 +254,28 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
         else be_.begin_forward();
         break;
       case OpKind::kOwnGrad:
+        // After an all-to-all the dqkv unpack has set the rank's dK,dV already.
+        if (buffers_.at(static_cast<size_t>(op.buffer)).content == Content::kA2a) break;
         ensure_allocated(op.buffer);
         be_.take_own_dkv(backend_id(op.buffer, block_of(op.buffer, op.kv_owner)), false);
         break;
       case OpKind::kCompute: {
         // The backends' kernels merge each block into (out, lse) and dQ in place.
         if (op.compute == ComputeKind::kMerge) break;
+        if (op.compute == ComputeKind::kA2aPack) {
+          be_.a2a_pack(op.a2a, a2a_blocks(op.buffer));
+          break;
+        }
+        if (op.compute == ComputeKind::kA2aUnpack) {
+          be_.a2a_unpack(op.a2a, a2a_blocks(op.buffer));
+          break;
+        }
+        if (buffers_.at(static_cast<size_t>(op.buffer)).content == Content::kA2a) {
+          // a2a's attention: over the head-sharded view the unpack laid out.
+          if (op.compute == ComputeKind::kAttentionForward) be_.a2a_attention_forward();
+          else be_.a2a_attention_backward();
+          break;
+        }
         if (op.compute == ComputeKind::kAccumulate) {
           ensure_allocated(op.buffer);
           ensure_allocated(op.aux_buffer);

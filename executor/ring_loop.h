@@ -13,6 +13,11 @@
 //     buffer per block, block k holding ring position (own - k)'s; an op names its block by
 //     kv_owner (a message's sub-blocks cover that block's bytes in order), and an attention
 //     op on one runs the kernel against every block in turn, merging as a ring does.
+//   - All-to-alls (a2a, BufferRole::kA2aSend / kA2aRecv): one backend buffer per member of
+//     the ring, a message the whole payload (Backend::a2a_bytes of the op's `a2a`) of the
+//     member's block; pack and unpack ops lay it out (Backend::a2a_pack / a2a_unpack), and
+//     an attention op on the receive staging runs over the head-sharded view. The kOwnGrad
+//     after the dQ,dK,dV all-to-all takes nothing: its unpack set the rank's dK,dV.
 // Transfers go to the backend in the op list's order; the backend's transport pairs them
 // by posting order per link and checks tag and size (the message contract, op_list.h).
 // A watchdog is armed around every op (watchdog.h) and fault injection is applied at the
@@ -44,7 +49,7 @@ class RingLoop {
   bool has_backward() const { return has_backward_; }
 
  private:
-  enum class Content { kNone, kKv, kDkv };
+  enum class Content { kNone, kKv, kDkv, kA2a };
   struct Buffer {
     Content content = Content::kNone;
     bool allocated = false;
@@ -61,8 +66,11 @@ class RingLoop {
   // (own position - from) mod ring size: the block of position `from`, and the position
   // whose block is block `from` (the map is its own inverse).
   int ring_distance(int from) const;
-  // Which block of `buffer` holds ring position `owner`'s data (0 for a plain buffer).
+  // Which block of `buffer` holds ring position `owner`'s data (0 for a plain buffer; an
+  // all-to-all's staging: block `owner`, the member's own).
   int block_of(int buffer, int owner) const;
+  // An all-to-all staging buffer's backend buffers, one per member (allocated if need be).
+  std::vector<int> a2a_blocks(int buffer);
   // The backend buffer and byte range [offset, offset + size) of the next message of
   // `bytes` (schedule bytes) on block `block` of `buffer`, advancing the buffer's send or
   // receive cursor.
@@ -79,6 +87,7 @@ class RingLoop {
   Watchdog* watchdog_;
   FaultSpec fault_;
   bool has_backward_ = false;
+  bool has_a2a_ = false;
   int iteration_ = 0;
   std::vector<Buffer> buffers_;
   std::vector<std::vector<int64_t>> owner_tokens_;  // per ring position

@@ -41,9 +41,12 @@ struct LayerActs {
   size_t bytes() const {
     size_t n = static_cast<size_t>(x.size() + a.size() + r1.size() + o.size() + x2.size() +
                                    b.size() + r2.size() + u.size() + g.size() + s.size());
-    for (const auto& t : attn)
+    size_t views = 0;
+    for (const auto& t : attn) {
       n += static_cast<size_t>(t.q.size() + t.k.size() + t.v.size() + t.out.size() + t.lse.size());
-    return n * sizeof(T);
+      views += t.a2a_view.size() * sizeof(float);
+    }
+    return n * sizeof(T) + views;
   }
 };
 

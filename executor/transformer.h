@@ -54,6 +54,9 @@ struct ParamTensor {
 template <class T>
 struct LayerAttention {
   Tensor<T> q, k, v, out, lse, dout, dq, dk, dv;
+  // a2a: the backend's head-sharded view after this forward (its Q, K, V, out, lse), which
+  // the backward reads (Backend::a2a_save, ring_attention.h); empty otherwise.
+  std::vector<float> a2a_view;
 };
 // One FSDP unit: parameters [begin, end) of the flat vector.
 struct ParamUnit {

@@ -35,6 +35,20 @@ std::vector<double> assemble(const std::vector<HostTensors>& ranks,
   return g;
 }
 
+// lse [h][N]: from every rank's [h][c], or, where the ring ran a2a, from every rank's
+// head-sharded [h/P][N] of heads lse_first_head on (the same number of values, so the first
+// pass reads within bounds; the second overwrites every row of the ring's heads).
+std::vector<double> assemble_lse(const std::vector<HostTensors>& ranks, int heads, int64_t n) {
+  std::vector<double> g = assemble(ranks, &HostTensors::lse, heads, n, 1);
+  for (const HostTensors& r : ranks) {
+    if (r.lse_first_head < 0) continue;
+    const int64_t rows = static_cast<int64_t>(r.lse.size()) / n;
+    for (int64_t a = 0; a < rows; ++a)
+      for (int64_t t = 0; t < n; ++t) g[(r.lse_first_head + a) * n + t] = r.lse[a * n + t];
+  }
+  return g;
+}
+
 }  // namespace
 
 TensorCheck compare_tensor(const std::string& name, const std::vector<double>& got,
@@ -88,7 +102,7 @@ VerifyResult verify_ring(const std::vector<HostTensors>& ranks, const AttentionS
   const ReferenceResult ref =
       reference_attention({n, d, shape.h, shape.h_kv, shape.causal}, q, k, v, dout, backward);
   res.checks.push_back(compare_tensor("out", get(&HostTensors::out, shape.h, d), ref.out, tolerance));
-  res.checks.push_back(compare_tensor("lse", get(&HostTensors::lse, shape.h, 1), ref.lse, tolerance));
+  res.checks.push_back(compare_tensor("lse", assemble_lse(ranks, shape.h, n), ref.lse, tolerance));
   if (backward) {
     res.checks.push_back(compare_tensor("dq", get(&HostTensors::dq, shape.h, d), ref.dq, tolerance));
     res.checks.push_back(compare_tensor("dk", get(&HostTensors::dk, shape.h_kv, d), ref.dk, tolerance));
@@ -122,6 +136,9 @@ std::vector<HostTensors> gather_host_tensors(const HostTensors& mine) {
     for (int r = 0; r < size; ++r)
       all[r].tokens.assign(toks.begin() + r * mine.tokens.size(),
                            toks.begin() + (r + 1) * mine.tokens.size());
+  std::vector<int> first_heads(rank == 0 ? size : 0);
+  MPI_Gather(&mine.lse_first_head, 1, MPI_INT, first_heads.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  for (int r = 0; r < static_cast<int>(first_heads.size()); ++r) all[r].lse_first_head = first_heads[r];
   for (auto member : {&HostTensors::q, &HostTensors::k, &HostTensors::v, &HostTensors::dout,
                       &HostTensors::out, &HostTensors::lse, &HostTensors::dq, &HostTensors::dk,
                       &HostTensors::dv}) {

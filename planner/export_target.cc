@@ -303,11 +303,16 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
     return "workload: the executor runs workloads 'attention' (ring attention alone) and 'step' "
            "(whole training steps, as `ringmaster train`); 'layer' is for prediction "
            "only: re-plan with --workload attention or step";
-  if (plan.choice.strategy != Strategy::kRing && plan.choice.strategy != Strategy::kAllGatherCp)
-    return std::string("plan.strategy: run executes context parallelism of cp_comm_type p2p (the ring) or "
-                       "all_gather (got '") +
-           to_string(plan.choice.strategy) + "', cp_comm_type " + cp_comm_type(plan.choice.strategy) +
-           "): re-plan with --cp-comm-type p2p or all_gather";
+  const Strategy kind = plan.choice.strategy;
+  if (kind == Strategy::kUlysses && backend != "cpu")
+    return "plan.strategy: the " + backend + " backend runs context parallelism of cp_comm_type p2p (the ring) "
+           "or all_gather; a2a (all-to-all over heads) runs on the cpu backend only: re-plan with "
+           "--cp-comm-type p2p or all_gather";
+  if (kind != Strategy::kRing && kind != Strategy::kAllGatherCp && kind != Strategy::kUlysses)
+    return std::string("plan.strategy: run executes context parallelism of cp_comm_type p2p (the ring), "
+                       "all_gather or a2a (got '") +
+           to_string(kind) + "', cp_comm_type " + cp_comm_type(kind) +
+           "): re-plan with --cp-comm-type p2p, all_gather or a2a";
   if (plan.choice.pp > 1)
     return "plan.pp: the executor runs plans without pipeline parallelism (got pp " + std::to_string(plan.choice.pp) +
            "): its ring loop runs no stage-to-stage activation exchanges and its model is not split into "

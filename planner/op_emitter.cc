@@ -17,6 +17,7 @@ Op RankEmitter::base(OpKind kind) {
   op.layer = layer;
   op.step = step;
   op.backward = backward;
+  op.a2a = a2a;
   return op;
 }
 

@@ -33,6 +33,8 @@ class RankEmitter {
   // Added to the phase of every transfer: a pipeline stage numbers its ring passes' phases
   // between its stage-to-stage exchanges (schedule.cc), 0 without a pipeline.
   int phase_base = 0;
+  // Stamped on every op while set: what the all-to-all being emitted moves.
+  A2aPayload a2a = A2aPayload::kNone;
 
   // A ring step starts: the next op carries the step's fixed sync cost (overhead_s).
   void begin_step(int s, double sync_s) {

@@ -14,6 +14,8 @@ const char* op_name(const Op& op) {
         case ComputeKind::kGemm: return "gemm";
         case ComputeKind::kOptimizer: return "optimizer";
         case ComputeKind::kElementwise: return "elementwise";
+        case ComputeKind::kA2aPack: return "a2a_pack";
+        case ComputeKind::kA2aUnpack: return "a2a_unpack";
       }
       break;
     case OpKind::kSend: return "send";
@@ -43,6 +45,19 @@ const char* to_string(BufferRole role) {
     case BufferRole::kDkvPartial: return "dkv_partial";
     case BufferRole::kKvGathered: return "kv_gathered";
     case BufferRole::kDkvGathered: return "dkv_gathered";
+    case BufferRole::kA2aSend: return "a2a_send";
+    case BufferRole::kA2aRecv: return "a2a_recv";
+  }
+  return "?";
+}
+
+const char* to_string(A2aPayload payload) {
+  switch (payload) {
+    case A2aPayload::kNone: return "";
+    case A2aPayload::kQkv: return "qkv";
+    case A2aPayload::kOut: return "out";
+    case A2aPayload::kDout: return "dout";
+    case A2aPayload::kDqkv: return "dqkv";
   }
   return "?";
 }

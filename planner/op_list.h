@@ -6,7 +6,9 @@
 //   - which buffer holds the rank's own dK,dV after a backward pass is a kOwnGrad op;
 //   - which sends and receives are posted together is their `phase`;
 //   - which block of a gathered buffer (all-gather CP) an op reads or writes is the ring
-//     position whose block it is, its `kv_owner`.
+//     position whose block it is, its `kv_owner`;
+//   - what an all-to-all (a2a, a2a+p2p) moves is its ops' `a2a` payload, laid out into the
+//     send staging by a kA2aPack op and out of the receive staging by a kA2aUnpack op.
 //
 // The message contract (message_contract.h checks it; every transport enforces it):
 // on every directed link src -> dst, the n-th send src posts pairs with the n-th receive
@@ -49,6 +51,26 @@ enum class ComputeKind {
   kOptimizer,          // optimizer update of this GPU's parameter shard
   kElementwise,        // norms, rotary, activation, residual adds, loss: memory bound
                        // (flops = HBM bytes moved, efficiency = HBM bandwidth / peak)
+  // An all-to-all's layout copies (a2a, a2a+p2p; `a2a` says what moves): kA2aPack lays this
+  // rank's part of the payload out into `buffer` (kA2aSend), one block per member of the
+  // group, and moves its own share straight to where the unpack puts the rest; kA2aUnpack
+  // takes every other member's block of `buffer` (kA2aRecv) into place. 0 FLOPs: NCCL's
+  // all-to-all and the frameworks' reshapes around it are priced in the transfers.
+  kA2aPack,
+  kA2aUnpack,
+};
+
+// What an all-to-all of a2a (DeepSpeed-Ulysses) or a2a+p2p moves. The group's n members
+// each hold c tokens of every head ("sequence-sharded"); between a pass's two all-to-alls
+// member m holds all n·c tokens of heads [m·h/n, (m+1)·h/n) ("head-sharded"). Each member's
+// message to member j is its tokens of j's heads (kQkv, kDout) or j's tokens of its heads
+// (kOut, kDqkv).
+enum class A2aPayload {
+  kNone,
+  kQkv,   // forward, sequence- to head-sharded: Q, K, V
+  kOut,   // forward, head- to sequence-sharded: the attention output
+  kDout,  // backward, sequence- to head-sharded: the output's gradient
+  kDqkv,  // backward, head- to sequence-sharded: dQ, dK, dV (the rank's own dK,dV: kOwnGrad)
 };
 
 // kAllReduce: NCCL's ring all-reduce (a reduce-scatter then an all-gather over the same
@@ -70,6 +92,12 @@ enum class BufferRole {
   // kv_owner.
   kKvGathered,       // the gathered K,V; block 0, the rank's own, filled when allocated
   kDkvGathered,      // fp32 dK,dV partials of the gathered blocks, reduce-scattered home
+  // An all-to-all's staging (a2a, a2a+p2p): BufferInfo::blocks blocks, one per member of
+  // the group (by index in it), each holding one message (the largest payload's bytes).
+  // Transfers name their block by kv_owner (the member the message goes to or comes from)
+  // and carry a whole payload; the member's own block is never sent.
+  kA2aSend,          // what this rank sends, laid out by kA2aPack
+  kA2aRecv,          // what it receives, taken by kA2aUnpack
 };
 
 struct Op {
@@ -85,7 +113,9 @@ struct Op {
   double efficiency = 0;     // fraction of peak the cost model assumes for this op
   int kv_owner = -1;         // attention: ring position whose K,V block is used; on a
                              // gathered buffer (transfers, accumulate, own_grad too): whose
-                             // block of it (-1 on an attention op: all of them)
+                             // block of it (-1 on an attention op: all of them); on an
+                             // all-to-all's staging: the member a message goes to / comes from
+  A2aPayload a2a = A2aPayload::kNone;  // what an all-to-all's ops move (pack, transfers, unpack)
   // kSend / kRecv / kCollective
   int peer = -1;             // GPU id (send/recv)
   double bytes = 0;          // per message; for a collective, bytes each rank contributes
@@ -107,7 +137,8 @@ struct BufferInfo {
   std::string label;  // "kv0", "dkv_acc0", "q.L3", ...: for people and traces only
   double bytes = 0;
   BufferRole role = BufferRole::kAccounting;
-  int blocks = 1;  // kKvGathered, kDkvGathered: ring positions gathered (bytes / block)
+  int blocks = 1;  // kKvGathered, kDkvGathered: ring positions gathered (bytes / block);
+                   // kA2aSend, kA2aRecv: members of the all-to-all's group
 };
 
 struct RankSchedule {
@@ -138,6 +169,7 @@ struct OpSchedule {
 // Names used in output, traces and measurements ("attention_forward", "send", "kv_ring").
 const char* op_name(const Op& op);
 const char* to_string(BufferRole role);
+const char* to_string(A2aPayload payload);  // "qkv", "out", "dout", "dqkv"; "" for kNone
 // Whether the role is K,V or dK,dV (an executor backs it with real memory).
 inline bool holds_kv(BufferRole r) {
   return r == BufferRole::kKvOwn || r == BufferRole::kKvRing || r == BufferRole::kKvGathered;
@@ -146,5 +178,6 @@ inline bool holds_dkv(BufferRole r) {
   return r == BufferRole::kDkvAccumulator || r == BufferRole::kDkvPartial || r == BufferRole::kDkvGathered;
 }
 inline bool gathered(BufferRole r) { return r == BufferRole::kKvGathered || r == BufferRole::kDkvGathered; }
+inline bool a2a_staging(BufferRole r) { return r == BufferRole::kA2aSend || r == BufferRole::kA2aRecv; }
 
 }  // namespace rm

@@ -91,13 +91,13 @@ class RingPass {
     batch_.push_back({OpKind::kRecv, ctx_.gpu(peer_pos), bytes, buffer, stream, step, &reqs, owner});
   }
   // Posts the batch as phase (`step`, `sub`): by stream, sends before receives, each
-  // split into `subblocks` messages in order. Both ends of a link sort the same way.
-  void flush(int step, int sub) {
+  // split into `n` messages in order. Both ends of a link sort the same way.
+  void flush(int step, int sub) { flush(step, sub, ctx_.subblocks); }
+  void flush(int step, int sub, int n) {
     std::stable_sort(batch_.begin(), batch_.end(), [](const Pending& a, const Pending& b) {
       return a.stream != b.stream ? a.stream < b.stream : a.kind < b.kind;
     });
     const int phase = unit_ * ctx_.phase_stride() + step * kPhasesPerStep + sub;
-    const int n = ctx_.subblocks;
     for (const Pending& p : batch_) {
       for (int k = 0; k < n; ++k) {
         p.reqs->push_back(em_.transfer(p.kind, p.peer, p.bytes * repeat_ / n, p.buffer,
@@ -267,28 +267,39 @@ class RingPass {
   }
 
   // --- a2a (DeepSpeed-Ulysses) --------------------------------------------------------
-  // An all-to-all to every other position of the group (one phase), the attention op over
-  // this GPU's heads of the whole sequence, the second all-to-all. Forward: Q,K,V in,
-  // output back; backward: the output's gradient in, those of Q,K,V back.
+  // An all-to-all over the group (one phase), the attention op over this GPU's heads of the
+  // whole sequence, the second all-to-all. Forward: Q,K,V in, output back; backward: the
+  // output's gradient in, those of Q,K,V back.
 
-  // One all-to-all over `group` (GPU ids), this rank being member `me`.
-  void exchange(const std::vector<int>& group, int me, double bytes, Stream stream, int step) {
+  // One all-to-all of `what` over `group` (GPU ids), this rank being member `me`: the pack
+  // into the send staging, one message to and from every other member (block = the
+  // member's index; whole payloads, never split into sub-blocks: an all-to-all is one
+  // NCCL send/recv pair per peer), the waits, the unpack.
+  void exchange(const std::vector<int>& group, int me, double bytes, A2aPayload what, Stream stream, int step) {
     std::vector<int> reqs;
     const int n = static_cast<int>(group.size());
     em_.begin_step(step, 0);
+    em_.a2a = what;
+    em_.compute(ComputeKind::kA2aPack, 0, 0, ctx_.accumulate_efficiency, b_.a2a_send, -1);
     for (int d = 1; d < n; ++d) {
-      batch_.push_back({OpKind::kSend, group[mod(me + d, n)], bytes, b_.gathered, stream, 0, &reqs});
-      batch_.push_back({OpKind::kRecv, group[mod(me - d, n)], bytes, b_.gathered, stream, 0, &reqs});
+      batch_.push_back({OpKind::kSend, group[mod(me + d, n)], bytes, b_.a2a_send, stream, 0, &reqs, mod(me + d, n)});
+      batch_.push_back({OpKind::kRecv, group[mod(me - d, n)], bytes, b_.a2a_recv, stream, 0, &reqs, mod(me - d, n)});
     }
-    flush(step, 0);
+    flush(step, 0, 1);
     em_.wait_all(reqs);
+    em_.compute(ComputeKind::kA2aUnpack, 0, 0, ctx_.accumulate_efficiency, b_.a2a_recv, -1);
+    em_.a2a = A2aPayload::kNone;
   }
 
+  // The attention op works on the head-sharded tensors the first unpack laid out (named by
+  // the receive staging); its dK,dV (dkv_partial, head-sharded) go back by the second.
   void all_to_all() {
-    exchange(*ctx_.ring_gpus, pos_, bwd_ ? ctx_.a2a_out_bytes : ctx_.a2a_qkv_bytes, kKvCw, 0);
-    share_compute(b_.gathered, b_.dkv_partial);
-    exchange(*ctx_.ring_gpus, pos_, bwd_ ? ctx_.a2a_qkv_bytes : ctx_.a2a_out_bytes, kAccCw, 1);
-    if (bwd_) em_.own_grad(b_.dkv_partial);
+    exchange(*ctx_.ring_gpus, pos_, bwd_ ? ctx_.a2a_out_bytes : ctx_.a2a_qkv_bytes,
+             bwd_ ? A2aPayload::kDout : A2aPayload::kQkv, kKvCw, 0);
+    share_compute(b_.a2a_recv, b_.dkv_partial);
+    exchange(*ctx_.ring_gpus, pos_, bwd_ ? ctx_.a2a_qkv_bytes : ctx_.a2a_out_bytes,
+             bwd_ ? A2aPayload::kDqkv : A2aPayload::kOut, kAccCw, 1);
+    if (bwd_) em_.own_grad(b_.a2a_recv);
   }
 
   // --- a2a+p2p (USP) --------------------------------------------------------------------
@@ -296,15 +307,17 @@ class RingPass {
   // backward's dout), the flat or bidirectional ring over the p2p group on the heads it
   // leaves, the all-to-all back (the output; the backward's dQ,dK,dV). Each is a pass
   // number of its own, so the ring's tags and phases are the ring's and all three follow
-  // one another. The rank's dK,dV (sequence-sharded again) end in the staging buffer.
+  // one another. The rank's dK,dV (sequence-sharded again) come from the last unpack.
 
   void usp() {
-    exchange(*ctx_.a2a_gpus, ctx_.a2a_index, bwd_ ? ctx_.a2a_out_bytes : ctx_.a2a_qkv_bytes, kKvCw, 0);
+    exchange(*ctx_.a2a_gpus, ctx_.a2a_index, bwd_ ? ctx_.a2a_out_bytes : ctx_.a2a_qkv_bytes,
+             bwd_ ? A2aPayload::kDout : A2aPayload::kQkv, kKvCw, 0);
     ++unit_;
     ring();
     ++unit_;
-    exchange(*ctx_.a2a_gpus, ctx_.a2a_index, bwd_ ? ctx_.a2a_qkv_bytes : ctx_.a2a_out_bytes, kAccCw, 0);
-    if (bwd_) em_.own_grad(b_.gathered);
+    exchange(*ctx_.a2a_gpus, ctx_.a2a_index, bwd_ ? ctx_.a2a_qkv_bytes : ctx_.a2a_out_bytes,
+             bwd_ ? A2aPayload::kDqkv : A2aPayload::kOut, kAccCw, 0);
+    if (bwd_) em_.own_grad(b_.a2a_recv);
   }
 
   // The ring's own dK,dV (a2a+p2p's go back through its all-to-all first).

@@ -95,7 +95,8 @@ struct RingBufferIds {
   int kv[4] = {-1, -1, -1, -1};   // ring receive buffers (flat uses 0..1)
   int acc[4] = {-1, -1, -1, -1};  // dK,dV accumulators (flat uses 0..1)
   int dkv_partial = -1;           // all_gather: the dK,dV block a reduce-scatter step receives
-  int gathered = -1;              // a2a, a2a+p2p: the all-to-all's staging buffers
+  int a2a_send = -1;              // a2a, a2a+p2p: the all-to-all's staging (BufferRole::kA2aSend)
+  int a2a_recv = -1;              // and what it receives (kA2aRecv)
   int gathered_kv = -1;           // all_gather: the gathered K,V (BufferRole::kKvGathered)
   int gathered_dkv = -1;          // all_gather: their dK,dV partials (kDkvGathered)
 };

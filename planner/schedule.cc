@@ -458,13 +458,14 @@ class Generator {
     return table_.id(label, bytes, role, blocks);
   }
   // A rank's gathered buffers with their bytes (RingBuffers::gathered in all): all_gather's
-  // K,V and dK,dV blocks, or a2a's staging.
+  // K,V and dK,dV blocks, or the all-to-all's send and receive staging, half each.
   std::vector<std::pair<int, double>> gathered_buffers(const Rank& r) const {
     std::vector<std::pair<int, double>> out;
     const int B = ring_.gather_blocks;
     if (r.ids.gathered_kv >= 0) out.push_back({r.ids.gathered_kv, B * rb_.kv_block});
     if (r.ids.gathered_dkv >= 0) out.push_back({r.ids.gathered_dkv, B * rb_.dkv_block});
-    if (r.ids.gathered >= 0) out.push_back({r.ids.gathered, rb_.gathered});
+    if (r.ids.a2a_send >= 0) out.push_back({r.ids.a2a_send, rb_.gathered / 2});
+    if (r.ids.a2a_recv >= 0) out.push_back({r.ids.a2a_recv, rb_.gathered / 2});
     return out;
   }
   int buf_l(const char* name, int layer, double bytes) {
@@ -506,14 +507,19 @@ class Generator {
     for (int k = 0; k < rb_.dkv_accumulators; ++k) {
       r.ids.acc[k] = buf("dkv_acc" + std::to_string(k), rb_.dkv_block, BufferRole::kDkvAccumulator);
     }
-    r.ids.dkv_partial = buf("dkv_partial", rb_.dkv_partial, BufferRole::kDkvPartial);
+    // a2a's is the head-sharded dK,dV of the whole sequence, which the attention op writes
+    // and the second all-to-all sends home: an executor keeps it with its head-sharded view.
+    r.ids.dkv_partial = buf("dkv_partial", rb_.dkv_partial,
+                            ring_.kind == Strategy::kUlysses ? BufferRole::kAccounting : BufferRole::kDkvPartial);
     if (ring_.kind == Strategy::kAllGatherCp) {
       // RingBuffers::gathered, as the executor backs it: the K,V blocks, then their dK,dV.
       const int B = ring_.gather_blocks;
       r.ids.gathered_kv = buf("gathered_kv", B * rb_.kv_block, BufferRole::kKvGathered, B);
       r.ids.gathered_dkv = buf("gathered_dkv", B * rb_.dkv_block, BufferRole::kDkvGathered, B);
-    } else if (rb_.gathered > 0) {
-      r.ids.gathered = buf("gathered", rb_.gathered);
+    } else if (rb_.gathered > 0) {  // a2a, a2a+p2p: a block per member of the all-to-all's group
+      const int members = U_ > 1 ? U_ : P_;
+      r.ids.a2a_send = buf("a2a_send", rb_.gathered / 2, BufferRole::kA2aSend, members);
+      r.ids.a2a_recv = buf("a2a_recv", rb_.gathered / 2, BufferRole::kA2aRecv, members);
     }
 
     RankEmitter& em = r.em;

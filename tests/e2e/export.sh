@@ -142,11 +142,12 @@ for t in megatron torchtitan slurm; do
     "$bin" export --plan "$tmp/p-$t.yaml" --to $t >/dev/null || fail "plan --target $t then export --to $t"
 done
 # --target slurm: the plans `ringmaster run` executes. At 256K on 16 H100s the free search
-# picks a2a with tp 2, which run refuses; --target slurm a tp 1 p2p or all_gather plan.
+# picks a2a with tp 2, which run refuses (a2a runs on the cpu backend only, and no backend
+# runs tp 2); --target slurm a tp 1 p2p or all_gather plan.
 checked=$((checked + 1))
 "$bin" plan --model llama3-8b --topology dgx-h100-ib --gpus 16 --seq 256k -o "$tmp/free.yaml" >/dev/null 2>&1
 grep -q "cp_comm_type: a2a$" "$tmp/free.yaml" || fail "the free pick is no longer a2a: $(grep cp_comm_type "$tmp/free.yaml")"
-expect_bad "run executes context parallelism of cp_comm_type p2p (the ring) or all_gather" "free.yaml: plan.strategy" \
+expect_bad "a2a (all-to-all over heads) runs on the cpu backend only" "free.yaml: plan.strategy" \
   -- export --plan "$tmp/free.yaml" --to slurm
 "$bin" plan --model llama3-8b --topology dgx-h100-ib --gpus 16 --seq 256k --target slurm -o "$tmp/ours.yaml" \
   >"$tmp/ours.txt" 2>&1 || fail "plan --target slurm exited $?: $(tail -2 "$tmp/ours.txt")"

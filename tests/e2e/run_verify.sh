@@ -3,7 +3,9 @@
 # P = 1..4; flat, bidirectional and two-level schedules; causal and not; MHA and GQA;
 # contiguous, striped and zigzag load balance; whole and split (kv_subblocks 2) transfers;
 # a data-parallel case (2 rings of 2); rings over permuted rank orders; all-gather CP
-# (cp_comm_type all_gather) over P = 2..4, load balances, sub-blocks, dp 2 and an order.
+# (cp_comm_type all_gather) over P = 2..4, load balances, sub-blocks, dp 2 and an order;
+# all-to-all CP (cp_comm_type a2a, Ulysses) over P = 2..4, GQA and MHA, load balances, causal
+# and not, dp 2, sub-blocks (which the all-to-all does not split) and an order.
 # Every run must print "verification: OK" and exit 0.
 # Plans are written by hand (the plan.yaml format, planner/plan_io.cc) so every schedule
 # is pinned. Usage: run_verify.sh <ringmaster> <source-dir>. Exit 77 = skipped.
@@ -17,6 +19,9 @@ cd "$tmp"
 # MHA variant of the shipped tiny model (tiny itself is GQA: 4 heads, 2 kv heads).
 sed -e 's/^name: tiny/name: tiny-mha/' -e 's/^kv_heads: .*/kv_heads: 4/' \
   "$src/models/tiny.yaml" > tiny-mha.yaml
+# 6 heads (and 3 kv heads): a2a over 3 ranks, which must divide both.
+sed -e 's/^name: tiny/name: tiny-6h/' -e 's/^heads: .*/heads: 6/' -e 's/^kv_heads: .*/kv_heads: 3/' \
+  -e 's/^hidden: .*/hidden: 384/' "$src/models/tiny.yaml" > tiny-6h.yaml
 # cpu-local split into nodes of g devices (two-level rings need nodes); the nodes are
 # joined by a small fat tree only so that the topology is complete.
 node_topology() {  # <g> <nodes>
@@ -116,6 +121,15 @@ for P in 2 3 4; do
 done
 check "P=2 x dp=2 all_gather causal GQA contiguous" tiny cpu-local 2 2 flat contiguous true 1
 check "P=4 all_gather order 2 0 3 1, causal MHA zigzag" "$tmp/tiny-mha.yaml" cpu-local 4 1 flat zigzag true 1 "2, 0, 3, 1"
+# All-to-all CP (cp_comm_type a2a): Q,K,V all-to-all'd to h/P heads of the whole sequence,
+# attention there, the output (and dQ,dK,dV) all-to-all'd back.
+strategy=ulysses
+check "P=2 a2a causal GQA zigzag" tiny cpu-local 2 1 flat zigzag true 1
+check "P=3 a2a causal GQA contiguous" "$tmp/tiny-6h.yaml" cpu-local 3 1 flat contiguous true 1
+check "P=4 a2a non-causal MHA striped" "$tmp/tiny-mha.yaml" cpu-local 4 1 flat striped false 1
+check "P=4 a2a causal MHA zigzag, 2 sub-blocks" "$tmp/tiny-mha.yaml" cpu-local 4 1 flat zigzag true 2
+check "P=2 x dp=2 a2a causal GQA striped" tiny cpu-local 2 2 flat striped true 1
+check "P=4 a2a order 2 0 3 1, causal MHA zigzag" "$tmp/tiny-mha.yaml" cpu-local 4 1 flat zigzag true 1 "2, 0, 3, 1"
 strategy=ring
 
 echo "$runs runs, $failures failed, $(($(date +%s) - start)) s"

@@ -2,7 +2,8 @@
 # `ringmaster train`: for the same seed and data, the loss of every step of the first 20
 # with 2 and 4 ranks matches the 1-rank run within 1e-4 relative, for each ring schedule
 # (flat, bidirectional), all-gather CP (--cp-comm-type all_gather: K,V gathered around the
-# ring, dK,dV reduce-scattered), load balance (zigzag, striped, contiguous), data parallelism,
+# ring, dK,dV reduce-scattered), all-to-all CP (--cp-comm-type a2a: each layer's head-sharded
+# view kept from its forward to its backward, or recomputed), load balance (zigzag, striped, contiguous), data parallelism,
 # micro-batches and gradient accumulation, with the model state sharded (FSDP, the
 # default), replicated (--sharding ddp) and both (an hsdp plan on a topology of 2-rank
 # nodes: FSDP over each node's pair, the gradient shards all-reduced across the two), with
@@ -52,6 +53,8 @@ train_losses cp2dp2 --gpus 4 --cp 2 --schedule flat --load-balance contiguous --
 train_losses allgather4 --gpus 4 --cp 4 --cp-comm-type all_gather --micro-batch 1
 train_losses allgather2dp2 --gpus 4 --cp 2 --cp-comm-type all_gather --micro-batch 1 \
   --checkpointing full
+train_losses a2a2 --gpus 2 --cp 2 --cp-comm-type a2a --micro-batch 2 --checkpointing none
+train_losses a2a2dp2 --gpus 4 --cp 2 --cp-comm-type a2a --micro-batch 1 --checkpointing full
 train_losses full2 --gpus 2 --cp 2 --schedule flat --load-balance zigzag --micro-batch 1 --checkpointing full
 train_losses selective4 --gpus 4 --cp 2 --schedule flat --load-balance zigzag --micro-batch 2 --checkpointing selective
 train_opts="--sharding ddp"
@@ -95,7 +98,7 @@ if not bad:
     print(f"1 rank: loss {ref[0]:.4f} at step 1 -> {ref[-1]:.4f} at step {steps}")
     bad = not ref[-1] < ref[0] - 0.5
     if bad: print("the 1-rank loss did not fall by 0.5 nats")
-for name in ["zigzag2", "dp2", "zigzag4", "bidir4", "cp2dp2", "allgather4", "allgather2dp2", "full2", "selective4",
+for name in ["zigzag2", "dp2", "zigzag4", "bidir4", "cp2dp2", "allgather4", "allgather2dp2", "a2a2", "a2a2dp2", "full2", "selective4",
              "ddp4", "hsdp4", "zero2", "zero1"]:
     got = losses(name)
     if ref is None or got is None or len(got) != steps:
@@ -113,6 +116,11 @@ for name in allgather4 allgather2dp2; do
   grep -q "cp_comm_type: all_gather" "$tmp/$name.yaml" 2>/dev/null || fail "the $name plan is not all_gather"
   grep -q "all_gather (K,V gathered around the ring" "$tmp/$name.err" || fail "train did not say it runs $name as all_gather"
 done
+for name in a2a2 a2a2dp2; do
+  grep -q "cp_comm_type: a2a$" "$tmp/$name.yaml" 2>/dev/null || fail "the $name plan is not a2a"
+done
+grep -q "micro_batch: 2" "$tmp/a2a2.yaml" 2>/dev/null || fail "the a2a2 plan has no micro-batch of 2 (two views kept per layer)"
+grep -q "checkpointing: full" "$tmp/a2a2dp2.yaml" 2>/dev/null || fail "the a2a2dp2 plan has no full checkpointing"
 grep -q "model state sharded over all 4 ranks (FSDP" "$tmp/cp2dp2.err" || fail "cp2dp2 did not shard (FSDP)"
 grep -q "model state replicated on every rank (DDP" "$tmp/ddp4.err" || fail "ddp4 did not replicate"
 grep -q "model state sharded over groups of 2 ranks, replicated 2x (HSDP" "$tmp/hsdp4.err" || fail "hsdp4 did not run HSDP"

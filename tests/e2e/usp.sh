@@ -43,7 +43,7 @@ expect_bad "two sizes" "--hierarchical-context-parallel-sizes" -- plan "${job[@]
 expect_bad "a2a+p2p's split" "--hierarchical-context-parallel-sizes" -- plan "${job[@]}" --cp-comm-type a2a --hierarchical-context-parallel-sizes 8 4
 expect_bad "--cp 16" "--hierarchical-context-parallel-sizes" -- plan "${job[@]}" --cp 16 --hierarchical-context-parallel-sizes 8 4
 expect_bad "a2a+p2p" "torchtitan" -- export --plan "$tmp/p.yaml" --to torchtitan
-expect_bad "run executes context parallelism of cp_comm_type p2p (the ring) or all_gather" "cp_comm_type a2a+p2p" -- run --plan "$tmp/p.yaml"
+expect_bad "run executes context parallelism of cp_comm_type p2p (the ring), all_gather or a2a" "cp_comm_type a2a+p2p" -- run --plan "$tmp/p.yaml"
 
 # simulate replays the pinned split, and a split with tensor parallelism (tp 2 x a2a 4 in a
 # node, a ring of 4 nodes), within 2 % of the planner's step time.

@@ -162,7 +162,7 @@ TEST_CASE("plan --target searches the collective kinds the framework (or ringmas
   ag.cp_comm_type = Strategy::kAllGatherCp;
   CHECK(plan_for_target(s.planner, job, ag, ExportTarget::kTorchtitan, s.model, 8, "t").choice.strategy ==
         Strategy::kAllGatherCp);
-  // --target slurm: what `ringmaster run` executes (tp 1, pp 1, p2p or all_gather), and none
+  // --target slurm: what `ringmaster run` executes (tp 1, pp 1, p2p or all_gather on GPUs), and none
   // of those plans, pinned, beats its pick.
   const Plan ours = plan_for_target(s.planner, job, {}, ExportTarget::kSlurm, s.model, 8, "t");
   CHECK(run_refusal(ours, s.model, s.topo, "cuda") == "");

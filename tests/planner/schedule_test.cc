@@ -465,6 +465,112 @@ TEST_CASE("schedule: all_gather gathers each block and reduce-scatters dK,dV hom
   check(win, windowed, 3);
 }
 
+// a2a (DeepSpeed-Ulysses), run symbolically: a pack fills the send staging's block j with
+// (payload, this member, j); a message carries its block to the member it names and lands
+// in the receive block of the member it came from; each unpack must find, in every other
+// member's block, the payload it unpacks, from that member, for this one. Per pass: the
+// attention op comes after the inbound unpack (Q,K,V forward, dO backward), and the outbound
+// all-to-all (out; dQ,dK,dV before the kOwnGrad) after it. Messages are whole payloads:
+// never split into sub-blocks, of the bytes the planner prices.
+TEST_CASE("schedule: a2a's all-to-alls deliver every payload block to its member") {
+  struct Block {
+    A2aPayload what = A2aPayload::kNone;
+    int from = -1, to = -1;
+    bool operator==(const Block& o) const { return what == o.what && from == o.from && to == o.to; }
+  };
+  auto check = [](const Plan& plan, const ModelSpec& m) {
+    const Topology topo = load_topology("dgx-a100-ib");
+    const Fabric fabric(topo, plan.job.gpus);
+    const OpSchedule s = generate_schedule(plan, m, fabric);
+    REQUIRE(message_contract_violation(s).empty());
+    const int P = plan.choice.cp;
+    const double c = static_cast<double>(plan.job.seq_len) / P;
+    const double e = topo.gpu.element_bytes;
+    const double qkv = c * (m.heads + 2.0 * m.kv_heads) * m.head_dim * e / P, out = c * m.heads * m.head_dim * e / P;
+    for (const BufferInfo& b : s.buffers)
+      if (a2a_staging(b.role)) CHECK(b.blocks == P);
+    // The messages on each link (src gpu, dst gpu), in posting order, as their senders packed them.
+    std::map<std::pair<int, int>, std::vector<Block>> links;
+    for (const RankSchedule& rs : s.ranks) {
+      for (const Op& op : rs.ops)
+        if (op.kind == OpKind::kSend && a2a_staging(s.buffers[static_cast<size_t>(op.buffer)].role)) {
+          CHECK(s.ranks[static_cast<size_t>(op.peer)].position == op.kv_owner);
+          links[{rs.gpu, op.peer}].push_back({op.a2a, rs.position, op.kv_owner});
+        }
+    }
+    std::map<std::pair<int, int>, size_t> received;
+    for (const RankSchedule& rs : s.ranks) {
+      INFO("gpu " << rs.gpu);
+      std::vector<Block> recv_blocks(static_cast<size_t>(P));
+      A2aPayload packed = A2aPayload::kNone;
+      int sends = 0, recvs = 0, outstanding = 0, attention = 0;
+      std::vector<A2aPayload> unpacked;  // this pass's, in order
+      for (const Op& op : rs.ops) {
+        const bool staging = op.buffer >= 0 && a2a_staging(s.buffers[static_cast<size_t>(op.buffer)].role);
+        if (op.kind == OpKind::kBeginPass) unpacked.clear();
+        if (op.kind == OpKind::kCompute && op.compute == ComputeKind::kA2aPack) {
+          packed = op.a2a;
+          sends = recvs = 0;
+        }
+        if ((op.kind == OpKind::kSend || op.kind == OpKind::kRecv) && staging) {
+          CHECK(op.a2a == packed);
+          const bool inbound = packed == A2aPayload::kQkv || packed == A2aPayload::kDout;
+          const bool qkv_sized = packed == A2aPayload::kQkv || packed == A2aPayload::kDqkv;
+          CHECK(op.bytes == doctest::Approx(qkv_sized ? qkv : out));
+          CHECK(op.step == (inbound ? 0 : 1));
+          ++outstanding;
+          if (op.kind == OpKind::kSend) {
+            ++sends;
+          } else {
+            ++recvs;
+            const size_t n = received[{op.peer, rs.gpu}]++;
+            const auto& sent = links[{op.peer, rs.gpu}];
+            REQUIRE(n < sent.size());
+            recv_blocks[static_cast<size_t>(op.kv_owner)] = sent[n];
+          }
+        }
+        if (op.kind == OpKind::kWait && op.a2a != A2aPayload::kNone) --outstanding;
+        if (op.kind == OpKind::kCompute && op.compute == ComputeKind::kA2aUnpack) {
+          CHECK(op.a2a == packed);
+          CHECK(outstanding == 0);
+          CHECK(sends == P - 1);
+          CHECK(recvs == P - 1);
+          for (int k = 0; k < P; ++k)
+            if (k != rs.position) CHECK(recv_blocks[static_cast<size_t>(k)] == Block{op.a2a, k, rs.position});
+          unpacked.push_back(op.a2a);
+          recv_blocks.assign(static_cast<size_t>(P), Block{});
+        }
+        if (op.kind == OpKind::kCompute &&
+            (op.compute == ComputeKind::kAttentionForward || op.compute == ComputeKind::kAttentionBackward)) {
+          ++attention;
+          REQUIRE(unpacked.size() == 1);
+          CHECK(unpacked[0] == (op.compute == ComputeKind::kAttentionForward ? A2aPayload::kQkv : A2aPayload::kDout));
+        }
+        if (op.kind == OpKind::kOwnGrad) {
+          REQUIRE(unpacked.size() == 2);
+          CHECK(unpacked[1] == A2aPayload::kDqkv);
+        }
+      }
+      CHECK(attention == 2);  // the attention workload: one layer, forward and backward
+    }
+    for (const auto& [link, sent] : links) CHECK(received[link] == sent.size());
+  };
+  for (LoadBalance lb : {LoadBalance::kContiguous, LoadBalance::kZigzag}) {
+    for (int P : {2, 4, 8}) {
+      CAPTURE(std::string(to_string(lb)));
+      CAPTURE(P);
+      Plan p = make_plan(P, P, Schedule::kFlat, lb, true, 256 * P);
+      p.choice.strategy = Strategy::kUlysses;
+      check(p, small_model(8, 8));
+    }
+  }
+  // GQA over 2 members, two rings of them, and sub-blocks the all-to-all must not split.
+  Plan two = make_plan(4, 2, Schedule::kFlat, LoadBalance::kZigzag, true, 1024);
+  two.choice.strategy = Strategy::kUlysses;
+  two.choice.kv_subblocks = 2;
+  check(two, small_model(8, 2));
+}
+
 TEST_CASE("schedule: hierarchical ring over several nodes, with sub-blocks and DP") {
   for (LoadBalance lb : {LoadBalance::kContiguous, LoadBalance::kZigzag}) {
     for (int gpus : {8, 16, 24}) {

@@ -54,8 +54,9 @@ def main():
         except ringmaster.InputError as e:
             assert "expected one of megatron, torchtitan, slurm" in str(e)
         checked += 1
-        # slurm: the script launches `ringmaster run`, which executes p2p and all_gather CP; an a2a
-        # plan is refused with the CLI's message (both exit-2 paths name plan.strategy).
+        # slurm: the script launches `ringmaster run`, which executes p2p and all_gather CP on GPUs
+        # (a2a on the cpu backend only); an a2a plan for GPUs is refused with the CLI's message (both
+        # exit-2 paths name plan.strategy).
         a2a = os.path.join(d, "a2a.yaml")
         assert ringmaster.plan(gpus=16, seq="512k", output=a2a)["plan"]["cp_comm_type"] == "a2a"
         try:
@@ -63,7 +64,7 @@ def main():
             raise AssertionError("an a2a plan exported to slurm")
         except ringmaster.InputError as e:
             err = cli("export", "--plan", a2a, "--to", "slurm")
-            assert err.returncode == 2 and "plan.strategy: run executes context parallelism of cp_comm_type p2p" in str(e), str(e)
+            assert err.returncode == 2 and "plan.strategy: the cuda backend runs context parallelism of cp_comm_type p2p" in str(e), str(e)
             assert str(e) in err.stderr, (str(e), err.stderr)
         checked += 1
         # target="slurm" searches only what `ringmaster run` executes: that plan exports.
