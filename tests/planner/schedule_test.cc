@@ -19,6 +19,7 @@
 #include "planner/message_contract.h"
 #include "planner/schedule.h"
 #include "planner/spec_library.h"
+#include "planner/usp_plan.h"
 
 namespace rm {
 namespace {
@@ -465,14 +466,15 @@ TEST_CASE("schedule: all_gather gathers each block and reduce-scatters dK,dV hom
   check(win, windowed, 3);
 }
 
-// a2a (DeepSpeed-Ulysses), run symbolically: a pack fills the send staging's block j with
-// (payload, this member, j); a message carries its block to the member it names and lands
-// in the receive block of the member it came from; each unpack must find, in every other
-// member's block, the payload it unpacks, from that member, for this one. Per pass: the
-// attention op comes after the inbound unpack (Q,K,V forward, dO backward), and the outbound
-// all-to-all (out; dQ,dK,dV before the kOwnGrad) after it. Messages are whole payloads:
-// never split into sub-blocks, of the bytes the planner prices.
-TEST_CASE("schedule: a2a's all-to-alls deliver every payload block to its member") {
+// The all-to-alls of a2a (DeepSpeed-Ulysses: the group is the ring) and a2a+p2p (USP: groups
+// of cp_a2a GPUs around rings), run symbolically: a pack fills the send staging's block j
+// with (payload, this member, j); a message carries its block to the member it names and
+// lands in the receive block of the member it came from; each unpack must find, in every
+// other member's block, the payload it unpacks, from that member, for this one. Per pass:
+// the attention ops come after the inbound unpack (Q,K,V forward, dO backward), and the
+// outbound all-to-all (out; dQ,dK,dV before the kOwnGrad) after them. Messages are whole
+// payloads: never split into sub-blocks, of the bytes the planner prices.
+TEST_CASE("schedule: the all-to-alls of a2a and a2a+p2p deliver every payload block to its member") {
   struct Block {
     A2aPayload what = A2aPayload::kNone;
     int from = -1, to = -1;
@@ -483,10 +485,19 @@ TEST_CASE("schedule: a2a's all-to-alls deliver every payload block to its member
     const Fabric fabric(topo, plan.job.gpus);
     const OpSchedule s = generate_schedule(plan, m, fabric);
     REQUIRE(message_contract_violation(s).empty());
-    const int P = plan.choice.cp;
-    const double c = static_cast<double>(plan.job.seq_len) / P;
-    const double e = topo.gpu.element_bytes;
+    // A rank's index in its group: its ring position (a2a), or (tp 1) its ring's index
+    // among the cp_a2a rings of its replica (a2a+p2p, schedule.cc).
+    const bool usp = plan.choice.strategy == Strategy::kUsp;
+    const int P = usp ? plan.choice.cp_a2a : plan.choice.cp;
+    auto member = [&](const RankSchedule& rs) { return usp ? rs.ring % P : rs.position; };
+    // Per peer: Q,K,V (or their gradients) of c tokens of 1/P of the heads, the output (or dO).
+    const double c = static_cast<double>(plan.job.seq_len) / plan.choice.cp, e = topo.gpu.element_bytes;
     const double qkv = c * (m.heads + 2.0 * m.kv_heads) * m.head_dim * e / P, out = c * m.heads * m.head_dim * e / P;
+    if (usp) {
+      const UspA2aBytes b = usp_a2a_bytes(m, plan.choice, plan.job.seq_len, topo.gpu.element_bytes);
+      CHECK(b.qkv == doctest::Approx(qkv));
+      CHECK(b.out == doctest::Approx(out));
+    }
     for (const BufferInfo& b : s.buffers)
       if (a2a_staging(b.role)) CHECK(b.blocks == P);
     // The messages on each link (src gpu, dst gpu), in posting order, as their senders packed them.
@@ -494,8 +505,8 @@ TEST_CASE("schedule: a2a's all-to-alls deliver every payload block to its member
     for (const RankSchedule& rs : s.ranks) {
       for (const Op& op : rs.ops)
         if (op.kind == OpKind::kSend && a2a_staging(s.buffers[static_cast<size_t>(op.buffer)].role)) {
-          CHECK(s.ranks[static_cast<size_t>(op.peer)].position == op.kv_owner);
-          links[{rs.gpu, op.peer}].push_back({op.a2a, rs.position, op.kv_owner});
+          CHECK(member(s.ranks[static_cast<size_t>(op.peer)]) == op.kv_owner);
+          links[{rs.gpu, op.peer}].push_back({op.a2a, member(rs), op.kv_owner});
         }
     }
     std::map<std::pair<int, int>, size_t> received;
@@ -517,7 +528,7 @@ TEST_CASE("schedule: a2a's all-to-alls deliver every payload block to its member
           const bool inbound = packed == A2aPayload::kQkv || packed == A2aPayload::kDout;
           const bool qkv_sized = packed == A2aPayload::kQkv || packed == A2aPayload::kDqkv;
           CHECK(op.bytes == doctest::Approx(qkv_sized ? qkv : out));
-          CHECK(op.step == (inbound ? 0 : 1));
+          if (!usp) CHECK(op.step == (inbound ? 0 : 1));
           ++outstanding;
           if (op.kind == OpKind::kSend) {
             ++sends;
@@ -536,7 +547,7 @@ TEST_CASE("schedule: a2a's all-to-alls deliver every payload block to its member
           CHECK(sends == P - 1);
           CHECK(recvs == P - 1);
           for (int k = 0; k < P; ++k)
-            if (k != rs.position) CHECK(recv_blocks[static_cast<size_t>(k)] == Block{op.a2a, k, rs.position});
+            if (k != member(rs)) CHECK(recv_blocks[static_cast<size_t>(k)] == Block{op.a2a, k, member(rs)});
           unpacked.push_back(op.a2a);
           recv_blocks.assign(static_cast<size_t>(P), Block{});
         }
@@ -551,7 +562,8 @@ TEST_CASE("schedule: a2a's all-to-alls deliver every payload block to its member
           CHECK(unpacked[1] == A2aPayload::kDqkv);
         }
       }
-      CHECK(attention == 2);  // the attention workload: one layer, forward and backward
+      // The attention workload: one layer, forward and backward (a2a+p2p: a ring step each).
+      CHECK(attention == (usp ? 2 * plan.choice.cp / P : 2));
     }
     for (const auto& [link, sent] : links) CHECK(received[link] == sent.size());
   };
@@ -569,6 +581,14 @@ TEST_CASE("schedule: a2a's all-to-alls deliver every payload block to its member
   two.choice.strategy = Strategy::kUlysses;
   two.choice.kv_subblocks = 2;
   check(two, small_model(8, 2));
+  // a2a+p2p: groups of 4 inside a node around rings of 2 across, and of 2 around rings of 4.
+  for (int a2a : {4, 2}) {
+    CAPTURE(a2a);
+    Plan usp = make_plan(16, 8, Schedule::kFlat, LoadBalance::kZigzag, true, 4096);
+    usp.choice.strategy = Strategy::kUsp;
+    usp.choice.cp_a2a = a2a;
+    check(usp, small_model(8, 4));
+  }
 }
 
 TEST_CASE("schedule: hierarchical ring over several nodes, with sub-blocks and DP") {
