@@ -10,7 +10,7 @@
 # Environment: GRID=small|full (calibration grid, default full), ITERS (timed iterations per
 # run, default 5), FORMAT=table|json (validate's output).
 #
-# Needs Open MPI (mpirun) and 2 cores; about 95 s with the full grid. Other work on the same
+# Needs Open MPI (mpirun) and 2 cores; 25-95 s with the full grid, by machine. Other work on the same
 # cores slows kernels 2-3x at random (the timed figures are medians, but that still shows up
 # as error); as root, start it in its own scheduler autogroup at nice -10 (BENCHMARKS.md):
 #   setsid bash -c 'echo -10 > /proc/self/autogroup; exec examples/closed_loop.sh ...'
@@ -25,7 +25,8 @@ echo "== calibrate (micro-benchmarks: kernels, GEMMs, ring exchange, overlap; 2 
 "$rm_bin" calibrate --backend cpu --np 2 --model tiny --topology cpu-local --grid "$grid" \
   -o "$out/profile.yaml"
 
-# Held-out plans: 2 ranks of this machine, the tiny model, ring attention forward+backward.
+# Held-out plans: 2 ranks of this machine, the tiny model, context-parallel attention forward +
+# backward: the ring (p2p), all_gather and a2a.
 plans=()
 plan() {
   local name=$1
@@ -45,6 +46,8 @@ plan seq3k-t48-contiguous     --seq 3k   --cp 2 --block-q 48  --block-kv 48  --l
 plan seq4k-t128x64-zigzag     --seq 4k   --cp 2 --block-q 128 --block-kv 64  --load-balance zigzag
 plan seq2k-dp2-t64            --seq 2k   --cp 1 --block-q 64  --block-kv 64
 plan seq1k-t16x64-full        --seq 1k   --cp 2 --block-q 16  --block-kv 64  --no-causal
+plan seq2k-t64-allgather      --seq 2k   --cp 2 --block-q 64  --block-kv 64  --cp-comm-type all_gather
+plan seq2k-t64-a2a            --seq 2k   --cp 2 --block-q 64  --block-kv 64  --cp-comm-type a2a
 printf '%s\n' "${plans[@]}"
 
 echo "== validate (predicted vs measured, median of $iters iterations)"
