@@ -2,6 +2,7 @@
 #include "executor/backend.h"
 
 #include "executor/verify.h"
+#include "planner/attention_work.h"
 #include "planner/input_error.h"
 #include "planner/model_spec.h"
 #include "planner/plan.h"
@@ -21,6 +22,7 @@ AttentionShape plan_attention_shape(const Plan& plan, const ModelSpec& model) {
   shape.block_q = plan.choice.block_q;
   shape.block_kv = plan.choice.block_kv;
   shape.causal = plan.job.causal;
+  shape.window = effective_window(model, plan.job);
   shape.segments = plan.choice.load_balance == LoadBalance::kZigzag ? 2 : 1;
   return shape;
 }

@@ -11,7 +11,8 @@
 // Logical tensor layouts (head-major, row-major; the HostTensors below use exactly these):
 //   Q, dO, out, dQ   [h][c][d]        K, V, dK, dV   [h_kv][c][d]        lse, D   [h][c]
 // Every rank's tokens are global token indices (TokenLayout::global_index), increasing;
-// the causal mask is "key index <= query index" on those global indices.
+// the causal mask is "key index <= query index" on those global indices, and a sliding
+// window W adds "query index - W < key index".
 //
 // Buffers. Local tensors (Q, dO, out, lse, dQ, the rank's own K, V and its final dK, dV)
 // live inside the backend. The schedule's buffers (ids into Schedule::buffers) are the
@@ -56,6 +57,7 @@ struct AttentionShape {
   int block_q = 128;   // query tile of the blockwise kernel
   int block_kv = 128;  // key/value tile of the blockwise kernel
   bool causal = true;
+  int64_t window = 0;  // causal only: the model's sliding window W (effective_window; 0 = none)
   // A rank's c tokens form this many equal runs that tiles never cross: 2 for zigzag
   // (its two half-chunks, tiled separately as in attention_work.h), 1 otherwise.
   int segments = 1;

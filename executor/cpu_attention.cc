@@ -22,20 +22,22 @@ using MMap = Eigen::Map<RowMat>;
 
 enum class TileMask { kHidden, kPartial, kVisible };
 
-// Which pairs of a (q tile, kv tile) the causal mask lets through; both token lists are
-// increasing, so the corners decide.
+// Which pairs of a (q tile, kv tile) the causal mask (and window) lets through; both token
+// lists are increasing, so the corners decide.
 TileMask classify(const int64_t* q_tok, int64_t tq, const int64_t* k_tok, int64_t tk,
-                  bool causal) {
-  if (!causal) return TileMask::kVisible;
-  if (k_tok[0] > q_tok[tq - 1]) return TileMask::kHidden;
-  if (k_tok[tk - 1] <= q_tok[0]) return TileMask::kVisible;
+                  const TileShape& tiles) {
+  if (!tiles.causal) return TileMask::kVisible;
+  const int64_t w = tiles.window;
+  if (k_tok[0] > q_tok[tq - 1]) return TileMask::kHidden;                // after every query
+  if (w > 0 && k_tok[tk - 1] <= q_tok[0] - w) return TileMask::kHidden;  // before every window
+  if (k_tok[tk - 1] <= q_tok[0] && (w == 0 || k_tok[0] > q_tok[tq - 1] - w)) return TileMask::kVisible;
   return TileMask::kPartial;
 }
 
-void apply_mask(RowMat& s, const int64_t* q_tok, const int64_t* k_tok) {
+void apply_mask(RowMat& s, const int64_t* q_tok, const int64_t* k_tok, int64_t window) {
   for (Eigen::Index i = 0; i < s.rows(); ++i)
     for (Eigen::Index j = 0; j < s.cols(); ++j)
-      if (k_tok[j] > q_tok[i]) s(i, j) = kNegInf;
+      if (k_tok[j] > q_tok[i] || (window > 0 && k_tok[j] <= q_tok[i] - window)) s(i, j) = kNegInf;
 }
 
 // s(i, :) = exp(s(i, :) - m(i)) row by row: rows of a row-major tile are contiguous, so
@@ -70,10 +72,15 @@ double attention_block_forward(const float* q, const int64_t* q_tok, int64_t cq,
     w.sum.setZero(tq);
     for (int64_t k0 = 0; k0 < ck; k0 += tiles.block_kv) {
       const int64_t tk = std::min<int64_t>(tiles.block_kv, ck - k0);
-      const TileMask mask = classify(q_tok + q0, tq, k_tok + k0, tk, tiles.causal);
-      if (mask == TileMask::kHidden) break;  // keys only grow: later tiles are hidden too
+      const TileMask mask = classify(q_tok + q0, tq, k_tok + k0, tk, tiles);
+      if (mask == TileMask::kHidden) {
+        // Keys only grow: past the queries every later tile is hidden too; before the
+        // window a later one may reach it.
+        if (k_tok[k0] > q_tok[q0 + tq - 1]) break;
+        continue;
+      }
       w.s.noalias() = w.qs * CMap(k + k0 * d, tk, d).transpose();
-      if (mask == TileMask::kPartial) apply_mask(w.s, q_tok + q0, k_tok + k0);
+      if (mask == TileMask::kPartial) apply_mask(w.s, q_tok + q0, k_tok + k0, tiles.window);
       // Online softmax: rescale what was accumulated to the new running max. A row with
       // no visible key so far keeps max -inf; subtracting 0 instead keeps exp() at 0.
       w.m_new = w.m.cwiseMax(w.s.rowwise().maxCoeff());
@@ -133,12 +140,12 @@ double attention_block_backward(const float* q, const float* dout, const float* 
     MMap dkt(dk + k0 * d, tk, d), dvt(dv + k0 * d, tk, d);
     for (int64_t q0 = 0; q0 < cq; q0 += tiles.block_q) {
       const int64_t tq = std::min<int64_t>(tiles.block_q, cq - q0);
-      const TileMask mask = classify(q_tok + q0, tq, k_tok + k0, tk, tiles.causal);
-      if (mask == TileMask::kHidden) continue;  // later query tiles may see this one
+      const TileMask mask = classify(q_tok + q0, tq, k_tok + k0, tk, tiles);
+      if (mask == TileMask::kHidden) continue;  // other query tiles may see this one
       const CMap qt(q + q0 * d, tq, d), dot(dout + q0 * d, tq, d);
       const Eigen::Map<const Vec> lse_t(lse + q0, tq), d_t(D + q0, tq);
       w.s.noalias() = (qt * scale) * kt.transpose();
-      if (mask == TileMask::kPartial) apply_mask(w.s, q_tok + q0, k_tok + k0);
+      if (mask == TileMask::kPartial) apply_mask(w.s, q_tok + q0, k_tok + k0, tiles.window);
       // P from the forward pass's lse (every query sees at least itself, so lse is finite).
       exp_rows_minus(w.s, lse_t);  // s becomes P
       dvt.noalias() += w.s.transpose() * dot;

@@ -5,8 +5,9 @@
 // Shapes (row-major, contiguous): q, dout, o, dq  [cq][d];  k, v, dk, dv  [ck][d];
 // l, lse, D  [cq];  q_tok [cq], k_tok [ck] are global token indices, increasing.
 // Tiles are block_q x block_kv (the last ones may be smaller). With `causal`, a key is
-// visible to a query when k_tok <= q_tok; tiles with no visible pair are skipped, tiles
-// with some are computed whole and masked. Softmax scale: `scale` (1/sqrt(d)).
+// visible to a query when k_tok <= q_tok, and with a sliding window W > 0 also
+// q_tok - W < k_tok (ModelSpec::sliding_window); tiles with no visible pair are skipped,
+// tiles with some are computed whole and masked. Softmax scale: `scale` (1/sqrt(d)).
 #pragma once
 
 #include <limits>
@@ -23,6 +24,7 @@ struct TileShape {
   int block_q = 128;
   int block_kv = 128;
   bool causal = true;
+  int64_t window = 0;  // causal only: the sliding window W (0 = none)
   // Called after every computed tile when set: the cpu backend drives MPI progress there,
   // so a transfer posted before the kernel moves while it computes (Open MPI moves large
   // shared-memory messages only inside MPI calls).

@@ -30,7 +30,7 @@ class CpuBackend final : public Backend {
     c_ = shape.c;
     head_ = c_ * shape.d;
     scale_ = 1.0f / std::sqrt(static_cast<float>(shape.d));
-    tiles_ = {shape.block_q, shape.block_kv, shape.causal, [this] { progress(); }};
+    tiles_ = {shape.block_q, shape.block_kv, shape.causal, shape.window, [this] { progress(); }};
     q_ = make_input(seed, InputTensor::kQ, shape.h);
     k_ = make_input(seed, InputTensor::kK, shape.h_kv);
     v_ = make_input(seed, InputTensor::kV, shape.h_kv);

@@ -37,8 +37,11 @@ ReferenceResult reference_attention(const ReferenceShape& shape, const std::vect
         vg(v.data() + g * head, n, d);
     Mat p = (qj * kg.transpose()) * scale;
     for (int64_t s = 0; s < n; ++s) {
-      if (shape.causal)
+      if (shape.causal) {
         for (int64_t t = s + 1; t < n; ++t) p(s, t) = -std::numeric_limits<double>::infinity();
+        if (shape.window > 0)
+          for (int64_t t = 0; t <= s - shape.window; ++t) p(s, t) = -std::numeric_limits<double>::infinity();
+      }
       const double mx = p.row(s).maxCoeff();
       p.row(s) = (p.row(s).array() - mx).exp().matrix();
       const double sum = p.row(s).sum();

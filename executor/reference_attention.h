@@ -3,7 +3,8 @@
 //
 // Shapes, in global token order (N tokens of one sequence): q, dout, out, dq [h][N][d];
 // k, v, dk, dv [h_kv][N][d]; lse [h][N]. Query head j uses kv head j / (h / h_kv).
-// Softmax scale 1/sqrt(d); causal: key t visible to query s when t <= s.
+// Softmax scale 1/sqrt(d); causal: key t visible to query s when t <= s, and with a
+// sliding window W > 0 also when s - W < t.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@ struct ReferenceShape {
   int h = 0;
   int h_kv = 0;
   bool causal = true;
+  int64_t window = 0;  // causal only; 0 = none
 };
 
 struct ReferenceResult {

@@ -148,7 +148,7 @@ VerifyResult verify_step(const Transformer& model, const Plan& plan,
                          double grad_scale, double tolerance) {
   const ModelSpec& m = model.spec();
   const int64_t N = plan.job.seq_len;
-  const ReferenceShape shape{N, m.head_dim, m.heads, m.kv_heads, plan.job.causal};
+  const ReferenceShape shape{N, m.head_dim, m.heads, m.kv_heads, plan.job.causal, effective_window(m, plan.job)};
   TrainKernels<double>& kernels = cpu_train_kernels<double>();
   const AttentionFnOf<double> fwd = [&](int, LayerAttention<double>& t) {
     reference_layer_attention(shape, kernels, t, false);

@@ -100,7 +100,7 @@ VerifyResult verify_ring(const std::vector<HostTensors>& ranks, const AttentionS
         compare_tensor("dout", dout, expected_input(InputTensor::kDout, shape.h), tolerance));
 
   const ReferenceResult ref =
-      reference_attention({n, d, shape.h, shape.h_kv, shape.causal}, q, k, v, dout, backward);
+      reference_attention({n, d, shape.h, shape.h_kv, shape.causal, shape.window}, q, k, v, dout, backward);
   res.checks.push_back(compare_tensor("out", get(&HostTensors::out, shape.h, d), ref.out, tolerance));
   res.checks.push_back(compare_tensor("lse", assemble_lse(ranks, shape.h, n), ref.lse, tolerance));
   if (backward) {

@@ -321,10 +321,11 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
   if (plan.choice.tp > 1)
     return "plan.tp: the executor runs plans without tensor parallelism (got tp " + std::to_string(plan.choice.tp) +
            "): such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: re-plan with --tp 1";
-  if (effective_window(model, plan.job) > 0)
-    return "model.sliding_window: the executor's kernels apply the causal mask only, not a sliding window of " +
-           std::to_string(model.sliding_window) +
-           " tokens: such a plan is priced and simulated (`ringmaster simulate`), not run";
+  if (effective_window(model, plan.job) > 0 && backend != "cpu")
+    return "model.sliding_window: the " + backend + " backend's kernels apply the causal mask only, not a sliding "
+           "window of " + std::to_string(model.sliding_window) +
+           " tokens (the cpu backend's do): such a plan is priced and simulated (`ringmaster simulate`), not run "
+           "on GPUs";
   if (backend == "cpu" && topology.intra.kind != IntraKind::kSharedMemory)
     return "topology: the cpu backend runs plans made for a CPU topology (shared-memory devices, "
            "e.g. cpu-local); this plan is for '" + topology.name +

@@ -5,7 +5,9 @@
 # a data-parallel case (2 rings of 2); rings over permuted rank orders; all-gather CP
 # (cp_comm_type all_gather) over P = 2..4, load balances, sub-blocks, dp 2 and an order;
 # all-to-all CP (cp_comm_type a2a, Ulysses) over P = 2..4, GQA and MHA, load balances, causal
-# and not, dp 2, sub-blocks (which the all-to-all does not split) and an order.
+# and not, dp 2, sub-blocks (which the all-to-all does not split) and an order; and a sliding
+# window (13 of 48 tokens) under each kind: the flat ring's fewer steps, all_gather's window
+# blocks, a2a's whole-sequence kernel.
 # Every run must print "verification: OK" and exit 0.
 # Plans are written by hand (the plan.yaml format, planner/plan_io.cc) so every schedule
 # is pinned. Usage: run_verify.sh <ringmaster> <source-dir>. Exit 77 = skipped.
@@ -22,6 +24,12 @@ sed -e 's/^name: tiny/name: tiny-mha/' -e 's/^kv_heads: .*/kv_heads: 4/' \
 # 6 heads (and 3 kv heads): a2a over 3 ranks, which must divide both.
 sed -e 's/^name: tiny/name: tiny-6h/' -e 's/^heads: .*/heads: 6/' -e 's/^kv_heads: .*/kv_heads: 3/' \
   -e 's/^hidden: .*/hidden: 384/' "$src/models/tiny.yaml" > tiny-6h.yaml
+# A sliding window of 13 tokens (Mistral's sliding_window), GQA and MHA.
+for m in tiny tiny-mha; do
+  sed -e "s/^name: .*/name: $m-swa/" "$src/models/tiny.yaml" > $m-swa.yaml
+  [[ $m == tiny-mha ]] && sed -i 's/^kv_heads: .*/kv_heads: 4/' $m-swa.yaml
+  echo "sliding_window: 13" >> $m-swa.yaml
+done
 # cpu-local split into nodes of g devices (two-level rings need nodes); the nodes are
 # joined by a small fat tree only so that the topology is complete.
 node_topology() {  # <g> <nodes>
@@ -130,6 +138,17 @@ check "P=4 a2a non-causal MHA striped" "$tmp/tiny-mha.yaml" cpu-local 4 1 flat s
 check "P=4 a2a causal MHA zigzag, 2 sub-blocks" "$tmp/tiny-mha.yaml" cpu-local 4 1 flat zigzag true 2
 check "P=2 x dp=2 a2a causal GQA striped" tiny cpu-local 2 2 flat striped true 1
 check "P=4 a2a order 2 0 3 1, causal MHA zigzag" "$tmp/tiny-mha.yaml" cpu-local 4 1 flat zigzag true 1 "2, 0, 3, 1"
+# Sliding window: the ring runs 2 of 4 steps on contiguous chunks of 12, all_gather gathers
+# 2 blocks, a2a masks the band in its whole-sequence kernel; zigzag and striped spread it.
+strategy=ring
+check "P=4 flat window 13, contiguous" "$tmp/tiny-swa.yaml" cpu-local 4 1 flat contiguous true 1
+check "P=3 flat window 13, zigzag, 2 sub-blocks" "$tmp/tiny-swa.yaml" cpu-local 3 1 flat zigzag true 2
+check "P=2 x dp=2 flat window 13, striped" "$tmp/tiny-swa.yaml" cpu-local 2 2 flat striped true 1
+strategy=allgather-cp
+check "P=4 all_gather window 13, contiguous" "$tmp/tiny-swa.yaml" cpu-local 4 1 flat contiguous true 1
+check "P=3 all_gather window 13, zigzag" "$tmp/tiny-swa.yaml" cpu-local 3 1 flat zigzag true 1
+strategy=ulysses
+check "P=4 a2a window 13, MHA zigzag" "$tmp/tiny-mha-swa.yaml" cpu-local 4 1 flat zigzag true 1
 strategy=ring
 
 echo "$runs runs, $failures failed, $(($(date +%s) - start)) s"

@@ -10,7 +10,8 @@
 # zero2 and zero1 plans (each unit's parameters gathered once a step and held; zero2
 # reduce-scatters every micro-step, zero1 once, in the last: the measurements count them),
 # and under each activation checkpointing
-# policy: the ranks' ring attention, collectives, recomputation and batch split change
+# policy, and with a sliding window (p2p, all_gather, a2a against 1 rank of the windowed
+# model): the ranks' ring attention, collectives, recomputation and batch split change
 # nothing but fp32 rounding. Every run takes 4 sequences of 128 tokens per step
 # (--batch-tokens 512).
 # Usage: train_equivalence.sh <ringmaster> <source-dir>.
@@ -28,11 +29,12 @@ steps=20
 train_opts=""
 topology=cpu-local
 sharding=fsdp
+model=tiny
 train_losses() {
   local name=$1
   shift
   # --tp 1: the executor runs plans without tensor parallelism.
-  if ! "$bin" plan --model tiny --topology "$topology" --seq 128 --batch-tokens 512 --tp 1 --sharding "$sharding" "$@" \
+  if ! "$bin" plan --model "$model" --topology "$topology" --seq 128 --batch-tokens 512 --tp 1 --sharding "$sharding" "$@" \
       -o "$tmp/$name.yaml" >/dev/null 2>"$tmp/$name.plan.err"; then
     fail "$name: plan $* failed: $(cat "$tmp/$name.plan.err")"
     return
@@ -81,6 +83,17 @@ for level in zero2 zero1; do
   train_losses "$level" --gpus 4 --cp 2 --schedule flat --load-balance zigzag --micro-batch 1
 done
 sharding=fsdp train_opts=""
+# A sliding window of 40 of the 128 tokens: the ring of 4 runs 3 of its 4 steps on contiguous
+# chunks of 32, all_gather gathers 3 blocks, a2a masks the band; compared with 1 rank of the
+# same model (swa_one).
+sed -e 's/^name: tiny/name: tiny-swa/' "$src/models/tiny.yaml" >"$tmp/tiny-swa.yaml"
+echo "sliding_window: 40" >>"$tmp/tiny-swa.yaml"
+model=$tmp/tiny-swa.yaml
+train_losses swa_one --gpus 1 --micro-batch 2
+train_losses swa_ring4 --gpus 4 --cp 4 --schedule flat --load-balance contiguous --micro-batch 1
+train_losses swa_allgather4 --gpus 4 --cp 4 --cp-comm-type all_gather --micro-batch 1
+train_losses swa_a2a2 --gpus 2 --cp 2 --cp-comm-type a2a --micro-batch 2
+model=tiny
 
 python3 - "$tmp" $steps <<'PY' || fail "losses differ (above)"
 import json, sys
@@ -98,13 +111,18 @@ if not bad:
     print(f"1 rank: loss {ref[0]:.4f} at step 1 -> {ref[-1]:.4f} at step {steps}")
     bad = not ref[-1] < ref[0] - 0.5
     if bad: print("the 1-rank loss did not fall by 0.5 nats")
+swa = losses("swa_one")
+if swa is None or len(swa) != steps or swa == ref:
+    print("swa_one: missing, short, or the same losses as without the window"); bad = True
+one = ref
 for name in ["zigzag2", "dp2", "zigzag4", "bidir4", "cp2dp2", "allgather4", "allgather2dp2", "a2a2", "a2a2dp2", "full2", "selective4",
-             "ddp4", "hsdp4", "zero2", "zero1"]:
+             "ddp4", "hsdp4", "zero2", "zero1", "swa_ring4", "swa_allgather4", "swa_a2a2"]:
     got = losses(name)
+    ref = swa if name.startswith("swa_") else one
     if ref is None or got is None or len(got) != steps:
         print(f"{name}: {0 if got is None else len(got)} steps, want {steps}"); bad = True; continue
     worst = max(abs(a - b) / abs(b) for a, b in zip(got, ref)) if ref else 1.0
-    print(f"{name}: largest relative loss difference to 1 rank over {steps} steps {worst:.2e}")
+    print(f"{name}: largest relative loss difference to 1 rank{' (window)' if name.startswith('swa_') else ''} over {steps} steps {worst:.2e}")
     if worst > 1e-4: bad = True
 sys.exit(1 if bad else 0)
 PY
@@ -121,6 +139,8 @@ for name in a2a2 a2a2dp2; do
 done
 grep -q "micro_batch: 2" "$tmp/a2a2.yaml" 2>/dev/null || fail "the a2a2 plan has no micro-batch of 2 (two views kept per layer)"
 grep -q "checkpointing: full" "$tmp/a2a2dp2.yaml" 2>/dev/null || fail "the a2a2dp2 plan has no full checkpointing"
+grep -q "cp_comm_type: all_gather" "$tmp/swa_allgather4.yaml" 2>/dev/null || fail "the swa_allgather4 plan is not all_gather"
+grep -q "cp_comm_type: a2a$" "$tmp/swa_a2a2.yaml" 2>/dev/null || fail "the swa_a2a2 plan is not a2a"
 grep -q "model state sharded over all 4 ranks (FSDP" "$tmp/cp2dp2.err" || fail "cp2dp2 did not shard (FSDP)"
 grep -q "model state replicated on every rank (DDP" "$tmp/ddp4.err" || fail "ddp4 did not replicate"
 grep -q "model state sharded over groups of 2 ranks, replicated 2x (HSDP" "$tmp/hsdp4.err" || fail "hsdp4 did not run HSDP"

@@ -23,6 +23,7 @@ struct Case {
   bool zigzag;  // token layout of the blocks
   bool causal;
   int bq, bkv;
+  int64_t window = 0;  // causal sliding window (0 = none)
 };
 
 // Tokens held by block `b`: contiguous, or zigzag (chunks b and 2P-1-b).
@@ -66,7 +67,7 @@ double run_case(const Case& cs) {
   const auto q = global(InputTensor::kQ, cs.h), k = global(InputTensor::kK, cs.h_kv),
              v = global(InputTensor::kV, cs.h_kv), dout = global(InputTensor::kDout, cs.h);
   const ReferenceResult ref =
-      reference_attention({n, d, cs.h, cs.h_kv, cs.causal}, q, k, v, dout, true);
+      reference_attention({n, d, cs.h, cs.h_kv, cs.causal, cs.window}, q, k, v, dout, true);
 
   // One block's rows of a global tensor, as fp32 [c][d] for head hh.
   auto rows = [&](const std::vector<double>& x, int hh, const std::vector<int64_t>& tok) {
@@ -75,7 +76,7 @@ double run_case(const Case& cs) {
       for (int j = 0; j < d; ++j) r[i * d + j] = static_cast<float>(x[(hh * n + tok[i]) * d + j]);
     return r;
   };
-  const TileShape tiles{cs.bq, cs.bkv, cs.causal, {}};
+  const TileShape tiles{cs.bq, cs.bkv, cs.causal, cs.window, {}};
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   std::vector<float> out(ref.out.size()), lse(ref.lse.size()), dq(ref.dq.size()),
       dk(ref.dk.size(), 0.0f), dv(ref.dv.size(), 0.0f);
@@ -121,16 +122,28 @@ double run_case(const Case& cs) {
   }
   const double errs[] = {rel_err(out, ref.out), rel_err(lse, ref.lse), rel_err(dq, ref.dq),
                          rel_err(dk, ref.dk), rel_err(dv, ref.dv)};
-  std::printf("n=%lld d=%d h=%d h_kv=%d P=%d %s %s tiles %dx%d: out %.1e lse %.1e dq %.1e "
+  std::printf("n=%lld d=%d h=%d h_kv=%d P=%d %s %s window %lld tiles %dx%d: out %.1e lse %.1e dq %.1e "
               "dk %.1e dv %.1e\n",
               static_cast<long long>(n), d, cs.h, cs.h_kv, cs.blocks,
-              cs.zigzag ? "zigzag" : "contiguous", cs.causal ? "causal" : "full", cs.bq, cs.bkv,
-              errs[0], errs[1], errs[2], errs[3], errs[4]);
+              cs.zigzag ? "zigzag" : "contiguous", cs.causal ? "causal" : "full",
+              static_cast<long long>(cs.window), cs.bq, cs.bkv, errs[0], errs[1], errs[2], errs[3], errs[4]);
   return *std::max_element(std::begin(errs), std::end(errs));
 }
 
 TEST_CASE("single block, non-causal, one tile: kernels match the fp64 reference") {
   CHECK(run_case({64, 16, 1, 1, 1, false, false, 64, 64}) < 1e-5);
+}
+
+TEST_CASE("a sliding window masks the band's edge inside tiles and skips tiles before it") {
+  // Windows shorter than a tile, spanning several, and not a multiple of any; one block
+  // and rings of 4 (contiguous and zigzag), so tiles are hidden before the window, partly
+  // in it and whole inside it. A query always sees itself, so no row is empty.
+  for (int64_t window : {5, 13, 40, 95}) {
+    CAPTURE(window);
+    CHECK(run_case({96, 16, 2, 1, 1, false, true, 20, 12, window}) < 1e-5);
+    CHECK(run_case({128, 16, 2, 2, 4, false, true, 8, 16, window}) < 1e-5);
+    CHECK(run_case({128, 16, 4, 2, 4, true, true, 16, 8, window}) < 1e-5);
+  }
 }
 
 TEST_CASE("causal diagonal tiles are masked inside and skipped above the diagonal") {
