@@ -15,7 +15,7 @@ namespace rm::exec {
 
 AttentionShape plan_attention_shape(const Plan& plan, const ModelSpec& model) {
   AttentionShape shape;
-  shape.c = TokenLayout{plan.choice.load_balance, plan.job.seq_len, plan.choice.cp}.tokens_per_rank();
+  shape.c = plan.job.seq_len / plan.choice.cp;
   shape.d = model.head_dim;
   shape.h = model.heads;
   shape.h_kv = model.kv_heads;
@@ -27,11 +27,23 @@ AttentionShape plan_attention_shape(const Plan& plan, const ModelSpec& model) {
   return shape;
 }
 
-std::vector<int64_t> rank_token_indices(const Plan& plan, int position) {
-  const TokenLayout layout{plan.choice.load_balance, plan.job.seq_len, plan.choice.cp};
+TokenLayout ring_token_layout(const Plan& plan) {
+  const int a2a = plan.choice.strategy == Strategy::kUsp ? plan.choice.cp_a2a : 1;
+  return TokenLayout{plan.choice.load_balance, plan.job.seq_len, plan.choice.cp / a2a};
+}
+
+std::vector<int64_t> member_slice(const std::vector<int64_t>& position_tokens, int members, int i) {
+  const size_t c = position_tokens.size() / static_cast<size_t>(members);
+  return {position_tokens.begin() + static_cast<std::ptrdiff_t>(c * i),
+          position_tokens.begin() + static_cast<std::ptrdiff_t>(c * (i + 1))};
+}
+
+std::vector<int64_t> rank_token_indices(const Plan& plan, int position, int a2a_index) {
+  const TokenLayout layout = ring_token_layout(plan);
   std::vector<int64_t> tokens(static_cast<size_t>(layout.tokens_per_rank()));
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = layout.global_index(position, static_cast<int64_t>(i));
-  return tokens;
+  if (plan.choice.strategy != Strategy::kUsp) return tokens;
+  return member_slice(tokens, plan.choice.cp_a2a, a2a_index);
 }
 
 uint64_t splitmix64(uint64_t x) {

@@ -41,6 +41,7 @@
 
 #include "planner/attention_work.h"
 #include "planner/op_list.h"
+#include "planner/token_layout.h"
 
 namespace rm::exec {
 
@@ -70,11 +71,20 @@ struct ModelSpec;
 }  // namespace rm
 namespace rm::exec {
 
-// The attention a plan runs on every rank: c tokens, the model's heads, the plan's tiles and
-// mask, zigzag's two segments. And the global token index of each token ring position
-// `position` holds (planner/token_layout.h).
+// The attention a plan runs on every rank: c = N / cp tokens, the model's heads, the plan's
+// tiles and mask, zigzag's two segments.
 AttentionShape plan_attention_shape(const Plan& plan, const ModelSpec& model);
-std::vector<int64_t> rank_token_indices(const Plan& plan, int position);
+// The token layout of the plan's rings (planner/token_layout.h): N / ring size tokens per
+// position, the ring size cp, or cp / cp_a2a for a2a+p2p (its p2p ring over the blocks
+// its all-to-all groups hold).
+TokenLayout ring_token_layout(const Plan& plan);
+// a2a+p2p: member i of a ring position's all-to-all group holds the i-th of `members` equal
+// consecutive slices of the position's tokens, so the group's head-sharded view is the
+// position's block, in the order the ring's kernels need.
+std::vector<int64_t> member_slice(const std::vector<int64_t>& position_tokens, int members, int i);
+// The global token indices a rank holds: its ring position's (a2a+p2p: member
+// `a2a_index`'s slice of them; planner/op_list.h's a2a_member).
+std::vector<int64_t> rank_token_indices(const Plan& plan, int position, int a2a_index = 0);
 
 // Deterministic inputs: element (head, global token t, dim) of tensor `which` is a
 // uniform value in [-1, 1) hashed from (seed, which, head, t, dim), so any process (the
@@ -92,9 +102,10 @@ struct HostTensors {
   std::vector<int64_t> tokens;  // c global token indices of this rank
   std::vector<float> q, k, v, dout;
   std::vector<float> out, lse;
-  // a2a: lse stays head-sharded, [h/P][N] of query heads from lse_first_head on (-1: lse is
-  // [h][c] as above).
+  // a2a, a2a+p2p: lse stays head-sharded, [h/n][rows] of query heads from lse_first_head
+  // on, its rows the global tokens lse_tokens (-1 and empty: lse is [h][c] as above).
   int lse_first_head = -1;
+  std::vector<int64_t> lse_tokens;
   std::vector<float> dq, dk, dv;  // empty when the backward pass did not run
 };
 

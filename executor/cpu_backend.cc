@@ -2,6 +2,7 @@
 // layouts of backend.h; schedule buffers are keyed by buffer id.
 #include "executor/cpu_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -26,83 +27,84 @@ class CpuBackend final : public Backend {
              uint64_t seed) override {
     Eigen::setNbThreads(1);
     shape_ = shape;
-    tokens_ = tokens;
-    c_ = shape.c;
-    head_ = c_ * shape.d;
     scale_ = 1.0f / std::sqrt(static_cast<float>(shape.d));
     tiles_ = {shape.block_q, shape.block_kv, shape.causal, shape.window, [this] { progress(); }};
-    q_ = make_input(seed, InputTensor::kQ, shape.h);
-    k_ = make_input(seed, InputTensor::kK, shape.h_kv);
-    v_ = make_input(seed, InputTensor::kV, shape.h_kv);
-    dout_ = make_input(seed, InputTensor::kDout, shape.h);
-    out_.assign(q_.size(), 0.0f);
-    lse_.assign(static_cast<size_t>(shape.h) * c_, kNegInf);
-    if (shape.segments < 1 || c_ % shape.segments != 0)
-      throw std::runtime_error("cpu backend: c = " + std::to_string(c_) +
+    seq_.size(shape.c, shape.h, shape.h_kv, shape.d);
+    seq_.tokens = tokens;
+    seq_.q = make_input(seed, InputTensor::kQ, shape.h);
+    seq_.k = make_input(seed, InputTensor::kK, shape.h_kv);
+    seq_.v = make_input(seed, InputTensor::kV, shape.h_kv);
+    seq_.dout = make_input(seed, InputTensor::kDout, shape.h);
+    if (shape.segments < 1 || shape.c % shape.segments != 0)
+      throw std::runtime_error("cpu backend: c = " + std::to_string(shape.c) +
                                " tokens do not split into " + std::to_string(shape.segments) +
                                " segments");
-    block_out_.resize(head_);
-    block_lse_.resize(c_);
+    ring_ = &seq_;
   }
 
   void alloc(int buffer, BufferRole role) override {
     Buffer& b = buffers_[buffer];
     b.role = role;
-    // K|V or dK|dV; an all-to-all's block holds its largest message, Q|K|V of one member.
-    b.data.assign(role == BufferRole::kA2a ? a2a_bytes(A2aPayload::kQkv) / sizeof(float) : 2 * kv_elems(), 0.0f);
+    // K|V or dK|dV of one block (the view's blocks hold as many elements as the rank's);
+    // an all-to-all's block holds its largest message, Q|K|V of one member.
+    b.data.assign(role == BufferRole::kA2a ? a2a_bytes(A2aPayload::kQkv) / sizeof(float) : 2 * seq_.kv_elems(), 0.0f);
   }
   void free(int buffer) override { buffers_.erase(buffer); }
   std::size_t bytes_of(int buffer) const override {
     return get(buffer).data.size() * sizeof(float);
   }
   void load_own_kv(int buffer) override {
+    const Level& r = *ring_;
     std::vector<float>& b = get(buffer).data;
-    std::copy(k_.begin(), k_.end(), b.begin());
-    std::copy(v_.begin(), v_.end(), b.begin() + kv_elems());
+    std::copy(r.k.begin(), r.k.end(), b.begin());
+    std::copy(r.v.begin(), r.v.end(), b.begin() + r.kv_elems());
   }
   void zero(int buffer) override {
     std::vector<float>& b = get(buffer).data;
     std::fill(b.begin(), b.end(), 0.0f);
   }
 
+  // Both levels start afresh (a2a: the view is what the ring kernels and the out all-to-all read).
   void begin_forward() override {
-    std::fill(out_.begin(), out_.end(), 0.0f);
-    std::fill(lse_.begin(), lse_.end(), kNegInf);
+    for (Level* l : {&seq_, &view_}) {
+      std::fill(l->out.begin(), l->out.end(), 0.0f);
+      std::fill(l->lse.begin(), l->lse.end(), kNegInf);
+    }
   }
 
   void attention_forward(int kv_buffer, const std::vector<int64_t>& kv_tokens) override {
+    Level& r = *ring_;
     const float* kv = get(kv_buffer).data.data();
     const int64_t d = shape_.d;
-    for_each_block([&](int j, int g, int64_t q0, int64_t k0, int64_t seg) {
-      attention_block_forward(q_.data() + j * head_ + q0 * d, tokens_.data() + q0, seg,
-                              kv + g * head_ + k0 * d, kv + kv_elems() + g * head_ + k0 * d,
+    for_each_block(r, [&](int j, int g, int64_t q0, int64_t k0, int64_t seg) {
+      attention_block_forward(r.q.data() + j * r.head + q0 * d, r.tokens.data() + q0, seg,
+                              kv + g * r.head + k0 * d, kv + r.kv_elems() + g * r.head + k0 * d,
                               kv_tokens.data() + k0, seg, shape_.d, scale_, tiles_,
                               block_out_.data(), block_lse_.data());
-      merge_out_lse(out_.data() + j * head_ + q0 * d, lse_.data() + j * c_ + q0,
+      merge_out_lse(r.out.data() + j * r.head + q0 * d, r.lse.data() + j * r.c + q0,
                     block_out_.data(), block_lse_.data(), seg, shape_.d);
     });
   }
 
+  // The sequence-sharded level's D (a2a: the view's comes with its dO, in the dout unpack).
   void begin_backward() override {
-    dq_.assign(q_.size(), 0.0f);
-    dk_.assign(k_.size(), 0.0f);
-    dv_.assign(v_.size(), 0.0f);
-    rowdot_ = row_dot(dout_, out_);
+    seq_.begin_backward(shape_.d);
   }
 
   void attention_backward(int kv_buffer, const std::vector<int64_t>& kv_tokens,
                           int dkv_buffer) override {
+    Level& r = *ring_;
     const float* kv = get(kv_buffer).data.data();
     float* dkv = get(dkv_buffer).data.data();
-    std::fill(dkv, dkv + 2 * kv_elems(), 0.0f);
+    std::fill(dkv, dkv + 2 * r.kv_elems(), 0.0f);
     const int64_t d = shape_.d;
-    for_each_block([&](int j, int g, int64_t q0, int64_t k0, int64_t seg) {
-      const int64_t qo = j * head_ + q0 * d, ko = g * head_ + k0 * d;
-      attention_block_backward(q_.data() + qo, dout_.data() + qo, lse_.data() + j * c_ + q0,
-                               rowdot_.data() + j * c_ + q0, tokens_.data() + q0, seg,
-                               kv + ko, kv + kv_elems() + ko, kv_tokens.data() + k0, seg,
-                               shape_.d, scale_, tiles_, dq_.data() + qo, dkv + ko,
-                               dkv + kv_elems() + ko);
+    for_each_block(r, [&](int j, int g, int64_t q0, int64_t k0, int64_t seg) {
+      const int64_t qo = j * r.head + q0 * d, ko = g * r.head + k0 * d;
+      attention_block_backward(r.q.data() + qo, r.dout.data() + qo, r.lse.data() + j * r.c + q0,
+                               r.rowdot.data() + j * r.c + q0, r.tokens.data() + q0, seg,
+                               kv + ko, kv + r.kv_elems() + ko, kv_tokens.data() + k0, seg,
+                               shape_.d, scale_, tiles_, r.dq.data() + qo, dkv + ko,
+                               dkv + r.kv_elems() + ko);
     });
   }
 
@@ -113,14 +115,17 @@ class CpuBackend final : public Backend {
   }
 
   void take_own_dkv(int buffer, bool add) override {
+    Level& r = *ring_;
     const std::vector<float>& b = get(buffer).data;
-    for (size_t i = 0; i < kv_elems(); ++i) {
-      dk_[i] = (add ? dk_[i] : 0.0f) + b[i];
-      dv_[i] = (add ? dv_[i] : 0.0f) + b[kv_elems() + i];
+    for (size_t i = 0; i < r.kv_elems(); ++i) {
+      r.dk[i] = (add ? r.dk[i] : 0.0f) + b[i];
+      r.dv[i] = (add ? r.dv[i] : 0.0f) + b[r.kv_elems() + i];
     }
   }
 
   // --- a2a: the head-sharded view (backend.h) -------------------------------------------
+  // The view's rows are the group's tokens in increasing order: all N under a2a, the ring
+  // position's block under a2a+p2p, whose ring kernels then work on the view.
   void a2a_connect(int me, const std::vector<std::vector<int64_t>>& member_tokens) override {
     const int n = static_cast<int>(member_tokens.size());
     if (n < 1 || me < 0 || me >= n || shape_.h % n != 0 || shape_.h_kv % n != 0)
@@ -129,48 +134,46 @@ class CpuBackend final : public Backend {
                                " K,V heads unevenly (schedule error)");
     me_ = me;
     members_ = member_tokens;
-    hp_ = shape_.h / n;
-    hkvp_ = shape_.h_kv / n;
-    n_tok_ = c_ * n;
-    all_tokens_.resize(static_cast<size_t>(n_tok_));
-    for (int64_t t = 0; t < n_tok_; ++t) all_tokens_[t] = t;
-    const size_t rows = static_cast<size_t>(n_tok_) * shape_.d;
-    qh_.assign(hp_ * rows, 0.0f);
-    douth_.assign(hp_ * rows, 0.0f);
-    outh_.assign(hp_ * rows, 0.0f);
-    kh_.assign(hkvp_ * rows, 0.0f);
-    vh_.assign(hkvp_ * rows, 0.0f);
-    lseh_.assign(static_cast<size_t>(hp_) * n_tok_, kNegInf);
+    std::vector<int64_t> all;
+    for (const auto& t : member_tokens) all.insert(all.end(), t.begin(), t.end());
+    std::sort(all.begin(), all.end());
+    view_.size(static_cast<int64_t>(all.size()), shape_.h / n, shape_.h_kv / n, shape_.d);
+    view_.tokens = std::move(all);
+    if (view_.c % shape_.segments != 0)
+      throw std::runtime_error("cpu backend: the all-to-all's view of " + std::to_string(view_.c) +
+                               " tokens does not split into " + std::to_string(shape_.segments) + " segments");
+    ring_ = &view_;
   }
 
   std::size_t a2a_bytes(A2aPayload what) const override {
     std::size_t heads = 0;
     for (const A2aPart& p : a2a_parts(what)) heads += static_cast<size_t>(p.heads);
-    return heads * static_cast<size_t>(head_) * sizeof(float);
+    return heads * static_cast<size_t>(seq_.head) * sizeof(float);
   }
 
   void a2a_pack(A2aPayload what, const std::vector<int>& blocks) override {
     const auto parts = a2a_parts(what);
     const bool to_heads = what == A2aPayload::kQkv || what == A2aPayload::kDout;
+    const int64_t c = seq_.c, d = shape_.d;
     for (int j = 0; j < static_cast<int>(blocks.size()); ++j) {
       float* block = j == me_ ? nullptr : get(blocks[j]).data.data();
       for (const A2aPart& p : parts) {
         for (int a = 0; a < p.heads; ++a)
-          for (int64_t i = 0; i < c_; ++i) {
-            // seq: this rank's row i of head (member * heads + a); heads: row `token` of head a.
-            float* to = nullptr;
+          for (int64_t i = 0; i < c; ++i) {
+            // seq: this rank's row i of head (member * heads + a); view: head a's row of a token.
             const float* from = nullptr;
+            float* to = nullptr;
             if (to_heads) {  // this rank's tokens of j's heads
-              from = p.seq->data() + ((static_cast<int64_t>(j) * p.heads + a) * c_ + i) * shape_.d;
-              to = block ? block + (a * c_ + i) * shape_.d : p.heads_view->data() + row(a, tokens_[i]);
+              from = p.seq->data() + ((static_cast<int64_t>(j) * p.heads + a) * c + i) * d;
+              to = block ? block + (a * c + i) * d : p.view->data() + view_row(a, seq_.tokens[i]);
             } else {         // j's tokens of this rank's heads
-              from = p.heads_view->data() + row(a, members_[j][i]);
-              to = block ? block + (a * c_ + i) * shape_.d
-                         : p.seq->data() + ((static_cast<int64_t>(me_) * p.heads + a) * c_ + i) * shape_.d;
+              from = p.view->data() + view_row(a, members_[j][i]);
+              to = block ? block + (a * c + i) * d
+                         : p.seq->data() + ((static_cast<int64_t>(me_) * p.heads + a) * c + i) * d;
             }
-            std::copy(from, from + shape_.d, to);
+            std::copy(from, from + d, to);
           }
-        if (block) block += static_cast<int64_t>(p.heads) * head_;
+        if (block) block += static_cast<int64_t>(p.heads) * seq_.head;
       }
     }
   }
@@ -178,52 +181,53 @@ class CpuBackend final : public Backend {
   void a2a_unpack(A2aPayload what, const std::vector<int>& blocks) override {
     const auto parts = a2a_parts(what);
     const bool to_heads = what == A2aPayload::kQkv || what == A2aPayload::kDout;
+    const int64_t c = seq_.c, d = shape_.d;
     for (int k = 0; k < static_cast<int>(blocks.size()); ++k) {
       if (k == me_) continue;  // moved by the pack
       const float* block = get(blocks[k]).data.data();
       for (const A2aPart& p : parts) {
         for (int a = 0; a < p.heads; ++a)
-          for (int64_t i = 0; i < c_; ++i) {
-            const float* from = block + (a * c_ + i) * shape_.d;
-            float* to = to_heads ? p.heads_view->data() + row(a, members_[k][i])  // k's tokens, my heads
-                                 : p.seq->data() + ((static_cast<int64_t>(k) * p.heads + a) * c_ + i) * shape_.d;
-            std::copy(from, from + shape_.d, to);
+          for (int64_t i = 0; i < c; ++i) {
+            const float* from = block + (a * c + i) * d;
+            float* to = to_heads ? p.view->data() + view_row(a, members_[k][i])  // k's tokens, my heads
+                                 : p.seq->data() + ((static_cast<int64_t>(k) * p.heads + a) * c + i) * d;
+            std::copy(from, from + d, to);
           }
-        block += static_cast<int64_t>(p.heads) * head_;
+        block += static_cast<int64_t>(p.heads) * seq_.head;
       }
     }
+    if (what == A2aPayload::kDout) view_.begin_backward(shape_.d);  // the view's D, now that dO is here
   }
 
   void a2a_attention_forward() override {
-    const int group = hp_ / hkvp_;
-    for (int a = 0; a < hp_; ++a)
-      attention_block_forward(qh_.data() + row(a, 0), all_tokens_.data(), n_tok_, kh_.data() + row(a / group, 0),
-                              vh_.data() + row(a / group, 0), all_tokens_.data(), n_tok_, shape_.d, scale_, tiles_,
-                              outh_.data() + row(a, 0), lseh_.data() + a * n_tok_);
+    Level& v = view_;
+    const int group = v.h / v.h_kv;
+    for (int a = 0; a < v.h; ++a)
+      attention_block_forward(v.q.data() + a * v.head, v.tokens.data(), v.c, v.k.data() + (a / group) * v.head,
+                              v.v.data() + (a / group) * v.head, v.tokens.data(), v.c, shape_.d, scale_, tiles_,
+                              v.out.data() + a * v.head, v.lse.data() + a * v.c);
   }
 
   void a2a_attention_backward() override {
-    const int group = hp_ / hkvp_;
-    dqh_.assign(qh_.size(), 0.0f);
-    dkh_.assign(kh_.size(), 0.0f);
-    dvh_.assign(vh_.size(), 0.0f);
-    const std::vector<float> delta = row_dot(douth_, outh_);
-    for (int a = 0; a < hp_; ++a) {
+    Level& v = view_;
+    const int group = v.h / v.h_kv;
+    for (int a = 0; a < v.h; ++a) {
       const int64_t g = a / group;
-      attention_block_backward(qh_.data() + row(a, 0), douth_.data() + row(a, 0), lseh_.data() + a * n_tok_,
-                               delta.data() + a * n_tok_, all_tokens_.data(), n_tok_, kh_.data() + row(g, 0),
-                               vh_.data() + row(g, 0), all_tokens_.data(), n_tok_, shape_.d, scale_, tiles_,
-                               dqh_.data() + row(a, 0), dkh_.data() + row(g, 0), dvh_.data() + row(g, 0));
+      attention_block_backward(v.q.data() + a * v.head, v.dout.data() + a * v.head, v.lse.data() + a * v.c,
+                               v.rowdot.data() + a * v.c, v.tokens.data(), v.c, v.k.data() + g * v.head,
+                               v.v.data() + g * v.head, v.tokens.data(), v.c, shape_.d, scale_, tiles_,
+                               v.dq.data() + a * v.head, v.dk.data() + g * v.head, v.dv.data() + g * v.head);
     }
   }
 
   void a2a_save(std::vector<float>& saved) const override {
     saved.clear();
-    for (const std::vector<float>* t : {&qh_, &kh_, &vh_, &outh_, &lseh_}) saved.insert(saved.end(), t->begin(), t->end());
+    for (const std::vector<float>* t : {&view_.q, &view_.k, &view_.v, &view_.out, &view_.lse})
+      saved.insert(saved.end(), t->begin(), t->end());
   }
   void a2a_restore(const std::vector<float>& saved) override {
     auto from = saved.begin();
-    for (std::vector<float>* t : {&qh_, &kh_, &vh_, &outh_, &lseh_}) {
+    for (std::vector<float>* t : {&view_.q, &view_.k, &view_.v, &view_.out, &view_.lse}) {
       if (saved.end() - from < static_cast<std::ptrdiff_t>(t->size()))
         throw std::runtime_error("cpu backend: a2a_restore of a saved view of another shape");
       std::copy(from, from + static_cast<std::ptrdiff_t>(t->size()), t->begin());
@@ -250,17 +254,21 @@ class CpuBackend final : public Backend {
 
   HostTensors download() const override {
     HostTensors t;
-    t.tokens = tokens_;
-    t.q = q_;
-    t.k = k_;
-    t.v = v_;
-    t.dout = dout_;
-    t.out = out_;
-    t.lse = members_.empty() ? lse_ : lseh_;  // a2a: lse stays head-sharded
-    if (!members_.empty()) t.lse_first_head = me_ * hp_;
-    t.dq = dq_;
-    t.dk = dk_;
-    t.dv = dv_;
+    t.tokens = seq_.tokens;
+    t.q = seq_.q;
+    t.k = seq_.k;
+    t.v = seq_.v;
+    t.dout = seq_.dout;
+    t.out = seq_.out;
+    t.lse = seq_.lse;
+    t.dq = seq_.dq;
+    t.dk = seq_.dk;
+    t.dv = seq_.dv;
+    if (!members_.empty()) {  // a2a: lse stays head-sharded, on the view's rows
+      t.lse = view_.lse;
+      t.lse_first_head = me_ * view_.h;
+      t.lse_tokens = view_.tokens;
+    }
     return t;
   }
 
@@ -269,21 +277,21 @@ class CpuBackend final : public Backend {
     auto set = [](std::vector<float>& dst, const float* src) {
       if (src != nullptr) std::copy(src, src + dst.size(), dst.begin());
     };
-    set(q_, q);
-    set(k_, k);
-    set(v_, v);
-    set(dout_, dout);
-    set(out_, out);
-    set(lse_, lse);
+    set(seq_.q, q);
+    set(seq_.k, k);
+    set(seq_.v, v);
+    set(seq_.dout, dout);
+    set(seq_.out, out);
+    set(seq_.lse, lse);
   }
   void store_forward(float* out, float* lse) const override {
-    std::copy(out_.begin(), out_.end(), out);
-    std::copy(lse_.begin(), lse_.end(), lse);
+    std::copy(seq_.out.begin(), seq_.out.end(), out);
+    std::copy(seq_.lse.begin(), seq_.lse.end(), lse);
   }
   void store_backward(float* dq, float* dk, float* dv) const override {
-    std::copy(dq_.begin(), dq_.end(), dq);
-    std::copy(dk_.begin(), dk_.end(), dk);
-    std::copy(dv_.begin(), dv_.end(), dv);
+    std::copy(seq_.dq.begin(), seq_.dq.end(), dq);
+    std::copy(seq_.dk.begin(), seq_.dk.end(), dk);
+    std::copy(seq_.dv.begin(), seq_.dv.end(), dv);
   }
 
  private:
@@ -292,58 +300,87 @@ class CpuBackend final : public Backend {
     std::vector<float> data;
   };
 
-  size_t kv_elems() const { return static_cast<size_t>(shape_.h_kv) * head_; }
-
-  // D = rowsum(dO * out), one value per row of d.
-  std::vector<float> row_dot(const std::vector<float>& dout, const std::vector<float>& out) const {
-    std::vector<float> r(dout.size() / shape_.d);
-    for (size_t i = 0; i < r.size(); ++i) {
-      double s = 0;
-      for (int j = 0; j < shape_.d; ++j) s += double(dout[i * shape_.d + j]) * out[i * shape_.d + j];
-      r[i] = static_cast<float>(s);
+  // One level's tensors in the layouts of backend.h: c tokens (increasing), h query and
+  // h_kv K,V heads. seq_ is the rank's own (sequence-sharded); view_ the head-sharded one an
+  // all-to-all lays out.
+  struct Level {
+    int64_t c = 0, head = 0;  // tokens; elements of one head (c * d)
+    int h = 0, h_kv = 0;
+    std::vector<int64_t> tokens;
+    std::vector<float> q, k, v, dout, out, lse, rowdot, dq, dk, dv;
+    void size(int64_t tokens_, int heads, int kv_heads, int d) {
+      c = tokens_;
+      head = c * d;
+      h = heads;
+      h_kv = kv_heads;
+      q.assign(static_cast<size_t>(h) * head, 0.0f);
+      dout.assign(q.size(), 0.0f);
+      out.assign(q.size(), 0.0f);
+      k.assign(static_cast<size_t>(h_kv) * head, 0.0f);
+      v.assign(k.size(), 0.0f);
+      lse.assign(static_cast<size_t>(h) * c, kNegInf);
     }
-    return r;
+    size_t kv_elems() const { return static_cast<size_t>(h_kv) * head; }
+    // Before a backward pass: dQ, dK, dV = 0, D = rowsum(dO * out).
+    void begin_backward(int d) {
+      dq.assign(q.size(), 0.0f);
+      dk.assign(k.size(), 0.0f);
+      dv.assign(v.size(), 0.0f);
+      rowdot.resize(dout.size() / d);
+      for (size_t i = 0; i < rowdot.size(); ++i) {
+        double s = 0;
+        for (int j = 0; j < d; ++j) s += double(dout[i * d + j]) * out[i * d + j];
+        rowdot[i] = static_cast<float>(s);
+      }
+    }
+  };
+
+  // Calls body(j, g, q0, k0, seg) for each query head j of `r` (reading K,V head g) and each
+  // pair of segments: queries q0 .. q0+seg-1 against keys k0 .. k0+seg-1.
+  template <class F>
+  void for_each_block(const Level& r, F body) {
+    const int group = r.h / r.h_kv;
+    const int64_t seg = r.c / shape_.segments;
+    block_out_.resize(static_cast<size_t>(seg * shape_.d));
+    block_lse_.resize(static_cast<size_t>(seg));
+    for (int j = 0; j < r.h; ++j)
+      for (int64_t q0 = 0; q0 < r.c; q0 += seg)
+        for (int64_t k0 = 0; k0 < r.c; k0 += seg) body(j, j / group, q0, k0, seg);
   }
 
-  // a2a: offset of row `token` of head `head` in a head-sharded tensor [heads][N][d].
-  int64_t row(int64_t head, int64_t token) const { return (head * n_tok_ + token) * shape_.d; }
+  std::vector<float> make_input(uint64_t seed, InputTensor which, int heads) const {
+    std::vector<float> x(static_cast<size_t>(heads) * seq_.head);
+    for (int hh = 0; hh < heads; ++hh)
+      for (int64_t i = 0; i < seq_.c; ++i)
+        for (int j = 0; j < shape_.d; ++j)
+          x[(hh * seq_.c + i) * shape_.d + j] = input_value(seed, which, hh, seq_.tokens[i], j);
+    return x;
+  }
+
+  // Offset of `token`'s row of head `head` in a view tensor [heads][view c][d].
+  int64_t view_row(int64_t head, int64_t token) const {
+    const auto it = std::lower_bound(view_.tokens.begin(), view_.tokens.end(), token);
+    return (head * view_.c + (it - view_.tokens.begin())) * shape_.d;
+  }
   // One tensor of an all-to-all's payload: its sequence-sharded form [P * heads][c][d], its
-  // head-sharded one [heads][N][d], and the heads per member; in message order.
+  // view [heads][view c][d], and the heads per member; in message order.
   struct A2aPart {
     std::vector<float>* seq;
-    std::vector<float>* heads_view;
+    std::vector<float>* view;
     int heads;
   };
   std::vector<A2aPart> a2a_parts(A2aPayload what) const {
     auto* self = const_cast<CpuBackend*>(this);  // the parts name tensors a pack or unpack writes
+    Level& s = self->seq_;
+    Level& v = self->view_;
     switch (what) {
-      case A2aPayload::kQkv: return {{&self->q_, &self->qh_, hp_}, {&self->k_, &self->kh_, hkvp_}, {&self->v_, &self->vh_, hkvp_}};
-      case A2aPayload::kDout: return {{&self->dout_, &self->douth_, hp_}};
-      case A2aPayload::kOut: return {{&self->out_, &self->outh_, hp_}};
-      case A2aPayload::kDqkv: return {{&self->dq_, &self->dqh_, hp_}, {&self->dk_, &self->dkh_, hkvp_}, {&self->dv_, &self->dvh_, hkvp_}};
+      case A2aPayload::kQkv: return {{&s.q, &v.q, v.h}, {&s.k, &v.k, v.h_kv}, {&s.v, &v.v, v.h_kv}};
+      case A2aPayload::kDout: return {{&s.dout, &v.dout, v.h}};
+      case A2aPayload::kOut: return {{&s.out, &v.out, v.h}};
+      case A2aPayload::kDqkv: return {{&s.dq, &v.dq, v.h}, {&s.dk, &v.dk, v.h_kv}, {&s.dv, &v.dv, v.h_kv}};
       case A2aPayload::kNone: break;
     }
     throw std::runtime_error("cpu backend: an all-to-all op that moves nothing (schedule error)");
-  }
-
-  // Calls body(j, g, q0, k0, seg) for each query head j (reading K,V head g) and each pair
-  // of segments: queries q0 .. q0+seg-1 against keys k0 .. k0+seg-1.
-  template <class F>
-  void for_each_block(F body) const {
-    const int group = shape_.h / shape_.h_kv;
-    const int64_t seg = c_ / shape_.segments;
-    for (int j = 0; j < shape_.h; ++j)
-      for (int64_t q0 = 0; q0 < c_; q0 += seg)
-        for (int64_t k0 = 0; k0 < c_; k0 += seg) body(j, j / group, q0, k0, seg);
-  }
-
-  std::vector<float> make_input(uint64_t seed, InputTensor which, int heads) const {
-    std::vector<float> x(static_cast<size_t>(heads) * head_);
-    for (int hh = 0; hh < heads; ++hh)
-      for (int64_t i = 0; i < c_; ++i)
-        for (int j = 0; j < shape_.d; ++j)
-          x[(hh * c_ + i) * shape_.d + j] = input_value(seed, which, hh, tokens_[i], j);
-    return x;
   }
 
   Buffer& get(int buffer) {
@@ -365,19 +402,14 @@ class CpuBackend final : public Backend {
   }
 
   AttentionShape shape_;
-  std::vector<int64_t> tokens_;
-  int64_t c_ = 0, head_ = 0;
   float scale_ = 1;
   TileShape tiles_;
-  std::vector<float> q_, k_, v_, dout_, out_, lse_, rowdot_, dq_, dk_, dv_;
+  Level seq_, view_;
+  Level* ring_ = &seq_;  // what the ring kernels work on: seq_, or view_ once a2a_connect'ed
   std::vector<float> block_out_, block_lse_;
-  // a2a (empty members_ otherwise): this rank's index, every member's tokens, the heads
-  // each holds after the all-to-all, and the head-sharded view over all N tokens.
-  int me_ = 0, hp_ = 0, hkvp_ = 0;
-  int64_t n_tok_ = 0;
+  // a2a (empty members_ otherwise): this rank's index and every member's tokens.
+  int me_ = 0;
   std::vector<std::vector<int64_t>> members_;
-  std::vector<int64_t> all_tokens_;
-  std::vector<float> qh_, kh_, vh_, douth_, outh_, lseh_, dqh_, dkh_, dvh_;
   std::unordered_map<int, Buffer> buffers_;
   MpiTransport transport_;
 };

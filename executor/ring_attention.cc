@@ -1,6 +1,7 @@
 // The ring attention of a training step (see ring_attention.h).
 #include "executor/ring_attention.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "planner/schedule.h"
@@ -20,7 +21,10 @@ RingAttention::RingAttention(const LoadedPlanFile& lp, const std::string& plan_p
   so.where = plan_path;
   const OpSchedule whole = generate_schedule(plan, lp.model, *lp.fabric, so);
   const RankSchedule& me = whole.ranks.at(static_cast<size_t>(rank));
-  ring_ = me.ring;
+  // The replica (CP group) by the plan's order: a2a+p2p's groups span several of the
+  // schedule's rings.
+  const auto at = std::find(plan.choice.order.begin(), plan.choice.order.end(), rank);
+  ring_ = static_cast<int>(at - plan.choice.order.begin()) / plan.choice.cp;
   position_ = me.position;
   size_t cut = 0;
   while (cut < me.ops.size() &&
@@ -37,13 +41,13 @@ RingAttention::RingAttention(const LoadedPlanFile& lp, const std::string& plan_p
 
   for (const Op& op : bwd)
     if (op.kind == OpKind::kBeginPass) {
-      a2a_keeps_view_ = plan.choice.strategy == Strategy::kUlysses && op.compute == ComputeKind::kAttentionBackward;
+      a2a_keeps_view_ = a2a_member(me) >= 0 && op.compute == ComputeKind::kAttentionBackward;
       break;
     }
 
-  const TokenLayout layout{plan.choice.load_balance, plan.job.seq_len, plan.choice.cp};
+  const TokenLayout layout = ring_token_layout(plan);
   const AttentionShape shape = plan_attention_shape(plan, lp.model);
-  tokens_ = rank_token_indices(plan, position_);
+  tokens_ = rank_token_indices(plan, position_, std::max(0, a2a_member(me)));
 
   backend_ = make_backend(backend);
   backend_->setup(shape, tokens_, 0);  // inputs are replaced by load() before every pass

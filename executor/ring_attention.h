@@ -40,11 +40,11 @@ class RingAttention {
   RingAttention(const LoadedPlanFile& lp, const std::string& plan_path, int rank,
                 const std::string& backend, Watchdog* watchdog);
 
-  int ring() const { return ring_; }          // which data-parallel ring (0..dp-1)
+  int ring() const { return ring_; }          // which replica (CP group, 0..dp-1)
   // The largest relative error run --verify accepts from the backend's arithmetic
   // (Backend::verify_tolerance: bf16 attention inputs on cuda).
   double verify_tolerance() const { return backend_->verify_tolerance(); }
-  int position() const { return position_; }  // position in the ring (0..cp-1)
+  int position() const { return position_; }  // position in its schedule's ring
   // This rank's token indices within a sequence (c of them, increasing).
   const std::vector<int64_t>& tokens() const { return tokens_; }
 

@@ -37,17 +37,15 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
     const rm::BufferRole role = schedule.buffers[i].role;
     Buffer& b = buffers_[i];
     b.blocks = rm::gathered(role) || a2a_staging(role) ? schedule.buffers[i].blocks : 1;
-    if (b.blocks < 1 || b.blocks > layout.ring || (a2a_staging(role) && b.blocks != layout.ring))
+    if (b.blocks < 1 || (!a2a_staging(role) && b.blocks > layout.ring))
       throw std::runtime_error("ring loop: buffer '" + schedule.buffers[i].label + "' has " +
-                               std::to_string(b.blocks) + " blocks, for a ring of " + std::to_string(layout.ring) +
-                               (a2a_staging(role) ? " (the executor runs all-to-alls over the whole ring: a2a, "
-                                                    "not a2a+p2p)" : ""));
+                               std::to_string(b.blocks) + " blocks, for a ring of " + std::to_string(layout.ring));
     b.sched_bytes = schedule.buffers[i].bytes / b.blocks;
     if (holds_kv(role)) b.content = Content::kKv;
     if (holds_dkv(role)) b.content = Content::kDkv;
     if (a2a_staging(role)) {
       b.content = Content::kA2a;
-      has_a2a_ = true;
+      a2a_members_ = b.blocks;
     }
     b.own_kv = role == rm::BufferRole::kKvOwn || role == rm::BufferRole::kKvGathered;
   }
@@ -73,13 +71,15 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
                                "', which has another number of blocks");
   }
   // An all-to-all's transfer names the member it goes to or comes from and what it moves.
+  const int me = a2a_member(ops_);
   for (const Op& op : ops_.ops) {
     const bool xfer = op.kind == OpKind::kSend || op.kind == OpKind::kRecv;
     if (!xfer || op.buffer < 0 || buffers_.at(static_cast<size_t>(op.buffer)).content != Content::kA2a) continue;
-    if (op.kv_owner < 0 || op.kv_owner >= layout.ring || op.kv_owner == ops_.position || op.a2a == rm::A2aPayload::kNone)
+    if (op.kv_owner < 0 || op.kv_owner >= a2a_members_ || op.kv_owner == me || op.a2a == rm::A2aPayload::kNone)
       throw std::runtime_error(std::string("ring loop: an all-to-all '") + op_name(op) + "' names member " +
                                std::to_string(op.kv_owner) + " and payload '" + to_string(op.a2a) +
-                               "' (expected another member of the ring and what it moves)");
+                               "' (expected another member of its group of " + std::to_string(a2a_members_) +
+                               " and what it moves)");
   }
   for (int pos = 0; pos < layout.ring; ++pos) {
     std::vector<int64_t> t(static_cast<size_t>(layout.tokens_per_rank()));
@@ -92,7 +92,21 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
   for (const RankSchedule& rs : schedule.ranks)
     if (rs.ring == ops_.ring) ring.at(static_cast<size_t>(rs.position)) = rs.gpu;
   be_.connect(ring);
-  if (has_a2a_) be_.a2a_connect(ops_.position, owner_tokens_);
+  if (a2a_members_ > 0) {
+    // a2a: the group is the ring (its attention op works on the all-to-all's view), each
+    // member holding its position's tokens; a2a+p2p: the group holds the slices of this
+    // ring position's block (member_slice), and the ring works on the view.
+    bool group_is_ring = false;
+    for (const Op& op : ops_.ops)
+      if (op.kind == OpKind::kCompute && op.buffer >= 0 &&
+          (op.compute == ComputeKind::kAttentionForward || op.compute == ComputeKind::kAttentionBackward))
+        group_is_ring = buffers_.at(static_cast<size_t>(op.buffer)).content == Content::kA2a;
+    std::vector<std::vector<int64_t>> members;
+    for (int j = 0; j < a2a_members_; ++j)
+      members.push_back(group_is_ring ? owner_tokens_.at(static_cast<size_t>(j))
+                                      : member_slice(owner_tokens_.at(static_cast<size_t>(ops_.position)), a2a_members_, j));
+    be_.a2a_connect(me, members);
+  }
 }
 
 void RingLoop::ensure_allocated(int buffer) {
@@ -268,6 +282,12 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
         }
         if (op.compute == ComputeKind::kA2aUnpack) {
           be_.a2a_unpack(op.a2a, a2a_blocks(op.buffer));
+          // a2a+p2p's ring holds the view's K,V as its own: the Q,K,V unpack refills the
+          // own blocks allocated before it.
+          if (op.a2a == rm::A2aPayload::kQkv)
+            for (size_t b = 0; b < buffers_.size(); ++b)
+              if (buffers_[b].own_kv && buffers_[b].allocated && buffers_[b].blocks == 1)
+                be_.load_own_kv(static_cast<int>(b));
           break;
         }
         if (buffers_.at(static_cast<size_t>(op.buffer)).content == Content::kA2a) {

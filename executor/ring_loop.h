@@ -13,11 +13,12 @@
 //     buffer per block, block k holding ring position (own - k)'s; an op names its block by
 //     kv_owner (a message's sub-blocks cover that block's bytes in order), and an attention
 //     op on one runs the kernel against every block in turn, merging as a ring does.
-//   - All-to-alls (a2a, BufferRole::kA2aSend / kA2aRecv): one backend buffer per member of
-//     the ring, a message the whole payload (Backend::a2a_bytes of the op's `a2a`) of the
-//     member's block; pack and unpack ops lay it out (Backend::a2a_pack / a2a_unpack), and
-//     an attention op on the receive staging runs over the head-sharded view. The kOwnGrad
-//     after the dQ,dK,dV all-to-all takes nothing: its unpack set the rank's dK,dV.
+//   - All-to-alls (a2a, a2a+p2p; BufferRole::kA2aSend / kA2aRecv): one backend buffer per
+//     member of the group, a message the whole payload (Backend::a2a_bytes of the op's
+//     `a2a`) of the member's block; pack and unpack ops lay it out (Backend::a2a_pack /
+//     a2a_unpack). a2a's attention op, on the receive staging, runs over the head-sharded
+//     view; a2a+p2p's ring runs on it (the backend's ring kernels switch to the view). The
+//     kOwnGrad after the dQ,dK,dV all-to-all takes nothing: its unpack set the rank's dK,dV.
 // Transfers go to the backend in the op list's order; the backend's transport pairs them
 // by posting order per link and checks tag and size (the message contract, op_list.h).
 // A watchdog is armed around every op (watchdog.h) and fault injection is applied at the
@@ -87,7 +88,7 @@ class RingLoop {
   Watchdog* watchdog_;
   FaultSpec fault_;
   bool has_backward_ = false;
-  bool has_a2a_ = false;
+  int a2a_members_ = 0;  // members of the all-to-all's group (0: none)
   int iteration_ = 0;
   std::vector<Buffer> buffers_;
   std::vector<std::vector<int64_t>> owner_tokens_;  // per ring position

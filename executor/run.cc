@@ -84,7 +84,8 @@ std::string describe_plan(const std::string& path, const LoadedPlanFile& lp, int
   return o.str();
 }
 
-// Ring and position of every rank, from the plan's order.
+// Replica (CP group: the data-parallel ring, or a2a+p2p's group of rings) and index in it of
+// every rank, from the plan's order.
 void ring_of(const Plan& p, int rank, int& ring, int& position) {
   const auto& order = p.choice.order;
   const auto it = std::find(order.begin(), order.end(), rank);
@@ -110,12 +111,15 @@ int run_body(const RunOptions& opt, int rank, int size) {
   maybe_swap_posts(fault, sched.ranks.at(static_cast<size_t>(rank)));
   const RankSchedule& me = sched.ranks.at(static_cast<size_t>(rank));
 
-  const TokenLayout layout{plan.choice.load_balance, plan.job.seq_len, plan.choice.cp};
+  const TokenLayout layout = ring_token_layout(plan);
   const AttentionShape shape = plan_attention_shape(plan, lp.model);
-  const std::vector<int64_t> tokens = rank_token_indices(plan, me.position);
+  const std::vector<int64_t> tokens = rank_token_indices(plan, me.position, std::max(0, a2a_member(me)));
+  // Inputs by replica (a CP group): a2a+p2p's groups span several of the schedule's rings.
+  int replica = 0, cp_rank = 0;
+  ring_of(plan, rank, replica, cp_rank);
 
   std::unique_ptr<Backend> backend = make_backend(opt.backend);
-  backend->setup(shape, tokens, opt.seed + static_cast<uint64_t>(me.ring));
+  backend->setup(shape, tokens, opt.seed + static_cast<uint64_t>(replica));
   Watchdog watchdog(rank, opt.timeout_s);
   RingLoop loop(*backend, sched, rank, layout, shape, &watchdog, fault);
 

@@ -35,16 +35,16 @@ std::vector<double> assemble(const std::vector<HostTensors>& ranks,
   return g;
 }
 
-// lse [h][N]: from every rank's [h][c], or, where the ring ran a2a, from every rank's
-// head-sharded [h/P][N] of heads lse_first_head on (the same number of values, so the first
-// pass reads within bounds; the second overwrites every row of the ring's heads).
+// lse [h][N]: from every rank's [h][c], or, where the ring ran an all-to-all, from every
+// rank's head-sharded [h/n][rows] of heads lse_first_head on, rows its lse_tokens (as many
+// values, so the first pass reads within bounds; the second overwrites every row).
 std::vector<double> assemble_lse(const std::vector<HostTensors>& ranks, int heads, int64_t n) {
   std::vector<double> g = assemble(ranks, &HostTensors::lse, heads, n, 1);
   for (const HostTensors& r : ranks) {
     if (r.lse_first_head < 0) continue;
-    const int64_t rows = static_cast<int64_t>(r.lse.size()) / n;
-    for (int64_t a = 0; a < rows; ++a)
-      for (int64_t t = 0; t < n; ++t) g[(r.lse_first_head + a) * n + t] = r.lse[a * n + t];
+    const int64_t rows = static_cast<int64_t>(r.lse_tokens.size());
+    for (int64_t a = 0; a < static_cast<int64_t>(r.lse.size()) / rows; ++a)
+      for (int64_t t = 0; t < rows; ++t) g[(r.lse_first_head + a) * n + r.lse_tokens[t]] = r.lse[a * rows + t];
   }
   return g;
 }
@@ -138,7 +138,14 @@ std::vector<HostTensors> gather_host_tensors(const HostTensors& mine) {
                            toks.begin() + (r + 1) * mine.tokens.size());
   std::vector<int> first_heads(rank == 0 ? size : 0);
   MPI_Gather(&mine.lse_first_head, 1, MPI_INT, first_heads.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  for (int r = 0; r < static_cast<int>(first_heads.size()); ++r) all[r].lse_first_head = first_heads[r];
+  const size_t rows = mine.lse_tokens.size();
+  std::vector<int64_t> lse_rows(rank == 0 ? rows * size : 0);
+  MPI_Gather(mine.lse_tokens.data(), static_cast<int>(rows), MPI_INT64_T, lse_rows.data(), static_cast<int>(rows),
+             MPI_INT64_T, 0, MPI_COMM_WORLD);
+  for (int r = 0; r < static_cast<int>(first_heads.size()); ++r) {
+    all[r].lse_first_head = first_heads[r];
+    all[r].lse_tokens.assign(lse_rows.begin() + r * rows, lse_rows.begin() + (r + 1) * rows);
+  }
   for (auto member : {&HostTensors::q, &HostTensors::k, &HostTensors::v, &HostTensors::dout,
                       &HostTensors::out, &HostTensors::lse, &HostTensors::dq, &HostTensors::dk,
                       &HostTensors::dv}) {

@@ -304,15 +304,15 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
            "(whole training steps, as `ringmaster train`); 'layer' is for prediction "
            "only: re-plan with --workload attention or step";
   const Strategy kind = plan.choice.strategy;
-  if (kind == Strategy::kUlysses && backend != "cpu")
+  if ((kind == Strategy::kUlysses || kind == Strategy::kUsp) && backend != "cpu")
     return "plan.strategy: the " + backend + " backend runs context parallelism of cp_comm_type p2p (the ring) "
-           "or all_gather; a2a (all-to-all over heads) runs on the cpu backend only: re-plan with "
-           "--cp-comm-type p2p or all_gather";
-  if (kind != Strategy::kRing && kind != Strategy::kAllGatherCp && kind != Strategy::kUlysses)
+           "or all_gather; " + std::string(cp_comm_type(kind)) +
+           " (all-to-all over heads) runs on the cpu backend only: re-plan with --cp-comm-type p2p or all_gather";
+  if (kind != Strategy::kRing && kind != Strategy::kAllGatherCp && kind != Strategy::kUlysses &&
+      kind != Strategy::kUsp)
     return std::string("plan.strategy: run executes context parallelism of cp_comm_type p2p (the ring), "
-                       "all_gather or a2a (got '") +
-           to_string(kind) + "', cp_comm_type " + cp_comm_type(kind) +
-           "): re-plan with --cp-comm-type p2p, all_gather or a2a";
+                       "all_gather, a2a or a2a+p2p (got '") +
+           to_string(kind) + "', cp_comm_type " + cp_comm_type(kind) + ")";
   if (plan.choice.pp > 1)
     return "plan.pp: the executor runs plans without pipeline parallelism (got pp " + std::to_string(plan.choice.pp) +
            "): its ring loop runs no stage-to-stage activation exchanges and its model is not split into "

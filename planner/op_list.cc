@@ -51,6 +51,12 @@ const char* to_string(BufferRole role) {
   return "?";
 }
 
+int a2a_member(const RankSchedule& rank) {
+  for (const Op& op : rank.ops)
+    if (op.kind == OpKind::kCompute && op.compute == ComputeKind::kA2aPack) return op.kv_owner;
+  return -1;
+}
+
 const char* to_string(A2aPayload payload) {
   switch (payload) {
     case A2aPayload::kNone: return "";

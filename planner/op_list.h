@@ -38,6 +38,8 @@ enum class OpKind {
                 // D = rowsum(dO * out)). No time, no memory.
   kOwnGrad,     // `buffer` now holds this rank's own complete dK,dV (end of a backward
                 // pass): the executor takes it as the rank's result. No time, no memory.
+                // a2a+p2p has two: its ring's (the head-sharded view's dK,dV), then, on
+                // the receive staging, the rank's after the dQ,dK,dV all-to-all.
 };
 
 enum class ComputeKind {
@@ -51,11 +53,12 @@ enum class ComputeKind {
   kOptimizer,          // optimizer update of this GPU's parameter shard
   kElementwise,        // norms, rotary, activation, residual adds, loss: memory bound
                        // (flops = HBM bytes moved, efficiency = HBM bandwidth / peak)
-  // An all-to-all's layout copies (a2a, a2a+p2p; `a2a` says what moves): kA2aPack lays this
-  // rank's part of the payload out into `buffer` (kA2aSend), one block per member of the
-  // group, and moves its own share straight to where the unpack puts the rest; kA2aUnpack
-  // takes every other member's block of `buffer` (kA2aRecv) into place. 0 FLOPs: NCCL's
-  // all-to-all and the frameworks' reshapes around it are priced in the transfers.
+  // An all-to-all's layout copies (a2a, a2a+p2p; `a2a` says what moves, kv_owner is this
+  // rank's index in the group): kA2aPack lays this rank's part of the payload out into
+  // `buffer` (kA2aSend), one block per member of the group, and moves its own share
+  // straight to where the unpack puts the rest; kA2aUnpack takes every other member's block
+  // of `buffer` (kA2aRecv) into place. 0 FLOPs: NCCL's all-to-all and the frameworks'
+  // reshapes around it are priced in the transfers.
   kA2aPack,
   kA2aUnpack,
 };
@@ -82,6 +85,8 @@ enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce };
 enum class BufferRole {
   kAccounting,       // tracked bytes only
   kKvOwn,            // this rank's own K,V of a layer: filled with them when allocated
+                     // (a2a+p2p: its ring's own are the head-sharded view's, filled
+                     // again by the Q,K,V all-to-all's unpack)
   kKvRing,           // a K,V block received from the ring (double/quad buffered)
   kDkvAccumulator,   // fp32 dK,dV of one block, travelling with it around the ring
   kDkvPartial,       // one backward kernel's partial dK,dV (overwritten, then added); under
@@ -170,6 +175,9 @@ struct OpSchedule {
 const char* op_name(const Op& op);
 const char* to_string(BufferRole role);
 const char* to_string(A2aPayload payload);  // "qkv", "out", "dout", "dqkv"; "" for kNone
+// This rank's index in its all-to-all group (a2a, a2a+p2p: its first kA2aPack's kv_owner),
+// -1 when its list has no all-to-all.
+int a2a_member(const RankSchedule& rank);
 // Whether the role is K,V or dK,dV (an executor backs it with real memory).
 inline bool holds_kv(BufferRole r) {
   return r == BufferRole::kKvOwn || r == BufferRole::kKvRing || r == BufferRole::kKvGathered;

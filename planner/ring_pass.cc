@@ -271,23 +271,23 @@ class RingPass {
   // whole sequence, the second all-to-all. Forward: Q,K,V in, output back; backward: the
   // output's gradient in, those of Q,K,V back.
 
-  // One all-to-all of `what` over `group` (GPU ids), this rank being member `me`: the pack
-  // into the send staging, one message to and from every other member (block = the
-  // member's index; whole payloads, never split into sub-blocks: an all-to-all is one
-  // NCCL send/recv pair per peer), the waits, the unpack.
+  // One all-to-all of `what` over `group` (GPU ids), this rank being member `me` (the pack's
+  // and unpack's kv_owner): the pack into the send staging, one message to and from every
+  // other member (block = the member's index; whole payloads, never split into sub-blocks:
+  // an all-to-all is one NCCL send/recv pair per peer), the waits, the unpack.
   void exchange(const std::vector<int>& group, int me, double bytes, A2aPayload what, Stream stream, int step) {
     std::vector<int> reqs;
     const int n = static_cast<int>(group.size());
     em_.begin_step(step, 0);
     em_.a2a = what;
-    em_.compute(ComputeKind::kA2aPack, 0, 0, ctx_.accumulate_efficiency, b_.a2a_send, -1);
+    em_.compute(ComputeKind::kA2aPack, 0, 0, ctx_.accumulate_efficiency, b_.a2a_send, -1, me);
     for (int d = 1; d < n; ++d) {
       batch_.push_back({OpKind::kSend, group[mod(me + d, n)], bytes, b_.a2a_send, stream, 0, &reqs, mod(me + d, n)});
       batch_.push_back({OpKind::kRecv, group[mod(me - d, n)], bytes, b_.a2a_recv, stream, 0, &reqs, mod(me - d, n)});
     }
     flush(step, 0, 1);
     em_.wait_all(reqs);
-    em_.compute(ComputeKind::kA2aUnpack, 0, 0, ctx_.accumulate_efficiency, b_.a2a_recv, -1);
+    em_.compute(ComputeKind::kA2aUnpack, 0, 0, ctx_.accumulate_efficiency, b_.a2a_recv, -1, me);
     em_.a2a = A2aPayload::kNone;
   }
 
@@ -320,10 +320,9 @@ class RingPass {
     if (bwd_) em_.own_grad(b_.a2a_recv);
   }
 
-  // The ring's own dK,dV (a2a+p2p's go back through its all-to-all first).
-  void own_grad(int buffer) {
-    if (ctx_.kind != Strategy::kUsp) em_.own_grad(buffer);
-  }
+  // The ring's own dK,dV: the rank's (a2a+p2p: its head-sharded view's, which the second
+  // all-to-all sends home, so the pass has a second kOwnGrad, on the receive staging).
+  void own_grad(int buffer) { em_.own_grad(buffer); }
 
   // --- Bidirectional ring -----------------------------------------------------------
   // Clockwise as the flat ring (acc[0..1]); counter-clockwise accumulators (acc[2..3])

@@ -7,7 +7,7 @@
 # all-to-all CP (cp_comm_type a2a, Ulysses) over P = 2..4, GQA and MHA, load balances, causal
 # and not, dp 2, sub-blocks (which the all-to-all does not split) and an order; and a sliding
 # window (13 of 48 tokens) under each kind: the flat ring's fewer steps, all_gather's window
-# blocks, a2a's whole-sequence kernel.
+# blocks, a2a's whole-sequence kernel; and a2a+p2p (USP) over 4 and 8 ranks.
 # Every run must print "verification: OK" and exit 0.
 # Plans are written by hand (the plan.yaml format, planner/plan_io.cc) so every schedule
 # is pinned. Usage: run_verify.sh <ringmaster> <source-dir>. Exit 77 = skipped.
@@ -50,8 +50,9 @@ EOF
 }
 
 # write_plan <file> <model> <topology> <P> <dp> <schedule> <lb> <causal> <subblocks> [order]
-# ($strategy: ring, or allgather-cp)
+# ($strategy: ring, allgather-cp, ulysses, or usp with $split "A, R", a2a degree and ring size)
 strategy=ring
+split=""
 write_plan() {
   local gpus=$(($4 * $5)) order=${10:-}
   [[ -n $order ]] || order=$(seq -s ', ' 0 $((gpus - 1)))
@@ -67,7 +68,8 @@ passes: forward-backward
 plan:
   strategy: $strategy
   cp: $4
-  dp: $5
+  dp: $5${split:+
+  hierarchical_context_parallel_sizes: [$split]}
   schedule: $6
   order_name: custom
   order: [$order]
@@ -149,6 +151,19 @@ check "P=4 all_gather window 13, contiguous" "$tmp/tiny-swa.yaml" cpu-local 4 1 
 check "P=3 all_gather window 13, zigzag" "$tmp/tiny-swa.yaml" cpu-local 3 1 flat zigzag true 1
 strategy=ulysses
 check "P=4 a2a window 13, MHA zigzag" "$tmp/tiny-mha-swa.yaml" cpu-local 4 1 flat zigzag true 1
+# a2a+p2p (USP): all-to-alls inside groups of 2 around p2p rings of 2 (or 4) over the groups'
+# head-sharded blocks, flat and bidirectional, dp 2, a window, an order.
+strategy=usp
+split="2, 2"
+check "cp 4 = a2a 2 x ring 2, causal MHA zigzag" "$tmp/tiny-mha.yaml" cpu-local 4 1 flat zigzag true 1
+check "cp 4 = a2a 2 x ring 2, causal GQA contiguous" tiny cpu-local 4 1 flat contiguous true 1
+check "cp 4 = a2a 2 x ring 2, non-causal MHA striped, 2 sub-blocks" "$tmp/tiny-mha.yaml" cpu-local 4 1 flat striped false 2
+check "cp 4 = a2a 2 x ring 2 x dp 2, causal GQA zigzag" tiny cpu-local 4 2 flat zigzag true 1
+check "cp 4 = a2a 2 x ring 2, window 13, MHA contiguous" "$tmp/tiny-mha-swa.yaml" cpu-local 4 1 flat contiguous true 1
+check "cp 4 = a2a 2 x ring 2, order 2 0 3 1, causal MHA zigzag" "$tmp/tiny-mha.yaml" cpu-local 4 1 flat zigzag true 1 "2, 0, 3, 1"
+split="2, 4"
+check "cp 8 = a2a 2 x ring 4 bidirectional, causal MHA zigzag" "$tmp/tiny-mha.yaml" cpu-local 8 1 bidirectional zigzag true 1
+split=""
 strategy=ring
 
 echo "$runs runs, $failures failed, $(($(date +%s) - start)) s"

@@ -3,7 +3,8 @@
 # with 2 and 4 ranks matches the 1-rank run within 1e-4 relative, for each ring schedule
 # (flat, bidirectional), all-gather CP (--cp-comm-type all_gather: K,V gathered around the
 # ring, dK,dV reduce-scattered), all-to-all CP (--cp-comm-type a2a: each layer's head-sharded
-# view kept from its forward to its backward, or recomputed), load balance (zigzag, striped, contiguous), data parallelism,
+# view kept from its forward to its backward, or recomputed), a2a+p2p (groups of 2 around
+# rings of 2: the ring runs on the view), load balance (zigzag, striped, contiguous), data parallelism,
 # micro-batches and gradient accumulation, with the model state sharded (FSDP, the
 # default), replicated (--sharding ddp) and both (an hsdp plan on a topology of 2-rank
 # nodes: FSDP over each node's pair, the gradient shards all-reduced across the two), with
@@ -57,6 +58,8 @@ train_losses allgather2dp2 --gpus 4 --cp 2 --cp-comm-type all_gather --micro-bat
   --checkpointing full
 train_losses a2a2 --gpus 2 --cp 2 --cp-comm-type a2a --micro-batch 2 --checkpointing none
 train_losses a2a2dp2 --gpus 4 --cp 2 --cp-comm-type a2a --micro-batch 1 --checkpointing full
+train_losses usp4 --gpus 4 --cp 4 --hierarchical-context-parallel-sizes 2 2 --micro-batch 2 --checkpointing none
+train_losses usp4full --gpus 4 --cp 4 --hierarchical-context-parallel-sizes 2 2 --micro-batch 1 --checkpointing full
 train_losses full2 --gpus 2 --cp 2 --schedule flat --load-balance zigzag --micro-batch 1 --checkpointing full
 train_losses selective4 --gpus 4 --cp 2 --schedule flat --load-balance zigzag --micro-batch 2 --checkpointing selective
 train_opts="--sharding ddp"
@@ -115,7 +118,7 @@ swa = losses("swa_one")
 if swa is None or len(swa) != steps or swa == ref:
     print("swa_one: missing, short, or the same losses as without the window"); bad = True
 one = ref
-for name in ["zigzag2", "dp2", "zigzag4", "bidir4", "cp2dp2", "allgather4", "allgather2dp2", "a2a2", "a2a2dp2", "full2", "selective4",
+for name in ["zigzag2", "dp2", "zigzag4", "bidir4", "cp2dp2", "allgather4", "allgather2dp2", "a2a2", "a2a2dp2", "usp4", "usp4full", "full2", "selective4",
              "ddp4", "hsdp4", "zero2", "zero1", "swa_ring4", "swa_allgather4", "swa_a2a2"]:
     got = losses(name)
     ref = swa if name.startswith("swa_") else one
@@ -136,6 +139,9 @@ for name in allgather4 allgather2dp2; do
 done
 for name in a2a2 a2a2dp2; do
   grep -q "cp_comm_type: a2a$" "$tmp/$name.yaml" 2>/dev/null || fail "the $name plan is not a2a"
+done
+for name in usp4 usp4full; do
+  grep -q "cp_comm_type: a2a+p2p$" "$tmp/$name.yaml" 2>/dev/null || fail "the $name plan is not a2a+p2p"
 done
 grep -q "micro_batch: 2" "$tmp/a2a2.yaml" 2>/dev/null || fail "the a2a2 plan has no micro-batch of 2 (two views kept per layer)"
 grep -q "checkpointing: full" "$tmp/a2a2dp2.yaml" 2>/dev/null || fail "the a2a2dp2 plan has no full checkpointing"

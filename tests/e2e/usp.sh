@@ -4,7 +4,8 @@
 # gives a plan whose JSON and plan file carry the split; a bad split exits 2 naming the
 # option; Megatron's export carries both flags, torchtitan's is refused; simulate replays
 # it (its op lists: all-to-all inside each node, ring across) within 2 % of the planner,
-# with tensor parallelism too; run refuses it by name (exit 2).
+# with tensor parallelism too; run refuses it on GPUs by name (exit 2): the cpu backend runs
+# a2a+p2p (tests/e2e/run_verify.sh, train_equivalence.sh).
 # Usage: usp.sh <ringmaster> <source-dir>. Exit 77 = skipped.
 set -u
 bin=$1
@@ -43,7 +44,7 @@ expect_bad "two sizes" "--hierarchical-context-parallel-sizes" -- plan "${job[@]
 expect_bad "a2a+p2p's split" "--hierarchical-context-parallel-sizes" -- plan "${job[@]}" --cp-comm-type a2a --hierarchical-context-parallel-sizes 8 4
 expect_bad "--cp 16" "--hierarchical-context-parallel-sizes" -- plan "${job[@]}" --cp 16 --hierarchical-context-parallel-sizes 8 4
 expect_bad "a2a+p2p" "torchtitan" -- export --plan "$tmp/p.yaml" --to torchtitan
-expect_bad "run executes context parallelism of cp_comm_type p2p (the ring), all_gather or a2a" "cp_comm_type a2a+p2p" -- run --plan "$tmp/p.yaml"
+expect_bad "runs on the cpu backend only" "cp_comm_type p2p (the ring) or all_gather; a2a+p2p" -- run --plan "$tmp/p.yaml" --backend cuda
 
 # simulate replays the pinned split, and a split with tensor parallelism (tp 2 x a2a 4 in a
 # node, a ring of 4 nodes), within 2 % of the planner's step time.

@@ -514,7 +514,7 @@ TEST_CASE("schedule: the all-to-alls of a2a and a2a+p2p deliver every payload bl
       INFO("gpu " << rs.gpu);
       std::vector<Block> recv_blocks(static_cast<size_t>(P));
       A2aPayload packed = A2aPayload::kNone;
-      int sends = 0, recvs = 0, outstanding = 0, attention = 0;
+      int sends = 0, recvs = 0, outstanding = 0, attention = 0, own_grads = 0, view_grads = 0;
       std::vector<A2aPayload> unpacked;  // this pass's, in order
       for (const Op& op : rs.ops) {
         const bool staging = op.buffer >= 0 && a2a_staging(s.buffers[static_cast<size_t>(op.buffer)].role);
@@ -558,12 +558,25 @@ TEST_CASE("schedule: the all-to-alls of a2a and a2a+p2p deliver every payload bl
           CHECK(unpacked[0] == (op.compute == ComputeKind::kAttentionForward ? A2aPayload::kQkv : A2aPayload::kDout));
         }
         if (op.kind == OpKind::kOwnGrad) {
-          REQUIRE(unpacked.size() == 2);
-          CHECK(unpacked[1] == A2aPayload::kDqkv);
+          // On the staging: the rank's own dK,dV, after the dQ,dK,dV all-to-all; a2a+p2p's
+          // ring names its view's first, between the two all-to-alls.
+          if (staging) {
+            REQUIRE(unpacked.size() == 2);
+            CHECK(unpacked[1] == A2aPayload::kDqkv);
+            ++own_grads;
+          } else {
+            CHECK(usp);
+            CHECK(unpacked.size() == 1);
+            ++view_grads;
+          }
         }
+        if (op.kind == OpKind::kCompute && (op.compute == ComputeKind::kA2aPack || op.compute == ComputeKind::kA2aUnpack))
+          CHECK(op.kv_owner == member(rs));
       }
       // The attention workload: one layer, forward and backward (a2a+p2p: a ring step each).
       CHECK(attention == (usp ? 2 * plan.choice.cp / P : 2));
+      CHECK(own_grads == 1);
+      CHECK(view_grads == (usp ? 1 : 0));
     }
     for (const auto& [link, sent] : links) CHECK(received[link] == sent.size());
   };
