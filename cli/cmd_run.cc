@@ -36,7 +36,8 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   cmd->add_flag("--verify", o->verify,
-                "compare out, lse, dQ, dK, dV with an fp64 reference (rel err <= 1e-4)");
+                "compare out, lse, dQ, dK, dV with an fp64 reference (rel err <= 1e-4), after the warm-up "
+                "and the last iteration");
   cmd->add_option("--measurements", o->measurements_path,
                   "write one JSON line per executed op (format: executor/measurements.h)");
   cmd->add_option("--trace", o->trace_path, "write a Chrome trace-event JSON (Perfetto)");

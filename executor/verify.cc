@@ -51,6 +51,16 @@ std::vector<double> assemble_lse(const std::vector<HostTensors>& ranks, int head
 
 }  // namespace
 
+VerifyResult worse_of(const VerifyResult& a, const VerifyResult& b) {
+  VerifyResult r = a;
+  for (size_t i = 0; i < r.checks.size() && i < b.checks.size(); ++i) {
+    const TensorCheck& x = r.checks[i];
+    const TensorCheck& y = b.checks[i];
+    if ((x.ok && !y.ok) || (x.ok == y.ok && y.rel_err > x.rel_err)) r.checks[i] = y;
+  }
+  return r;
+}
+
 TensorCheck compare_tensor(const std::string& name, const std::vector<double>& got,
                     const std::vector<double>& ref, double tolerance) {
   TensorCheck c;

@@ -1,4 +1,5 @@
-// `ringmaster run --verify`: every rank's inputs and results are gathered to rank 0,
+// `ringmaster run --verify`: every rank's inputs and results (after the warm-up iteration
+// and after the last timed one; each tensor reports the worse) are gathered to rank 0,
 // assembled into whole-sequence tensors by global token index, and compared with the
 // fp64 reference (reference_attention.h) computed from the gathered inputs.
 //
@@ -39,6 +40,10 @@ struct VerifyResult {
 // tokens do not tile the sequence.
 VerifyResult verify_ring(const std::vector<HostTensors>& ranks, const AttentionShape& shape,
                          uint64_t seed, bool backward, double tolerance = kVerifyTolerance);
+
+// Tensor by tensor, the check with the larger error of two verifications of the same ring
+// (run --verify: its warm-up and its last iteration).
+VerifyResult worse_of(const VerifyResult& a, const VerifyResult& b);
 
 // The error measure above for one tensor: `got` against `ref`, same size.
 TensorCheck compare_tensor(const std::string& name, const std::vector<double>& got,
