@@ -1,6 +1,8 @@
 // Backend factory and the deterministic input generator every backend shares.
 #include "executor/backend.h"
 
+#include <algorithm>
+
 #include "executor/verify.h"
 #include "planner/attention_work.h"
 #include "planner/input_error.h"
@@ -44,6 +46,12 @@ std::vector<int64_t> rank_token_indices(const Plan& plan, int position, int a2a_
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = layout.global_index(position, static_cast<int64_t>(i));
   if (plan.choice.strategy != Strategy::kUsp) return tokens;
   return member_slice(tokens, plan.choice.cp_a2a, a2a_index);
+}
+
+int plan_replica(const Plan& plan, int rank) {
+  const auto& order = plan.choice.order;
+  const auto at = std::find(order.begin(), order.end(), rank);
+  return static_cast<int>(at - order.begin()) / plan.choice.cp;
 }
 
 uint64_t splitmix64(uint64_t x) {

@@ -85,6 +85,9 @@ std::vector<int64_t> member_slice(const std::vector<int64_t>& position_tokens, i
 // The global token indices a rank holds: its ring position's (a2a+p2p: member
 // `a2a_index`'s slice of them; planner/op_list.h's a2a_member).
 std::vector<int64_t> rank_token_indices(const Plan& plan, int position, int a2a_index = 0);
+// The replica (CP group, 0..dp-1) GPU `rank` belongs to, by the plan's order: the
+// data-parallel ring, or a2a+p2p's group of cp_a2a rings. Inputs and data go by replica.
+int plan_replica(const Plan& plan, int rank);
 
 // Deterministic inputs: element (head, global token t, dim) of tensor `which` is a
 // uniform value in [-1, 1) hashed from (seed, which, head, t, dim), so any process (the
@@ -164,16 +167,19 @@ class Backend {
   // its own): what the measurements record and the kernel curve is fitted on.
   virtual AttentionTiles tiles_run(bool backward) const = 0;
 
-  // --- all-to-all CP (a2a, DeepSpeed-Ulysses; planner/op_list.h's A2aPayload) ---------
-  // The ring's P members each hold c tokens of every head, as above. Between a pass's two
-  // all-to-alls member m holds all N = P * c tokens, by global token index, of query heads
-  // [m h/P, (m+1) h/P) and K,V heads [m h_kv/P, (m+1) h_kv/P) (P divides both): the
-  // head-sharded view, which the a2a kernels work on and which stays on the rank (its lse,
-  // and, from the forward to the backward, its Q, K, V, out, as FlashAttention saves them).
-  // The base class throws: a backend that does not implement them cannot run a2a.
+  // --- all-to-all CP (a2a, a2a+p2p; planner/op_list.h's A2aPayload) --------------------
+  // The group's P members (a2a: the ring; a2a+p2p: a ring position's a2a group) each hold
+  // c tokens of every head, as above. Between a pass's two all-to-alls member m holds the
+  // group's P * c tokens, by increasing global index, of query heads [m h/P, (m+1) h/P) and
+  // K,V heads [m h_kv/P, (m+1) h_kv/P) (P divides both): the head-sharded view, which stays
+  // on the rank (its lse, and, from the forward to the backward, its Q, K, V, out, as
+  // FlashAttention saves them). a2a's attention runs on it whole (a2a_attention_*); under
+  // a2a+p2p the ring's kernels above (load_own_kv, attention_*, take_own_dkv) work on it
+  // once a2a_connect() has been called, the view being the ring position's block. The base
+  // class throws: a backend that does not implement them cannot run a2a or a2a+p2p.
   //
   // Once, after connect(), when the op list has all-to-alls: this rank is member `me`,
-  // member j holds tokens member_tokens[j] (c each, together 0..N-1).
+  // member j holds tokens member_tokens[j] (c each).
   virtual void a2a_connect(int me, const std::vector<std::vector<int64_t>>& member_tokens);
   // Bytes of one member's message of `what` (a kA2a buffer holds the largest, kQkv's).
   virtual std::size_t a2a_bytes(A2aPayload what) const;
@@ -185,6 +191,8 @@ class Backend {
   //   kOut   [h/P][c][d] out: j's tokens of this rank's heads
   //   kDqkv  [h/P][c][d] dQ, then [h_kv/P][c][d] dK, then dV, likewise (dK, dV: the rank's
   //          own, as take_own_dkv would set them)
+  // The kDout unpack also computes the view's D = rowsum(dO * out) and zeroes its dQ, dK,
+  // dV (begin_backward() does it for the rank's own tensors, before dO has arrived).
   virtual void a2a_pack(A2aPayload what, const std::vector<int>& blocks);
   virtual void a2a_unpack(A2aPayload what, const std::vector<int>& blocks);
   // Attention over the head-sharded view, at the shape's tiles and mask: the forward sets

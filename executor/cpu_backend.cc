@@ -308,8 +308,8 @@ class CpuBackend final : public Backend {
     int h = 0, h_kv = 0;
     std::vector<int64_t> tokens;
     std::vector<float> q, k, v, dout, out, lse, rowdot, dq, dk, dv;
-    void size(int64_t tokens_, int heads, int kv_heads, int d) {
-      c = tokens_;
+    void size(int64_t rows, int heads, int kv_heads, int d) {
+      c = rows;
       head = c * d;
       h = heads;
       h_kv = kv_heads;

@@ -21,10 +21,7 @@ RingAttention::RingAttention(const LoadedPlanFile& lp, const std::string& plan_p
   so.where = plan_path;
   const OpSchedule whole = generate_schedule(plan, lp.model, *lp.fabric, so);
   const RankSchedule& me = whole.ranks.at(static_cast<size_t>(rank));
-  // The replica (CP group) by the plan's order: a2a+p2p's groups span several of the
-  // schedule's rings.
-  const auto at = std::find(plan.choice.order.begin(), plan.choice.order.end(), rank);
-  ring_ = static_cast<int>(at - plan.choice.order.begin()) / plan.choice.cp;
+  ring_ = plan_replica(plan, rank);  // a2a+p2p's groups span several of the schedule's rings
   position_ = me.position;
   size_t cut = 0;
   while (cut < me.ops.size() &&

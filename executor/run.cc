@@ -84,15 +84,6 @@ std::string describe_plan(const std::string& path, const LoadedPlanFile& lp, int
   return o.str();
 }
 
-// Replica (CP group: the data-parallel ring, or a2a+p2p's group of rings) and index in it of
-// every rank, from the plan's order.
-void ring_of(const Plan& p, int rank, int& ring, int& position) {
-  const auto& order = p.choice.order;
-  const auto it = std::find(order.begin(), order.end(), rank);
-  const int idx = static_cast<int>(it - order.begin());
-  ring = idx / p.choice.cp;
-  position = idx % p.choice.cp;
-}
 
 int run_body(const RunOptions& opt, int rank, int size) {
   const LoadedPlanFile lp = load_plan_for_run(opt.plan_path, opt.backend);
@@ -115,8 +106,7 @@ int run_body(const RunOptions& opt, int rank, int size) {
   const AttentionShape shape = plan_attention_shape(plan, lp.model);
   const std::vector<int64_t> tokens = rank_token_indices(plan, me.position, std::max(0, a2a_member(me)));
   // Inputs by replica (a CP group): a2a+p2p's groups span several of the schedule's rings.
-  int replica = 0, cp_rank = 0;
-  ring_of(plan, rank, replica, cp_rank);
+  const int replica = plan_replica(plan, rank);
 
   std::unique_ptr<Backend> backend = make_backend(opt.backend);
   backend->setup(shape, tokens, opt.seed + static_cast<uint64_t>(replica));
@@ -181,11 +171,8 @@ int run_body(const RunOptions& opt, int rank, int size) {
     for (int k = 0; k < plan.choice.dp; ++k) {
       auto verify_iteration = [&](const std::vector<HostTensors>& all_ranks) {
         std::vector<HostTensors> ring;
-        for (int r = 0; r < size; ++r) {
-          int rr = 0, pos = 0;
-          ring_of(plan, r, rr, pos);
-          if (rr == k) ring.push_back(all_ranks[static_cast<size_t>(r)]);
-        }
+        for (int r = 0; r < size; ++r)
+          if (plan_replica(plan, r) == k) ring.push_back(all_ranks[static_cast<size_t>(r)]);
         return verify_ring(ring, shape, opt.seed + static_cast<uint64_t>(k), loop.has_backward(),
                            backend->verify_tolerance());
       };
