@@ -11,8 +11,8 @@
 // with -1 / null where a field does not apply ("peer" of a compute op, ...); "contract" is
 // "ok" or the first violation. `kv_owner` is the ring position whose K,V an attention op
 // reads, or whose block of a gathered buffer (all_gather) an op names, or the member of an
-// all-to-all's group a staging block is for; the table shows such a block as
-// buffer[position]. `a2a` is what an all-to-all's ops move ("qkv", "out", "dout", "dqkv";
+// all-to-all's group a staging block is for (on a pack or unpack: this rank's own index);
+// the table shows such a block as buffer[position]. `a2a` is what an all-to-all's ops move ("qkv", "out", "dout", "dqkv";
 // null elsewhere), shown after the kind in the table.
 #include <cstdio>
 #include <memory>
@@ -98,7 +98,8 @@ std::string rank_table(const OpSchedule& s, const RankSchedule& rs) {
     const bool buffered = op.buffer >= 0;
     const BufferInfo* b = buffered ? &s.buffers[static_cast<size_t>(op.buffer)] : nullptr;
     std::string label = b ? b->label : "";
-    if (b && (gathered(b->role) || a2a_staging(b->role)) && op.kv_owner >= 0)
+    // A block of a gathered or staging buffer (a pack or unpack covers every block).
+    if (b && (gathered(b->role) || (a2a_staging(b->role) && op.kind != OpKind::kCompute)) && op.kv_owner >= 0)
       label += "[" + std::to_string(op.kv_owner) + "]";
     const std::string kind = op.a2a != A2aPayload::kNone && op.kind != OpKind::kWait
                                  ? std::string(op_name(op)) + " " + to_string(op.a2a)
