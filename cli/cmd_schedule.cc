@@ -12,8 +12,8 @@
 // "ok" or the first violation. `kv_owner` is the ring position whose K,V an attention op
 // reads, or whose block of a gathered buffer (all_gather) an op names, or the member of an
 // all-to-all's group a staging block is for (on a pack or unpack: this rank's own index);
-// the table shows such a block as buffer[position]. `a2a` is what an all-to-all's ops move ("qkv", "out", "dout", "dqkv";
-// null elsewhere), shown after the kind in the table.
+// the table shows such a block as buffer[position]. `a2a` is what an all-to-all's ops move
+// ("qkv", "out", "dout", "dqkv"; null elsewhere), shown after the kind in the table.
 #include <cstdio>
 #include <memory>
 #include <stdexcept>

@@ -50,7 +50,9 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
     b.own_kv = role == rm::BufferRole::kKvOwn || role == rm::BufferRole::kKvGathered;
   }
   // A gathered buffer's ops name their block; an attention op on gathered K,V writes its
-  // dK,dV into as many gathered blocks.
+  // dK,dV into as many gathered blocks; an all-to-all's transfer names the member it goes
+  // to or comes from and what it moves.
+  const int me = a2a_member(ops_);
   for (const Op& op : ops_.ops) {
     const bool names_block = op.kind == OpKind::kSend || op.kind == OpKind::kRecv ||
                              op.kind == OpKind::kOwnGrad ||
@@ -69,13 +71,9 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
                                schedule.buffers[static_cast<size_t>(op.buffer)].label + "' writes dK,dV into '" +
                                schedule.buffers[static_cast<size_t>(op.aux_buffer)].label +
                                "', which has another number of blocks");
-  }
-  // An all-to-all's transfer names the member it goes to or comes from and what it moves.
-  const int me = a2a_member(ops_);
-  for (const Op& op : ops_.ops) {
     const bool xfer = op.kind == OpKind::kSend || op.kind == OpKind::kRecv;
-    if (!xfer || op.buffer < 0 || buffers_.at(static_cast<size_t>(op.buffer)).content != Content::kA2a) continue;
-    if (op.kv_owner < 0 || op.kv_owner >= a2a_members_ || op.kv_owner == me || op.a2a == rm::A2aPayload::kNone)
+    if (xfer && op.buffer >= 0 && buffers_.at(static_cast<size_t>(op.buffer)).content == Content::kA2a &&
+        (op.kv_owner < 0 || op.kv_owner >= a2a_members_ || op.kv_owner == me || op.a2a == rm::A2aPayload::kNone))
       throw std::runtime_error(std::string("ring loop: an all-to-all '") + op_name(op) + "' names member " +
                                std::to_string(op.kv_owner) + " and payload '" + to_string(op.a2a) +
                                "' (expected another member of its group of " + std::to_string(a2a_members_) +
@@ -239,7 +237,8 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
         int id = 0;
         if (buffers_.at(static_cast<size_t>(op.buffer)).content == Content::kA2a) {
           // An all-to-all's message: the whole payload of the member's block.
-          id = a2a_blocks(op.buffer).at(static_cast<size_t>(op.kv_owner));
+          ensure_allocated(op.buffer);
+          id = backend_id(op.buffer, block_of(op.buffer, op.kv_owner));
           size = be_.a2a_bytes(op.a2a);
           if (size > be_.bytes_of(id))
             throw std::runtime_error("ring loop: an all-to-all's " + std::string(to_string(op.a2a)) +

@@ -123,12 +123,17 @@ VerifyResult verify_ring(const std::vector<HostTensors>& ranks, const AttentionS
 
 namespace {
 
-void gather_floats(std::vector<float>& mine_then_all, int rank, int size) {
-  const int count = static_cast<int>(mine_then_all.size());
-  std::vector<float> all(rank == 0 ? static_cast<size_t>(count) * size : 0);
-  MPI_Gather(mine_then_all.data(), count, MPI_FLOAT, all.data(), count, MPI_FLOAT, 0,
-             MPI_COMM_WORLD);
-  mine_then_all = std::move(all);
+// Every rank's `mine` (the same count on each) at rank 0, by rank; empty elsewhere.
+template <class T>
+std::vector<std::vector<T>> gather_per_rank(const std::vector<T>& mine, MPI_Datatype type, int rank, int size) {
+  const int count = static_cast<int>(mine.size());
+  std::vector<T> flat(rank == 0 ? mine.size() * static_cast<size_t>(size) : 0);
+  MPI_Gather(mine.data(), count, type, flat.data(), count, type, 0, MPI_COMM_WORLD);
+  std::vector<std::vector<T>> by_rank(rank == 0 ? size : 0);
+  for (size_t r = 0; r < by_rank.size(); ++r)
+    by_rank[r].assign(flat.begin() + static_cast<std::ptrdiff_t>(r * mine.size()),
+                      flat.begin() + static_cast<std::ptrdiff_t>((r + 1) * mine.size()));
+  return by_rank;
 }
 
 }  // namespace
@@ -138,33 +143,17 @@ std::vector<HostTensors> gather_host_tensors(const HostTensors& mine) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   std::vector<HostTensors> all(rank == 0 ? size : 0);
-  // Tokens travel as int64.
-  std::vector<int64_t> toks(rank == 0 ? mine.tokens.size() * size : 0);
-  MPI_Gather(mine.tokens.data(), static_cast<int>(mine.tokens.size()), MPI_INT64_T, toks.data(),
-             static_cast<int>(mine.tokens.size()), MPI_INT64_T, 0, MPI_COMM_WORLD);
-  if (rank == 0)
-    for (int r = 0; r < size; ++r)
-      all[r].tokens.assign(toks.begin() + r * mine.tokens.size(),
-                           toks.begin() + (r + 1) * mine.tokens.size());
-  std::vector<int> first_heads(rank == 0 ? size : 0);
-  MPI_Gather(&mine.lse_first_head, 1, MPI_INT, first_heads.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  const size_t rows = mine.lse_tokens.size();
-  std::vector<int64_t> lse_rows(rank == 0 ? rows * size : 0);
-  MPI_Gather(mine.lse_tokens.data(), static_cast<int>(rows), MPI_INT64_T, lse_rows.data(), static_cast<int>(rows),
-             MPI_INT64_T, 0, MPI_COMM_WORLD);
-  for (int r = 0; r < static_cast<int>(first_heads.size()); ++r) {
-    all[r].lse_first_head = first_heads[r];
-    all[r].lse_tokens.assign(lse_rows.begin() + r * rows, lse_rows.begin() + (r + 1) * rows);
+  for (auto member : {&HostTensors::tokens, &HostTensors::lse_tokens}) {
+    const auto by_rank = gather_per_rank(mine.*member, MPI_INT64_T, rank, size);
+    for (size_t r = 0; r < all.size(); ++r) all[r].*member = by_rank[r];
   }
+  const auto first_heads = gather_per_rank(std::vector<int>{mine.lse_first_head}, MPI_INT, rank, size);
+  for (size_t r = 0; r < all.size(); ++r) all[r].lse_first_head = first_heads[r][0];
   for (auto member : {&HostTensors::q, &HostTensors::k, &HostTensors::v, &HostTensors::dout,
                       &HostTensors::out, &HostTensors::lse, &HostTensors::dq, &HostTensors::dk,
                       &HostTensors::dv}) {
-    std::vector<float> x = mine.*member;
-    gather_floats(x, rank, size);
-    if (rank != 0) continue;
-    const size_t count = (mine.*member).size();
-    for (int r = 0; r < size; ++r)
-      all[r].*member = std::vector<float>(x.begin() + r * count, x.begin() + (r + 1) * count);
+    const auto by_rank = gather_per_rank(mine.*member, MPI_FLOAT, rank, size);
+    for (size_t r = 0; r < all.size(); ++r) all[r].*member = by_rank[r];
   }
   return all;
 }

@@ -59,7 +59,8 @@ class RankEmitter {
   };
 
   // A send or receive (`kind`) with `peer` in posting phase `phase`; returns its request.
-  // `kv_owner`: on a gathered buffer, the ring position whose block the message carries.
+  // `kv_owner`: on a gathered buffer, the ring position whose block the message carries; on
+  // an all-to-all's staging, the member it goes to or comes from.
   int transfer(OpKind kind, int peer, double bytes, int buffer, int tag, int phase, int kv_owner = -1);
   int collective(CollectiveKind kind, int group, double bytes, int buffer, int tag);
   void wait(int request);
