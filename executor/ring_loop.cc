@@ -107,16 +107,26 @@ RingLoop::RingLoop(Backend& backend, const OpSchedule& schedule, int rank,
   }
 }
 
-void RingLoop::ensure_allocated(int buffer) {
+void RingLoop::allocate(int buffer) {
   Buffer& b = buffers_.at(static_cast<size_t>(buffer));
-  if (b.allocated || b.content == Content::kNone) return;
+  if (b.content == Content::kNone) return;
   const BufferRole role = b.content == Content::kKv    ? BufferRole::kKv
                           : b.content == Content::kDkv ? BufferRole::kDkv
                                                        : BufferRole::kA2a;
   for (int k = 0; k < b.blocks; ++k) be_.alloc(backend_id(buffer, k), role);
   b.allocated = true;
   b.send_cursor = b.recv_cursor = 0;
-  if (b.own_kv) be_.load_own_kv(buffer);  // block 0: backend_id(buffer, 0) == buffer
+  b.own_pending = b.own_kv;
+}
+
+void RingLoop::ensure_allocated(int buffer) {
+  Buffer& b = buffers_.at(static_cast<size_t>(buffer));
+  if (b.content == Content::kNone) return;
+  if (!b.allocated) allocate(buffer);
+  if (b.own_pending) {
+    be_.load_own_kv(buffer);  // block 0: backend_id(buffer, 0) == buffer
+    b.own_pending = false;
+  }
 }
 
 int RingLoop::backend_id(int buffer, int block) const {
@@ -220,8 +230,7 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
     const double t0 = be_.now();
     switch (op.kind) {
       case OpKind::kAlloc:
-        buffers_.at(static_cast<size_t>(op.buffer)).allocated = false;  // a fresh buffer
-        ensure_allocated(op.buffer);
+        allocate(op.buffer);  // a fresh buffer
         break;
       case OpKind::kFree: {
         Buffer& b = buffers_.at(static_cast<size_t>(op.buffer));
@@ -281,12 +290,6 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
         }
         if (op.compute == ComputeKind::kA2aUnpack) {
           be_.a2a_unpack(op.a2a, a2a_blocks(op.buffer));
-          // a2a+p2p's ring holds the view's K,V as its own: the Q,K,V unpack refills the
-          // own blocks allocated before it.
-          if (op.a2a == rm::A2aPayload::kQkv)
-            for (size_t b = 0; b < buffers_.size(); ++b)
-              if (buffers_[b].own_kv && buffers_[b].allocated && buffers_[b].blocks == 1)
-                be_.load_own_kv(static_cast<int>(b));
           break;
         }
         if (buffers_.at(static_cast<size_t>(op.buffer)).content == Content::kA2a) {

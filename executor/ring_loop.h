@@ -54,12 +54,18 @@ class RingLoop {
   struct Buffer {
     Content content = Content::kNone;
     bool allocated = false;
-    bool own_kv = false;     // kKvOwn, kKvGathered: filled with the rank's K,V at alloc (block 0)
+    bool own_kv = false;     // kKvOwn, kKvGathered: block 0 holds the rank's own K,V
+    bool own_pending = false;  // own_kv, allocated, and not yet filled (ensure_allocated fills it)
     int blocks = 1;          // gathered buffers: one backend buffer per ring position gathered
     double sched_bytes = 0;  // size in the schedule (of one block)
     double send_cursor = 0;  // schedule bytes of the block already covered by consecutive messages
     double recv_cursor = 0;
   };
+  // A kAlloc op: backs `buffer` with fresh backend buffers (one per block).
+  void allocate(int buffer);
+  // Before every use of `buffer`: allocated (if no kAlloc op did), and an own block filled
+  // with the rank's K,V at its first use after allocation, so it holds them as they are
+  // when read (a2a+p2p's ring takes the view's, which exist only after the Q,K,V unpack).
   void ensure_allocated(int buffer);
   // The backend buffer holding block `block` of schedule buffer `buffer` (block 0 is the
   // buffer's own id, so plain buffers keep theirs).

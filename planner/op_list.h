@@ -84,9 +84,9 @@ enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce };
 // memory; kAccounting buffers exist for memory tracking only (activations, model states).
 enum class BufferRole {
   kAccounting,       // tracked bytes only
-  kKvOwn,            // this rank's own K,V of a layer: filled with them when allocated
-                     // (a2a+p2p: its ring's own are the head-sharded view's, filled
-                     // again by the Q,K,V all-to-all's unpack)
+  kKvOwn,            // this rank's own K,V of a layer, as they are when first read after
+                     // its alloc (a2a+p2p: the head-sharded view's, which its Q,K,V
+                     // all-to-all lays out after the alloc)
   kKvRing,           // a K,V block received from the ring (double/quad buffered)
   kDkvAccumulator,   // fp32 dK,dV of one block, travelling with it around the ring
   kDkvPartial,       // one backward kernel's partial dK,dV (overwritten, then added); under
@@ -95,7 +95,7 @@ enum class BufferRole {
   // k the K,V (or the dK,dV partial) of ring position (own - k) mod P. An attention op on it
   // runs against every block; a transfer, an accumulate or a kOwnGrad names its block by
   // kv_owner.
-  kKvGathered,       // the gathered K,V; block 0, the rank's own, filled when allocated
+  kKvGathered,       // the gathered K,V; block 0 the rank's own, as kKvOwn
   kDkvGathered,      // fp32 dK,dV partials of the gathered blocks, reduce-scattered home
   // An all-to-all's staging (a2a, a2a+p2p): BufferInfo::blocks blocks, one per member of
   // the group (by index in it), each holding one message (the largest payload's bytes).
