@@ -349,6 +349,11 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
       }
       if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv || op.kind == OpKind::kAlloc)
         m.bytes = op.bytes;
+      // An all-to-all's layout copies are memory bound: their HBM bytes, for calibrate's
+      // elementwise rate (profile_fit.cc), as train's elementwise records carry them.
+      if (op.kind == OpKind::kCompute &&
+          (op.compute == ComputeKind::kA2aPack || op.compute == ComputeKind::kA2aUnpack))
+        m.bytes = op.flops;
       if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
         m.peer = op.peer;
         posted_record[op.request] = records->size();

@@ -546,7 +546,7 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
     const TokenLayout whole{LoadBalance::kContiguous, job.seq_len, 1};
     const RingAttentionWork w = ring_attention_work(whole, job.causal, m.heads, m.head_dim, tiles, window);
     const double cf = w.executed_total / P / F, cb = bf * cf;
-    double comm_f = 0, comm_b = 0;
+    double comm_f = 0, comm_b = 0, copies = 0;
     if (ch.strategy == Strategy::kAllGatherCp) {
       // All-gather K,V (B-1 ring steps of one block, B = P or a window's blocks) before the
       // forward and again before the backward; reduce-scatter of the fp32 dK,dV after it.
@@ -562,9 +562,11 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       const double out = static_cast<double>(c) * m.heads * m.head_dim * e;
       comm_f = X(*a2a, qkv / P) + X(*a2a, out / P);
       comm_b = comm_f;
+      // Each all-to-all's pack and unpack, on the compute stream (backward: dout, dQ,dK,dV).
+      copies = 2 * (cost_.a2a_copy_s(qkv) + cost_.a2a_copy_s(out));
     }
-    t.attention_fwd = cf + comm_f;
-    t.attention_bwd = fwd_only ? 0 : cb + comm_b;
+    t.attention_fwd = cf + comm_f + copies;
+    t.attention_bwd = fwd_only ? 0 : cb + comm_b + copies;
     t.attention_compute_fwd = cf;
     t.attention_compute = cf + (fwd_only ? 0 : cb);
     t.ring_busy_fwd = comm_f;

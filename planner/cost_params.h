@@ -95,6 +95,15 @@ struct CostParams {
   // (one add per element) at accumulate_efficiency(), which gives the same seconds.
   double accumulate_s(double fp32_bytes) const { return 3 * fp32_bytes / hbm_bytes_per_s; }
   double accumulate_efficiency() const { return hbm_bytes_per_s / (12 * peak_flops); }
+  // Memory-bound work priced by the HBM bytes it moves (norms, rotary, activations, the
+  // loss, an all-to-all's layout copies): its ops carry flops = bytes at this efficiency.
+  double elementwise_efficiency() const { return hbm_bytes_per_s / peak_flops; }
+  // An all-to-all's layout copy of `bytes` (its pack or its unpack): read once, written
+  // once. TransformerEngine's a2a (Megatron's --cp-comm-type a2a, a2a+p2p) copies at least
+  // this on each side: movedim().contiguous() before the all_to_all_single and again after
+  // it (transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py
+  // flash_attn_a2a_communicate, which adds an index_select for the load-balanced order).
+  double a2a_copy_s(double bytes) const { return 2 * bytes / hbm_bytes_per_s; }
   // Merging one ring step's partial result (KernelCurve::merge_bytes, dq_merge_bytes) for
   // `elements` output elements (c·h·d): memory bound. The schedule's kMerge op carries
   // flops = elements at merge_efficiency(), which gives the same seconds.

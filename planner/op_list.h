@@ -57,8 +57,8 @@ enum class ComputeKind {
   // rank's index in the group): kA2aPack lays this rank's part of the payload out into
   // `buffer` (kA2aSend), one block per member of the group, and moves its own share
   // straight to where the unpack puts the rest; kA2aUnpack takes every other member's block
-  // of `buffer` (kA2aRecv) into place. 0 FLOPs: NCCL's all-to-all and the frameworks'
-  // reshapes around it are priced in the transfers.
+  // of `buffer` (kA2aRecv) into place. Memory bound as kElementwise: flops = the HBM bytes
+  // of reading and writing the rank's whole payload (CostParams::a2a_copy_s).
   kA2aPack,
   kA2aUnpack,
 };

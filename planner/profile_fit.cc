@@ -99,7 +99,7 @@ Profile fit_profile(const std::vector<CalibrationRecord>& records, const Topolog
           alone.push_back(s);
       } else if ((m->kind == "gemm" || m->kind == "linear") && m->flops > 0) {
         gemms.push_back({m->flops, m->seconds});
-      } else if (m->kind == "elementwise" && m->bytes > 0) {
+      } else if ((m->kind == "elementwise" || m->kind == "a2a_pack" || m->kind == "a2a_unpack") && m->bytes > 0) {
         elementwise.push_back({m->bytes / topo.gpu.hbm_bytes_per_s, m->seconds});
       } else if (m->kind == "optimizer" && m->bytes > 0) {
         optimizer.push_back({m->bytes / topo.gpu.hbm_bytes_per_s, m->seconds});

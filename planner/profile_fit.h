@@ -18,8 +18,8 @@
 //                   factor is fitted on them over curve x interference.
 //   gemm            gemm records (calibration benchmarks) and linear records (a training
 //                   step's GEMMs, with the FLOPs the cost model counts for them)
-//   elementwise     elementwise records (a step's memory-bound work, with the bytes the
-//                   cost model counts): hbm_bytes_per_s
+//   elementwise     elementwise, a2a_pack and a2a_unpack records (memory-bound work, with
+//                   the bytes the cost model counts): hbm_bytes_per_s
 //   optimizer       optimizer records (bytes = kOptimizerBytesPerParam x parameters
 //                   updated): optimizer_bytes_per_s
 //   collectives     reduce_scatter and all_reduce records (blocking calls: their seconds
@@ -51,13 +51,13 @@ struct CalibrationRecord {
   int rank = 0;
   int iteration = 0;
   std::string kind;  // "attention_forward", "attention_backward", "accumulate", "gemm",
-                     // "linear", "elementwise", "optimizer", "send", "recv"; other kinds
-                     // are ignored
+                     // "linear", "elementwise", "a2a_pack", "a2a_unpack", "optimizer",
+                     // "send", "recv"; other kinds are ignored
   int block_q = 0;   // tile sizes and head dim of attention records
   int block_kv = 0;
   int head_dim = 0;
   double flops = 0;  // executed (a backward's: kBackwardFlopsFactor x its forward's)
-  double bytes = 0;  // send, recv, elementwise, optimizer
+  double bytes = 0;  // send, recv, elementwise, a2a_pack / a2a_unpack, optimizer
   int peer = -1;     // send, recv: the other rank
   int group = 0;     // all_gather, reduce_scatter, all_reduce: ranks in the collective's
                      // group (0: unknown, the record is not fitted)

@@ -274,20 +274,22 @@ class RingPass {
   // One all-to-all of `what` over `group` (GPU ids), this rank being member `me` (the pack's
   // and unpack's kv_owner): the pack into the send staging, one message to and from every
   // other member (block = the member's index; whole payloads, never split into sub-blocks:
-  // an all-to-all is one NCCL send/recv pair per peer), the waits, the unpack.
+  // an all-to-all is one NCCL send/recv pair per peer), the waits, the unpack. The pack and
+  // the unpack each read and write the rank's whole payload, n messages (CostParams::a2a_copy_s).
   void exchange(const std::vector<int>& group, int me, double bytes, A2aPayload what, Stream stream, int step) {
     std::vector<int> reqs;
     const int n = static_cast<int>(group.size());
+    const double copy_bytes = 2.0 * n * bytes;
     em_.begin_step(step, 0);
     em_.a2a = what;
-    em_.compute(ComputeKind::kA2aPack, 0, 0, ctx_.accumulate_efficiency, b_.a2a_send, -1, me);
+    em_.compute(ComputeKind::kA2aPack, copy_bytes, 0, ctx_.elementwise_efficiency, b_.a2a_send, -1, me);
     for (int d = 1; d < n; ++d) {
       batch_.push_back({OpKind::kSend, group[mod(me + d, n)], bytes, b_.a2a_send, stream, 0, &reqs, mod(me + d, n)});
       batch_.push_back({OpKind::kRecv, group[mod(me - d, n)], bytes, b_.a2a_recv, stream, 0, &reqs, mod(me - d, n)});
     }
     flush(step, 0, 1);
     em_.wait_all(reqs);
-    em_.compute(ComputeKind::kA2aUnpack, 0, 0, ctx_.accumulate_efficiency, b_.a2a_recv, -1, me);
+    em_.compute(ComputeKind::kA2aUnpack, copy_bytes, 0, ctx_.elementwise_efficiency, b_.a2a_recv, -1, me);
     em_.a2a = A2aPayload::kNone;
   }
 

@@ -57,6 +57,7 @@ struct RingContext {
   double dkv_bytes = 0;
   double attention_efficiency = 0;
   double accumulate_efficiency = 0;  // memory-bound add, expressed as a fraction of peak
+  double elementwise_efficiency = 0;  // an all-to-all's layout copies (flops = HBM bytes)
   double merge_elements = 0;         // c·h·d: output elements a step's merge moves
   double merge_efficiency[2] = {0, 0};  // forward, backward (0: the kernel merges in place)
   // Forward merges of a later position's block go into a slice (merges_slice, striped causal)

@@ -366,6 +366,7 @@ class Generator {
     ring_.attention_efficiency =
         costs_.attention.efficiency(choice_.block_q, choice_.block_kv, ms_.head_dim);
     ring_.accumulate_efficiency = costs_.accumulate_efficiency();
+    ring_.elementwise_efficiency = costs_.elementwise_efficiency();
     ring_.merge_elements = static_cast<double>(c_) * ms_.heads * ms_.head_dim;
     ring_.merge_efficiency[0] = costs_.merge_efficiency(false);
     ring_.merge_efficiency[1] = costs_.merge_efficiency(true);
@@ -619,7 +620,7 @@ class Generator {
   // Memory-bound work of `bytes_per_token` on this rank's tokens (ElementwiseBytes).
   void elementwise(Rank& r, double bytes_per_token) {
     const double bytes = bytes_per_token * static_cast<double>(c_);
-    r.em.compute(ComputeKind::kElementwise, bytes, 0, costs_.hbm_bytes_per_s / costs_.peak_flops, -1, -1);
+    r.em.compute(ComputeKind::kElementwise, bytes, 0, costs_.elementwise_efficiency(), -1, -1);
   }
 
   // A layer's linear GEMMs, or with `head` the output head's, at the rate of their size on

@@ -67,13 +67,15 @@ LayerTimes CostModel::usp_attention_times(const Job& job, const PlanChoice& ch, 
   rc.checkpointing = Checkpointing::kNone;
   LayerTimes t = usp_ring(ch.tp, ch.cp_a2a).layer_times(job, rc, pat, nullptr, free_comm);
   t.linear_fwd = t.linear_bwd = 0;
-  // The all-to-alls before and after attention, not overlapped (as a2a's).
+  // The all-to-alls before and after attention, not overlapped (as a2a's), and each one's
+  // pack and unpack of the rank's payload (u messages) on the compute stream.
   const UspA2aBytes b = usp_a2a_bytes(model_, ch, job.seq_len, fabric_.topology().gpu.element_bytes);
   const double x = free_comm ? 0.0 : a2a.time(b.qkv) + a2a.time(b.out);
-  t.attention_fwd += x;
+  const double copies = 2 * (cost_.a2a_copy_s(ch.cp_a2a * b.qkv) + cost_.a2a_copy_s(ch.cp_a2a * b.out));
+  t.attention_fwd += x + copies;
   t.ring_busy_fwd += x;
   if (job.passes != Passes::kForward) {
-    t.attention_bwd += x;
+    t.attention_bwd += x + copies;
     t.ring_busy_bwd += x;
   }
   return t;

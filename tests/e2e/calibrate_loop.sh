@@ -2,7 +2,7 @@
 # The calibration loop through the real binary and real mpirun, on 2 CPU ranks:
 #   tune (no profile: calibrates this machine first, small grid) -> run -> validate --format json|csv
 #   calibrate --backend cpu --measurements (fit quality and machine load reported) ->
-#   calibrate --from (refit) -> plan/sweep --profile
+#   calibrate --from (refit) -> plan/sweep --profile; an a2a run's records in a refit (HBM rate)
 # and the refusals: a measurements file with garbage lines or missing fields (exit 2, file and
 # line named), a profile from other hardware (a warning), a profile to an unwritable folder
 # (exit 2, nothing left behind).
@@ -91,6 +91,16 @@ if expect_exit 0 cal.log "$bin" calibrate --backend cpu --np 2 --grid small -o b
   grep -Eq "machine during the measurements: load average [0-9.]+(-[0-9.]+)? over the last minute, as the ranks recorded it" refit.log ||
     fail "calibrate --from did not report the recorded load: $(grep -i load refit.log)"
   expect_exit 0 plan.log "$bin" plan "${job[@]}" --seq 2k --workload attention --profile refit.yaml
+  # An a2a run's pack and unpack records (memory bound, with their HBM bytes) give the refit
+  # the HBM rate the benchmarks alone do not measure.
+  grep -q "^  elementwise:" bench.yaml && fail "the benchmarks now fit elementwise: this check proves nothing"
+  mkdir a2a-runs
+  expect_exit 0 a2a-plan.log "$bin" plan "${job[@]}" --seq 1k --workload attention --cp-comm-type a2a \
+    --profile bench.yaml -o a2a.yaml &&
+    expect_exit 0 a2a-run.log "$bin" validate --profile bench.yaml --iters 1 --keep-measurements a2a-runs a2a.yaml &&
+    expect_exit 0 a2a-refit.log "$bin" calibrate --from bench.jsonl a2a-runs/0.jsonl -o a2a-refit.yaml &&
+    { grep -q '"kind":"a2a_pack"' a2a-runs/0.jsonl || fail "an a2a run recorded no a2a_pack"
+      grep -q "^  elementwise: {points:" a2a-refit.yaml || fail "the a2a records gave the refit no elementwise fit"; }
   grep -q "warning" plan.log && fail "plan warned about a profile made on this machine: $(grep warning plan.log)"
   expect_exit 0 sweep.log "$bin" sweep --model tiny --topology cpu-local --gpus 2 --seqs 1k,2k \
     --workload attention --profile refit.yaml

@@ -141,22 +141,22 @@ for t in megatron torchtitan slurm; do
   "$bin" plan --gpus 32 --seq 512k --target $t -o "$tmp/p-$t.yaml" >/dev/null 2>&1 &&
     "$bin" export --plan "$tmp/p-$t.yaml" --to $t >/dev/null || fail "plan --target $t then export --to $t"
 done
-# --target slurm: the plans `ringmaster run` executes. At 256K on 16 H100s the free search
-# picks a2a with tp 2, which run refuses (a2a runs on the cpu backend only, and no backend
-# runs tp 2); --target slurm a tp 1 p2p or all_gather plan.
+# --target slurm: the plans `ringmaster run` executes. At 64K on 16 H100s the free search
+# picks a2a, which run refuses on GPUs (a2a runs on the cpu backend only); --target slurm a
+# tp 1 p2p or all_gather plan.
 checked=$((checked + 1))
-"$bin" plan --model llama3-8b --topology dgx-h100-ib --gpus 16 --seq 256k -o "$tmp/free.yaml" >/dev/null 2>&1
+"$bin" plan --model llama3-8b --topology dgx-h100-ib --gpus 16 --seq 64k -o "$tmp/free.yaml" >/dev/null 2>&1
 grep -q "cp_comm_type: a2a$" "$tmp/free.yaml" || fail "the free pick is no longer a2a: $(grep cp_comm_type "$tmp/free.yaml")"
 expect_bad "a2a (all-to-all over heads) runs on the cpu backend only" "free.yaml: plan.strategy" \
   -- export --plan "$tmp/free.yaml" --to slurm
-"$bin" plan --model llama3-8b --topology dgx-h100-ib --gpus 16 --seq 256k --target slurm -o "$tmp/ours.yaml" \
+"$bin" plan --model llama3-8b --topology dgx-h100-ib --gpus 16 --seq 64k --target slurm -o "$tmp/ours.yaml" \
   >"$tmp/ours.txt" 2>&1 || fail "plan --target slurm exited $?: $(tail -2 "$tmp/ours.txt")"
 grep -Eq "cp_comm_type: (p2p|all_gather)$" "$tmp/ours.yaml" && grep -q "^  tp: 1$" "$tmp/ours.yaml" ||
   fail "plan --target slurm: not a tp 1 p2p or all_gather plan: $(grep -E 'cp_comm_type|  tp:' "$tmp/ours.yaml")"
 grep -q "only plans for ringmaster run (--target slurm; export --to slurm)" "$tmp/ours.txt" ||
   fail "plan --target slurm does not say what it searched"
 expect_bad "no plan \`ringmaster run\` can run" "plan.tp: the executor runs plans without tensor parallelism" \
-  -- plan --model llama3-8b --topology dgx-h100-ib --gpus 16 --seq 256k --target slurm --tp 2
+  -- plan --model llama3-8b --topology dgx-h100-ib --gpus 16 --seq 64k --target slurm --tp 2
 
 # --target prices the plan as that framework runs its GEMMs (data_parallel.h
 # pays_gemm_size_curve), and the plan file keeps it: torchtitan's plan carries framework

@@ -134,6 +134,28 @@ TEST_CASE("flat ring attention time, by hand") {
   CHECK(cm.predict(job, sub).step_time_s >= p.step_time_s);
 }
 
+TEST_CASE("a2a (Ulysses) attention time, by hand: the whole sequence on h / P heads, each all-to-all's copies") {
+  // 4 GPUs on one switch, non-causal, c = 4096 tokens per rank, 8 heads of 128, forward.
+  const Topology t = round_cluster(4, 1);
+  const Fabric f(t, 4);
+  CostParams cost = CostParams::from_topology(t);
+  cost.step_sync_s = 0;
+  CostModel cm(mha_model(), f, cost);
+  const Job job = forward_attention_job(4, 4096, false);
+  PlanChoice ch = ring_over(4, LoadBalance::kContiguous);
+  ch.strategy = Strategy::kUlysses;
+  REQUIRE(cm.why_invalid(job, ch) == "");
+  const Prediction p = cm.predict(job, ch);
+  const double c = 4096, n = 4 * c;
+  const double comp = 4 * n * n * 128 * 8 / 4 / (100e12 * 0.5);  // 2 heads of the whole sequence
+  // The Q,K,V all-to-all in, the output's back: each packed and unpacked at 2 TB/s, read and
+  // written once. Neither copy is communication.
+  const double qkv = c * (8 + 2 * 8) * 128 * 2, out = c * 8 * 128 * 2;
+  const double copies = 2 * (2 * qkv / 2e12) + 2 * (2 * out / 2e12);
+  CHECK(p.exposed_comm_s > 0);
+  CHECK(p.step_time_s - p.exposed_comm_s == doctest::Approx(comp + copies).epsilon(1e-9));
+}
+
 TEST_CASE("causal: zigzag and striped balance the ring, contiguous waits for the busiest") {
   const Topology t = round_cluster(8, 1);
   const Fabric f(t, 8);

@@ -137,16 +137,16 @@ TEST_CASE("a pin the target cannot run is bad input: the target's search avoids 
 }
 
 TEST_CASE("plan --target searches the collective kinds the framework (or ringmaster run) runs") {
-  // 1M tokens on 16 A100s: all-to-all (Ulysses) is the fastest plan (README), Megatron-LM
+  // 256K tokens on 128 A100s: all-to-all (Ulysses) is the fastest plan (README), Megatron-LM
   // runs it (--cp-comm-type a2a); torchtitan has no all-to-all CP and gets another kind.
-  Study s(16);
-  const Job job = study_job(16, 1048576);
+  Study s(128);
+  const Job job = study_job(128, 262144);
   const Plan any = s.planner.plan(job, {});
   REQUIRE(any.choice.strategy == Strategy::kUlysses);
   const Plan mega = plan_for_target(s.planner, job, {}, ExportTarget::kMegatron, s.model, 8, "t");
   CHECK(mega.choice.strategy == Strategy::kUlysses);
   // The fastest plan shards ZeRO-2 (grads and optimizer states), which Megatron-LM does not
-  // run; its FSDP plan is 0.1 % slower.
+  // run; its FSDP plan, at Megatron-Core's GEMM rate, is within 0.3 %.
   CHECK(mega.predicted.tokens_per_s == doctest::Approx(any.predicted.tokens_per_s).epsilon(0.01));
   CHECK(megatron_args(mega, s.model).cp_comm_type == "a2a");
   const Plan titan = plan_for_target(s.planner, job, {}, ExportTarget::kTorchtitan, s.model, 8, "t");

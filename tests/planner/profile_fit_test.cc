@@ -111,6 +111,30 @@ TEST_CASE("fit_profile: a training step's linear, elementwise and optimizer reco
   CHECK(back.optimizer_bytes_per_s == doctest::Approx(5e8).epsilon(1e-6));
 }
 
+TEST_CASE("fit_profile: an all-to-all's pack and unpack records feed the HBM rate") {
+  // A run of an a2a plan: no elementwise records, only the layout copies (bytes = HBM bytes
+  // read and written, as the ring loop records them).
+  const Topology topo = load_topology("cpu-local");
+  std::vector<CalibrationRecord> records(1);
+  records[0].kind = "attention_forward";  // a kernel alone, for the curve
+  records[0].flops = 1e8;
+  records[0].seconds = 1e8 / (kPeak * 0.3);
+  records[0].block_q = records[0].block_kv = 64;
+  records[0].head_dim = kD;
+  for (int it = 0; it < 2; ++it)
+    for (const char* kind : {"a2a_pack", "a2a_unpack"}) {
+      CalibrationRecord m;
+      m.iteration = it;
+      m.kind = kind;
+      m.bytes = m.flops = 4e7 * (1 + it);
+      m.seconds = m.bytes / 6e9;
+      records.push_back(m);
+    }
+  const Profile p = fit_profile(records, topo, {"host", "test cpu", 2, "cpu"}, {"test"}, nullptr);
+  CHECK(p.hbm_bytes_per_s == doctest::Approx(6e9).epsilon(1e-6));
+  CHECK(p.fits.at("elementwise").points == 4);
+}
+
 }  // namespace rm
 
 namespace rm {

@@ -570,8 +570,13 @@ TEST_CASE("schedule: the all-to-alls of a2a and a2a+p2p deliver every payload bl
             ++view_grads;
           }
         }
-        if (op.kind == OpKind::kCompute && (op.compute == ComputeKind::kA2aPack || op.compute == ComputeKind::kA2aUnpack))
+        if (op.kind == OpKind::kCompute && (op.compute == ComputeKind::kA2aPack || op.compute == ComputeKind::kA2aUnpack)) {
           CHECK(op.kv_owner == member(rs));
+          // Memory bound: reading and writing the rank's whole payload, P messages' bytes.
+          const bool qkv_sized = op.a2a == A2aPayload::kQkv || op.a2a == A2aPayload::kDqkv;
+          CHECK(op.flops == doctest::Approx(2.0 * P * (qkv_sized ? qkv : out)));
+          CHECK(op.efficiency == doctest::Approx(topo.gpu.hbm_bytes_per_s / topo.gpu.peak_flops));
+        }
       }
       // The attention workload: one layer, forward and backward (a2a+p2p: a ring step each).
       CHECK(attention == (usp ? 2 * plan.choice.cp / P : 2));
