@@ -21,7 +21,7 @@ grid=${GRID:-full}
 iters=${ITERS:-5}
 mkdir -p "$out"
 
-echo "== calibrate (micro-benchmarks: kernels, GEMMs, ring exchange, overlap; 2 ranks)"
+echo "== calibrate (micro-benchmarks: kernels, GEMMs, memory copies, ring exchange, overlap; 2 ranks)"
 "$rm_bin" calibrate --backend cpu --np 2 --model tiny --topology cpu-local --grid "$grid" \
   -o "$out/profile.yaml"
 

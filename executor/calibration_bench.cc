@@ -62,6 +62,25 @@ struct Context {
     m.kind = kind;
     return m;
   }
+  // Median seconds of `repeats` calls of f (warmed up by the caller), every rank starting
+  // together; `now` is the clock that sees f's work finished (a backend's, for kernels).
+  double median_seconds(const std::function<void()>& f, const std::function<double()>& now = MPI_Wtime) const {
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::vector<double> t;
+    for (int r = 0; r < grid.repeats; ++r) {
+      const double t0 = now();
+      f();
+      t.push_back(now() - t0);
+    }
+    return median(t);
+  }
+  // Appends a point's record of `seconds`, stamped now, and moves on to the next point.
+  void add_point(Measurement rec, double seconds) {
+    rec.start = clock.since();
+    rec.seconds = seconds;
+    out.push_back(rec);
+    ++point;
+  }
 };
 
 // One kernel point: median seconds of `repeats` calls after a warm-up.
@@ -103,22 +122,14 @@ KernelBench kernel_bench(const Context& ctx, const KernelPoint& p, int arriving)
 }
 
 // Median seconds of one kernel call at p; `ran` gets the tiles the backend really ran.
-double time_kernel(Context& ctx, const KernelPoint& p, double* start, AttentionTiles* ran) {
+double time_kernel(Context& ctx, const KernelPoint& p, AttentionTiles* ran) {
   KernelBench k = kernel_bench(ctx, p, 0);
   *ran = k.be->tiles_run(p.backward);
   if (p.backward)
     k.call();  // warm-up (the forward's was kernel_bench's)
   else
     k.be->synchronize();
-  MPI_Barrier(MPI_COMM_WORLD);
-  std::vector<double> t;
-  for (int r = 0; r < ctx.grid.repeats; ++r) {
-    const double t0 = k.be->now();
-    k.call();
-    t.push_back(k.be->now() - t0);
-  }
-  *start = ctx.clock.since();
-  return median(t);
+  return ctx.median_seconds([&] { k.call(); }, [&] { return k.be->now(); });
 }
 
 // The record of one kernel call at point p that ran tiles `ran` (the backend may round the
@@ -148,14 +159,10 @@ void kernel_grid(Context& ctx) {
           for (bool backward : {false, true}) points.push_back({c, bq, bkv, d, causal, backward});
   int n = 0;
   for (const KernelPoint& p : points) {
-    double start = 0;
     AttentionTiles ran;
-    const double s = time_kernel(ctx, p, &start, &ran);
-    Measurement m = kernel_record(ctx, p, ran);
-    m.start = start;
-    m.seconds = s;
-    ctx.out.push_back(m);
-    ++ctx.point;
+    const double s = time_kernel(ctx, p, &ran);
+    const Measurement m = kernel_record(ctx, p, ran);
+    ctx.add_point(m, s);
     char line[160];
     std::snprintf(line, sizeof line, "kernel %d/%zu: c=%lld %dx%d d=%d %s %s: %.3f ms, %.2f GFLOP/s",
                   ++n, points.size(), static_cast<long long>(p.c), p.bq, p.bkv, p.d,
@@ -174,26 +181,52 @@ void gemm_grid(Context& ctx) {
   int n = 0;
   for (const auto& [m, k, nn] : ctx.grid.gemms) {
     Eigen::MatrixXf a = Eigen::MatrixXf::Random(m, k), b = Eigen::MatrixXf::Random(k, nn), c(m, nn);
-    c.noalias() = a * b;  // warm-up
-    MPI_Barrier(MPI_COMM_WORLD);
-    std::vector<double> t;
-    for (int r = 0; r < ctx.grid.repeats; ++r) {
-      const double t0 = MPI_Wtime();
-      c.noalias() = a * b;
-      t.push_back(MPI_Wtime() - t0);
-    }
+    auto once = [&] { c.noalias() = a * b; };
+    once();  // warm-up
+    const double s = ctx.median_seconds(once);
     Measurement rec = ctx.record("gemm");
     rec.flops = 2.0 * m * k * nn;
     rec.useful_flops = rec.flops;
-    rec.start = ctx.clock.since();
-    rec.seconds = median(t);
-    ctx.out.push_back(rec);
-    ++ctx.point;
+    ctx.add_point(rec, s);
     char line[128];
     std::snprintf(line, sizeof line, "gemm %d/%zu: %lldx%lldx%lld: %.3f ms, %.2f GFLOP/s", ++n,
                   ctx.grid.gemms.size(), static_cast<long long>(m), static_cast<long long>(k),
-                  static_cast<long long>(nn), rec.seconds * 1e3, rec.flops / rec.seconds * 1e-9);
+                  static_cast<long long>(nn), s * 1e3, rec.flops / s * 1e-9);
     ctx.say(line);
+  }
+}
+
+// Memory-bound work (cpu backend only, as the GEMMs): a copy (y = x: read once, written
+// once, as an all-to-all's pack or unpack) and an accumulate (y += x: read both, write one,
+// as a dK,dV add) of fp32 buffers larger than a CPU's caches (a GPU's elementwise work
+// streams through HBM; runs move blocks of this size), every rank at once.
+// "elementwise" records with the bytes each moves, which the fit turns into
+// hbm_bytes_per_s as it does a run's elementwise and a2a_pack / a2a_unpack records.
+void memory_grid(Context& ctx) {
+  if (ctx.backend != "cpu") {
+    ctx.say("memory: skipped (timed for the cpu backend only)");
+    return;
+  }
+  int n = 0;
+  for (double bytes : ctx.grid.copy_bytes) {
+    const auto len = static_cast<Eigen::Index>(bytes / sizeof(float));
+    Eigen::VectorXf x = Eigen::VectorXf::Random(len), y = Eigen::VectorXf::Zero(len);
+    for (const bool add : {false, true}) {
+      auto once = [&] {
+        if (add) y += x;
+        else y = x;
+      };
+      once();  // warm-up (and first touch)
+      const double s = ctx.median_seconds(once);
+      Measurement rec = ctx.record("elementwise");
+      rec.bytes = (add ? 3.0 : 2.0) * static_cast<double>(len) * sizeof(float);
+      ctx.add_point(rec, s);
+      char line[128];
+      std::snprintf(line, sizeof line, "memory %d/%zu: %s of %.1f MiB: %.3f ms, %.2f GB/s", ++n,
+                    2 * ctx.grid.copy_bytes.size(), add ? "accumulate" : "copy", bytes / (1 << 20), s * 1e3,
+                    rec.bytes / s * 1e-9);
+      ctx.say(line);
+    }
   }
 }
 
@@ -330,6 +363,7 @@ CalibrationGrid CalibrationGrid::standard(bool small, int hidden, int ffn_hidden
     g.tiles = {{16, 16}, {32, 32}, {64, 64}, {128, 128}, {32, 128}};
     g.head_dims = {64};
     g.message_bytes = {256, 4096, 65536, 1 << 20, 4 << 20, 16 << 20};
+    g.copy_bytes = {16 << 20, 64 << 20};
     g.repeats = 3;
   } else {
     g.tokens = {256, 512, 1024};
@@ -337,6 +371,7 @@ CalibrationGrid CalibrationGrid::standard(bool small, int hidden, int ffn_hidden
                {32, 128}, {128, 32}, {64, 256}, {256, 64}};
     g.head_dims = {32, 64, 128};
     for (double b = 256; b <= 64 << 20; b *= 4) g.message_bytes.push_back(b);
+    g.copy_bytes = {16 << 20, 32 << 20, 64 << 20, 128 << 20};
     g.repeats = 5;
   }
   for (int64_t t : g.tokens) {
@@ -356,6 +391,7 @@ std::vector<Measurement> run_calibration_benchmarks(
   ctx.clock = Clock{};
   kernel_grid(ctx);
   gemm_grid(ctx);
+  memory_grid(ctx);
   exchange_grid(ctx);
   overlap_points(ctx);
   MPI_Barrier(MPI_COMM_WORLD);

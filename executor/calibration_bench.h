@@ -15,6 +15,8 @@
 //                  (planner/attention_work.h)
 //   gemm           C[m x n] = A[m x k] B[k x n] (cpu backend only: the linear layers'
 //                  shapes of the model, in Eigen fp32 like the rest of the cpu backend)
+//   memory         a copy (y = x) and an accumulate (y += x) of fp32 buffers (cpu backend
+//                  only): "elementwise" records with the bytes read and written
 //   ring exchange  every rank sends `bytes` to rank+1 and receives from rank-1 at once
 //                  (the ring's pattern), timed from posting to both completing; one
 //                  "recv" record per size and rank, with nothing else running
@@ -47,6 +49,7 @@ struct CalibrationGrid {
   int kv_heads = 1;                                // h_kv
   std::vector<std::array<int64_t, 3>> gemms;       // (m, k, n)
   std::vector<double> message_bytes;               // ring exchange sizes
+  std::vector<double> copy_bytes;                  // memory-bound copy / accumulate sizes
   int repeats = 3;
 
   // The standard grid; `small` (CI=true) keeps the whole run to a few seconds.

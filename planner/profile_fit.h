@@ -18,8 +18,9 @@
 //                   factor is fitted on them over curve x interference.
 //   gemm            gemm records (calibration benchmarks) and linear records (a training
 //                   step's GEMMs, with the FLOPs the cost model counts for them)
-//   elementwise     elementwise, a2a_pack and a2a_unpack records (memory-bound work, with
-//                   the bytes the cost model counts): hbm_bytes_per_s
+//   elementwise     elementwise records (a step's memory-bound work, or calibrate's copies
+//                   and accumulates) and a2a_pack / a2a_unpack records, with the bytes the
+//                   cost model counts: hbm_bytes_per_s
 //   optimizer       optimizer records (bytes = kOptimizerBytesPerParam x parameters
 //                   updated): optimizer_bytes_per_s
 //   collectives     reduce_scatter and all_reduce records (blocking calls: their seconds
