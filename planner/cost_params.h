@@ -103,7 +103,8 @@ struct CostParams {
   // this on each side: movedim().contiguous() before the all_to_all_single and again after
   // it (transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py
   // flash_attn_a2a_communicate, which adds an index_select for the load-balanced order).
-  double a2a_copy_s(double bytes) const { return 2 * bytes / hbm_bytes_per_s; }
+  static double a2a_copy_bytes(double bytes) { return 2 * bytes; }  // HBM bytes moved
+  double a2a_copy_s(double bytes) const { return a2a_copy_bytes(bytes) / hbm_bytes_per_s; }
   // Merging one ring step's partial result (KernelCurve::merge_bytes, dq_merge_bytes) for
   // `elements` output elements (c·h·d): memory bound. The schedule's kMerge op carries
   // flops = elements at merge_efficiency(), which gives the same seconds.

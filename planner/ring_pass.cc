@@ -10,6 +10,8 @@
 
 #include <algorithm>
 
+#include "planner/cost_params.h"
+
 namespace rm {
 
 namespace {
@@ -279,7 +281,7 @@ class RingPass {
   void exchange(const std::vector<int>& group, int me, double bytes, A2aPayload what, Stream stream, int step) {
     std::vector<int> reqs;
     const int n = static_cast<int>(group.size());
-    const double copy_bytes = 2.0 * n * bytes;
+    const double copy_bytes = CostParams::a2a_copy_bytes(n * bytes);
     em_.begin_step(step, 0);
     em_.a2a = what;
     em_.compute(ComputeKind::kA2aPack, copy_bytes, 0, ctx_.elementwise_efficiency, b_.a2a_send, -1, me);
