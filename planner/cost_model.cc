@@ -562,8 +562,8 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       const double out = static_cast<double>(c) * m.heads * m.head_dim * e;
       comm_f = X(*a2a, qkv / P) + X(*a2a, out / P);
       comm_b = comm_f;
-      // Each all-to-all's pack and unpack, on the compute stream (backward: dout, dQ,dK,dV).
-      copies = 2 * (cost_.a2a_copy_s(qkv) + cost_.a2a_copy_s(out));
+      // Each all-to-all's pack and unpack, on the compute stream.
+      copies = cost_.a2a_pass_copies_s(qkv, out);
     }
     t.attention_fwd = cf + comm_f + copies;
     t.attention_bwd = fwd_only ? 0 : cb + comm_b + copies;

@@ -71,7 +71,7 @@ LayerTimes CostModel::usp_attention_times(const Job& job, const PlanChoice& ch, 
   // pack and unpack of the rank's payload (u messages) on the compute stream.
   const UspA2aBytes b = usp_a2a_bytes(model_, ch, job.seq_len, fabric_.topology().gpu.element_bytes);
   const double x = free_comm ? 0.0 : a2a.time(b.qkv) + a2a.time(b.out);
-  const double copies = 2 * (cost_.a2a_copy_s(ch.cp_a2a * b.qkv) + cost_.a2a_copy_s(ch.cp_a2a * b.out));
+  const double copies = cost_.a2a_pass_copies_s(ch.cp_a2a * b.qkv, ch.cp_a2a * b.out);
   t.attention_fwd += x + copies;
   t.ring_busy_fwd += x;
   if (job.passes != Passes::kForward) {
