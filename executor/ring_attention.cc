@@ -46,6 +46,8 @@ RingAttention::RingAttention(const LoadedPlanFile& lp, const std::string& plan_p
   const AttentionShape shape = plan_attention_shape(plan, lp.model);
   tokens_ = rank_token_indices(plan, position_, std::max(0, a2a_member(me)));
 
+  // Watched as run's set-up is (run.cc): a transport that never connects fails naming it.
+  if (watchdog) watchdog->arm("setting up the " + backend + " backend and connecting the ring");
   backend_ = make_backend(backend);
   backend_->setup(shape, tokens_, 0);  // inputs are replaced by load() before every pass
   const FaultSpec no_fault;
@@ -53,6 +55,7 @@ RingAttention::RingAttention(const LoadedPlanFile& lp, const std::string& plan_p
                                              watchdog, no_fault);
   backward_loop_ = std::make_unique<RingLoop>(*backend_, backward_ops_, rank, layout, shape,
                                               watchdog, no_fault);
+  if (watchdog) watchdog->disarm();
   epoch_ = backend_->now();
 }
 

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The GPU scripts' contract, checked where no GPU is (a lent GPU's minutes are too few to
+# find a broken script there): scripts/gpu-check's options (--help, a wrong option and a
+# --keep without its folder exit 2) and its skip
+# without a device (exit 77, "skipped"); scripts/gpu-bundle refuses a build without the
+# cuda binaries, and from a cuda build packs the binaries, OpenMPI whole (mpirun, its
+# launcher plugin, libmpi) and an env.sh that a shell reads.
+# Usage: gpu_scripts.sh <ringmaster> <source-dir>.
+set -u
+bin=$1
+src=$2
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+check=$src/scripts/gpu-check
+bundle=$src/scripts/gpu-bundle
+
+out=$(bash "$check" --help 2>&1) || fail "gpu-check --help: exit $?"
+[[ $out == *"--no-build"* && $out == *"--keep DIR"* && $out == *"exits 77."* ]] ||
+  fail "gpu-check --help lacks an option or its end: $out"
+bash "$check" --bogus >"$tmp/o" 2>&1
+rc=$?
+[[ $rc -eq 2 ]] && grep -q "unknown option '--bogus'" "$tmp/o" || fail "gpu-check --bogus: exit $rc: $(cat "$tmp/o")"
+bash "$check" --keep >"$tmp/o" 2>&1
+rc=$?
+[[ $rc -eq 2 ]] && grep -q "needs a folder" "$tmp/o" || fail "gpu-check --keep: exit $rc: $(cat "$tmp/o")"
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  echo "a GPU is here: gpu-check's skip and --no-build not checked (skipped)"
+else
+  bash "$check" >"$tmp/o" 2>&1
+  rc=$?
+  [[ $rc -eq 77 ]] && grep -q "skipped: no CUDA device" "$tmp/o" || fail "gpu-check without a GPU: exit $rc: $(cat "$tmp/o")"
+fi
+
+mkdir -p "$tmp/empty/bin"
+bash "$bundle" "$tmp/empty" "$tmp/b" >"$tmp/o" 2>&1
+rc=$?
+[[ $rc -eq 2 ]] && grep -q "ringmaster missing (a cuda build?)" "$tmp/o" ||
+  fail "gpu-bundle of a folder without binaries: exit $rc: $(cat "$tmp/o")"
+build=$(dirname "$(dirname "$bin")")
+if [[ ! -x $build/bin/cuda_tests || ! -x $build/bin/cuda_attention_bench ]]; then
+  echo "no cuda build here: gpu-bundle's packing not checked (skipped)"
+elif ! dpkg -s libopenmpi3 >/dev/null 2>&1; then
+  echo "OpenMPI not from Debian's packages: gpu-bundle's packing not checked (skipped)"
+else
+  if bash "$bundle" "$build" "$tmp/b" >"$tmp/o" 2>&1; then
+    for b in ringmaster cuda_tests cuda_transport_tests cuda_attention_bench; do
+      [[ -x $tmp/b/bin/$b ]] || fail "gpu-bundle: bin/$b missing"
+    done
+    tar tJf "$tmp/b/runtime.tar.xz" >"$tmp/files" || fail "gpu-bundle: runtime.tar.xz unreadable"
+    for f in usr/bin/mpirun usr/bin/orterun; do
+      grep -qx "$f" "$tmp/files" || fail "gpu-bundle: runtime.tar.xz lacks $f"
+    done
+    for f in /libmpi.so.40 /mca_plm_rsh.so /libyaml-cpp.so /libsimgrid.so; do
+      grep -qF "$f" "$tmp/files" || fail "gpu-bundle: runtime.tar.xz lacks $f"
+    done
+    # What the GPU host serves itself must not travel: its own C++ runtime and CUDA libraries.
+    grep -E "libstdc\+\+|libcudart|libnccl|libcublas" "$tmp/files" && fail "gpu-bundle packed a host library"
+    bash -n "$tmp/b/env.sh" || fail "gpu-bundle: env.sh is not valid shell"
+    grep -q "OPAL_PREFIX=/opt/rm/usr" "$tmp/b/env.sh" || fail "gpu-bundle: env.sh sets no OPAL_PREFIX"
+  else
+    fail "gpu-bundle of $build: $(tail -3 "$tmp/o")"
+  fi
+fi
+[[ $failures -eq 0 ]] && echo "gpu scripts: OK"
