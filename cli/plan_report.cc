@@ -314,8 +314,13 @@ std::string track_record_line(const Job& job, bool calibrated, const std::option
   const std::string none_of = t->framework == Framework::kAny && job.framework != Framework::kAny
                                   ? " (none of them " + std::string(to_string(job.framework)) + "'s)"
                                   : "";
-  return "track record: " + std::to_string(a.count) + " published " + t->gpu + " " + whose + to_string(t->workload) +
-         (a.count == 1 ? " run" : " runs") + none_of + " priced within a median " + fixed(100 * a.median, 1) + " %" +
+  // The project's own timings are said apart from published runs.
+  const std::string own = t->own == 0 ? ""
+                          : t->own == a.count
+                              ? " (timed by ringmaster, not published)"
+                              : " (" + std::to_string(t->own) + " of them timed by ringmaster, not published)";
+  return "track record: " + std::to_string(a.count) + (t->own == 0 ? " published " : " ") + t->gpu + " " + whose +
+         to_string(t->workload) + (a.count == 1 ? " run" : " runs") + own + none_of + " priced within a median " + fixed(100 * a.median, 1) + " %" +
          (h.count > 0 ? " (held out " + std::to_string(h.count) + ": " + fixed(100 * h.median, 1) + " %)" : std::string()) +
          ", worst " + fixed(100 * a.worst, 1) + " % (" + a.worst_id + "); ringmaster validate --published";
 }

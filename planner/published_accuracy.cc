@@ -31,11 +31,12 @@ std::optional<TrackRecord> track_record(const GpuSpec& gpu, Workload workload, F
     rows.push_back({&e, check_published(e)});
     if (framework != Framework::kAny && e.framework == framework) of_framework.push_back(rows.back());
   }
-  const bool own = summarize(of_framework, std::nullopt).count > 0;
-  const std::vector<PricedEntry>& used = own ? of_framework : rows;
-  TrackRecord t{*type, workload, own ? framework : Framework::kAny, summarize(used, std::nullopt),
+  const bool framework_runs = summarize(of_framework, std::nullopt).count > 0;
+  const std::vector<PricedEntry>& used = framework_runs ? of_framework : rows;
+  TrackRecord t{*type, workload, framework_runs ? framework : Framework::kAny, summarize(used, std::nullopt),
                 summarize(used, Split::kHeldout)};
   if (t.all.count == 0) return std::nullopt;
+  for (const PricedEntry& r : used) t.own += r.check.modelled && own_measurement(*r.entry);
   return t;
 }
 
@@ -55,7 +56,8 @@ nlohmann::json track_record_json(const std::optional<TrackRecord>& t) {
           {"max_abs_error", t->all.worst},
           {"worst_entry", t->all.worst_id},
           {"heldout_entries", t->heldout.count},
-          {"heldout_median_abs_error", held ? nlohmann::json(t->heldout.median) : nlohmann::json(nullptr)}};
+          {"heldout_median_abs_error", held ? nlohmann::json(t->heldout.median) : nlohmann::json(nullptr)},
+          {"own_measurements", t->own}};
 }
 
 }  // namespace rm

@@ -41,6 +41,7 @@ struct TrackRecord {
   // type and workload, else kAny (every framework's).
   Framework framework = Framework::kAny;
   ErrorSummary all, heldout;
+  int own = 0;  // of all.count, the project's own timings (own_measurement), not published runs
 };
 
 // The track record of `gpu` for `workload` (and `framework`'s runs where there are some), or

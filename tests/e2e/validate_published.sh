@@ -170,6 +170,8 @@ assert t["entries"] == len(errs), (t, len(errs))
 assert abs(t["median_abs_error"] - errs[len(errs) // 2][0]) < 1e-9, (t, errs)
 assert abs(t["max_abs_error"] - errs[-1][0]) < 1e-9 and t["worst_entry"] == errs[-1][1], (t, errs[-1])
 assert t["heldout_entries"] == len(held), t
+own = sum(meta[i]["source"].startswith("ringmaster (own measurement") for a, i in errs)
+assert t["own_measurements"] == own, (t, own)
 assert (t["heldout_median_abs_error"] is None if not held
         else abs(t["heldout_median_abs_error"] - held[len(held) // 2]) < 1e-9), t
 print("track record", gpu, workload, len(errs), "entries, median %.1f %%" % (100 * t["median_abs_error"]))
@@ -180,6 +182,13 @@ print("track record", gpu, workload, len(errs), "entries, median %.1f %%" % (100
 "$bin" plan --model llama3-8b --topology dgx-h100-superpod --gpus 8 --seq 64k --workload attention --format json |
   python3 -c "$track" <(printf '%s' "$json") "$src/validation/published.yaml" h100-80gb attention any ||
   fail "plan's track record (h100-80gb, attention) is not the corpus table's"
+# The project's own H200 timings are a record too, and the line says they are not published.
+"$bin" plan --model llama3-8b --topology dgx-h200-ib --gpus 8 --seq 64k --workload attention --format json |
+  python3 -c "$track" <(printf '%s' "$json") "$src/validation/published.yaml" h200 attention any ||
+  fail "plan's track record (h200, attention) is not the corpus table's"
+out=$("$bin" plan --model llama3-8b --topology dgx-h200-ib --gpus 8 --seq 64k --workload attention)
+[[ $out == *"track record: "*" h200 attention runs (timed by ringmaster, not published) priced within"* ]] ||
+  fail "plan's track record on H200 attention does not say its runs are the project's own: $out"
 # --target names the framework: its own runs where the GPU type has some (Megatron's on H100),
 # every framework's where it has none (none on A100), and the line says so.
 "$bin" plan --model llama3-8b --topology dgx-h100-ib --gpus 16 --seq 64k --target megatron --format json |

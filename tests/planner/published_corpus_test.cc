@@ -151,7 +151,7 @@ TEST_CASE("the shipped corpus loads: 101 entries, unique ids, 63 held out, own t
     ids.insert(e.id);
     heldout += e.split == rm::Split::kHeldout;
     // The project's own timings (validation/measured/) never join the fit split.
-    if (e.source.rfind("ringmaster (own measurement", 0) == 0) {
+    if (rm::own_measurement(e)) {
       ++own;
       CHECK_MESSAGE(e.split == rm::Split::kHeldout, e.id);
     }
