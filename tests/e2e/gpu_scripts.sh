@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The GPU scripts' contract, checked where no GPU is (a lent GPU's minutes are too few to
 # find a broken script there): scripts/gpu-check's options (--help, a wrong option and a
-# --keep without its folder exit 2) and its skip
-# without a device (exit 77, "skipped"); scripts/gpu-bundle refuses a build without the
-# cuda binaries, and from a cuda build packs the binaries, OpenMPI whole (mpirun, its
-# launcher plugin, libmpi) and an env.sh that a shell reads.
+# --keep without its folder exit 2), its skip without a device (exit 77, "skipped"), and a
+# whole run against a GPU that nvidia-smi lists and CUDA cannot open; scripts/gpu-bundle
+# refuses a build without the cuda binaries, and from a cuda build packs the binaries,
+# OpenMPI whole (mpirun, its launcher plugin, libmpi) and an env.sh that a shell reads.
 # Usage: gpu_scripts.sh <ringmaster> <source-dir>.
 set -u
 bin=$1
@@ -30,12 +30,36 @@ else
   [[ $rc -eq 77 ]] && grep -q "skipped: no CUDA device" "$tmp/o" || fail "gpu-check without a GPU: exit $rc: $(cat "$tmp/o")"
 fi
 
+# The whole script on a machine whose nvidia-smi lists a GPU that CUDA cannot open: every step
+# runs in order and is bounded, mpirun alone passes, each GPU check fails with a verdict, and
+# the summary counts them (so a lent GPU's minutes never go to a broken script).
+build=$(dirname "$(dirname "$bin")")
+if [[ -x $build/bin/cuda_tests && -x $build/bin/cuda_attention_bench ]] &&
+   ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; }; then
+  mkdir -p "$tmp/fake"
+  printf '#!/bin/sh\n[ "$1" = -L ] && echo "GPU 0: no such GPU (UUID: GPU-0)" || echo "0, no such GPU"\n' >"$tmp/fake/nvidia-smi"
+  chmod +x "$tmp/fake/nvidia-smi"
+  PATH=$tmp/fake:$PATH RM_BUILD_DIR=$build timeout 240 bash "$check" --no-build --keep "$tmp/keep" >"$tmp/o" 2>&1
+  rc=$?
+  [[ $rc -eq 1 ]] || fail "gpu-check with an unusable GPU: exit $rc (want 1)"
+  for s in "1. GPU tests" "2. rings over NCCL" "3. the local transport" "4. NCCL on a broken" "5. kernel throughput" \
+           "6. short calibration" "7. a short training run"; do
+    grep -q "^== $s" "$tmp/o" || fail "gpu-check did not reach step '$s'"
+  done
+  grep -q "^PASS: mpirun: a cpu ring of 2, verified" "$tmp/o" || fail "gpu-check's mpirun check did not pass: $(grep mpirun "$tmp/o")"
+  grep -q "^PASS: transport protocol tests" "$tmp/o" || fail "gpu-check's transport protocol tests did not pass"
+  grep -q "^FAIL: ring of 1, nccl" "$tmp/o" || fail "gpu-check passed a cuda ring without a usable GPU"
+  tail -1 "$tmp/o" | grep -Eq "^gpu-check: FAILED \([0-9]+ of [0-9]+ checks\)$" || fail "gpu-check's last line: $(tail -1 "$tmp/o")"
+  [[ -s $tmp/keep/runs.log && -s $tmp/keep/cuda_tests.log ]] || fail "gpu-check --keep left no runs.log or cuda_tests.log"
+else
+  echo "no cuda build here, or a usable GPU: gpu-check's run through not checked (skipped)"
+fi
+
 mkdir -p "$tmp/empty/bin"
 bash "$bundle" "$tmp/empty" "$tmp/b" >"$tmp/o" 2>&1
 rc=$?
 [[ $rc -eq 2 ]] && grep -q "ringmaster missing (a cuda build?)" "$tmp/o" ||
   fail "gpu-bundle of a folder without binaries: exit $rc: $(cat "$tmp/o")"
-build=$(dirname "$(dirname "$bin")")
 if [[ ! -x $build/bin/cuda_tests || ! -x $build/bin/cuda_attention_bench ]]; then
   echo "no cuda build here: gpu-bundle's packing not checked (skipped)"
 elif ! dpkg -s libopenmpi3 >/dev/null 2>&1; then
