@@ -320,7 +320,8 @@ std::string track_record_line(const Job& job, bool calibrated, const std::option
                               ? " (timed by ringmaster, not published)"
                               : " (" + std::to_string(t->own) + " of them timed by ringmaster, not published)";
   return "track record: " + std::to_string(a.count) + (t->own == 0 ? " published " : " ") + t->gpu + " " + whose +
-         to_string(t->workload) + (a.count == 1 ? " run" : " runs") + own + none_of + " priced within a median " + fixed(100 * a.median, 1) + " %" +
+         to_string(t->workload) + (a.count == 1 ? " run" : " runs") + own + none_of + " priced within a median " +
+         fixed(100 * a.median, 1) + " %" +
          (h.count > 0 ? " (held out " + std::to_string(h.count) + ": " + fixed(100 * h.median, 1) + " %)" : std::string()) +
          ", worst " + fixed(100 * a.worst, 1) + " % (" + a.worst_id + "); ringmaster validate --published";
 }
