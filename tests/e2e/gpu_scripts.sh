@@ -4,7 +4,8 @@
 # --keep without its folder exit 2), its skip without a device (exit 77, "skipped"), and a
 # whole run against a GPU that nvidia-smi lists and CUDA cannot open; scripts/gpu-bundle
 # refuses a build without the cuda binaries, and from a cuda build packs the binaries,
-# OpenMPI whole (mpirun, its launcher plugin, libmpi) and an env.sh that a shell reads.
+# OpenMPI whole (mpirun, its launcher plugin, libmpi) and an env.sh that a shell reads;
+# validation/measure_torch_kernels.py compiles.
 # Usage: gpu_scripts.sh <ringmaster> <source-dir>.
 set -u
 bin=$1
@@ -54,6 +55,12 @@ if [[ -x $build/bin/cuda_tests && -x $build/bin/cuda_attention_bench ]] &&
 else
   echo "no cuda build here, or a usable GPU: gpu-check's run through not checked (skipped)"
 fi
+
+# The script that timed torch's kernels on the lent H200 (validation/measured/) stays valid
+# Python, so the next GPU can rerun it; without a GPU (or torch) it cannot run here.
+python3 -c 'import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)' \
+  "$src/validation/measure_torch_kernels.py" "$tmp/m.pyc" 2>"$tmp/o" ||
+  fail "validation/measure_torch_kernels.py does not compile: $(cat "$tmp/o")"
 
 mkdir -p "$tmp/empty/bin"
 bash "$bundle" "$tmp/empty" "$tmp/b" >"$tmp/o" 2>&1
