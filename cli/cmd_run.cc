@@ -53,7 +53,8 @@ void add_run_command(CLI::App& app) {
                   "float32 where the plan says grad_reduce_in_fp32, else the pass's precision)")
       ->check(CLI::IsMember({"bfloat16", "float32"}));
   cmd->add_option("--timeout-s", o->timeout_s,
-                  "a rank with no progress for this long aborts the run (dead or stalled peer)")
+                  "a rank with no progress for this long aborts the run (a dead or stalled peer, or a set-up "
+                  "that never finishes)")
       ->check(finite_in(0.001, 86400))
       ->capture_default_str();
   cmd->callback([o, np] {
