@@ -46,8 +46,7 @@ RingAttention::RingAttention(const LoadedPlanFile& lp, const std::string& plan_p
   const AttentionShape shape = plan_attention_shape(plan, lp.model);
   tokens_ = rank_token_indices(plan, position_, std::max(0, a2a_member(me)));
 
-  // Watched as run's set-up is (run.cc): a transport that never connects fails naming it.
-  if (watchdog) watchdog->arm("setting up the " + backend + " backend and connecting the ring");
+  if (watchdog) watchdog->arm_setup(backend);
   backend_ = make_backend(backend);
   backend_->setup(shape, tokens_, 0);  // inputs are replaced by load() before every pass
   const FaultSpec no_fault;

@@ -108,10 +108,8 @@ int run_body(const RunOptions& opt, int rank, int size) {
   // Inputs by replica (a CP group): a2a+p2p's groups span several of the schedule's rings.
   const int replica = plan_replica(plan, rank);
 
-  // Set-up is watched too: a device or transport that never answers (NCCL's communicator,
-  // a peer that never connects) fails naming it instead of hanging.
   Watchdog watchdog(rank, opt.timeout_s);
-  watchdog.arm("setting up the " + opt.backend + " backend and connecting the ring");
+  watchdog.arm_setup(opt.backend);
   std::unique_ptr<Backend> backend = make_backend(opt.backend);
   backend->setup(shape, tokens, opt.seed + static_cast<uint64_t>(replica));
   RingLoop loop(*backend, sched, rank, layout, shape, &watchdog, fault);

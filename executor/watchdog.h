@@ -46,6 +46,11 @@ class Watchdog {
   // Starts the deadline for an op; `what` names it for the message (kept until disarm);
   // `waits_on` is the peer rank it waits for, or kOwnWork / kOtherRanks.
   void arm(const std::string& what, int waits_on = kOtherRanks);
+  // Arms the set-up that run and train share: the backend's device and transport and the
+  // ring's connect, so one that never answers fails naming it instead of hanging.
+  void arm_setup(const std::string& backend) {
+    arm("setting up the " + backend + " backend and connecting the ring");
+  }
   void disarm();
   // The armed op now waits on this rank itself (an injected stall): a timeout says so.
   void blame_self();

@@ -13,6 +13,11 @@ src=$2
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 check=$src/scripts/gpu-check
 bundle=$src/scripts/gpu-bundle
+build=$(dirname "$(dirname "$bin")")
+gpu_here=0
+command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU' && gpu_here=1
+cuda_build=0
+[[ -x $build/bin/cuda_tests && -x $build/bin/cuda_attention_bench ]] && cuda_build=1
 
 out=$(bash "$check" --help 2>&1) || fail "gpu-check --help: exit $?"
 [[ $out == *"--no-build"* && $out == *"--keep DIR"* && $out == *"exits 77."* ]] ||
@@ -23,7 +28,7 @@ rc=$?
 bash "$check" --keep >"$tmp/o" 2>&1
 rc=$?
 [[ $rc -eq 2 ]] && grep -q "needs a folder" "$tmp/o" || fail "gpu-check --keep: exit $rc: $(cat "$tmp/o")"
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+if [[ $gpu_here -eq 1 ]]; then
   echo "a GPU is here: gpu-check's skip and --no-build not checked (skipped)"
 else
   bash "$check" >"$tmp/o" 2>&1
@@ -34,9 +39,7 @@ fi
 # The whole script on a machine whose nvidia-smi lists a GPU that CUDA cannot open: every step
 # runs in order and is bounded, mpirun alone passes, each GPU check fails with a verdict, and
 # the summary counts them (so a lent GPU's minutes never go to a broken script).
-build=$(dirname "$(dirname "$bin")")
-if [[ -x $build/bin/cuda_tests && -x $build/bin/cuda_attention_bench ]] &&
-   ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; }; then
+if [[ $cuda_build -eq 1 && $gpu_here -eq 0 ]]; then
   mkdir -p "$tmp/fake"
   printf '#!/bin/sh\n[ "$1" = -L ] && echo "GPU 0: no such GPU (UUID: GPU-0)" || echo "0, no such GPU"\n' >"$tmp/fake/nvidia-smi"
   chmod +x "$tmp/fake/nvidia-smi"
@@ -67,7 +70,7 @@ bash "$bundle" "$tmp/empty" "$tmp/b" >"$tmp/o" 2>&1
 rc=$?
 [[ $rc -eq 2 ]] && grep -q "ringmaster missing (a cuda build?)" "$tmp/o" ||
   fail "gpu-bundle of a folder without binaries: exit $rc: $(cat "$tmp/o")"
-if [[ ! -x $build/bin/cuda_tests || ! -x $build/bin/cuda_attention_bench ]]; then
+if [[ $cuda_build -eq 0 ]]; then
   echo "no cuda build here: gpu-bundle's packing not checked (skipped)"
 elif ! dpkg -s libopenmpi3 >/dev/null 2>&1; then
   echo "OpenMPI not from Debian's packages: gpu-bundle's packing not checked (skipped)"
