@@ -6,13 +6,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <exception>
 #include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +23,7 @@
 #include "planner/published_accuracy.h"
 #include "planner/export_target.h"
 #include "planner/input_limits.h"
+#include "planner/parallel_for.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
 #include "planner/units.h"
@@ -41,7 +40,6 @@ std::vector<SweepRow> plan_sweep(const JobOptions& options, const std::vector<in
   // counts share nothing, so each is planned on a thread of its own: the rows, and each
   // row's search, are what one thread would find.
   std::vector<std::vector<SweepRow>> by_count(gpus.size());
-  std::vector<std::exception_ptr> errors(gpus.size());
   std::atomic<size_t> done{0};
   auto plan_count = [&](size_t gi) {
     const int g = gpus[gi];
@@ -76,23 +74,7 @@ std::vector<SweepRow> plan_sweep(const JobOptions& options, const std::vector<in
   std::vector<size_t> order(gpus.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return gpus[a] > gpus[b]; });
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < order.size();) {
-      try {
-        plan_count(order[k]);
-      } catch (...) {
-        errors[order[k]] = std::current_exception();
-      }
-    }
-  };
-  const size_t threads = std::min<size_t>(gpus.size(), std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);  // the first in grid order, as one thread would stop at
+  parallel_for(order, plan_count);  // an error: the first in grid order
   std::vector<SweepRow> rows;
   for (std::vector<SweepRow>& count_rows : by_count)
     for (SweepRow& row : count_rows) rows.push_back(std::move(row));

@@ -1,11 +1,17 @@
-// fp64 reference: one dense score matrix per query head, softmax, and the textbook
-// backward (dS = P (dP - rowsum(dO out))).
+// fp64 reference: dense scores for a block of query rows against every key it may see,
+// softmax, and the textbook backward (dS = P (dP - rowsum(dO out))). Heads run on every core
+// (parallel_for.h); each head's rows in fixed blocks, so the result does not depend on the
+// thread count, and a thread holds two 256 x N score blocks, not N x N.
 #include "executor/reference_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include <Eigen/Dense>
+
+#include "planner/parallel_for.h"
 
 namespace rm::exec {
 
@@ -13,6 +19,8 @@ namespace {
 using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using CMap = Eigen::Map<const Mat>;
 using MMap = Eigen::Map<Mat>;
+
+constexpr int64_t kRowBlock = 256;
 }  // namespace
 
 ReferenceResult reference_attention(const ReferenceShape& shape, const std::vector<double>& q,
@@ -22,43 +30,73 @@ ReferenceResult reference_attention(const ReferenceShape& shape, const std::vect
   const int d = shape.d;
   const int group = shape.h / shape.h_kv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const double kMasked = -std::numeric_limits<double>::infinity();
   const int64_t head = n * d;
   ReferenceResult r;
   r.out.assign(q.size(), 0.0);
   r.lse.assign(static_cast<size_t>(shape.h) * n, 0.0);
+  // dK, dV per query head, summed per kv head in head order below (with one query head
+  // per kv head, straight into dk, dv).
+  std::vector<double> dk_heads, dv_heads;
   if (backward) {
     r.dq.assign(q.size(), 0.0);
     r.dk.assign(k.size(), 0.0);
     r.dv.assign(v.size(), 0.0);
+    if (group > 1) {
+      dk_heads.assign(q.size(), 0.0);
+      dv_heads.assign(q.size(), 0.0);
+    }
   }
-  for (int j = 0; j < shape.h; ++j) {
+  auto one_head = [&](size_t head_index) {
+    const int j = static_cast<int>(head_index);
     const int g = j / group;
     const CMap qj(q.data() + j * head, n, d), kg(k.data() + g * head, n, d),
         vg(v.data() + g * head, n, d);
-    Mat p = (qj * kg.transpose()) * scale;
-    for (int64_t s = 0; s < n; ++s) {
-      if (shape.causal) {
-        for (int64_t t = s + 1; t < n; ++t) p(s, t) = -std::numeric_limits<double>::infinity();
-        if (shape.window > 0)
-          for (int64_t t = 0; t <= s - shape.window; ++t) p(s, t) = -std::numeric_limits<double>::infinity();
-      }
-      const double mx = p.row(s).maxCoeff();
-      p.row(s) = (p.row(s).array() - mx).exp().matrix();
-      const double sum = p.row(s).sum();
-      p.row(s) /= sum;
-      r.lse[j * n + s] = mx + std::log(sum);
-    }
     MMap outj(r.out.data() + j * head, n, d);
-    outj.noalias() = p * vg;
-    if (!backward) continue;
-    const CMap doj(dout.data() + j * head, n, d);
-    const Eigen::VectorXd rowdot = (doj.array() * outj.array()).rowwise().sum();
-    MMap(r.dv.data() + g * head, n, d).noalias() += p.transpose() * doj;
-    Mat ds = doj * vg.transpose();
-    ds = p.array() * (ds.array().colwise() - rowdot.array());
-    MMap(r.dq.data() + j * head, n, d).noalias() = (ds * kg) * scale;
-    MMap(r.dk.data() + g * head, n, d).noalias() += (ds.transpose() * qj) * scale;
-  }
+    for (int64_t s0 = 0; s0 < n; s0 += kRowBlock) {
+      const int64_t rows = std::min(kRowBlock, n - s0);
+      // The keys any of these rows may see: [t0, t1).
+      const int64_t t1 = shape.causal ? s0 + rows : n;
+      const int64_t t0 = shape.causal && shape.window > 0 ? std::max<int64_t>(0, s0 - shape.window + 1) : 0;
+      const int64_t keys = t1 - t0;
+      Mat p = (qj.middleRows(s0, rows) * kg.middleRows(t0, keys).transpose()) * scale;
+      for (int64_t i = 0; i < rows; ++i) {
+        const int64_t s = s0 + i;
+        if (shape.causal) {
+          for (int64_t t = s + 1; t < t1; ++t) p(i, t - t0) = kMasked;
+          if (shape.window > 0)
+            for (int64_t t = t0; t <= s - shape.window; ++t) p(i, t - t0) = kMasked;
+        }
+        const double mx = p.row(i).maxCoeff();
+        p.row(i) = (p.row(i).array() - mx).exp().matrix();
+        const double sum = p.row(i).sum();
+        p.row(i) /= sum;
+        r.lse[j * n + s] = mx + std::log(sum);
+      }
+      outj.middleRows(s0, rows).noalias() = p * vg.middleRows(t0, keys);
+      if (!backward) continue;
+      const CMap doutj(dout.data() + j * head, n, d);
+      const auto doj = doutj.middleRows(s0, rows);
+      const Eigen::VectorXd rowdot = (doj.array() * outj.middleRows(s0, rows).array()).rowwise().sum();
+      double* dk_out = group > 1 ? dk_heads.data() + j * head : r.dk.data() + g * head;
+      double* dv_out = group > 1 ? dv_heads.data() + j * head : r.dv.data() + g * head;
+      MMap(dv_out, n, d).middleRows(t0, keys).noalias() += p.transpose() * doj;
+      Mat ds = doj * vg.middleRows(t0, keys).transpose();
+      ds = p.array() * (ds.array().colwise() - rowdot.array());
+      MMap(r.dq.data() + j * head, n, d).middleRows(s0, rows).noalias() =
+          (ds * kg.middleRows(t0, keys)) * scale;
+      MMap(dk_out, n, d).middleRows(t0, keys).noalias() += (ds.transpose() * qj.middleRows(s0, rows)) * scale;
+    }
+  };
+  std::vector<size_t> heads(static_cast<size_t>(shape.h));
+  std::iota(heads.begin(), heads.end(), size_t{0});
+  parallel_for(heads, one_head);
+  if (backward && group > 1)
+    for (int j = 0; j < shape.h; ++j) {
+      const int g = j / group;
+      MMap(r.dk.data() + g * head, n, d) += CMap(dk_heads.data() + j * head, n, d);
+      MMap(r.dv.data() + g * head, n, d) += CMap(dv_heads.data() + j * head, n, d);
+    }
   return r;
 }
 

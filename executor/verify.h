@@ -1,7 +1,7 @@
 // `ringmaster run --verify`: every rank's inputs and results (after the warm-up iteration
 // and after the last timed one; each tensor reports the worse) are gathered to rank 0,
 // assembled into whole-sequence tensors by global token index, and compared with the
-// fp64 reference (reference_attention.h) computed from the gathered inputs.
+// fp64 reference (reference_attention.h) computed from the gathered inputs, once for both.
 //
 // Error measure, per tensor: rel = max |x - ref| / max |ref| over the whole ring's
 // tensor (the largest absolute error relative to the tensor's scale, so entries near
@@ -35,15 +35,13 @@ struct VerifyResult {
   bool ok() const;
 };
 
-// One ring's tensors (its ranks in any order; their tokens must cover 0..N-1 once).
-// `seed` is the seed the ring's inputs were made with. Throws std::runtime_error when the
-// tokens do not tile the sequence.
-VerifyResult verify_ring(const std::vector<HostTensors>& ranks, const AttentionShape& shape,
+// One ring's tensors after one or more iterations on the same inputs (run --verify: its
+// warm-up and its last timed iteration), each iteration's ranks in any order (their tokens
+// must cover 0..N-1 once). The fp64 reference is computed once, from the first iteration's
+// inputs; each tensor reports the worse of its checks. `seed` is the seed the ring's inputs
+// were made with. Throws std::runtime_error when the tokens do not tile the sequence.
+VerifyResult verify_ring(const std::vector<std::vector<HostTensors>>& iterations, const AttentionShape& shape,
                          uint64_t seed, bool backward, double tolerance = kVerifyTolerance);
-
-// Tensor by tensor, the check with the larger error of two verifications of the same ring
-// (run --verify: its warm-up and its last iteration).
-VerifyResult worse_of(const VerifyResult& a, const VerifyResult& b);
 
 // The error measure above for one tensor: `got` against `ref`, same size.
 TensorCheck compare_tensor(const std::string& name, const std::vector<double>& got,

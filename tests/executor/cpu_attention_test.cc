@@ -165,6 +165,18 @@ TEST_CASE("GQA: query heads share a kv head and dK, dV sum over the group") {
   CHECK(run_case({64, 16, 4, 1, 2, true, false, 16, 16}) < 1e-5);
 }
 
+TEST_CASE("the reference over several of its 256-row blocks agrees with the kernels") {
+  // The reference scores 256 query rows at a time against the keys they may see: rows past
+  // the first block, a partial last block, GQA sums across threads, and windows that reach
+  // back over a block boundary.
+  CHECK(run_case({600, 8, 4, 2, 2, false, false, 64, 64}) < 1e-5);
+  CHECK(run_case({600, 8, 4, 2, 2, true, true, 64, 64}) < 1e-5);
+  for (int64_t window : {100, 300}) {
+    CAPTURE(window);
+    CHECK(run_case({600, 8, 4, 2, 2, false, true, 64, 32, window}) < 1e-5);
+  }
+}
+
 TEST_CASE("a block whose keys are all hidden contributes nothing to the merge") {
   const int d = 4;
   const std::vector<int64_t> qt{0, 1}, kt{5, 6};
