@@ -7,10 +7,10 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 
 #include <Eigen/Core>
 
+#include "executor/buffer_table.h"
 #include "executor/cpu_attention.h"
 #include "executor/mpi_transport.h"
 
@@ -43,24 +43,21 @@ class CpuBackend final : public Backend {
   }
 
   void alloc(int buffer, BufferRole role) override {
-    Buffer& b = buffers_[buffer];
-    b.role = role;
     // K|V or dK|dV of one block (the view's blocks hold as many elements as the rank's);
     // an all-to-all's block holds its largest message, Q|K|V of one member.
-    b.data.assign(role == BufferRole::kA2a ? a2a_bytes(A2aPayload::kQkv) / sizeof(float) : 2 * seq_.kv_elems(), 0.0f);
+    const size_t n = role == BufferRole::kA2a ? a2a_bytes(A2aPayload::kQkv) / sizeof(float) : 2 * seq_.kv_elems();
+    buffers_.add(buffer, role, std::vector<float>(n, 0.0f));
   }
-  void free(int buffer) override { buffers_.erase(buffer); }
-  std::size_t bytes_of(int buffer) const override {
-    return get(buffer).data.size() * sizeof(float);
-  }
+  void free(int buffer) override { buffers_.remove(buffer); }
+  std::size_t bytes_of(int buffer) const override { return buffers_.get(buffer).size() * sizeof(float); }
   void load_own_kv(int buffer) override {
     const Level& r = *ring_;
-    std::vector<float>& b = get(buffer).data;
+    std::vector<float>& b = buffers_.get(buffer, BufferRole::kKv);
     std::copy(r.k.begin(), r.k.end(), b.begin());
     std::copy(r.v.begin(), r.v.end(), b.begin() + r.kv_elems());
   }
   void zero(int buffer) override {
-    std::vector<float>& b = get(buffer).data;
+    std::vector<float>& b = buffers_.get(buffer, BufferRole::kDkv);
     std::fill(b.begin(), b.end(), 0.0f);
   }
 
@@ -74,7 +71,7 @@ class CpuBackend final : public Backend {
 
   void attention_forward(int kv_buffer, const std::vector<int64_t>& kv_tokens) override {
     Level& r = *ring_;
-    const float* kv = get(kv_buffer).data.data();
+    const float* kv = buffers_.get(kv_buffer, BufferRole::kKv).data();
     const int64_t d = shape_.d;
     for_each_block(r, [&](int j, int g, int64_t q0, int64_t k0, int64_t seg) {
       attention_block_forward(r.q.data() + j * r.head + q0 * d, r.tokens.data() + q0, seg,
@@ -94,8 +91,8 @@ class CpuBackend final : public Backend {
   void attention_backward(int kv_buffer, const std::vector<int64_t>& kv_tokens,
                           int dkv_buffer) override {
     Level& r = *ring_;
-    const float* kv = get(kv_buffer).data.data();
-    float* dkv = get(dkv_buffer).data.data();
+    const float* kv = buffers_.get(kv_buffer, BufferRole::kKv).data();
+    float* dkv = buffers_.get(dkv_buffer, BufferRole::kDkv).data();
     std::fill(dkv, dkv + 2 * r.kv_elems(), 0.0f);
     const int64_t d = shape_.d;
     for_each_block(r, [&](int j, int g, int64_t q0, int64_t k0, int64_t seg) {
@@ -109,14 +106,14 @@ class CpuBackend final : public Backend {
   }
 
   void accumulate(int dst_buffer, int src_buffer) override {
-    std::vector<float>& dst = get(dst_buffer).data;
-    const std::vector<float>& src = get(src_buffer).data;
+    std::vector<float>& dst = buffers_.get(dst_buffer, BufferRole::kDkv);
+    const std::vector<float>& src = buffers_.get(src_buffer, BufferRole::kDkv);
     for (size_t i = 0; i < dst.size(); ++i) dst[i] += src[i];
   }
 
   void take_own_dkv(int buffer, bool add) override {
     Level& r = *ring_;
-    const std::vector<float>& b = get(buffer).data;
+    const std::vector<float>& b = buffers_.get(buffer, BufferRole::kDkv);
     for (size_t i = 0; i < r.kv_elems(); ++i) {
       r.dk[i] = (add ? r.dk[i] : 0.0f) + b[i];
       r.dv[i] = (add ? r.dv[i] : 0.0f) + b[r.kv_elems() + i];
@@ -156,7 +153,7 @@ class CpuBackend final : public Backend {
     const bool to_heads = what == A2aPayload::kQkv || what == A2aPayload::kDout;
     const int64_t c = seq_.c, d = shape_.d;
     for (int j = 0; j < static_cast<int>(blocks.size()); ++j) {
-      float* block = j == me_ ? nullptr : get(blocks[j]).data.data();
+      float* block = j == me_ ? nullptr : buffers_.get(blocks[j], BufferRole::kA2a).data();
       for (const A2aPart& p : parts) {
         for (int a = 0; a < p.heads; ++a)
           for (int64_t i = 0; i < c; ++i) {
@@ -184,7 +181,7 @@ class CpuBackend final : public Backend {
     const int64_t c = seq_.c, d = shape_.d;
     for (int k = 0; k < static_cast<int>(blocks.size()); ++k) {
       if (k == me_) continue;  // moved by the pack
-      const float* block = get(blocks[k]).data.data();
+      const float* block = buffers_.get(blocks[k], BufferRole::kA2a).data();
       for (const A2aPart& p : parts) {
         for (int a = 0; a < p.heads; ++a)
           for (int64_t i = 0; i < c; ++i) {
@@ -295,11 +292,6 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  struct Buffer {
-    BufferRole role = BufferRole::kKv;
-    std::vector<float> data;
-  };
-
   // One level's tensors in the layouts of backend.h: c tokens (increasing), h query and
   // h_kv K,V heads. seq_ is the rank's own (sequence-sharded); view_ the head-sharded one an
   // all-to-all lays out.
@@ -383,17 +375,8 @@ class CpuBackend final : public Backend {
     throw std::runtime_error("cpu backend: an all-to-all op that moves nothing (schedule error)");
   }
 
-  Buffer& get(int buffer) {
-    auto it = buffers_.find(buffer);
-    if (it == buffers_.end())
-      throw std::runtime_error("cpu backend: buffer " + std::to_string(buffer) +
-                               " used before alloc (schedule error)");
-    return it->second;
-  }
-  const Buffer& get(int buffer) const { return const_cast<CpuBackend*>(this)->get(buffer); }
-
   char* region(int buffer, std::size_t offset, std::size_t bytes) {
-    std::vector<float>& b = get(buffer).data;
+    std::vector<float>& b = buffers_.get(buffer);
     if (offset + bytes > b.size() * sizeof(float))
       throw std::runtime_error("cpu backend: transfer of " + std::to_string(bytes) +
                                " bytes at offset " + std::to_string(offset) + " exceeds buffer " +
@@ -410,7 +393,7 @@ class CpuBackend final : public Backend {
   // a2a (empty members_ otherwise): this rank's index and every member's tokens.
   int me_ = 0;
   std::vector<std::vector<int64_t>> members_;
-  std::unordered_map<int, Buffer> buffers_;
+  BufferTable<std::vector<float>> buffers_{"cpu"};
   MpiTransport transport_;
 };
 

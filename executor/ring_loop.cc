@@ -119,6 +119,13 @@ void RingLoop::allocate(int buffer) {
   b.own_pending = b.own_kv;
 }
 
+void RingLoop::release(int buffer) {
+  Buffer& b = buffers_.at(static_cast<size_t>(buffer));
+  if (b.allocated)
+    for (int k = 0; k < b.blocks; ++k) be_.free(backend_id(buffer, k));
+  b.allocated = false;
+}
+
 void RingLoop::ensure_allocated(int buffer) {
   Buffer& b = buffers_.at(static_cast<size_t>(buffer));
   if (b.content == Content::kNone) return;
@@ -232,13 +239,9 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
       case OpKind::kAlloc:
         allocate(op.buffer);  // a fresh buffer
         break;
-      case OpKind::kFree: {
-        Buffer& b = buffers_.at(static_cast<size_t>(op.buffer));
-        if (b.allocated)
-          for (int k = 0; k < b.blocks; ++k) be_.free(backend_id(op.buffer, k));
-        b.allocated = false;
+      case OpKind::kFree:
+        release(op.buffer);
         break;
-      }
       case OpKind::kSend:
       case OpKind::kRecv: {
         std::size_t offset = 0, size = 0;
@@ -374,6 +377,7 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
       records->push_back(m);
     }
   }
+  for (size_t b = 0; b < buffers_.size(); ++b) release(static_cast<int>(b));
   if (watchdog_) watchdog_->disarm();
 }
 

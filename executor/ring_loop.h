@@ -43,7 +43,9 @@ class RingLoop {
            const AttentionShape& shape, Watchdog* watchdog, FaultSpec fault);
 
   // Runs the op list once. Appends a record per op to `records` when non-null, with
-  // `start` relative to `epoch` (a backend.now() reading).
+  // `start` relative to `epoch` (a backend.now() reading). Leaves no backend buffer
+  // allocated: a part of an op list (train's forward and backward parts, two loops on one
+  // backend) frees what its later part frees, which allocates its own again.
   void run(int iteration, double epoch, std::vector<Measurement>* records);
 
   // Whether the op list contains a backward pass (dQ, dK, dV are results).
@@ -63,6 +65,8 @@ class RingLoop {
   };
   // A kAlloc op: backs `buffer` with fresh backend buffers (one per block).
   void allocate(int buffer);
+  // A kFree op: returns `buffer`'s backend buffers, if it holds any.
+  void release(int buffer);
   // Before every use of `buffer`: allocated (if no kAlloc op did), and an own block filled
   // with the rank's K,V at its first use after allocation, so it holds them as they are
   // when read (a2a+p2p's ring takes the view's, which exist only after the Q,K,V unpack).

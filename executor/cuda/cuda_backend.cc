@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "executor/buffer_table.h"
 #include "executor/cuda/local_transport.h"
 #include "executor/cuda/nccl_transport.h"
 #include "executor/train_kernels.h"
@@ -144,28 +145,24 @@ class CudaBackend final : public Backend {
   // --- schedule buffers -----------------------------------------------------------------
 
   void alloc(int buffer, BufferRole role) override {
-    if (buffers_.count(buffer) != 0)
-      throw std::runtime_error("cuda backend: buffer " + std::to_string(buffer) +
-                               " allocated twice (schedule error)");
     std::vector<DeviceMemory>& pool = pool_[role];
     if (pool.empty()) {
       pool.emplace_back(role == BufferRole::kKv ? 2 * kv_elems_ * sizeof(bf16)
                                                 : 2 * kv_elems_ * sizeof(float));
     }
-    buffers_[buffer] = {role, std::move(pool.back())};
+    buffers_.add(buffer, role, std::move(pool.back()));
     pool.pop_back();
   }
 
   void free(int buffer) override {
-    Buffer& b = get(buffer);
-    pool_[b.role].push_back(std::move(b.mem));
-    buffers_.erase(buffer);
+    auto [role, mem] = buffers_.remove(buffer);
+    pool_[role].push_back(std::move(mem));
   }
 
-  std::size_t bytes_of(int buffer) const override { return get(buffer).mem.bytes(); }
+  std::size_t bytes_of(int buffer) const override { return buffers_.get(buffer).bytes(); }
 
   void load_own_kv(int buffer) override {
-    bf16* kv = get(buffer, BufferRole::kKv).mem.as<bf16>();
+    bf16* kv = buffers_.get(buffer, BufferRole::kKv).as<bf16>();
     RM_CUDA_CHECK(cudaMemcpyAsync(kv, k_.get(), kv_elems_ * sizeof(bf16),
                                   cudaMemcpyDeviceToDevice, compute_),
                   "cudaMemcpyAsync (own K)");
@@ -176,8 +173,8 @@ class CudaBackend final : public Backend {
   }
 
   void zero(int buffer) override {
-    Buffer& b = get(buffer, BufferRole::kDkv);
-    RM_CUDA_CHECK(cudaMemsetAsync(b.mem.get(), 0, b.mem.bytes(), compute_), "cudaMemsetAsync");
+    DeviceMemory& b = buffers_.get(buffer, BufferRole::kDkv);
+    RM_CUDA_CHECK(cudaMemsetAsync(b.get(), 0, b.bytes(), compute_), "cudaMemsetAsync");
     finish("zero");
   }
 
@@ -191,7 +188,7 @@ class CudaBackend final : public Backend {
   }
 
   void attention_forward(int kv_buffer, const std::vector<int64_t>& kv_tokens) override {
-    const bf16* kv = get(kv_buffer, BufferRole::kKv).mem.as<bf16>();
+    const bf16* kv = buffers_.get(kv_buffer, BufferRole::kKv).as<bf16>();
     upload_kv_tokens(kv_tokens);
     gpu::attention_forward(dims_, tiles_, q_.as<bf16>(), kv, kv + kv_elems_, q_tok_.as<int32_t>(),
                            kv_tok_.as<int32_t>(), out_.as<float>(), lse_.as<float>(), true,
@@ -211,8 +208,8 @@ class CudaBackend final : public Backend {
 
   void attention_backward(int kv_buffer, const std::vector<int64_t>& kv_tokens,
                           int dkv_buffer) override {
-    const bf16* kv = get(kv_buffer, BufferRole::kKv).mem.as<bf16>();
-    float* dkv = get(dkv_buffer, BufferRole::kDkv).mem.as<float>();
+    const bf16* kv = buffers_.get(kv_buffer, BufferRole::kKv).as<bf16>();
+    float* dkv = buffers_.get(dkv_buffer, BufferRole::kDkv).as<float>();
     upload_kv_tokens(kv_tokens);
     gpu::attention_backward(dims_, q_.as<bf16>(), kv, kv + kv_elems_, dout_.as<bf16>(),
                             lse_.as<float>(), delta_.as<float>(), q_tok_.as<int32_t>(),
@@ -222,14 +219,14 @@ class CudaBackend final : public Backend {
   }
 
   void accumulate(int dst_buffer, int src_buffer) override {
-    float* dst = get(dst_buffer, BufferRole::kDkv).mem.as<float>();
-    const float* src = get(src_buffer, BufferRole::kDkv).mem.as<float>();
+    float* dst = buffers_.get(dst_buffer, BufferRole::kDkv).as<float>();
+    const float* src = buffers_.get(src_buffer, BufferRole::kDkv).as<float>();
     gpu::add_inplace(dst, src, static_cast<int64_t>(2 * kv_elems_), compute_);
     finish("accumulate");
   }
 
   void take_own_dkv(int buffer, bool add) override {
-    const float* b = get(buffer, BufferRole::kDkv).mem.as<float>();
+    const float* b = buffers_.get(buffer, BufferRole::kDkv).as<float>();
     const int64_t n = static_cast<int64_t>(kv_elems_);
     if (add) {
       gpu::add_inplace(dk_.as<float>(), b, n, compute_);
@@ -325,11 +322,6 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  struct Buffer {
-    BufferRole role = BufferRole::kKv;
-    DeviceMemory mem;
-  };
-
   void choose_device_and_transport() {
     int world = 1, local_rank = 0, local_size = 1;
     check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &world), "MPI_Comm_size");
@@ -438,30 +430,14 @@ class CudaBackend final : public Backend {
     }
   }
 
-  Buffer& get(int buffer) {
-    auto it = buffers_.find(buffer);
-    if (it == buffers_.end())
-      throw std::runtime_error("cuda backend: buffer " + std::to_string(buffer) +
-                               " used before alloc (schedule error)");
-    return it->second;
-  }
-  const Buffer& get(int buffer) const { return const_cast<CudaBackend*>(this)->get(buffer); }
-  Buffer& get(int buffer, BufferRole role) {
-    Buffer& b = get(buffer);
-    if (b.role != role)
-      throw std::runtime_error("cuda backend: buffer " + std::to_string(buffer) +
-                               " used with the wrong content (schedule error)");
-    return b;
-  }
-
   gpu::DeviceRegion region(int buffer, std::size_t offset, std::size_t bytes) {
-    const Buffer& b = get(buffer);
-    if (offset + bytes > b.mem.bytes())
+    const DeviceMemory& b = buffers_.get(buffer);
+    if (offset + bytes > b.bytes())
       throw std::runtime_error("cuda backend: transfer of " + std::to_string(bytes) +
                                " bytes at offset " + std::to_string(offset) + " exceeds buffer " +
-                               std::to_string(buffer) + " (" + std::to_string(b.mem.bytes()) +
+                               std::to_string(buffer) + " (" + std::to_string(b.bytes()) +
                                " bytes)");
-    return {b.mem.get(), offset, bytes};
+    return {b.get(), offset, bytes};
   }
 
   int rank_ = 0;
@@ -479,7 +455,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<gpu::Transport> transport_;
   DeviceMemory q_, k_, v_, dout_, out_, lse_, delta_, dq_, dk_, dv_, q_tok_, kv_tok_;
   int32_t* kv_tok_host_ = nullptr;
-  std::map<int, Buffer> buffers_;
+  BufferTable<DeviceMemory> buffers_{"cuda"};
   std::map<BufferRole, std::vector<DeviceMemory>> pool_;
 };
 

@@ -8,6 +8,7 @@
 
 #include "executor/backend.h"
 #include "executor/verify.h"
+#include "tests/executor/backend_buffers_check.h"
 
 namespace rm::exec {
 namespace {
@@ -34,7 +35,7 @@ void run_one_rank(AttentionShape shape) {
   be->accumulate(acc, partial);
   be->take_own_dkv(acc, false);
   be->synchronize();
-  const VerifyResult r = verify_ring({be->download()}, shape, seed, true, be->verify_tolerance());
+  const VerifyResult r = verify_ring({{be->download()}}, shape, seed, true, be->verify_tolerance());
   std::fputs(format_verify_table({r}, be->verify_tolerance()).c_str(), stdout);
   CHECK(r.ok());
 }
@@ -52,6 +53,10 @@ TEST_CASE("cuda backend, one rank: forward and backward verify against the fp64 
   s.d = 128;
   s.block_q = s.block_kv = 128;
   run_one_rank(s);
+}
+
+TEST_CASE("cuda backend: a buffer allocated twice, used before alloc or after free, or in another role fails") {
+  testing::check_buffer_contract("cuda");
 }
 
 TEST_CASE("cuda backend refuses a head dim its kernels do not have") {
