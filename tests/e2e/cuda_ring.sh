@@ -64,7 +64,7 @@ check tiny 3 768 --cp-comm-type all_gather --no-causal
 runs=$((runs + 1))
 "$bin" plan --model tiny --topology dgx-h200-ib --gpus 4 --cp 4 --seq 1024 --workload attention \
   --schedule flat --load-balance zigzag --causal -o "$tmp/plan.yaml" >"$tmp/plan.out" 2>&1
-out=$(CUDA_VISIBLE_DEVICES=0 RINGMASTER_CUDA_TRANSPORT=local "RINGMASTER_FAULT=swap:rank=1,step=1" \
+out=$(CUDA_VISIBLE_DEVICES=0 RINGMASTER_CUDA_TRANSPORT=local RINGMASTER_FAULT=swap:rank=1,step=1 \
       timeout 120 "$bin" run --plan "$tmp/plan.yaml" --backend cuda --iters 1 --timeout-s 30 2>&1)
 rc=$?
 if [[ $rc -ne 0 && $rc -ne 124 && $out =~ message\ contract\ broken\ on\ link\ [0-9]+\ -\>\ 1 ]]; then

@@ -2,10 +2,10 @@
 # The GPU scripts' contract, checked where no GPU is (a lent GPU's minutes are too few to
 # find a broken script there): scripts/gpu-check's options (--help, a wrong option and a
 # --keep without its folder exit 2), its skip without a device (exit 77, "skipped"), and a
-# whole run against a GPU that nvidia-smi lists and CUDA cannot open; scripts/gpu-bundle
-# refuses a build without the cuda binaries, and from a cuda build packs the binaries,
-# OpenMPI whole (mpirun, its launcher plugin, libmpi) and an env.sh that a shell reads;
-# validation/measure_torch_kernels.py compiles.
+# whole run, and tests/e2e/cuda_ring.sh's, against a GPU that nvidia-smi lists and CUDA
+# cannot open; scripts/gpu-bundle refuses a build without the cuda binaries, and from a
+# cuda build packs the binaries, OpenMPI whole (mpirun, its launcher plugin, libmpi) and
+# an env.sh that a shell reads; validation/measure_torch_kernels.py compiles.
 # Usage: gpu_scripts.sh <ringmaster> <source-dir>.
 set -u
 bin=$1
@@ -55,6 +55,15 @@ if [[ $cuda_build -eq 1 && $gpu_here -eq 0 ]]; then
   grep -q "^FAIL: ring of 1, nccl" "$tmp/o" || fail "gpu-check passed a cuda ring without a usable GPU"
   tail -1 "$tmp/o" | grep -Eq "^gpu-check: FAILED \([0-9]+ of [0-9]+ checks\)$" || fail "gpu-check's last line: $(tail -1 "$tmp/o")"
   [[ -s $tmp/keep/runs.log && -s $tmp/keep/cuda_tests.log ]] || fail "gpu-check --keep left no runs.log or cuda_tests.log"
+  grep -E "command not found|syntax error|unbound variable" "$tmp/o" && fail "gpu-check has a shell error"
+  # tests/e2e/cuda_ring.sh (gpu-check --full) the same way: every run reached, failed and
+  # counted, and no shell error (one hid in its last check until a GPU ran it).
+  PATH=$tmp/fake:$PATH timeout 180 bash "$src/tests/e2e/cuda_ring.sh" "$bin" "$src" >"$tmp/o" 2>&1
+  rc=$?
+  [[ $rc -ne 0 && $rc -ne 124 ]] || fail "cuda_ring.sh with an unusable GPU: exit $rc (want a failure)"
+  grep -E "command not found|syntax error|unbound variable" "$tmp/o" && fail "cuda_ring.sh has a shell error"
+  tail -1 "$tmp/o" | grep -Eq "^cuda ring: ([0-9]+) runs, \1 failed$" ||
+    fail "cuda_ring.sh's last line: $(tail -1 "$tmp/o")"
 else
   echo "no cuda build here, or a usable GPU: gpu-check's run through not checked (skipped)"
 fi
