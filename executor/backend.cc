@@ -9,9 +9,7 @@
 #include "planner/model_spec.h"
 #include "planner/plan.h"
 #include "planner/token_layout.h"
-#ifdef RINGMASTER_HAVE_CUDA
-#include "executor/cuda/cuda_backend.h"
-#endif
+#include "executor/cuda_module.h"
 
 namespace rm::exec {
 
@@ -105,15 +103,9 @@ void Backend::a2a_restore(const std::vector<float>&) { cannot_a2a(name()); }
 void check_backend_available(const std::string& name) {
   if (name == "cpu") return;
   if (name == "cuda") {
-#ifndef RINGMASTER_HAVE_CUDA
-    throw InputError(
-        "--backend: cuda: this ringmaster was built without the CUDA backend (no nvcc or "
-        "NCCL at configure time); use --backend cpu");
-#else
-    if (gpu::device_count() == 0)
+    if (cuda_module().device_count() == 0)
       throw InputError("--backend: cuda: no CUDA device visible on this machine (or no usable "
                        "driver); use --backend cpu");
-#endif
     return;
   }
   throw InputError("--backend: expected cpu or cuda (got '" + name + "')");
@@ -121,9 +113,7 @@ void check_backend_available(const std::string& name) {
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   check_backend_available(name);
-#ifdef RINGMASTER_HAVE_CUDA
-  if (name == "cuda") return make_cuda_backend();
-#endif
+  if (name == "cuda") return cuda_module().make_backend();
   return make_cpu_backend();
 }
 

@@ -250,8 +250,6 @@ void check_backend_available(const std::string& name);
 
 // Each backend's factory; make_backend dispatches to them.
 std::unique_ptr<Backend> make_cpu_backend();   // executor/cpu_backend.cc
-#ifdef RINGMASTER_HAVE_CUDA
-std::unique_ptr<Backend> make_cuda_backend();  // executor/cuda/, only when built
-#endif
+// (cuda: executor/cuda/, reached through cuda_module.h)
 
 }  // namespace rm::exec

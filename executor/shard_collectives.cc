@@ -11,9 +11,7 @@
 
 #include "executor/mpi_transport.h"
 
-#ifdef RINGMASTER_HAVE_CUDA
-#include "executor/cuda/nccl_shard_collectives.h"
-#endif
+#include "executor/cuda_module.h"
 
 namespace rm::exec {
 
@@ -128,10 +126,7 @@ class MpiShardCollectives final : public ShardCollectives {
 
 std::unique_ptr<ShardCollectives> make_shard_collectives(const std::string& backend, MPI_Comm shard,
                                                          MPI_Comm replica) {
-#ifdef RINGMASTER_HAVE_CUDA
-  if (backend == "cuda") return gpu::make_nccl_shard_collectives(shard, replica);
-#endif
-  (void)backend;
+  if (backend == "cuda") return cuda_module().make_shard_collectives(shard, replica);
   return std::make_unique<MpiShardCollectives>(shard, replica);
 }
 

@@ -16,6 +16,7 @@
 
 #include "executor/bf16_kernels.h"
 #include "executor/checkpoint.h"
+#include "executor/cuda_module.h"
 #include "executor/fsdp.h"
 #include "executor/measurements.h"
 #include "executor/ring_attention.h"
@@ -30,9 +31,6 @@
 #include "planner/cost_model.h"
 #include "planner/cost_params.h"
 #include "planner/input_error.h"
-#ifdef RINGMASTER_HAVE_CUDA
-#include "executor/cuda/cuda_train_kernels.h"
-#endif
 
 namespace rm::exec {
 
@@ -182,11 +180,7 @@ VerifyResult verify_step(const Transformer& model, const Plan& plan,
 // backend chose for cuda, their GEMMs in bf16 where the plan's GPUs compute in bf16.
 std::unique_ptr<TrainKernels<float>> make_device_kernels(const std::string& backend,
                                                          const LoadedPlanFile& lp) {
-#ifdef RINGMASTER_HAVE_CUDA
-  if (backend == "cuda") return gpu::make_cuda_train_kernels(lp.topology.gpu.element_bytes == 2);
-#endif
-  (void)backend;
-  (void)lp;
+  if (backend == "cuda") return cuda_module().make_train_kernels(lp.topology.gpu.element_bytes == 2);
   return nullptr;
 }
 

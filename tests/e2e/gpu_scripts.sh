@@ -85,7 +85,7 @@ elif ! dpkg -s libopenmpi3 >/dev/null 2>&1; then
   echo "OpenMPI not from Debian's packages: gpu-bundle's packing not checked (skipped)"
 else
   if bash "$bundle" "$build" "$tmp/b" >"$tmp/o" 2>&1; then
-    for b in ringmaster cuda_tests cuda_transport_tests cuda_attention_bench; do
+    for b in ringmaster cuda_tests cuda_transport_tests cuda_attention_bench libringmaster_cuda.so; do
       [[ -x $tmp/b/bin/$b ]] || fail "gpu-bundle: bin/$b missing"
     done
     tar tJf "$tmp/b/runtime.tar.xz" >"$tmp/files" || fail "gpu-bundle: runtime.tar.xz unreadable"

@@ -42,11 +42,14 @@ expect_bad "$tmp/gpt.yaml: model gpt3-xl: gated_ffn" --plan "$tmp/gpt.yaml" --da
 # Numbers that are not numbers: refused where they are read, never trained with.
 expect_bad "--lr: expected a number in (0, 10] (got 'nan')" --plan "$tmp/p.yaml" --data "$data" --lr nan
 expect_bad "--timeout-s: expected a number in [0.001, 86400] (got 'nan')" --plan "$tmp/p.yaml" --data "$data" --timeout-s nan
-# --backend cuda where it cannot run: a build without the cuda backend, or no device.
+# --backend cuda where it cannot run: a build without the cuda backend, or no device. A cuda
+# build says there is no device, so its module (executor/cuda_module.h) loaded and answered.
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   echo "skipped: --backend cuda on a machine with a GPU"
+elif [[ -f $(dirname "$bin")/libringmaster_cuda.so ]]; then
+  expect_bad "--backend: cuda: no CUDA device visible on this machine" --plan "$tmp/p.yaml" --data "$data" --backend cuda
 else
-  expect_bad "--backend: cuda: " --plan "$tmp/p.yaml" --data "$data" --backend cuda
+  expect_bad "--backend: cuda: this ringmaster was built without the CUDA backend" --plan "$tmp/p.yaml" --data "$data" --backend cuda
 fi
 
 # Checkpoints: one of tiny, then resumed by a plan for small; then damaged.
