@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
