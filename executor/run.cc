@@ -112,6 +112,7 @@ int run_body(const RunOptions& opt, int rank, int size) {
 
   Watchdog watchdog(rank, opt.timeout_s);
   watchdog.arm_setup(opt.backend);
+  maybe_stall_setup(fault, rank, watchdog);
   std::unique_ptr<Backend> backend = make_backend(opt.backend);
   backend->setup(shape, tokens, opt.seed + static_cast<uint64_t>(replica));
   RingLoop loop(*backend, sched, rank, layout, shape, &watchdog, fault);

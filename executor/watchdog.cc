@@ -126,10 +126,16 @@ FaultSpec fault_from_env() {
   // At most 9 digits: the numbers fit an int (a longer one made std::stoi throw, exit 1).
   static const std::regex re(
       R"((kill|stall|swap|checkpoint-kill|fsdp-unit):rank=(\d{1,9}),step=(\d{1,9}))");
+  static const std::regex setup_re(R"(setup-stall:rank=(\d{1,9}))");
   std::cmatch m;
+  if (std::regex_match(env, m, setup_re)) {
+    f.kind = FaultSpec::Kind::kSetupStall;
+    f.rank = std::stoi(m[1]);
+    return f;
+  }
   if (!std::regex_match(env, m, re))
     fail_input("RINGMASTER_FAULT", env,
-               "expected kill|stall|swap|checkpoint-kill|fsdp-unit:rank=R,step=S");
+               "expected kill|stall|swap|checkpoint-kill|fsdp-unit:rank=R,step=S or setup-stall:rank=R");
   f.kind = m[1] == "kill"              ? FaultSpec::Kind::kKill
            : m[1] == "stall"           ? FaultSpec::Kind::kStall
            : m[1] == "swap"            ? FaultSpec::Kind::kSwap
@@ -148,6 +154,14 @@ void maybe_inject_fault(const FaultSpec& fault, int rank, int step, Watchdog* wa
   std::fflush(stderr);
   if (fault.kind == FaultSpec::Kind::kKill) std::raise(SIGKILL);
   if (watchdog != nullptr) watchdog->blame_self();
+  for (;;) pause();
+}
+
+void maybe_stall_setup(const FaultSpec& fault, int rank, Watchdog& watchdog) {
+  if (fault.kind != FaultSpec::Kind::kSetupStall || fault.rank != rank) return;
+  std::fprintf(stderr, "ringmaster run: rank %d: injected fault (setup-stall)\n", rank);
+  std::fflush(stderr);
+  watchdog.blame_self();
   for (;;) pause();
 }
 

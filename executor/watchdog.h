@@ -16,6 +16,8 @@
 // sleep forever there (its watchdog and its peers' then fire); "swap:rank=R,step=S" swaps
 // rank R's first two receives from one peer in a posting phase of step S or later, which
 // breaks the message contract (its transport then reports the link and both messages);
+// "setup-stall:rank=R" makes rank R of `ringmaster run` sleep forever in its set-up (the
+// backend's device and transport, the ring's connect), which the watchdog watches too;
 // "checkpoint-kill:rank=R,step=S" makes rank R of `ringmaster train` kill itself while it
 // writes the checkpoint of training step S, after its data files and before its manifest;
 // "fsdp-unit:rank=R,step=S" makes rank R of `ringmaster train` all-gather the wrong FSDP
@@ -73,7 +75,7 @@ class Watchdog {
 };
 
 struct FaultSpec {
-  enum class Kind { kNone, kKill, kStall, kSwap, kCheckpointKill, kFsdpUnit } kind = Kind::kNone;
+  enum class Kind { kNone, kKill, kStall, kSwap, kCheckpointKill, kFsdpUnit, kSetupStall } kind = Kind::kNone;
   int rank = -1;
   int step = -1;
 };
@@ -84,6 +86,9 @@ FaultSpec fault_from_env();
 // Applies a kill or stall fault if it targets this rank and step (does not return then);
 // a stall tells `watchdog` (when given) that the rank itself is what is stuck.
 void maybe_inject_fault(const FaultSpec& fault, int rank, int step, Watchdog* watchdog);
+// Applies a setup-stall fault if it targets this rank (does not return then): the rank
+// sleeps in its set-up, which `watchdog` watches.
+void maybe_stall_setup(const FaultSpec& fault, int rank, Watchdog& watchdog);
 // Applies a swap fault to the rank's op list if it targets this rank.
 void maybe_swap_posts(const FaultSpec& fault, RankSchedule& rank);
 

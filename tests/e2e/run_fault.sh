@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Faults in `ringmaster run`: a rank killed mid-ring, or stalled, or posting two receives in
-# swapped order (a broken message contract), must make every rank exit,
+# Faults in `ringmaster run`: a rank killed mid-ring, or stalled (mid-ring or in its set-up),
+# or posting two receives in swapped order (a broken message contract), must make every rank exit,
 # non-zero, within a bound (the --timeout-s deadline plus mpirun's teardown), with a
 # message naming a rank and the step; no rank may be left running. Faults are injected
 # with the hidden RINGMASTER_FAULT variable (executor/watchdog.h). Also: a plan whose GPU
@@ -79,6 +79,24 @@ for fault in kill stall; do
   echo "$fault: exit $rc after ${elapsed} s"
   echo "$out" | grep -E "injected|no progress|terminated|killed by signal" | head -5
 done
+
+# A rank stalled in its set-up (before its first op: device, transport, the ring's connect):
+# the watchdog watches set-up too, so the rank names it and the job ends, bounded.
+t0=$(date +%s)
+out=$(RINGMASTER_FAULT="setup-stall:rank=1" timeout 120 "$bin" run --plan "$tmp/plan.yaml" \
+      --iters 1 --timeout-s $timeout_s 2>&1)
+rc=$?
+elapsed=$(($(date +%s) - t0))
+[[ $rc -eq 0 || $rc -eq 124 ]] && fail "setup-stall: exit $rc, want a bounded failure"
+[[ $elapsed -gt $bound_s ]] && fail "setup-stall: took ${elapsed} s, bound ${bound_s} s"
+[[ $out == *"rank 1: injected fault (setup-stall)"* ]] || fail "setup-stall: no injection message: $out"
+# Its own watchdog fires, or, when a peer's waiting at the barrier fired first, mpirun's
+# SIGTERM finds it there: either way rank 1 names the set-up.
+setup_re="rank 1: (this rank's own step ran past the timeout: [0-9.]+ s|terminated \(a peer rank failed or the job was stopped\)) in setting up the cpu backend and connecting the ring"
+[[ $out =~ $setup_re ]] || fail "setup-stall: no watchdog message naming the set-up: $out"
+pgrep -f "$tmp/plan.yaml" >/dev/null && fail "setup-stall: ranks still running after mpirun exited"
+echo "setup-stall: exit $rc after ${elapsed} s"
+echo "$out" | grep -E "injected|own step|no progress|terminated" | head -4
 
 # A broken message contract (two receives posted in swapped order, executor/watchdog.h):
 # the MPI transport pairs by posting order as NCCL does and must stop with an error naming
