@@ -182,7 +182,7 @@ TEST_CASE("a block whose keys are all hidden contributes nothing to the merge") 
   const std::vector<int64_t> qt{0, 1}, kt{5, 6};
   std::vector<float> q(2 * d, 0.5f), k(2 * d, 0.5f), v(2 * d, 1.0f), o(2 * d, 9.0f), l(2, 0.0f);
   const double flops = attention_block_forward(q.data(), qt.data(), 2, k.data(), v.data(),
-                                               kt.data(), 2, d, 0.5f, {8, 8, true, {}}, o.data(),
+                                               kt.data(), 2, d, 0.5f, {8, 8, true, 0, {}}, o.data(),
                                                l.data());
   CHECK(flops == 0.0);
   CHECK(std::isinf(l[0]));
