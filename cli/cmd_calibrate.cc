@@ -197,7 +197,7 @@ int benchmark_rank(const CalibrateOptions& o) {
   int code = 0;
   try {
     exec::CalibrationGrid grid =
-        exec::CalibrationGrid::standard(small_grid(o), model.hidden, model.ffn_hidden);
+        exec::CalibrationGrid::standard(small_grid(o), model.hidden, model.ffn_hidden, o.backend == "cuda");
     grid.heads = model.heads;
     grid.kv_heads = model.kv_heads;
     if (rank == 0)

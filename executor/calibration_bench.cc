@@ -356,9 +356,18 @@ void overlap_points(Context& ctx) {
 
 }  // namespace
 
-CalibrationGrid CalibrationGrid::standard(bool small, int hidden, int ffn_hidden) {
+CalibrationGrid CalibrationGrid::standard(bool small, int hidden, int ffn_hidden, bool gpu) {
   CalibrationGrid g;
-  if (small) {
+  if (gpu) {
+    // executor/cuda/attention_kernels.cuh: tiles of 64 or 128, head dims 32, 64, 128.
+    g.tokens = small ? std::vector<int64_t>{2048, 4096} : std::vector<int64_t>{2048, 4096, 8192};
+    g.tiles = {{64, 64}, {128, 128}, {64, 128}};
+    if (!small) g.tiles.push_back({128, 64});
+    g.head_dims = small ? std::vector<int>{128} : std::vector<int>{64, 128};
+    for (double b = 256; b <= 64 << 20; b *= small ? 16 : 4) g.message_bytes.push_back(b);
+    g.copy_bytes = {16 << 20, 64 << 20};
+    g.repeats = small ? 3 : 5;
+  } else if (small) {
     g.tokens = {256, 512};
     g.tiles = {{16, 16}, {32, 32}, {64, 64}, {128, 128}, {32, 128}};
     g.head_dims = {64};

@@ -53,8 +53,11 @@ struct CalibrationGrid {
   int repeats = 3;
 
   // The standard grid; `small` (CI=true) keeps the whole run to a few seconds.
-  // hidden/ffn size the GEMMs like the model's linear layers.
-  static CalibrationGrid standard(bool small, int hidden, int ffn_hidden);
+  // hidden/ffn size the GEMMs like the model's linear layers. `gpu`: kernels of 2K-8K
+  // tokens a block in the tiles and head dims the cuda kernels have, since a GPU runs the
+  // CPU's 256-1024 in launch latency (0.03-0.08 ms on an H200, where the fit then read 0.5 %
+  // of peak against the kernel bench's 10-18 %).
+  static CalibrationGrid standard(bool small, int hidden, int ffn_hidden, bool gpu = false);
 };
 
 // Runs all benchmarks on this rank (every rank must call it) with a fresh backend per

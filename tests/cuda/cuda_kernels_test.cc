@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "executor/backend.h"
+#include "executor/calibration_bench.h"
 #include "executor/cuda/attention_kernels.cuh"
 #include "executor/cuda/cuda_backend.h"
 #include "executor/reference_attention.h"
@@ -244,6 +245,19 @@ TEST_CASE("merge_out_lse follows the log-sum-exp rule") {
   }
   std::printf("merge_out_lse: max abs err %.1e\n", worst);
   CHECK(worst < 1e-5);
+}
+
+TEST_CASE("calibrate's GPU grid asks for tiles and head dims the kernels run as asked") {
+  for (bool small : {true, false}) {
+    const exec::CalibrationGrid g = exec::CalibrationGrid::standard(small, 256, 512, true);
+    for (auto [bq, bkv] : g.tiles) {
+      const gpu::Tiles ran = gpu::forward_tiles({bq, bkv});
+      CHECK(ran.block_q == bq);
+      CHECK(ran.block_kv == bkv);
+    }
+    for (int d : g.head_dims) CHECK(gpu::head_dim_supported(d));
+    CHECK(*std::min_element(g.tokens.begin(), g.tokens.end()) >= 2048);
+  }
 }
 
 TEST_CASE("kernel timing with CUDA events gives positive times and FLOP rates") {
