@@ -38,6 +38,13 @@ extern "C" void on_sigterm(int) {
   _exit(1);
 }
 
+// An injected stall: the rank sleeps until it is killed, and its watchdog (when given)
+// blames the rank itself.
+[[noreturn]] void stall_forever(Watchdog* watchdog) {
+  if (watchdog != nullptr) watchdog->blame_self();
+  for (;;) pause();
+}
+
 void publish_where(int rank, const std::string& what) {
   char* buf = g_where[g_spare];
   std::snprintf(buf, sizeof g_where[0],
@@ -153,16 +160,14 @@ void maybe_inject_fault(const FaultSpec& fault, int rank, int step, Watchdog* wa
                fault.kind == FaultSpec::Kind::kKill ? "kill" : "stall", step);
   std::fflush(stderr);
   if (fault.kind == FaultSpec::Kind::kKill) std::raise(SIGKILL);
-  if (watchdog != nullptr) watchdog->blame_self();
-  for (;;) pause();
+  stall_forever(watchdog);
 }
 
 void maybe_stall_setup(const FaultSpec& fault, int rank, Watchdog& watchdog) {
   if (fault.kind != FaultSpec::Kind::kSetupStall || fault.rank != rank) return;
   std::fprintf(stderr, "ringmaster run: rank %d: injected fault (setup-stall)\n", rank);
   std::fflush(stderr);
-  watchdog.blame_self();
-  for (;;) pause();
+  stall_forever(&watchdog);
 }
 
 void maybe_swap_posts(const FaultSpec& fault, RankSchedule& rank) {

@@ -36,6 +36,11 @@ else
   [[ $rc -eq 77 ]] && grep -q "skipped: no CUDA device" "$tmp/o" || fail "gpu-check without a GPU: exit $rc: $(cat "$tmp/o")"
 fi
 
+# no_shell_error <script>: $tmp/o, that script's output, shows no bash error.
+no_shell_error() {
+  grep -E "command not found|syntax error|unbound variable" "$tmp/o" && fail "$1 has a shell error"
+}
+
 # The whole script on a machine whose nvidia-smi lists a GPU that CUDA cannot open: every step
 # runs in order and is bounded, mpirun alone passes, each GPU check fails with a verdict, and
 # the summary counts them (so a lent GPU's minutes never go to a broken script).
@@ -55,13 +60,13 @@ if [[ $cuda_build -eq 1 && $gpu_here -eq 0 ]]; then
   grep -q "^FAIL: ring of 1, nccl" "$tmp/o" || fail "gpu-check passed a cuda ring without a usable GPU"
   tail -1 "$tmp/o" | grep -Eq "^gpu-check: FAILED \([0-9]+ of [0-9]+ checks\)$" || fail "gpu-check's last line: $(tail -1 "$tmp/o")"
   [[ -s $tmp/keep/runs.log && -s $tmp/keep/cuda_tests.log ]] || fail "gpu-check --keep left no runs.log or cuda_tests.log"
-  grep -E "command not found|syntax error|unbound variable" "$tmp/o" && fail "gpu-check has a shell error"
+  no_shell_error "gpu-check"
   # tests/e2e/cuda_ring.sh (gpu-check --full) the same way: every run reached, failed and
   # counted, and no shell error (one hid in its last check until a GPU ran it).
   PATH=$tmp/fake:$PATH timeout 180 bash "$src/tests/e2e/cuda_ring.sh" "$bin" "$src" >"$tmp/o" 2>&1
   rc=$?
   [[ $rc -ne 0 && $rc -ne 124 ]] || fail "cuda_ring.sh with an unusable GPU: exit $rc (want a failure)"
-  grep -E "command not found|syntax error|unbound variable" "$tmp/o" && fail "cuda_ring.sh has a shell error"
+  no_shell_error "cuda_ring.sh"
   tail -1 "$tmp/o" | grep -Eq "^cuda ring: ([0-9]+) runs, \1 failed$" ||
     fail "cuda_ring.sh's last line: $(tail -1 "$tmp/o")"
 else
