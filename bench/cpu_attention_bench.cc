@@ -76,7 +76,7 @@ void time_kernel(benchmark::State& state, double (*kernel)(Block&, const rm::exe
   Eigen::setNbThreads(1);
   const double gemm = reference_gemm();
   const int t = static_cast<int>(state.range(0));
-  const rm::exec::TileShape tiles{t, t, false, {}};
+  const rm::exec::TileShape tiles{t, t, false, 0, {}};
   Block b(kBlock);
   forward(b, tiles);  // the backward needs the forward's lse
   double flops = 0, seconds = 0;

@@ -1,11 +1,12 @@
 // The schedule's buffers as a backend holds them, by id (backend.h: alloc, free and every
 // op that names one). Both backends keep theirs here, so both refuse the same schedule
 // errors: an id allocated twice, one used before its alloc or after its free, one used in a
-// role it was not allocated for (a K,V block read as dK,dV). The CUDA path relies on none
-// of them happening; the cpu backend refusing them too is what lets CI, with no GPU, catch
-// a schedule or ring loop that would break it.
+// role it was not allocated for (a K,V block read as dK,dV), a transfer past an id's end.
+// The CUDA path relies on none of them happening; the cpu backend refusing them too is
+// what lets CI, with no GPU, catch a schedule or ring loop that would break it.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -38,6 +39,19 @@ class BufferTable {
     auto it = find(id);
     if (it->second.role != role) fail(id, "used with the wrong content");
     return it->second.mem;
+  }
+  // `id`, of `have` bytes (`size_of` of its memory), for a transfer of `bytes` at `offset`:
+  // a message part that reaches past the buffer's end is a schedule error, not a write
+  // into whatever lies beyond it.
+  template <class SizeOf>
+  Memory& get_span(int id, std::size_t offset, std::size_t bytes, SizeOf size_of) {
+    Memory& m = get(id);
+    const std::size_t have = size_of(m);
+    if (offset + bytes > have)
+      throw std::runtime_error(std::string(backend_) + " backend: transfer of " + std::to_string(bytes) +
+                               " bytes at offset " + std::to_string(offset) + " exceeds buffer " +
+                               std::to_string(id) + " (" + std::to_string(have) + " bytes; schedule error)");
+    return m;
   }
 
  private:

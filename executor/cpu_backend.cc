@@ -376,11 +376,8 @@ class CpuBackend final : public Backend {
   }
 
   char* region(int buffer, std::size_t offset, std::size_t bytes) {
-    std::vector<float>& b = buffers_.get(buffer);
-    if (offset + bytes > b.size() * sizeof(float))
-      throw std::runtime_error("cpu backend: transfer of " + std::to_string(bytes) +
-                               " bytes at offset " + std::to_string(offset) + " exceeds buffer " +
-                               std::to_string(buffer));
+    std::vector<float>& b =
+        buffers_.get_span(buffer, offset, bytes, [](const std::vector<float>& v) { return v.size() * sizeof(float); });
     return reinterpret_cast<char*>(b.data()) + offset;
   }
 

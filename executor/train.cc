@@ -155,7 +155,7 @@ VerifyResult verify_step(const Transformer& model, const Plan& plan,
     reference_layer_attention(shape, kernels, t, true);
   };
   const std::vector<double> p64(params.begin(), params.end());
-  std::vector<double> g64(params.size(), 0.0);
+  std::vector<double> g64(params.size());  // zeros
   std::vector<int64_t> positions(static_cast<size_t>(N));
   for (int64_t i = 0; i < N; ++i) positions[i] = i;
   double loss64 = 0;

@@ -246,11 +246,14 @@ class CudaBackend final : public Backend {
   void begin_phase() override { transport_->begin_phase(); }
   void end_phase() override { transport_->end_phase(); }
 
+  // The region first: a transfer past its buffer is refused before the transport sees it.
   int isend(int buffer, std::size_t offset, std::size_t bytes, int peer, int tag) override {
-    return transport_->isend(region(buffer, offset, bytes), peer, tag);
+    const gpu::DeviceRegion r = region(buffer, offset, bytes);
+    return transport_->isend(r, peer, tag);
   }
   int irecv(int buffer, std::size_t offset, std::size_t bytes, int peer, int tag) override {
-    return transport_->irecv(region(buffer, offset, bytes), peer, tag);
+    const gpu::DeviceRegion r = region(buffer, offset, bytes);
+    return transport_->irecv(r, peer, tag);
   }
 
   void wait(int request) override {
@@ -431,12 +434,7 @@ class CudaBackend final : public Backend {
   }
 
   gpu::DeviceRegion region(int buffer, std::size_t offset, std::size_t bytes) {
-    const DeviceMemory& b = buffers_.get(buffer);
-    if (offset + bytes > b.bytes())
-      throw std::runtime_error("cuda backend: transfer of " + std::to_string(bytes) +
-                               " bytes at offset " + std::to_string(offset) + " exceeds buffer " +
-                               std::to_string(buffer) + " (" + std::to_string(b.bytes()) +
-                               " bytes)");
+    const DeviceMemory& b = buffers_.get_span(buffer, offset, bytes, [](const DeviceMemory& m) { return m.bytes(); });
     return {b.get(), offset, bytes};
   }
 

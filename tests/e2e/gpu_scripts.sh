@@ -13,6 +13,7 @@ src=$2
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
 check=$src/scripts/gpu-check
 bundle=$src/scripts/gpu-bundle
+source "$src/scripts/gpu-binaries.sh"
 build=$(dirname "$(dirname "$bin")")
 gpu_here=0
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU' && gpu_here=1
@@ -91,7 +92,7 @@ elif ! dpkg -s libopenmpi3 >/dev/null 2>&1; then
 else
   # The fastest xz level: the test checks what is packed, not how small.
   if XZ_OPT="-0 -T0" bash "$bundle" "$build" "$tmp/b" >"$tmp/o" 2>&1; then
-    for b in ringmaster cuda_tests cuda_transport_tests cuda_attention_bench libringmaster_cuda.so; do
+    for b in "${gpu_bins[@]}" "$gpu_module"; do
       [[ -x $tmp/b/bin/$b ]] || fail "gpu-bundle: bin/$b missing"
     done
     tar tJf "$tmp/b/runtime.tar.xz" >"$tmp/files" || fail "gpu-bundle: runtime.tar.xz unreadable"

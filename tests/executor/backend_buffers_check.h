@@ -1,8 +1,9 @@
 // The schedule buffers' contract (executor/buffer_table.h) on one backend: an id allocated
-// twice, used before its alloc or after its free, or used in a role it was not allocated
-// for is refused, naming the backend and the buffer. Shared by the cpu backend's test
-// (tests/executor) and the GPU's (tests/cuda): the cpu refusing what the cuda backend
-// refuses is what lets CI, with no GPU, catch a schedule or ring loop that breaks it.
+// twice, used before its alloc or after its free, used in a role it was not allocated for,
+// or a transfer past its end is refused, naming the backend and the buffer. Shared by the
+// cpu backend's test (tests/executor) and the GPU's (tests/cuda): the cpu refusing what the
+// cuda backend refuses is what lets CI, with no GPU, catch a schedule or ring loop that
+// breaks it.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -44,6 +45,11 @@ inline void check_buffer_contract(const std::string& backend) {
   CHECK_THROWS_WITH(be->free(0), error(0, "used before alloc").c_str());
   be->alloc(0, BufferRole::kKv);  // an id is free again after its free
   CHECK(be->bytes_of(0) == kv_bytes);
+  // A message part reaching past its buffer's end, refused before any transport sees it.
+  const std::string past = backend + " backend: transfer of 8 bytes at offset " + std::to_string(kv_bytes - 4) +
+                           " exceeds buffer 0 (" + std::to_string(kv_bytes) + " bytes; schedule error)";
+  CHECK_THROWS_WITH(be->isend(0, kv_bytes - 4, 8, 0, 1), past.c_str());
+  CHECK_THROWS_WITH(be->irecv(0, kv_bytes - 4, 8, 0, 1), past.c_str());
 }
 
 }  // namespace rm::exec::testing

@@ -33,8 +33,10 @@ std::string computes(const std::vector<PipelineAction>& stage) {
   std::string out;
   for (const PipelineAction& a : stage) {
     if (a.kind == PipelineAction::kExchange) continue;
-    out += (out.empty() ? "" : " ") + std::string(a.kind == PipelineAction::kForward ? "F" : "B") +
-           std::to_string(a.micro) + (a.chunk > 0 || interleaved ? "." + std::to_string(a.chunk) : "");
+    if (!out.empty()) out += ' ';
+    out += a.kind == PipelineAction::kForward ? 'F' : 'B';
+    out += std::to_string(a.micro);
+    if (a.chunk > 0 || interleaved) out += '.' + std::to_string(a.chunk);
   }
   return out;
 }
