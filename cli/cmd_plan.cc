@@ -198,7 +198,7 @@ void run_plan(const PlanOptions& o) {
   if (o.format == "json") {
     nlohmann::json j = plan_to_json(plan);
     if (run) j["training_run"] = training_run_json(*run);
-    j["track_record"] = track_record_json(plan_track_record(plan.job, !o.job.profile.empty()));
+    add_accuracy_json(j, plan, !o.job.profile.empty());
     std::printf("%s\n", j.dump(2).c_str());
   } else if (o.format == "yaml") {
     std::fputs(plan_to_yaml_string(plan).c_str(), stdout);
@@ -211,6 +211,7 @@ void run_plan(const PlanOptions& o) {
     if (const auto tight = tight_memory_note(opt, plan, r.topology)) header.notes.push_back(*tight);
     const bool calibrated = !o.job.profile.empty();
     header.notes.push_back(track_record_line(plan.job, calibrated, plan_track_record(plan.job, calibrated)));
+    if (const auto closest = closest_runs_line(closest_runs(plan, calibrated))) header.notes.push_back(*closest);
     std::fputs(plan_report(plan, r.topology, r.cost, r.model, o.max_seq, header).c_str(), stdout);
     if (run) std::printf("\n%s", training_run_table(*run, o.train_tokens).c_str());
   }

@@ -173,7 +173,7 @@ void run_sweep(const SweepOptions& o) {
                      : track_record_json(plan_track_record(rows.front().plan.job, !o.job.profile.empty()));
     for (size_t i = 0; i < rows.size(); ++i) {
       plans.push_back(plan_to_json(rows[i].plan));
-      plans.back()["track_record"] = record;
+      add_accuracy_json(plans.back(), rows[i].plan, !o.job.profile.empty(), record);
       if (o.simulate) plans.back()["simulated"] = sim::simulation_to_json(sims[i], false);
     }
     nlohmann::json out{{"plans", plans}};

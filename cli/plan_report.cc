@@ -326,4 +326,13 @@ std::string track_record_line(const Job& job, bool calibrated, const std::option
          ", worst " + fixed(100 * a.worst, 1) + " % (" + a.worst_id + "); ringmaster validate --published";
 }
 
+std::optional<std::string> closest_runs_line(const std::vector<ClosestRun>& runs) {
+  if (runs.empty()) return std::nullopt;
+  std::string line = "closest published runs:";
+  for (size_t i = 0; i < runs.size(); ++i)
+    line += (i == 0 ? " " : ", ") + runs[i].entry->id + " (" + runs[i].entry->gpu + ") " +
+            (runs[i].error >= 0 ? "+" : "") + fixed(100 * runs[i].error, 1) + " %";
+  return line + "; (published - predicted) / predicted, ringmaster validate --published --entry ID";
+}
+
 }  // namespace rm::cli

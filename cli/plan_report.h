@@ -43,4 +43,9 @@ std::vector<std::string> sweep_cells(const Plan& plan, const std::string& seq_as
 // under plan's header and sweep's table (planner/published_accuracy.h plan_track_record).
 std::string track_record_line(const Job& job, bool calibrated, const std::optional<TrackRecord>& t);
 
+// "closest published runs: id (gpu) -26.7 %, ...; (published - predicted) / predicted,
+// ringmaster validate --published --entry ID": the line under the track record in plan's
+// header (planner/published_accuracy.h closest_runs); nullopt when there are none.
+std::optional<std::string> closest_runs_line(const std::vector<ClosestRun>& runs);
+
 }  // namespace rm::cli

@@ -54,9 +54,36 @@ std::optional<TrackRecord> track_record(const GpuSpec& gpu, Workload workload, F
 // reports its own error).
 std::optional<TrackRecord> plan_track_record(const Job& job, bool calibrated);
 
+// A published run like a plan, priced with the shipped constants.
+struct ClosestRun {
+  const PublishedEntry* entry;
+  double error;     // (published - predicted) / predicted, as validate --published prints it
+  double distance;  // closest_runs' measure: 0 = the same sequence, ring, model, GPUs, framework and GPU type
+};
+
+// The `n` modelled runs of the corpus closest to `plan` (same workload, measuring time),
+// whatever their GPU type: what the prediction is worth where the track record's GPU type
+// holds nothing like the plan (a torchtitan ring of 8 on H100 80 GB: the corpus's torchtitan
+// CP runs are on the 96 GB part). Distance: the log2 ratios of sequence length, ring size
+// (cp) and model parameters, half those of GPU count, tp and pp, and one for another
+// framework (where both name one) or another GPU type; closest first, file order on ties.
+// Empty, as the track record, when the plan is priced with a calibrated profile
+// (`calibrated`) or its GPU is not a corpus type as shipped (corpus_gpu_type).
+std::vector<ClosestRun> closest_runs(const Plan& plan, bool calibrated, int n = 3);
+
+// The JSON `closest_published_runs`: [{"id", "gpu", "error", "distance"}] (empty for a GPU
+// no corpus type describes), or null when calibrated.
+nlohmann::json closest_runs_json(const std::vector<ClosestRun>& runs, bool calibrated);
+
 // A plan's JSON `track_record`: {"gpu", "workload", "framework", "entries",
 // "median_abs_error", "max_abs_error", "worst_entry", "heldout_entries",
 // "heldout_median_abs_error"}, or null.
 nlohmann::json track_record_json(const std::optional<TrackRecord>& t);
+
+// A plan's JSON gains both, `track_record` and `closest_published_runs`, as `plan --format
+// json`, each row of `sweep --format json` and the Python module print them; `record`: the
+// track record JSON a sweep prices once for its whole grid (one GPU type and workload).
+void add_accuracy_json(nlohmann::json& plan_json, const Plan& plan, bool calibrated,
+                       const std::optional<nlohmann::json>& record = std::nullopt);
 
 }  // namespace rm

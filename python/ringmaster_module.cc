@@ -64,7 +64,7 @@ py::object plan(const std::string& model, const std::string& topology, int gpus,
   const rm::Plan p = plan_one(job_options(model, topology, seq, batch_tokens, workload, profile), gpus, target);
   if (!output.empty()) rm::write_plan_yaml(p, output);
   nlohmann::json j = rm::plan_to_json(p);
-  j["track_record"] = rm::track_record_json(rm::plan_track_record(p.job, !profile.empty()));
+  rm::add_accuracy_json(j, p, !profile.empty());
   return to_python(j);
 }
 
@@ -78,7 +78,7 @@ py::object sweep(const std::string& model, const std::string& topology, const st
       const rm::Plan p = plan_one(job_options(model, topology, n, batch_tokens, workload, profile), g, "");
       if (plans.empty()) record = rm::track_record_json(rm::plan_track_record(p.job, !profile.empty()));
       plans.push_back(rm::plan_to_json(p));
-      plans.back()["track_record"] = record;
+      rm::add_accuracy_json(plans.back(), p, !profile.empty(), record);
     }
   return to_python(nlohmann::json{{"plans", plans}});
 }

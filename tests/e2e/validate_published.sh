@@ -202,6 +202,26 @@ out=$("$bin" plan --model llama2-7b --topology dgx-a100-ib --gpus 16 --seq 32k -
   fail "plan --target megatron on A100 does not say the record is not Megatron's: $out"
 [[ $("$bin" sweep --gpus 16 --seqs 32k 2>/dev/null) == *"track record: "*" published a100-80gb step runs"* ]] ||
   fail "sweep's table has no track record line"
+# The closest published runs under the track record: for torchtitan's own configuration its
+# own row first (distance 0), each error the one validate --published prints.
+closest='
+import json, sys
+err = {e["id"]: e["error"] for e in json.loads(open(sys.argv[1]).read())["entries"] if e["modelled"]}
+runs = json.load(sys.stdin)["closest_published_runs"]
+assert len(runs) == 3 and runs[0]["id"] == sys.argv[2] and runs[0]["distance"] == 0, runs
+assert all(a["distance"] <= b["distance"] for a, b in zip(runs, runs[1:])), runs
+for r in runs:
+    assert abs(r["error"] - err[r["id"]]) < 1e-9, (r, err.get(r["id"]))
+print("closest published runs:", ", ".join(r["id"] for r in runs))
+'
+tt="plan --model llama3-8b --topology grand-teton-h100-96gb --gpus 8 --seq 256k --cp 8 --tp 1 --target torchtitan"
+# shellcheck disable=SC2086  # $tt is a list of words
+"$bin" $tt --format json | python3 -c "$closest" <(printf '%s' "$json") torchtitan-h100-llama3-8b-cp8-256k ||
+  fail "plan's closest published runs (torchtitan CP 8) are not its own row first, or not validate's errors"
+# shellcheck disable=SC2086
+out=$("$bin" $tt)
+[[ $out == *"closest published runs: torchtitan-h100-llama3-8b-cp8-256k (h100-96gb) "*" %, "*"; (published - predicted) / predicted"* ]] ||
+  fail "plan's table has no closest published runs line: $out"
 # A GPU spec no published run has checked (a shipped topology with one constant changed).
 sed 's/^  gemm_efficiency: 0.841 /  gemm_efficiency: 0.80 /' "$src/topologies/dgx-a100-ib.yaml" >changed.yaml
 grep -q "gemm_efficiency: 0.80 " changed.yaml || fail "could not change dgx-a100-ib's gemm_efficiency"
@@ -211,6 +231,10 @@ out=$("$bin" plan --model llama2-7b --topology changed.yaml --gpus 16 --seq 32k)
 [[ $("$bin" plan --model llama2-7b --topology changed.yaml --gpus 16 --seq 32k --format json |
      python3 -c 'import json,sys; print(json.load(sys.stdin)["track_record"])') == None ]] ||
   fail "a changed GPU's JSON track_record is not null"
+[[ $("$bin" plan --model llama2-7b --topology changed.yaml --gpus 16 --seq 32k --format json |
+     python3 -c 'import json,sys; print(json.load(sys.stdin)["closest_published_runs"])') == "[]" ]] ||
+  fail "a changed GPU's JSON closest_published_runs is not empty"
+[[ $out != *"closest published runs"* ]] || fail "a changed GPU still lists closest published runs: $out"
 
 echo "validate_published: $failures failed"
 [[ $failures -eq 0 ]]

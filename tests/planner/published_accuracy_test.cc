@@ -140,3 +140,49 @@ TEST_CASE("track_record: the GPU type's entries of the plan's workload that meas
   CHECK_FALSE(rm::track_record(rm::load_topology("cpu-local").gpu, rm::Workload::kStep));
   CHECK_FALSE(rm::track_record(a100, rm::Workload::kLayer));
 }
+
+TEST_CASE("closest_runs: the corpus's runs most like a plan, whatever their GPU type, priced as validate prices them") {
+  // torchtitan's Llama 3 8B on a ring of 8 at 256K on one Grand Teton host: its own row is at
+  // distance 0; the next ones differ in length, ring, GPUs or type.
+  rm::Plan plan;
+  plan.job.model = "llama3-8b";
+  plan.job.topology = "grand-teton-h100-96gb";
+  plan.job.gpus = 8;
+  plan.job.seq_len = 262144;
+  plan.job.workload = rm::Workload::kStep;
+  plan.job.framework = rm::Framework::kPytorch;
+  plan.choice.cp = 8;
+  const std::vector<rm::ClosestRun> runs = rm::closest_runs(plan, false);
+  REQUIRE(runs.size() == 3);
+  CHECK(runs[0].entry->id == "torchtitan-h100-llama3-8b-cp8-256k");
+  CHECK(runs[0].distance == 0);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    CAPTURE(runs[i].entry->id);
+    if (i > 0) CHECK(runs[i].distance >= runs[i - 1].distance);
+    CHECK(runs[i].entry->workload == rm::Workload::kStep);
+    CHECK(runs[i].entry->metric != rm::Metric::kGibPerGpu);  // time, not memory
+    const rm::PublishedCheck c = rm::check_published(*runs[i].entry);
+    REQUIRE(c.modelled);
+    CHECK(runs[i].error == doctest::Approx(c.error));
+  }
+  // One doubling of the sequence and the ring: CP 4 at 128K is then 2 apart, and comes after
+  // the exact row.
+  const auto cp4 = std::find_if(runs.begin(), runs.end(),
+                                [](const rm::ClosestRun& r) { return r.entry->id == "torchtitan-h100-llama3-8b-cp4-128k"; });
+  REQUIRE(cp4 != runs.end());
+  CHECK(cp4->distance == doctest::Approx(2.0));
+  // The JSON, and none with a calibrated profile or on a GPU no corpus type describes.
+  const nlohmann::json j = rm::closest_runs_json(runs, false);
+  CHECK(j.size() == 3);
+  CHECK(j[0]["id"] == "torchtitan-h100-llama3-8b-cp8-256k");
+  CHECK(j[0]["gpu"] == "h100-96gb");
+  CHECK(rm::closest_runs(plan, true).empty());
+  CHECK(rm::closest_runs_json({}, true).is_null());
+  plan.job.topology = "cpu-local";
+  CHECK(rm::closest_runs(plan, false).empty());
+  // An attention plan gets attention runs only.
+  plan.job.topology = "h800-nvlink-box";
+  plan.job.workload = rm::Workload::kAttention;
+  plan.job.seq_len = 65536;
+  for (const rm::ClosestRun& r : rm::closest_runs(plan, false)) CHECK(r.entry->workload == rm::Workload::kAttention);
+}
