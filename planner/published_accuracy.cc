@@ -64,7 +64,8 @@ std::vector<ClosestRun> closest_runs(const Plan& plan, bool calibrated, int n) {
     const double d = apart(e.seq_len, job.seq_len) + apart(e.cp, plan.choice.cp) + apart(it->second, params) +
                      0.5 * (apart(e.gpus, job.gpus) + apart(e.tp, plan.choice.tp) + apart(e.pp, plan.choice.pp)) +
                      (job.framework != Framework::kAny && e.framework != Framework::kAny && e.framework != job.framework) +
-                     (e.gpu != *type);
+                     (e.gpu != *type) + ((e.precision == Precision::kFp8) != (job.fp8_recipe != Fp8Recipe::kNone)) +
+                     (e.causal != job.causal) + (e.passes != job.passes);
     near.push_back({&e, 0, d});
   }
   std::stable_sort(near.begin(), near.end(), [](const ClosestRun& a, const ClosestRun& b) { return a.distance < b.distance; });

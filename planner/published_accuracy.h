@@ -58,15 +58,17 @@ std::optional<TrackRecord> plan_track_record(const Job& job, bool calibrated);
 struct ClosestRun {
   const PublishedEntry* entry;
   double error;     // (published - predicted) / predicted, as validate --published prints it
-  double distance;  // closest_runs' measure: 0 = the same sequence, ring, model, GPUs, framework and GPU type
+  double distance;  // closest_runs' measure: 0 = the run's own configuration
 };
 
 // The `n` modelled runs of the corpus closest to `plan` (same workload, measuring time),
 // whatever their GPU type: what the prediction is worth where the track record's GPU type
 // holds nothing like the plan (a torchtitan ring of 8 on H100 80 GB: the corpus's torchtitan
 // CP runs are on the 96 GB part). Distance: the log2 ratios of sequence length, ring size
-// (cp) and model parameters, half those of GPU count, tp and pp, and one for another
-// framework (where both name one) or another GPU type; closest first, file order on ties.
+// (cp) and model parameters, half those of GPU count, tp and pp, and one each for another
+// framework (where both name one), GPU type, linear-layer precision (fp8 or not), mask
+// (causal or not) or passes (forward alone or with the backward); closest first, file order
+// on ties.
 // Empty, as the track record, when the plan is priced with a calibrated profile
 // (`calibrated`) or its GPU is not a corpus type as shipped (corpus_gpu_type).
 std::vector<ClosestRun> closest_runs(const Plan& plan, bool calibrated, int n = 3);

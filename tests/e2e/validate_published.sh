@@ -203,12 +203,13 @@ out=$("$bin" plan --model llama2-7b --topology dgx-a100-ib --gpus 16 --seq 32k -
 [[ $("$bin" sweep --gpus 16 --seqs 32k 2>/dev/null) == *"track record: "*" published a100-80gb step runs"* ]] ||
   fail "sweep's table has no track record line"
 # The closest published runs under the track record: for torchtitan's own configuration its
-# own row first (distance 0), each error the one validate --published prints.
+# own row first (distance 1: plan prices bf16 linear layers, the row ran float8), each error
+# the one validate --published prints.
 closest='
 import json, sys
 err = {e["id"]: e["error"] for e in json.loads(open(sys.argv[1]).read())["entries"] if e["modelled"]}
 runs = json.load(sys.stdin)["closest_published_runs"]
-assert len(runs) == 3 and runs[0]["id"] == sys.argv[2] and runs[0]["distance"] == 0, runs
+assert len(runs) == 3 and runs[0]["id"] == sys.argv[2] and runs[0]["distance"] == 1, runs
 assert all(a["distance"] <= b["distance"] for a, b in zip(runs, runs[1:])), runs
 for r in runs:
     assert abs(r["error"] - err[r["id"]]) < 1e-9, (r, err.get(r["id"]))

@@ -151,6 +151,7 @@ TEST_CASE("closest_runs: the corpus's runs most like a plan, whatever their GPU 
   plan.job.seq_len = 262144;
   plan.job.workload = rm::Workload::kStep;
   plan.job.framework = rm::Framework::kPytorch;
+  plan.job.fp8_recipe = rm::Fp8Recipe::kTensorwise;  // torchtitan's float8, as the row ran
   plan.choice.cp = 8;
   const std::vector<rm::ClosestRun> runs = rm::closest_runs(plan, false);
   REQUIRE(runs.size() == 3);
@@ -171,6 +172,10 @@ TEST_CASE("closest_runs: the corpus's runs most like a plan, whatever their GPU 
                                 [](const rm::ClosestRun& r) { return r.entry->id == "torchtitan-h100-llama3-8b-cp4-128k"; });
   REQUIRE(cp4 != runs.end());
   CHECK(cp4->distance == doctest::Approx(2.0));
+  // The same plan in bf16: every fp8 run one further.
+  rm::Plan bf16 = plan;
+  bf16.job.fp8_recipe = rm::Fp8Recipe::kNone;
+  CHECK(rm::closest_runs(bf16, false)[0].distance == doctest::Approx(1.0));
   // The JSON, and none with a calibrated profile or on a GPU no corpus type describes.
   const nlohmann::json j = rm::closest_runs_json(runs, false);
   CHECK(j.size() == 3);
