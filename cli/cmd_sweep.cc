@@ -108,7 +108,7 @@ nlohmann::json sweep_identity(const SweepOptions& o, const JobOptions& j, const 
           {"chunked_loss", j.chunked_loss}, {"compiled_loss", j.compiled_loss},
           {"grad_reduce_in_fp32", j.grad_reduce_in_fp32},
           {"grad_reduce_in_bf16", j.grad_reduce_in_bf16}, {"workload", j.workload}, {"profile", j.profile},
-          {"attention_kernel", j.attention_kernel}, {"headroom", j.headroom}, {"tp", pin(j.tp)}, {"cp", pin(j.cp)},
+          {"attention_kernel", j.attention_kernel}, {"fp8", j.fp8}, {"headroom", j.headroom}, {"tp", pin(j.tp)}, {"cp", pin(j.cp)},
           {"dp", pin(j.dp)}, {"tp_comm_overlap", j.tp_comm_overlap}, {"no_tp_comm_overlap", j.no_tp_comm_overlap},
           {"cp_comm_type", j.cp_comm_type}, {"hierarchical_cp_sizes", j.hierarchical_cp_sizes},
           {"schedule", j.schedule}, {"order", j.order}, {"load_balance", j.load_balance},
@@ -229,9 +229,13 @@ void run_sweep(const SweepOptions& o) {
                                  display_name(parse_export_target(o.target, kCommandLine, "--target")) +
                                  " (--target " + o.target + ")";
       const bool calibrated = !o.job.profile.empty();
-      std::printf("ringmaster sweep: %s on %s, %s, attention %s, global batch %s%s%s\n%s\n%s\n",
+      const std::string fp8 = first.job.fp8_recipe == Fp8Recipe::kNone
+                                  ? ""
+                                  : std::string(", fp8 linear layers (") + to_string(first.job.fp8_recipe) + ")";
+      std::printf("ringmaster sweep: %s on %s, %s, attention %s%s, global batch %s%s%s\n%s\n%s\n",
                   first.job.model.c_str(), first.job.topology.c_str(),
-                  first.job.causal ? "causal" : "full attention", first.job.attention_kernel.c_str(), batch.c_str(),
+                  first.job.causal ? "causal" : "full attention", first.job.attention_kernel.c_str(), fp8.c_str(),
+                  batch.c_str(),
                   kept.c_str(), only.c_str(), t.render().c_str(),
                   track_record_line(first.job, calibrated, plan_track_record(first.job, calibrated)).c_str());
     }

@@ -7,6 +7,7 @@
 #include "planner/export_target.h"
 #include "planner/input_error.h"
 #include "planner/input_limits.h"
+#include "planner/linear_precision.h"
 #include "planner/plan_loader.h"
 #include "planner/spec_library.h"
 #include "planner/units.h"
@@ -58,6 +59,10 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   cmd->add_option("--attention-kernel", o.attention_kernel,
                   "attention implementation the run uses: flash_attn_2 (default; the shipped curves), or one "
                   "the topology prices by a factor (gpu.attention.kernels: triton; flash_attn_3 on Hopper)");
+  cmd->add_option("--fp8", o.fp8,
+                  "float8 linear layers with this scaling recipe: tensorwise (torchao's, torchtitan's "
+                  "model.converters float8), delayed or current (Transformer Engine's, Megatron-LM's --fp8-recipe "
+                  "delayed / tensorwise); GPUs with fp8 tensor cores (H100, H200). Default: bf16");
   auto* pins = cmd->add_option_group("pins", "fix a choice; the search works around it");
   pins->add_option("--cp-comm-type", o.cp_comm_type,
                    "context-parallel kind (Megatron's --cp-comm-type): p2p (ring), all_gather (K,V "
@@ -172,6 +177,8 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   r.job.compiled_loss = o.compiled_loss;
   r.job.grad_reduce_in_fp32 = o.grad_reduce_in_fp32;
   r.job.workload = parse_workload(o.workload, kCommandLine, "--workload");
+  if (!o.fp8.empty()) r.job.fp8_recipe = parse_fp8_recipe(o.fp8, kCommandLine, "--fp8");
+  apply_plan_precision(r.topology, r.job.fp8_recipe, o.profile, kCommandLine, "--fp8");
   r.topology.gpu.memory_bytes *= 1 - o.headroom;  // the fabric copies the topology: before it
   build_fabric_and_costs(r.topology, gpus, o.profile, r.fabric, r.cost);
 

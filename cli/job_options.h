@@ -33,6 +33,7 @@ struct JobOptions {
   std::string workload = "step";
   std::string profile;       // calibrated profile YAML (ringmaster calibrate)
   std::string attention_kernel = kDefaultAttentionKernel;
+  std::string fp8;  // --fp8 RECIPE; empty: bf16 linear layers
   double headroom = 0;       // share of GPU memory kept free (`plan --headroom`): fits means
                              // memory <= (1 - headroom) x the GPU's
   // Pins (unset = searched; a given 0 is refused, not taken as unset).

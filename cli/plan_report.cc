@@ -138,7 +138,9 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
          " GPUs, " + (header.seq_as_typed.empty() ? format_size(j.seq_len) : header.seq_as_typed) +
          " tokens per sequence" + (max_seq ? " (the longest that fits)" : "") + ", " +
          (j.causal ? "causal" : "full attention") + ", workload " + to_string(j.workload) +
-         ", attention " + j.attention_kernel + "\n";
+         ", attention " + j.attention_kernel +
+         (j.fp8_recipe == Fp8Recipe::kNone ? "" : std::string(", fp8 linear layers (") + to_string(j.fp8_recipe) + ")") +
+         "\n";
   for (const std::string& note : header.notes) out += "  " + note + "\n";
   out += "\n";
 

@@ -62,6 +62,7 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
   a.kv_channels = model.head_dim;
   a.swiglu = model.gated_ffn;
   a.grad_reduce_in_bf16 = !plan.job.grad_reduce_in_fp32;
+  a.fp8 = plan.job.fp8_recipe;
   return a;
 }
 
@@ -100,6 +101,9 @@ std::vector<std::string> megatron_rule_violations(const MegatronArgs& a) {
     v.push_back("plan.sharding hsdp: Megatron-LM has no sharding inside a node replicated across for all "
                 "states (export to torchtitan, or plan with --sharding fsdp, zero2, zero1 or ddp)");
   if (a.virtual_stages > 1 && a.pp == 1) v.push_back("--num-virtual-stages-per-pipeline-rank needs PP > 1");
+  if (a.fp8 == Fp8Recipe::kTensorwise)
+    v.push_back("plan.fp8_recipe tensorwise is torchao's float8 (torchtitan); Megatron-LM's fp8 is Transformer "
+                "Engine's: re-plan with --fp8 delayed or current");
   const int accounted = (a.account_for_embedding_in_pipeline_split ? 1 : 0) + (a.account_for_loss_in_pipeline_split ? 1 : 0);
   const std::string units = "--num-layers " + str(a.num_layers) + (accounted ? " + " + str(accounted) + " accounted" : "");
   if (a.pp > 1 && (a.num_layers + accounted) % a.pp != 0)
@@ -173,6 +177,10 @@ std::string megatron_command_line(const MegatronArgs& a) {
   if (a.kv_channels * a.num_attention_heads != a.hidden_size) add("--kv-channels", str(a.kv_channels));
   if (a.swiglu) add("--swiglu");
   add("--bf16");
+  if (a.fp8 == Fp8Recipe::kDelayed || a.fp8 == Fp8Recipe::kCurrent) {
+    add("--fp8-format", "hybrid");
+    add("--fp8-recipe", a.fp8 == Fp8Recipe::kDelayed ? "delayed" : "tensorwise");  // Megatron's name for TE's current scaling
+  }
   if (a.grad_reduce_in_bf16) add("--grad-reduce-in-bf16");
   return s;
 }

@@ -59,6 +59,10 @@ struct MegatronArgs {
   // --grad-reduce-in-bf16: the plan priced bf16 gradients (Job::grad_reduce_in_fp32 false),
   // where Megatron-LM keeps a --bf16 run's in fp32 by default.
   bool grad_reduce_in_bf16 = false;
+  // Float8 linear layers: Transformer Engine's recipe as Megatron-LM's --fp8-recipe names it
+  // (delayed; tensorwise = TE's current scaling), with --fp8-format hybrid (E4M3 forward,
+  // E5M2 gradients, TE's default recipe format). kNone: --bf16 alone.
+  Fp8Recipe fp8 = Fp8Recipe::kNone;
 };
 
 // The arguments for `plan` (one export_refusal(kMegatron) accepts; strategy, degrees,

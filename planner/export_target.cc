@@ -318,6 +318,10 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
            "): its ring loop runs no stage-to-stage activation exchanges and its model is not split into "
            "stages yet; such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: "
            "re-plan with --pp 1";
+  if (plan.job.fp8_recipe != Fp8Recipe::kNone)
+    return std::string("fp8_recipe: the executor's linear layers run in fp32 or bf16, not float8 (got ") +
+           to_string(plan.job.fp8_recipe) +
+           "): such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: re-plan without --fp8";
   if (plan.choice.tp > 1)
     return "plan.tp: the executor runs plans without tensor parallelism (got tp " + std::to_string(plan.choice.tp) +
            "): such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: re-plan with --tp 1";

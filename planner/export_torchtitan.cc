@@ -84,6 +84,14 @@ std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus
   if (c.cp > 1)
     out += std::string("context_parallel_rotate_method = \"") +
            (c.strategy == Strategy::kAllGatherCp ? "allgather" : "alltoall") + "\"\n";
+  if (plan.job.fp8_recipe != Fp8Recipe::kNone) {
+    // torchao's float8 linears (torchtitan docs/float8.md); FSDP's float8 all-gather is off,
+    // as priced (the plan gathers bf16 weights).
+    out += "\n[model]\nconverters = [\"float8\"]\n";
+    if (plan.job.fp8_recipe != Fp8Recipe::kTensorwise)
+      out += std::string("# note: the plan priced Transformer Engine's ") + to_string(plan.job.fp8_recipe) +
+             " scaling; torchtitan's float8 scales\n# tensorwise (torchao): re-plan with --fp8 tensorwise to price it.\n";
+  }
   out += "\n[activation_checkpoint]\n";
   out += std::string("mode = \"") + (c.checkpointing == Checkpointing::kFull ? "full" : "none") + "\"\n";
   // The plan priced the elementwise work as torch.compile fuses it, and the loss compiled

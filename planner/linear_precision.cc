@@ -34,6 +34,16 @@ void apply_linear_precision(Topology& topology, LinearPrecision p, const std::st
   topology.gpu.gemm_efficiency = rate / topology.gpu.peak_flops;
 }
 
+void apply_plan_precision(Topology& topology, Fp8Recipe recipe, const std::string& profile, const std::string& where,
+                          const std::string& field) {
+  if (recipe == Fp8Recipe::kNone) return;
+  if (!profile.empty())
+    fail_input(where, field,
+               "fp8 linear layers are priced from the topology's fp8 rate, not with a calibrated profile (" + profile +
+                   "), whose GEMM rate is the one it measured: drop one of them");
+  apply_linear_precision(topology, LinearPrecision::kFp8, where, field);
+}
+
 int tp_gather_element_bytes(Fp8Recipe recipe, int element_bytes) {
   return recipe == Fp8Recipe::kNone ? element_bytes : 1;
 }

@@ -44,6 +44,12 @@ double linear_flops_per_s(const GpuSpec& gpu, LinearPrecision p);
 void apply_linear_precision(Topology& topology, LinearPrecision p, const std::string& where,
                             const std::string& field);
 
+// A plan's linear precision on its topology, as `plan --fp8` and a plan file's fp8_recipe
+// price it: nothing for kNone; else the fp8 rate (apply_linear_precision). Refused with a
+// calibrated `profile`: its GEMM rate is the one it measured, in the element type it ran.
+void apply_plan_precision(Topology& topology, Fp8Recipe recipe, const std::string& profile, const std::string& where,
+                          const std::string& field);
+
 // HBM bytes one token's casts to fp8 move in one layer's forward and backward together,
 // scaled to the GPU's peak HBM rate (bytes / achieved fraction), as
 // elementwise_bytes_per_token charges them:

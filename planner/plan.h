@@ -83,6 +83,7 @@ const char* to_string(Workload v);
 const char* to_string(Passes v);
 const char* to_string(Sharding v);  // "ddp", "zero1", "zero2", "fsdp", "hsdp" ("none")
 const char* to_string(Framework v);  // "any", "megatron", "pytorch"
+const char* to_string(Fp8Recipe v);  // "tensorwise", "delayed", "current" ("none")
 // Parse; throw InputError naming `where` and `field` and listing the valid spellings.
 Strategy parse_strategy(const std::string& s, const std::string& where, const std::string& field);
 Schedule parse_schedule(const std::string& s, const std::string& where, const std::string& field);
@@ -95,6 +96,8 @@ Passes parse_passes(const std::string& s, const std::string& where, const std::s
 // A plan's sharding: ddp, zero1, zero2, fsdp or hsdp ("none" is refused).
 Sharding parse_sharding(const std::string& s, const std::string& where, const std::string& field);
 Framework parse_framework(const std::string& s, const std::string& where, const std::string& field);
+// An fp8 recipe: tensorwise, delayed or current ("none" is refused).
+Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& where, const std::string& field);
 
 // What the user asked for.
 struct Job {
@@ -116,9 +119,11 @@ struct Job {
   // upcasts (torchtitan without torch.compile; attention_work.h ElementwiseBytes): set by
   // `validate --published` from an entry's `compile: false`; plans otherwise price them fused.
   bool eager_elementwise = false;
-  // Float8 linear layers and their scaling recipe (linear_precision.h): the casts to fp8
-  // are priced as memory-bound work beside the GEMMs. Set by `validate --published` from
-  // an entry's `precision: fp8` and `fp8_recipe`, with apply_linear_precision.
+  // Float8 linear layers and their scaling recipe (linear_precision.h): the GEMMs at the
+  // GPU's fp8 rate, the casts to fp8 priced as memory-bound work beside them. Set by `plan
+  // --fp8 RECIPE` (the plan file's `fp8_recipe`) and by `validate --published` from an
+  // entry's `precision: fp8` and `fp8_recipe`; the topology's rate follows through
+  // apply_linear_precision.
   Fp8Recipe fp8_recipe = Fp8Recipe::kNone;
   // How the run computes its loss (memory_model.h): true, the head's logits and the
   // cross-entropy in chunks of kLogitsChunkTokens (Liger's fused linear cross-entropy, the

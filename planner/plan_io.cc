@@ -15,6 +15,7 @@
 //   compiled_loss: true         # optional, false (Job::compiled_loss)
 //   framework: megatron         # optional, any (Job::framework; megatron | pytorch)
 //   grad_reduce_in_fp32: true   # optional, false (Job::grad_reduce_in_fp32)
+//   fp8_recipe: tensorwise      # optional, none (Job::fp8_recipe; tensorwise | delayed | current)
 //   plan: {strategy, cp_comm_type, tp, tp_comm_overlap (optional, false), pp, sharding, [data_parallel_shard_degree: hsdp only], virtual_stages,
 //          account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split (optional, false; pp > 1), cp, dp, schedule, order_name, order: [GPU ids in ring order],
 //          load_balance, block_q, block_kv, kv_subblocks, checkpointing, grad_accum,
@@ -110,6 +111,12 @@ constexpr std::array<std::pair<Framework, const char*>, 3> kFrameworks{{
     {Framework::kPytorch, "pytorch"},
 }};
 
+constexpr std::array<std::pair<Fp8Recipe, const char*>, 3> kFp8Recipes{{
+    {Fp8Recipe::kTensorwise, "tensorwise"},
+    {Fp8Recipe::kDelayed, "delayed"},
+    {Fp8Recipe::kCurrent, "current"},
+}};
+
 }  // namespace
 
 const char* to_string(Strategy v) { return spell(v, kStrategies); }
@@ -120,6 +127,7 @@ const char* to_string(Workload v) { return spell(v, kWorkloads); }
 const char* to_string(Passes v) { return spell(v, kPasses); }
 const char* to_string(Sharding v) { return v == Sharding::kNone ? "none" : spell(v, kShardingSpellings); }
 const char* to_string(Framework v) { return spell(v, kFrameworks); }
+const char* to_string(Fp8Recipe v) { return v == Fp8Recipe::kNone ? "none" : spell(v, kFp8Recipes); }
 
 constexpr std::array<std::pair<Strategy, const char*>, 5> kCpCommTypes{{
     {Strategy::kRing, "p2p"},
@@ -174,6 +182,9 @@ Sharding parse_sharding(const std::string& s, const std::string& where, const st
 Framework parse_framework(const std::string& s, const std::string& where, const std::string& field) {
   return parse_enum(s, kFrameworks, where, field);
 }
+Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& where, const std::string& field) {
+  return parse_enum(s, kFp8Recipes, where, field);
+}
 
 // ---- JSON -------------------------------------------------------------------------------
 
@@ -207,6 +218,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
   out["compiled_loss"] = j.compiled_loss;
   out["framework"] = to_string(j.framework);
   out["grad_reduce_in_fp32"] = j.grad_reduce_in_fp32;
+  out["fp8_recipe"] = to_string(j.fp8_recipe);
   out["plan"] = {{"strategy", to_string(c.strategy)},
                  {"cp_comm_type", cp_comm_type(c.strategy)},
                  {"tp", c.tp},
@@ -319,6 +331,7 @@ std::string plan_to_yaml_string(const Plan& plan) {
   if (j.compiled_loss) e << YAML::Key << "compiled_loss" << YAML::Value << true;
   if (j.framework != Framework::kAny) e << YAML::Key << "framework" << YAML::Value << to_string(j.framework);
   if (j.grad_reduce_in_fp32) e << YAML::Key << "grad_reduce_in_fp32" << YAML::Value << true;
+  if (j.fp8_recipe != Fp8Recipe::kNone) e << YAML::Key << "fp8_recipe" << YAML::Value << to_string(j.fp8_recipe);
 
   e << YAML::Key << "plan" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "strategy" << YAML::Value << to_string(c.strategy);
@@ -578,6 +591,8 @@ Plan parse_plan_yaml(const std::string& yaml_text, const std::string& path) {
   if (root.has("framework"))
     j.framework = parse_framework(root.str("framework"), root.location("framework"), root.field("framework"));
   j.grad_reduce_in_fp32 = root.boolean_or("grad_reduce_in_fp32", false);  // plans before it priced bf16 gradients
+  if (root.has("fp8_recipe"))
+    j.fp8_recipe = parse_fp8_recipe(root.str("fp8_recipe"), root.location("fp8_recipe"), root.field("fp8_recipe"));
   plan.choice = read_choice(root.map("plan"), j.gpus);
   TokenLayout::check_divisible(plan.choice.load_balance, j.seq_len, plan.choice.cp, root.location("seq_len"));
   if (root.has("predicted")) plan.predicted = read_predicted(root.map("predicted"));

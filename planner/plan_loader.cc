@@ -1,6 +1,7 @@
 #include "planner/plan_loader.h"
 
 #include "planner/input_error.h"
+#include "planner/linear_precision.h"
 #include "planner/profile.h"
 #include "planner/spec_library.h"
 
@@ -32,6 +33,7 @@ LoadedPlanFile load_plan_file(const std::string& path, const std::string& profil
   l.model = from_plan("model", [&] { return load_model(l.plan.job.model); });
   l.topology = from_plan("topology", [&] { return load_topology(l.plan.job.topology); });
   apply_attention_kernel(l.topology, l.plan.job.attention_kernel, path, "attention_kernel");
+  apply_plan_precision(l.topology, l.plan.job.fp8_recipe, profile, path, "fp8_recipe");
   // The plan is what is wrong when its GPU count does not fit its topology: name it.
   const int max = l.topology.max_gpus();
   if (l.plan.job.gpus < 1 || l.plan.job.gpus > max) {

@@ -199,11 +199,8 @@ PublishedEntry parse_entry(const YAML::Node& node, const std::string& source, si
   e.grad_reduce_in_fp32 = m.has("grad_reduce_in_fp32") ? m.boolean("grad_reduce_in_fp32")
                                                          : framework_grad_reduce_in_fp32(e.framework);
   if (m.has("fp8_recipe")) {
-    const std::string v = m.str("fp8_recipe");
-    if (v != "tensorwise" && v != "delayed" && v != "current")
-      m.fail("fp8_recipe", "expected tensorwise, delayed or current (got '" + v + "')");
+    e.fp8_recipe = parse_fp8_recipe(m.str("fp8_recipe"), m.location("fp8_recipe"), m.field("fp8_recipe"));
     if (e.precision != Precision::kFp8) m.fail("fp8_recipe", "expected only with precision fp8");
-    e.fp8_recipe = v == "tensorwise" ? Fp8Recipe::kTensorwise : v == "delayed" ? Fp8Recipe::kDelayed : Fp8Recipe::kCurrent;
   } else if (e.precision == Precision::kFp8) {
     m.fail("fp8_recipe",
            "expected with precision fp8: tensorwise (torchao), delayed or current (Transformer Engine's scalings)");

@@ -166,6 +166,9 @@ TEST_CASE("plan --target searches the collective kinds the framework (or ringmas
   // of those plans, pinned, beats its pick.
   const Plan ours = plan_for_target(s.planner, job, {}, ExportTarget::kSlurm, s.model, 8, "t");
   CHECK(run_refusal(ours, s.model, s.topo, "cuda") == "");
+  Plan fp8 = ours;  // the executor's linear layers have no float8
+  fp8.job.fp8_recipe = Fp8Recipe::kDelayed;
+  CHECK(run_refusal(fp8, s.model, s.topo, "cuda").rfind("fp8_recipe: the executor's linear layers run in fp32 or bf16", 0) == 0);
   CHECK(launch_backend(s.topo) == "cuda");
   CHECK(ours.choice.tp == 1);
   CHECK(ours.choice.pp == 1);

@@ -246,6 +246,26 @@ TEST_CASE("grad_reduce_in_fp32: written when true, read back strictly, false in 
   std::filesystem::remove(path);
 }
 
+TEST_CASE("fp8_recipe: written when set, read back strictly, none in plans from before it") {
+  rm::Plan p = sample_plan();
+  const std::string path = temp_path("fp8.yaml");
+  rm::write_plan_yaml(p, path);
+  CHECK(rm::read_plan_yaml(path).job.fp8_recipe == rm::Fp8Recipe::kNone);  // bf16 is not written
+  CHECK(rm::plan_to_json(p)["fp8_recipe"] == "none");
+  for (rm::Fp8Recipe r : {rm::Fp8Recipe::kTensorwise, rm::Fp8Recipe::kDelayed, rm::Fp8Recipe::kCurrent}) {
+    CAPTURE(rm::to_string(r));
+    p.job.fp8_recipe = r;
+    rm::write_plan_yaml(p, path);
+    CHECK(rm::read_plan_yaml(path).job.fp8_recipe == r);
+    CHECK(rm::plan_to_json(p)["fp8_recipe"] == rm::to_string(r));
+  }
+  const std::string why = read_minimal_plan(path, "fp8_recipe: e4m3\n");
+  CHECK(why.find("fp8_recipe") != std::string::npos);
+  CHECK(why.find("expected one of tensorwise, delayed, current (got 'e4m3')") != std::string::npos);
+  CHECK(read_minimal_plan(path, "fp8_recipe: none\n").find("expected one of") != std::string::npos);
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("chunked_loss: written when false, read back strictly, true in plans from before it") {
   rm::Plan p = sample_plan();
   const std::string path = temp_path("loss.yaml");

@@ -121,7 +121,7 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
   CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    framework: jax")) ==
         "c.yaml:28: rfa-a100-fwd-zigzag.framework: expected megatron or pytorch (got 'jax')");
   CHECK(corpus_error_of(replaced(kOneEntry, "precision: bf16", "precision: fp8\n    fp8_recipe: rowwise")) ==
-        "c.yaml:22: rfa-a100-fwd-zigzag.fp8_recipe: expected tensorwise, delayed or current (got 'rowwise')");
+        "c.yaml:22: rfa-a100-fwd-zigzag.fp8_recipe: expected one of tensorwise, delayed, current (got 'rowwise')");
   CHECK(corpus_error_of(replaced(kOneEntry, "cp_kind: zigzag", "cp_kind: ulysses")) ==
         "c.yaml:15: rfa-a100-fwd-zigzag.cp_kind: expected one of none, ring, zigzag, striped, all_gather, "
         "a2a, a2a+p2p (got 'ulysses')");

@@ -29,7 +29,7 @@ inline Topology round_cluster(int gpn, int nodes, bool rail_optimized = true, do
   Topology t;
   t.name = "test";
   t.source = "test";
-  t.gpu.name = "G";
+  t.gpu.name = "gpu";
   t.gpu.memory_bytes = 80e9;
   t.gpu.peak_flops = 100e12;
   t.gpu.hbm_bytes_per_s = 2e12;
