@@ -9,6 +9,16 @@
 
 namespace rm {
 
+namespace {
+
+// The shipped corpus, read once for the track records and closest runs of every plan.
+const PublishedCorpus& shipped_corpus() {
+  static const PublishedCorpus corpus = load_published_corpus();
+  return corpus;
+}
+
+}  // namespace
+
 ErrorSummary summarize(const std::vector<PricedEntry>& rows, std::optional<Split> split, const std::string& gpu) {
   ErrorSummary s;
   std::vector<double> errors;
@@ -26,7 +36,7 @@ ErrorSummary summarize(const std::vector<PricedEntry>& rows, std::optional<Split
 std::optional<TrackRecord> track_record(const GpuSpec& gpu, Workload workload, Framework framework) {
   const std::optional<std::string> type = corpus_gpu_type(gpu);
   if (!type) return std::nullopt;
-  static const PublishedCorpus corpus = load_published_corpus();
+  const PublishedCorpus& corpus = shipped_corpus();
   std::vector<PricedEntry> rows, of_framework;
   for (const PublishedEntry& e : corpus.entries) {
     if (e.gpu != *type || e.workload != workload || e.metric == Metric::kGibPerGpu) continue;
@@ -49,7 +59,7 @@ std::optional<TrackRecord> plan_track_record(const Job& job, bool calibrated) {
 
 std::vector<ClosestRun> closest_runs(const Plan& plan, bool calibrated, int n) {
   if (calibrated) return {};
-  static const PublishedCorpus corpus = load_published_corpus();
+  const PublishedCorpus& corpus = shipped_corpus();
   const Job& job = plan.job;
   const std::optional<std::string> type = corpus_gpu_type(load_topology(job.topology).gpu);
   if (!type) return {};
