@@ -40,7 +40,7 @@ std::string size_text(const py::object& v) {
 
 rm::cli::JobOptions job_options(const std::string& model, const std::string& topology, const py::object& seq,
                                 const py::object& batch_tokens, const std::string& workload,
-                                const std::string& profile) {
+                                const std::string& profile, const std::string& fp8) {
   rm::cli::JobOptions o;
   o.model = model;
   o.topology = topology;
@@ -48,6 +48,7 @@ rm::cli::JobOptions job_options(const std::string& model, const std::string& top
   if (!batch_tokens.is_none()) o.batch_tokens = size_text(batch_tokens);
   o.workload = workload;
   o.profile = profile;
+  o.fp8 = fp8;
   return o;
 }
 
@@ -60,8 +61,8 @@ rm::Plan plan_one(const rm::cli::JobOptions& o, int gpus, const std::string& tar
 
 py::object plan(const std::string& model, const std::string& topology, int gpus, const py::object& seq,
                 const py::object& batch_tokens, const std::string& workload, const std::string& target,
-                const std::string& profile, const std::string& output) {
-  const rm::Plan p = plan_one(job_options(model, topology, seq, batch_tokens, workload, profile), gpus, target);
+                const std::string& profile, const std::string& output, const std::string& fp8) {
+  const rm::Plan p = plan_one(job_options(model, topology, seq, batch_tokens, workload, profile, fp8), gpus, target);
   if (!output.empty()) rm::write_plan_yaml(p, output);
   nlohmann::json j = rm::plan_to_json(p);
   rm::add_accuracy_json(j, p, !profile.empty());
@@ -70,12 +71,12 @@ py::object plan(const std::string& model, const std::string& topology, int gpus,
 
 py::object sweep(const std::string& model, const std::string& topology, const std::vector<int>& gpus,
                  const std::vector<py::object>& seqs, const py::object& batch_tokens, const std::string& workload,
-                 const std::string& profile) {
+                 const std::string& profile, const std::string& fp8) {
   nlohmann::json plans = nlohmann::json::array();
   nlohmann::json record;  // one GPU type and workload for the whole grid, as `ringmaster sweep`
   for (int g : gpus)
     for (const py::object& n : seqs) {
-      const rm::Plan p = plan_one(job_options(model, topology, n, batch_tokens, workload, profile), g, "");
+      const rm::Plan p = plan_one(job_options(model, topology, n, batch_tokens, workload, profile, fp8), g, "");
       if (plans.empty()) record = rm::track_record_json(rm::plan_track_record(p.job, !profile.empty()));
       plans.push_back(rm::plan_to_json(p));
       rm::add_accuracy_json(plans.back(), p, !profile.empty(), record);
@@ -118,9 +119,10 @@ PYBIND11_MODULE(ringmaster, m) {
   using namespace pybind11::literals;
   m.def("plan", &plan, "The fastest plan (the dict `ringmaster plan --format json` prints); output= writes plan.yaml",
         "model"_a = "", "topology"_a = "", "gpus"_a, "seq"_a, "batch_tokens"_a = py::none(), "workload"_a = "step",
-        "target"_a = "", "profile"_a = "", "output"_a = "");
+        "target"_a = "", "profile"_a = "", "output"_a = "", "fp8"_a = "");
   m.def("sweep", &sweep, "Plans for every GPU count x sequence length: {'plans': [...]}", "model"_a = "",
-        "topology"_a = "", "gpus"_a, "seqs"_a, "batch_tokens"_a = py::none(), "workload"_a = "step", "profile"_a = "");
+        "topology"_a = "", "gpus"_a, "seqs"_a, "batch_tokens"_a = py::none(), "workload"_a = "step", "profile"_a = "",
+        "fp8"_a = "");
   m.def("simulate", &simulate, "Replay a plan file on SimGrid: the plan dict with 'simulated'", "plan"_a,
         "layers"_a = 16, "profile"_a = "");
   m.def("export", &export_plan, "A plan file as megatron arguments, a torchtitan TOML or a Slurm script (text)",

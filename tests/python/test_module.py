@@ -24,6 +24,12 @@ def main():
     assert ringmaster.plan(gpus=16, seq=1048576) == plan  # an int size is the same job
     checked += 1
 
+    fp8 = ringmaster.plan(topology="dgx-h100-superpod", gpus=16, seq="32k", fp8="delayed")
+    assert fp8 == json.loads(cli("plan", "--topology", "dgx-h100-superpod", "--gpus", "16", "--seq", "32k",
+                                 "--fp8", "delayed", "--format", "json").stdout), "fp8 plan differs"
+    assert fp8["fp8_recipe"] == "delayed"
+    checked += 1
+
     sweep = ringmaster.sweep(gpus=[16, 32], seqs=["128k", "1M"])
     assert len(sweep["plans"]) == 4 and sweep["plans"][1] == plan, "sweep rows (GPU counts outer)"
     checked += 1
