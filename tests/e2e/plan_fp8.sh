@@ -4,8 +4,9 @@
 # recipe makes the linear layers, and the step, faster than bf16; the plan file keeps the
 # recipe and `simulate` replays it within 2 %; export writes it as each framework spells it
 # (torchtitan's float8 converter, Megatron-LM's --fp8-format hybrid --fp8-recipe) and Megatron
-# refuses torchao's recipe; a GPU without fp8 tensor cores, an unknown recipe, a calibrated
-# profile and `run` refuse it (exit 2, naming --fp8 or fp8_recipe).
+# refuses torchao's recipe, as plan --target does each framework's other recipes; a GPU
+# without fp8 tensor cores, an unknown recipe, a calibrated profile and `run` refuse it (exit
+# 2, naming --fp8 or fp8_recipe).
 # Usage: plan_fp8.sh <ringmaster> <source-dir>.
 set -u
 bin=$1
@@ -57,6 +58,8 @@ titan=$("$bin" export --plan "$tmp/tensorwise.yaml" --to torchtitan) || fail "ex
 expect_bad "Megatron-LM's fp8 is Transformer Engine's" "fp8_recipe" -- export --plan "$tmp/tensorwise.yaml" --to megatron
 
 # Refusals.
+expect_bad "torchtitan's float8 is torchao's tensorwise scaling (got delayed)" "--fp8" -- plan "${job[@]}" --fp8 delayed --target torchtitan
+expect_bad "Megatron-LM's fp8 is Transformer Engine's" "--fp8" -- plan "${job[@]}" --fp8 tensorwise --target megatron
 expect_bad "prices no fp8 linear layers" "--fp8" -- plan --model llama3-8b --topology dgx-a100-ib --gpus 16 --seq 32k --fp8 delayed
 expect_bad "expected one of tensorwise, delayed, current (got 'e4m3')" "--fp8" -- plan "${job[@]}" --fp8 e4m3
 echo "format: 1" >"$tmp/profile.yaml"
