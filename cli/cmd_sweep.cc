@@ -229,9 +229,7 @@ void run_sweep(const SweepOptions& o) {
                                  display_name(parse_export_target(o.target, kCommandLine, "--target")) +
                                  " (--target " + o.target + ")";
       const bool calibrated = !o.job.profile.empty();
-      const std::string fp8 = first.job.fp8_recipe == Fp8Recipe::kNone
-                                  ? ""
-                                  : std::string(", fp8 linear layers (") + to_string(first.job.fp8_recipe) + ")";
+      const std::string fp8 = fp8_header_text(first.job);
       std::printf("ringmaster sweep: %s on %s, %s, attention %s%s, global batch %s%s%s\n%s\n%s\n",
                   first.job.model.c_str(), first.job.topology.c_str(),
                   first.job.causal ? "causal" : "full attention", first.job.attention_kernel.c_str(), fp8.c_str(),

@@ -138,9 +138,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
          " GPUs, " + (header.seq_as_typed.empty() ? format_size(j.seq_len) : header.seq_as_typed) +
          " tokens per sequence" + (max_seq ? " (the longest that fits)" : "") + ", " +
          (j.causal ? "causal" : "full attention") + ", workload " + to_string(j.workload) +
-         ", attention " + j.attention_kernel +
-         (j.fp8_recipe == Fp8Recipe::kNone ? "" : std::string(", fp8 linear layers (") + to_string(j.fp8_recipe) + ")") +
-         "\n";
+         ", attention " + j.attention_kernel + fp8_header_text(j) + "\n";
   for (const std::string& note : header.notes) out += "  " + note + "\n";
   out += "\n";
 
@@ -326,6 +324,11 @@ std::string track_record_line(const Job& job, bool calibrated, const std::option
          fixed(100 * a.median, 1) + " %" +
          (h.count > 0 ? " (held out " + std::to_string(h.count) + ": " + fixed(100 * h.median, 1) + " %)" : std::string()) +
          ", worst " + fixed(100 * a.worst, 1) + " % (" + a.worst_id + "); ringmaster validate --published";
+}
+
+std::string fp8_header_text(const Job& job) {
+  if (job.fp8_recipe == Fp8Recipe::kNone) return "";
+  return std::string(", fp8 linear layers (") + to_string(job.fp8_recipe) + ")";
 }
 
 std::optional<std::string> closest_runs_line(const std::vector<ClosestRun>& runs) {

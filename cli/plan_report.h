@@ -43,6 +43,10 @@ std::vector<std::string> sweep_cells(const Plan& plan, const std::string& seq_as
 // under plan's header and sweep's table (planner/published_accuracy.h plan_track_record).
 std::string track_record_line(const Job& job, bool calibrated, const std::optional<TrackRecord>& t);
 
+// ", fp8 linear layers (delayed)" after the attention kernel in plan's and sweep's headers;
+// "" for bf16.
+std::string fp8_header_text(const Job& job);
+
 // "closest published runs: id (gpu) -26.7 %, ...; (published - predicted) / predicted,
 // ringmaster validate --published --entry ID": the line under the track record in plan's
 // header (planner/published_accuracy.h closest_runs); nullopt when there are none.

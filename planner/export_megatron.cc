@@ -101,9 +101,8 @@ std::vector<std::string> megatron_rule_violations(const MegatronArgs& a) {
     v.push_back("plan.sharding hsdp: Megatron-LM has no sharding inside a node replicated across for all "
                 "states (export to torchtitan, or plan with --sharding fsdp, zero2, zero1 or ddp)");
   if (a.virtual_stages > 1 && a.pp == 1) v.push_back("--num-virtual-stages-per-pipeline-rank needs PP > 1");
-  if (a.fp8 == Fp8Recipe::kTensorwise)
-    v.push_back("plan.fp8_recipe tensorwise is torchao's float8 (torchtitan); Megatron-LM's fp8 is Transformer "
-                "Engine's: re-plan with --fp8 delayed or current");
+  if (const std::string why = fp8_recipe_refusal(ExportTarget::kMegatron, a.fp8); !why.empty())
+    v.push_back("plan.fp8_recipe: " + why);
   const int accounted = (a.account_for_embedding_in_pipeline_split ? 1 : 0) + (a.account_for_loss_in_pipeline_split ? 1 : 0);
   const std::string units = "--num-layers " + str(a.num_layers) + (accounted ? " + " + str(accounted) + " accounted" : "");
   if (a.pp > 1 && (a.num_layers + accounted) % a.pp != 0)

@@ -174,6 +174,17 @@ std::string placement_comment(const Plan& plan, int gpus_per_node, const std::st
   return out;
 }
 
+std::string fp8_recipe_refusal(ExportTarget t, Fp8Recipe recipe) {
+  const bool te = recipe == Fp8Recipe::kDelayed || recipe == Fp8Recipe::kCurrent;
+  if (t == ExportTarget::kTorchtitan && te)
+    return std::string("torchtitan's float8 is torchao's tensorwise scaling (got ") + to_string(recipe) +
+           "): --fp8 tensorwise, or --target megatron";
+  if (t == ExportTarget::kMegatron && recipe == Fp8Recipe::kTensorwise)
+    return "Megatron-LM's fp8 is Transformer Engine's, delayed or current scaling (got tensorwise, torchao's): "
+           "--fp8 delayed or current";
+  return "";
+}
+
 Framework target_framework(ExportTarget t) {
   switch (t) {
     case ExportTarget::kMegatron: return Framework::kMegatron;
@@ -236,14 +247,7 @@ Plan plan_for_target(Planner& planner, const Job& asked, const SearchPins& pins,
     fail_input(where, "--checkpointing", "torchtitan has no FFN-only selective checkpointing: none or full");
   if (p.order && *p.order == "searched")
     fail_input(where, "--order", "a searched order may move ranks across nodes, which torchrun cannot place");
-  // Each framework's float8 is its own library's: torchao's tensorwise scaling in torchtitan,
-  // Transformer Engine's delayed or current scaling in Megatron-LM.
-  if (target == ExportTarget::kTorchtitan && (job.fp8_recipe == Fp8Recipe::kDelayed || job.fp8_recipe == Fp8Recipe::kCurrent))
-    fail_input(where, "--fp8", std::string("torchtitan's float8 is torchao's tensorwise scaling (got ") +
-                                   to_string(job.fp8_recipe) + "): --fp8 tensorwise, or --target megatron");
-  if (target == ExportTarget::kMegatron && job.fp8_recipe == Fp8Recipe::kTensorwise)
-    fail_input(where, "--fp8",
-               "Megatron-LM's fp8 is Transformer Engine's, delayed or current scaling (got tensorwise, torchao's)");
+  if (const std::string why = fp8_recipe_refusal(target, job.fp8_recipe); !why.empty()) fail_input(where, "--fp8", why);
   const bool ring_pinned = pins.schedule || pins.order || pins.load_balance || pins.kv_subblocks;
   if (!p.cp_comm_type || *p.cp_comm_type == Strategy::kRing) {  // the ring the target has
     p.schedule = Schedule::kFlat;

@@ -32,6 +32,10 @@ const char* display_name(ExportTarget t);
 ExportTarget parse_export_target(const std::string& s, const std::string& where, const std::string& field);
 // The framework a target's plans are priced for: kMegatron, kPytorch (torchtitan), kAny (slurm).
 Framework target_framework(ExportTarget t);
+// Why a target's framework cannot run float8 linear layers of `recipe` ("" when it can, or
+// for bf16): torchtitan's float8 is torchao's tensorwise scaling, Megatron-LM's Transformer
+// Engine's delayed or current scaling. plan --target refuses by it, export says it.
+std::string fp8_recipe_refusal(ExportTarget t, Fp8Recipe recipe);
 
 struct RankPlacement {
   int nodes = 0;

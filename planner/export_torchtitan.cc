@@ -88,9 +88,8 @@ std::string torchtitan_export(const Plan& plan, const ModelSpec& model, int gpus
     // torchao's float8 linears (torchtitan docs/float8.md); FSDP's float8 all-gather is off,
     // as priced (the plan gathers bf16 weights).
     out += "\n[model]\nconverters = [\"float8\"]\n";
-    if (plan.job.fp8_recipe != Fp8Recipe::kTensorwise)
-      out += std::string("# note: the plan priced Transformer Engine's ") + to_string(plan.job.fp8_recipe) +
-             " scaling; torchtitan's float8 scales\n# tensorwise (torchao): re-plan with --fp8 tensorwise to price it.\n";
+    if (const std::string why = fp8_recipe_refusal(ExportTarget::kTorchtitan, plan.job.fp8_recipe); !why.empty())
+      out += "# note: the plan was not priced for torchtitan: " + why + "\n";
   }
   out += "\n[activation_checkpoint]\n";
   out += std::string("mode = \"") + (c.checkpointing == Checkpointing::kFull ? "full" : "none") + "\"\n";
