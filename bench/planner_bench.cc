@@ -7,6 +7,7 @@
 //   build-plan/bin/planner_bench
 #include <benchmark/benchmark.h>
 
+#include "planner/ring_order.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
 
@@ -49,6 +50,17 @@ void BM_DefaultSweep(benchmark::State& state) {
   state.counters["candidates/s"] = benchmark::Counter(static_cast<double>(st.candidates), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_DefaultSweep)->Unit(benchmark::kMillisecond);
+
+// The ring-order swap search on an irregular fabric (Llama 3's Ethernet cluster: no rails,
+// 1:7 above a pod): rings of 16 over 512 GPUs, from the snake. The search's cost grows
+// with the square of the GPU count; `ringmaster plan` runs it once per ring size.
+void BM_RingOrderSearch512(benchmark::State& state) {
+  const Topology topo = load_topology("llama3-h100-roce");
+  const Fabric fabric(topo, 512);
+  const CostParams cost = CostParams::from_topology(topo);
+  for (auto _ : state) benchmark::DoNotOptimize(search_order(fabric, cost, 16, false, snake_order(fabric)));
+}
+BENCHMARK(BM_RingOrderSearch512)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

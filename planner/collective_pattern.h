@@ -28,8 +28,9 @@ struct CollectiveRole {
   int rail_steps = 0, node_steps = 0;  // ring steps (latencies) of each ring: N-1, g-1
 };
 
-// Roles of the group's members, indexed by GPU id (size fabric.gpus(); non-members keep
-// the default role).
+// Roles of the group's members, in the order of `members` (neighbours named by GPU id).
+// Sized by the group, not the fabric: the cost model asks for every TP and FSDP group of
+// a search, and a fabric-sized table per group made that quadratic in the GPU count.
 std::vector<CollectiveRole> collective_roles(const Fabric& fabric, const std::vector<int>& members);
 
 }  // namespace rm

@@ -298,12 +298,12 @@ const GroupCollective& CostModel::group_collective(const std::vector<std::vector
   GroupCollective gc;
   for (const std::vector<int>& members : groups) {
     const std::vector<CollectiveRole> roles = collective_roles(fabric_, members);
-    for (int i : members) {
-      const CollectiveRole& r = roles[static_cast<size_t>(i)];
-      if (r.rail_succ >= 0) f.push_back({i, r.rail_succ, r.rail_shards, 0});
-      if (r.node_succ >= 0) f.push_back({i, r.node_succ, r.node_shards, 1});
+    for (size_t k = 0; k < members.size(); ++k) {
+      const CollectiveRole& r = roles[k];
+      if (r.rail_succ >= 0) f.push_back({members[k], r.rail_succ, r.rail_shards, 0});
+      if (r.node_succ >= 0) f.push_back({members[k], r.node_succ, r.node_shards, 1});
     }
-    const CollectiveRole& first = roles[static_cast<size_t>(members.front())];
+    const CollectiveRole& first = roles.front();
     gc.rail_steps = std::max(gc.rail_steps, first.rail_steps);
     gc.node_steps = std::max(gc.node_steps, first.node_steps);
     gc.peers = std::max(gc.peers, static_cast<double>(members.size()) - 1);

@@ -39,7 +39,11 @@ std::vector<CollectiveRole> close_over(const std::vector<CollectiveRole>& full, 
 std::vector<std::vector<CollectiveRole>> full_collective_roles(const OpSchedule& s, const Fabric& fabric) {
   std::vector<std::vector<CollectiveRole>> out;
   out.reserve(s.groups.size());
-  for (const auto& members : s.groups) out.push_back(rm::collective_roles(fabric, members));
+  for (const auto& members : s.groups) {
+    const std::vector<CollectiveRole> roles = rm::collective_roles(fabric, members);
+    std::vector<CollectiveRole>& by_gpu = out.emplace_back(static_cast<size_t>(fabric.gpus()));
+    for (size_t k = 0; k < members.size(); ++k) by_gpu[static_cast<size_t>(members[k])] = roles[k];
+  }
   return out;
 }
 

@@ -18,25 +18,30 @@ TEST_CASE("collective roles: one ring per rail across nodes, one inside each nod
   std::vector<int> all(32);
   std::iota(all.begin(), all.end(), 0);
   std::reverse(all.begin(), all.end());  // the group's order does not matter
-  const auto roles = collective_roles(fabric, all);
-  const CollectiveRole& r = roles[11];  // node 1, local 3
+  // Roles come in the group's order: look one up by GPU id.
+  auto role = [&fabric](const std::vector<int>& members, int gpu) {
+    const auto roles = collective_roles(fabric, members);
+    REQUIRE(roles.size() == members.size());
+    return roles[static_cast<size_t>(std::find(members.begin(), members.end(), gpu) - members.begin())];
+  };
+  const CollectiveRole r = role(all, 11);  // node 1, local 3
   CHECK(r.rail_succ == 19);
   CHECK(r.rail_pred == 3);
   CHECK(r.node_succ == 12);
   CHECK(r.node_pred == 10);
   CHECK(r.rail_shards == 3);       // N - 1 = 3 nodes' shards
   CHECK(r.node_shards == 7 * 4);   // (g - 1) x N
-  CHECK(roles[31].rail_succ == 7);  // wraps to node 0
-  CHECK(roles[15].node_succ == 8);  // wraps inside node 1
+  CHECK(role(all, 31).rail_succ == 7);  // wraps to node 0
+  CHECK(role(all, 15).node_succ == 8);  // wraps inside node 1
   // One node: the NVSwitch ring only. Uneven nodes: one flat ring.
-  const auto one = collective_roles(fabric, {0, 1, 2, 3});
-  CHECK(one[2].rail_succ == -1);
-  CHECK(one[2].node_succ == 3);
-  CHECK(one[2].node_shards == 3);
-  const auto uneven = collective_roles(fabric, {0, 1, 2, 8});
-  CHECK(uneven[2].node_succ == 8);
-  CHECK(uneven[8].node_succ == 0);
-  CHECK(uneven[8].node_shards == 3);
+  const std::vector<int> one{3, 1, 0, 2};
+  CHECK(role(one, 2).rail_succ == -1);
+  CHECK(role(one, 2).node_succ == 3);
+  CHECK(role(one, 2).node_shards == 3);
+  const std::vector<int> uneven{8, 0, 1, 2};
+  CHECK(role(uneven, 2).node_succ == 8);
+  CHECK(role(uneven, 8).node_succ == 0);
+  CHECK(role(uneven, 8).node_shards == 3);
 }
 
 TEST_CASE("FSDP collectives use every NIC of a node: (N-1) shards per rail, not (G-1)") {
