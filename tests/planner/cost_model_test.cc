@@ -2,8 +2,10 @@
 // link sharing and ring orders on small fabrics built in code.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <random>
 
 #include "planner/cost_model.h"
 #include "planner/data_parallel.h"
@@ -260,6 +262,57 @@ TEST_CASE("rings that share a NIC slow each other down") {
   // From the better regular order (what the planner starts from) it keeps the optimum.
   const std::vector<int> kept = search_order(f, cost, 4, false, node_major_order(16));
   CHECK(max_link_load_s_per_byte(f, cost, kept, 4, false) == doctest::Approx(inside_load));
+}
+
+// The search scores a move from per-class load histograms, updated edge by edge: its
+// scores must be the direct ones (each link's flows over its bandwidth: the largest, then
+// the sum), or it keeps swaps that make the order worse and misses ones that improve it.
+TEST_CASE("the order search's link loads are the direct count: it ends where no swap improves") {
+  auto direct = [](const Fabric& f, const CostParams& cost, const std::vector<int>& o, int cp, bool both) {
+    std::vector<double> flows(f.links().size(), 0);
+    for (const Flow& fl : ring_step_flows(o, cp, both, 1))
+      for (int l : f.route(fl.src, fl.dst)) flows[static_cast<size_t>(l)] += 1;
+    std::pair<double, double> score{0, 0};
+    for (size_t l = 0; l < flows.size(); ++l) {
+      const double s = flows[l] / cost.link_bytes_per_s(f.links()[l]);
+      score.first = std::max(score.first, s);
+      score.second += s;
+    }
+    return score;
+  };
+  const Topology clusters[] = {round_cluster(4, 8, false, 2.0), round_cluster(8, 4, false, 4.0), torus({4, 4, 2}, 50e9)};
+  std::mt19937 rng(11);
+  for (const Topology& t : clusters) {
+    const Fabric f(t, 32);
+    const CostParams cost = CostParams::from_topology(t);
+    for (int cp : {4, 8, 16}) {
+      for (bool both : {false, true}) {
+        CAPTURE(t.name);
+        CAPTURE(cp);
+        CAPTURE(both);
+        std::vector<int> o = node_major_order(32);
+        std::shuffle(o.begin(), o.end(), rng);
+        const auto start = direct(f, cost, o, cp, both);
+        CHECK(max_link_load_s_per_byte(f, cost, o, cp, both) == doctest::Approx(start.first).epsilon(1e-12));
+        o = search_order(f, cost, cp, both, o);
+        CHECK_NOTHROW(check_order(o, 32, "x"));
+        const auto end = direct(f, cost, o, cp, both);
+        CHECK(max_link_load_s_per_byte(f, cost, o, cp, both) == doctest::Approx(end.first).epsilon(1e-12));
+        CHECK(end.first <= start.first * (1 + 1e-12));
+        int improving = 0;  // swaps that would lower (max, sum): none where the search ended
+        for (int a = 0; a < 32; ++a) {
+          for (int b = a + 1; b < 32; ++b) {
+            std::swap(o[a], o[b]);
+            const auto s = direct(f, cost, o, cp, both);
+            std::swap(o[a], o[b]);
+            improving += s.first < end.first * (1 - 1e-9) ||
+                         (s.first <= end.first * (1 + 1e-9) && s.second < end.second * (1 - 1e-9));
+          }
+        }
+        CHECK(improving == 0);
+      }
+    }
+  }
 }
 
 TEST_CASE("snake order keeps node-crossing hops on one rail") {
