@@ -226,12 +226,13 @@ void run_simulate(const SimulateCliOptions& o) {
     std::fprintf(stderr, "ringmaster: wrote %s\n", o.trace.c_str());
     std::error_code ec;
     const auto bytes = std::filesystem::file_size(o.trace, ec);
+    // A pipeline-parallel plan replays all its layers (schedule.h): --layers would not help.
     if (!ec && static_cast<double>(bytes) > kTraceWarnBytes)
       std::fprintf(stderr,
                    "ringmaster: warning: %s is %.0f MB, slow to open in Perfetto above %.0f MB: keep fewer GPUs "
-                   "(--trace-ranks 0-%d) or layers (--layers 2)\n",
+                   "(--trace-ranks 0-%d)%s\n",
                    o.trace.c_str(), static_cast<double>(bytes) / kMB, kTraceWarnBytes / kMB,
-                   std::min(7, s.plan.job.gpus - 1));
+                   std::min(7, s.plan.job.gpus - 1), s.plan.choice.pp > 1 ? "" : " or layers (--layers 2)");
   }
 }
 
@@ -249,7 +250,8 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--gpus", o->gpus, "number of GPUs (without --plan)")->check(CLI::Range(1, kMaxGpus));
   cmd->add_option(kSeqOptionNames, o->job.seq, "sequence length in tokens (without --plan): 8k, 1M or 1048576");
   cmd->add_option("--layers", o->layers,
-                  "layers to simulate, extrapolated to all (they are identical; replay.h); 0 = all (default 16)");
+                  "layers to simulate, extrapolated to all (they are identical; replay.h); 0 = all (default 16); "
+                  "a pipeline-parallel plan replays all of its stages' layers");
   cmd->add_flag("--full", o->full,
                 "replay every ring step of every data-parallel ring; by default the middle steps of each ring pass "
                 "(alike on every GPU) are replayed once and stand for the rest, and only the rings on ring 0's nodes "
