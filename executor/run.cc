@@ -14,8 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include <unistd.h>
-
 #include "executor/backend.h"
 #include "executor/measurements.h"
 #include "executor/mpi_transport.h"
@@ -24,6 +22,7 @@
 #include "executor/watchdog.h"
 #include "planner/attention_work.h"
 #include "planner/export_target.h"
+#include "planner/host_memory.h"
 #include "planner/input_error.h"
 #include "planner/schedule.h"
 #include "planner/units.h"
@@ -42,7 +41,7 @@ void check_host_memory(const std::string& plan_path, const Plan& p, const ModelS
   const double c = static_cast<double>(p.job.seq_len) / p.choice.cp;
   const double tile = std::min<double>(p.choice.block_q, c) * std::min<double>(p.choice.block_kv, c);
   const double need = 2.0 * 4.0 * c * m.head_dim * 4.0 * (m.heads + m.kv_heads) + 8.0 * c + 2.0 * 4.0 * tile;
-  const double host = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  const double host = host_memory().total_bytes;
   if (host > 0 && need > host) {
     char text[256];
     std::snprintf(text, sizeof text,

@@ -19,13 +19,14 @@
 // so a transport that runs each phase as one group cannot deadlock.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace rm {
 
-enum class OpKind {
+enum class OpKind : std::uint8_t {
   kCompute,     // busy the device for flops / (peak * efficiency)
   kSend,        // post a non-blocking send of `bytes` from `buffer` to `peer`; yields `request`
   kRecv,        // post a non-blocking receive of `bytes` into `buffer` from `peer`; yields `request`
@@ -42,7 +43,7 @@ enum class OpKind {
                 // the receive staging, the rank's after the dQ,dK,dV all-to-all.
 };
 
-enum class ComputeKind {
+enum class ComputeKind : std::uint8_t {
   kAttentionForward,   // local Q against the K,V in `buffer`; merge into (out, lse)
   kAttentionBackward,  // partial dQ (local), dK, dV (into `aux_buffer`) for the K,V in `buffer`
   kAccumulate,         // add `aux_buffer` into the accumulator `buffer` (dK, dV)
@@ -68,7 +69,7 @@ enum class ComputeKind {
 // member m holds all n·c tokens of heads [m·h/n, (m+1)·h/n) ("head-sharded"). Each member's
 // message to member j is its tokens of j's heads (kQkv, kDout) or j's tokens of its heads
 // (kOut, kDqkv).
-enum class A2aPayload {
+enum class A2aPayload : std::uint8_t {
   kNone,
   kQkv,   // forward, sequence- to head-sharded: Q, K, V
   kOut,   // forward, head- to sequence-sharded: the attention output
@@ -78,7 +79,7 @@ enum class A2aPayload {
 
 // kAllReduce: NCCL's ring all-reduce (a reduce-scatter then an all-gather over the same
 // rings); `bytes` is each member's shard of the buffer (buffer / group size), as for the others.
-enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce };
+enum class CollectiveKind : std::uint8_t { kAllGather, kReduceScatter, kAllReduce };
 
 // What a schedule buffer holds. An executor backs the K,V and dK,dV roles with real
 // memory; kAccounting buffers exist for memory tracking only (activations, model states).
@@ -106,24 +107,21 @@ enum class BufferRole {
 };
 
 struct Op {
+  // One-byte fields first, then the ints, then the doubles: 88 bytes, no padding between
+  // (a production-scale replay holds ~10^8 of them; BENCHMARKS.md).
   OpKind kind = OpKind::kCompute;
   ComputeKind compute = ComputeKind::kGemm;
   CollectiveKind collective = CollectiveKind::kAllGather;
+  A2aPayload a2a = A2aPayload::kNone;  // what an all-to-all's ops move (pack, transfers, unpack)
+  bool backward = false;
   int layer = 0;   // layer index (0-based); -1 for embedding/head/optimizer
   int step = 0;    // ring step within the pass (attention ops and their transfers)
-  bool backward = false;
-  // kCompute
-  double flops = 0;          // FLOPs executed (tile granularity for attention)
-  double useful_flops = 0;   // FLOPs the model needs (MFU counts these)
-  double efficiency = 0;     // fraction of peak the cost model assumes for this op
   int kv_owner = -1;         // attention: ring position whose K,V block is used; on a
                              // gathered buffer (transfers, accumulate, own_grad too): whose
                              // block of it (-1 on an attention op: all of them); on an
                              // all-to-all's staging: the member a message goes to / comes from
-  A2aPayload a2a = A2aPayload::kNone;  // what an all-to-all's ops move (pack, transfers, unpack)
   // kSend / kRecv / kCollective
   int peer = -1;             // GPU id (send/recv)
-  double bytes = 0;          // per message; for a collective, bytes each rank contributes
   int group = -1;            // collective: index into OpSchedule::groups
   int tag = 0;               // unique per (src, dst) pair; both ends state it (checked)
   int phase = -1;            // send/recv: posting phase, equal at both ends (see above)
@@ -132,11 +130,17 @@ struct Op {
   int aux_buffer = -1;
   // Async ops yield a request id (unique within the rank); kWait names one.
   int request = -1;
+  // kCompute
+  double flops = 0;          // FLOPs executed (tile granularity for attention)
+  double useful_flops = 0;   // FLOPs the model needs (MFU counts these)
+  double efficiency = 0;     // fraction of peak the cost model assumes for this op
+  double bytes = 0;          // kSend / kRecv: per message; a collective: what each rank contributes
   // Fixed seconds the cost model charges before this op starts: the first op of each ring
   // step carries CostParams::step_sync_s (stream event wait, the step's launches). The
   // simulator waits it out; an executor ignores it (it pays the real ones).
   double overhead_s = 0;
 };
+static_assert(sizeof(Op) == 88, "Op's fields are ordered to pack (see above)");
 
 struct BufferInfo {
   std::string label;  // "kv0", "dkv_acc0", "q.L3", ...: for people and traces only

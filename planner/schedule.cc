@@ -55,6 +55,10 @@ class Generator {
     out_.ranks.resize(G_);
     for (int gpu = 0; gpu < G_; ++gpu) out_.ranks[gpu].gpu = gpu;
     const std::vector<char> rings = fold_replicas_ ? rings_on_ring0_nodes() : std::vector<char>(rings_, 1);
+    int64_t to_emit = 0, emitted = 0, ops = 0;
+    for (int r = 0; r < rings_; ++r) {
+      for (int p = 0; p < P_; ++p) to_emit += rings[r] && wanted(order_[r * P_ + p]);
+    }
     for (int r = 0; r < rings_; ++r) {
       for (int p = 0; p < P_; ++p) {
         const int gpu = order_[r * P_ + p];
@@ -66,6 +70,11 @@ class Generator {
         }
         if (!rings[r] || !wanted(gpu)) continue;
         emit_rank(rs, r, p);
+        // push_back left up to half of the list's capacity unused: 1.4x the ops' bytes
+        // at a replay of 26 M ops (BENCHMARKS.md).
+        rs.ops.shrink_to_fit();
+        ops += static_cast<int64_t>(rs.ops.size());
+        check_op_budget(ops, ++emitted, to_emit);
       }
     }
     if (fold_replicas_) note_replicas(rings);
@@ -159,6 +168,18 @@ class Generator {
                                    : std::string(" data-parallel rings emitted (")) +
                  std::to_string(out_.emitted_gpus.size()) + " of " + std::to_string(G_) +
                  " GPUs), each standing for its copies on other nodes";
+  }
+
+  // ScheduleOptions::max_ops: the ops of `emitted` op lists of `to_emit`, extrapolated.
+  void check_op_budget(int64_t ops, int64_t emitted, int64_t to_emit) const {
+    if (opt_.max_ops <= 0) return;
+    const auto projected = static_cast<int64_t>(static_cast<double>(ops) / emitted * to_emit);
+    if (projected <= opt_.max_ops) return;
+    throw ScheduleTooLarge(opt_.where + ": its schedule would hold about " + std::to_string(projected) + " ops (" +
+                               std::to_string(ops) + " in the first " + std::to_string(emitted) + " of " +
+                               std::to_string(to_emit) + " op lists), more than the " +
+                               std::to_string(opt_.max_ops) + " allowed",
+                           projected);
   }
 
   bool wanted(int gpu) const {

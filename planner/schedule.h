@@ -118,10 +118,12 @@
 //   pp > 2: with one neighbour both ways a link would carry activations and gradients).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "planner/cost_params.h"
+#include "planner/input_error.h"
 #include "planner/model_spec.h"
 #include "planner/op_list.h"
 #include "planner/plan.h"
@@ -145,11 +147,23 @@ struct ScheduleOptions {
   bool fold_replicas = false;
   // Emit only these GPUs' op lists (empty = all): the executor needs its own rank only.
   std::vector<int> only_gpus;
+  // Refuse (ScheduleTooLarge) a schedule of more ops than this, 0 = no limit: checked after
+  // each emitted rank against the ops so far extrapolated to every rank to emit, so a
+  // schedule too large for memory is refused after its first op list, not built.
+  int64_t max_ops = 0;
   // Rates for the ops' efficiencies; null = CostParams::from_topology(fabric.topology()).
   // Pass the calibrated one when a profile is in use.
   const CostParams* costs = nullptr;
   // Names the plan in InputError messages ("plan.yaml").
   std::string where = "plan";
+};
+
+// Thrown when the op lists would exceed ScheduleOptions::max_ops.
+class ScheduleTooLarge : public InputError {
+ public:
+  ScheduleTooLarge(const std::string& what, int64_t projected_ops)
+      : InputError(what), projected_ops(projected_ops) {}
+  int64_t projected_ops;  // the ops emitted so far, extrapolated to every rank to emit
 };
 
 // Throws InputError when the plan does not match the fabric (GPU count, order not a

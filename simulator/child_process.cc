@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -84,7 +85,9 @@ std::string run_in_child_process(const std::function<std::string()>& work) {
   if (reply.size() < sizeof h) {
     throw std::runtime_error(
         "the simulation process died (" +
-        (WIFSIGNALED(wstatus) ? "signal " + std::to_string(WTERMSIG(wstatus))
+        (WIFSIGNALED(wstatus) ? "signal " + std::to_string(WTERMSIG(wstatus)) +
+                                    // What the kernel's out-of-memory killer sends.
+                                    (WTERMSIG(wstatus) == SIGKILL ? ", SIGKILL: out of memory?" : "")
                               : "exit status " + std::to_string(WEXITSTATUS(wstatus))) +
         ") before reporting");
   }

@@ -233,7 +233,9 @@ class SimGridReplay {
   void gpu(int g) {
     GpuState& st = gpus_[g];
     const auto& ops = s_.ranks[g].ops;
-    std::vector<Request> reqs;
+    // Requests posted and not yet waited for, by id: ids are unique within the rank, so a
+    // table of every id would grow with the op list (a long pipeline's 10^4 per GPU).
+    std::unordered_map<int, Request> reqs;
     int in_flight = 0;  // transfers posted and not yet waited for (interference)
     double busy_s = 0;  // compute seconds so far (unweighted)
     int computes = 0;   // compute ops run so far
@@ -243,12 +245,10 @@ class SimGridReplay {
     // wait adds (1 - o)·min(c, x) for its transfer, c being the compute run between its
     // post and the wait. Transfers posted together (no compute between: one step's sends
     // and receives) pay once, the largest of theirs: paid_by_group tracks what was paid.
+    // A group no transfer in flight belongs to is paid for good (later posts start later
+    // groups), so each wait that leaves none in flight drops the older groups.
     std::unordered_map<int, double> paid_by_group;
     double collectives_free_at = 0;  // calibrated collectives: when the last one ends
-    auto request = [&](int id) -> Request& {
-      if (id >= static_cast<int>(reqs.size())) reqs.resize(id + 1);
-      return reqs[id];
-    };
     // The GPU's own seconds (compute, step syncs, latencies added at waits) are owed and
     // slept in one sleep when it next meets the others, at a post or a wait: nothing it does
     // before that is seen by another actor, so every time is the same, at one activity
@@ -292,7 +292,7 @@ class SimGridReplay {
         case OpKind::kSend:
         case OpKind::kRecv: {
           settle();
-          Request& r = request(op.request);
+          Request& r = reqs[op.request];
           const MessageEnd end = transfer_end(g, op);
           r.a = post(end, op);
           if (!s_.step_weights.empty() && s_.step_weights[op.step] > 1) {
@@ -306,7 +306,7 @@ class SimGridReplay {
         case OpKind::kCollective: {
           settle();
           const CollectiveRole& role = roles_[op.group][g];
-          Request& r = request(op.request);
+          Request& r = reqs[op.request];
           r.posted_at_s = sg4::Engine::get_clock();
           r.busy_at_post_s = busy_s;
           if (costs_.collectives.beta_bytes_per_s > 0) {
@@ -326,7 +326,7 @@ class SimGridReplay {
         }
         case OpKind::kWait: {
           settle();
-          Request& r = request(op.request);
+          Request& r = reqs[op.request];
           const double start = sg4::Engine::get_clock();
           if (r.a.t) wait(r.a);
           for (const Half& h : r.flows) wait(h);
@@ -363,9 +363,11 @@ class SimGridReplay {
             }
           }
           owed_s += extra_s;
-          if (r.a.t) --in_flight;
+          if (r.a.t && --in_flight == 0) {
+            std::erase_if(paid_by_group, [&](const auto& kv) { return kv.first < computes; });
+          }
           st.exposed.add(weights_, op, now() - start);
-          r = Request{};
+          reqs.erase(op.request);
           break;
         }
         case OpKind::kAlloc:

@@ -1,10 +1,13 @@
 #include "simulator/simulate.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
 #include "planner/cost_model.h"
+#include "planner/host_memory.h"
+#include "planner/input_error.h"
 #include "planner/schedule.h"
 #include "planner/units.h"
 #include "simulator/layer_weights.h"
@@ -20,12 +23,29 @@ Simulation simulate_plan(const Plan& plan, const ModelSpec& model, const Fabric&
   so.fold_replicas = options.fold_replicas;
   so.costs = &costs;
   so.where = where;
-  OpSchedule schedule = generate_schedule(plan, model, fabric, so);
+  const double budget = options.memory_budget_bytes > 0 ? options.memory_budget_bytes : host_memory().available_bytes;
+  if (budget > 0) so.max_ops = static_cast<int64_t>(budget / kReplayBytesPerOp);
+  const auto generate = [&] {
+    try {
+      return generate_schedule(plan, model, fabric, so);
+    } catch (const ScheduleTooLarge& e) {
+      char text[320];
+      std::snprintf(text, sizeof text,
+                    "simulating it takes about %.3g M ops, %.1f GiB at %.0f bytes an op, more than the %.1f "
+                    "GiB %s; the fast replay folds ring steps and data-parallel replicas, not tensor- or "
+                    "pipeline-parallel ranks: simulate fewer GPUs of the same shape, or on a larger machine",
+                    e.projected_ops / 1e6, e.projected_ops * kReplayBytesPerOp / kGiB, kReplayBytesPerOp,
+                    budget / kGiB,
+                    options.memory_budget_bytes > 0 ? "budget" : "this host has available");
+      fail_input(where, "choice", text);
+    }
+  };
+  OpSchedule schedule = generate();
   if (schedule.layer_multiplier > 1 && schedule.layers_emitted < kMinEmittedLayers &&
       options.max_layers >= kMinEmittedLayers) {
     // No steady-state layers to extrapolate from (layer_weights.h): simulate them all.
     so.max_layers = 0;
-    schedule = generate_schedule(plan, model, fabric, so);
+    schedule = generate();
   }
 
   Simulation s;

@@ -28,8 +28,17 @@ struct SimulateOptions {
   // replay.
   bool fold_ring_steps = false;
   bool fold_replicas = false;
+  // Memory the op lists and the replay may take, 0 = what this host has available
+  // (host_memory.h). A plan whose op lists would not fit (kReplayBytesPerOp each) is refused
+  // with an InputError after its first op list, not run out of memory.
+  double memory_budget_bytes = 0;
   ReplayOptions replay;
 };
+
+// Peak resident bytes per op of a replay (the op lists, shared by the forked replay, and
+// both processes' own tables): 117-120 B measured for 26 M and 95 M ops (llama3-405b, tp 8
+// x pp 16, 512 and 2,048 GPUs; BENCHMARKS.md), rounded up.
+inline constexpr double kReplayBytesPerOp = 128;
 
 // The simulated counterparts of Prediction's fields (plan.h), with the same definitions
 // (cost_model.h): comm_overhead = (step - free-comm step) / step, MFU from the op lists'

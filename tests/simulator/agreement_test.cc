@@ -16,6 +16,7 @@
 #include "planner/input_error.h"
 #include "planner/linear_precision.h"
 #include "planner/ring_order.h"
+#include "planner/schedule.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
 #include "planner/units.h"
@@ -491,6 +492,49 @@ TEST_CASE("a plan that does not match its topology is an InputError naming the f
   Plan indivisible = plan;
   indivisible.job.seq_len = 32768 + 1;
   CHECK(message(indivisible).find("bad.yaml: seq_len") == 0);
+}
+
+TEST_CASE("a plan whose op lists would not fit in memory is refused after the first, naming the need") {
+  const Topology topo = load_topology("a100-nvlink-box");
+  const ModelSpec model = load_model(kDefaultModel);
+  const Fabric fabric(topo, 8);
+  const CostParams cost = CostParams::from_topology(topo);
+  const Plan plan = Planner(model, fabric, cost).best_ring_plan(make_job(topo, 8, 32768, Workload::kStep), {});
+  ScheduleOptions all;
+  all.costs = &cost;
+  const int64_t ops = [&] {
+    int64_t n = 0;
+    for (const RankSchedule& r : generate_schedule(plan, model, fabric, all).ranks) n += static_cast<int64_t>(r.ops.size());
+    return n;
+  }();
+  // The generator's own limit: one op short of the schedule is refused, the exact count is not.
+  ScheduleOptions capped = all;
+  capped.max_ops = ops - 1;
+  try {
+    generate_schedule(plan, model, fabric, capped);
+    FAIL("a schedule one op over max_ops was built");
+  } catch (const ScheduleTooLarge& e) {
+    CHECK(e.projected_ops >= ops / 2);  // extrapolated from the op lists emitted so far
+    CHECK(std::string(e.what()).find("plan: its schedule would hold about") == 0);
+  }
+  capped.max_ops = ops;
+  CHECK_NOTHROW(generate_schedule(plan, model, fabric, capped));
+
+  // simulate_plan words it as memory: a budget of ops - 1 ops' bytes is refused up front.
+  sim::SimulateOptions tight;
+  tight.max_layers = 0;
+  tight.memory_budget_bytes = (ops - 1) * sim::kReplayBytesPerOp;
+  try {
+    sim::simulate_plan(plan, model, fabric, cost, tight, "big.yaml");
+    FAIL("a plan over its memory budget was simulated");
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    INFO(m);
+    CHECK(m.find("big.yaml: choice: simulating it takes about") == 0);
+    CHECK(m.find("GiB budget") != std::string::npos);
+  }
+  tight.memory_budget_bytes = ops * sim::kReplayBytesPerOp;
+  CHECK(sim::simulate_plan(plan, model, fabric, cost, tight).step_time_s > 0);
 }
 
 TEST_CASE("sliding window (Mistral 7B): the ring cut short, step time and memory within 2 %") {
