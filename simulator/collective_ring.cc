@@ -11,24 +11,26 @@ namespace {
 // Replica folding: each replayed member's rings skip the members not replayed (the next
 // replayed one along the ring takes their place), so the replayed GPUs close their own
 // rings; flows keep the full group's shards and steps (bytes and latencies as priced).
-std::vector<CollectiveRole> close_over(const std::vector<CollectiveRole>& full, const std::vector<char>& replayed) {
+// `index` maps a member's GPU id to its index in `members` (only members' entries read).
+std::vector<CollectiveRole> close_over(const std::vector<int>& members, const std::vector<CollectiveRole>& full,
+                                       const std::vector<char>& replayed, const std::vector<int>& index) {
   std::vector<CollectiveRole> out(full.size());
   auto next = [&](int g, int CollectiveRole::*link) {
     if (g < 0) return -1;
-    int n = full[g].*link;
-    while (n >= 0 && !replayed[n]) n = full[n].*link;
+    int n = full[index[g]].*link;
+    while (n >= 0 && !replayed[n]) n = full[index[n]].*link;
     return n;
   };
-  for (size_t g = 0; g < full.size(); ++g) {
-    if (!replayed[g]) continue;
-    out[g] = full[g];
-    const int self = static_cast<int>(g);
+  for (size_t k = 0; k < members.size(); ++k) {
+    const int self = members[k];
+    if (!replayed[self]) continue;
+    out[k] = full[k];
     for (auto [succ, pred] : {std::pair{&CollectiveRole::rail_succ, &CollectiveRole::rail_pred},
                               std::pair{&CollectiveRole::node_succ, &CollectiveRole::node_pred}}) {
-      if (full[g].*succ < 0) continue;
-      out[g].*succ = next(self, succ);
-      out[g].*pred = next(self, pred);
-      if (out[g].*succ == self) out[g].*succ = out[g].*pred = -1;  // alone on that ring now
+      if (full[k].*succ < 0) continue;
+      out[k].*succ = next(self, succ);
+      out[k].*pred = next(self, pred);
+      if (out[k].*succ == self) out[k].*succ = out[k].*pred = -1;  // alone on that ring now
     }
   }
   return out;
@@ -36,24 +38,36 @@ std::vector<CollectiveRole> close_over(const std::vector<CollectiveRole>& full, 
 
 }  // namespace
 
-std::vector<std::vector<CollectiveRole>> full_collective_roles(const OpSchedule& s, const Fabric& fabric) {
-  std::vector<std::vector<CollectiveRole>> out;
-  out.reserve(s.groups.size());
-  for (const auto& members : s.groups) {
-    const std::vector<CollectiveRole> roles = rm::collective_roles(fabric, members);
-    std::vector<CollectiveRole>& by_gpu = out.emplace_back(static_cast<size_t>(fabric.gpus()));
-    for (size_t k = 0; k < members.size(); ++k) by_gpu[static_cast<size_t>(members[k])] = roles[k];
+GroupRoles::GroupRoles(const OpSchedule& s, const Fabric& fabric, Members which)
+    : memberships_(static_cast<size_t>(fabric.gpus())) {
+  const bool close = which == Members::kReplayed && !s.emitted_gpus.empty();
+  std::vector<char> replayed;
+  std::vector<int> index(close ? fabric.gpus() : 0);  // one scratch map, members' entries set
+  if (close) {
+    replayed.assign(fabric.gpus(), 0);
+    for (int g : s.emitted_gpus) replayed[g] = 1;
   }
-  return out;
+  roles_.reserve(s.groups.size());
+  for (size_t group = 0; group < s.groups.size(); ++group) {
+    const std::vector<int>& members = s.groups[group];
+    std::vector<CollectiveRole> roles = rm::collective_roles(fabric, members);
+    if (close) {
+      for (size_t k = 0; k < members.size(); ++k) index[members[k]] = static_cast<int>(k);
+      roles = close_over(members, roles, replayed, index);
+    }
+    for (size_t k = 0; k < members.size(); ++k) {
+      if (!close || replayed[members[k]]) memberships_[members[k]].push_back({static_cast<int>(group), static_cast<int>(k)});
+    }
+    roles_.push_back(std::move(roles));
+  }
 }
 
-std::vector<std::vector<CollectiveRole>> collective_roles(const OpSchedule& s, const Fabric& fabric) {
-  std::vector<std::vector<CollectiveRole>> out = full_collective_roles(s, fabric);
-  if (s.emitted_gpus.empty()) return out;
-  std::vector<char> replayed(fabric.gpus(), 0);
-  for (int g : s.emitted_gpus) replayed[g] = 1;
-  for (auto& roles : out) roles = close_over(roles, replayed);
-  return out;
+const CollectiveRole& GroupRoles::at(int group, int gpu) const {
+  static const CollectiveRole kNone{};
+  for (auto [g, k] : memberships_[static_cast<size_t>(gpu)]) {
+    if (g == group) return roles_[static_cast<size_t>(g)][static_cast<size_t>(k)];
+  }
+  return kNone;
 }
 
 std::vector<MessageEnd> collective_flows(const CollectiveRole& r, int self, const Op& op) {

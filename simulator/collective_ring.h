@@ -8,6 +8,7 @@
 // One flow per ring and member instead of one per step keeps 1,024-GPU steps fast.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "planner/collective_pattern.h"
@@ -18,12 +19,24 @@
 
 namespace rm::sim {
 
-// [group][gpu]: each member's role in each of the schedule's groups. When only some GPUs
-// are emitted (OpSchedule::emitted_gpus), their rings skip the others: the replayed GPUs'
-// flows pair among themselves, with the full group's sizes.
-std::vector<std::vector<CollectiveRole>> collective_roles(const OpSchedule& s, const Fabric& fabric);
-// The same for every member of the full groups, ignoring emitted_gpus (the load of all).
-std::vector<std::vector<CollectiveRole>> full_collective_roles(const OpSchedule& s, const Fabric& fabric);
+// Each member's role in each of the schedule's groups, kept in the groups' member order
+// (a table of every GPU for each group is quadratic in the GPU count: a TP group per node
+// and an FSDP group per TP rank and stage). Replayed: when only some GPUs are emitted (OpSchedule::emitted_gpus), their
+// rings skip the others, so the replayed GPUs' flows pair among themselves, with the full
+// group's sizes. Full: every member of the full groups (the load of all).
+class GroupRoles {
+ public:
+  enum class Members { kReplayed, kFull };
+  GroupRoles(const OpSchedule& s, const Fabric& fabric, Members which);
+  // GPU `gpu`'s role in `group`; a GPU outside it (or not replayed) has none: no flows.
+  const CollectiveRole& at(int group, int gpu) const;
+  // `group`'s roles in the order of OpSchedule::groups[group].
+  const std::vector<CollectiveRole>& of_group(int group) const { return roles_[static_cast<size_t>(group)]; }
+
+ private:
+  std::vector<std::vector<CollectiveRole>> roles_;              // [group][member index]
+  std::vector<std::vector<std::pair<int, int>>> memberships_;  // [gpu]: (group, member index)
+};
 
 // The flows GPU `self` posts for collective `op` (outgoing and incoming, per ring).
 std::vector<MessageEnd> collective_flows(const CollectiveRole& role, int self, const Op& op);

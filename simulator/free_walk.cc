@@ -6,6 +6,7 @@
 #include <deque>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "simulator/collective_ring.h"
@@ -24,7 +25,7 @@ class FreeWalk {
  public:
   FreeWalk(const OpSchedule& sched, const Fabric& fabric, const CostParams& c)
       : s(sched), costs(c), G(static_cast<int>(sched.ranks.size())), weights(sched),
-        roles(collective_roles(sched, fabric)), messages(G), ranks(G) {}
+        roles(sched, fabric, GroupRoles::Members::kReplayed), messages(G), ranks(G) {}
 
   void run() {
     std::deque<int> runnable;
@@ -57,17 +58,21 @@ class FreeWalk {
   const CostParams& costs;
   int G;
   LayerWeights weights;
-  std::vector<std::vector<CollectiveRole>> roles;
+  GroupRoles roles;
+  // Transfers by id. An id is free again once both its ends' requests have been waited
+  // for (ends_left), so the tables hold the transfers in flight, not the schedule's.
   MessageTable<int> messages;                         // -> transfer id
   std::vector<double> post_s;                         // first side's post time, then done time
   std::vector<char> done;
+  std::vector<char> ends_left;                        // ends whose requests are not waited for
   std::vector<std::vector<int>> waiting;              // ranks blocked on a transfer
+  std::vector<int> free_ids;
 
   struct Rank {
     size_t pc = 0;
     double clock = 0;
     Weighted elapsed;
-    std::vector<std::vector<int>> reqs;  // transfer ids per request
+    std::unordered_map<int, std::vector<int>> reqs;  // transfer ids of each request in flight
     int blocked_on = -1;
   };
   std::vector<Rank> ranks;
@@ -75,10 +80,19 @@ class FreeWalk {
   // Posts end `e` at time t; returns its transfer's id.
   int post(const MessageEnd& e, double t, std::deque<int>& runnable) {
     const auto m = messages.post(e, [&] {
-      post_s.push_back(t);
-      done.push_back(0);
-      waiting.emplace_back();
-      return static_cast<int>(post_s.size()) - 1;
+      if (free_ids.empty()) {
+        free_ids.push_back(static_cast<int>(post_s.size()));
+        post_s.push_back(0);
+        done.push_back(0);
+        ends_left.push_back(0);
+        waiting.emplace_back();
+      }
+      const int id = free_ids.back();
+      free_ids.pop_back();
+      post_s[id] = t;
+      done[id] = 0;
+      ends_left[id] = 2;
+      return id;
     });
     if (m.first) return m.value;
     const int id = m.value;
@@ -97,25 +111,23 @@ class FreeWalk {
     while (r.pc < ops.size()) {
       const Op& op = ops[r.pc];
       const double t0 = r.clock;
-      auto request = [&](int req) -> std::vector<int>& {
-        if (req >= static_cast<int>(r.reqs.size())) r.reqs.resize(req + 1);
-        return r.reqs[req];
-      };
       switch (op.kind) {
         case OpKind::kCompute: r.clock += compute_seconds(op, costs); break;
         case OpKind::kSend:
         case OpKind::kRecv:
-          request(op.request) = {post(transfer_end(g, op), r.clock, runnable)};
+          r.reqs[op.request] = {post(transfer_end(g, op), r.clock, runnable)};
           break;
         case OpKind::kCollective: {
-          std::vector<int>& ids = request(op.request);
+          std::vector<int>& ids = r.reqs[op.request];
           ids.clear();
-          for (const MessageEnd& e : collective_flows(roles[op.group][g], g, op))
+          for (const MessageEnd& e : collective_flows(roles.at(op.group, g), g, op))
             ids.push_back(post(e, r.clock, runnable));
           break;
         }
         case OpKind::kWait: {
-          for (int id : request(op.request)) {
+          const auto it = r.reqs.find(op.request);
+          if (it == r.reqs.end()) break;
+          for (int id : it->second) {
             if (!done[id]) {
               waiting[id].push_back(g);
               r.blocked_on = id;
@@ -123,6 +135,10 @@ class FreeWalk {
             }
             r.clock = std::max(r.clock, post_s[id]);
           }
+          for (int id : it->second) {
+            if (--ends_left[id] == 0) free_ids.push_back(id);
+          }
+          r.reqs.erase(it);
           break;
         }
         case OpKind::kAlloc:

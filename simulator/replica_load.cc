@@ -8,7 +8,7 @@
 namespace rm::sim {
 
 ReplicaLoad replica_load(const OpSchedule& s, const Fabric& fabric,
-                         const std::vector<std::vector<CollectiveRole>>& replayed_roles) {
+                         const GroupRoles& replayed_roles) {
   const size_t links = fabric.links().size();
   ReplicaLoad out;
   out.stands_for[0].assign(links, 1.0);
@@ -27,14 +27,18 @@ ReplicaLoad replica_load(const OpSchedule& s, const Fabric& fabric,
     count(all[0], src, dst);
     if (replayed[src]) count(mine[0], src, dst);
   }
-  const auto full_roles = full_collective_roles(s, fabric);
-  for (size_t group = 0; group < full_roles.size(); ++group) {
-    for (int g = 0; g < fabric.gpus(); ++g) {
-      count(all[1], g, full_roles[group][g].rail_succ);
-      count(all[1], g, full_roles[group][g].node_succ);
+  const GroupRoles full_roles(s, fabric, GroupRoles::Members::kFull);
+  for (size_t group = 0; group < s.groups.size(); ++group) {
+    const std::vector<int>& members = s.groups[group];
+    const auto& full = full_roles.of_group(static_cast<int>(group));
+    const auto& mine_roles = replayed_roles.of_group(static_cast<int>(group));
+    for (size_t k = 0; k < members.size(); ++k) {
+      const int g = members[k];
+      count(all[1], g, full[k].rail_succ);
+      count(all[1], g, full[k].node_succ);
       if (!replayed[g]) continue;
-      count(mine[1], g, replayed_roles[group][g].rail_succ);
-      count(mine[1], g, replayed_roles[group][g].node_succ);
+      count(mine[1], g, mine_roles[k].rail_succ);
+      count(mine[1], g, mine_roles[k].node_succ);
     }
   }
   for (int k = 0; k < 2; ++k) {

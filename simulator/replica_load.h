@@ -18,9 +18,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "planner/collective_pattern.h"
 #include "planner/op_list.h"
 #include "planner/topology.h"
+#include "simulator/collective_ring.h"
 
 namespace simgrid::s4u {
 class Link;
@@ -31,14 +31,14 @@ namespace rm::sim {
 enum class FlowClass { kRing = 0, kCollective = 1 };
 
 // Per Fabric link id and class: the full job's flows each replayed flow stands for (>= 1;
-// all 1 when every rank is emitted). `replayed_roles`: collective_roles(s, fabric) as the
-// replay uses them.
+// all 1 when every rank is emitted). `replayed_roles`: the groups' roles as the replay
+// uses them (GroupRoles::Members::kReplayed).
 struct ReplicaLoad {
   std::vector<double> stands_for[2];
   bool folded = false;  // some link has a factor above 1
 };
 ReplicaLoad replica_load(const OpSchedule& s, const Fabric& fabric,
-                         const std::vector<std::vector<CollectiveRole>>& replayed_roles);
+                         const GroupRoles& replayed_roles);
 
 // Sets the replay's links to the replayed flows' share as flows start and finish (needs a
 // live SimGrid engine; `links` and `capacity` by Fabric link id, as the platform made them).

@@ -68,7 +68,7 @@ struct GpuState {
 class SimGridReplay {
  public:
   SimGridReplay(const OpSchedule& s, const Fabric& f, const CostParams& c, const ReplayOptions& o)
-      : s_(s), fabric_(f), costs_(c), opt_(o), G_(f.gpus()), weights_(s), roles_(collective_roles(s, f)),
+      : s_(s), fabric_(f), costs_(c), opt_(o), G_(f.gpus()), weights_(s), roles_(s, f, GroupRoles::Members::kReplayed),
         gpus_(G_), trace_(o.trace_path, o.trace_title, o.trace_gpus), messages_(G_) {}
 
   SimGridFigures run() {
@@ -130,7 +130,7 @@ class SimGridReplay {
   const ReplayOptions& opt_;
   int G_;
   LayerWeights weights_;
-  std::vector<std::vector<CollectiveRole>> roles_;
+  GroupRoles roles_;
   std::vector<GpuState> gpus_;
   ReplayTrace trace_;
   MessageTable<std::shared_ptr<Transfer>> messages_;  // half-posted transfers
@@ -147,7 +147,7 @@ class SimGridReplay {
       for (const Op& op : r.ops) {
         if (op.kind == OpKind::kSend) p.add_route(r.gpu, op.peer);
         if (op.kind == OpKind::kCollective) {
-          const CollectiveRole& c = roles_[op.group][r.gpu];
+          const CollectiveRole& c = roles_.at(op.group, r.gpu);
           if (c.rail_succ >= 0) p.add_route(r.gpu, c.rail_succ);
           if (c.node_succ >= 0) p.add_route(r.gpu, c.node_succ);
         }
@@ -305,7 +305,7 @@ class SimGridReplay {
         }
         case OpKind::kCollective: {
           settle();
-          const CollectiveRole& role = roles_[op.group][g];
+          const CollectiveRole& role = roles_.at(op.group, g);
           Request& r = reqs[op.request];
           r.posted_at_s = sg4::Engine::get_clock();
           r.busy_at_post_s = busy_s;

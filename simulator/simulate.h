@@ -35,10 +35,10 @@ struct SimulateOptions {
   ReplayOptions replay;
 };
 
-// Peak resident bytes per op of a replay (the op lists, shared by the forked replay, and
-// both processes' own tables): 117-120 B measured for 26 M and 95 M ops (llama3-405b, tp 8
-// x pp 16, 512 and 2,048 GPUs; BENCHMARKS.md), rounded up.
-inline constexpr double kReplayBytesPerOp = 128;
+// Peak resident bytes per op of a replay (88 B of op list, shared by the forked replay,
+// and both processes' tables of what is in flight): 91-92 B measured for 26 M and 95 M ops
+// (llama3-405b, tp 8 x pp 16, 512 and 2,048 GPUs; BENCHMARKS.md), rounded up.
+inline constexpr double kReplayBytesPerOp = 100;
 
 // The simulated counterparts of Prediction's fields (plan.h), with the same definitions
 // (cost_model.h): comm_overhead = (step - free-comm step) / step, MFU from the op lists'
