@@ -74,7 +74,7 @@ struct DpCosts {
   DpExposed exposed(const MicroStepCollectives& c) const {
     DpExposed d;
     auto hide = [&](double x, double window) { return cost->collective_exposed_s(x, window); };
-    if (c.forward_gather) d.per_layer = hide(ag, window_f);
+    d.per_layer = forward_gather(c).per_layer;
     if (backward) {
       const double on_shard = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? rs : 0);
       const double on_repl = c.all_reduce ? ar : 0;
@@ -95,7 +95,7 @@ struct DpCosts {
   double stage_ends(const MicroStepCollectives& c, bool first, bool last) const {
     double e = 0;
     if (!ends) return e;
-    if (c.forward_gather) e += first ? std::max(2 * ag, ag + ag_vocab) : ag;
+    e += forward_gather(c).end(first);
     if (backward && c.backward_gather && !last) e += ag;
     if (backward && c.reduce_scatter) e += first ? rs + rs_vocab : rs;
     if (backward && c.all_reduce) e += first ? ar + ar_vocab : ar;
@@ -110,7 +110,7 @@ struct DpCosts {
   double chunk_ends(const MicroStepCollectives& c, bool first, bool last) const {
     double e = 0;
     if (!ends) return e;
-    if (c.forward_gather) e += first ? std::max(2 * ag, ag + ag_vocab) : ag;
+    e += forward_gather(c).end(first);
     if (backward && c.backward_gather && !last) e += ag;
     if (backward && c.reduce_scatter && first) e += rs;
     if (backward && c.all_reduce && first) e += ar;
@@ -119,6 +119,17 @@ struct DpCosts {
       e -= cost->collective_exposed_s(on, window_b) - cost->collective_exposed_s(on, window_b + window_f);
     }
     return e;
+  }
+  // The forward's all-gathers: each layer's, hidden behind the previous layer's forward, and
+  // at the start (`first`: the embedding's and layer 0's sharing links, see stage_ends) the
+  // first one's, exposed.
+  struct ForwardGather {
+    double per_layer = 0, first_end = 0, other_end = 0;
+    double end(bool first) const { return first ? first_end : other_end; }
+  };
+  ForwardGather forward_gather(const MicroStepCollectives& c) const {
+    if (!c.forward_gather) return {};
+    return {cost->collective_exposed_s(ag, window_f), ends ? std::max(2 * ag, ag + ag_vocab) : 0, ends ? ag : 0};
   }
   // The first stage ends the step (1F1B) on the embedding's gradients, `c` the last micro-step's.
   double pipeline_tail(const MicroStepCollectives& c) const {
@@ -914,6 +925,7 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
       // The micro-steps by what they run: the first, those between, the last.
       double dp_layer = 0, dp_ends = 0;  // summed over the micro-steps
       PipelineEnds stage_ends;           // pp > 1: the same, by stage
+      FirstForwardGathers first_gathers;  // pp > 1: micro-step 0's forward gathers over their mean
       auto add = [&](int k, int times) {
         const MicroStepCollectives c = micro_step_collectives(ch.sharding, k, accum, data_gpus);
         const DpExposed d = dp.exposed(c);
@@ -924,14 +936,25 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
           stage_ends.middle += times * dp.chunk_ends(c, false, false) / accum;
           stage_ends.last += times * dp.chunk_ends(c, false, true) / accum;
           if (k == accum - 1) stage_ends.tail = dp.pipeline_tail(c);
+          // PyTorch's FSDP2 issues a module's all-gather in its forward pre-hook, so a
+          // chunk's first waits in the fill for the activation to arrive, as the op lists
+          // run it; Megatron's --overlap-param-gather dispatches each chunk's during the
+          // previous one's forward (a plan for no framework: the frameworks that do).
+          const auto g = job.framework == Framework::kPytorch ? dp.forward_gather(c) : DpCosts::ForwardGather{};
+          const double w = (k == 0 ? 1.0 : 0.0) - static_cast<double>(times) / accum;
+          first_gathers.per_layer += w * g.per_layer;
+          first_gathers.first_chunk_end += w * g.first_end;
+          first_gathers.chunk_end += w * g.other_end;
         }
       };
       add(0, 1);
       if (accum > 2) add(1, accum - 2);
       if (accum > 1) add(accum - 1, 1);
       if (pipe.pp > 1) {
-        // pipeline_step prices every micro-batch alike: each its mean share of the collectives.
-        const PipelineStep ps = pipeline_step(job, choice, real, free, dp_layer / accum, stage_ends, logits, accum);
+        // pipeline_step prices every micro-batch alike, each its mean share of the
+        // collectives, but for the first's forward gathers (first_gathers).
+        const PipelineStep ps =
+            pipeline_step(job, choice, real, free, dp_layer / accum, stage_ends, first_gathers, logits, accum);
         time = ps.time;
         free_time = ps.free_time;
         p_bubble = ps.bubble;

@@ -229,8 +229,15 @@ class CostModel {
     double first = 0, middle = 0, last = 0;
     double tail = 0;  // once per step: the stage's last gradients, waited for before the optimizer
   };
+  // What the first micro-batch's forward pays for the weights' all-gathers beyond its mean
+  // share (zero1, zero2 and a PyTorch pipeline's fsdp gather once a step, in micro-batch 0):
+  // per layer, and at the model's first chunk's start and every other chunk's.
+  struct FirstForwardGathers {
+    double per_layer = 0, first_chunk_end = 0, chunk_end = 0;
+  };
   PipelineStep pipeline_step(const Job& job, const PlanChoice& choice, const LayerTimes& real,
                              const LayerTimes& free, double fsdp_layer, const PipelineEnds& fsdp_ends,
+                             const FirstForwardGathers& first_gathers,
                              double logits, int64_t microbatches);
   // A flat ring cut short by a sliding window: every position sends its last fp32
   // accumulator `hops` positions back, to the block's owner (units: K,V elements).

@@ -98,7 +98,7 @@ PipelineTime pp_step_time(double sum, double slowest, int v, int64_t m) {
 }
 
 double pp_program_makespan(const PipelineProgram& program, int v, const std::vector<double>& fwd,
-                           const std::vector<double>& bwd) {
+                           const std::vector<double>& bwd, const std::vector<double>* fwd_first) {
   const int pp = static_cast<int>(program.stages.size());
   const int chunks = pp * v;
   int64_t m = 0;
@@ -171,7 +171,8 @@ double pp_program_makespan(const PipelineProgram& program, int v, const std::vec
       if (a.kind == PipelineAction::kForward) {
         ready = g == 0 ? 0 : done_f[at(g - 1, a.micro)];
         if (ready < 0) break;
-        const double t = std::max(clock[static_cast<size_t>(s)], ready) + fwd[static_cast<size_t>(g)];
+        const double f = (a.micro == 0 && fwd_first ? *fwd_first : fwd)[static_cast<size_t>(g)];
+        const double t = std::max(clock[static_cast<size_t>(s)], ready) + f;
         done_f[at(g, a.micro)] = clock[static_cast<size_t>(s)] = t;
         wake = g + 1 < chunks ? (g + 1) % pp : -1;
       } else {
@@ -273,7 +274,9 @@ const char* pp_schedule_name(int v) { return v > 1 ? "Interleaved1F1B" : "1F1B";
 
 CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoice& ch, const LayerTimes& real,
                                                  const LayerTimes& free, double fsdp_layer,
-                                                 const PipelineEnds& fsdp_ends, double logits, int64_t m) {
+                                                 const PipelineEnds& fsdp_ends,
+                                                 const FirstForwardGathers& first_gathers, double logits,
+                                                 int64_t m) {
   const int p = ch.pp, v = ch.virtual_stages;
   const bool fwd_only = job.passes == Passes::kForward;
   // Interleaved: the replayed op lists exchange with both neighbours at once, once per
@@ -301,12 +304,17 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   // undercharged a 256-GPU FSDP step by 3.9 %), the head on the last, and its stage's
   // exchanges shared among the stage's chunks.
   const int S = p * v;
-  std::vector<double> real_chunk(static_cast<size_t>(S));
+  std::vector<double> real_chunk(static_cast<size_t>(S)), first_excess(static_cast<size_t>(S), 0);
   std::vector<double> real_stage(static_cast<size_t>(p), 0), free_stage(static_cast<size_t>(p), 0);
-  bool uneven = false;
+  bool uneven = false, first_differs = false;
   for (int g = 0; g < S; ++g) {
     const int s = g % p, n = pp_chunk_layer_count(layout, g);
     uneven = uneven || n != pp_chunk_layer_count(layout, 0);
+    if (m > 1) {
+      first_excess[static_cast<size_t>(g)] =
+          n * first_gathers.per_layer + (g == 0 ? first_gathers.first_chunk_end : first_gathers.chunk_end);
+      first_differs = first_differs || first_excess[static_cast<size_t>(g)] > 0;
+    }
     const double head = g == S - 1 ? logits : 0;
     const double ends = g == 0 ? fsdp_ends.first : g == S - 1 ? fsdp_ends.last : fsdp_ends.middle;
     real_chunk[static_cast<size_t>(g)] = n * real_layer + ends + head + exchanges(s) * x / v;
@@ -336,19 +344,38 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   // The free-communication step keeps the same ratio to its closed form.
   const PipelineTime real_closed = pp_step_time(real_sum, real_max, v, m);
   PipelineTime rt = real_closed;
-  if (uneven && !(v > 1 && p < 3)) {
+  double real_structure = 1;  // the uneven program's makespan over the closed form
+  if ((uneven || first_differs) && !(v > 1 && p < 3)) {
     const int64_t mm = pp_makespan_microbatches(p, v, m);
+    const PipelineProgram& program = pp_program(p, v, mm, !fwd_only);
     std::vector<double> fwd(static_cast<size_t>(S)), bwd(static_cast<size_t>(S));
     for (size_t g = 0; g < fwd.size(); ++g) {
       fwd[g] = (fwd_only ? 1.0 : forward_share) * real_chunk[g];
       bwd[g] = real_chunk[g] - fwd[g];
     }
-    rt.step_s = pp_program_makespan(pp_program(p, v, mm, !fwd_only), v, fwd, bwd) +
-                static_cast<double>(m - mm) * real_max;
+    const double mean_s = pp_program_makespan(program, v, fwd, bwd) + static_cast<double>(m - mm) * real_max;
+    if (uneven) rt.step_s = mean_s;
+    if (first_differs) {
+      // Micro-batch 0's forward gathers lie on the pipeline fill, once per chunk of every
+      // stage, where the mean share above charges them v times; the others' forwards pay
+      // none of them (the replayed op lists: a chunk's first all-gather is posted when its
+      // first activation arrives, as FSDP2's pre-forward hook issues it). What that changes
+      // in the program's makespan is added to the step.
+      std::vector<double> fwd_first(fwd), steady_stage(static_cast<size_t>(p), 0);
+      for (size_t g = 0; g < fwd.size(); ++g) {
+        fwd_first[g] += first_excess[g];
+        fwd[g] -= first_excess[g] / static_cast<double>(m - 1);
+        steady_stage[g % static_cast<size_t>(p)] += real_chunk[g] - first_excess[g] / static_cast<double>(m - 1);
+      }
+      const double steady_max = *std::max_element(steady_stage.begin(), steady_stage.end());
+      rt.step_s += pp_program_makespan(program, v, fwd, bwd, &fwd_first) +
+                   static_cast<double>(m - mm) * steady_max - mean_s;
+    }
     rt.bubble_s = std::max(0.0, rt.step_s - static_cast<double>(m) * real_max);
+    real_structure = uneven ? mean_s / real_closed.step_s : 1.0;
   }
   PipelineTime ft = pp_step_time(free_sum, free_max, v, m);
-  ft.step_s *= rt.step_s / real_closed.step_s;
+  ft.step_s *= real_structure;
   // Adam on the largest stage's shard (its TP member's weights over its cp·dp GPUs).
   const ModelSpec& ms = shard(ch.tp);
   double largest = 0;

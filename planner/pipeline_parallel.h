@@ -115,8 +115,9 @@ PipelineTime pp_step_time(double sum_s, double slowest_s, int virtual_stages, in
 // With unequal stages the closed form above overcharges: Megatron's 1F1B hides part of the
 // faster stages' fill and drain behind the slowest (stages of 8, 9, 8, 7 layers over 8
 // micro-batches run 3 % shorter than it says).
+// `fwd_first`, where given: micro-batch 0's forward times (its gathers), the others' `fwd`.
 double pp_program_makespan(const PipelineProgram& program, int virtual_stages, const std::vector<double>& fwd,
-                           const std::vector<double>& bwd);
+                           const std::vector<double>& bwd, const std::vector<double>* fwd_first = nullptr);
 // Micro-batches enough to price a longer run of the same program: past its warm-up and
 // cool-down each micro-batch adds the slowest stage's time (pipeline_parallel_test.cc
 // checks the extrapolation against the whole run).

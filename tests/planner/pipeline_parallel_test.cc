@@ -151,6 +151,26 @@ TEST_CASE("uneven stages: running the programs, equal ones: the closed form, and
   }
 }
 
+TEST_CASE("micro-batch 0's forwards lie on the pipeline fill: what each chunk's adds, it adds once per chunk") {
+  // A PyTorch pipeline's weight all-gathers in micro-batch 0 (CostModel::pipeline_step): an
+  // extra e on micro-batch 0's forward of every chunk delays the step by e for each chunk of
+  // the fill, p·v of them, where a mean share of e / m per micro-batch adds v·e.
+  for (auto [pp, v] : {std::pair{4, 1}, std::pair{4, 2}, std::pair{8, 4}}) {
+    CAPTURE(pp);
+    CAPTURE(v);
+    const int64_t m = 2 * pp;
+    const size_t chunks = static_cast<size_t>(pp * v);
+    const std::vector<double> f(chunks, 1.0), b(chunks, 2.0);
+    const double e = 0.01;
+    std::vector<double> first(f);
+    for (double& x : first) x += e;
+    const PipelineProgram program = pp_1f1b_program(pp, v, m, true);
+    const double base = pp_program_makespan(program, v, f, b);
+    CHECK(pp_program_makespan(program, v, f, b, &first) - base == doctest::Approx(pp * v * e));
+    CHECK(pp_program_makespan(program, v, f, b, &f) == doctest::Approx(base));
+  }
+}
+
 TEST_CASE("micro-batches in flight: p - s for 1F1B, Megatron's warmup + 1 interleaved") {
   CHECK(pp_in_flight(4, 1, 8, 0) == 4);
   CHECK(pp_in_flight(4, 1, 8, 3) == 1);
