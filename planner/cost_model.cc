@@ -74,7 +74,7 @@ struct DpCosts {
   DpExposed exposed(const MicroStepCollectives& c) const {
     DpExposed d;
     auto hide = [&](double x, double window) { return cost->collective_exposed_s(x, window); };
-    d.per_layer = forward_gather(c).per_layer;
+    d.per_layer = forward_gathers(c).per_layer;
     if (backward) {
       const double on_shard = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? rs : 0);
       const double on_repl = c.all_reduce ? ar : 0;
@@ -95,7 +95,7 @@ struct DpCosts {
   double stage_ends(const MicroStepCollectives& c, bool first, bool last) const {
     double e = 0;
     if (!ends) return e;
-    e += forward_gather(c).end(first);
+    e += forward_gathers(c).end(first);
     if (backward && c.backward_gather && !last) e += ag;
     if (backward && c.reduce_scatter) e += first ? rs + rs_vocab : rs;
     if (backward && c.all_reduce) e += first ? ar + ar_vocab : ar;
@@ -110,7 +110,7 @@ struct DpCosts {
   double chunk_ends(const MicroStepCollectives& c, bool first, bool last) const {
     double e = 0;
     if (!ends) return e;
-    e += forward_gather(c).end(first);
+    e += forward_gathers(c).end(first);
     if (backward && c.backward_gather && !last) e += ag;
     if (backward && c.reduce_scatter && first) e += rs;
     if (backward && c.all_reduce && first) e += ar;
@@ -127,7 +127,7 @@ struct DpCosts {
     double per_layer = 0, first_end = 0, other_end = 0;
     double end(bool first) const { return first ? first_end : other_end; }
   };
-  ForwardGather forward_gather(const MicroStepCollectives& c) const {
+  ForwardGather forward_gathers(const MicroStepCollectives& c) const {
     if (!c.forward_gather) return {};
     return {cost->collective_exposed_s(ag, window_f), ends ? std::max(2 * ag, ag + ag_vocab) : 0, ends ? ag : 0};
   }
@@ -939,8 +939,8 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
           // PyTorch's FSDP2 issues a module's all-gather in its forward pre-hook, so a
           // chunk's first waits in the fill for the activation to arrive, as the op lists
           // run it; Megatron's --overlap-param-gather dispatches each chunk's during the
-          // previous one's forward (a plan for no framework: the frameworks that do).
-          const auto g = job.framework == Framework::kPytorch ? dp.forward_gather(c) : DpCosts::ForwardGather{};
+          // previous one's forward (and a plan for no framework is priced as Megatron's).
+          const auto g = job.framework == Framework::kPytorch ? dp.forward_gathers(c) : DpCosts::ForwardGather{};
           const double w = (k == 0 ? 1.0 : 0.0) - static_cast<double>(times) / accum;
           first_gathers.per_layer += w * g.per_layer;
           first_gathers.first_chunk_end += w * g.first_end;

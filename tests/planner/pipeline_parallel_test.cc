@@ -155,7 +155,8 @@ TEST_CASE("micro-batch 0's forwards lie on the pipeline fill: what each chunk's 
   // A PyTorch pipeline's weight all-gathers in micro-batch 0 (CostModel::pipeline_step): an
   // extra e on micro-batch 0's forward of every chunk delays the step by e for each chunk of
   // the fill, p·v of them, where a mean share of e / m per micro-batch adds v·e.
-  for (auto [pp, v] : {std::pair{4, 1}, std::pair{4, 2}, std::pair{8, 4}}) {
+  for (const auto& shape : {std::pair{4, 1}, std::pair{4, 2}, std::pair{8, 4}}) {
+    const int pp = shape.first, v = shape.second;  // not a structured binding: CAPTURE takes it in a lambda
     CAPTURE(pp);
     CAPTURE(v);
     const int64_t m = 2 * pp;
