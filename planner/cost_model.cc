@@ -120,14 +120,9 @@ struct DpCosts {
     }
     return e;
   }
-  // The forward's all-gathers: each layer's, hidden behind the previous layer's forward, and
-  // at the start (`first`: the embedding's and layer 0's sharing links, see stage_ends) the
-  // first one's, exposed.
-  struct ForwardGather {
-    double per_layer = 0, first_end = 0, other_end = 0;
-    double end(bool first) const { return first ? first_end : other_end; }
-  };
-  ForwardGather forward_gathers(const MicroStepCollectives& c) const {
+  // The forward's all-gathers (cost_model.h); at the model's start the embedding's and layer
+  // 0's share links (see stage_ends).
+  ForwardGathers forward_gathers(const MicroStepCollectives& c) const {
     if (!c.forward_gather) return {};
     return {cost->collective_exposed_s(ag, window_f), ends ? std::max(2 * ag, ag + ag_vocab) : 0, ends ? ag : 0};
   }
@@ -925,7 +920,7 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
       // The micro-steps by what they run: the first, those between, the last.
       double dp_layer = 0, dp_ends = 0;  // summed over the micro-steps
       PipelineEnds stage_ends;           // pp > 1: the same, by stage
-      FirstForwardGathers first_gathers;  // pp > 1: micro-step 0's forward gathers over their mean
+      ForwardGathers first_gathers;      // pp > 1: micro-step 0's forward gathers over their mean
       auto add = [&](int k, int times) {
         const MicroStepCollectives c = micro_step_collectives(ch.sharding, k, accum, data_gpus);
         const DpExposed d = dp.exposed(c);
@@ -940,11 +935,11 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
           // chunk's first waits in the fill for the activation to arrive, as the op lists
           // run it; Megatron's --overlap-param-gather dispatches each chunk's during the
           // previous one's forward (and a plan for no framework is priced as Megatron's).
-          const auto g = job.framework == Framework::kPytorch ? dp.forward_gathers(c) : DpCosts::ForwardGather{};
+          const auto g = job.framework == Framework::kPytorch ? dp.forward_gathers(c) : ForwardGathers{};
           const double w = (k == 0 ? 1.0 : 0.0) - static_cast<double>(times) / accum;
           first_gathers.per_layer += w * g.per_layer;
-          first_gathers.first_chunk_end += w * g.first_end;
-          first_gathers.chunk_end += w * g.other_end;
+          first_gathers.first_end += w * g.first_end;
+          first_gathers.other_end += w * g.other_end;
         }
       };
       add(0, 1);

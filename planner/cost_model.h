@@ -132,6 +132,16 @@ struct GroupCollective {
   int bottleneck_link() const;
 };
 
+// A micro-step's forward all-gathers of the weights (data_parallel.h's table): each layer's
+// exposed remainder behind the previous layer's forward, and at a chunk's or micro-step's
+// start the first one's, exposed (`first_end` at the model's start, where the embedding's
+// shares its links). Also what micro-batch 0 pays beyond its mean share of them in a
+// pipeline (CostModel::pipeline_step).
+struct ForwardGathers {
+  double per_layer = 0, first_end = 0, other_end = 0;
+  double end(bool first) const { return first ? first_end : other_end; }
+};
+
 class CostModel {
  public:
   CostModel(const ModelSpec& model, const Fabric& fabric, const CostParams& cost);
@@ -229,15 +239,9 @@ class CostModel {
     double first = 0, middle = 0, last = 0;
     double tail = 0;  // once per step: the stage's last gradients, waited for before the optimizer
   };
-  // What the first micro-batch's forward pays for the weights' all-gathers beyond its mean
-  // share (zero1, zero2 and a PyTorch pipeline's fsdp gather once a step, in micro-batch 0):
-  // per layer, and at the model's first chunk's start and every other chunk's.
-  struct FirstForwardGathers {
-    double per_layer = 0, first_chunk_end = 0, chunk_end = 0;
-  };
   PipelineStep pipeline_step(const Job& job, const PlanChoice& choice, const LayerTimes& real,
                              const LayerTimes& free, double fsdp_layer, const PipelineEnds& fsdp_ends,
-                             const FirstForwardGathers& first_gathers,
+                             const ForwardGathers& first_gathers,
                              double logits, int64_t microbatches);
   // A flat ring cut short by a sliding window: every position sends its last fp32
   // accumulator `hops` positions back, to the block's owner (units: K,V elements).

@@ -275,7 +275,7 @@ const char* pp_schedule_name(int v) { return v > 1 ? "Interleaved1F1B" : "1F1B";
 CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoice& ch, const LayerTimes& real,
                                                  const LayerTimes& free, double fsdp_layer,
                                                  const PipelineEnds& fsdp_ends,
-                                                 const FirstForwardGathers& first_gathers, double logits,
+                                                 const ForwardGathers& first_gathers, double logits,
                                                  int64_t m) {
   const int p = ch.pp, v = ch.virtual_stages;
   const bool fwd_only = job.passes == Passes::kForward;
@@ -312,7 +312,7 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
     uneven = uneven || n != pp_chunk_layer_count(layout, 0);
     if (m > 1) {
       first_excess[static_cast<size_t>(g)] =
-          n * first_gathers.per_layer + (g == 0 ? first_gathers.first_chunk_end : first_gathers.chunk_end);
+          n * first_gathers.per_layer + first_gathers.end(g == 0);
       first_differs = first_differs || first_excess[static_cast<size_t>(g)] > 0;
     }
     const double head = g == S - 1 ? logits : 0;

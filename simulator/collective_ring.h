@@ -21,9 +21,10 @@ namespace rm::sim {
 
 // Each member's role in each of the schedule's groups, kept in the groups' member order
 // (a table of every GPU for each group is quadratic in the GPU count: a TP group per node
-// and an FSDP group per TP rank and stage). Replayed: when only some GPUs are emitted (OpSchedule::emitted_gpus), their
-// rings skip the others, so the replayed GPUs' flows pair among themselves, with the full
-// group's sizes. Full: every member of the full groups (the load of all).
+// and an FSDP group per TP rank and stage). Replayed: when only some GPUs are emitted
+// (OpSchedule::emitted_gpus), their rings skip the others, so the replayed GPUs' flows pair
+// among themselves, with the full group's sizes. Full: every member of the full groups (the
+// load of all).
 class GroupRoles {
  public:
   enum class Members { kReplayed, kFull };
