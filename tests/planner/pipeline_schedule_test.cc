@@ -252,6 +252,45 @@ TEST_CASE("interleaved pipeline op lists (pp 4 and 8, 2-4 chunks per stage): the
   }
 }
 
+TEST_CASE("interleaved pipeline op lists: Megatron gathers micro-batch 0's chunks ahead, FSDP2 when the activation arrives") {
+  // Megatron's schedule (param_sync_func) gathers chunks 0 and 1 before a stage's first
+  // action and each later chunk during the forwards of the one before; FSDP2's forward
+  // pre-hook gathers a chunk once its first activation has arrived.
+  const ModelSpec model = load_model("llama2-7b");
+  const Topology topo = load_topology("a100-nvlink-box");
+  const Fabric fabric(topo, 8);
+  const int pp = 4, v = 4, per_stage = 2;
+  for (const Framework framework : {Framework::kAny, Framework::kMegatron, Framework::kPytorch}) {
+    CAPTURE(static_cast<int>(framework));
+    SearchPins pins;
+    pins.pp = pp;
+    pins.virtual_stages = v;
+    pins.cp = 2;
+    pins.cp_comm_type = Strategy::kRing;
+    pins.sharding = Sharding::kZero1;
+    pins.micro_batch = 1;
+    Job job = step_job("llama2-7b", "a100-nvlink-box", 8, 32768, 8 * int64_t{32768});
+    job.framework = framework;
+    const Plan plan = Planner(model, fabric, CostParams::from_topology(topo)).best_ring_plan(job, pins);
+    REQUIRE(plan.choice.virtual_stages == v);
+    const OpSchedule s = generate_schedule(plan, model, fabric);
+    CHECK(message_contract_violation(s) == "");
+    for (const RankSchedule& rs : s.ranks) {
+      const int stage = rs.gpu / per_stage;
+      if (stage == 0) continue;  // its first action waits for no activation
+      CAPTURE(rs.gpu);
+      int gathers = 0, before_first_recv = -1;
+      for (const Op& op : rs.ops) {
+        if (op.kind == OpKind::kRecv && before_first_recv < 0) before_first_recv = gathers;
+        if (op.kind == OpKind::kCollective && op.collective == CollectiveKind::kAllGather) ++gathers;
+      }
+      // zero1 gathers each layer (and the last stage the head) once a step, whoever dispatches it.
+      CHECK(gathers == model.layers / pp + (stage == pp - 1 ? 1 : 0));
+      CHECK(before_first_recv == (framework == Framework::kPytorch ? 0 : 2));
+    }
+  }
+}
+
 TEST_CASE("pipeline op lists: interleaved 1F1B with pp 2 and other-than-step workloads are refused naming the field") {
   const ModelSpec m = load_model("llama2-7b");
   const Topology topo = load_topology("a100-nvlink-box");
