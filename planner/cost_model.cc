@@ -932,7 +932,8 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
           // run it; Megatron's interleaved schedule dispatches micro-batch 0's ahead (the
           // first two chunks' before the first action, each later one's during the
           // forwards of the one before), so only the model's first chunk waits for its own.
-          // A plan for no framework is priced as Megatron's.
+          // Without interleaving Megatron has no such call: its first forward pre-hook
+          // gathers, as FSDP2's does. A plan for no framework is priced as Megatron's.
           const bool pytorch = job.framework == Framework::kPytorch;
           const double ahead = !pytorch && k == 0 && choice.virtual_stages > 1 ? dp.forward_gathers(c).other_end : 0;
           stage_ends.first += times * dp.chunk_ends(c, true, false) / accum;
