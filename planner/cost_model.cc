@@ -85,9 +85,9 @@ struct DpCosts {
     return d;
   }
   // The ends (schedule.cc step_workload): a micro-step starts on the embedding's and
-  // layer 0's all-gathers, sharing links (layer 0's rest then shares them with layer 1's
-  // prefetch: 2·ag in all when the layer's is the larger), and ends on layer 0's and the
-  // embedding's reduce-scatters, sharing links (their sum), then their all-reduces.
+  // layer 0's all-gathers, one after the other (NCCL runs a communicator's collectives in
+  // order; layer 1's prefetch waits behind them), and ends on layer 0's and the
+  // embedding's reduce-scatters (their sum), then their all-reduces.
   // 3-3.5 % of an 8K fsdp step with pure data parallelism on dgx-a100-ib (short layers,
   // many micro-steps). A pipeline stage (schedule.cc pipeline_workload) has the embedding's
   // only when it is the first, and each chunk backward of a stage but the last starts on
@@ -120,11 +120,11 @@ struct DpCosts {
     }
     return e;
   }
-  // The forward's all-gathers (cost_model.h); at the model's start the embedding's and layer
-  // 0's share links (see stage_ends).
+  // The forward's all-gathers (cost_model.h); at the model's start the embedding's, then
+  // layer 0's (see stage_ends).
   ForwardGathers forward_gathers(const MicroStepCollectives& c) const {
     if (!c.forward_gather) return {};
-    return {cost->collective_exposed_s(ag, window_f), ends ? std::max(2 * ag, ag + ag_vocab) : 0, ends ? ag : 0};
+    return {cost->collective_exposed_s(ag, window_f), ends ? ag + ag_vocab : 0, ends ? ag : 0};
   }
   // The first stage ends the step (1F1B) on the embedding's gradients, `c` the last micro-step's.
   double pipeline_tail(const MicroStepCollectives& c) const {

@@ -334,8 +334,8 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
     out.layers = std::max(out.layers, pp_stage_layer_count(layout, s));
   }
   // Chunks of equal layers: the closed form (pipeline_parallel.h; the head and the ends'
-  // exchanges make the last and the outer stages slower, within 0.2 % of the replayed op
-  // lists for 1F1B and 1 % interleaved, agreement_test.cc). Uneven splits: the stages'
+  // exchanges make the last and the outer stages slower, within 0.3 % of the replayed op
+  // lists for 1F1B and 0.4 % interleaved, agreement_test.cc). Uneven splits: the stages'
   // programs run with these times (pp_program_makespan), the micro-batches past its warm-up
   // and cool-down each adding the slowest stage's time.
   const double forward_share =

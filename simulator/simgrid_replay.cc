@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -47,15 +48,40 @@ struct Half {
   sg4::CommPtr comm;  // this side's put or get
 };
 
+// A collective run as rings on the links (collective_ring.h). NCCL runs one communicator's
+// collectives one after another, whatever the streams they were issued on (NVIDIA/nccl#574:
+// "always serialized; NCCL adds CUDA events to enforce that"), so a collective posted while
+// the GPU's previous one on its group still runs is queued (CollectiveQueue).
+struct RingCollective {
+  std::vector<Half> flows;
+  double extra_latency_s = 0;  // the ring steps' latencies after its flows
+  double start_s = -1;         // when its flows were posted
+  double end_s = -1;           // its flows' end plus extra_latency_s, once known
+  // Queued: what it runs after, its op, and a semaphore released once it has ended.
+  std::shared_ptr<RingCollective> previous;
+  const Op* op = nullptr;
+  const CollectiveRole* role = nullptr;
+  sg4::SemaphorePtr ended;
+};
+
+// One GPU's queue of collectives on one group, and the actor on its host that runs them in
+// order, created at the group's first queued collective (an actor per queued collective
+// would grow with the step: a gather queued behind a reduce-scatter in every layer's
+// backward of every micro-step).
+struct CollectiveQueue {
+  std::deque<std::shared_ptr<RingCollective>> pending;
+  sg4::SemaphorePtr work = sg4::Semaphore::create(0);  // released once per pending one
+  std::shared_ptr<RingCollective> last;                // the group's last collective posted
+  bool runner_started = false;
+};
+
 struct Request {
   Half a;                          // a send's or receive's one end
-  std::vector<Half> flows;         // a collective's flows (collective_ring.h)
-  double extra_latency_s = 0;      // a collective's further ring-step latencies
+  std::shared_ptr<RingCollective> ring;  // a collective's
   double latency_owed_s = 0;       // a folded macro step's transfer: the route latencies of
                                    // the steps it stands for beyond the first (ring_pass.h)
   double busy_at_post_s = 0;       // the GPU's compute seconds when it posted this
   int post_group = 0;              // compute ops run before it was posted (see kWait)
-  double posted_at_s = 0;          // a collective's post time
   double fitted_end_s = -1;        // a calibrated collective's end (CostParams::collectives)
   double fitted_s = 0;             // and its own duration, queueing aside
 };
@@ -69,7 +95,7 @@ class SimGridReplay {
  public:
   SimGridReplay(const OpSchedule& s, const Fabric& f, const CostParams& c, const ReplayOptions& o)
       : s_(s), fabric_(f), costs_(c), opt_(o), G_(f.gpus()), weights_(s), roles_(s, f, GroupRoles::Members::kReplayed),
-        gpus_(G_), trace_(o.trace_path, o.trace_title, o.trace_gpus), messages_(G_) {}
+        gpus_(G_), trace_(o.trace_path, o.trace_title, o.trace_gpus), messages_(G_), queues_(G_) {}
 
   SimGridFigures run() {
     const auto wall0 = std::chrono::steady_clock::now();
@@ -136,6 +162,8 @@ class SimGridReplay {
   MessageTable<std::shared_ptr<Transfer>> messages_;  // half-posted transfers
   std::vector<sg4::Mailbox*> free_mailboxes_;
   std::unique_ptr<ReplicaLinks> replica_links_;  // a folded replay's link shares (else null)
+  // Each GPU's collective queues by group, outliving the actors (their runners are daemons).
+  std::vector<std::unordered_map<int, CollectiveQueue>> queues_;
   int mailboxes_ = 0;
   int64_t activities_ = 0, ops_ = 0, ops_total_ = 0;
   std::chrono::steady_clock::time_point wall_last_;
@@ -220,6 +248,81 @@ class SimGridReplay {
     }
   }
 
+  void start(RingCollective& c, const CollectiveRole& role, int g, const Op& op) {
+    c.start_s = sg4::Engine::get_clock();
+    for (const MessageEnd& e : collective_flows(role, g, op)) c.flows.push_back(post(e, op));
+  }
+  // Waits for `c`'s flows and sets its end.
+  void wait_flows(RingCollective& c) {
+    double flows_end = c.start_s;  // a group of one has no flows
+    for (const Half& h : c.flows) {
+      wait(h);
+      flows_end = std::max(flows_end, h.comm->get_finish_time());
+    }
+    c.end_s = flows_end + c.extra_latency_s;
+  }
+  // Waits for `c` to end (a queued one: for its queue's actor to say so), and returns its end.
+  double finish(RingCollective& c) {
+    if (c.end_s < 0) {
+      if (c.ended) {
+        c.ended->acquire();
+        c.ended->release();  // for whoever else waits for it
+      } else {
+        wait_flows(c);
+      }
+    }
+    return c.end_s;
+  }
+  // Whether `c` has ended by now, without waiting.
+  bool ended(RingCollective& c) {
+    if (c.end_s < 0) {
+      if (c.ended) return false;
+      for (const Half& h : c.flows) {
+        if (!h.comm->test()) return false;
+      }
+      finish(c);  // its flows are done: this only reads their ends
+    }
+    return c.end_s <= sg4::Engine::get_clock();
+  }
+  // Posts collective `op` of GPU `g` now, or queues it behind the group's last.
+  std::shared_ptr<RingCollective> post_collective(CollectiveQueue& q, const CollectiveRole& role, int g,
+                                                  const Op& op) {
+    auto c = std::make_shared<RingCollective>();
+    c->extra_latency_s = collective_extra_latency_s(role, g, op, fabric_, costs_);
+    if (!q.last || ended(*q.last)) {
+      start(*c, role, g, op);
+      return c;
+    }
+    c->previous = q.last;
+    c->op = &op;
+    c->role = &role;
+    c->ended = sg4::Semaphore::create(0);
+    if (!q.runner_started) start_runner(q, g);
+    q.pending.push_back(c);
+    q.work->release();
+    return c;
+  }
+  // The queue's actor: each pending collective once the one before it has ended. A daemon,
+  // so it ends with the last GPU's actor.
+  void start_runner(CollectiveQueue& q, int g) {
+    q.runner_started = true;
+    sg4::ActorPtr runner = sg4::Actor::create("gpu" + std::to_string(g) + "-collectives", sg4::this_actor::get_host(), [this, &q, g] {
+      while (true) {
+        q.work->acquire();
+        const std::shared_ptr<RingCollective> c = std::move(q.pending.front());
+        q.pending.pop_front();
+        const double after = finish(*c->previous);
+        c->previous.reset();
+        const double now = sg4::Engine::get_clock();
+        if (after > now) sg4::this_actor::sleep_for(after - now);
+        start(*c, *c->role, g, *c->op);
+        wait_flows(*c);
+        c->ended->release();
+      }
+    });
+    runner->daemonize();
+  }
+
   void progress() {
     if ((++ops_ & 0xFFF) != 0 || !opt_.progress) return;
     const auto now = std::chrono::steady_clock::now();
@@ -249,6 +352,7 @@ class SimGridReplay {
     // groups), so each wait that leaves none in flight drops the older groups.
     std::unordered_map<int, double> paid_by_group;
     double collectives_free_at = 0;  // calibrated collectives: when the last one ends
+    std::unordered_map<int, CollectiveQueue>& queues = queues_[static_cast<size_t>(g)];
     // The GPU's own seconds (compute, step syncs, latencies added at waits) are owed and
     // slept in one sleep when it next meets the others, at a post or a wait: nothing it does
     // before that is seen by another actor, so every time is the same, at one activity
@@ -307,7 +411,6 @@ class SimGridReplay {
           settle();
           const CollectiveRole& role = roles_.at(op.group, g);
           Request& r = reqs[op.request];
-          r.posted_at_s = sg4::Engine::get_clock();
           r.busy_at_post_s = busy_s;
           if (costs_.collectives.beta_bytes_per_s > 0) {
             // Calibrated: the library's own algorithm as timed on the machine, not rings
@@ -316,12 +419,13 @@ class SimGridReplay {
             // progress), without sharing the links with the ring.
             const int passes = op.collective == CollectiveKind::kAllReduce ? 2 : 1;
             r.fitted_s = fitted_collective_s(costs_.collectives, role.rail_shards + role.node_shards, op.bytes, passes);
-            r.fitted_end_s = std::max(r.posted_at_s, collectives_free_at) + r.fitted_s;
+            r.fitted_end_s = std::max(sg4::Engine::get_clock(), collectives_free_at) + r.fitted_s;
             collectives_free_at = r.fitted_end_s;
             break;
           }
-          for (const MessageEnd& e : collective_flows(role, g, op)) r.flows.push_back(post(e, op));
-          r.extra_latency_s = collective_extra_latency_s(role, g, op, fabric_, costs_);
+          CollectiveQueue& q = queues[op.group];
+          r.ring = post_collective(q, role, g, op);
+          q.last = r.ring;
           break;
         }
         case OpKind::kWait: {
@@ -329,24 +433,18 @@ class SimGridReplay {
           Request& r = reqs[op.request];
           const double start = sg4::Engine::get_clock();
           if (r.a.t) wait(r.a);
-          for (const Half& h : r.flows) wait(h);
           // A collective's further step latencies run from its flows' end, while the GPU
           // computes as much as while it waits (the cost model hides them behind the
           // layer too): only what is left of them is added here.
           double extra_s = 0;
-          double collective_end = r.fitted_end_s;
-          if (!r.flows.empty()) {
-            double flows_end = 0;
-            for (const Half& h : r.flows) flows_end = std::max(flows_end, h.comm->get_finish_time());
-            collective_end = flows_end + r.extra_latency_s;
-          }
+          const double collective_end = r.ring ? finish(*r.ring) : r.fitted_end_s;
           if (collective_end >= 0) {
             extra_s = std::max(0.0, collective_end - sg4::Engine::get_clock());
             // Partial overlap (CostParams::collective_overlap o < 1): only o of the compute
             // between post and wait hides a collective of x seconds, so the wait lasts at
             // least x - o·min(c, x), as the cost model charges (collective_exposed_s).
             if (costs_.collective_overlap < 1) {
-              const double x = r.fitted_end_s >= 0 ? r.fitted_s : collective_end - r.posted_at_s;
+              const double x = r.ring ? collective_end - r.ring->start_s : r.fitted_s;
               extra_s = std::max(extra_s, costs_.collective_exposed_s(x, busy_s - r.busy_at_post_s));
             }
           }

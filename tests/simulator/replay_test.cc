@@ -1,6 +1,7 @@
 // The replay's message matching: by posting order on each directed link, as every
 // transport pairs messages (the message contract of op_list.h), with both ends checked;
-// and the ops that take no time (kBeginPass, kOwnGrad).
+// a group's collectives run in the order posted (one NCCL communicator's); and the ops
+// that take no time (kBeginPass, kOwnGrad).
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -117,6 +118,59 @@ TEST_CASE("messages pair by posting order on a link, whatever their tags, and bo
   const sim::MessageEnd out{1, 0, true, true, 4, 80}, in{1, 0, false, true, 4, 80};
   CHECK(table.post(in, make).first);
   CHECK(!table.post(out, make).first);
+}
+
+TEST_CASE("a GPU's collectives on one group run one after another, as NCCL runs a communicator's") {
+  // Each of 4 GPUs posts two all-gathers on their group, waits for the first, computes as
+  // long as one gather takes, then waits for the second. In order, the first ends after one
+  // gather's time and the compute hides the second: two gathers' time in all. Sharing the
+  // links, as the replay did before, both end after two and the compute comes on top: three.
+  const Topology topo = load_topology("a100-nvlink-box");
+  const Fabric fabric(topo, 4);
+  const CostParams cost = CostParams::from_topology(topo);
+  auto schedule = [&](bool two, double compute_s) {
+    OpSchedule s;
+    s.groups = {{0, 1, 2, 3}};
+    for (int g = 0; g < 4; ++g) {
+      RankSchedule r;
+      r.gpu = g;
+      auto collective = [&](int request) {
+        Op op;
+        op.kind = OpKind::kCollective;
+        op.group = 0;
+        op.tag = request;
+        op.request = request;
+        op.bytes = 256e6;  // each member's shard: 0.77 GB gathered
+        op.layer = -1;
+        r.ops.push_back(op);
+      };
+      auto wait = [&](int request) {
+        Op op;
+        op.kind = OpKind::kWait;
+        op.request = request;
+        op.layer = -1;
+        r.ops.push_back(op);
+      };
+      collective(0);
+      if (two) collective(1);
+      wait(0);
+      if (compute_s > 0) {
+        Op op;
+        op.flops = op.useful_flops = compute_s * cost.peak_flops;
+        op.efficiency = 1;
+        op.layer = -1;
+        r.ops.push_back(op);
+      }
+      if (two) wait(1);
+      s.ranks.push_back(r);
+    }
+    return s;
+  };
+  const double one = sim::replay(schedule(false, 0), fabric, cost).time_s;
+  REQUIRE(one > 1e-3);
+  const double both = sim::replay(schedule(true, one), fabric, cost).time_s;
+  CAPTURE(one);
+  CHECK(both / one == doctest::Approx(2).epsilon(0.02));  // sharing gave 3.00
 }
 
 TEST_CASE("begin-pass and own-gradient ops take no time, no memory and leave no trace") {
