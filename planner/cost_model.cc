@@ -927,20 +927,16 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
         dp_layer += times * d.per_layer;
         dp_ends += times * d.ends;
         if (pipe.pp > 1) {
-          // PyTorch's FSDP2 issues a module's all-gather in its forward pre-hook, so a
-          // chunk's first waits in the fill for the activation to arrive, as the op lists
-          // run it; Megatron's interleaved schedule dispatches micro-batch 0's ahead (the
-          // first two chunks' before the first action, each later one's during the
-          // forwards of the one before), so only the model's first chunk waits for its own.
-          // Without interleaving Megatron has no such call: its first forward pre-hook
-          // gathers, as FSDP2's does. A plan for no framework is priced as Megatron's.
-          const bool pytorch = job.framework == Framework::kPytorch;
-          const double ahead = !pytorch && k == 0 && choice.virtual_stages > 1 ? dp.forward_gathers(c).other_end : 0;
+          // Micro-batch 0's chunk gathers (pp_gathers_chunks_ahead): gathered ahead, only
+          // the model's first chunk waits for its own; else each chunk's first waits in the
+          // pipeline fill for its activation to arrive, then for the gather.
+          const bool ahead = pp_gathers_chunks_ahead(job.framework, choice);
+          const double hidden = ahead && k == 0 ? dp.forward_gathers(c).other_end : 0;
           stage_ends.first += times * dp.chunk_ends(c, true, false) / accum;
-          stage_ends.middle += times * (dp.chunk_ends(c, false, false) - ahead) / accum;
-          stage_ends.last += times * (dp.chunk_ends(c, false, true) - ahead) / accum;
+          stage_ends.middle += times * (dp.chunk_ends(c, false, false) - hidden) / accum;
+          stage_ends.last += times * (dp.chunk_ends(c, false, true) - hidden) / accum;
           if (k == accum - 1) stage_ends.tail = dp.pipeline_tail(c);
-          const auto g = pytorch || choice.virtual_stages == 1 ? dp.forward_gathers(c) : ForwardGathers{};
+          const auto g = ahead ? ForwardGathers{} : dp.forward_gathers(c);
           const double w = (k == 0 ? 1.0 : 0.0) - static_cast<double>(times) / accum;
           first_gathers.per_layer += w * g.per_layer;
           first_gathers.first_end += w * g.first_end;

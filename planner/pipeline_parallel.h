@@ -87,6 +87,16 @@ int pp_chunk_first_layer(const PipelineLayout& l, int chunk);
 std::vector<int> pp_stage_layers(const PipelineLayout& l);
 int pp_stage_layer_count(const PipelineLayout& l, int stage);
 
+// Whether the pipeline gathers micro-batch 0's weights of each chunk ahead of its first
+// forward: Megatron's interleaved schedule does (--overlap-param-gather: schedules.py's
+// param_sync_func, chunks 0 and 1 before the first action, each later one during the
+// forwards of the one before); FSDP2 gathers a chunk's in its forward pre-hook, when its
+// activation has arrived, as Megatron does without interleaving. A plan for no framework
+// runs as Megatron's. The op lists (schedule.cc) and CostModel::pipeline_step follow it.
+inline bool pp_gathers_chunks_ahead(Framework framework, const PlanChoice& choice) {
+  return framework != Framework::kPytorch && choice.pp > 1 && choice.virtual_stages > 1;
+}
+
 // Why a layout cannot run with `microbatches` per pipeline per step, or "": pp >= 1 with
 // a unit in every chunk (U >= pp·v; a counted embedding or head may be a chunk's only one); v >= 1, and v > 1 only with pp > 1, U a multiple of
 // pp·v and microbatches a multiple of pp (Megatron's rules); the split's accounting only

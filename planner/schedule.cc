@@ -1034,26 +1034,26 @@ class Generator {
     em.alloc(boundary, boundary_bytes);
     em.phase_base = 1;  // ring passes before the stage's first exchange
     std::map<int, std::vector<LayerStore>> stores;  // by chunk micro-batch in flight
-    // Megatron's interleaved schedule (--overlap-param-gather, schedules.py's
-    // param_sync_func) gathers micro-batch 0's weights of chunks 0 and 1 before its first
-    // action and each later chunk's while the one before runs its forwards, so they never
-    // wait in the pipeline fill; FSDP2 gathers a chunk's in its forward pre-hook, when the
-    // activation has arrived (CostModel::pipeline_step prices both). `ahead[c]`: chunk c's
-    // first gathers (the embedding's, its first layer's), posted ahead.
-    const bool dispatch_ahead = vs_ > 1 && job_.framework != Framework::kPytorch &&
-                                micro_step_collectives(plan_choice_.sharding, 0, micro_batches, data_gpus).forward_gather;
-    std::map<int, std::vector<int>> ahead;
-    auto post_ahead = [&](int chunk) {
-      if (chunk >= vs_) return;
+    // A chunk's forward starts on the embedding's gather (the model's first chunk) and its
+    // first layer's.
+    auto first_gathers = [&](int chunk) {
       const auto [first_layer, end_layer] = chunk_layers(chunk);
-      r.dp = micro_step_collectives(plan_choice_.sharding, 0, micro_batches, data_gpus);
-      const size_t before = r.gathers.size();
-      if (chunk * pp_ + s == 0) gather(r, vocab_shard_bytes(), false);  // embedding
+      if (chunk * pp_ + s == 0) gather(r, vocab_shard_bytes(), false);
       if (first_layer < end_layer) gather(r, layer_shard_bytes(), false);
+    };
+    // Micro-batch 0's, gathered ahead (pp_gathers_chunks_ahead): chunks 0 and 1 before the
+    // first action, chunk c + 1 at chunk c's first forward; `ahead[c]`, chunk c's requests.
+    std::map<int, std::vector<int>> ahead;
+    auto post_ahead = [&](int chunk) {  // with r.dp micro-batch 0's
+      if (chunk >= vs_) return;
+      const size_t before = r.gathers.size();
+      first_gathers(chunk);
       ahead[chunk].assign(r.gathers.begin() + static_cast<long>(before), r.gathers.end());
       r.gathers.resize(before);
     };
+    const bool dispatch_ahead = pp_gathers_chunks_ahead(job_.framework, plan_choice_);
     if (dispatch_ahead) {
+      r.dp = micro_step_collectives(plan_choice_.sharding, 0, micro_batches, data_gpus);
       post_ahead(0);
       post_ahead(1);
     }
@@ -1080,10 +1080,9 @@ class Generator {
           // Its gathers are in flight: wait for them first (a head's may be outstanding).
           const std::vector<int>& mine = ahead[a.chunk];
           r.gathers.insert(r.gathers.begin(), mine.begin(), mine.end());
-          if (a.chunk >= 1) post_ahead(a.chunk + 1);  // leaves r.dp micro-batch 0's, this one's
+          if (a.chunk >= 1) post_ahead(a.chunk + 1);
         } else {
-          if (first) gather(r, vocab_shard_bytes(), false);   // embedding
-          if (!empty) gather(r, layer_shard_bytes(), false);  // the chunk's first layer
+          first_gathers(a.chunk);
         }
         if (first) wait_gather(r);  // the embedding lookup needs the table
         if (empty && last) gather(r, vocab_shard_bytes(), false);  // the head, which no layer prefetched
