@@ -61,7 +61,7 @@ struct RingCollective {
   std::shared_ptr<RingCollective> previous;
   const Op* op = nullptr;
   const CollectiveRole* role = nullptr;
-  sg4::SemaphorePtr ended;
+  sg4::SemaphorePtr done;
 };
 
 // One GPU's queue of collectives on one group, and the actor on its host that runs them in
@@ -248,7 +248,7 @@ class SimGridReplay {
     }
   }
 
-  void start(RingCollective& c, const CollectiveRole& role, int g, const Op& op) {
+  void start_flows(RingCollective& c, const CollectiveRole& role, int g, const Op& op) {
     c.start_s = sg4::Engine::get_clock();
     for (const MessageEnd& e : collective_flows(role, g, op)) c.flows.push_back(post(e, op));
   }
@@ -264,9 +264,9 @@ class SimGridReplay {
   // Waits for `c` to end (a queued one: for its queue's actor to say so), and returns its end.
   double finish(RingCollective& c) {
     if (c.end_s < 0) {
-      if (c.ended) {
-        c.ended->acquire();
-        c.ended->release();  // for whoever else waits for it
+      if (c.done) {
+        c.done->acquire();
+        c.done->release();  // for whoever else waits for it
       } else {
         wait_flows(c);
       }
@@ -276,7 +276,7 @@ class SimGridReplay {
   // Whether `c` has ended by now, without waiting.
   bool ended(RingCollective& c) {
     if (c.end_s < 0) {
-      if (c.ended) return false;
+      if (c.done) return false;
       for (const Half& h : c.flows) {
         if (!h.comm->test()) return false;
       }
@@ -290,13 +290,13 @@ class SimGridReplay {
     auto c = std::make_shared<RingCollective>();
     c->extra_latency_s = collective_extra_latency_s(role, g, op, fabric_, costs_);
     if (!q.last || ended(*q.last)) {
-      start(*c, role, g, op);
+      start_flows(*c, role, g, op);
       return c;
     }
     c->previous = q.last;
     c->op = &op;
     c->role = &role;
-    c->ended = sg4::Semaphore::create(0);
+    c->done = sg4::Semaphore::create(0);
     if (!q.runner_started) start_runner(q, g);
     q.pending.push_back(c);
     q.work->release();
@@ -306,7 +306,8 @@ class SimGridReplay {
   // so it ends with the last GPU's actor.
   void start_runner(CollectiveQueue& q, int g) {
     q.runner_started = true;
-    sg4::ActorPtr runner = sg4::Actor::create("gpu" + std::to_string(g) + "-collectives", sg4::this_actor::get_host(), [this, &q, g] {
+    const std::string name = "gpu" + std::to_string(g) + "-collectives";
+    sg4::ActorPtr runner = sg4::Actor::create(name, sg4::this_actor::get_host(), [this, &q, g] {
       while (true) {
         q.work->acquire();
         const std::shared_ptr<RingCollective> c = std::move(q.pending.front());
@@ -315,9 +316,9 @@ class SimGridReplay {
         c->previous.reset();
         const double now = sg4::Engine::get_clock();
         if (after > now) sg4::this_actor::sleep_for(after - now);
-        start(*c, *c->role, g, *c->op);
+        start_flows(*c, *c->role, g, *c->op);
         wait_flows(*c);
-        c->ended->release();
+        c->done->release();
       }
     });
     runner->daemonize();
