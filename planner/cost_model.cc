@@ -106,11 +106,12 @@ struct DpCosts {
   // as a layer's (per_layer charges it) with the next forward (a layer's at least, in the
   // steady state) widening that window; except on the model's first chunk, where posting
   // the embedding's waits for layer 0's. The stage's last one is waited for once per step
-  // (pipeline_tail).
-  double chunk_ends(const MicroStepCollectives& c, bool first, bool last) const {
+  // (pipeline_tail). `gathered_ahead`: the chunk's first gather was dispatched before it
+  // was needed (pp_gathers_chunks_ahead), so only the model's first chunk waits for its own.
+  double chunk_ends(const MicroStepCollectives& c, bool first, bool last, bool gathered_ahead) const {
     double e = 0;
     if (!ends) return e;
-    e += forward_gathers(c).end(first);
+    if (first || !gathered_ahead) e += forward_gathers(c).end(first);
     if (backward && c.backward_gather && !last) e += ag;
     if (backward && c.reduce_scatter && first) e += rs;
     if (backward && c.all_reduce && first) e += ar;
@@ -921,20 +922,19 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
       double dp_layer = 0, dp_ends = 0;  // summed over the micro-steps
       PipelineEnds stage_ends;           // pp > 1: the same, by stage
       ForwardGathers first_gathers;      // pp > 1: micro-step 0's forward gathers over their mean
+      // Micro-batch 0's chunk gathers (pp_gathers_chunks_ahead): gathered ahead, only the
+      // model's first chunk waits for its own; else each chunk's first waits in the
+      // pipeline fill for its activation to arrive, then for the gather.
+      const bool ahead = pp_gathers_chunks_ahead(job.framework, choice);
       auto add = [&](int k, int times) {
         const MicroStepCollectives c = micro_step_collectives(ch.sharding, k, accum, data_gpus);
         const DpExposed d = dp.exposed(c);
         dp_layer += times * d.per_layer;
         dp_ends += times * d.ends;
         if (pipe.pp > 1) {
-          // Micro-batch 0's chunk gathers (pp_gathers_chunks_ahead): gathered ahead, only
-          // the model's first chunk waits for its own; else each chunk's first waits in the
-          // pipeline fill for its activation to arrive, then for the gather.
-          const bool ahead = pp_gathers_chunks_ahead(job.framework, choice);
-          const double hidden = ahead && k == 0 ? dp.forward_gathers(c).other_end : 0;
-          stage_ends.first += times * dp.chunk_ends(c, true, false) / accum;
-          stage_ends.middle += times * (dp.chunk_ends(c, false, false) - hidden) / accum;
-          stage_ends.last += times * (dp.chunk_ends(c, false, true) - hidden) / accum;
+          stage_ends.first += times * dp.chunk_ends(c, true, false, ahead && k == 0) / accum;
+          stage_ends.middle += times * dp.chunk_ends(c, false, false, ahead && k == 0) / accum;
+          stage_ends.last += times * dp.chunk_ends(c, false, true, ahead && k == 0) / accum;
           if (k == accum - 1) stage_ends.tail = dp.pipeline_tail(c);
           const auto g = ahead ? ForwardGathers{} : dp.forward_gathers(c);
           const double w = (k == 0 ? 1.0 : 0.0) - static_cast<double>(times) / accum;

@@ -135,8 +135,8 @@ struct GroupCollective {
 // A micro-step's forward all-gathers of the weights (data_parallel.h's table): each layer's
 // exposed remainder behind the previous layer's forward, and at a chunk's or micro-step's
 // start the first one's, exposed (`first_end` at the model's start, after the embedding's,
-// which runs first on the same communicator). Also what micro-batch 0 pays beyond its mean share of them in a
-// pipeline (CostModel::pipeline_step).
+// which runs first on the same communicator). Also what micro-batch 0 pays beyond its mean
+// share of them in a pipeline (CostModel::pipeline_step).
 struct ForwardGathers {
   double per_layer = 0, first_end = 0, other_end = 0;
   double end(bool first) const { return first ? first_end : other_end; }

@@ -1043,12 +1043,12 @@ class Generator {
     };
     // Micro-batch 0's, gathered ahead (pp_gathers_chunks_ahead): chunks 0 and 1 before the
     // first action, chunk c + 1 at chunk c's first forward; `ahead[c]`, chunk c's requests.
-    std::map<int, std::vector<int>> ahead;
+    std::vector<std::vector<int>> ahead(static_cast<size_t>(vs_));
     auto post_ahead = [&](int chunk) {  // with r.dp micro-batch 0's
       if (chunk >= vs_) return;
       const size_t before = r.gathers.size();
       first_gathers(chunk);
-      ahead[chunk].assign(r.gathers.begin() + static_cast<long>(before), r.gathers.end());
+      ahead[static_cast<size_t>(chunk)].assign(r.gathers.begin() + static_cast<long>(before), r.gathers.end());
       r.gathers.resize(before);
     };
     const bool dispatch_ahead = pp_gathers_chunks_ahead(job_.framework, plan_choice_);
@@ -1078,7 +1078,7 @@ class Generator {
       if (a.kind == PipelineAction::kForward) {
         if (dispatch_ahead && a.micro == 0) {
           // Its gathers are in flight: wait for them first (a head's may be outstanding).
-          const std::vector<int>& mine = ahead[a.chunk];
+          const std::vector<int>& mine = ahead[static_cast<size_t>(a.chunk)];
           r.gathers.insert(r.gathers.begin(), mine.begin(), mine.end());
           if (a.chunk >= 1) post_ahead(a.chunk + 1);
         } else {

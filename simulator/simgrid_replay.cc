@@ -70,9 +70,8 @@ struct RingCollective {
 // backward of every micro-step).
 struct CollectiveQueue {
   std::deque<std::shared_ptr<RingCollective>> pending;
-  sg4::SemaphorePtr work = sg4::Semaphore::create(0);  // released once per pending one
-  std::shared_ptr<RingCollective> last;                // the group's last collective posted
-  bool runner_started = false;
+  sg4::SemaphorePtr work;                // released once per pending one (null: no actor yet)
+  std::shared_ptr<RingCollective> last;  // the group's last collective posted
 };
 
 struct Request {
@@ -297,7 +296,7 @@ class SimGridReplay {
     c->op = &op;
     c->role = &role;
     c->done = sg4::Semaphore::create(0);
-    if (!q.runner_started) start_runner(q, g);
+    if (!q.work) start_runner(q, g);
     q.pending.push_back(c);
     q.work->release();
     return c;
@@ -305,7 +304,7 @@ class SimGridReplay {
   // The queue's actor: each pending collective once the one before it has ended. A daemon,
   // so it ends with the last GPU's actor.
   void start_runner(CollectiveQueue& q, int g) {
-    q.runner_started = true;
+    q.work = sg4::Semaphore::create(0);
     const std::string name = "gpu" + std::to_string(g) + "-collectives";
     sg4::ActorPtr runner = sg4::Actor::create(name, sg4::this_actor::get_host(), [this, &q, g] {
       while (true) {
