@@ -259,9 +259,10 @@ class CostModel {
   std::map<int, const GroupCollective*> tp_;                    // by tp
   std::map<int, PatternCost> pp_p2p_;                           // by pp
   // pipeline_schedule.h's programs the unequal pipelines are run through, by (pp, v,
-  // micro-batches, backward).
-  const PipelineProgram& pp_program(int pp, int virtual_stages, int64_t microbatches, bool backward);
-  std::map<std::tuple<int, int, int64_t, bool>, PipelineProgram> pp_programs_;
+  // micro-batches, backward, warm-up rule).
+  const PipelineProgram& pp_program(int pp, int virtual_stages, int64_t microbatches, bool backward,
+                                    InterleavedWarmup warmup);
+  std::map<std::tuple<int, int, int64_t, bool, InterleavedWarmup>, PipelineProgram> pp_programs_;
   // layer_times_cached's: the patterns' addresses (stable: patterns_ and all_to_all_ are
   // never erased) stand for cp, ring schedule and order.
   struct LayerKey {

@@ -224,6 +224,11 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
       activation_bytes_per_token_layer(m, choice.checkpointing, e, tp, holding.saved_input_bytes);
   const double final_hidden =
       std::max(1, choice.micro_batch) * c * final_hidden_bytes_per_token(m, e, tp, holding.saved_input_bytes);
+  // A stage before the last holds its boundary activation as it crosses to the next stage:
+  // split tp ways whatever the framework (torchtitan's blocks end in a RowwiseParallel with
+  // output_layouts=Shard(1), a local sequence shard), the message pp_p2p_bytes sends.
+  const double boundary = pp_p2p_bytes(m, static_cast<int64_t>(c), std::max(1, choice.micro_batch), e, tp);
+  const int64_t micro_batches = std::max(1, choice.grad_accum);
   // Pipeline stages (pipeline_parallel.h): the stage with the most states and stored
   // activations sets the peak (the first holds the most micro-batches in flight, the
   // second may hold more layers, the last the head; pp_peak_stage_candidates). Without a
@@ -236,15 +241,32 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   double peak = -1;
   for (int s : pp_peak_stage_candidates(pp)) {
     const double states = shard_state_bytes(shard, choice, e, g, s);
-    const double held = pp > 1 ? pp_layers_in_flight(layout, choice.grad_accum, s) : m.layers;
-    const double act = held * per_layer + final_hidden;
-    const double working =
-        s == pp - 1 ? rb.working_set_bytes() : rb.layer_backward_bytes();
-    if (states + act + working > peak) {
-      peak = states + act + working;
-      mem.model_states = states;
-      mem.activations = act;
-      mem.working_set = working;
+    const PipelineStageBuffers buffers =
+        pipeline_stage_buffers(layout, s, holding.framework, holding.backward, micro_batches, boundary);
+    std::vector<double> chunk_bytes(static_cast<size_t>(layout.virtual_stages));
+    for (int ch = 0; ch < layout.virtual_stages; ++ch) {
+      chunk_bytes[static_cast<size_t>(ch)] = pp_chunk_layer_count(layout, ch * pp + s) * per_layer +
+                                             buffers.held_output[static_cast<size_t>(ch)] -
+                                             buffers.shared_input[static_cast<size_t>(ch)];
+    }
+    const InterleavedWarmup order = pp_interleaved_warmup(holding.framework);
+    auto held = [&](int after_chunk) {
+      return pp > 1 ? pp_held_in_flight(layout, choice.grad_accum, s, order, chunk_bytes, after_chunk)
+                    : m.layers * per_layer;
+    };
+    const double at_rest = buffers.persistent + (s == pp - 1 ? final_hidden : buffers.boundary);
+    // The last stage's head (its working set) runs right after a forward of its last chunk,
+    // whose micro-batch may hold less than another chunk's (a PyTorch stage's last chunk
+    // saves its input in the receive buffer); elsewhere a layer's backward.
+    std::vector<std::pair<double, double>> moments = {{held(-1), rb.layer_backward_bytes()}};
+    if (s == pp - 1) moments.push_back({held(layout.virtual_stages - 1), rb.working_set_bytes()});
+    for (const auto& [act_held, working] : moments) {
+      if (states + act_held + at_rest + working > peak) {
+        peak = states + act_held + at_rest + working;
+        mem.model_states = states;
+        mem.activations = act_held + at_rest;
+        mem.working_set = working;
+      }
     }
   }
   mem.runtime_reserve = gpu.runtime_reserve_bytes;
@@ -255,7 +277,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
 
 LayerHolding layer_holding(const ModelSpec& m, const Job& job, int tp, int element_bytes) {
   return {effective_window(m, job), job.chunked_loss, job.framework, job.compiled_loss,
-          tp_saved_input_bytes(job, tp, element_bytes)};
+          tp_saved_input_bytes(job, tp, element_bytes), job.passes != Passes::kForward};
 }
 
 RingBuffers plan_ring_buffers(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu) {

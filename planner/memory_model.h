@@ -194,6 +194,7 @@ struct LayerHolding {
   Framework framework = Framework::kAny;  // Job::framework: whole micro-batch, whole loss
   bool compiled_loss = false;             // Job::compiled_loss
   int saved_input_bytes = 0;              // tp_saved_input_bytes: TP inputs saved whole
+  bool backward = true;                   // Job::passes: a training step (a pipeline's gradient buffers)
 };
 LayerHolding layer_holding(const ModelSpec& m, const Job& job, int tp, int element_bytes);
 

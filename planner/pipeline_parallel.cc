@@ -195,44 +195,69 @@ int64_t pp_makespan_microbatches(int pp, int v, int64_t m) {
   return std::min<int64_t>(m, v == 1 ? int64_t{2} * pp : int64_t{v + 3} * pp);
 }
 
-int64_t pp_interleaved_exchanges(int pp, int v, int64_t m, int stage, bool backward) {
+int64_t pp_interleaved_exchanges(int pp, int v, int64_t m, int stage, bool backward, InterleavedWarmup warmup) {
   const int64_t computes = m * v;
-  if (!backward) return computes;
-  // Megatron's warm-up: all of them when m = pp.
-  const int64_t warmup = m == pp ? computes : std::min(int64_t{2} * (pp - stage - 1) + int64_t{v - 1} * pp, computes);
-  return computes + warmup;
+  return backward ? computes + pp_warmup_forwards(pp, v, m, stage, true, warmup) : computes;
 }
 
-int64_t pp_in_flight(int pp, int v, int64_t m, int stage) {
-  // Megatron's warmup micro-batches plus the one in its forward (module docs).
-  const int64_t warmup = v > 1 ? int64_t{2} * (pp - stage - 1) + int64_t{v - 1} * pp : pp - stage - 1;
-  return std::min(warmup + 1, m * std::max(1, v));
+int64_t pp_in_flight(int pp, int v, int64_t m, int stage, InterleavedWarmup warmup) {
+  // The warm-up's forwards plus the one in its forward (module docs).
+  return std::min(pp_warmup_forwards(pp, v, m, stage, true, warmup) + 1, m * std::max(1, v));
 }
 
-double pp_layers_in_flight(const PipelineLayout& l, int64_t m, int stage) {
+double pp_held_in_flight(const PipelineLayout& l, int64_t m, int stage, InterleavedWarmup warmup,
+                         const std::vector<double>& chunk_bytes, int after_chunk) {
   const int p = l.pp, v = l.virtual_stages;
-  const int64_t warm = pp_in_flight(p, v, m, stage) - 1;
-  auto layers = [&](int chunk) { return pp_chunk_layer_count(l, chunk * p + stage); };
+  const int64_t warm = pp_in_flight(p, v, m, stage, warmup) - 1;
+  auto bytes = [&](int chunk) { return chunk_bytes[static_cast<size_t>(chunk)]; };
   bool equal = true;
-  for (int c = 1; c < v; ++c) equal = equal && layers(c) == layers(0);
-  if (equal) return static_cast<double>(layers(0)) * static_cast<double>(warm + 1);
+  for (int c = 1; c < v; ++c) equal = equal && bytes(c) == bytes(0);
+  if (equal && after_chunk < 0) return bytes(0) * static_cast<double>(warm + 1);
   // Walk the stage's order: warm-up forwards, then a forward and a backward each, then the
   // cool-down backwards (the peak is after a forward).
   const int64_t total = m * v, group = int64_t{p} * v;
   auto fwd_chunk = [&](int64_t k) { return static_cast<int>((k % group) / p); };
   auto bwd_chunk = [&](int64_t k) { return v - 1 - static_cast<int>((k % group) / p); };
-  int64_t held = 0, most = 0;
+  double held = 0, most = 0;
+  auto forward = [&](int64_t k) {
+    held += bytes(fwd_chunk(k));
+    if (after_chunk < 0 || fwd_chunk(k) == after_chunk) most = std::max(most, held);
+  };
   int64_t f = 0, b = 0;
-  for (; f < std::min(warm, total); ++f) most = std::max(most, held += layers(fwd_chunk(f)));
+  for (; f < std::min(warm, total); ++f) forward(f);
   while (f < total) {
-    most = std::max(most, held += layers(fwd_chunk(f++)));
-    held -= layers(bwd_chunk(b++));
+    forward(f++);
+    held -= bytes(bwd_chunk(b++));
   }
-  return static_cast<double>(most);
+  return most;
 }
 
 double pp_p2p_bytes(const ModelSpec& m, int64_t c, int micro_batch, int element_bytes, int tp) {
   return static_cast<double>(micro_batch) * static_cast<double>(c) * m.hidden * element_bytes / std::max(1, tp);
+}
+
+PipelineStageBuffers pipeline_stage_buffers(const PipelineLayout& l, int stage, Framework framework, bool backward,
+                                            int64_t microbatches, double message_bytes) {
+  PipelineStageBuffers b;
+  const size_t v = static_cast<size_t>(l.virtual_stages);
+  b.held_output.assign(v, 0);
+  b.shared_input.assign(v, 0);
+  const int S = l.pp * l.virtual_stages;
+  if (framework != Framework::kPytorch) {
+    b.boundary = stage == l.pp - 1 ? 0 : message_bytes;
+    return b;
+  }
+  const double all = static_cast<double>(microbatches) * message_bytes;
+  for (size_t c = 0; c < v; ++c) {
+    const int g = static_cast<int>(c) * l.pp + stage;
+    if (g != 0) b.persistent += all;
+    if (g != S - 1) {
+      if (backward) b.persistent += all;
+      b.held_output[c] = message_bytes;
+    }
+    if (g != 0 && pp_chunk_layer_count(l, g) > 0) b.shared_input[c] = message_bytes;
+  }
+  return b;
 }
 
 double pp_stage_params(const ModelSpec& m, const PipelineLayout& l, int stage) {
@@ -279,6 +304,7 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
                                                  int64_t m) {
   const int p = ch.pp, v = ch.virtual_stages;
   const bool fwd_only = job.passes == Passes::kForward;
+  const InterleavedWarmup warmup = pp_interleaved_warmup(job.framework);
   // Interleaved: the replayed op lists exchange with both neighbours at once, once per
   // forward-backward pair in the steady state but after every compute in the warm-up and
   // the cool-down (pp_interleaved_exchanges), each waiting on both neighbours; charged as
@@ -291,7 +317,7 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   // step 0.5 %, pp 4 of 8 micro-batches in agreement_test.cc).
   auto exchanges = [&](int s) -> double {
     if (v == 1) return (s > 0 ? 1 : 0) + (s + 1 < p ? 1 : 0);
-    return static_cast<double>(pp_interleaved_exchanges(p, v, m, s, !fwd_only)) / static_cast<double>(m);
+    return static_cast<double>(pp_interleaved_exchanges(p, v, m, s, !fwd_only, warmup)) / static_cast<double>(m);
   };
   const double x = pp_p2p_pattern(p).time(
       pp_p2p_bytes(model_, job.seq_len / ch.cp, ch.micro_batch, fabric_.topology().gpu.element_bytes, ch.tp));
@@ -347,7 +373,7 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   double real_structure = 1;  // the uneven program's makespan over the closed form
   if ((uneven || first_differs) && !(v > 1 && p < 3)) {
     const int64_t mm = pp_makespan_microbatches(p, v, m);
-    const PipelineProgram& program = pp_program(p, v, mm, !fwd_only);
+    const PipelineProgram& program = pp_program(p, v, mm, !fwd_only, warmup);
     std::vector<double> fwd(static_cast<size_t>(S)), bwd(static_cast<size_t>(S));
     for (size_t g = 0; g < fwd.size(); ++g) {
       fwd[g] = (fwd_only ? 1.0 : forward_share) * real_chunk[g];
@@ -390,10 +416,13 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   return out;
 }
 
-const PipelineProgram& CostModel::pp_program(int pp, int v, int64_t microbatches, bool backward) {
-  const auto key = std::make_tuple(pp, v, microbatches, backward);
+const PipelineProgram& CostModel::pp_program(int pp, int v, int64_t microbatches, bool backward,
+                                             InterleavedWarmup warmup) {
+  const auto key = std::make_tuple(pp, v, microbatches, backward, warmup);
   auto it = pp_programs_.find(key);
-  if (it == pp_programs_.end()) it = pp_programs_.emplace(key, pp_1f1b_program(pp, v, microbatches, backward)).first;
+  if (it == pp_programs_.end()) {
+    it = pp_programs_.emplace(key, pp_1f1b_program(pp, v, microbatches, backward, warmup)).first;
+  }
   return it->second;
 }
 

@@ -48,7 +48,8 @@
 // PP); interleaved p·v + p - 1 - 2s chunk micro-batches (Megatron's warmup count
 // 2·(p - s - 1) + (v - 1)·p, plus the one in its forward), the first stage's
 // L·(1 + (p - 1)/(p·v)) layers' worth, Korthikanti's factor; never more than the
-// m·v there are. Model states: the stage's layers, plus the embedding on the first and
+// m·v there are, and all of them when m = p under Megatron's schedule, which then runs
+// every forward first (pp_warmup_forwards). Model states: the stage's layers, plus the embedding on the first and
 // the head on the last (once more when tied: each end holds its copy).
 #pragma once
 
@@ -97,6 +98,12 @@ inline bool pp_gathers_chunks_ahead(Framework framework, const PlanChoice& choic
   return framework != Framework::kPytorch && choice.pp > 1 && choice.virtual_stages > 1;
 }
 
+// Whose interleaved warm-up the framework runs (pipeline_schedule.h): torch's for PyTorch,
+// Megatron's otherwise.
+inline InterleavedWarmup pp_interleaved_warmup(Framework framework) {
+  return framework == Framework::kPytorch ? InterleavedWarmup::kTorch : InterleavedWarmup::kMegatron;
+}
+
 // Why a layout cannot run with `microbatches` per pipeline per step, or "": pp >= 1 with
 // a unit in every chunk (U >= pp·v; a counted embedding or head may be a chunk's only one); v >= 1, and v > 1 only with pp > 1, U a multiple of
 // pp·v and microbatches a multiple of pp (Megatron's rules); the split's accounting only
@@ -136,24 +143,47 @@ int64_t pp_makespan_microbatches(int pp, int virtual_stages, int64_t microbatche
 // Interleaved 1F1B: the exchanges stage `stage` waits for in a training step, each with both
 // neighbours at once (pipeline_schedule.h): one after each compute of the warm-up and the
 // cool-down, one per forward-backward pair in the steady state, m·v + W in all (W
-// Megatron's warm-up forwards, all m·v when m = pp). Forwards only: one per forward, m·v.
+// pp_warmup_forwards, the framework's). Forwards only: one per forward, m·v.
 // The programs have up to two more or one fewer (a stage's first receive, the first
 // stage's last backward; pipeline_parallel_test.cc counts them).
-int64_t pp_interleaved_exchanges(int pp, int virtual_stages, int64_t microbatches, int stage, bool backward);
+int64_t pp_interleaved_exchanges(int pp, int virtual_stages, int64_t microbatches, int stage, bool backward,
+                                 InterleavedWarmup warmup);
 
 // Micro-batches whose activations stage `stage` holds at its peak, in chunk micro-batches
-// (each L / (pp·v) layers), capped at the m·v there are.
-int64_t pp_in_flight(int pp, int virtual_stages, int64_t microbatches, int stage);
-// The layers' worth of stored activations stage `stage` holds at its peak: pp_in_flight
-// times its chunk's layers where its chunks are equal; else the most that Megatron's order
-// (pipeline_schedule.h: forward k on chunk (k mod pp·v) / pp, backward k on chunk v - 1 -
-// that) holds at once, which depends on which chunks are in flight (a Llama 3 stage's
-// embedding-only chunk holds none).
-double pp_layers_in_flight(const PipelineLayout& l, int64_t microbatches, int stage);
+// (each L / (pp·v) layers): the warm-up's forwards (pp_warmup_forwards) and the one in
+// its forward, capped at the m·v there are.
+int64_t pp_in_flight(int pp, int virtual_stages, int64_t microbatches, int stage, InterleavedWarmup warmup);
+// The stored activations stage `stage` holds at its peak, `chunk_bytes[c]` a micro-batch of
+// its chunk c holds: pp_in_flight times that where its chunks hold alike; else the most
+// that the order (pipeline_schedule.h: forward k on chunk (k mod pp·v) / pp, backward k on
+// chunk v - 1 - that) holds at once, which depends on which chunks are in flight (a Llama
+// 3 stage's embedding-only chunk holds none). `after_chunk` >= 0: the most held right
+// after a forward of that chunk (the last stage's head runs there).
+double pp_held_in_flight(const PipelineLayout& l, int64_t microbatches, int stage, InterleavedWarmup warmup,
+                         const std::vector<double>& chunk_bytes, int after_chunk = -1);
 
 // Bytes one GPU sends across a stage boundary per micro-batch, each way (activation
 // forward, its gradient backward): micro_batch·c·hidden·e / tp.
 double pp_p2p_bytes(const ModelSpec& m, int64_t c, int micro_batch, int element_bytes, int tp);
+
+// What stage `stage` holds at its chunks' boundaries beside their layers' activations, in
+// messages of `message_bytes` (pp_p2p_bytes); the memory model counts it, the op lists
+// allocate it. torch.distributed.pipelining's PipelineStage (a PyTorch pipeline,
+// torchtitan's) allocates once, for the whole run, a receive buffer per micro-batch for the
+// input of each chunk but the model's first and, training, for the output gradient of each
+// but the last (stage.py _prepare_forward_infra, _prepare_backward_infra); it keeps each
+// micro-batch's output until that backward (fwd_cache), and a chunk's first layer saves
+// its received buffer as its input, no copy. Megatron's stages (and a plan for no
+// framework) hold one boundary activation while they exchange it.
+struct PipelineStageBuffers {
+  double persistent = 0;             // the receive buffers, held all step
+  double boundary = 0;               // one message, on a stage before the last
+  std::vector<double> held_output;   // per chunk, each micro-batch in flight: its output
+  std::vector<double> shared_input;  // per chunk, each micro-batch in flight: its first layer's
+                                     // stored input that is the receive buffer
+};
+PipelineStageBuffers pipeline_stage_buffers(const PipelineLayout& l, int stage, Framework framework, bool backward,
+                                            int64_t microbatches, double message_bytes);
 
 // Parameters stage `stage` holds (one TP member's share when `m` is tp_shard's): its
 // layers, the embedding on the first stage, the head on the last (and both on a single

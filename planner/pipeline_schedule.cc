@@ -67,7 +67,7 @@ std::vector<PipelineAction> one_f_one_b(int s, int p, int m, bool backward) {
     }
     return g.take();
   }
-  const int warmup = std::min(p - s - 1, m);
+  const int warmup = static_cast<int>(pp_warmup_forwards(p, 1, m, s, true, InterleavedWarmup::kMegatron));
   for (int i = 0; i < warmup; ++i) {
     up(-1, true);
     fwd(i);
@@ -91,7 +91,7 @@ std::vector<PipelineAction> one_f_one_b(int s, int p, int m, bool backward) {
 
 // Interleaved 1F1B (Megatron's forward_backward_pipelining_with_interleaving, without
 // overlapped p2p), its receive flags as Megatron sets them.
-std::vector<PipelineAction> interleaved(int s, int p, int v, int m, bool backward) {
+std::vector<PipelineAction> interleaved(int s, int p, int v, int m, bool backward, InterleavedWarmup rule) {
   StageProgram g(s, p, v);
   const int total = m * v;
   auto chunk_of = [&](int k, bool forward) {
@@ -107,8 +107,8 @@ std::vector<PipelineAction> interleaved(int s, int p, int v, int m, bool backwar
   auto act = [&](int k) { return last_virtual(chunk_of(k, true)) ? -1 : micro_of(k); };
   auto grad = [&](int k) { return first_virtual(chunk_of(k, false)) ? -1 : micro_of(k); };
 
-  const bool all_warmup = !backward || m == p;
-  const int warmup = all_warmup ? total : std::min(2 * (p - s - 1) + (v - 1) * p, total);
+  const int warmup = static_cast<int>(pp_warmup_forwards(p, v, m, s, backward, rule));
+  const bool all_warmup = warmup == total;
   const int remaining = total - warmup;
   g.exchange(-1, 0, -1, 0, s != 0, false);  // the first chunk's input
   for (int k = 0; k < warmup; ++k) {
@@ -138,11 +138,11 @@ std::vector<PipelineAction> interleaved(int s, int p, int v, int m, bool backwar
 
 }  // namespace
 
-PipelineProgram pp_1f1b_program(int pp, int v, int64_t microbatches, bool backward) {
+PipelineProgram pp_1f1b_program(int pp, int v, int64_t microbatches, bool backward, InterleavedWarmup warmup) {
   PipelineProgram prog;
   const int m = static_cast<int>(microbatches);
   for (int s = 0; s < pp; ++s) {
-    prog.stages.push_back(v > 1 ? interleaved(s, pp, v, m, backward) : one_f_one_b(s, pp, m, backward));
+    prog.stages.push_back(v > 1 ? interleaved(s, pp, v, m, backward, warmup) : one_f_one_b(s, pp, m, backward));
   }
   // Pair the messages of each directed link in posting order: the n-th receive takes the
   // n-th send's tag.
@@ -223,6 +223,13 @@ PipelineProgram pp_1f1b_program(int pp, int v, int64_t microbatches, bool backwa
     }
   }
   return prog;
+}
+
+int64_t pp_warmup_forwards(int pp, int v, int64_t m, int stage, bool backward, InterleavedWarmup warmup) {
+  if (!backward) return m * v;
+  if (v == 1) return std::min<int64_t>(pp - stage - 1, m);
+  if (m == pp && warmup == InterleavedWarmup::kMegatron) return m * v;
+  return std::min(int64_t{2} * (pp - stage - 1) + int64_t{v - 1} * pp, m * v);
 }
 
 }  // namespace rm

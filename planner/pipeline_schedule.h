@@ -62,6 +62,20 @@ struct PipelineProgram {
   std::vector<std::vector<PipelineAction>> stages;
   int messages = 0;
 };
-PipelineProgram pp_1f1b_program(int pp, int virtual_stages, int64_t microbatches, bool backward);
+//
+// The interleaved warm-up with as many micro-batches as stages is the framework's:
+// Megatron-LM's schedule then runs every forward first (and a plan for no framework runs
+// as Megatron's); torch.distributed.pipelining's ScheduleInterleaved1F1B (torchtitan) keeps
+// its count (_get_warmup_ops, capped at m·v only). The rest of the order is the same.
+enum class InterleavedWarmup { kMegatron, kTorch };
+PipelineProgram pp_1f1b_program(int pp, int virtual_stages, int64_t microbatches, bool backward,
+                                InterleavedWarmup warmup);
+
+// The forwards stage `stage` runs before its first backward, in chunk micro-batches
+// (Megatron's num_warmup_microbatches, torch's warmup_ops): 1F1B min(p - s - 1, m),
+// interleaved min(2·(p - s - 1) + (v - 1)·p, m·v); all of them forwards only, and
+// interleaved with m = p under Megatron's rule.
+int64_t pp_warmup_forwards(int pp, int virtual_stages, int64_t microbatches, int stage, bool backward,
+                           InterleavedWarmup warmup);
 
 }  // namespace rm

@@ -436,7 +436,7 @@ class Generator {
   // layer and sequence (a2a+p2p's three for the forward, the recompute and the backward).
   void setup_pipeline() {
     const bool bwd = job_.passes == Passes::kForwardBackward;
-    pipeline_ = pp_1f1b_program(pp_, vs_, plan_choice_.grad_accum, bwd);
+    pipeline_ = pp_1f1b_program(pp_, vs_, plan_choice_.grad_accum, bwd, pp_interleaved_warmup(job_.framework));
     int64_t layers = 0;  // the most any stage holds
     for (int n : pp_stage_layers(pp_layout(m_.layers, plan_choice_))) layers = std::max<int64_t>(layers, n);
     const int64_t stride = 2 * layers * mb_ * 9 * ring_.phase_stride() + 2;
@@ -620,12 +620,12 @@ class Generator {
   // What a layer keeps from its forward to its backward: everything it stores (none,
   // selective), or its input only (full). A pipeline stage holds several micro-batches'
   // (`micro` >= 0: labels "<name>.L<layer>.m<micro>").
-  LayerStore alloc_layer_store(Rank& r, int layer, int micro = -1) {
+  LayerStore alloc_layer_store(Rank& r, int layer, int micro = -1, double shared_input = 0) {
     const std::string suffix = ".L" + std::to_string(layer) + (micro >= 0 ? ".m" + std::to_string(micro) : "");
-    if (!full_ckpt()) return alloc_store(r, suffix, act_per_layer_ - attention_store_bytes(), "act");
+    if (!full_ckpt()) return alloc_store(r, suffix, act_per_layer_ - attention_store_bytes() - shared_input, "act");
     LayerStore s;
-    s.rest = buf("act" + suffix, act_per_layer_);
-    r.em.alloc(s.rest, act_per_layer_);
+    s.rest = buf("act" + suffix, act_per_layer_ - shared_input);
+    r.em.alloc(s.rest, act_per_layer_ - shared_input);
     return s;
   }
   // Full checkpointing: the layer's activations while its forward runs or is rerun.
@@ -848,9 +848,12 @@ class Generator {
 
   // Forward of one layer; `next_gather` is what to prefetch (the next layer or the head;
   // `for_backward`: this layer again, for its backward).
-  LayerStore layer_forward(Rank& r, int layer, double next_gather, bool for_backward = false, int micro = -1) {
+  // `shared_input`: of the layer's stored input, bytes another buffer holds (a pipeline
+  // chunk's receive buffer, pipeline_stage_buffers).
+  LayerStore layer_forward(Rank& r, int layer, double next_gather, bool for_backward = false, int micro = -1,
+                           double shared_input = 0) {
     begin_layer(r, layer, false, next_gather, for_backward);
-    const LayerStore s = alloc_layer_store(r, layer, micro);
+    const LayerStore s = alloc_layer_store(r, layer, micro, shared_input);
     const LayerStore live = full_ckpt() ? alloc_transient_store(r) : s;
     for (int seq = 0; seq < mb_; ++seq) {  // the micro-step's sequences, one after another
       tp_attention(r, [&] { attention_forward_phase(r, live.kv); });
@@ -1026,12 +1029,19 @@ class Generator {
     em.layer = -1;
     em.backward = false;
     em.step = 0;
-    // The stage's boundary activation (received, sent; the last stage's final hidden
-    // state): the memory model's final_hidden, micro_batch·c·hidden·e/tp bytes, as each
-    // exchange's messages (pp_p2p_bytes).
-    const double boundary_bytes = final_hidden_bytes();
-    const int boundary = buf("final_hidden", boundary_bytes);
-    em.alloc(boundary, boundary_bytes);
+    // Each exchange's message (pp_p2p_bytes: split tp ways, whatever the framework), and what
+    // the stage holds around it (pipeline_stage_buffers); the last stage's buffer holds the
+    // final hidden state, whole where the framework's TP saves it gathered (the memory
+    // model's final_hidden).
+    const double message_bytes = pp_p2p_bytes(m_, c_, mb_, fabric_.topology().gpu.element_bytes, T_);
+    const PipelineStageBuffers held_at =
+        pipeline_stage_buffers(layout, s, job_.framework, bwd, micro_batches, message_bytes);
+    const double boundary_bytes = s == pp_ - 1 ? final_hidden_bytes() : held_at.boundary;
+    const int boundary = boundary_bytes > 0 ? buf("final_hidden", boundary_bytes) : -1;
+    if (boundary >= 0) em.alloc(boundary, boundary_bytes);
+    const int receive = held_at.persistent > 0 ? buf("pipeline.receive_buffers", held_at.persistent) : -1;
+    if (receive >= 0) em.alloc(receive, held_at.persistent);
+    std::map<int, int> outputs;  // by chunk micro-batch: its output, kept for its backward
     em.phase_base = 1;  // ring passes before the stage's first exchange
     std::map<int, std::vector<LayerStore>> stores;  // by chunk micro-batch in flight
     // A chunk's forward starts on the embedding's gather (the model's first chunk) and its
@@ -1062,7 +1072,7 @@ class Generator {
       em.backward = false;
       em.step = 0;
       if (a.kind == PipelineAction::kExchange) {
-        exchange(r, a, boundary, boundary_bytes);
+        exchange(r, a, boundary, message_bytes);
         continue;
       }
       const int g = a.chunk * pp_ + s;
@@ -1088,7 +1098,13 @@ class Generator {
         if (empty && last) gather(r, vocab_shard_bytes(), false);  // the head, which no layer prefetched
         for (int l = first_layer; l < end_layer; ++l) {
           const double next = l + 1 < end_layer ? layer_shard_bytes() : last ? vocab_shard_bytes() : 0;
-          held.push_back(layer_forward(r, l, next, false, a.micro));
+          const double shared = l == first_layer ? held_at.shared_input[static_cast<size_t>(a.chunk)] : 0;
+          held.push_back(layer_forward(r, l, next, false, a.micro, shared));
+        }
+        const double output_bytes = held_at.held_output[static_cast<size_t>(a.chunk)];
+        if (output_bytes > 0) {
+          outputs[key] = buf("pipeline.output.c" + std::to_string(a.chunk) + ".m" + std::to_string(a.micro), output_bytes);
+          em.alloc(outputs[key], output_bytes);
         }
         if (bwd) continue;
         em.layer = -1;
@@ -1098,6 +1114,7 @@ class Generator {
         }
         for (auto it = held.rbegin(); it != held.rend(); ++it) free_store(r, *it);
         stores.erase(key);
+        if (output_bytes > 0) em.free(outputs[key]);
         continue;
       }
       const int grads = alloc_grad_stream(r);
@@ -1112,6 +1129,10 @@ class Generator {
         layer_backward(r, l, held[static_cast<size_t>(l - first_layer)], l > first_layer ? layer_shard_bytes() : 0);
       }
       stores.erase(key);
+      if (auto out = outputs.find(key); out != outputs.end()) {
+        em.free(out->second);
+        outputs.erase(out);
+      }
       em.layer = -1;
       em.step = 0;
       if (first) scatter(r, vocab_shard_bytes());  // embedding gradients
@@ -1124,7 +1145,8 @@ class Generator {
     em.backward = false;
     em.step = 0;
     finish_scatter(r);  // the stage's last gradients, before the optimizer step
-    em.free(boundary);
+    if (boundary >= 0) em.free(boundary);
+    if (receive >= 0) em.free(receive);
     em.phase_base = 0;
   }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <vector>
 
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
@@ -120,7 +121,7 @@ TEST_CASE("uneven stages: running the programs, equal ones: the closed form, and
       f[g] = t[g] / 3;
       b[g] = t[g] - f[g];
     }
-    return pp_program_makespan(pp_1f1b_program(pp, v, m, true), v, f, b);
+    return pp_program_makespan(pp_1f1b_program(pp, v, m, true, InterleavedWarmup::kMegatron), v, f, b);
   };
   // Equal stages: (m + p - 1)·T, the closed form.
   CHECK(run(4, 1, 8, {1, 1, 1, 1}) == doctest::Approx(pp_step_time({1, 1, 1, 1}, 1, 8).step_s));
@@ -165,7 +166,7 @@ TEST_CASE("micro-batch 0's forwards lie on the pipeline fill: what each chunk's 
     const double e = 0.01;
     std::vector<double> first(f);
     for (double& x : first) x += e;
-    const PipelineProgram program = pp_1f1b_program(pp, v, m, true);
+    const PipelineProgram program = pp_1f1b_program(pp, v, m, true, InterleavedWarmup::kMegatron);
     const double base = pp_program_makespan(program, v, f, b);
     CHECK(pp_program_makespan(program, v, f, b, &first) - base == doctest::Approx(pp * v * e));
     CHECK(pp_program_makespan(program, v, f, b, &f) == doctest::Approx(base));
@@ -173,12 +174,66 @@ TEST_CASE("micro-batch 0's forwards lie on the pipeline fill: what each chunk's 
 }
 
 TEST_CASE("micro-batches in flight: p - s for 1F1B, Megatron's warmup + 1 interleaved") {
-  CHECK(pp_in_flight(4, 1, 8, 0) == 4);
-  CHECK(pp_in_flight(4, 1, 8, 3) == 1);
-  CHECK(pp_in_flight(4, 1, 2, 0) == 2);  // fewer micro-batches than stages
+  const InterleavedWarmup mg = InterleavedWarmup::kMegatron;
+  CHECK(pp_in_flight(4, 1, 8, 0, mg) == 4);
+  CHECK(pp_in_flight(4, 1, 8, 3, mg) == 1);
+  CHECK(pp_in_flight(4, 1, 2, 0, mg) == 2);  // fewer micro-batches than stages
   // 2·(p - 1) + (v - 1)·p + 1 = 6 + 4 + 1 chunk micro-batches on the first stage.
-  CHECK(pp_in_flight(4, 2, 8, 0) == 11);
-  CHECK(pp_in_flight(4, 2, 8, 3) == 5);
+  CHECK(pp_in_flight(4, 2, 8, 0, mg) == 11);
+  CHECK(pp_in_flight(4, 2, 8, 3, mg) == 5);
+  // As many micro-batches as stages: every forward first, so every stage holds all m·v.
+  CHECK(pp_in_flight(4, 2, 4, 3, mg) == 8);
+  CHECK(pp_in_flight(4, 2, 4, 0, mg) == 8);
+  // torch's ScheduleInterleaved1F1B keeps its count: 2·(p - s - 1) + (v - 1)·p + 1.
+  CHECK(pp_in_flight(4, 2, 4, 3, InterleavedWarmup::kTorch) == 5);
+  CHECK(pp_in_flight(4, 2, 4, 1, InterleavedWarmup::kTorch) == 8);  // 9, capped
+  // What the stages' programs run: the forwards before each stage's first backward.
+  struct Shape {
+    int p, v, m;
+  };
+  for (const InterleavedWarmup rule : {mg, InterleavedWarmup::kTorch})
+  for (const Shape sh : {Shape{4, 1, 8}, Shape{4, 2, 4}, Shape{4, 2, 8}, Shape{8, 4, 16}}) {
+    const int p = sh.p, v = sh.v, m = sh.m;
+    const PipelineProgram program = pp_1f1b_program(p, v, m, true, rule);
+    for (int s = 0; s < p; ++s) {
+      int64_t forwards = 0;
+      for (const PipelineAction& a : program.stages[static_cast<size_t>(s)]) {
+        if (a.kind == PipelineAction::kBackward) break;
+        forwards += a.kind == PipelineAction::kForward;
+      }
+      CAPTURE(p);
+      CAPTURE(v);
+      CAPTURE(m);
+      CAPTURE(s);
+      CAPTURE(static_cast<int>(rule));
+      CHECK(forwards == pp_in_flight(p, v, m, s, rule));
+    }
+  }
+}
+
+TEST_CASE("a PyTorch pipeline stage's receive buffers: every micro-batch's input and output gradient, held all step") {
+  // torch.distributed.pipelining's PipelineStage: _prepare_forward_infra and
+  // _prepare_backward_infra allocate one per micro-batch; fwd_cache keeps each output.
+  PlanChoice ch;
+  ch.pp = 4;
+  ch.virtual_stages = 2;
+  const PipelineLayout l = pp_layout(32, ch);
+  const PipelineStageBuffers first = pipeline_stage_buffers(l, 0, Framework::kPytorch, true, 8, 1.0);
+  CHECK(first.persistent == 8 + 16);  // chunk 0 (the model's first): gradients only; chunk 4: both
+  CHECK(first.boundary == 0);
+  CHECK(first.held_output == std::vector<double>{1, 1});
+  CHECK(first.shared_input == std::vector<double>{0, 1});
+  const PipelineStageBuffers last = pipeline_stage_buffers(l, 3, Framework::kPytorch, true, 8, 1.0);
+  CHECK(last.persistent == 16 + 8);  // chunk 3: both; chunk 7 (the model's last): inputs only
+  CHECK(last.held_output == std::vector<double>{1, 0});
+  CHECK(last.shared_input == std::vector<double>{1, 1});
+  CHECK(pipeline_stage_buffers(l, 3, Framework::kPytorch, false, 8, 1.0).persistent == 16);  // forwards only
+  // Megatron's stage: one boundary activation, none on the last stage (its final hidden state).
+  const PipelineStageBuffers megatron = pipeline_stage_buffers(l, 1, Framework::kMegatron, true, 8, 1.0);
+  CHECK(megatron.persistent == 0);
+  CHECK(megatron.boundary == 1);
+  CHECK(megatron.held_output == std::vector<double>{0, 0});
+  CHECK(pipeline_stage_buffers(l, 3, Framework::kAny, true, 8, 1.0).boundary == 0);
 }
 
 TEST_CASE("interleaved exchanges: what the stages' programs wait for, m·v + warm-up in a training step, within two") {
@@ -193,17 +248,17 @@ TEST_CASE("interleaved exchanges: what the stages' programs wait for, m·v + war
       CAPTURE(p);
       CAPTURE(v);
       CAPTURE(bwd);
-      const PipelineProgram prog = pp_1f1b_program(p, v, m, bwd);
+      const PipelineProgram prog = pp_1f1b_program(p, v, m, bwd, InterleavedWarmup::kMegatron);
       for (int s = 0; s < p; ++s) {
         const auto& acts = prog.stages[static_cast<size_t>(s)];
         const auto n = std::count_if(acts.begin(), acts.end(),
                                      [](const PipelineAction& a) { return a.kind == PipelineAction::kExchange; });
-        CHECK(std::abs(n - pp_interleaved_exchanges(p, v, m, s, bwd)) <= 2);  // the ends' receives and sends
+        CHECK(std::abs(n - pp_interleaved_exchanges(p, v, m, s, bwd, InterleavedWarmup::kMegatron)) <= 2);  // the ends' receives and sends
       }
     }
   }
   // pp 8 x v 4 over 16 micro-batches, the first stage: 64 computes' worth and 38 warm-up ones.
-  CHECK(pp_interleaved_exchanges(8, 4, 16, 0, true) == 64 + 2 * 7 + 3 * 8);
+  CHECK(pp_interleaved_exchanges(8, 4, 16, 0, true, InterleavedWarmup::kMegatron) == 64 + 2 * 7 + 3 * 8);
 }
 
 TEST_CASE("pipelined gradient reduction: a chunk's last reduce-scatter runs behind the stage's next compute") {

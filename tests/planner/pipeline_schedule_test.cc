@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "planner/cost_model.h"
@@ -71,16 +72,16 @@ Plan pp_plan(const PpCase& c) {
 }  // namespace
 
 TEST_CASE("1F1B order per stage: warm-up p-s-1 forwards, then one forward one backward, then the cool-down") {
-  const PipelineProgram p = pp_1f1b_program(4, 1, 6, true);
+  const PipelineProgram p = pp_1f1b_program(4, 1, 6, true, InterleavedWarmup::kMegatron);
   REQUIRE(p.stages.size() == 4);
   CHECK(computes(p.stages[0]) == "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
   CHECK(computes(p.stages[1]) == "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5");
   CHECK(computes(p.stages[2]) == "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5");
   CHECK(computes(p.stages[3]) == "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5");
   // Fewer micro-batches than stages: the warm-up stops at m.
-  CHECK(computes(pp_1f1b_program(4, 1, 2, true).stages[0]) == "F0 F1 B0 B1");
+  CHECK(computes(pp_1f1b_program(4, 1, 2, true, InterleavedWarmup::kMegatron).stages[0]) == "F0 F1 B0 B1");
   // Forward only.
-  CHECK(computes(pp_1f1b_program(2, 1, 3, false).stages[1]) == "F0 F1 F2");
+  CHECK(computes(pp_1f1b_program(2, 1, 3, false, InterleavedWarmup::kMegatron).stages[1]) == "F0 F1 F2");
   // Each boundary carries every micro-batch's activation down and its gradient up.
   CHECK(p.messages == 3 * 2 * 6);
   // An exchange is with one neighbour: the down one sends the activation and takes a
@@ -101,10 +102,16 @@ TEST_CASE("1F1B order per stage: warm-up p-s-1 forwards, then one forward one ba
 TEST_CASE("interleaved 1F1B order: chunk groups of pp micro-batches, Megatron's warm-up, the last chunk's backward after its forward") {
   // pp 4, v 2, m 8: stage 3 warms up (v-1)·p = 4 forwards (chunk 0 of micro-batches 0-3),
   // then runs chunk 1's forward of each micro-batch right before its backward.
-  const PipelineProgram p = pp_1f1b_program(4, 2, 8, true);
+  const PipelineProgram p = pp_1f1b_program(4, 2, 8, true, InterleavedWarmup::kMegatron);
   CHECK(computes(p.stages[3]).rfind("F0.0 F1.0 F2.0 F3.0 F0.1 B0.1 F1.1 B1.1 ", 0) == 0);
   // Stage 0 warms up 2·(p-1) + (v-1)·p = 10 of its 16 chunk forwards.
   CHECK(computes(p.stages[0]).rfind("F0.0 F1.0 F2.0 F3.0 F0.1 F1.1 F2.1 F3.1 F4.0 F5.0 F6.0 B0.1 ", 0) == 0);
+  // m = p: Megatron runs all 8 forwards of stage 3 first; torch's ScheduleInterleaved1F1B
+  // warms up (v-1)·p = 4 and starts the backwards as at m = 8.
+  const std::string megatron = computes(pp_1f1b_program(4, 2, 4, true, InterleavedWarmup::kMegatron).stages[3]);
+  const std::string torch = computes(pp_1f1b_program(4, 2, 4, true, InterleavedWarmup::kTorch).stages[3]);
+  CHECK(megatron.rfind("F0.0 F1.0 F2.0 F3.0 F0.1 F1.1 F2.1 F3.1 B0.1 ", 0) == 0);
+  CHECK(torch.rfind("F0.0 F1.0 F2.0 F3.0 F0.1 B0.1 F1.1 B1.1 ", 0) == 0);
 }
 
 TEST_CASE("pipeline exchanges: every chunk computed once, links paired in order, phases increasing on every stage") {
@@ -121,12 +128,16 @@ TEST_CASE("pipeline exchanges: every chunk computed once, links paired in order,
     }
   }
   for (const Shape sh : shapes) {
-    for (bool backward : {true, false}) {
+    for (const auto run : {std::pair{true, InterleavedWarmup::kMegatron}, std::pair{false, InterleavedWarmup::kMegatron},
+                           std::pair{true, InterleavedWarmup::kTorch}}) {
+      const bool backward = run.first;
+      const InterleavedWarmup rule = run.second;
       CAPTURE(sh.pp);
       CAPTURE(sh.v);
       CAPTURE(sh.m);
       CAPTURE(backward);
-      const PipelineProgram p = pp_1f1b_program(sh.pp, sh.v, sh.m, backward);
+      CAPTURE(static_cast<int>(rule));
+      const PipelineProgram p = pp_1f1b_program(sh.pp, sh.v, sh.m, backward, rule);
       // (src, dst) -> tags and phases in posting order, from each end.
       std::map<std::pair<int, int>, std::vector<std::pair<int, int>>> sent, received;
       for (int s = 0; s < sh.pp; ++s) {

@@ -846,6 +846,52 @@ TEST_CASE("a PyTorch pipeline runs fsdp as zero1 with fp32 gradients: the replay
   CHECK(fsdp.predicted.memory_bytes_per_gpu > any.predicted.memory_bytes_per_gpu + 2.0 * kGiB);
 }
 
+TEST_CASE("pipelines with TP: stages exchange sequence shards, the last holds the whole loss and its warm-up's micro-batches, within 2 % and memory exact") {
+  // torchtitan's blocks end in a RowwiseParallel with output_layouts=Shard(1): a stage sends
+  // its TP rank's sequence shard (pp_p2p_bytes), not the gathered final hidden state only
+  // the head holds whole. The replay sent that whole state, 8 x the bytes over the NICs:
+  // +4.6 % on 32 GPUs. With as many micro-batches as stages, Megatron's interleaved schedule
+  // runs every forward first, so its last stage, whose whole loss makes it the peak, holds
+  // every chunk micro-batch; torch's keeps its warm-up count (pp_warmup_forwards). The
+  // memory model counted torch's for both (+2.0 % for Megatron's). A PyTorch stage holds a
+  // receive buffer per micro-batch all step and each output until its backward
+  // (pipeline_stage_buffers), which its op lists allocate.
+  const ModelSpec model = load_model("llama3-8b");
+  const Topology topo = load_topology("dgx-h100-ib");
+  Worst worst{"pipelines with TP"};
+  struct Case {
+    Framework framework;
+    int gpus, tp, sequences;
+  };
+  for (const Case k : {Case{Framework::kPytorch, 32, 8, 8}, Case{Framework::kPytorch, 8, 2, 4},
+                       Case{Framework::kMegatron, 8, 2, 4}}) {
+    CAPTURE(static_cast<int>(k.framework));
+    CAPTURE(k.gpus);
+    CAPTURE(k.sequences);
+    SearchPins pins;
+    pins.tp = k.tp;
+    pins.cp = 1;
+    pins.pp = 4;
+    pins.virtual_stages = 2;
+    pins.micro_batch = 1;
+    pins.sharding = Sharding::kFsdp;
+    pins.checkpointing = Checkpointing::kFull;
+    Job job = make_job(topo, k.gpus, 16384, Workload::kStep);
+    job.batch_tokens = k.sequences * job.seq_len;
+    job.model = "llama3-8b";
+    job.framework = k.framework;
+    job.chunked_loss = false;
+    const Compared c = plan_and_simulate(topo, model, job, pins);
+    std::printf("  %s, tp %d x pp 4 x v 2, %d micro-batches: step %+.3f %%, peak memory %+.4f %%\n",
+                k.framework == Framework::kPytorch ? "pytorch" : "megatron", k.tp, k.sequences,
+                100 * (c.simulated.step_time_s / c.predicted.step_time_s - 1),
+                100 * (c.simulated.memory_bytes_per_gpu / c.predicted.memory_bytes_per_gpu - 1));
+    CHECK(c.time_error() < 0.02);
+    CHECK(c.memory_error() < 1e-4);
+    worst.add(c, true);
+  }
+}
+
 TEST_CASE("pipeline parallelism (1F1B and interleaved, pp 2 to 8, 4-16 micro-batches): step time and peak memory within 2 %") {
   const ModelSpec model = load_model(kDefaultModel);
   Worst worst{"pipeline-parallel training steps"};
@@ -916,7 +962,7 @@ TEST_CASE("pipeline parallelism (1F1B and interleaved, pp 2 to 8, 4-16 micro-bat
                 pc.pp, pc.v, pc.counted ? " (counted split)" : "", pc.tp, pc.cp, mb, pc.topo, c.predicted.step_time_s, c.simulated.step_time_s,
                 100 * (c.simulated.step_time_s / c.predicted.step_time_s - 1));
     CHECK(c.time_error() < 0.02);
-    CHECK(c.memory_error() < 0.02);
+    CHECK(c.memory_error() < 1e-4);  // both count the same buffers: exact
     worst.add(c, true);
     // The bubble is in both: the free-communication step is the pipeline's too.
     CHECK(c.simulated.free_comm_time_s ==
