@@ -250,16 +250,16 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
                                              buffers.shared_input[static_cast<size_t>(ch)];
     }
     const InterleavedWarmup order = pp_interleaved_warmup(holding.framework);
-    auto held = [&](int after_chunk) {
-      return pp > 1 ? pp_held_in_flight(layout, choice.grad_accum, s, order, chunk_bytes, after_chunk)
+    auto held = [&](bool at_head) {
+      return pp > 1 ? pp_held_in_flight(layout, choice.grad_accum, s, order, chunk_bytes, at_head)
                     : m.layers * per_layer;
     };
     const double at_rest = buffers.persistent + (s == pp - 1 ? final_hidden : buffers.boundary);
     // The last stage's head (its working set) runs right after a forward of its last chunk,
     // whose micro-batch may hold less than another chunk's (a PyTorch stage's last chunk
     // saves its input in the receive buffer); elsewhere a layer's backward.
-    std::vector<std::pair<double, double>> moments = {{held(-1), rb.layer_backward_bytes()}};
-    if (s == pp - 1) moments.push_back({held(layout.virtual_stages - 1), rb.working_set_bytes()});
+    std::vector<std::pair<double, double>> moments = {{held(false), rb.layer_backward_bytes()}};
+    if (s == pp - 1) moments.push_back({held(true), rb.working_set_bytes()});
     for (const auto& [act_held, working] : moments) {
       if (states + act_held + at_rest + working > peak) {
         peak = states + act_held + at_rest + working;

@@ -206,26 +206,27 @@ int64_t pp_in_flight(int pp, int v, int64_t m, int stage, InterleavedWarmup warm
 }
 
 double pp_held_in_flight(const PipelineLayout& l, int64_t m, int stage, InterleavedWarmup warmup,
-                         const std::vector<double>& chunk_bytes, int after_chunk) {
+                         const std::vector<double>& chunk_bytes, bool at_head) {
   const int p = l.pp, v = l.virtual_stages;
   const int64_t warm = pp_in_flight(p, v, m, stage, warmup) - 1;
   auto bytes = [&](int chunk) { return chunk_bytes[static_cast<size_t>(chunk)]; };
   bool equal = true;
   for (int c = 1; c < v; ++c) equal = equal && bytes(c) == bytes(0);
-  if (equal && after_chunk < 0) return bytes(0) * static_cast<double>(warm + 1);
-  // Walk the stage's order: warm-up forwards, then a forward and a backward each, then the
-  // cool-down backwards (the peak is after a forward).
+  if (equal) return bytes(0) * static_cast<double>(warm + 1);
+  // Walk the stage's order: warm-up forwards, then a forward and a backward each (the peak
+  // is after a forward), then the cool-down backwards. The steady state repeats every p·v
+  // forwards (each adds the chunk it takes away p·v later), so one round of it is enough.
   const int64_t total = m * v, group = int64_t{p} * v;
   auto fwd_chunk = [&](int64_t k) { return static_cast<int>((k % group) / p); };
   auto bwd_chunk = [&](int64_t k) { return v - 1 - static_cast<int>((k % group) / p); };
   double held = 0, most = 0;
   auto forward = [&](int64_t k) {
     held += bytes(fwd_chunk(k));
-    if (after_chunk < 0 || fwd_chunk(k) == after_chunk) most = std::max(most, held);
+    if (!at_head || fwd_chunk(k) == v - 1) most = std::max(most, held);
   };
   int64_t f = 0, b = 0;
   for (; f < std::min(warm, total); ++f) forward(f);
-  while (f < total) {
+  for (const int64_t end = std::min(total, warm + group); f < end;) {
     forward(f++);
     held -= bytes(bwd_chunk(b++));
   }

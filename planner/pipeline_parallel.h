@@ -49,8 +49,9 @@
 // 2·(p - s - 1) + (v - 1)·p, plus the one in its forward), the first stage's
 // L·(1 + (p - 1)/(p·v)) layers' worth, Korthikanti's factor; never more than the
 // m·v there are, and all of them when m = p under Megatron's schedule, which then runs
-// every forward first (pp_warmup_forwards). Model states: the stage's layers, plus the embedding on the first and
-// the head on the last (once more when tied: each end holds its copy).
+// every forward first (pp_warmup_forwards). Model states: the stage's layers, plus the
+// embedding on the first and the head on the last (once more when tied: each end holds
+// its copy).
 #pragma once
 
 #include <cstdint>
@@ -157,10 +158,11 @@ int64_t pp_in_flight(int pp, int virtual_stages, int64_t microbatches, int stage
 // its chunk c holds: pp_in_flight times that where its chunks hold alike; else the most
 // that the order (pipeline_schedule.h: forward k on chunk (k mod pp·v) / pp, backward k on
 // chunk v - 1 - that) holds at once, which depends on which chunks are in flight (a Llama
-// 3 stage's embedding-only chunk holds none). `after_chunk` >= 0: the most held right
-// after a forward of that chunk (the last stage's head runs there).
+// 3 stage's embedding-only chunk holds none). `at_head`: the most held right after a
+// forward of the stage's last chunk, where the last stage runs the head (the peak itself
+// where its chunks hold alike: its warm-up, (v - 1)·pp forwards or all, ends on one).
 double pp_held_in_flight(const PipelineLayout& l, int64_t microbatches, int stage, InterleavedWarmup warmup,
-                         const std::vector<double>& chunk_bytes, int after_chunk = -1);
+                         const std::vector<double>& chunk_bytes, bool at_head = false);
 
 // Bytes one GPU sends across a stage boundary per micro-batch, each way (activation
 // forward, its gradient backward): micro_batch·c·hidden·e / tp.

@@ -1072,7 +1072,8 @@ class Generator {
       em.backward = false;
       em.step = 0;
       if (a.kind == PipelineAction::kExchange) {
-        exchange(r, a, boundary, message_bytes);
+        // (A PyTorch stage has no boundary buffer: its messages land in its receive buffers.)
+        exchange(r, a, boundary >= 0 ? boundary : receive, message_bytes);
         continue;
       }
       const int g = a.chunk * pp_ + s;
@@ -1103,7 +1104,8 @@ class Generator {
         }
         const double output_bytes = held_at.held_output[static_cast<size_t>(a.chunk)];
         if (output_bytes > 0) {
-          outputs[key] = buf("pipeline.output.c" + std::to_string(a.chunk) + ".m" + std::to_string(a.micro), output_bytes);
+          const std::string label = "pipeline.output.c" + std::to_string(a.chunk) + ".m" + std::to_string(a.micro);
+          outputs[key] = buf(label, output_bytes);
           em.alloc(outputs[key], output_bytes);
         }
         if (bwd) continue;

@@ -211,6 +211,47 @@ TEST_CASE("micro-batches in flight: p - s for 1F1B, Megatron's warmup + 1 interl
   }
 }
 
+TEST_CASE("held in flight: one round of the steady state stands for all of it, the head where the last chunk runs") {
+  // The whole order walked, against pp_held_in_flight (which stops after one round of p·v).
+  auto walk = [](int p, int v, int64_t m, int s, InterleavedWarmup w, const std::vector<double>& bytes, bool at_head) {
+    const int64_t warm = pp_in_flight(p, v, m, s, w) - 1, total = m * v, group = int64_t{p} * v;
+    auto fwd = [&](int64_t k) { return static_cast<int>((k % group) / p); };
+    double held = 0, most = 0;
+    int64_t b = 0;
+    for (int64_t f = 0; f < total; ++f) {
+      held += bytes[static_cast<size_t>(fwd(f))];
+      if (!at_head || fwd(f) == v - 1) most = std::max(most, held);
+      if (f >= warm) held -= bytes[static_cast<size_t>(v - 1 - fwd(b++))];
+    }
+    return most;
+  };
+  for (const InterleavedWarmup w : {InterleavedWarmup::kMegatron, InterleavedWarmup::kTorch}) {
+    for (int p : {4, 8}) {
+      for (int v : {2, 3, 4}) {
+        for (int64_t m : {int64_t{p}, int64_t{2} * p, int64_t{8} * p}) {
+          PlanChoice ch;
+          ch.pp = p;
+          ch.virtual_stages = v;
+          const PipelineLayout l = pp_layout(p * v * 2, ch);
+          for (int s : {0, 1, p - 1}) {
+            std::vector<double> bytes;
+            for (int c = 0; c < v; ++c) bytes.push_back(1.0 + 0.37 * ((c * 7 + s) % 5));
+            CAPTURE(p);
+            CAPTURE(v);
+            CAPTURE(m);
+            CAPTURE(s);
+            CHECK(pp_held_in_flight(l, m, s, w, bytes) == doctest::Approx(walk(p, v, m, s, w, bytes, false)));
+            CHECK(pp_held_in_flight(l, m, s, w, bytes, true) == doctest::Approx(walk(p, v, m, s, w, bytes, true)));
+          }
+          // Alike chunks: the last stage's head runs at its peak.
+          const std::vector<double> alike(static_cast<size_t>(v), 1.0);
+          CHECK(walk(p, v, m, p - 1, w, alike, true) == doctest::Approx(walk(p, v, m, p - 1, w, alike, false)));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("a PyTorch pipeline stage's receive buffers: every micro-batch's input and output gradient, held all step") {
   // torch.distributed.pipelining's PipelineStage: _prepare_forward_infra and
   // _prepare_backward_infra allocate one per micro-batch; fwd_cache keeps each output.
