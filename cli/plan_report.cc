@@ -226,6 +226,11 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   pred.add_row({"  model states", gib(p.memory.model_states), "GiB"});
   pred.add_row({"  layer buffers", gib(p.memory.layer_buffers), "GiB"});
   pred.add_row({"  activations", gib(p.memory.activations), "GiB"});
+  if (p.memory.pipeline_buffers > 0) {
+    pred.add_row({"    of which receive buffers", gib(p.memory.pipeline_buffers),
+                  "GiB: torch's PipelineStage holds one per micro-batch for each chunk's input and output "
+                  "gradient, all step"});
+  }
   pred.add_row({"  working set", gib(p.memory.working_set), "GiB"});
   pred.add_row({"  runtime reserve", gib(p.memory.runtime_reserve), "GiB"});
   pred.add_row({"allocator cache", gib(p.memory.allocator_cache),

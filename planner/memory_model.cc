@@ -265,6 +265,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
         peak = states + act_held + at_rest + working;
         mem.model_states = states;
         mem.activations = act_held + at_rest;
+        mem.pipeline_buffers = buffers.persistent;
         mem.working_set = working;
       }
     }

@@ -219,6 +219,9 @@ struct MemoryBreakdown {  // bytes per GPU
   double model_states = 0;     // sharded params, grads, optimizer states
   double layer_buffers = 0;    // unsharded (all-gathered) layer params and grads
   double activations = 0;      // stored for the backward pass, all layers
+  // Of the activations: a PyTorch pipeline stage's receive buffers, one per micro-batch for
+  // its input and its output gradient, held all step (pipeline_stage_buffers).
+  double pipeline_buffers = 0;
   double working_set = 0;      // one layer's peak transient buffers (ring buffers, tiles...)
   double runtime_reserve = 0;  // CUDA context, NCCL buffers
   // PyTorch's caching allocator's cached blocks on top of the tensors' peak

@@ -194,7 +194,7 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
   return {{"model_states", m.model_states / kGiB},   {"layer_buffers", m.layer_buffers / kGiB},
           {"activations", m.activations / kGiB},     {"working_set", m.working_set / kGiB},
           {"runtime_reserve", m.runtime_reserve / kGiB}, {"total", m.total() / kGiB},
-          {"allocator_cache", m.allocator_cache / kGiB}};
+          {"allocator_cache", m.allocator_cache / kGiB}, {"pipeline_buffers", m.pipeline_buffers / kGiB}};
 }
 
 }  // namespace
@@ -391,6 +391,7 @@ std::string plan_to_yaml_string(const Plan& plan) {
   e << YAML::Key << "working_set" << YAML::Value << num(m.working_set / kGiB);
   e << YAML::Key << "runtime_reserve" << YAML::Value << num(m.runtime_reserve / kGiB);
   e << YAML::Key << "allocator_cache" << YAML::Value << num(m.allocator_cache / kGiB);
+  if (m.pipeline_buffers > 0) e << YAML::Key << "pipeline_buffers" << YAML::Value << num(m.pipeline_buffers / kGiB);
   e << YAML::EndMap;
   e << YAML::Key << "why_not" << YAML::Value << p.why_not;
   e << YAML::EndMap;
@@ -536,6 +537,7 @@ Prediction read_predicted(const YamlMap& m) {
     p.memory.working_set = mem.number_or("working_set", 0, any) * kGiB;
     p.memory.runtime_reserve = mem.number_or("runtime_reserve", 0, any) * kGiB;
     p.memory.allocator_cache = mem.number_or("allocator_cache", 0, any) * kGiB;
+    p.memory.pipeline_buffers = mem.number_or("pipeline_buffers", 0, any) * kGiB;
     mem.number_or("total", 0, any);  // derived; accepted and recomputed
     mem.finish();
   }

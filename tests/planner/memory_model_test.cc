@@ -203,6 +203,31 @@ TEST_CASE("a PyTorch pipeline's fsdp holds zero1's states with fp32 gradients (p
   CHECK(plan_memory(m, job, c, a100()).model_states == doctest::Approx(fsdp_states));
 }
 
+TEST_CASE("a PyTorch pipeline stage's receive buffers are reported within its activations") {
+  const ModelSpec m = llama2_7b();
+  PlanChoice c = ring(1, 1);
+  c.pp = 4;
+  c.virtual_stages = 2;
+  c.sharding = Sharding::kFsdp;
+  c.grad_accum = 8;
+  Job job;
+  job.seq_len = 8192;
+  job.workload = Workload::kStep;
+  job.framework = Framework::kMegatron;
+  const MemoryBreakdown megatron = plan_memory(m, job, c, a100());
+  job.framework = Framework::kPytorch;
+  const MemoryBreakdown pytorch = plan_memory(m, job, c, a100());
+  CHECK(megatron.pipeline_buffers == 0);
+  // One message: 8192 tokens x hidden 4096 x 2 bytes. A stage holds 8 per chunk for its input
+  // (but the model's first chunk) and 8 for its output gradient (but the last's): 24 on the
+  // first and last stages, 32 on a middle one.
+  const double message = 8192.0 * 4096 * 2;
+  CHECK((pytorch.pipeline_buffers == doctest::Approx(24 * message) ||
+         pytorch.pipeline_buffers == doctest::Approx(32 * message)));
+  CHECK(pytorch.activations > pytorch.pipeline_buffers);
+  CHECK(pytorch.activations > megatron.activations);
+}
+
 TEST_CASE("fp32 gradients add 2 bytes per gradient the level holds (Megatron-LM's bf16 default)") {
   const ModelSpec m = llama2_7b();
   PlanChoice c = ring(4, 16);

@@ -287,6 +287,19 @@ TEST_CASE("chunked_loss: written when false, read back strictly, true in plans f
   std::filesystem::remove(path);
 }
 
+TEST_CASE("pipeline_buffers: written when a stage holds receive buffers, 0 in plans from before it, in the JSON always") {
+  rm::Plan p = sample_plan();
+  const std::string path = temp_path("buffers.yaml");
+  rm::write_plan_yaml(p, path);
+  CHECK(rm::read_plan_yaml(path).predicted.memory.pipeline_buffers == 0);
+  CHECK(rm::plan_to_json(p)["predicted"]["memory_gib"]["pipeline_buffers"] == 0.0);
+  p.predicted.memory.pipeline_buffers = 2.5 * (1 << 30);
+  rm::write_plan_yaml(p, path);
+  CHECK(rm::read_plan_yaml(path).predicted.memory.pipeline_buffers == doctest::Approx(2.5 * (1 << 30)));
+  CHECK(rm::plan_to_json(p)["predicted"]["memory_gib"]["pipeline_buffers"] == doctest::Approx(2.5));
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("framework: written when one is named, any in plans from before it, in the JSON always") {
   rm::Plan p = sample_plan();
   const std::string path = temp_path("framework.yaml");
