@@ -242,7 +242,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   for (int s : pp_peak_stage_candidates(pp)) {
     const double states = shard_state_bytes(shard, choice, e, g, s);
     const PipelineStageBuffers buffers =
-        pipeline_stage_buffers(layout, s, holding.framework, holding.backward, micro_batches, boundary);
+        pipeline_stage_buffers(layout, s, holding.framework, holding.backward, micro_batches, boundary, final_hidden);
     std::vector<double> chunk_bytes(static_cast<size_t>(layout.virtual_stages));
     for (int ch = 0; ch < layout.virtual_stages; ++ch) {
       chunk_bytes[static_cast<size_t>(ch)] = pp_chunk_layer_count(layout, ch * pp + s) * per_layer +
@@ -254,7 +254,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
       return pp > 1 ? pp_held_in_flight(layout, choice.grad_accum, s, order, chunk_bytes, at_head)
                     : m.layers * per_layer;
     };
-    const double at_rest = buffers.persistent + (s == pp - 1 ? final_hidden : buffers.boundary);
+    const double at_rest = buffers.persistent + buffers.boundary;
     // The last stage's head (its working set) runs right after a forward of its last chunk,
     // whose micro-batch may hold less than another chunk's (a PyTorch stage's last chunk
     // saves its input in the receive buffer); elsewhere a layer's backward.

@@ -238,16 +238,15 @@ double pp_p2p_bytes(const ModelSpec& m, int64_t c, int micro_batch, int element_
 }
 
 PipelineStageBuffers pipeline_stage_buffers(const PipelineLayout& l, int stage, Framework framework, bool backward,
-                                            int64_t microbatches, double message_bytes) {
+                                            int64_t microbatches, double message_bytes, double final_hidden_bytes) {
   PipelineStageBuffers b;
   const size_t v = static_cast<size_t>(l.virtual_stages);
   b.held_output.assign(v, 0);
   b.shared_input.assign(v, 0);
   const int S = l.pp * l.virtual_stages;
-  if (framework != Framework::kPytorch) {
-    b.boundary = stage == l.pp - 1 ? 0 : message_bytes;
-    return b;
-  }
+  const bool torch = framework == Framework::kPytorch;
+  b.boundary = stage == l.pp - 1 ? final_hidden_bytes : torch ? 0 : message_bytes;
+  if (!torch) return b;
   const double all = static_cast<double>(microbatches) * message_bytes;
   for (size_t c = 0; c < v; ++c) {
     const int g = static_cast<int>(c) * l.pp + stage;

@@ -176,16 +176,19 @@ double pp_p2p_bytes(const ModelSpec& m, int64_t c, int micro_batch, int element_
 // but the last (stage.py _prepare_forward_infra, _prepare_backward_infra); it keeps each
 // micro-batch's output until that backward (fwd_cache), and a chunk's first layer saves
 // its received buffer as its input, no copy. Megatron's stages (and a plan for no
-// framework) hold one boundary activation while they exchange it.
+// framework) hold one boundary activation while they exchange it. The last stage holds the
+// final hidden state instead (`final_hidden_bytes`, whole where the framework's TP saves it
+// gathered), whatever the framework.
 struct PipelineStageBuffers {
   double persistent = 0;             // the receive buffers, held all step
-  double boundary = 0;               // one message, on a stage before the last
+  double boundary = 0;               // the last stage's final hidden state; before it, a
+                                     // Megatron stage's one message
   std::vector<double> held_output;   // per chunk, each micro-batch in flight: its output
   std::vector<double> shared_input;  // per chunk, each micro-batch in flight: its first layer's
                                      // stored input that is the receive buffer
 };
 PipelineStageBuffers pipeline_stage_buffers(const PipelineLayout& l, int stage, Framework framework, bool backward,
-                                            int64_t microbatches, double message_bytes);
+                                            int64_t microbatches, double message_bytes, double final_hidden_bytes);
 
 // Parameters stage `stage` holds (one TP member's share when `m` is tp_shard's): its
 // layers, the embedding on the first stage, the head on the last (and both on a single

@@ -1030,15 +1030,13 @@ class Generator {
     em.backward = false;
     em.step = 0;
     // Each exchange's message (pp_p2p_bytes: split tp ways, whatever the framework), and what
-    // the stage holds around it (pipeline_stage_buffers); the last stage's buffer holds the
-    // final hidden state, whole where the framework's TP saves it gathered (the memory
-    // model's final_hidden).
+    // the stage holds around it (pipeline_stage_buffers; the last stage's boundary buffer is
+    // the final hidden state, the memory model's final_hidden).
     const double message_bytes = pp_p2p_bytes(m_, c_, mb_, fabric_.topology().gpu.element_bytes, T_);
     const PipelineStageBuffers held_at =
-        pipeline_stage_buffers(layout, s, job_.framework, bwd, micro_batches, message_bytes);
-    const double boundary_bytes = s == pp_ - 1 ? final_hidden_bytes() : held_at.boundary;
-    const int boundary = boundary_bytes > 0 ? buf("final_hidden", boundary_bytes) : -1;
-    if (boundary >= 0) em.alloc(boundary, boundary_bytes);
+        pipeline_stage_buffers(layout, s, job_.framework, bwd, micro_batches, message_bytes, final_hidden_bytes());
+    const int boundary = held_at.boundary > 0 ? buf("final_hidden", held_at.boundary) : -1;
+    if (boundary >= 0) em.alloc(boundary, held_at.boundary);
     const int receive = held_at.persistent > 0 ? buf("pipeline.receive_buffers", held_at.persistent) : -1;
     if (receive >= 0) em.alloc(receive, held_at.persistent);
     std::map<int, int> outputs;  // by chunk micro-batch: its output, kept for its backward
@@ -1103,12 +1101,15 @@ class Generator {
           held.push_back(layer_forward(r, l, next, false, a.micro, shared));
         }
         const double output_bytes = held_at.held_output[static_cast<size_t>(a.chunk)];
+        int output = -1;
         if (output_bytes > 0) {
-          const std::string label = "pipeline.output.c" + std::to_string(a.chunk) + ".m" + std::to_string(a.micro);
-          outputs[key] = buf(label, output_bytes);
-          em.alloc(outputs[key], output_bytes);
+          output = buf("pipeline.output.c" + std::to_string(a.chunk) + ".m" + std::to_string(a.micro), output_bytes);
+          em.alloc(output, output_bytes);
         }
-        if (bwd) continue;
+        if (bwd) {
+          if (output >= 0) outputs[key] = output;
+          continue;
+        }
         em.layer = -1;
         if (last) {
           wait_gather(r);  // the head
@@ -1116,7 +1117,7 @@ class Generator {
         }
         for (auto it = held.rbegin(); it != held.rend(); ++it) free_store(r, *it);
         stores.erase(key);
-        if (output_bytes > 0) em.free(outputs[key]);
+        if (output >= 0) em.free(output);
         continue;
       }
       const int grads = alloc_grad_stream(r);

@@ -259,22 +259,23 @@ TEST_CASE("a PyTorch pipeline stage's receive buffers: every micro-batch's input
   ch.pp = 4;
   ch.virtual_stages = 2;
   const PipelineLayout l = pp_layout(32, ch);
-  const PipelineStageBuffers first = pipeline_stage_buffers(l, 0, Framework::kPytorch, true, 8, 1.0);
+  const PipelineStageBuffers first = pipeline_stage_buffers(l, 0, Framework::kPytorch, true, 8, 1.0, 5.0);
   CHECK(first.persistent == 8 + 16);  // chunk 0 (the model's first): gradients only; chunk 4: both
   CHECK(first.boundary == 0);
   CHECK(first.held_output == std::vector<double>{1, 1});
   CHECK(first.shared_input == std::vector<double>{0, 1});
-  const PipelineStageBuffers last = pipeline_stage_buffers(l, 3, Framework::kPytorch, true, 8, 1.0);
+  const PipelineStageBuffers last = pipeline_stage_buffers(l, 3, Framework::kPytorch, true, 8, 1.0, 5.0);
   CHECK(last.persistent == 16 + 8);  // chunk 3: both; chunk 7 (the model's last): inputs only
   CHECK(last.held_output == std::vector<double>{1, 0});
   CHECK(last.shared_input == std::vector<double>{1, 1});
-  CHECK(pipeline_stage_buffers(l, 3, Framework::kPytorch, false, 8, 1.0).persistent == 16);  // forwards only
-  // Megatron's stage: one boundary activation, none on the last stage (its final hidden state).
-  const PipelineStageBuffers megatron = pipeline_stage_buffers(l, 1, Framework::kMegatron, true, 8, 1.0);
+  CHECK(last.boundary == 5);  // the final hidden state
+  CHECK(pipeline_stage_buffers(l, 3, Framework::kPytorch, false, 8, 1.0, 5.0).persistent == 16);  // forwards only
+  // Megatron's stage: one boundary activation; the last holds its final hidden state.
+  const PipelineStageBuffers megatron = pipeline_stage_buffers(l, 1, Framework::kMegatron, true, 8, 1.0, 5.0);
   CHECK(megatron.persistent == 0);
   CHECK(megatron.boundary == 1);
   CHECK(megatron.held_output == std::vector<double>{0, 0});
-  CHECK(pipeline_stage_buffers(l, 3, Framework::kAny, true, 8, 1.0).boundary == 0);
+  CHECK(pipeline_stage_buffers(l, 3, Framework::kAny, true, 8, 1.0, 5.0).boundary == 5);
 }
 
 TEST_CASE("interleaved exchanges: what the stages' programs wait for, m·v + warm-up in a training step, within two") {
