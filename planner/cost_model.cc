@@ -349,18 +349,19 @@ const GroupCollective& CostModel::fsdp_collective(int tp, int pp) {
   return *(fsdp_[{tp, pp}] = &group_collective(groups));
 }
 
-const PatternCost& CostModel::pp_p2p_pattern(int pp) {
-  auto it = pp_p2p_.find(pp);
+const PatternCost& CostModel::pp_p2p_pattern(int pp, bool both_ways) {
+  const auto key = std::make_pair(pp, both_ways);
+  auto it = pp_p2p_.find(key);
   if (it != pp_p2p_.end()) return it->second;
-  // Every boundary at once, both ways (Megatron's send_forward_recv_backward): GPU g of a
-  // stage and g + G/pp of the next (pipeline_parallel.h). Units: bytes.
+  // Every boundary at once: GPU g of a stage and g + G/pp of the next (pipeline_parallel.h).
+  // Units: bytes.
   const int G = fabric_.gpus(), step = G / pp;
   std::vector<UnitFlow> f;
   for (int g = 0; g + step < G; ++g) {
     f.push_back({g, g + step, 1.0, 0});
-    f.push_back({g + step, g, 1.0, 0});
+    if (both_ways) f.push_back({g + step, g, 1.0, 0});
   }
-  return pp_p2p_.emplace(pp, pp > 1 ? solve(fabric_, cost_, f, 1)[0] : PatternCost{}).first->second;
+  return pp_p2p_.emplace(key, pp > 1 ? solve(fabric_, cost_, f, 1)[0] : PatternCost{}).first->second;
 }
 
 const GroupCollective& CostModel::tp_collective(int tp) {

@@ -167,9 +167,12 @@ class CostModel {
   const GroupCollective& hsdp_collective(const PlanChoice& choice, bool replicate);
   // Cached by (cp, dp, schedule, order).
   const RingPatterns& ring_patterns(int cp, int dp, Schedule schedule, const std::vector<int>& order);
-  // The pipeline's stage-to-stage transfers, every boundary both ways at once (units:
-  // bytes); no transfer when pp = 1. Cached.
-  const PatternCost& pp_p2p_pattern(int pp);
+  // The pipeline's stage-to-stage transfers, every boundary at once (units: bytes): both
+  // ways (an interleaved steady state's send_forward_backward_recv_forward_backward, each
+  // GPU sending to both neighbours), or one way, each GPU sending to one (a warm-up's
+  // send_forward_recv_forward, a cool-down's send_backward_recv_backward). No transfer when
+  // pp = 1. Cached.
+  const PatternCost& pp_p2p_pattern(int pp, bool both_ways = true);
   // The patterns predict() takes for `choice`: its own ring's, or a2a+p2p's ring's (all
   // pipeline stages' rings at once).
   const RingPatterns& ring_patterns_of(const PlanChoice& choice);
@@ -257,7 +260,7 @@ class CostModel {
   std::map<std::vector<std::vector<int>>, GroupCollective> collectives_;
   std::map<std::pair<int, int>, const GroupCollective*> fsdp_;  // by (tp, pp)
   std::map<int, const GroupCollective*> tp_;                    // by tp
-  std::map<int, PatternCost> pp_p2p_;                           // by pp
+  std::map<std::pair<int, bool>, PatternCost> pp_p2p_;          // by (pp, both ways)
   // pipeline_schedule.h's programs the unequal pipelines are run through, by (pp, v,
   // micro-batches, backward, warm-up rule).
   const PipelineProgram& pp_program(int pp, int virtual_stages, int64_t microbatches, bool backward,

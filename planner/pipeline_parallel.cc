@@ -305,22 +305,30 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   const int p = ch.pp, v = ch.virtual_stages;
   const bool fwd_only = job.passes == Passes::kForward;
   const InterleavedWarmup warmup = pp_interleaved_warmup(job.framework);
-  // Interleaved: the replayed op lists exchange with both neighbours at once, once per
-  // forward-backward pair in the steady state but after every compute in the warm-up and
-  // the cool-down (pp_interleaved_exchanges), each waiting on both neighbours; charged as
-  // such, a micro-batch's share of them, within 1 % (agreement_test.cc). Two per chunk
-  // micro-batch, 25 % more at pp 8 x v 4, was within 1.2 % only while each chunk's gradient
-  // reduction was waited for at its end. 1F1B: one per micro-batch with each neighbour, as
-  // the replayed op lists run it (pipeline_schedule.h: a stage's down exchange sends the
-  // activation and takes the gradient back, its up exchange the reverse), so the first and
-  // last stages wait for one exchange per micro-batch, not two (charging two overpriced a
-  // step 0.5 %, pp 4 of 8 micro-batches in agreement_test.cc).
-  auto exchanges = [&](int s) -> double {
-    if (v == 1) return (s > 0 ? 1 : 0) + (s + 1 < p ? 1 : 0);
-    return static_cast<double>(pp_interleaved_exchanges(p, v, m, s, !fwd_only, warmup)) / static_cast<double>(m);
+  // Interleaved: the replayed op lists exchange once per forward-backward pair in the
+  // steady state, with both neighbours at once (each GPU sends to both: the both-ways
+  // pattern), but after every compute in the warm-up and the cool-down
+  // (pp_interleaved_exchanges), sending to one neighbour and receiving from the other (the
+  // one-way pattern; charging those both ways overpriced a step of pp 4 x v 4 over 4
+  // micro-batches, all warm-up, by 3.4 % where TP 8 fills each node and the stages talk
+  // over its NICs); charged as such, a micro-batch's share of them (agreement_test.cc). Two
+  // per chunk micro-batch, 25 % more at pp 8 x v 4, was within 1.2 % only while each
+  // chunk's gradient reduction was waited for at its end. 1F1B: one per micro-batch with
+  // each neighbour, as the replayed op lists run it (pipeline_schedule.h: a stage's down
+  // exchange sends the activation and takes the gradient back, its up exchange the
+  // reverse), so the first and last stages wait for one exchange per micro-batch, not two
+  // (charging two overpriced a step 0.5 %, pp 4 of 8 micro-batches in agreement_test.cc).
+  const double message =
+      pp_p2p_bytes(model_, job.seq_len / ch.cp, ch.micro_batch, fabric_.topology().gpu.element_bytes, ch.tp);
+  const double both_ways = pp_p2p_pattern(p).time(message);
+  const double one_way = v > 1 ? pp_p2p_pattern(p, false).time(message) : 0;
+  auto exchange_s = [&](int s) -> double {  // stage s's exchanges, per micro-batch
+    if (v == 1) return ((s > 0 ? 1 : 0) + (s + 1 < p ? 1 : 0)) * both_ways;
+    const int64_t all = pp_interleaved_exchanges(p, v, m, s, !fwd_only, warmup);
+    const int64_t steady = fwd_only ? 0 : m * v - pp_warmup_forwards(p, v, m, s, true, warmup);
+    return (static_cast<double>(steady) * both_ways + static_cast<double>(all - steady) * one_way) /
+           static_cast<double>(m);
   };
-  const double x = pp_p2p_pattern(p).time(
-      pp_p2p_bytes(model_, job.seq_len / ch.cp, ch.micro_batch, fabric_.topology().gpu.element_bytes, ch.tp));
   const double real_layer = real.total() + fsdp_layer, free_layer = free.total();
   double real_sum = 0, real_max = 0, free_sum = 0, free_max = 0, x_sum = 0, x_max = 0;
   PipelineStep out;
@@ -343,14 +351,14 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
     }
     const double head = g == S - 1 ? logits : 0;
     const double ends = g == 0 ? fsdp_ends.first : g == S - 1 ? fsdp_ends.last : fsdp_ends.middle;
-    real_chunk[static_cast<size_t>(g)] = n * real_layer + ends + head + exchanges(s) * x / v;
+    real_chunk[static_cast<size_t>(g)] = n * real_layer + ends + head + exchange_s(s) / v;
     real_stage[static_cast<size_t>(s)] += real_chunk[static_cast<size_t>(g)];
     free_stage[static_cast<size_t>(s)] += n * free_layer + head;
   }
   for (int s = 0; s < p; ++s) {
     const double r = real_stage[static_cast<size_t>(s)], f = free_stage[static_cast<size_t>(s)];
-    x_sum += exchanges(s) * x;
-    x_max = std::max(x_max, exchanges(s) * x);
+    x_sum += exchange_s(s);
+    x_max = std::max(x_max, exchange_s(s));
     real_sum += r;
     free_sum += f;
     if (r > real_max) out.fsdp_ends = (s == 0 ? fsdp_ends.first : s == p - 1 ? fsdp_ends.last : fsdp_ends.middle) +

@@ -143,8 +143,9 @@ int64_t pp_makespan_microbatches(int pp, int virtual_stages, int64_t microbatche
 
 // Interleaved 1F1B: the exchanges stage `stage` waits for in a training step, each with both
 // neighbours at once (pipeline_schedule.h): one after each compute of the warm-up and the
-// cool-down, one per forward-backward pair in the steady state, m·v + W in all (W
-// pp_warmup_forwards, the framework's). Forwards only: one per forward, m·v.
+// cool-down (sending one way: activations down, or gradients up), one per forward-backward
+// pair in the steady state (sending both ways), m·v + W in all (W pp_warmup_forwards, the
+// framework's). Forwards only: one per forward, m·v.
 // The programs have up to two more or one fewer (a stage's first receive, the first
 // stage's last backward; pipeline_parallel_test.cc counts them).
 int64_t pp_interleaved_exchanges(int pp, int virtual_stages, int64_t microbatches, int stage, bool backward,
