@@ -66,7 +66,7 @@
 #include "planner/link_sharing.h"
 #include "planner/memory_model.h"
 #include "planner/model_spec.h"
-#include "planner/pipeline_schedule.h"
+#include "planner/pipeline_parallel.h"
 #include "planner/plan.h"
 #include "planner/topology.h"
 
@@ -261,11 +261,11 @@ class CostModel {
   std::map<std::pair<int, int>, const GroupCollective*> fsdp_;  // by (tp, pp)
   std::map<int, const GroupCollective*> tp_;                    // by tp
   std::map<std::pair<int, bool>, PatternCost> pp_p2p_;          // by (pp, both ways)
-  // pipeline_schedule.h's programs the unequal pipelines are run through, by (pp, v,
-  // micro-batches, backward, warm-up rule).
-  const PipelineProgram& pp_program(int pp, int virtual_stages, int64_t microbatches, bool backward,
-                                    InterleavedWarmup warmup);
-  std::map<std::tuple<int, int, int64_t, bool, InterleavedWarmup>, PipelineProgram> pp_programs_;
+  // pipeline_schedule.h's programs the unequal pipelines are run through, compiled for
+  // timing (PipelineMakespan), by (pp, v, micro-batches, backward, warm-up rule).
+  const PipelineMakespan& pp_makespan(int pp, int virtual_stages, int64_t microbatches, bool backward,
+                                      InterleavedWarmup warmup);
+  std::map<std::tuple<int, int, int64_t, bool, InterleavedWarmup>, PipelineMakespan> pp_makespans_;
   // layer_times_cached's: the patterns' addresses (stable: patterns_ and all_to_all_ are
   // never erased) stand for cp, ring schedule and order.
   struct LayerKey {

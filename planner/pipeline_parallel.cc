@@ -97,44 +97,45 @@ PipelineTime pp_step_time(double sum, double slowest, int v, int64_t m) {
   return t;
 }
 
-double pp_program_makespan(const PipelineProgram& program, int v, const std::vector<double>& fwd,
-                           const std::vector<double>& bwd, const std::vector<double>* fwd_first) {
+PipelineMakespan::PipelineMakespan(const PipelineProgram& program, int v) {
   const int pp = static_cast<int>(program.stages.size());
-  const int chunks = pp * v;
+  const int chunks = chunks_ = pp * v;
   int64_t m = 0;
   for (const PipelineAction& a : program.stages.front())
     if (a.kind == PipelineAction::kForward) m = std::max<int64_t>(m, a.micro + 1);
-  // Completion times by (virtual stage, micro-batch); negative: not yet run. The search
-  // prices many pipelines: the buffers are kept between calls.
-  thread_local std::vector<double> done_f, done_b, clock;
-  thread_local std::vector<size_t> next;
-  thread_local std::vector<int> work;
-  thread_local std::vector<char> queued;
-  done_f.assign(static_cast<size_t>(chunks * m), -1);
-  done_b.assign(static_cast<size_t>(chunks * m), -1);
+  // The action that completed each (virtual stage, micro-batch)'s forward and backward, and
+  // each stage's last one; -1: not yet run.
+  std::vector<int> node_f(static_cast<size_t>(chunks * m), -1), node_b(node_f), last(static_cast<size_t>(pp), -1);
   auto at = [m](int g, int k) { return static_cast<size_t>(g * m + k); };
-  next.assign(static_cast<size_t>(pp), 0);
-  clock.assign(static_cast<size_t>(pp), 0);
+  std::vector<size_t> next(static_cast<size_t>(pp), 0);
   // Worklist of stages that may advance: each action runs once, and finishing one wakes
   // the stage its result unblocks.
-  work.resize(static_cast<size_t>(pp));
+  std::vector<int> work(static_cast<size_t>(pp));
   for (int s = 0; s < pp; ++s) work[static_cast<size_t>(s)] = s;
-  queued.assign(static_cast<size_t>(pp), 1);
+  std::vector<char> queued(static_cast<size_t>(pp), 1);
   // Exchanges block as Megatron's do: a stage leaves one when every peer of its messages has
   // reached the matching one (by phase), at the latest arrival (their transfer time is in
-  // the chunks' times). posted: this stage's arrival at its current exchange is recorded.
-  thread_local std::vector<double> arrival;
-  thread_local std::vector<char> arrived, posted;
-  arrival.assign(static_cast<size_t>(program.messages), 0);
-  arrived.assign(static_cast<size_t>(program.messages), 0);
-  posted.assign(static_cast<size_t>(pp), 0);
+  // the chunks' times). arrivals: by phase, the actions each end arrived after; posted: this
+  // stage's arrival at its current exchange is recorded.
+  std::vector<std::vector<int>> arrivals(static_cast<size_t>(program.messages));
+  std::vector<char> posted(static_cast<size_t>(pp), 0);
   auto wake_stage = [&](int w) {
     if (!queued[static_cast<size_t>(w)]) {
       queued[static_cast<size_t>(w)] = 1;
       work.push_back(w);
     }
   };
-  double end = 0;
+  auto add_node = [&](int s, int time, std::initializer_list<int> also) {
+    Node n;
+    n.deps_begin = static_cast<int>(deps_.size());
+    if (last[static_cast<size_t>(s)] >= 0) deps_.push_back(last[static_cast<size_t>(s)]);
+    for (int d : also)
+      if (d >= 0) deps_.push_back(d);
+    n.deps_end = static_cast<int>(deps_.size());
+    n.time = time;
+    nodes_.push_back(n);
+    return last[static_cast<size_t>(s)] = static_cast<int>(nodes_.size()) - 1;
+  };
   while (!work.empty()) {
     const int s = work.back();
     work.pop_back();
@@ -144,49 +145,69 @@ double pp_program_makespan(const PipelineProgram& program, int v, const std::vec
     for (; i < acts.size(); ++i) {
       const PipelineAction& a = acts[i];
       if (a.kind == PipelineAction::kExchange) {
-        double& t_s = clock[static_cast<size_t>(s)];
         if (!posted[static_cast<size_t>(s)]) {
           posted[static_cast<size_t>(s)] = 1;
           for (const PipelineMessage& msg : a.messages) {
-            const size_t ph = static_cast<size_t>(msg.phase);
-            arrival[ph] = std::max(arrival[ph], t_s);
-            ++arrived[ph];
+            arrivals[static_cast<size_t>(msg.phase)].push_back(last[static_cast<size_t>(s)]);
             if (msg.peer != s) wake_stage(msg.peer);
           }
         }
         bool ready = true;
-        double leave = t_s;
-        for (const PipelineMessage& msg : a.messages) {
-          ready = ready && arrived[static_cast<size_t>(msg.phase)] >= 2;
-          leave = std::max(leave, arrival[static_cast<size_t>(msg.phase)]);
-        }
+        for (const PipelineMessage& msg : a.messages) ready = ready && arrivals[static_cast<size_t>(msg.phase)].size() >= 2;
         if (!ready) break;
-        t_s = leave;
+        // It waits for every end's arrival (its own among them).
+        const int n = add_node(s, -1, {});
+        for (const PipelineMessage& msg : a.messages)
+          for (int d : arrivals[static_cast<size_t>(msg.phase)])
+            if (d >= 0) deps_.push_back(d);
+        nodes_[static_cast<size_t>(n)].deps_end = static_cast<int>(deps_.size());
         posted[static_cast<size_t>(s)] = 0;
         continue;
       }
       const int g = a.chunk * pp + s;
-      double ready;
       int wake;
       if (a.kind == PipelineAction::kForward) {
-        ready = g == 0 ? 0 : done_f[at(g - 1, a.micro)];
-        if (ready < 0) break;
-        const double f = (a.micro == 0 && fwd_first ? *fwd_first : fwd)[static_cast<size_t>(g)];
-        const double t = std::max(clock[static_cast<size_t>(s)], ready) + f;
-        done_f[at(g, a.micro)] = clock[static_cast<size_t>(s)] = t;
+        const int ready = g == 0 ? -1 : node_f[at(g - 1, a.micro)];
+        if (g > 0 && ready < 0) break;
+        node_f[at(g, a.micro)] = add_node(s, a.micro == 0 ? 2 * chunks + g : g, {ready});
         wake = g + 1 < chunks ? (g + 1) % pp : -1;
       } else {
-        ready = g + 1 == chunks ? done_f[at(g, a.micro)] : done_b[at(g + 1, a.micro)];
+        const int ready = g + 1 == chunks ? node_f[at(g, a.micro)] : node_b[at(g + 1, a.micro)];
         if (ready < 0) break;
-        const double t = std::max(clock[static_cast<size_t>(s)], ready) + bwd[static_cast<size_t>(g)];
-        done_b[at(g, a.micro)] = clock[static_cast<size_t>(s)] = t;
+        node_b[at(g, a.micro)] = add_node(s, chunks + g, {ready});
         wake = g > 0 ? (g - 1) % pp : -1;
       }
-      end = std::max(end, clock[static_cast<size_t>(s)]);
       if (wake >= 0 && wake != s) wake_stage(wake);
     }
   }
+}
+
+double PipelineMakespan::operator()(const std::vector<double>& fwd, const std::vector<double>& bwd,
+                                    const std::vector<double>* fwd_first) const {
+  // The search prices many pipelines: the buffers are kept between calls.
+  thread_local std::vector<double> time, done;
+  const size_t c = static_cast<size_t>(chunks_);
+  time.resize(3 * c);
+  std::copy(fwd.begin(), fwd.begin() + chunks_, time.begin());
+  std::copy(bwd.begin(), bwd.begin() + chunks_, time.begin() + chunks_);
+  const std::vector<double>& first = fwd_first ? *fwd_first : fwd;
+  std::copy(first.begin(), first.begin() + chunks_, time.begin() + 2 * chunks_);
+  done.resize(nodes_.size());
+  double end = 0;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    double t = 0;
+    for (int d = n.deps_begin; d < n.deps_end; ++d) t = std::max(t, done[static_cast<size_t>(deps_[static_cast<size_t>(d)])]);
+    if (n.time >= 0) t += time[static_cast<size_t>(n.time)];
+    done[i] = t;
+    end = std::max(end, t);
+  }
   return end;
+}
+
+double pp_program_makespan(const PipelineProgram& program, int v, const std::vector<double>& fwd,
+                           const std::vector<double>& bwd, const std::vector<double>* fwd_first) {
+  return PipelineMakespan(program, v)(fwd, bwd, fwd_first);
 }
 
 int64_t pp_makespan_microbatches(int pp, int v, int64_t m) {
@@ -381,13 +402,13 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   double real_structure = 1;  // the uneven program's makespan over the closed form
   if ((uneven || first_differs) && !(v > 1 && p < 3)) {
     const int64_t mm = pp_makespan_microbatches(p, v, m);
-    const PipelineProgram& program = pp_program(p, v, mm, !fwd_only, warmup);
+    const PipelineMakespan& makespan = pp_makespan(p, v, mm, !fwd_only, warmup);
     std::vector<double> fwd(static_cast<size_t>(S)), bwd(static_cast<size_t>(S));
     for (size_t g = 0; g < fwd.size(); ++g) {
       fwd[g] = (fwd_only ? 1.0 : forward_share) * real_chunk[g];
       bwd[g] = real_chunk[g] - fwd[g];
     }
-    const double mean_s = pp_program_makespan(program, v, fwd, bwd) + static_cast<double>(m - mm) * real_max;
+    const double mean_s = makespan(fwd, bwd) + static_cast<double>(m - mm) * real_max;
     if (uneven) rt.step_s = mean_s;
     if (first_differs) {
       // Micro-batch 0's forward gathers lie on the pipeline fill, once per chunk of every
@@ -402,7 +423,7 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
         steady_stage[g % static_cast<size_t>(p)] += real_chunk[g] - first_excess[g] / static_cast<double>(m - 1);
       }
       const double steady_max = *std::max_element(steady_stage.begin(), steady_stage.end());
-      rt.step_s += pp_program_makespan(program, v, fwd, bwd, &fwd_first) +
+      rt.step_s += makespan(fwd, bwd, &fwd_first) +
                    static_cast<double>(m - mm) * steady_max - mean_s;
     }
     rt.bubble_s = std::max(0.0, rt.step_s - static_cast<double>(m) * real_max);
@@ -424,12 +445,12 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   return out;
 }
 
-const PipelineProgram& CostModel::pp_program(int pp, int v, int64_t microbatches, bool backward,
-                                             InterleavedWarmup warmup) {
+const PipelineMakespan& CostModel::pp_makespan(int pp, int v, int64_t microbatches, bool backward,
+                                               InterleavedWarmup warmup) {
   const auto key = std::make_tuple(pp, v, microbatches, backward, warmup);
-  auto it = pp_programs_.find(key);
-  if (it == pp_programs_.end()) {
-    it = pp_programs_.emplace(key, pp_1f1b_program(pp, v, microbatches, backward, warmup)).first;
+  auto it = pp_makespans_.find(key);
+  if (it == pp_makespans_.end()) {
+    it = pp_makespans_.emplace(key, PipelineMakespan(pp_1f1b_program(pp, v, microbatches, backward, warmup), v)).first;
   }
   return it->second;
 }
