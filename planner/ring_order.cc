@@ -137,8 +137,10 @@ std::vector<int> search_order(const Fabric& fabric, const CostParams& cost, int 
       if (std::find(edges.begin(), edges.end(), mine[k]) == edges.end()) edges.push_back(mine[k]);
     }
   };
+  int64_t updates = 0;  // edges re-routed, the search's cost (see kMaxEdgeUpdates)
   auto apply = [&](int w) {
     for (auto [p, dir] : edges) ll.edge(order[p], order[step(p, dir)], w);
+    updates += static_cast<int64_t>(edges.size());
   };
   auto better = [&](const std::pair<double, double>& s) {
     return s.first < best.first * (1 - 1e-12) ||
@@ -160,15 +162,23 @@ std::vector<int> search_order(const Fabric& fabric, const CostParams& cost, int 
     apply(+1);
     return false;
   };
-  // Swaps of any two positions (moves GPUs between rings), then segment reversals
-  // (2-opt) inside each ring for rings of up to kMaxTwoOptRing positions (a reversal
-  // re-routes the whole segment: O(cp) per move).
+  // Swaps of two positions (moves GPUs between rings), then segment reversals (2-opt)
+  // inside each ring for rings of up to kMaxTwoOptRing positions (a reversal re-routes the
+  // whole segment: O(cp) per move). Every pair is tried while there are at most
+  // kMaxSwapPairs (G up to 1,448); past that each position tries the next `window` ones
+  // (at least a ring's). The search stops after kMaxEdgeUpdates re-routed edges, a few
+  // seconds: with every pair, one pass at 16,384 GPUs took over ten minutes, and `plan`
+  // searches an order for each ring size.
   constexpr int kMaxPasses = 8;
   constexpr int kMaxTwoOptRing = 32;
-  for (int pass = 0; pass < kMaxPasses; ++pass) {
+  constexpr int64_t kMaxSwapPairs = int64_t{1} << 20;
+  constexpr int64_t kMaxEdgeUpdates = int64_t{1} << 24;
+  const int64_t g = G;
+  const int window = g * (g - 1) / 2 <= kMaxSwapPairs ? G : static_cast<int>(std::max<int64_t>(cp, kMaxSwapPairs / g));
+  for (int pass = 0; pass < kMaxPasses && updates < kMaxEdgeUpdates; ++pass) {
     bool improved = false;
-    for (int a = 0; a < G; ++a) {
-      for (int b = a + 1; b < G; ++b) {
+    for (int a = 0; a < G && updates < kMaxEdgeUpdates; ++a) {
+      for (int b = a + 1; b < G && b - a <= window; ++b) {
         edges.clear();
         collect(a);
         collect(b);
@@ -176,7 +186,7 @@ std::vector<int> search_order(const Fabric& fabric, const CostParams& cost, int 
       }
     }
     if (cp <= kMaxTwoOptRing) {
-      for (int base = 0; base + cp <= G; base += cp) {
+      for (int base = 0; base + cp <= G && updates < kMaxEdgeUpdates; base += cp) {
         for (int i = base + 1; i < base + cp; ++i) {
           for (int j = i + 1; j < base + cp; ++j) {
             edges.clear();

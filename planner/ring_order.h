@@ -38,8 +38,9 @@ double max_link_load_s_per_byte(const Fabric& fabric, const CostParams& cost,
 // fat tree, the snake already puts every hop on one NVSwitch port or one rail.
 bool fabric_is_irregular(const Topology& topo);
 
-// Local search (first-improvement swaps of two positions, a few passes) minimising
-// (max link load, total link load) from `start`. Deterministic.
+// Local search (first-improvement swaps of two positions: every pair up to 1,448 GPUs,
+// each with its next ones past that; a few passes) minimising (max link load, total link
+// load) from `start`. Deterministic.
 std::vector<int> search_order(const Fabric& fabric, const CostParams& cost, int cp,
                               bool both_directions, std::vector<int> start);
 
