@@ -185,20 +185,19 @@ PipelineMakespan::PipelineMakespan(const PipelineProgram& program, int v) {
 double PipelineMakespan::operator()(const std::vector<double>& fwd, const std::vector<double>& bwd,
                                     const std::vector<double>* fwd_first) const {
   // The search prices many pipelines: the buffers are kept between calls.
-  thread_local std::vector<double> time, done;
-  const size_t c = static_cast<size_t>(chunks_);
-  time.resize(3 * c);
-  std::copy(fwd.begin(), fwd.begin() + chunks_, time.begin());
-  std::copy(bwd.begin(), bwd.begin() + chunks_, time.begin() + chunks_);
+  thread_local std::vector<double> duration, done;
+  duration.resize(3 * static_cast<size_t>(chunks_));
+  std::copy(fwd.begin(), fwd.begin() + chunks_, duration.begin());
+  std::copy(bwd.begin(), bwd.begin() + chunks_, duration.begin() + chunks_);
   const std::vector<double>& first = fwd_first ? *fwd_first : fwd;
-  std::copy(first.begin(), first.begin() + chunks_, time.begin() + 2 * chunks_);
+  std::copy(first.begin(), first.begin() + chunks_, duration.begin() + 2 * chunks_);
   done.resize(nodes_.size());
   double end = 0;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
     double t = 0;
     for (int d = n.deps_begin; d < n.deps_end; ++d) t = std::max(t, done[static_cast<size_t>(deps_[static_cast<size_t>(d)])]);
-    if (n.time >= 0) t += time[static_cast<size_t>(n.time)];
+    if (n.time >= 0) t += duration[static_cast<size_t>(n.time)];
     done[i] = t;
     end = std::max(end, t);
   }
