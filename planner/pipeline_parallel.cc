@@ -342,13 +342,17 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
       pp_p2p_bytes(model_, job.seq_len / ch.cp, ch.micro_batch, fabric_.topology().gpu.element_bytes, ch.tp);
   const double both_ways = pp_p2p_pattern(p).time(message);
   const double one_way = v > 1 ? pp_p2p_pattern(p, false).time(message) : 0;
-  auto exchange_s = [&](int s) -> double {  // stage s's exchanges, per micro-batch
-    if (v == 1) return ((s > 0 ? 1 : 0) + (s + 1 < p ? 1 : 0)) * both_ways;
+  std::vector<double> exchange_s(static_cast<size_t>(p));  // each stage's exchanges, per micro-batch
+  for (int s = 0; s < p; ++s) {
+    double& x = exchange_s[static_cast<size_t>(s)];
+    if (v == 1) {
+      x = ((s > 0 ? 1 : 0) + (s + 1 < p ? 1 : 0)) * both_ways;
+      continue;
+    }
     const int64_t all = pp_interleaved_exchanges(p, v, m, s, !fwd_only, warmup);
     const int64_t steady = fwd_only ? 0 : m * v - pp_warmup_forwards(p, v, m, s, true, warmup);
-    return (static_cast<double>(steady) * both_ways + static_cast<double>(all - steady) * one_way) /
-           static_cast<double>(m);
-  };
+    x = (static_cast<double>(steady) * both_ways + static_cast<double>(all - steady) * one_way) / static_cast<double>(m);
+  }
   const double real_layer = real.total() + fsdp_layer, free_layer = free.total();
   double real_sum = 0, real_max = 0, free_sum = 0, free_max = 0, x_sum = 0, x_max = 0;
   PipelineStep out;
@@ -371,14 +375,14 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
     }
     const double head = g == S - 1 ? logits : 0;
     const double ends = g == 0 ? fsdp_ends.first : g == S - 1 ? fsdp_ends.last : fsdp_ends.middle;
-    real_chunk[static_cast<size_t>(g)] = n * real_layer + ends + head + exchange_s(s) / v;
+    real_chunk[static_cast<size_t>(g)] = n * real_layer + ends + head + exchange_s[static_cast<size_t>(s)] / v;
     real_stage[static_cast<size_t>(s)] += real_chunk[static_cast<size_t>(g)];
     free_stage[static_cast<size_t>(s)] += n * free_layer + head;
   }
   for (int s = 0; s < p; ++s) {
     const double r = real_stage[static_cast<size_t>(s)], f = free_stage[static_cast<size_t>(s)];
-    x_sum += exchange_s(s);
-    x_max = std::max(x_max, exchange_s(s));
+    x_sum += exchange_s[static_cast<size_t>(s)];
+    x_max = std::max(x_max, exchange_s[static_cast<size_t>(s)]);
     real_sum += r;
     free_sum += f;
     if (r > real_max) out.fsdp_ends = (s == 0 ? fsdp_ends.first : s == p - 1 ? fsdp_ends.last : fsdp_ends.middle) +
