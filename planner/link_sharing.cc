@@ -10,7 +10,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 }
 
 std::vector<double> max_min_rates(const Fabric& fabric, const CostParams& cost,
-                                  const std::vector<const std::vector<int>*>& routes,
+                                  const std::vector<const Route*>& routes,
                                   std::vector<int>* bottleneck) {
   const auto& links = fabric.links();
   const size_t nf = routes.size();
@@ -83,10 +83,12 @@ SharingResult share_links(const Fabric& fabric, const CostParams& cost,
   bool first = true;
   std::vector<int>& first_bottleneck = res.flow_bottleneck;
   first_bottleneck.assign(nf, -1);
+  std::vector<Route> route_of(nf);
+  for (size_t f : active) route_of[f] = fabric.route(flows[f].src, flows[f].dst);
   while (!active.empty()) {
-    std::vector<const std::vector<int>*> routes;
+    std::vector<const Route*> routes;
     routes.reserve(active.size());
-    for (size_t f : active) routes.push_back(&fabric.route(flows[f].src, flows[f].dst));
+    for (size_t f : active) routes.push_back(&route_of[f]);
     std::vector<int> bn;
     const std::vector<double> rate = max_min_rates(fabric, cost, routes, &bn);
     if (first) {

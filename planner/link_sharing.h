@@ -40,7 +40,7 @@ SharingResult share_links(const Fabric& fabric, const CostParams& cost,
 // no completions). Flows with an empty route get +infinity. `bottleneck` (if not null)
 // receives per flow the link that limited it (-1 for none).
 std::vector<double> max_min_rates(const Fabric& fabric, const CostParams& cost,
-                                  const std::vector<const std::vector<int>*>& routes,
+                                  const std::vector<const Route*>& routes,
                                   std::vector<int>* bottleneck = nullptr);
 
 }  // namespace rm

@@ -415,6 +415,13 @@ std::vector<int> Planner::pp_degrees(const Job& job, const SearchPins& pins,
   return out;
 }
 
+void Planner::searching(Strategy kind, int pp, int tp, int cp, size_t shape, size_t shapes) const {
+  if (!progress_) return;
+  progress_(std::string("searching ") + cp_comm_type(kind) + " plans at pp " + std::to_string(pp) + " x tp " +
+            std::to_string(tp) + ", cp " + std::to_string(cp) + " (stage shape " + std::to_string(shape + 1) +
+            " of " + std::to_string(shapes) + ")");
+}
+
 Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats* stats) {
   const int G = fabric_.gpus();
   const int64_t seqs = sequences_per_step(job);
@@ -451,11 +458,14 @@ Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats
       pins.checkpointing, {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull});
   const int64_t unpinned_subs = pins.kv_subblocks ? 1 : std::size(kKvSubblocks);
 
-  for (const auto& [pp, tp] : stage_shapes(G, pp_degrees(job, pins, note), tps, note)) {
+  const auto shapes = stage_shapes(G, pp_degrees(job, pins, note), tps, note);
+  for (size_t shape = 0; shape < shapes.size(); ++shape) {
+    const auto [pp, tp] = shapes[shape];
     // Each ring position is a TP group of tp GPUs (tensor_parallel.h) in one of pp
     // pipeline stages (pipeline_parallel.h): cp x dp = G / (tp x pp).
     const int groups = G / tp / pp;
     for (int cp : cp_candidates(groups, pins, note)) {
+      searching(Strategy::kRing, pp, tp, cp, shape, shapes.size());
       if (cp < 1 || groups % cp != 0) {
         note("cp " + std::to_string(cp) + " does not divide the " + std::to_string(groups) +
              (tp > 1 ? " TP groups" : " GPUs"));
@@ -558,9 +568,12 @@ Plan Planner::best_collective_cp_plan(Strategy kind, const Job& job, const Searc
                                             : std::vector<int>(std::begin(kTileSizes), std::end(kTileSizes));
   const std::vector<int> bkvs = pins.block_kv ? std::vector<int>{*pins.block_kv}
                                               : std::vector<int>(std::begin(kTileSizes), std::end(kTileSizes));
-  for (const auto& [pp, tp] : stage_shapes(G, pp_degrees(job, pins, note), tps, note)) {
+  const auto shapes = stage_shapes(G, pp_degrees(job, pins, note), tps, note);
+  for (size_t shape = 0; shape < shapes.size(); ++shape) {
+    const auto [pp, tp] = shapes[shape];
     const int groups = G / tp / pp;  // TP groups of a pipeline stage (tensor_parallel.h)
     for (int cp : cp_candidates(groups, pins, note)) {
+      searching(kind, pp, tp, cp, shape, shapes.size());
       if (cp < 2) {  // cp 1 is the p2p plan without a ring
         if (pins.cp) note(std::string(cp_comm_type(kind)) + " needs cp >= 2");
         else if (pins.dp) note(std::string(cp_comm_type(kind)) + " needs cp >= 2 (dp " + std::to_string(*pins.dp) +

@@ -126,7 +126,15 @@ class Planner {
 
   CostModel& cost_model() { return cost_; }
 
+  // Hears, as the search moves to another CP kind, stage shape or ring size, a line for people saying
+  // what it prices next, so that a long search (thousands of GPUs) can show progress. None
+  // by default.
+  void set_progress(std::function<void(const std::string&)> progress) { progress_ = std::move(progress); }
+
  private:
+  // Tells progress_ that the search prices `kind` at ring size cp of stage shape `shape`
+  // of `shapes` next.
+  void searching(Strategy kind, int pp, int tp, int cp, size_t shape, size_t shapes) const;
   // The TP degrees to search (pinned, or kTensorParallelDegrees that divide the model's
   // heads and the GPUs and fit a node); `note` hears why a pinned one cannot work.
   std::vector<int> tp_degrees(const SearchPins& pins, const std::function<void(const std::string&)>& note) const;
@@ -139,6 +147,7 @@ class Planner {
   CostModel cost_;
   // Searched orders per (cp, bidirectional).
   std::vector<std::tuple<int, bool, std::vector<int>>> searched_;
+  std::function<void(const std::string&)> progress_;
 };
 
 // Whether a plan predicted `a` is the better pick over one predicted `b`: one that fits over

@@ -183,6 +183,13 @@ Fabric::Fabric(const Topology& topo, int gpus) : topo_(topo), gpus_(gpus) {
         dims[0] * dims[1] * dims[2] != topo.max_nodes) {
       fail_input(where, "inter.dims", "must be three sizes >= 1 whose product is max_nodes");
     }
+    // Dimension-order routes go the shorter way round each ring: at most half of each size.
+    if (dims[0] / 2 + dims[1] / 2 + dims[2] / 2 > Route::kMaxLinks) {
+      fail_input(where, "inter.dims",
+                 "routes would cross up to " + std::to_string(dims[0] / 2 + dims[1] / 2 + dims[2] / 2) +
+                     " links; at most " + std::to_string(Route::kMaxLinks) +
+                     " are supported (half of each size, summed)");
+    }
     // Links for the whole torus: a route between two devices of the job may pass through
     // devices outside it, as on a real machine.
     const int devices = dims[0] * dims[1] * dims[2];
@@ -200,8 +207,9 @@ Fabric::Fabric(const Topology& topo, int gpus) : topo_(topo), gpus_(gpus) {
   }
 }
 
-std::vector<int> Fabric::compute_route(int src, int dst) const {
-  std::vector<int> r;
+Route Fabric::route(int src, int dst) const {
+  if (src < 0 || src >= gpus_ || dst < 0 || dst >= gpus_) throw std::out_of_range("Fabric::route: GPU id out of range");
+  Route r;
   if (src == dst) return r;
   const int gpn = topo_.gpus_per_node;
   const int ns = node_of(src), nd = node_of(dst);
@@ -258,13 +266,6 @@ std::vector<int> Fabric::compute_route(int src, int dst) const {
   }
   r.push_back(nic_rx_[nd * nics + nic_d]);
   return r;
-}
-
-const std::vector<int>& Fabric::route(int src, int dst) const {
-  if (src < 0 || src >= gpus_ || dst < 0 || dst >= gpus_) throw std::out_of_range("Fabric::route: GPU id out of range");
-  auto [it, added] = routes_.try_emplace(static_cast<int64_t>(src) * gpus_ + dst);
-  if (added) it->second = compute_route(src, dst);
-  return it->second;
 }
 
 double Fabric::route_latency_s(int src, int dst) const {

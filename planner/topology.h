@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "planner/kernel_efficiency.h"
@@ -112,6 +111,26 @@ struct Link {
   double latency_s;
 };
 
+// The links a transfer crosses, in order, held inline: the order search asks for millions
+// of routes at thousands of GPUs, and a cache of them (one vector per pair asked for) cost a
+// third of a 2,048-GPU plan's time and most of its memory. Fabric refuses tori whose
+// longest route would not fit.
+class Route {
+ public:
+  static constexpr int kMaxLinks = 64;
+  const int* begin() const { return links_.data(); }
+  const int* end() const { return links_.data() + size_; }
+  size_t size() const { return static_cast<size_t>(size_); }
+  bool empty() const { return size_ == 0; }
+  int front() const { return links_[0]; }
+  int operator[](size_t i) const { return links_[i]; }
+  void push_back(int link) { links_[size_++] = link; }
+
+ private:
+  std::array<int, kMaxLinks> links_;
+  int size_ = 0;
+};
+
 class Fabric {
  public:
   // Builds the link graph for the first `gpus` devices of `topo`.
@@ -129,9 +148,7 @@ class Fabric {
 
   // The one route function: the directed links a transfer from src to dst crosses, in
   // order. Empty when src == dst. Deterministic (dimension-order on tori, no ECMP).
-  // Routes are cached per source row on first use, so a Fabric is not safe to query
-  // from several threads at once; give each thread its own copy.
-  const std::vector<int>& route(int src, int dst) const;
+  Route route(int src, int dst) const;
   // Sum of link latencies along route(src, dst).
   double route_latency_s(int src, int dst) const;
   // Smallest link bandwidth along route(src, dst) (no sharing).
@@ -141,10 +158,6 @@ class Fabric {
   Topology topo_;
   int gpus_;
   std::vector<Link> links_;
-  // Routes asked for so far, by src * gpus + dst: a schedule asks for a few per GPU, and
-  // all of them (or a whole row per source) would be 16,384^2 at 16,384 GPUs.
-  mutable std::unordered_map<int64_t, std::vector<int>> routes_;
-  std::vector<int> compute_route(int src, int dst) const;
   // Link ids by role, filled by the constructor for compute_route.
   std::vector<int> gpu_up_, gpu_down_;        // per GPU, intra-node port
   std::vector<int> switch_up_, switch_down_;  // kPcieTree: per (node, switch)

@@ -1,6 +1,10 @@
 // The plan search on the study's cluster (shipped dgx-a100-ib, llama2-7b).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
 #include "planner/search.h"
@@ -113,6 +117,18 @@ TEST_CASE("the plan stores the effective batch: whole sequences, at least one") 
   CHECK(one.predicted.tokens_per_s * one.predicted.step_time_s == doctest::Approx(M));
   j.batch_tokens = M / 2;  // less than a sequence: still one
   CHECK(pl.best_ring_plan(j, {}).job.batch_tokens == M);
+}
+
+TEST_CASE("the search says what it prices next: each kind, stage shape and ring size") {
+  Study s(16);
+  std::vector<std::string> heard;
+  s.planner.set_progress([&](const std::string& line) { heard.push_back(line); });
+  s.planner.best_plan(study_job(16, 1 << 17), {});
+  auto said = [&](const std::string& line) { return std::find(heard.begin(), heard.end(), line) != heard.end(); };
+  CHECK(said("searching p2p plans at pp 1 x tp 1, cp 1 (stage shape 1 of 14)"));
+  CHECK(said("searching p2p plans at pp 1 x tp 1, cp 16 (stage shape 1 of 14)"));
+  CHECK(said("searching a2a plans at pp 1 x tp 8, cp 2 (stage shape 4 of 14)"));
+  CHECK(said("searching a2a+p2p plans at pp 1 x tp 1, cp 8 (stage shape 1 of 14)"));
 }
 
 TEST_CASE("a batch in sequences (Megatron's --global-batch-size) holds at every length") {

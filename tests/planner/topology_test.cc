@@ -132,6 +132,18 @@ TEST_CASE("GPU count checks") {
   CHECK_THROWS_WITH_AS(rm::Fabric(box, 16), doctest::Contains("no inter-node fabric"), rm::InputError);
 }
 
+TEST_CASE("a torus whose routes would cross more links than a route holds is refused") {
+  rm::Topology t = rm::parse_topology(kTorus, "torus-test.yaml");
+  t.max_nodes = 130;
+  t.inter.torus_dims = {130, 1, 1};  // the shorter way round a ring of 130: up to 65 hops
+  CHECK_THROWS_WITH_AS(rm::Fabric(t, 130), doctest::Contains("inter.dims: routes would cross up to 65 links"),
+                       rm::InputError);
+  t.max_nodes = 128;
+  t.inter.torus_dims = {128, 1, 1};
+  const rm::Fabric f(t, 128);
+  CHECK(f.route(0, 64).size() == rm::Route::kMaxLinks);
+}
+
 TEST_CASE("a 1,024-GPU fabric builds quickly and answers routes lazily") {
   rm::Topology t = rm::load_topology("dgx-a100-ib");
   t.max_nodes = 128;
