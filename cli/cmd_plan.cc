@@ -4,9 +4,7 @@
 // training run (--train-tokens, --gpu-hour-cost), only what a framework runs (--target).
 // Steps: parse options, load specs, search, print, write; a plan that does not fit or leaves
 // GPUs idle says so and exits 1 after printing (bad input stays 2).
-#include <chrono>
 #include <cstdio>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -18,6 +16,7 @@
 #include "cli/job_options.h"
 #include "cli/plan_questions.h"
 #include "cli/plan_report.h"
+#include "cli/search_progress.h"
 #include "cli/self_launch.h"
 #include "planner/cost_model.h"
 #include "planner/data_parallel.h"
@@ -55,26 +54,12 @@ struct Answer {
   Plan plan;
 };
 
-// What a search prices, on stderr at most once a second once it has run a second: the
-// search takes seconds at a few thousand GPUs and half a minute at 16,384.
-std::function<void(const std::string&)> search_progress(int gpus) {
-  const auto start = std::chrono::steady_clock::now();
-  auto last = start;
-  return [=](const std::string& what) mutable {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last < std::chrono::seconds(1)) return;
-    last = now;
-    std::fprintf(stderr, "plan: %.0f s, %d GPUs: %s\n", std::chrono::duration<double>(now - start).count(), gpus,
-                 what.c_str());
-  };
-}
-
 Answer plan_on(const PlanOptions& o, int gpus) {
   Answer a;
   a.r = std::make_unique<ResolvedJob>(resolve_job(o.job, gpus, o.max_seq ? 1 : 0));
   ResolvedJob& r = *a.r;
   Planner planner(r.model, *r.fabric, r.cost);
-  planner.set_progress(search_progress(r.fabric->gpus()));
+  planner.set_progress(search_progress("plan", r.fabric->gpus()));
   if (o.target.empty()) {
     a.plan = o.max_seq ? planner.max_seq(r.job, r.pins) : planner.plan(r.job, r.pins);
     return a;

@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/job_options.h"
 #include "cli/plan_report.h"
+#include "cli/search_progress.h"
 #include "cli/self_launch.h"
 #include "cli/table.h"
 #include "planner/export_target.h"
@@ -121,6 +122,7 @@ void run_tune(TuneOptions o, bool workload_given) {
   // The plan is for `ringmaster run`: only what it executes (plan --target slurm's search).
   r.pins = runnable_pins(r.pins, r.model, r.topology);
   Planner planner(r.model, *r.fabric, r.cost);
+  planner.set_progress(search_progress("tune", r.fabric->gpus()));
   const Plan best = planner.plan(r.job, r.pins);
   const std::vector<Plan> alts = runners_up(planner, r, best, o.runners_up);
 
