@@ -136,6 +136,17 @@ struct DpCosts {
 
 }  // namespace
 
+std::string micro_batch_why_invalid(const Job& job, int micro_batch, int dp) {
+  if (job.workload != Workload::kStep || micro_batch <= 1 || dp < 1) return "";
+  // A replica's share rounds up: its last micro-step may be short.
+  const int64_t seqs = sequences_per_step(job), per_replica = (seqs + dp - 1) / dp;
+  if (micro_batch <= per_replica) return "";
+  const std::string head = "micro_batch " + std::to_string(micro_batch) + " is more than the ";
+  if (micro_batch > seqs) return head + std::to_string(seqs) + " sequences of a step's batch";
+  return head + std::to_string(per_replica) + " sequences a data-parallel replica has in a step (" +
+         std::to_string(seqs) + " over dp " + std::to_string(dp) + ")";
+}
+
 int64_t sequences_per_step(const Job& job) {
   if (job.batch_sequences > 0) return job.batch_sequences;
   const int64_t batch = job.batch_tokens > 0 ? job.batch_tokens : kDefaultBatchTokens;
@@ -394,6 +405,7 @@ std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {
   const int G = fabric_.gpus();
   const ModelSpec& m = model_;
   auto str = [](auto v) { return std::to_string(v); };
+  if (const std::string why = micro_batch_why_invalid(job, ch.micro_batch, ch.dp); !why.empty()) return why;
   if (ch.pp != 1 || ch.virtual_stages != 1 || ch.account_for_embedding_in_pipeline_split ||
       ch.account_for_loss_in_pipeline_split) {
     // The pipeline's own rules, then every stage's block as one plan (pp_flattened).

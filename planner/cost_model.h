@@ -288,6 +288,10 @@ class CostModel {
 // Sequences per optimizer step: batch_sequences when set, else batch_tokens / N (2M tokens
 // when 0), at least one.
 int64_t sequences_per_step(const Job& job);
+// Why `micro_batch` sequences per micro-step cannot run on `dp` data-parallel replicas of a
+// step workload ("" when they can): more than a replica's share of the batch would price
+// sequences the batch does not have.
+std::string micro_batch_why_invalid(const Job& job, int micro_batch, int dp);
 inline constexpr int64_t kDefaultBatchTokens = int64_t{2} << 20;  // Ring Attention paper (A100)
 
 // Model FLOPs of one optimizer step (the MFU numerator, see above).

@@ -80,10 +80,17 @@ std::vector<std::pair<std::string, std::vector<int>>> Planner::orders(int cp, Sc
 
 namespace {
 
-// Micro-batches to try for `job` on `dp` rings: the pin, or kMicroBatches up to the
-// sequences a ring has in a step (step workloads only; others run one sequence).
-std::vector<int> micro_batches(const Job& job, int dp, const SearchPins& pins) {
-  if (pins.micro_batch) return {*pins.micro_batch};
+// Micro-batches to try for `job` on `dp` rings: the pin (none when it is more than a ring's
+// share of the batch: `note` hears why), or kMicroBatches up to the sequences a ring has in
+// a step (step workloads only; others run one sequence).
+std::vector<int> micro_batches(const Job& job, int dp, const SearchPins& pins,
+                               const std::function<void(const std::string&)>& note) {
+  if (pins.micro_batch) {
+    const std::string why = micro_batch_why_invalid(job, *pins.micro_batch, dp);
+    if (why.empty()) return {*pins.micro_batch};
+    note(why);
+    return {};
+  }
   if (job.workload != Workload::kStep) return {1};
   const int64_t per_ring = (sequences_per_step(job) + dp - 1) / dp;
   std::vector<int> out;
@@ -192,7 +199,7 @@ template <class Offer>
 int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, const RingPatterns& pat,
                             const std::vector<Checkpointing>& ckpts, Offer offer,
                             const std::function<void(const std::string&)>& note, const SearchPins& pins) {
-  const std::vector<int> mbs = micro_batches(job, ch.dp, pins);
+  const std::vector<int> mbs = micro_batches(job, ch.dp, pins, note);
   const std::vector<Sharding> levels = sharding_levels(ch, cost.fabric().topology().gpus_per_node, pins, note);
   const std::vector<PipelineCut> cuts = pipeline_cuts(cost.model(), ch.pp, pins);
   const std::vector<bool> overlaps = ch.tp == 1 ? std::vector<bool>{false}

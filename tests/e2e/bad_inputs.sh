@@ -42,6 +42,7 @@ expect_bad "not in range 1 to 131072" "--gpus" -- simulate --gpus 0 --seq 8k
 expect_bad "required" "--gpus" -- plan --model llama2-7b --topology dgx-a100-ib --seq 8k
 expect_bad "gpus" "gpus" -- plan --model llama2-7b --topology dgx-a100-ib --gpus 129 --seq 8k
 expect_bad "shipped" "no-such-topology" -- plan --model llama2-7b --topology no-such-topology --gpus 8 --seq 8k
+expect_bad "micro_batch 300 is more than the 256 sequences of a step's batch" "--micro-batch 300" -- plan --gpus 8 --seq 8k --micro-batch 300
 
 # Not regular files: refused by name at once, never read until memory runs out or blocked on.
 mkfifo "$tmp/fifo.yaml"

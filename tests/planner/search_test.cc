@@ -131,6 +131,24 @@ TEST_CASE("the search says what it prices next: each kind, stage shape and ring 
   CHECK(said("searching a2a+p2p plans at pp 1 x tp 1, cp 8 (stage shape 1 of 14)"));
 }
 
+TEST_CASE("a pinned micro-batch is at most a data-parallel replica's share of the batch") {
+  Study s(16);
+  Job j = study_job(16, 8192);
+  j.batch_sequences = 256;
+  SearchPins pins;
+  pins.micro_batch = 64;  // at most 4 replicas
+  const Plan p = s.planner.best_plan(j, pins);
+  CHECK(p.choice.micro_batch == 64);
+  CHECK(p.choice.dp <= 4);
+  CHECK(int64_t{p.choice.dp} * p.choice.micro_batch * p.choice.grad_accum == 256);
+  CHECK(micro_batch_why_invalid(j, 64, 8) ==
+        "micro_batch 64 is more than the 32 sequences a data-parallel replica has in a step (256 over dp 8)");
+  pins.micro_batch = 257;  // more than the batch: priced, it would run sequences the batch lacks
+  CHECK_THROWS_WITH_AS(s.planner.best_plan(j, pins),
+                       doctest::Contains("micro_batch 257 is more than the 256 sequences of a step's batch"),
+                       InputError);
+}
+
 TEST_CASE("a batch in sequences (Megatron's --global-batch-size) holds at every length") {
   Study s(16);
   Planner& pl = s.planner;
