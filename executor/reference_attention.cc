@@ -16,9 +16,9 @@
 namespace rm::exec {
 
 namespace {
-using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using CMap = Eigen::Map<const Mat>;
-using MMap = Eigen::Map<Mat>;
+using Mat64 = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using CMap64 = Eigen::Map<const Mat64>;
+using MMap64 = Eigen::Map<Mat64>;
 
 constexpr int64_t kRowBlock = 256;
 }  // namespace
@@ -50,16 +50,16 @@ ReferenceResult reference_attention(const ReferenceShape& shape, const std::vect
   auto one_head = [&](size_t head_index) {
     const int j = static_cast<int>(head_index);
     const int g = j / group;
-    const CMap qj(q.data() + j * head, n, d), kg(k.data() + g * head, n, d),
+    const CMap64 qj(q.data() + j * head, n, d), kg(k.data() + g * head, n, d),
         vg(v.data() + g * head, n, d);
-    MMap outj(r.out.data() + j * head, n, d);
+    MMap64 outj(r.out.data() + j * head, n, d);
     for (int64_t s0 = 0; s0 < n; s0 += kRowBlock) {
       const int64_t rows = std::min(kRowBlock, n - s0);
       // The keys any of these rows may see: [t0, t1).
       const int64_t t1 = shape.causal ? s0 + rows : n;
       const int64_t t0 = shape.causal && shape.window > 0 ? std::max<int64_t>(0, s0 - shape.window + 1) : 0;
       const int64_t keys = t1 - t0;
-      Mat p = (qj.middleRows(s0, rows) * kg.middleRows(t0, keys).transpose()) * scale;
+      Mat64 p = (qj.middleRows(s0, rows) * kg.middleRows(t0, keys).transpose()) * scale;
       for (int64_t i = 0; i < rows; ++i) {
         const int64_t s = s0 + i;
         if (shape.causal) {
@@ -75,17 +75,17 @@ ReferenceResult reference_attention(const ReferenceShape& shape, const std::vect
       }
       outj.middleRows(s0, rows).noalias() = p * vg.middleRows(t0, keys);
       if (!backward) continue;
-      const CMap doutj(dout.data() + j * head, n, d);
+      const CMap64 doutj(dout.data() + j * head, n, d);
       const auto doj = doutj.middleRows(s0, rows);
       const Eigen::VectorXd rowdot = (doj.array() * outj.middleRows(s0, rows).array()).rowwise().sum();
       double* dk_out = group > 1 ? dk_heads.data() + j * head : r.dk.data() + g * head;
       double* dv_out = group > 1 ? dv_heads.data() + j * head : r.dv.data() + g * head;
-      MMap(dv_out, n, d).middleRows(t0, keys).noalias() += p.transpose() * doj;
-      Mat ds = doj * vg.middleRows(t0, keys).transpose();
+      MMap64(dv_out, n, d).middleRows(t0, keys).noalias() += p.transpose() * doj;
+      Mat64 ds = doj * vg.middleRows(t0, keys).transpose();
       ds = p.array() * (ds.array().colwise() - rowdot.array());
-      MMap(r.dq.data() + j * head, n, d).middleRows(s0, rows).noalias() =
+      MMap64(r.dq.data() + j * head, n, d).middleRows(s0, rows).noalias() =
           (ds * kg.middleRows(t0, keys)) * scale;
-      MMap(dk_out, n, d).middleRows(t0, keys).noalias() += (ds.transpose() * qj.middleRows(s0, rows)) * scale;
+      MMap64(dk_out, n, d).middleRows(t0, keys).noalias() += (ds.transpose() * qj.middleRows(s0, rows)) * scale;
     }
   };
   std::vector<size_t> heads(static_cast<size_t>(shape.h));
@@ -94,8 +94,8 @@ ReferenceResult reference_attention(const ReferenceShape& shape, const std::vect
   if (backward && group > 1)
     for (int j = 0; j < shape.h; ++j) {
       const int g = j / group;
-      MMap(r.dk.data() + g * head, n, d) += CMap(dk_heads.data() + j * head, n, d);
-      MMap(r.dv.data() + g * head, n, d) += CMap(dv_heads.data() + j * head, n, d);
+      MMap64(r.dk.data() + g * head, n, d) += CMap64(dk_heads.data() + j * head, n, d);
+      MMap64(r.dv.data() + g * head, n, d) += CMap64(dv_heads.data() + j * head, n, d);
     }
   return r;
 }

@@ -7,7 +7,6 @@ namespace rm {
 
 namespace {
 
-std::string str(int64_t v) { return std::to_string(v); }
 
 }  // namespace
 
@@ -69,29 +68,29 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
 std::vector<std::string> megatron_rule_violations(const MegatronArgs& a) {
   std::vector<std::string> v;
   if (a.tp * a.pp * a.cp * a.dp != a.world_size)
-    v.push_back("world size " + str(a.world_size) + " != TP x PP x CP x DP = " + str(a.tp) + " x " + str(a.pp) +
-                " x " + str(a.cp) + " x " + str(a.dp) + " (Megatron-LM arguments.py: world size divisible by "
+    v.push_back("world size " + std::to_string(a.world_size) + " != TP x PP x CP x DP = " + std::to_string(a.tp) + " x " + std::to_string(a.pp) +
+                " x " + std::to_string(a.cp) + " x " + std::to_string(a.dp) + " (Megatron-LM arguments.py: world size divisible by "
                 "TP x PP x CP, DP the quotient)");
   if (a.cp_comm_type == "a2a+p2p") {
     int64_t prod = 1;
     for (int s : a.hierarchical_cp_sizes) prod *= s;
     if (a.hierarchical_cp_sizes.empty() || prod != a.cp)
       v.push_back("cp_comm_type a2a+p2p needs --hierarchical-context-parallel-sizes with product CP = " +
-                  str(a.cp) + " (Megatron-LM arguments.py)");
+                  std::to_string(a.cp) + " (Megatron-LM arguments.py)");
   }
   if (a.cp > 1 && a.seq_length % (2 * a.cp) != 0)
-    v.push_back("seq_len: Megatron-LM splits the sequence into 2 x CP = " + str(2 * a.cp) + " chunks "
-                "(get_batch_on_this_cp_rank); " + str(a.seq_length) + " tokens do not divide");
+    v.push_back("seq_len: Megatron-LM splits the sequence into 2 x CP = " + std::to_string(2 * a.cp) + " chunks "
+                "(get_batch_on_this_cp_rank); " + std::to_string(a.seq_length) + " tokens do not divide");
   if (a.cp_comm_type == "a2a" || a.cp_comm_type == "a2a+p2p") {
     const int a2a = a.cp_comm_type == "a2a" ? a.cp : (a.hierarchical_cp_sizes.empty() ? a.cp : a.hierarchical_cp_sizes.front());
     if (a.num_attention_heads % (a2a * a.tp) != 0 || a.num_query_groups % (a2a * a.tp) != 0)
-      v.push_back("plan.cp: the all-to-all over heads needs the " + str(a.num_attention_heads) + " heads and " +
-                  str(a.num_query_groups) + " query groups divisible by its size " + str(a2a * a.tp));
+      v.push_back("plan.cp: the all-to-all over heads needs the " + std::to_string(a.num_attention_heads) + " heads and " +
+                  std::to_string(a.num_query_groups) + " query groups divisible by its size " + std::to_string(a2a * a.tp));
   }
   if (a.global_batch_size % (int64_t{a.micro_batch_size} * a.dp) != 0)
-    v.push_back("plan.micro_batch: Megatron-LM's global batch (" + str(a.global_batch_size) +
-                " sequences) must be a multiple of micro batch x DP = " + str(a.micro_batch_size) + " x " +
-                str(a.dp) + " (num_microbatches_calculator.py)");
+    v.push_back("plan.micro_batch: Megatron-LM's global batch (" + std::to_string(a.global_batch_size) +
+                " sequences) must be a multiple of micro batch x DP = " + std::to_string(a.micro_batch_size) + " x " +
+                std::to_string(a.dp) + " (num_microbatches_calculator.py)");
   if (a.sequence_parallel && a.tp == 1)
     v.push_back("--sequence-parallel needs TP > 1 (Megatron-LM turns it off at TP 1)");
   if (a.tp_comm_overlap && !a.sequence_parallel)
@@ -104,17 +103,17 @@ std::vector<std::string> megatron_rule_violations(const MegatronArgs& a) {
   if (const std::string why = fp8_recipe_refusal(ExportTarget::kMegatron, a.fp8); !why.empty())
     v.push_back("plan.fp8_recipe: " + why);
   const int accounted = (a.account_for_embedding_in_pipeline_split ? 1 : 0) + (a.account_for_loss_in_pipeline_split ? 1 : 0);
-  const std::string units = "--num-layers " + str(a.num_layers) + (accounted ? " + " + str(accounted) + " accounted" : "");
+  const std::string units = "--num-layers " + std::to_string(a.num_layers) + (accounted ? " + " + std::to_string(accounted) + " accounted" : "");
   if (a.pp > 1 && (a.num_layers + accounted) % a.pp != 0)
-    v.push_back(units + " not divisible by PP " + str(a.pp) +
+    v.push_back(units + " not divisible by PP " + std::to_string(a.pp) +
                 " (Megatron-LM transformer_config.py, without an uneven first/last stage)");
   if (a.virtual_stages > 1) {
     if ((a.num_layers + accounted) % (a.pp * a.virtual_stages) != 0)
       v.push_back(units + " not a multiple of PP x virtual stages");
     const int64_t dp_mb = int64_t{a.micro_batch_size} * a.dp;
     if (dp_mb > 0 && (a.global_batch_size / dp_mb) % a.pp != 0)
-      v.push_back("interleaved schedule: micro-batches " + str(a.global_batch_size / dp_mb) +
-                  " not divisible by PP " + str(a.pp) + " (Megatron-LM schedules.py)");
+      v.push_back("interleaved schedule: micro-batches " + std::to_string(a.global_batch_size / dp_mb) +
+                  " not divisible by PP " + std::to_string(a.pp) + " (Megatron-LM schedules.py)");
   }
   return v;
 }
@@ -126,12 +125,12 @@ std::string megatron_command_line(const MegatronArgs& a) {
     s += flag;
     if (!value.empty()) s += ' ' + value;
   };
-  add("--tensor-model-parallel-size", str(a.tp));
-  add("--pipeline-model-parallel-size", str(a.pp));
-  if (a.virtual_stages > 1) add("--num-virtual-stages-per-pipeline-rank", str(a.virtual_stages));
+  add("--tensor-model-parallel-size", std::to_string(a.tp));
+  add("--pipeline-model-parallel-size", std::to_string(a.pp));
+  if (a.virtual_stages > 1) add("--num-virtual-stages-per-pipeline-rank", std::to_string(a.virtual_stages));
   if (a.account_for_embedding_in_pipeline_split) add("--account-for-embedding-in-pipeline-split");
   if (a.account_for_loss_in_pipeline_split) add("--account-for-loss-in-pipeline-split");
-  add("--context-parallel-size", str(a.cp));
+  add("--context-parallel-size", std::to_string(a.cp));
   if (!a.cp_comm_type.empty()) add("--cp-comm-type", a.cp_comm_type);
   if (!a.hierarchical_cp_sizes.empty()) add("--hierarchical-context-parallel-sizes", join_ints(a.hierarchical_cp_sizes, " "));
   if (a.sequence_parallel) add("--sequence-parallel");
@@ -154,26 +153,26 @@ std::string megatron_command_line(const MegatronArgs& a) {
   if (!a.recompute_granularity.empty()) add("--recompute-granularity", a.recompute_granularity);
   if (!a.recompute_method.empty()) {
     add("--recompute-method", a.recompute_method);
-    add("--recompute-num-layers", str(a.recompute_num_layers));
+    add("--recompute-num-layers", std::to_string(a.recompute_num_layers));
   }
   if (!a.recompute_modules.empty()) {
     std::string mods = a.recompute_modules.front();
     for (size_t i = 1; i < a.recompute_modules.size(); ++i) mods += ' ' + a.recompute_modules[i];
     add("--recompute-modules", mods);
   }
-  add("--micro-batch-size", str(a.micro_batch_size));
-  add("--global-batch-size", str(a.global_batch_size));
-  add("--seq-length", str(a.seq_length));
-  add("--max-position-embeddings", str(a.seq_length));
-  add("--num-layers", str(a.num_layers));
-  add("--hidden-size", str(a.hidden_size));
-  add("--ffn-hidden-size", str(a.ffn_hidden_size));
-  add("--num-attention-heads", str(a.num_attention_heads));
+  add("--micro-batch-size", std::to_string(a.micro_batch_size));
+  add("--global-batch-size", std::to_string(a.global_batch_size));
+  add("--seq-length", std::to_string(a.seq_length));
+  add("--max-position-embeddings", std::to_string(a.seq_length));
+  add("--num-layers", std::to_string(a.num_layers));
+  add("--hidden-size", std::to_string(a.hidden_size));
+  add("--ffn-hidden-size", std::to_string(a.ffn_hidden_size));
+  add("--num-attention-heads", std::to_string(a.num_attention_heads));
   if (a.num_query_groups != a.num_attention_heads) {
     add("--group-query-attention");
-    add("--num-query-groups", str(a.num_query_groups));
+    add("--num-query-groups", std::to_string(a.num_query_groups));
   }
-  if (a.kv_channels * a.num_attention_heads != a.hidden_size) add("--kv-channels", str(a.kv_channels));
+  if (a.kv_channels * a.num_attention_heads != a.hidden_size) add("--kv-channels", std::to_string(a.kv_channels));
   if (a.swiglu) add("--swiglu");
   add("--bf16");
   if (a.fp8 == Fp8Recipe::kDelayed || a.fp8 == Fp8Recipe::kCurrent) {

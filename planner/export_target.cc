@@ -38,7 +38,6 @@ const char* display_name(ExportTarget t) { return names_of(t).display; }
 
 namespace {
 
-std::string str(int64_t v) { return std::to_string(v); }
 
 // What both frameworks lack or require, before Megatron's argument rules.
 std::string framework_refusal(const Plan& plan, int gpus_per_node, ExportTarget t) {
@@ -67,7 +66,7 @@ std::string framework_refusal(const Plan& plan, int gpus_per_node, ExportTarget 
                    "'two-level': re-plan with --target torchtitan";
     if (c.kv_subblocks > 1)
       return "plan.kv_subblocks: " + fw + " sends each K,V block as one message (got " +
-             str(c.kv_subblocks) + "): re-plan without --kv-subblocks";
+             std::to_string(c.kv_subblocks) + "): re-plan without --kv-subblocks";
   }
   // Megatron's get_batch_on_this_cp_rank and PyTorch's context_parallel load balancer both
   // give rank r chunks r and 2CP-1-r of 2 x CP chunks (our zigzag), whatever the mask.
@@ -85,9 +84,9 @@ std::string framework_refusal(const Plan& plan, int gpus_per_node, ExportTarget 
   const RankPlacement pl = rank_placement(plan, gpus_per_node);
   if (pl.off_node_rank >= 0) {
     const int r = pl.off_node_rank, g = c.order[static_cast<size_t>(r)];
-    return "plan.order: rank " + str(r) + " (ring " + str(r / c.cp) + ", position " + str(r % c.cp) +
-           ") must run on GPU " + str(g) + " of node " + str(g / gpus_per_node) + ", but torchrun starts it on node " +
-           str(r / gpus_per_node) + "; only GPUs inside a node can be reordered (CUDA_VISIBLE_DEVICES): "
+    return "plan.order: rank " + std::to_string(r) + " (ring " + std::to_string(r / c.cp) + ", position " + std::to_string(r % c.cp) +
+           ") must run on GPU " + std::to_string(g) + " of node " + std::to_string(g / gpus_per_node) + ", but torchrun starts it on node " +
+           std::to_string(r / gpus_per_node) + "; only GPUs inside a node can be reordered (CUDA_VISIBLE_DEVICES): "
            "re-plan with --target " + to_string(t) + ", or export --to slurm";
   }
   if (t == ExportTarget::kTorchtitan) {
@@ -101,12 +100,12 @@ std::string framework_refusal(const Plan& plan, int gpus_per_node, ExportTarget 
                    "it has no zero1: re-plan with --sharding zero2, fsdp, hsdp or ddp, or export --to megatron";
     if (c.cp > 1 && plan.job.seq_len % (2 * c.cp) != 0)
       return "seq_len: PyTorch's context_parallel load balancer splits the sequence into 2 x CP = " +
-             str(2 * c.cp) + " chunks; " + str(plan.job.seq_len) + " tokens do not divide";
+             std::to_string(2 * c.cp) + " chunks; " + std::to_string(plan.job.seq_len) + " tokens do not divide";
     const int64_t seqs = sequences_per_step(plan.job);
     if (seqs % (int64_t{c.micro_batch} * c.dp) != 0)
-      return "plan.micro_batch: torchtitan's global_batch_size (" + str(seqs) +
-             " sequences) must be a multiple of local_batch_size x dp = " + str(c.micro_batch) + " x " +
-             str(c.dp);
+      return "plan.micro_batch: torchtitan's global_batch_size (" + std::to_string(seqs) +
+             " sequences) must be a multiple of local_batch_size x dp = " + std::to_string(c.micro_batch) + " x " +
+             std::to_string(c.dp);
   }
   return "";
 }
@@ -157,19 +156,19 @@ std::string placement_comment(const Plan& plan, int gpus_per_node, const std::st
   const RankPlacement pl = rank_placement(plan, gpus_per_node);
   const int tp = plan.choice.tp;
   std::string out =
-      tp > 1 ? "# Rank placement: rank r is TP rank r % " + str(tp) + " of ring position (r / " + str(tp) + ") % " +
-                   str(cp) + " (" + mesh + "); torchrun starts rank r on node r / " + str(pl.ranks_per_node) + ".\n"
-             : "# Rank placement: ring k is ranks k*" + str(cp) + " .. k*" + str(cp) + "+" + str(cp - 1) + " (" +
-                   mesh + "); torchrun starts rank r on node r / " + str(pl.ranks_per_node) + ".\n";
+      tp > 1 ? "# Rank placement: rank r is TP rank r % " + std::to_string(tp) + " of ring position (r / " + std::to_string(tp) + ") % " +
+                   std::to_string(cp) + " (" + mesh + "); torchrun starts rank r on node r / " + std::to_string(pl.ranks_per_node) + ".\n"
+             : "# Rank placement: ring k is ranks k*" + std::to_string(cp) + " .. k*" + std::to_string(cp) + "+" + std::to_string(cp - 1) + " (" +
+                   mesh + "); torchrun starts rank r on node r / " + std::to_string(pl.ranks_per_node) + ".\n";
   const int a2a = plan.choice.cp_a2a;
   if (plan.choice.strategy == Strategy::kUsp)  // usp_plan.h's layout, Megatron's level order
-    out += "# a2a+p2p: each " + str(a2a) + (tp > 1 ? " adjacent ring positions" : " adjacent ranks of a ring") +
-           " all-to-all (inside a node); " + (tp > 1 ? "positions " : "ranks ") + str(a2a) +
-           " apart form the p2p ring of " + str(cp / a2a) + ".\n";
+    out += "# a2a+p2p: each " + std::to_string(a2a) + (tp > 1 ? " adjacent ring positions" : " adjacent ranks of a ring") +
+           " all-to-all (inside a node); " + (tp > 1 ? "positions " : "ranks ") + std::to_string(a2a) +
+           " apart form the p2p ring of " + std::to_string(cp / a2a) + ".\n";
   if (pl.node_major) return out + "# The plan's order is node-major: no CUDA_VISIBLE_DEVICES needed.\n";
   out += "# On each node, before torchrun (the plan's " + plan.choice.order_name + " order):\n";
   for (size_t n = 0; n < pl.visible_devices.size(); ++n)
-    out += "#   node " + str(static_cast<int64_t>(n)) + ": export CUDA_VISIBLE_DEVICES=" +
+    out += "#   node " + std::to_string(static_cast<int64_t>(n)) + ": export CUDA_VISIBLE_DEVICES=" +
            join_ints(pl.visible_devices[n], ",") + "\n";
   return out;
 }
@@ -242,7 +241,7 @@ Plan plan_for_target(Planner& planner, const Job& asked, const SearchPins& pins,
     fail_input(where, "--load-balance",
                fw + " splits the sequence zigzag (2 x CP chunks) only (got '" + to_string(*p.load_balance) + "')");
   if (p.kv_subblocks && *p.kv_subblocks != 1)
-    fail_input(where, "--kv-subblocks", fw + " sends each K,V block as one message (got " + str(*p.kv_subblocks) + ")");
+    fail_input(where, "--kv-subblocks", fw + " sends each K,V block as one message (got " + std::to_string(*p.kv_subblocks) + ")");
   if (p.checkpointing && *p.checkpointing == Checkpointing::kSelective && target == ExportTarget::kTorchtitan)
     fail_input(where, "--checkpointing", "torchtitan has no FFN-only selective checkpointing: none or full");
   if (p.order && *p.order == "searched")

@@ -14,6 +14,7 @@
 #include "planner/calibration_fit.h"
 #include "planner/input_error.h"
 #include "planner/profile.h"
+#include "tests/temp_path.h"
 
 using namespace rm;
 
@@ -35,10 +36,6 @@ std::vector<KernelSample> kernel_samples(const KernelCurve& truth, double noise,
           out.push_back(s);
         }
   return out;
-}
-
-std::string temp_path(const std::string& name) {
-  return std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/rm_cal_" + name;
 }
 
 std::string profile_error_of(const std::string& yaml) {
@@ -147,7 +144,7 @@ TEST_CASE("profile round trip through a file") {
   CHECK(p.hardware.device_count == 2);
   CHECK(p.links.at(LinkClass::kSharedMemory).beta_bytes_per_s == 5e9);
   CHECK(p.fits.at("gemm").points == 4);
-  const std::string path = temp_path("profile.yaml");
+  const std::string path = rm::test::temp_path("profile.yaml");
   write_profile(p, path);
   Profile q = read_profile(path);
   std::remove(path.c_str());

@@ -12,6 +12,7 @@
 #include "planner/input_error.h"
 #include "planner/plan.h"
 #include "planner/units.h"
+#include "tests/temp_path.h"
 
 namespace {
 
@@ -51,12 +52,6 @@ rm::Plan sample_plan() {
   b.why_not = "32 kv heads do not split over 16 GPUs' ... ";
   p.baselines.push_back(b);
   return p;
-}
-
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("rm_plan_io_" + std::to_string(::getpid()) + "_" + name))
-      .string();
 }
 
 // Writes to `path` a minimal 2-rank ring plan whose top level also holds `entry` ("key:
@@ -110,7 +105,7 @@ TEST_CASE("every enum spelling round-trips, bad ones list the valid spellings") 
 
 TEST_CASE("plan.yaml round trip") {
   const rm::Plan p = sample_plan();
-  const std::string path = temp_path("a.yaml");
+  const std::string path = rm::test::temp_path("a.yaml");
   rm::write_plan_yaml(p, path);
   const rm::Plan q = rm::read_plan_yaml(path);
   std::filesystem::remove(path);
@@ -143,7 +138,7 @@ TEST_CASE("plan.yaml round trip") {
 }
 
 TEST_CASE("a plan without predictions reads: sizes may be written 1M") {
-  const std::string path = temp_path("b.yaml");
+  const std::string path = rm::test::temp_path("b.yaml");
   std::ofstream(path) << "model: tiny\ntopology: cpu-local\ngpus: 2\nseq_len: 8k\n"
                          "plan: {strategy: ring, cp: 2, dp: 1, schedule: flat, order: [1, 0],\n"
                          "       load_balance: zigzag, block_q: 64, block_kv: 64, kv_subblocks: 1,\n"
@@ -198,7 +193,7 @@ TEST_CASE("tp_comm_overlap: written, read back strictly, false in plans from bef
   p.choice.tp = 2;
   p.choice.cp = 4;
   p.choice.tp_comm_overlap = true;
-  const std::string path = temp_path("tpo.yaml");
+  const std::string path = rm::test::temp_path("tpo.yaml");
   rm::write_plan_yaml(p, path);
   CHECK(rm::read_plan_yaml(path).choice.tp_comm_overlap);
   CHECK(rm::plan_to_json(p)["plan"]["tp_comm_overlap"] == true);
@@ -232,7 +227,7 @@ TEST_CASE("tp_comm_overlap: written, read back strictly, false in plans from bef
 
 TEST_CASE("grad_reduce_in_fp32: written when true, read back strictly, false in plans from before it") {
   rm::Plan p = sample_plan();
-  const std::string path = temp_path("grads.yaml");
+  const std::string path = rm::test::temp_path("grads.yaml");
   rm::write_plan_yaml(p, path);
   CHECK_FALSE(rm::read_plan_yaml(path).job.grad_reduce_in_fp32);  // the default is not written
   CHECK(rm::plan_to_json(p)["grad_reduce_in_fp32"] == false);
@@ -248,7 +243,7 @@ TEST_CASE("grad_reduce_in_fp32: written when true, read back strictly, false in 
 
 TEST_CASE("fp8_recipe: written when set, read back strictly, none in plans from before it") {
   rm::Plan p = sample_plan();
-  const std::string path = temp_path("fp8.yaml");
+  const std::string path = rm::test::temp_path("fp8.yaml");
   rm::write_plan_yaml(p, path);
   CHECK(rm::read_plan_yaml(path).job.fp8_recipe == rm::Fp8Recipe::kNone);  // bf16 is not written
   CHECK(rm::plan_to_json(p)["fp8_recipe"] == "none");
@@ -268,7 +263,7 @@ TEST_CASE("fp8_recipe: written when set, read back strictly, none in plans from 
 
 TEST_CASE("chunked_loss: written when false, read back strictly, true in plans from before it") {
   rm::Plan p = sample_plan();
-  const std::string path = temp_path("loss.yaml");
+  const std::string path = rm::test::temp_path("loss.yaml");
   rm::write_plan_yaml(p, path);
   CHECK(rm::read_plan_yaml(path).job.chunked_loss);  // the default is not written
   CHECK(rm::plan_to_json(p)["chunked_loss"] == true);
@@ -289,7 +284,7 @@ TEST_CASE("chunked_loss: written when false, read back strictly, true in plans f
 
 TEST_CASE("pipeline_buffers: written when a stage holds receive buffers, 0 in plans from before it, in the JSON always") {
   rm::Plan p = sample_plan();
-  const std::string path = temp_path("buffers.yaml");
+  const std::string path = rm::test::temp_path("buffers.yaml");
   rm::write_plan_yaml(p, path);
   CHECK(rm::read_plan_yaml(path).predicted.memory.pipeline_buffers == 0);
   CHECK(rm::plan_to_json(p)["predicted"]["memory_gib"]["pipeline_buffers"] == 0.0);
@@ -302,7 +297,7 @@ TEST_CASE("pipeline_buffers: written when a stage holds receive buffers, 0 in pl
 
 TEST_CASE("framework: written when one is named, any in plans from before it, in the JSON always") {
   rm::Plan p = sample_plan();
-  const std::string path = temp_path("framework.yaml");
+  const std::string path = rm::test::temp_path("framework.yaml");
   rm::write_plan_yaml(p, path);
   CHECK(rm::read_plan_yaml(path).job.framework == rm::Framework::kAny);
   CHECK(rm::plan_to_json(p)["framework"] == "any");

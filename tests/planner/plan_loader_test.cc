@@ -11,6 +11,7 @@
 #include "planner/input_error.h"
 #include "planner/plan_loader.h"
 #include "planner/spec_library.h"
+#include "tests/temp_path.h"
 
 namespace rm {
 namespace {
@@ -36,9 +37,7 @@ Plan cpu_plan(int gpus) {
 }
 
 std::string temp_plan(const Plan& p, const std::string& name) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("rm_plan_loader_" + std::to_string(::getpid()) + "_" + name))
-                               .string();
+  const std::string path = rm::test::temp_path(name);
   write_plan_yaml(p, path);
   return path;
 }
