@@ -155,11 +155,12 @@ PipelineMakespan::PipelineMakespan(const PipelineProgram& program, int v) {
         bool ready = true;
         for (const PipelineMessage& msg : a.messages) ready = ready && arrivals[static_cast<size_t>(msg.phase)].size() >= 2;
         if (!ready) break;
-        // It waits for every end's arrival (its own among them).
+        // It waits for every end's arrival (its own, the stage's last action, add_node lists).
+        const int own = last[static_cast<size_t>(s)];
         const int n = add_node(s, -1, {});
         for (const PipelineMessage& msg : a.messages)
           for (int d : arrivals[static_cast<size_t>(msg.phase)])
-            if (d >= 0) deps_.push_back(d);
+            if (d >= 0 && d != own) deps_.push_back(d);
         nodes_[static_cast<size_t>(n)].deps_end = static_cast<int>(deps_.size());
         posted[static_cast<size_t>(s)] = 0;
         continue;
