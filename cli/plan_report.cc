@@ -33,6 +33,7 @@ std::string sharding_text(const PlanChoice& c, int gpus) {
 std::string gib(double bytes) { return fixed(bytes / kGiB, 1); }
 
 std::string order_text(const PlanChoice& c) {
+  if (c.cp == 1) return c.order_name;  // no ring: the name says how ranks map to GPUs
   std::string s = c.order_name + " (ring 0:";
   const int shown = std::min(c.cp, 16);
   for (int i = 0; i < shown; ++i) s += " " + std::to_string(c.order[i]);
@@ -143,9 +144,14 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   out += "\n";
 
   Table choice({{"choice", "", Align::kLeft}, {"value", "", Align::kLeft}});
-  const bool ring = c.strategy == Strategy::kRing || c.strategy == Strategy::kUsp;
-  choice.add_row({"context parallelism (cp_comm_type)", std::string(cp_comm_type(c.strategy)) + " (" +
-                                                            baseline_name(c.strategy) + ")"});
+  // cp 1: no context parallelism, so no kind, ring schedule, load balance or K,V sub-blocks
+  // (Megatron's --cp-comm-type has no effect at --context-parallel-size 1); the plan file and
+  // JSON keep the fields as the search left them.
+  const bool no_cp = c.cp == 1;
+  const bool ring = (c.strategy == Strategy::kRing || c.strategy == Strategy::kUsp) && !no_cp;
+  choice.add_row({"context parallelism (cp_comm_type)",
+                  no_cp ? std::string("none (cp 1: each GPU attends over its whole sequences)")
+                        : std::string(cp_comm_type(c.strategy)) + " (" + baseline_name(c.strategy) + ")"});
   choice.add_row({"tp x cp x pp x dp", std::to_string(c.tp) + " x " + std::to_string(c.cp) + " x " +
                                           std::to_string(c.pp) + " x " + std::to_string(c.dp)});
   if (c.pp > 1) {
@@ -176,9 +182,9 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   choice.add_row({"sharding", sharding_text(c, j.gpus)});
   choice.add_row({"schedule", ring ? to_string(c.schedule) : "-"});
   choice.add_row({"order", order_text(c)});
-  choice.add_row({"load balance", to_string(c.load_balance)});
+  choice.add_row({"load balance", no_cp ? "-" : to_string(c.load_balance)});
   choice.add_row({"tiles (q x kv)", std::to_string(c.block_q) + " x " + std::to_string(c.block_kv)});
-  choice.add_row({"kv sub-blocks", std::to_string(c.kv_subblocks)});
+  choice.add_row({"kv sub-blocks", no_cp ? "-" : std::to_string(c.kv_subblocks)});
   choice.add_row({"checkpointing", to_string(c.checkpointing)});
   const double logits = plan_ring_buffers(model, j, c, topo.gpu).logits_chunk;
   choice.add_row({"loss", (j.chunked_loss ? "chunked: " + std::to_string(kLogitsChunkTokens) +
@@ -285,14 +291,15 @@ std::vector<std::string> sweep_cells(const Plan& plan, const std::string& seq_as
   }
   return {std::to_string(plan.job.gpus),
           seq_as_typed.empty() ? format_size(plan.job.seq_len) : seq_as_typed,
-          c.strategy == Strategy::kUsp ? std::string(cp_comm_type(c.strategy)) + " " + usp_split_text(c)
-                                       : cp_comm_type(c.strategy),
+          c.cp == 1                    ? std::string("-")  // no context parallelism (plan_report's "none")
+          : c.strategy == Strategy::kUsp ? std::string(cp_comm_type(c.strategy)) + " " + usp_split_text(c)
+                                         : cp_comm_type(c.strategy),
           std::to_string(c.cp) + " x " + std::to_string(c.dp) + (c.tp > 1 ? ", tp " + std::to_string(c.tp) : "") +
               (c.pp > 1 ? ", pp " + std::to_string(c.pp) + (c.virtual_stages > 1 ? "/" + std::to_string(c.virtual_stages) : "")
                         : ""),
-          c.strategy == Strategy::kRing || c.strategy == Strategy::kUsp ? to_string(c.schedule) : "-",
+          (c.strategy == Strategy::kRing || c.strategy == Strategy::kUsp) && c.cp > 1 ? to_string(c.schedule) : "-",
           c.order_name,
-          to_string(c.load_balance),
+          c.cp > 1 ? to_string(c.load_balance) : "-",
           std::to_string(c.block_q) + "x" + std::to_string(c.block_kv),
           to_string(c.checkpointing),
           std::to_string(c.micro_batch),
