@@ -86,8 +86,9 @@ std::string report(const Subject& s, const Prediction& p, const sim::Simulation&
   std::string out = "ringmaster simulate: " + s.model.name + " on " + s.topology.name + ", " +
                     std::to_string(plan.job.gpus) + " GPUs, " + format_size(plan.job.seq_len) +
                     " tokens, workload " + to_string(plan.job.workload) + "; " +
-                    (c.strategy == Strategy::kRing ? std::string(to_string(c.schedule)) + " ring"
-                                                   : std::string("cp_comm_type ") + cp_comm_type(c.strategy)) +
+                    (c.cp == 1                      ? std::string("no context parallelism")
+                     : c.strategy == Strategy::kRing ? std::string(to_string(c.schedule)) + " ring"
+                                                     : std::string("cp_comm_type ") + cp_comm_type(c.strategy)) +
                     (c.strategy == Strategy::kUsp  // Megatron's hierarchical CP sizes [a2a, ring]
                          ? " " + std::to_string(c.cp_a2a) + "x" + std::to_string(c.cp / c.cp_a2a) + " (" +
                                to_string(c.schedule) + " ring)"
@@ -97,7 +98,8 @@ std::string report(const Subject& s, const Prediction& p, const sim::Simulation&
                     (c.pp > 1 ? " x pp " + std::to_string(c.pp) + " (" + pp_schedule_name(c.virtual_stages) + ", " +
                                     std::to_string(c.grad_accum) + " micro-batches)"
                               : std::string()) +
-                    " x dp " + std::to_string(c.dp) + ", order " + c.order_name + ", " + to_string(c.load_balance) + "\n";
+                    " x dp " + std::to_string(c.dp) + ", order " + c.order_name +
+                    (c.cp > 1 ? ", " + std::string(to_string(c.load_balance)) : std::string()) + "\n";
   if (!sim.note.empty()) {
     out += "(" + sim.note + ": times, FLOPs and throughput extrapolated to all layers" +
            (sim.fast ? ", ring steps and rings; memory exact; --full replays everything" : "") + ")\n";
