@@ -68,8 +68,9 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
 std::vector<std::string> megatron_rule_violations(const MegatronArgs& a) {
   std::vector<std::string> v;
   if (a.tp * a.pp * a.cp * a.dp != a.world_size)
-    v.push_back("world size " + std::to_string(a.world_size) + " != TP x PP x CP x DP = " + std::to_string(a.tp) + " x " + std::to_string(a.pp) +
-                " x " + std::to_string(a.cp) + " x " + std::to_string(a.dp) + " (Megatron-LM arguments.py: world size divisible by "
+    v.push_back("world size " + std::to_string(a.world_size) + " != TP x PP x CP x DP = " + std::to_string(a.tp) +
+                " x " + std::to_string(a.pp) + " x " + std::to_string(a.cp) + " x " + std::to_string(a.dp) +
+                " (Megatron-LM arguments.py: world size divisible by "
                 "TP x PP x CP, DP the quotient)");
   if (a.cp_comm_type == "a2a+p2p") {
     int64_t prod = 1;
@@ -79,13 +80,16 @@ std::vector<std::string> megatron_rule_violations(const MegatronArgs& a) {
                   std::to_string(a.cp) + " (Megatron-LM arguments.py)");
   }
   if (a.cp > 1 && a.seq_length % (2 * a.cp) != 0)
-    v.push_back("seq_len: Megatron-LM splits the sequence into 2 x CP = " + std::to_string(2 * a.cp) + " chunks "
-                "(get_batch_on_this_cp_rank); " + std::to_string(a.seq_length) + " tokens do not divide");
+    v.push_back("seq_len: Megatron-LM splits the sequence into 2 x CP = " + std::to_string(2 * a.cp) +
+                " chunks "
+                "(get_batch_on_this_cp_rank); " +
+                std::to_string(a.seq_length) + " tokens do not divide");
   if (a.cp_comm_type == "a2a" || a.cp_comm_type == "a2a+p2p") {
     const int a2a = a.cp_comm_type == "a2a" ? a.cp : (a.hierarchical_cp_sizes.empty() ? a.cp : a.hierarchical_cp_sizes.front());
     if (a.num_attention_heads % (a2a * a.tp) != 0 || a.num_query_groups % (a2a * a.tp) != 0)
-      v.push_back("plan.cp: the all-to-all over heads needs the " + std::to_string(a.num_attention_heads) + " heads and " +
-                  std::to_string(a.num_query_groups) + " query groups divisible by its size " + std::to_string(a2a * a.tp));
+      v.push_back("plan.cp: the all-to-all over heads needs the " + std::to_string(a.num_attention_heads) +
+                  " heads and " + std::to_string(a.num_query_groups) + " query groups divisible by its size " +
+                  std::to_string(a2a * a.tp));
   }
   if (a.global_batch_size % (int64_t{a.micro_batch_size} * a.dp) != 0)
     v.push_back("plan.micro_batch: Megatron-LM's global batch (" + std::to_string(a.global_batch_size) +
@@ -103,7 +107,8 @@ std::vector<std::string> megatron_rule_violations(const MegatronArgs& a) {
   if (const std::string why = fp8_recipe_refusal(ExportTarget::kMegatron, a.fp8); !why.empty())
     v.push_back("plan.fp8_recipe: " + why);
   const int accounted = (a.account_for_embedding_in_pipeline_split ? 1 : 0) + (a.account_for_loss_in_pipeline_split ? 1 : 0);
-  const std::string units = "--num-layers " + std::to_string(a.num_layers) + (accounted ? " + " + std::to_string(accounted) + " accounted" : "");
+  const std::string units = "--num-layers " + std::to_string(a.num_layers) +
+                            (accounted ? " + " + std::to_string(accounted) + " accounted" : "");
   if (a.pp > 1 && (a.num_layers + accounted) % a.pp != 0)
     v.push_back(units + " not divisible by PP " + std::to_string(a.pp) +
                 " (Megatron-LM transformer_config.py, without an uneven first/last stage)");

@@ -38,7 +38,6 @@ const char* display_name(ExportTarget t) { return names_of(t).display; }
 
 namespace {
 
-
 // What both frameworks lack or require, before Megatron's argument rules.
 std::string framework_refusal(const Plan& plan, int gpus_per_node, ExportTarget t) {
   const PlanChoice& c = plan.choice;
@@ -84,10 +83,11 @@ std::string framework_refusal(const Plan& plan, int gpus_per_node, ExportTarget 
   const RankPlacement pl = rank_placement(plan, gpus_per_node);
   if (pl.off_node_rank >= 0) {
     const int r = pl.off_node_rank, g = c.order[static_cast<size_t>(r)];
-    return "plan.order: rank " + std::to_string(r) + " (ring " + std::to_string(r / c.cp) + ", position " + std::to_string(r % c.cp) +
-           ") must run on GPU " + std::to_string(g) + " of node " + std::to_string(g / gpus_per_node) + ", but torchrun starts it on node " +
-           std::to_string(r / gpus_per_node) + "; only GPUs inside a node can be reordered (CUDA_VISIBLE_DEVICES): "
-           "re-plan with --target " + to_string(t) + ", or export --to slurm";
+    return "plan.order: rank " + std::to_string(r) + " (ring " + std::to_string(r / c.cp) + ", position " +
+           std::to_string(r % c.cp) + ") must run on GPU " + std::to_string(g) + " of node " +
+           std::to_string(g / gpus_per_node) + ", but torchrun starts it on node " + std::to_string(r / gpus_per_node) +
+           "; only GPUs inside a node can be reordered (CUDA_VISIBLE_DEVICES): re-plan with --target " + to_string(t) +
+           ", or export --to slurm";
   }
   if (t == ExportTarget::kTorchtitan) {
     if (c.sharding == Sharding::kZero1 && plan.job.gpus / c.tp > 1)
@@ -155,21 +155,24 @@ std::string placement_comment(const Plan& plan, int gpus_per_node, const std::st
   if (cp == 1) return "";
   const RankPlacement pl = rank_placement(plan, gpus_per_node);
   const int tp = plan.choice.tp;
-  std::string out =
-      tp > 1 ? "# Rank placement: rank r is TP rank r % " + std::to_string(tp) + " of ring position (r / " + std::to_string(tp) + ") % " +
-                   std::to_string(cp) + " (" + mesh + "); torchrun starts rank r on node r / " + std::to_string(pl.ranks_per_node) + ".\n"
-             : "# Rank placement: ring k is ranks k*" + std::to_string(cp) + " .. k*" + std::to_string(cp) + "+" + std::to_string(cp - 1) + " (" +
-                   mesh + "); torchrun starts rank r on node r / " + std::to_string(pl.ranks_per_node) + ".\n";
+  std::string out = tp > 1
+                        ? "# Rank placement: rank r is TP rank r % " + std::to_string(tp) + " of ring position (r / " +
+                              std::to_string(tp) + ") % " + std::to_string(cp) + " (" + mesh +
+                              "); torchrun starts rank r on node r / " + std::to_string(pl.ranks_per_node) + ".\n"
+                        : "# Rank placement: ring k is ranks k*" + std::to_string(cp) + " .. k*" + std::to_string(cp) +
+                              "+" + std::to_string(cp - 1) + " (" + mesh + "); torchrun starts rank r on node r / " +
+                              std::to_string(pl.ranks_per_node) + ".\n";
   const int a2a = plan.choice.cp_a2a;
   if (plan.choice.strategy == Strategy::kUsp)  // usp_plan.h's layout, Megatron's level order
-    out += "# a2a+p2p: each " + std::to_string(a2a) + (tp > 1 ? " adjacent ring positions" : " adjacent ranks of a ring") +
-           " all-to-all (inside a node); " + (tp > 1 ? "positions " : "ranks ") + std::to_string(a2a) +
-           " apart form the p2p ring of " + std::to_string(cp / a2a) + ".\n";
+    out += "# a2a+p2p: each " + std::to_string(a2a) +
+           (tp > 1 ? " adjacent ring positions" : " adjacent ranks of a ring") + " all-to-all (inside a node); " +
+           (tp > 1 ? "positions " : "ranks ") + std::to_string(a2a) + " apart form the p2p ring of " +
+           std::to_string(cp / a2a) + ".\n";
   if (pl.node_major) return out + "# The plan's order is node-major: no CUDA_VISIBLE_DEVICES needed.\n";
   out += "# On each node, before torchrun (the plan's " + plan.choice.order_name + " order):\n";
   for (size_t n = 0; n < pl.visible_devices.size(); ++n)
-    out += "#   node " + std::to_string(static_cast<int64_t>(n)) + ": export CUDA_VISIBLE_DEVICES=" +
-           join_ints(pl.visible_devices[n], ",") + "\n";
+    out += "#   node " + std::to_string(static_cast<int64_t>(n)) +
+           ": export CUDA_VISIBLE_DEVICES=" + join_ints(pl.visible_devices[n], ",") + "\n";
   return out;
 }
 
@@ -241,7 +244,8 @@ Plan plan_for_target(Planner& planner, const Job& asked, const SearchPins& pins,
     fail_input(where, "--load-balance",
                fw + " splits the sequence zigzag (2 x CP chunks) only (got '" + to_string(*p.load_balance) + "')");
   if (p.kv_subblocks && *p.kv_subblocks != 1)
-    fail_input(where, "--kv-subblocks", fw + " sends each K,V block as one message (got " + std::to_string(*p.kv_subblocks) + ")");
+    fail_input(where, "--kv-subblocks",
+               fw + " sends each K,V block as one message (got " + std::to_string(*p.kv_subblocks) + ")");
   if (p.checkpointing && *p.checkpointing == Checkpointing::kSelective && target == ExportTarget::kTorchtitan)
     fail_input(where, "--checkpointing", "torchtitan has no FFN-only selective checkpointing: none or full");
   if (p.order && *p.order == "searched")
