@@ -10,6 +10,7 @@
 // SimGrid platform alike, so both see the same links and the same paths.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -118,6 +119,14 @@ struct Link {
 class Route {
  public:
   static constexpr int kMaxLinks = 64;
+  Route() = default;
+  // Copies only the links it holds: the rest of the array is never set, nor read.
+  Route(const Route& o) : size_(o.size_) { std::copy(o.begin(), o.end(), links_.begin()); }
+  Route& operator=(const Route& o) {
+    size_ = o.size_;
+    std::copy(o.begin(), o.end(), links_.begin());
+    return *this;
+  }
   const int* begin() const { return links_.data(); }
   const int* end() const { return links_.data() + size_; }
   size_t size() const { return static_cast<size_t>(size_); }
