@@ -32,6 +32,12 @@ std::string sharding_text(const PlanChoice& c, int gpus) {
 
 std::string gib(double bytes) { return fixed(bytes / kGiB, 1); }
 
+// Whether K,V pass around a ring that has a schedule (p2p, or a2a+p2p's ring across nodes):
+// not at cp 1, where there is no context parallelism.
+bool has_ring_schedule(const PlanChoice& c) {
+  return c.cp > 1 && (c.strategy == Strategy::kRing || c.strategy == Strategy::kUsp);
+}
+
 std::string order_text(const PlanChoice& c) {
   if (c.cp == 1) return c.order_name;  // no ring: the name says how ranks map to GPUs
   std::string s = c.order_name + " (ring 0:";
@@ -148,7 +154,6 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   // (Megatron's --cp-comm-type has no effect at --context-parallel-size 1); the plan file and
   // JSON keep the fields as the search left them.
   const bool no_cp = c.cp == 1;
-  const bool ring = (c.strategy == Strategy::kRing || c.strategy == Strategy::kUsp) && !no_cp;
   choice.add_row({"context parallelism (cp_comm_type)",
                   no_cp ? std::string("none (cp 1: each GPU attends over its whole sequences)")
                         : std::string(cp_comm_type(c.strategy)) + " (" + baseline_name(c.strategy) + ")"});
@@ -180,7 +185,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   if (c.strategy == Strategy::kUsp)
     choice.add_row({"hierarchical cp sizes", usp_split_text(c) + " (a2a inside a node x p2p ring across)"});
   choice.add_row({"sharding", sharding_text(c, j.gpus)});
-  choice.add_row({"schedule", ring ? to_string(c.schedule) : "-"});
+  choice.add_row({"schedule", has_ring_schedule(c) ? to_string(c.schedule) : "-"});
   choice.add_row({"order", order_text(c)});
   choice.add_row({"load balance", no_cp ? "-" : to_string(c.load_balance)});
   choice.add_row({"tiles (q x kv)", std::to_string(c.block_q) + " x " + std::to_string(c.block_kv)});
@@ -297,7 +302,7 @@ std::vector<std::string> sweep_cells(const Plan& plan, const std::string& seq_as
           std::to_string(c.cp) + " x " + std::to_string(c.dp) + (c.tp > 1 ? ", tp " + std::to_string(c.tp) : "") +
               (c.pp > 1 ? ", pp " + std::to_string(c.pp) + (c.virtual_stages > 1 ? "/" + std::to_string(c.virtual_stages) : "")
                         : ""),
-          (c.strategy == Strategy::kRing || c.strategy == Strategy::kUsp) && c.cp > 1 ? to_string(c.schedule) : "-",
+          has_ring_schedule(c) ? to_string(c.schedule) : "-",
           c.order_name,
           c.cp > 1 ? to_string(c.load_balance) : "-",
           std::to_string(c.block_q) + "x" + std::to_string(c.block_kv),
