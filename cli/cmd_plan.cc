@@ -223,6 +223,11 @@ void run_plan(const PlanOptions& o) {
                  plan.predicted.fits ? "" : " (the plan does not fit in GPU memory)");
   }
   const std::string short_of = plan_shortfall(plan);
+  // What the user can ask next: the two questions whose answers fit.
+  if (!short_of.empty() && !plan.predicted.fits && !o.min_gpus && !o.max_seq)
+    throw std::runtime_error(short_of + "; --max-seq finds the longest sequence that fits on " +
+                             std::to_string(plan.job.gpus) +
+                             " GPUs, --min-gpus with a larger --gpus the fewest GPUs on which it fits");
   if (!short_of.empty()) throw std::runtime_error(short_of);
 }
 

@@ -50,10 +50,10 @@ std::vector<int> min_gpus_candidates(int max_gpus, int gpus_per_node) {
 
 std::string plan_shortfall(const Plan& plan) {
   if (!plan.predicted.fits) return "the plan does not fit in GPU memory: " + plan.predicted.why_not;
-  const int64_t seqs = sequences_per_step(plan.job);
-  if (plan.choice.dp > seqs)
-    return "data parallel " + std::to_string(plan.choice.dp) + " is larger than the " + std::to_string(seqs) +
-           " sequences per step: " + std::to_string(plan.choice.dp - seqs) + " of " + std::to_string(plan.choice.dp) +
+  const int64_t busy = busy_replicas(plan.job, plan.choice.dp);
+  if (busy < plan.choice.dp)
+    return "data parallel " + std::to_string(plan.choice.dp) + " is larger than the " + std::to_string(busy) +
+           " sequences per step: " + std::to_string(plan.choice.dp - busy) + " of " + std::to_string(plan.choice.dp) +
            " rings idle; use fewer GPUs (--min-gpus), a larger ring (--cp) or a larger --batch-tokens";
   return "";
 }

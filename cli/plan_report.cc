@@ -32,15 +32,9 @@ std::string sharding_text(const PlanChoice& c, int gpus) {
 
 std::string gib(double bytes) { return fixed(bytes / kGiB, 1); }
 
-// Whether K,V pass around a ring that has a schedule (p2p, or a2a+p2p's ring across nodes):
-// not at cp 1, where there is no context parallelism.
-bool has_ring_schedule(const PlanChoice& c) {
-  return c.cp > 1 && (c.strategy == Strategy::kRing || c.strategy == Strategy::kUsp);
-}
-
 std::string order_text(const PlanChoice& c) {
   if (c.cp == 1) return c.order_name;  // no ring: the name says how ranks map to GPUs
-  std::string s = c.order_name + " (ring 0:";
+  std::string s = c.order_name + (has_ring_schedule(c) ? " (ring 0:" : " (CP group 0:");
   const int shown = std::min(c.cp, 16);
   for (int i = 0; i < shown; ++i) s += " " + std::to_string(c.order[i]);
   if (c.cp > shown) s += " ...";
@@ -125,6 +119,12 @@ const char* whole_loss_text(WholeLoss loss) {
 
 }  // namespace
 
+bool has_ring_schedule(const PlanChoice& c) {
+  return c.cp > 1 && (c.strategy == Strategy::kRing || c.strategy == Strategy::kUsp);
+}
+
+bool has_load_balance(const PlanChoice& c) { return c.cp > 1 && c.strategy != Strategy::kUlysses; }
+
 std::string overlap_threshold_table(const Topology& topo, const CostParams& cost, const ModelSpec& model) {
   Table t({{"link class", "", Align::kLeft},
            {"bandwidth", "GB/s", Align::kRight},
@@ -187,16 +187,19 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   choice.add_row({"sharding", sharding_text(c, j.gpus)});
   choice.add_row({"schedule", has_ring_schedule(c) ? to_string(c.schedule) : "-"});
   choice.add_row({"order", order_text(c)});
-  choice.add_row({"load balance", no_cp ? "-" : to_string(c.load_balance)});
+  choice.add_row({"load balance", has_load_balance(c) ? to_string(c.load_balance) : "-"});
   choice.add_row({"tiles (q x kv)", std::to_string(c.block_q) + " x " + std::to_string(c.block_kv)});
-  choice.add_row({"kv sub-blocks", no_cp ? "-" : std::to_string(c.kv_subblocks)});
+  choice.add_row({"kv sub-blocks", has_ring_schedule(c) ? std::to_string(c.kv_subblocks) : "-"});
   choice.add_row({"checkpointing", to_string(c.checkpointing)});
   const double logits = plan_ring_buffers(model, j, c, topo.gpu).logits_chunk;
   choice.add_row({"loss", (j.chunked_loss ? "chunked: " + std::to_string(kLogitsChunkTokens) +
                                                 "-token chunks of fp32 logits and their gradient, "
                                           : std::string(whole_loss_text(whole_loss(j.framework, j.compiled_loss, c.tp)))) +
                               gib(logits) + " GiB"});
-  choice.add_row({"micro-batch", std::to_string(c.micro_batch) + (c.micro_batch == 1 ? " sequence" : " sequences") + " per ring"});
+  choice.add_row({"micro-batch", std::to_string(c.micro_batch) + (c.micro_batch == 1 ? " sequence" : " sequences") +
+                                     (has_ring_schedule(c) ? " per ring"
+                                      : no_cp             ? " per data-parallel replica"
+                                                          : " per CP group")});
   choice.add_row({"grad accumulation", std::to_string(c.grad_accum) + (c.grad_accum == 1 ? " micro-step" : " micro-steps")});
   const char* grad_type = grad_reduce_element_bytes(j, topo.gpu.element_bytes) == 4 ? "fp32" : "bf16";
   if (j.workload == Workload::kStep)
@@ -262,9 +265,17 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
       base.add_row({baseline_name(b.strategy), "-", "no", "-", "-", "-", b.why_not});
       continue;
     }
+    // A fitting baseline slower than the plan for want of sequences says so (flash-fsdp
+    // holds a whole sequence per GPU, a2a's cp stops at the heads).
+    const int64_t busy = busy_replicas(plan.job, b.dp);
+    const std::string idle = busy < b.dp ? "only " + std::to_string(busy) + (busy == 1 ? " sequence" : " sequences") +
+                                               " a step: " + std::to_string(b.dp - busy) + " of its " +
+                                               std::to_string(b.dp) + " data-parallel replicas idle"
+                                         : "";
     base.add_row({baseline_name(b.strategy), std::to_string(b.cp) + " x " + std::to_string(b.dp),
                   b.fits ? "yes" : "NO", gib(b.memory_bytes_per_gpu), fixed(b.tokens_per_s, 0),
-                  p.tokens_per_s > 0 ? fixed(b.tokens_per_s / p.tokens_per_s, 2) : "-", b.why_not});
+                  p.tokens_per_s > 0 ? fixed(b.tokens_per_s / p.tokens_per_s, 2) : "-",
+                  b.fits ? idle : b.why_not});
   }
   if (!plan.baselines.empty()) out += base.render() + "\n";  // a pinned plan's (validate --entry) has none
   if (plan.without_tp) out += why_tp(plan) + "\n";
@@ -304,7 +315,7 @@ std::vector<std::string> sweep_cells(const Plan& plan, const std::string& seq_as
                         : ""),
           has_ring_schedule(c) ? to_string(c.schedule) : "-",
           c.order_name,
-          c.cp > 1 ? to_string(c.load_balance) : "-",
+          has_load_balance(c) ? to_string(c.load_balance) : "-",
           std::to_string(c.block_q) + "x" + std::to_string(c.block_kv),
           to_string(c.checkpointing),
           std::to_string(c.micro_batch),

@@ -24,6 +24,13 @@ struct ReportHeader {
   std::vector<std::string> notes;
 };
 
+// Whether K,V pass around a ring that has a schedule and K,V sub-blocks (p2p, or a2a+p2p's
+// ring across nodes): not at cp 1, where there is no context parallelism. Whether the plan
+// has a load balance: a2a's GPUs each attend over whole sequences (for their heads), where
+// all_gather splits its queries in zigzag chunks.
+bool has_ring_schedule(const PlanChoice& c);
+bool has_load_balance(const PlanChoice& c);
+
 // The choice, the prediction with its memory breakdown, the baselines, and the overlap
 // threshold of each link class of the topology.
 std::string plan_report(const Plan& plan, const Topology& topo, const CostParams& cost,

@@ -153,6 +153,8 @@ int64_t sequences_per_step(const Job& job) {
   return std::max<int64_t>(1, batch / std::max<int64_t>(1, job.seq_len));
 }
 
+int64_t busy_replicas(const Job& job, int dp) { return std::min<int64_t>(sequences_per_step(job), dp); }
+
 double model_flops_per_step(const ModelSpec& m, const Job& job) {
   const double n = static_cast<double>(job.seq_len);
   const double matmul = 6.0 * (m.layers * m.layer_params() + static_cast<double>(m.vocab) * m.hidden) * n;
@@ -901,7 +903,7 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
        (ewb.loss_fwd + (fwd_only ? 0 : ewb.loss_bwd)) / cost_.hbm_bytes_per_s);
   const int64_t seqs = sequences_per_step(job);
   const int accum = ceil_div(seqs, int64_t{pipe.dp} * mb);  // micro-batches per pipeline
-  const int64_t active = std::min<int64_t>(seqs, pipe.dp);
+  const int64_t active = busy_replicas(job, pipe.dp);
   const double L = m.layers;
 
   double time = 0, free_time = 0, tokens = 0, flops = 0, att_compute = 0, lin_compute = 0,

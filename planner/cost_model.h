@@ -288,6 +288,10 @@ class CostModel {
 // Sequences per optimizer step: batch_sequences when set, else batch_tokens / N (2M tokens
 // when 0), at least one.
 int64_t sequences_per_step(const Job& job);
+// Data-parallel replicas that hold a sequence in a step: a batch of fewer sequences than `dp`
+// leaves the rest idle (a baseline that cannot split a sequence further, e.g. a2a's cp capped
+// by the heads, can need more replicas than the batch fills).
+int64_t busy_replicas(const Job& job, int dp);
 // Why `micro_batch` sequences per micro-step cannot run on `dp` data-parallel replicas of a
 // step workload ("" when they can): more than a replica's share of the batch would price
 // sequences the batch does not have.

@@ -31,6 +31,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "planner/atomic_file.h"
+#include "planner/cost_model.h"
 #include "planner/data_parallel.h"
 #include "planner/input_error.h"
 #include "planner/input_file.h"
@@ -275,6 +276,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
                          {"step_time_s", b.step_time_s},
                          {"cp", b.cp},
                          {"dp", b.dp},
+                         {"busy_replicas", busy_replicas(plan.job, b.dp)},
                          {"why_not", b.why_not}});
   }
   out["baselines"] = std::move(baselines);

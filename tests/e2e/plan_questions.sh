@@ -3,8 +3,10 @@
 # and with a step-time or throughput target more), --train-tokens / --gpu-hour-cost (days, GPU-hours,
 # cost = steps x step time), --max-seq --headroom (fits in the rest, a multiple of 2 x cp), the
 # note on a plan past 90 % of GPU memory (with the --headroom 10% plan's figures),
-# the defaults in the header, exit 1 when the plan does not fit or leaves GPUs idle (bad
-# input stays 2), sizes echoed as typed, --format csv, --version, help CMD, list --show.
+# the defaults in the header, exit 1 when the plan does not fit (naming --max-seq and
+# --min-gpus) or leaves GPUs idle (bad input stays 2), a baseline's idle replicas, an a2a
+# plan's choices without a ring, sizes echoed as typed, --format csv, --version, help CMD,
+# list --show.
 # Usage: plan_questions.sh <ringmaster> <source-dir>. Exit 77 = skipped.
 set -u
 bin=$1
@@ -137,6 +139,33 @@ checked=$((checked + 1))
 rc=$?
 [[ $rc -eq 1 ]] && grep -q "does not fit" "$tmp/nofit.err" && grep -q "fits" "$tmp/nofit.txt" ||
   fail "a plan that does not fit: exit $rc (want 1), stderr: $(cat "$tmp/nofit.err")"
+checked=$((checked + 1))
+grep -q -- "--max-seq finds the longest sequence that fits on 8 GPUs, --min-gpus with a larger --gpus" "$tmp/nofit.err" ||
+  fail "a plan that does not fit does not name the questions that would: $(cat "$tmp/nofit.err")"
+# A baseline that fits but has fewer sequences than replicas says how many idle (a2a's cp
+# stops at Llama 3 8B's 8 KV heads: cp 8 x dp 8 for a batch of 2 sequences), text and JSON.
+checked=$((checked + 1))
+"$bin" plan --model llama3-8b --gpus 64 --seq 1M >"$tmp/idle-base.txt" 2>/dev/null
+"$bin" plan --model llama3-8b --gpus 64 --seq 1M --format json >"$tmp/idle-base.json" 2>/dev/null
+grep -Eq "^ulysses .* 8 x 8 +yes .* only 2 sequences a step: 6 of its 8 data-parallel replicas idle$" "$tmp/idle-base.txt" ||
+  fail "the a2a baseline does not say its idle replicas: $(grep -A4 '^baseline' "$tmp/idle-base.txt")"
+python3 - "$tmp/idle-base.json" <<'PY' || fail "baselines' busy_replicas"
+import json, sys
+d = json.load(open(sys.argv[1]))
+seqs = d["batch_tokens"] // d["seq_len"]
+for b in d["baselines"]:
+    assert b["busy_replicas"] == min(seqs, b["dp"]), b
+assert any(b["busy_replicas"] < b["dp"] for b in d["baselines"]), d["baselines"]
+PY
+# An a2a plan has no ring: no schedule, load balance or K,V sub-blocks, and its order lists a CP group.
+checked=$((checked + 1))
+"$bin" plan --gpus 16 --seq 512k --cp-comm-type a2a --cp 16 >"$tmp/a2a.txt" 2>/dev/null
+python3 - "$tmp/a2a.txt" <<'PY' || fail "an a2a plan's choices (above)"
+import re, sys
+rows = dict(re.findall(r"^(schedule|order|load balance|kv sub-blocks|micro-batch) {2,}(.*)$", open(sys.argv[1]).read(), re.M))
+assert rows["schedule"] == "-" and rows["load balance"] == "-" and rows["kv sub-blocks"] == "-", rows
+assert "(CP group 0: " in rows["order"] and rows["micro-batch"].endswith("per CP group"), rows
+PY
 checked=$((checked + 1))
 "$bin" plan --gpus 64 --seq 1M --cp 8 --tp 1 >/dev/null 2>"$tmp/idle.err"  # (tp 8 would use the idle GPUs)
 rc=$?
