@@ -131,7 +131,7 @@ rc=$?
 # the one the whole table gives ---
 one=$("$bin" validate --published --entry fa2-a100-gpt3xl-2k) || fail "validate --entry exited $?"
 [[ $one == *"entry fa2-a100-gpt3xl-2k (fit split)"* && $one == *"zero1 (optimizer states sharded)"* &&
-   $one == *"micro-batch                         8 sequences per ring"* ]] || fail "validate --entry: $one"
+   $one == *"micro-batch                         8 sequences per data-parallel replica"* ]] || fail "validate --entry: $one"
 "$bin" validate --published --entry fa2-a100-gpt3xl-2k --format json | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
