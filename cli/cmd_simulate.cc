@@ -17,6 +17,7 @@
 
 #include "cli/commands.h"
 #include "cli/job_options.h"
+#include "cli/plan_report.h"
 #include "cli/self_launch.h"
 #include "cli/table.h"
 #include "planner/cost_model.h"
@@ -99,7 +100,7 @@ std::string report(const Subject& s, const Prediction& p, const sim::Simulation&
                                     std::to_string(c.grad_accum) + " micro-batches)"
                               : std::string()) +
                     " x dp " + std::to_string(c.dp) + ", order " + c.order_name +
-                    (c.cp > 1 ? ", " + std::string(to_string(c.load_balance)) : std::string()) + "\n";
+                    (has_load_balance(c) ? ", " + std::string(to_string(c.load_balance)) : std::string()) + "\n";
   if (!sim.note.empty()) {
     out += "(" + sim.note + ": times, FLOPs and throughput extrapolated to all layers" +
            (sim.fast ? ", ring steps and rings; memory exact; --full replays everything" : "") + ")\n";
