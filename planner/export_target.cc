@@ -155,13 +155,16 @@ std::string placement_comment(const Plan& plan, int gpus_per_node, const std::st
   if (cp == 1) return "";
   const RankPlacement pl = rank_placement(plan, gpus_per_node);
   const int tp = plan.choice.tp;
+  // all_gather and a2a run collectives over a CP group, not a ring that ringmaster orders.
+  const bool ring = plan.choice.strategy == Strategy::kRing || plan.choice.strategy == Strategy::kUsp;
+  const std::string group = ring ? "ring" : "CP group";
   std::string out = tp > 1
-                        ? "# Rank placement: rank r is TP rank r % " + std::to_string(tp) + " of ring position (r / " +
-                              std::to_string(tp) + ") % " + std::to_string(cp) + " (" + mesh +
+                        ? "# Rank placement: rank r is TP rank r % " + std::to_string(tp) + " of " + group +
+                              " position (r / " + std::to_string(tp) + ") % " + std::to_string(cp) + " (" + mesh +
                               "); torchrun starts rank r on node r / " + std::to_string(pl.ranks_per_node) + ".\n"
-                        : "# Rank placement: ring k is ranks k*" + std::to_string(cp) + " .. k*" + std::to_string(cp) +
-                              "+" + std::to_string(cp - 1) + " (" + mesh + "); torchrun starts rank r on node r / " +
-                              std::to_string(pl.ranks_per_node) + ".\n";
+                        : "# Rank placement: " + group + " k is ranks k*" + std::to_string(cp) + " .. k*" +
+                              std::to_string(cp) + "+" + std::to_string(cp - 1) + " (" + mesh +
+                              "); torchrun starts rank r on node r / " + std::to_string(pl.ranks_per_node) + ".\n";
   const int a2a = plan.choice.cp_a2a;
   if (plan.choice.strategy == Strategy::kUsp)  // usp_plan.h's layout, Megatron's level order
     out += "# a2a+p2p: each " + std::to_string(a2a) +

@@ -215,6 +215,10 @@ checked=$((checked + 1))
 "$bin" plan --gpus 16 --seq 1M --target megatron -o "$tmp/a2a.yaml" >/dev/null 2>&1 &&
   "$bin" export --plan "$tmp/a2a.yaml" --to megatron | grep -q -- "--context-parallel-size 8 --cp-comm-type a2a " ||
   fail "plan --target megatron at 1M on 16 GPUs: not exported as --cp-comm-type a2a"
+# Its placement names CP groups: a2a has no ring of its own.
+checked=$((checked + 1))
+"$bin" export --plan "$tmp/a2a.yaml" --to megatron | grep -q "^# Rank placement: .*CP group" ||
+  fail "an a2a plan's export calls its CP groups rings: $("$bin" export --plan "$tmp/a2a.yaml" --to megatron | grep placement)"
 checked=$((checked + 1))
 "$bin" plan --gpus 16 --seq 1M --target torchtitan -o "$tmp/t1m.yaml" >/dev/null 2>&1 &&
   "$bin" export --plan "$tmp/t1m.yaml" --to torchtitan >/dev/null || fail "plan --target torchtitan at 1M then export"
