@@ -18,10 +18,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/plan_report.h"
 #include "cli/self_launch.h"
 #include "planner/atomic_file.h"
 #include "planner/input_error.h"
 #include "planner/input_file.h"
+#include "planner/input_limits.h"
+#include "planner/json_reader.h"
 #include "planner/spec_library.h"
 #include "planner/units.h"
 
@@ -53,29 +56,59 @@ std::string read_library(const std::string& relative) {
 }
 
 // One row per plan, the fields the charts use.
-json plan_rows(const json& plans, const std::string& where) {
+// The table's choice cells, read back into the choice they came from (plan_report.h's cells,
+// as sweep prints them).
+PlanChoice table_choice(const JsonReader& plan, const std::string& where) {
+  PlanChoice c;
+  c.strategy = parse_strategy(plan.str("strategy"), where, plan.field("strategy"));
+  c.cp = plan.count("cp", kMaxGpus);
+  c.dp = plan.count("dp", kMaxGpus);
+  c.tp = plan.count_or("tp", 1, kMaxGpus);
+  c.pp = plan.count_or("pp", 1, kMaxGpus);
+  c.virtual_stages = plan.count_or("virtual_stages", 1, kMaxGpus);
+  if (c.strategy == Strategy::kUsp) {  // Megatron's [a2a degree, ring size]
+    const char* key = "hierarchical_context_parallel_sizes";
+    const std::vector<int64_t> sizes = plan.integers(key, 1, kMaxGpus);
+    if (sizes.size() != 2 || sizes[0] * sizes[1] != c.cp)
+      plan.fail(key, "expected [a2a degree, ring size] whose product is cp " + std::to_string(c.cp));
+    c.cp_a2a = static_cast<int>(sizes[0]);
+  }
+  c.schedule = parse_schedule(plan.str("schedule"), where, plan.field("schedule"));
+  c.load_balance = parse_load_balance(plan.str("load_balance"), where, plan.field("load_balance"));
+  c.checkpointing = parse_checkpointing(plan.str("checkpointing"), where, plan.field("checkpointing"));
+  return c;
+}
+
+json plan_rows(const std::vector<JsonReader>& plans, const std::string& where) {
   json rows = json::array();
-  for (const json& p : plans) {
-    if (!p.contains("predicted") || !p.contains("plan"))
+  for (const JsonReader& p : plans) {
+    if (!p.has("predicted") || !p.has("plan"))
       fail_input(where, "plans[]", "expected plan objects (ringmaster plan/sweep --format json)");
-    const json& pr = p["predicted"];
-    const double limit = load_topology(p["topology"].get<std::string>()).gpu.memory_bytes / kGiB;
-    rows.push_back({{"gpus", p["gpus"]},
-                    {"seq", format_size(p["seq_len"].get<int64_t>())},
-                    {"seq_len", p["seq_len"]},
-                    {"tokens_per_s", pr["tokens_per_s"]},
-                    {"mfu_pct", 100 * pr["mfu"].get<double>()},
-                    {"comm_pct", 100 * pr["comm_overhead"].get<double>()},
-                    {"memory_gib", pr["memory_gib"]},
+    const JsonReader pr = p.object("predicted");
+    const JsonReader mem = pr.object("memory_gib");
+    json memory = json::object();
+    for (const char* k : {"model_states", "layer_buffers", "activations", "working_set", "runtime_reserve", "total"})
+      memory[k] = mem.number(k);
+    const double limit = load_topology(p.str("topology")).gpu.memory_bytes / kGiB;
+    const int gpus = p.count("gpus", kMaxGpus);
+    const int64_t seq_len = p.integer("seq_len", 1, kMaxSeqTokens);
+    const PlanChoice c = table_choice(p.object("plan"), where);
+    rows.push_back({{"gpus", gpus},
+                    {"seq", format_size(seq_len)},
+                    {"seq_len", seq_len},
+                    {"tokens_per_s", pr.number("tokens_per_s")},
+                    {"mfu_pct", 100 * pr.number("mfu")},
+                    {"comm_pct", 100 * pr.number("comm_overhead")},
+                    {"memory_gib", memory},
                     {"limit_gib", limit},
-                    {"fits", pr["fits"]},
-                    {"label", std::to_string(p["gpus"].get<int>()) + " GPUs, " + format_size(p["seq_len"].get<int64_t>())},
-                    {"cp", p["plan"]["cp"]},
-                    {"dp", p["plan"]["dp"]},
-                    {"schedule", p["plan"]["schedule"]},
-                    {"load_balance", p["plan"]["load_balance"]},
-                    {"checkpointing", p["plan"]["checkpointing"]},
-                    {"step_time_s", pr["step_time_s"]}});
+                    {"fits", pr.boolean("fits")},
+                    {"label", std::to_string(gpus) + " GPUs, " + format_size(seq_len)},
+                    {"cp_kind", cp_kind_cell(c)},
+                    {"layout", layout_cell(c)},
+                    {"schedule", has_ring_schedule(c) ? to_string(c.schedule) : "-"},
+                    {"load_balance", has_load_balance(c) ? to_string(c.load_balance) : "-"},
+                    {"checkpointing", to_string(c.checkpointing)},
+                    {"step_time_s", pr.number("step_time_s")}});
   }
   return rows;
 }
@@ -170,18 +203,20 @@ std::string escape_html(const std::string& s) {
 }
 
 std::string plan_table(const json& rows) {
-  std::string t = "<table><tr><th>GPUs</th><th>seq</th><th>cp x dp</th><th>schedule</th><th>balance</th>"
-                  "<th>ckpt</th><th>step (s)</th><th>tokens/s</th><th>MFU %</th><th>comm %</th><th>GiB</th><th>fits</th></tr>\n";
-  char buf[512];
+  std::string t = "<table><tr><th>GPUs</th><th>seq</th><th>cp kind</th><th>cp x dp</th><th>schedule</th>"
+                  "<th>balance</th><th>ckpt</th><th>step (s)</th><th>tokens/s</th><th>MFU %</th><th>comm %</th>"
+                  "<th>GiB</th><th>fits</th></tr>\n";
+  char buf[640];
   for (const json& r : rows) {
     std::snprintf(buf, sizeof buf,
-                  "<tr><td>%d</td><td>%s</td><td>%d x %d</td><td>%s</td><td>%s</td><td>%s</td><td>%.4g</td><td>%.0f</td>"
-                  "<td>%.1f</td><td>%.1f</td><td>%.1f</td><td>%s</td></tr>\n",
-                  r["gpus"].get<int>(), r["seq"].get<std::string>().c_str(), r["cp"].get<int>(), r["dp"].get<int>(),
-                  r["schedule"].get<std::string>().c_str(), r["load_balance"].get<std::string>().c_str(),
-                  r["checkpointing"].get<std::string>().c_str(), r["step_time_s"].get<double>(),
-                  r["tokens_per_s"].get<double>(), r["mfu_pct"].get<double>(), r["comm_pct"].get<double>(),
-                  r["memory_gib"]["total"].get<double>(), r["fits"].get<bool>() ? "yes" : "NO");
+                  "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%.4g</td>"
+                  "<td>%.0f</td><td>%.1f</td><td>%.1f</td><td>%.1f</td><td>%s</td></tr>\n",
+                  r["gpus"].get<int>(), r["seq"].get<std::string>().c_str(), r["cp_kind"].get<std::string>().c_str(),
+                  r["layout"].get<std::string>().c_str(), r["schedule"].get<std::string>().c_str(),
+                  r["load_balance"].get<std::string>().c_str(), r["checkpointing"].get<std::string>().c_str(),
+                  r["step_time_s"].get<double>(), r["tokens_per_s"].get<double>(), r["mfu_pct"].get<double>(),
+                  r["comm_pct"].get<double>(), r["memory_gib"]["total"].get<double>(),
+                  r["fits"].get<bool>() ? "yes" : "NO");
     t += buf;
   }
   return t + "</table>\n";
@@ -195,12 +230,13 @@ struct Report {
 
 Report build_report(const json& in, const std::string& where) {
   Report r;
+  const JsonReader doc(in, where);
   if (in.contains("entries")) {  // validate --published
     json pts = json::array();
-    for (const json& e : in["entries"]) {
-      if (!e["modelled"].get<bool>()) continue;
-      pts.push_back({{"name", e["id"]}, {"measured", e["published"]}, {"predicted", e["predicted"]},
-                     {"unit", e["unit"]}, {"error_pct", 100 * e["error"].get<double>()}});
+    for (const JsonReader& e : doc.objects("entries")) {
+      if (!e.boolean("modelled")) continue;
+      pts.push_back({{"name", e.str("id")}, {"measured", e.number("published")}, {"predicted", e.number("predicted")},
+                     {"unit", e.str("unit")}, {"error_pct", 100 * e.number("error")}});
     }
     r.title = "ringmaster validate --published";
     // Units differ (tokens/s, TFLOP/s, it/s): one chart per unit keeps the axes readable.
@@ -219,7 +255,7 @@ Report build_report(const json& in, const std::string& where) {
     return r;
   }
   if (!in.contains("plans") && in.contains("predicted")) {  // plan
-    const json rows = plan_rows(json::array({in}), where);
+    const json rows = plan_rows({doc}, where);
     r.title = "ringmaster plan";
     r.charts = {memory_chart(rows)};
     r.table = plan_table(rows);
@@ -227,16 +263,20 @@ Report build_report(const json& in, const std::string& where) {
   }
   if (!in.contains("plans") || !in["plans"].is_array() || in["plans"].empty())
     fail_input(where, "plans", "expected the JSON of ringmaster sweep, plan or validate (--format json)");
-  if (in["plans"][0].contains("measured_s")) {  // validate
+  const std::vector<JsonReader> plans = doc.objects("plans");
+  if (plans[0].has("measured_s")) {  // validate
     json pts = json::array();
-    for (const json& p : in["plans"])
-      pts.push_back({{"name", p["plan"]}, {"measured", p["measured_s"]}, {"predicted", p["predicted_s"]},
-                     {"unit", "s per step"}, {"error_pct", 100 * p["error"].get<double>()}});
+    for (const JsonReader& p : plans)
+      pts.push_back({{"name", p.str("plan")},
+                     {"measured", p.number("measured_s")},
+                     {"predicted", p.number("predicted_s")},
+                     {"unit", "s per step"},
+                     {"error_pct", 100 * p.number("error")}});
     r.title = "ringmaster validate";
     r.charts = {accuracy_chart(pts)};
     return r;
   }
-  const json rows = plan_rows(in["plans"], where);  // sweep
+  const json rows = plan_rows(plans, where);  // sweep
   r.title = "ringmaster sweep";
   r.charts = {line_chart("Throughput against GPUs", rows, "tokens_per_s", "tokens/s"),
               line_chart("MFU against GPUs", rows, "mfu_pct", "MFU (%)"), memory_chart(rows), comm_chart(rows)};

@@ -125,6 +125,19 @@ bool has_ring_schedule(const PlanChoice& c) {
 
 bool has_load_balance(const PlanChoice& c) { return c.cp > 1 && c.strategy != Strategy::kUlysses; }
 
+std::string cp_kind_cell(const PlanChoice& c) {
+  if (c.cp == 1) return "-";  // no context parallelism (plan_report's "none")
+  if (c.strategy == Strategy::kUsp) return std::string(cp_comm_type(c.strategy)) + " " + usp_split_text(c);
+  return cp_comm_type(c.strategy);
+}
+
+std::string layout_cell(const PlanChoice& c) {
+  std::string s = std::to_string(c.cp) + " x " + std::to_string(c.dp);
+  if (c.tp > 1) s += ", tp " + std::to_string(c.tp);
+  if (c.pp > 1) s += ", pp " + std::to_string(c.pp) + (c.virtual_stages > 1 ? "/" + std::to_string(c.virtual_stages) : "");
+  return s;
+}
+
 std::string overlap_threshold_table(const Topology& topo, const CostParams& cost, const ModelSpec& model) {
   Table t({{"link class", "", Align::kLeft},
            {"bandwidth", "GB/s", Align::kRight},
@@ -307,12 +320,8 @@ std::vector<std::string> sweep_cells(const Plan& plan, const std::string& seq_as
   }
   return {std::to_string(plan.job.gpus),
           seq_as_typed.empty() ? format_size(plan.job.seq_len) : seq_as_typed,
-          c.cp == 1                    ? std::string("-")  // no context parallelism (plan_report's "none")
-          : c.strategy == Strategy::kUsp ? std::string(cp_comm_type(c.strategy)) + " " + usp_split_text(c)
-                                         : cp_comm_type(c.strategy),
-          std::to_string(c.cp) + " x " + std::to_string(c.dp) + (c.tp > 1 ? ", tp " + std::to_string(c.tp) : "") +
-              (c.pp > 1 ? ", pp " + std::to_string(c.pp) + (c.virtual_stages > 1 ? "/" + std::to_string(c.virtual_stages) : "")
-                        : ""),
+          cp_kind_cell(c),
+          layout_cell(c),
           has_ring_schedule(c) ? to_string(c.schedule) : "-",
           c.order_name,
           has_load_balance(c) ? to_string(c.load_balance) : "-",

@@ -30,6 +30,10 @@ struct ReportHeader {
 // all_gather splits its queries in zigzag chunks.
 bool has_ring_schedule(const PlanChoice& c);
 bool has_load_balance(const PlanChoice& c);
+// The sweep table's "cp kind" cell ("-" at cp 1, Megatron's cp_comm_type, a2a+p2p with its
+// split: "a2a+p2p 8x2") and "cp x dp" cell (with ", tp T" and ", pp P[/virtual stages]").
+std::string cp_kind_cell(const PlanChoice& c);
+std::string layout_cell(const PlanChoice& c);
 
 // The choice, the prediction with its memory breakdown, the baselines, and the overlap
 // threshold of each link class of the topology.

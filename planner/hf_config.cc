@@ -7,6 +7,7 @@
 
 #include "planner/input_error.h"
 #include "planner/input_limits.h"
+#include "planner/json_reader.h"
 
 namespace rm {
 
@@ -23,53 +24,6 @@ struct Architecture {
 constexpr Architecture kArchitectures[] = {
     {"llama", false}, {"mistral", false}, {"qwen2", false}, {"gemma", true}};
 constexpr const char* kActivations[] = {"silu", "swish", "gelu", "gelu_pytorch_tanh", "gelu_new"};
-
-class Reader {
- public:
-  Reader(const json& j, const std::string& source) : j_(j), source_(source) {}
-
-  [[noreturn]] void fail(const std::string& key, const std::string& expected) const {
-    fail_input(source_, key, expected);
-  }
-  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
-  // A count stored as int, range-checked before narrowing (limits: planner/input_limits.h).
-  int count(const char* key, int hi) const {
-    if (!has(key)) fail(key, "missing (required)");
-    return static_cast<int>(integer_at(key, 1, hi));
-  }
-  int count_or(const char* key, int fallback, int hi) const {
-    return has(key) ? static_cast<int>(integer_at(key, 1, hi)) : fallback;
-  }
-  int64_t integer_or(const char* key, int64_t fallback, int64_t hi) const {
-    return has(key) ? integer_at(key, 1, hi) : fallback;
-  }
-  bool boolean_or(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    if (!j_.at(key).is_boolean()) fail(key, "expected true or false (got " + j_.at(key).dump() + ")");
-    return j_.at(key).get<bool>();
-  }
-  std::string str(const char* key) const {
-    if (!has(key)) fail(key, "missing (required)");
-    if (!j_.at(key).is_string()) fail(key, "expected a string (got " + j_.at(key).dump() + ")");
-    return j_.at(key).get<std::string>();
-  }
-
- private:
-  const json& j_;
-  const std::string& source_;
-
-  int64_t integer_at(const char* key, int64_t lo, int64_t hi) const {
-    const json& v = j_.at(key);
-    // An unsigned value above INT64_MAX is out of range, not a negative number.
-    const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi)
-                                                 : v.is_number_integer() && v.get<int64_t>() <= hi;
-    if (!in_range || v.get<int64_t>() < lo) {
-      fail(key, "expected a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " +
-                    v.dump() + ")");
-    }
-    return v.get<int64_t>();
-  }
-};
 
 std::string model_name(const std::string& source) {
   const std::filesystem::path p(source);
@@ -92,7 +46,7 @@ ModelSpec parse_hf_config(const std::string& json_text, const std::string& sourc
     throw InputError(source + ": not valid JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw InputError(source + ": expected a JSON object (a transformers config.json)");
-  const Reader r(j, source);
+  const JsonReader r(j, source);
   const std::string type = r.str("model_type");
   const auto* arch = std::find_if(std::begin(kArchitectures), std::end(kArchitectures),
                                   [&](const Architecture& a) { return type == a.model_type; });

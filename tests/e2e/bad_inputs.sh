@@ -66,6 +66,11 @@ expect_bad "not valid JSON" "huge.json" -- plan --model "$tmp/huge.json" --topol
 printf '{"rows": [1e400]}\n' > "$tmp/huge-part.json"
 expect_bad "not valid JSON" "huge-part.json" -- merge "$tmp/huge-part.json"
 expect_bad "expected JSON" "huge-part.json" -- report "$tmp/huge-part.json" -o "$tmp/r.html"
+# A tool's JSON with a field missing or of the wrong type: named by its path, exit 2.
+printf '{"plans": [{"gpus": 1, "seq_len": 5, "topology": "dgx-a100-ib", "predicted": {}, "plan": {}}]}\n' >"$tmp/part.json"
+expect_bad "plans[0].predicted.memory_gib: missing (required)" "part.json" -- report "$tmp/part.json" -o "$tmp/r.html"
+printf '{"entries": [{"modelled": true, "id": "x", "published": "many"}]}\n' >"$tmp/entries.json"
+expect_bad "entries[0].published: expected a number (got \"many\")" "entries.json" -- report "$tmp/entries.json" -o "$tmp/r.html"
 head -c $((2 * 1024 * 1024)) /dev/zero | tr '\0' '#' > "$tmp/big.yaml"
 expect_bad "larger than the 1 MiB limit for a topology file" "big.yaml" -- plan --model llama2-7b --topology "$tmp/big.yaml" "${job[@]}"
 

@@ -44,6 +44,23 @@ render() {  # render <name> <charts expected>
   [[ -s $artifacts/report-$1.png ]] || fail "no screenshot of $1.html"
 }
 render sweep 4
+# The plan table accounts for every GPU: cp x dp, and tp and pp where the plan has them.
+checked=$((checked + 1))
+python3 - "$tmp/sweep.html" <<'PY' || fail "sweep.html's plan table (above)"
+import re, sys
+rows = re.findall(r"<tr><td>(\d+)</td><td>[^<]*</td><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td>",
+                  open(sys.argv[1]).read())
+assert len(rows) == 9, rows
+for gpus, kind, layout, schedule, balance in rows:
+    m = re.fullmatch(r"(\d+) x (\d+)(?:, tp (\d+))?(?:, pp (\d+)(?:/\d+)?)?", layout)
+    assert m, layout
+    cp, dp, tp, pp = (int(x) if x else 1 for x in m.groups())
+    assert cp * dp * tp * pp == int(gpus), (gpus, layout)
+    # No ring, no schedule; a2a attends over whole sequences: no load balance either.
+    assert (kind == "-") == (cp == 1), (kind, layout)
+    assert schedule == "-" or kind.startswith("p2p") or kind.startswith("a2a+p2p"), (kind, schedule)
+    assert balance == "-" or kind not in ("-", "a2a"), (kind, balance)
+PY
 render plan 1
 units=$(python3 -c 'import json,sys; print(len({e["unit"] for e in json.load(open(sys.argv[1]))["entries"] if e["modelled"]}))' "$tmp/validate.json")
 render validate "$units"
