@@ -1,9 +1,11 @@
 #include "cli/sweep_shard.h"
 
+#include <limits>
 #include <map>
 #include <optional>
 
 #include "planner/input_error.h"
+#include "planner/json_reader.h"
 
 namespace rm::cli {
 
@@ -47,71 +49,74 @@ nlohmann::json merge_sweep_parts(const std::vector<std::pair<std::string, nlohma
   const std::string not_a_part = "not a part of a sharded sweep (expected the JSON of `ringmaster sweep --shard "
                                  "K/N --format json`, with 'plans' and 'shard')";
   std::optional<nlohmann::json> sweep;
-  int count = 0;
-  size_t total = 0;
+  int64_t count = 0, total = 0;
   std::string first_file;
-  std::map<int, std::string> shard_file;           // K -> the file that held it
-  std::vector<std::optional<nlohmann::json>> plans;  // by grid row
+  std::map<int64_t, std::string> shard_file;  // K -> the file that held it
+  // By grid row. A map, not a vector of total_rows: a part's count and total_rows are read
+  // from the file, and rows must be present to merge, so nothing is sized by the claim.
+  std::map<int64_t, nlohmann::json> plans;
   for (const auto& [file, j] : parts) {
     if (!j.is_object() || !j.contains("plans") || !j["plans"].is_array() || !j.contains("shard") ||
         !j["shard"].is_object())
       fail_input(file, "shard", not_a_part);
-    const nlohmann::json& s = j["shard"];
-    for (const char* key : {"index", "count", "total_rows"})
-      if (!s.contains(key) || !s[key].is_number_unsigned())
-        fail_input(file, std::string("shard.") + key, "expected a non-negative integer");
-    if (!s.contains("rows") || !s["rows"].is_array()) fail_input(file, "shard.rows", "expected an array of row indices");
-    if (!s.contains("sweep") || !s["sweep"].is_object()) fail_input(file, "shard.sweep", "expected an object");
+    const JsonReader s = JsonReader(j, file).object("shard");
+    // K and N as sweep --shard takes them (at most 9 digits).
+    const int64_t part_count = s.integer("count", 1, kMaxShards);
+    const int64_t part_total = s.integer("total_rows", 0, std::numeric_limits<int64_t>::max());
+    const int64_t index = s.integer("index", 1, kMaxShards);
+    const std::vector<int64_t> rows = s.integers("rows", 0, std::numeric_limits<int64_t>::max());
+    s.object("sweep");  // an object, compared whole below
+    const nlohmann::json& part_sweep = j["shard"]["sweep"];
     if (!sweep) {
-      sweep = s["sweep"];
-      count = s["count"].get<int>();
-      total = s["total_rows"].get<size_t>();
+      sweep = part_sweep;
+      count = part_count;
+      total = part_total;
       first_file = file;
-      if (count < 1) fail_input(file, "shard.count", "must be >= 1 (got " + std::to_string(count) + ")");
-      plans.assign(total, std::nullopt);
-    } else if (s["sweep"] != *sweep) {
+    } else if (part_sweep != *sweep) {
       fail_input(file, "shard.sweep",
                  "a part of a different sweep than " + first_file + " (they differ in '" +
-                     first_difference(*sweep, s["sweep"]) + "')");
-    } else if (s["count"].get<int>() != count || s["total_rows"].get<size_t>() != total) {
+                     first_difference(*sweep, part_sweep) + "')");
+    } else if (part_count != count || part_total != total) {
       fail_input(file, "shard.count",
-                 "split " + std::to_string(s["count"].get<int>()) + " ways over " +
-                     std::to_string(s["total_rows"].get<size_t>()) + " rows, but " + first_file + " is split " +
-                     std::to_string(count) + " ways over " + std::to_string(total));
+                 "split " + std::to_string(part_count) + " ways over " + std::to_string(part_total) + " rows, but " +
+                     first_file + " is split " + std::to_string(count) + " ways over " + std::to_string(total));
     }
-    const int index = s["index"].get<int>();
-    if (index < 1 || index > count)
+    if (index > count)
       fail_input(file, "shard.index", "must be in 1.." + std::to_string(count) + " (got " + std::to_string(index) + ")");
     if (auto it = shard_file.find(index); it != shard_file.end())
       fail_input(file, "shard.index",
                  "shard " + std::to_string(index) + "/" + std::to_string(count) + " given twice (also " + it->second + ")");
     shard_file[index] = file;
-    const nlohmann::json& rows = s["rows"];
     if (rows.size() != j["plans"].size())
       fail_input(file, "shard.rows",
                  std::to_string(rows.size()) + " row indices for " + std::to_string(j["plans"].size()) + " plans");
     for (size_t i = 0; i < rows.size(); ++i) {
-      if (!rows[i].is_number_unsigned() || rows[i].get<size_t>() >= total)
-        fail_input(file, "shard.rows", "expected row indices below " + std::to_string(total));
-      const size_t row = rows[i].get<size_t>();
-      if (static_cast<int>(row % count) != index - 1)
+      const int64_t row = rows[i];
+      if (row >= total) fail_input(file, "shard.rows", "expected row indices below " + std::to_string(total));
+      if (row % count != index - 1)
         fail_input(file, "shard.rows",
                    "row " + std::to_string(row) + " does not belong to shard " + std::to_string(index) + "/" +
                        std::to_string(count));
-      if (plans[row]) fail_input(file, "shard.rows", "row " + std::to_string(row) + " given twice");
+      if (plans.count(row)) fail_input(file, "shard.rows", "row " + std::to_string(row) + " given twice");
       plans[row] = j["plans"][i];
     }
   }
-  std::string missing;
-  for (int k = 1; k <= count; ++k)
-    if (!shard_file.count(k)) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
-  if (!missing.empty())
+  if (static_cast<int64_t>(shard_file.size()) < count) {
+    // The first few missing shards; walking past the ones given is bounded by the files.
+    std::string missing;
+    int listed = 0;
+    for (int64_t k = 1; k <= count && listed < 8; ++k)
+      if (!shard_file.count(k)) missing += (listed++ == 0 ? "" : ", ") + std::to_string(k);
+    const int64_t more = count - static_cast<int64_t>(shard_file.size()) - listed;
+    if (more > 0) missing += " and " + std::to_string(more) + " more";
     fail_input(kCommandLine, "parts", "shards " + missing + " of " + std::to_string(count) + " missing");
+  }
   nlohmann::json merged = nlohmann::json::array();
-  for (size_t row = 0; row < total; ++row) {
-    if (!plans[row]) fail_input(shard_file[static_cast<int>(row % count) + 1], "shard.rows",
-                                "row " + std::to_string(row) + " missing");
-    merged.push_back(std::move(*plans[row]));
+  for (int64_t row = 0; row < total; ++row) {  // stops at the first missing row: at most the plans given
+    auto it = plans.find(row);
+    if (it == plans.end())
+      fail_input(shard_file[row % count + 1], "shard.rows", "row " + std::to_string(row) + " missing");
+    merged.push_back(std::move(it->second));
   }
   return {{"plans", merged}};
 }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,9 @@ struct SweepShard {
   int count = 1;  // N
   bool holds(size_t row) const { return static_cast<int>(row % static_cast<size_t>(count)) == index - 1; }
 };
+
+// The most shards a sweep splits into (--shard K/N takes N up to 9 digits).
+inline constexpr int64_t kMaxShards = 999'999'999;
 
 // "K/N" with 1 <= K <= N. Throws InputError naming `option` otherwise.
 SweepShard parse_shard(const std::string& text, const std::string& option);

@@ -4,7 +4,7 @@
 # a shard holds every 4th row; more shards than rows gives empty parts that still merge;
 # examples/slurm_sweep.sbatch's array tasks and merge job (run by hand, no Slurm) agree too;
 # bad --shard values, parts of another sweep, a shard twice, a missing shard, a file that is
-# not a part, truncated JSON: exit 2 naming the option or file. Usage: sweep_shard.sh
+# not a part, truncated JSON, counts no sweep has: exit 2 naming the option or file. Usage: sweep_shard.sh
 # <ringmaster> <source-dir>. Exit 77 = skipped.
 set -u
 bin=$1
@@ -101,6 +101,18 @@ import json, sys
 p = json.load(open(sys.argv[1])); p["shard"]["rows"][0] = 1
 json.dump(p, open(sys.argv[2], "w"))' "$tmp/parts/1.json" "$tmp/forged.json"
 expect_bad "row 1 does not belong to shard 1/4" "$tmp/forged.json" -- merge "$tmp/forged.json"
+# Counts claimed by a part are bounded and nothing is sized by them: a trillion rows is a
+# missing row (not an allocation that fails), a count past --shard's 9 digits is refused, and
+# a billion shards with one given lists the first few missing.
+printf '{"plans": [], "shard": {"index": 1, "count": 1, "total_rows": 1000000000000000, "rows": [], "sweep": {}}}' \
+  >"$tmp/trillion.json"
+expect_bad "shard.rows: row 0 missing" "$tmp/trillion.json" -- merge "$tmp/trillion.json"
+printf '{"plans": [], "shard": {"index": 1, "count": 4294967297, "total_rows": 2, "rows": [], "sweep": {}}}' \
+  >"$tmp/wrap.json"
+expect_bad "shard.count: expected a whole number in [1, 999999999] (got 4294967297)" "$tmp/wrap.json" -- merge "$tmp/wrap.json"
+printf '{"plans": [], "shard": {"index": 1, "count": 999999999, "total_rows": 2, "rows": [], "sweep": {}}}' \
+  >"$tmp/billion.json"
+expect_bad "shards 2, 3, 4, 5, 6, 7, 8, 9 and 999999990 more of 999999999 missing" "parts" -- merge "$tmp/billion.json"
 # -o into a missing folder: exit 2, no file left behind.
 expect_bad "cannot write file" "$tmp/no/such" -- merge "$tmp"/parts/*.json -o "$tmp/no/such/m.json"
 
