@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cmath>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -17,6 +16,7 @@
 #include "planner/input_error.h"
 #include "planner/input_file.h"
 #include "planner/input_limits.h"
+#include "planner/json_reader.h"
 #include "planner/trace_events.h"
 
 namespace rm::exec {
@@ -54,75 +54,37 @@ double host_load_average() {
   return one;
 }
 
-namespace {
-
-const nlohmann::json& member(const nlohmann::json& j, const char* key, const std::string& where) {
-  auto it = j.find(key);
-  if (it == j.end()) fail_input(where, key, "missing");
-  return *it;
-}
-
-std::string text_field(const nlohmann::json& j, const char* key, const std::string& where) {
-  const nlohmann::json& v = member(j, key, where);
-  if (!v.is_string()) fail_input(where, key, "expected a string (got " + v.dump() + ")");
-  return v.get<std::string>();
-}
-
-// A whole number in [lo, hi], range-checked before it is narrowed to int.
-int int_field(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi, const std::string& where) {
-  const nlohmann::json& v = member(j, key, where);
-  const std::string expected =
-      "expected a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " + v.dump() + ")";
-  if (!v.is_number_integer()) fail_input(where, key, expected);
-  const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi)
-                                               : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
-  if (!in_range) fail_input(where, key, expected);
-  return static_cast<int>(v.get<int64_t>());
-}
-
-double number_field(const nlohmann::json& j, const char* key, double lo, double hi, const std::string& where) {
-  const nlohmann::json& v = member(j, key, where);
-  const double x = v.is_number() ? v.get<double>() : std::nan("");
-  if (!(x >= lo && x <= hi)) {
-    std::ostringstream expected;
-    expected << "expected a number in [" << lo << ", " << hi << "] (got " << v.dump() << ")";
-    fail_input(where, key, expected.str());
-  }
-  return x;
-}
-
-}  // namespace
-
 Measurement measurement_from_json(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) throw InputError(where + ": expected a JSON object per line");
+  const JsonReader r(j, where);
   // Ranks and positions within the GPU limit, tiles as the plan reader allows them, times up
   // to 1e6 s (11 days) and work up to 1e21 FLOPs or 2^50 bytes per op, so sums of them stay
   // finite (one record of 1e308 s once gave a profile with r2 = nan).
   constexpr int kMaxInt = std::numeric_limits<int>::max();
+  auto whole = [&](const char* key, int lo, int hi) { return static_cast<int>(r.integer(key, lo, hi)); };
   Measurement m;
-  m.rank = int_field(j, "rank", 0, kMaxGpus - 1, where);
-  m.ring = int_field(j, "ring", 0, kMaxGpus - 1, where);
-  m.position = int_field(j, "position", 0, kMaxGpus - 1, where);
-  m.iteration = int_field(j, "iteration", 0, kMaxInt, where);
-  m.op = int_field(j, "op", 0, kMaxInt, where);
-  const auto pass = text_field(j, "pass", where);
-  if (pass != "forward" && pass != "backward")
-    fail_input(where, "pass", "expected forward or backward (got '" + pass + "')");
+  m.rank = whole("rank", 0, kMaxGpus - 1);
+  m.ring = whole("ring", 0, kMaxGpus - 1);
+  m.position = whole("position", 0, kMaxGpus - 1);
+  m.iteration = whole("iteration", 0, kMaxInt);
+  m.op = whole("op", 0, kMaxInt);
+  const auto pass = r.str("pass");
+  if (pass != "forward" && pass != "backward") r.fail("pass", "expected forward or backward (got '" + pass + "')");
   m.backward = pass == "backward";
-  m.layer = int_field(j, "layer", -1, kMaxInt, where);  // -1: ops outside the layers
-  m.step = int_field(j, "step", -1, kMaxInt, where);
-  m.kind = text_field(j, "kind", where);
-  m.block_q = int_field(j, "block_q", 0, kMaxBlockTokens, where);
-  m.block_kv = int_field(j, "block_kv", 0, kMaxBlockTokens, where);
-  m.head_dim = int_field(j, "head_dim", 0, 1 << 14, where);
-  m.flops = number_field(j, "flops", 0, 1e21, where);
-  m.useful_flops = number_field(j, "useful_flops", 0, 1e21, where);
-  m.bytes = number_field(j, "bytes", 0, 0x1p50, where);
-  m.peer = int_field(j, "peer", -1, kMaxGpus - 1, where);
-  m.request = int_field(j, "request", -1, kMaxInt, where);
-  m.start = number_field(j, "start", -1e6, 1e6, where);
-  m.seconds = number_field(j, "seconds", 0, 1e6, where);
-  if (j.contains("load1")) m.load1 = number_field(j, "load1", 0, 1e6, where);
+  m.layer = whole("layer", -1, kMaxInt);  // -1: ops outside the layers
+  m.step = whole("step", -1, kMaxInt);
+  m.kind = r.str("kind");
+  m.block_q = whole("block_q", 0, kMaxBlockTokens);
+  m.block_kv = whole("block_kv", 0, kMaxBlockTokens);
+  m.head_dim = whole("head_dim", 0, 1 << 14);
+  m.flops = r.number("flops", 0, 1e21);
+  m.useful_flops = r.number("useful_flops", 0, 1e21);
+  m.bytes = r.number("bytes", 0, 0x1p50);
+  m.peer = whole("peer", -1, kMaxGpus - 1);
+  m.request = whole("request", -1, kMaxInt);
+  m.start = r.number("start", -1e6, 1e6);
+  m.seconds = r.number("seconds", 0, 1e6);
+  if (r.has("load1")) m.load1 = r.number("load1", 0, 1e6);
   return m;
 }
 

@@ -1,6 +1,7 @@
 #include "planner/json_reader.h"
 
 #include <cmath>
+#include <sstream>
 #include <utility>
 
 #include "planner/input_error.h"
@@ -60,6 +61,17 @@ double JsonReader::number(const char* key) const {
   const json& v = at(key);
   if (!v.is_number() || !std::isfinite(v.get<double>())) fail(key, "expected a number (got " + v.dump() + ")");
   return v.get<double>();
+}
+
+double JsonReader::number(const char* key, double lo, double hi) const {
+  const json& v = at(key);
+  const double x = v.is_number() ? v.get<double>() : std::nan("");
+  if (!(x >= lo && x <= hi)) {
+    std::ostringstream expected;
+    expected << "expected a number in [" << lo << ", " << hi << "] (got " << v.dump() << ")";
+    fail(key, expected.str());
+  }
+  return x;
 }
 
 bool JsonReader::boolean(const char* key) const {

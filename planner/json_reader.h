@@ -30,8 +30,9 @@ class JsonReader {
   int64_t integer_or(const char* key, int64_t fallback, int64_t hi) const;
   // A whole number in [lo, hi], required.
   int64_t integer(const char* key, int64_t lo, int64_t hi) const;
-  // A finite number, required.
+  // A finite number, required; or one in [lo, hi].
   double number(const char* key) const;
+  double number(const char* key, double lo, double hi) const;
   bool boolean(const char* key) const;
   bool boolean_or(const char* key, bool fallback) const;
   std::string str(const char* key) const;
