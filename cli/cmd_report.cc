@@ -55,7 +55,6 @@ std::string read_library(const std::string& relative) {
   return ss.str();
 }
 
-// One row per plan, the fields the charts use.
 // The table's choice cells, read back into the choice they came from (plan_report.h's cells,
 // as sweep prints them).
 PlanChoice table_choice(const JsonReader& plan, const std::string& where) {
@@ -79,6 +78,7 @@ PlanChoice table_choice(const JsonReader& plan, const std::string& where) {
   return c;
 }
 
+// One row per plan, the fields the charts and the table use.
 json plan_rows(const std::vector<JsonReader>& plans, const std::string& where) {
   json rows = json::array();
   for (const JsonReader& p : plans) {
