@@ -111,8 +111,8 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
                    "activation checkpointing: none, selective or full (Megatron's --recompute-granularity, "
                    "torchtitan's activation_checkpoint.mode)");
   pins->add_option("--micro-batch,--micro-batch-size", o.micro_batch,
-                   "sequences per ring per micro-step (step workload; Megatron's --micro-batch-size): at most a "
-                   "data-parallel replica's share of the batch");
+                   "sequences per micro-step on each data-parallel replica, its ring or CP group (step workload; "
+                   "Megatron's --micro-batch-size): at most the replica's share of the batch");
   pins->add_option("--sharding", o.sharding,
                    "data-parallel sharding: ddp (replicated), zero1 (optimizer states sharded; Megatron "
                    "--use-distributed-optimizer), zero2 (+ grads), fsdp (+ params; ZeRO-3) or hsdp "

@@ -14,7 +14,7 @@
 //   recompute     selective: --recompute-granularity selective --recompute-modules mlp
 //                 (the FFN activations, what our `selective` drops); full: granularity
 //                 full, method uniform, 1 layer per checkpoint
-//   batch         --micro-batch-size (sequences per ring per micro-step)
+//   batch         --micro-batch-size (sequences per data-parallel replica per micro-step)
 //                 --global-batch-size (sequences per optimizer step) --seq-length
 //   model         --num-layers --hidden-size --ffn-hidden-size --num-attention-heads
 //                 [--group-query-attention --num-query-groups] [--kv-channels] [--swiglu]

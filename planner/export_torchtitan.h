@@ -1,6 +1,7 @@
 // A plan as a torchtitan job config (TOML): the sections a plan decides.
 //
-//   [training]              seq_len, local_batch_size (sequences per ring per micro-step),
+//   [training]              seq_len, local_batch_size (sequences per data-parallel replica
+//                           per micro-step),
 //                           global_batch_size (sequences per optimizer step; torchtitan
 //                           accumulates gradients over global / (local x dp) micro-steps)
 //   [parallelism]           data_parallel_shard_degree = dp (FSDP over dp x cp, as the

@@ -14,9 +14,10 @@
 //              (ring -> contiguous, zigzag, striped), the entry's checkpointing; tiles are
 //              the planner's pick (the sources' kernels choose their own; for the attention
 //              workload the fastest: the planner's step memory does not apply to a kernel
-//              benchmark); a step's micro_batch (sequences per ring per micro-step), so
-//              grad_accum = global_batch / (dp x micro_batch); precision fp8: float8
-//              linear layers at the GPU's fp8 rate (linear_precision.h).
+//              benchmark); a step's micro_batch (sequences per data-parallel replica
+//              per micro-step), so grad_accum = global_batch / (dp x micro_batch);
+//              precision fp8: float8 linear layers at the GPU's fp8 rate
+//              (linear_precision.h).
 // An entry the planner cannot express yet is not modelled, with every reason that applies:
 // fp8 on a GPU without an fp8 rate, cp_kind a2a+p2p, a GPU without a topology (or more
 // GPUs than it holds), sharding other than FSDP, unstated checkpointing of a step, a FLOP
