@@ -44,10 +44,15 @@ std::string profile_beside(const std::string& plan_path) {
   return base + ".profile.yaml";
 }
 
+// Whether a runner-up is the pick again (the pick may be another CP kind than the p2p rings
+// the runners-up are searched over, at the same cp; a plan without a ring has no schedule,
+// load balance or K,V sub-blocks to tell it apart, whatever its fields hold).
 bool same_shape(const PlanChoice& a, const PlanChoice& b) {
-  return a.cp == b.cp && a.schedule == b.schedule && a.load_balance == b.load_balance &&
-         a.order == b.order && a.block_q == b.block_q && a.block_kv == b.block_kv &&
-         a.checkpointing == b.checkpointing && a.kv_subblocks == b.kv_subblocks;
+  if (a.strategy != b.strategy || a.tp != b.tp || a.pp != b.pp || a.cp != b.cp || a.order != b.order ||
+      a.block_q != b.block_q || a.block_kv != b.block_kv || a.checkpointing != b.checkpointing)
+    return false;
+  if (has_ring_schedule(a) && (a.schedule != b.schedule || a.kv_subblocks != b.kv_subblocks)) return false;
+  return !has_load_balance(a) || a.load_balance == b.load_balance;
 }
 
 std::vector<Plan> runners_up(Planner& planner, const ResolvedJob& r, const Plan& best, int k) {
@@ -71,9 +76,11 @@ std::vector<Plan> runners_up(Planner& planner, const ResolvedJob& r, const Plan&
           // This combination cannot run the job (divisibility, schedule shape): not a runner-up.
         }
       }
+  // By throughput, as the search ranks plans: a step's batch differs with dp where the
+  // workload is attention (dp sequences at once), so step times do not compare.
   std::stable_sort(alts.begin(), alts.end(), [](const Plan& a, const Plan& b) {
     if (a.predicted.fits != b.predicted.fits) return a.predicted.fits;
-    return a.predicted.step_time_s < b.predicted.step_time_s;
+    return a.predicted.tokens_per_s > b.predicted.tokens_per_s;
   });
   if (static_cast<int>(alts.size()) > k) alts.resize(k);
   return alts;
@@ -81,11 +88,11 @@ std::vector<Plan> runners_up(Planner& planner, const ResolvedJob& r, const Plan&
 
 std::string runners_up_table(const Plan& best, const std::vector<Plan>& alts) {
   std::vector<Column> cols = sweep_columns();
-  cols.push_back({"vs pick", "%", Align::kRight});
+  cols.push_back({"vs pick", "% tokens/s", Align::kRight});
   Table t(cols);
   auto row = [&](const Plan& p) {
     auto cells = sweep_cells(p);
-    cells.push_back(fixed((p.predicted.step_time_s / best.predicted.step_time_s - 1) * 100, 1));
+    cells.push_back(fixed((p.predicted.tokens_per_s / best.predicted.tokens_per_s - 1) * 100, 1));
     t.add_row(cells);
   };
   row(best);

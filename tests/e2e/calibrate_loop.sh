@@ -31,6 +31,21 @@ job=(--model tiny --topology cpu-local --gpus 2)
 if expect_exit 0 tune.log "$bin" tune "${job[@]}" --seq 1k --grid small -o plan.yaml; then
   [[ -s plan.profile.yaml ]] || fail "tune did not write the profile it calibrated (plan.profile.yaml)"
   grep -q "runners-up" tune.log || fail "tune printed no runners-up"
+  # The runners-up are other plans than the pick, and none beats it (ranked by throughput:
+  # a cp 1 x dp 2 pick runs two sequences a step where a ring of 2 runs one).
+  python3 - tune.log <<'PY' || fail "tune's runners-up (above)"
+import sys
+table = open(sys.argv[1]).read().split("the pick and the runners-up")[1].splitlines()
+header, rows = table[1], [l for l in table[3:] if l.strip() and l.split()[0].isdigit()]
+assert len(rows) >= 2, rows
+vs = [float(l.split()[-1]) for l in rows]
+print(f"tune: pick and {len(rows) - 1} runners-up, vs pick {vs[1:]} % tokens/s")
+assert vs[0] == 0 and all(v <= 0 for v in vs[1:]), vs
+# Each row's choices and figures up to its fits cell (the flash-fsdp cell is the pick's alone).
+end = header.index("fits") + len("fits")
+cells = [l[:end] for l in rows]
+assert len(set(cells)) == len(cells), rows
+PY
   grep -q "^workload: attention" plan.yaml || fail "tune's plan for this machine is not an attention workload"
 fi
 # The tuned plan runs.
