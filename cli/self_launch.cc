@@ -61,7 +61,16 @@ void check_output_path(const std::string& path, const char* flag) {
 void relaunch_under_mpirun(int np, const std::vector<std::string>& args) {
   std::vector<std::string> all{"mpirun", "-np", std::to_string(np)};
   if (geteuid() == 0) all.push_back("--allow-run-as-root");
-  if (np > static_cast<int>(std::thread::hardware_concurrency())) all.push_back("--oversubscribe");
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  if (np > cores) {
+    all.push_back("--oversubscribe");
+    // A plan prices one device per rank; ranks sharing cores wait for one, and what they
+    // measure (run, validate, calibrate) says so only here.
+    std::fprintf(stderr,
+                 "ringmaster: warning: %d ranks on the %d cores of this machine (mpirun --oversubscribe): ranks wait "
+                 "for a core, so times measured here exceed what a plan for %d devices predicts\n",
+                 np, cores, np);
+  }
   for (const char* a : {"--bind-to", "none", "-x", "OMP_NUM_THREADS=1"}) all.push_back(a);
   if (std::getenv("RINGMASTER_FAULT") != nullptr) {
     all.push_back("-x");

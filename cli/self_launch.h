@@ -19,7 +19,8 @@ void check_output_path(const std::string& path, const char* flag);
 // Runs
 //   mpirun -np <np> [--allow-run-as-root] [--oversubscribe] --bind-to none
 //          -x OMP_NUM_THREADS=1 [-x RINGMASTER_FAULT] <this binary> <args...>
-// (--allow-run-as-root as root, --oversubscribe when np exceeds the cores) with its stderr
+// (--allow-run-as-root as root, --oversubscribe when np exceeds the cores, with a warning
+// that times measured so are not a plan's for np devices) with its stderr
 // through the relay (mpirun_relay.h: no Open MPI banners, one line per rank), interrupts
 // handed on, and exits with its status.
 [[noreturn]] void relaunch_under_mpirun(int np, const std::vector<std::string>& args);
