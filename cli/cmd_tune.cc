@@ -3,9 +3,10 @@
 // this machine (a cpu-local topology), plan with the profile, print the pick and its
 // runners-up, write plan.yaml for `ringmaster run`.
 //
-// Runners-up are the best plan of each other (ring size, schedule, load balance), found
-// by the same search with those choices pinned, so they differ from the pick in a way a
-// person would weigh, not only in a tile size.
+// Runners-up are the best plan of each other (CP kind, cp) and of each other (ring size,
+// schedule, load balance), found by the same search with those choices pinned, so they
+// differ from the pick in a way a person would weigh, not only in a tile size; ranked by
+// throughput, as the search ranks plans.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -57,7 +58,25 @@ bool same_shape(const PlanChoice& a, const PlanChoice& b) {
 
 std::vector<Plan> runners_up(Planner& planner, const ResolvedJob& r, const Plan& best, int k) {
   std::vector<Plan> alts;
-  const std::vector<int> cps = r.pins.cp ? std::vector<int>{*r.pins.cp} : divisors(r.job.gpus);
+  std::vector<int> cps = r.pins.cp ? std::vector<int>{*r.pins.cp} : divisors(r.job.gpus);
+  auto offer = [&](const SearchPins& pins, bool ring) {
+    try {
+      Plan p = ring ? planner.best_ring_plan(r.job, pins) : planner.best_plan(r.job, pins);
+      if (!same_shape(p.choice, best.choice)) alts.push_back(std::move(p));
+    } catch (const InputError&) {
+      // This combination cannot run the job (divisibility, schedule shape, heads): not a runner-up.
+    }
+  };
+  // The collective kinds at each cp (cp 1 has none: the ring loop's cp 1 plan stands for it).
+  for (int cp : cps)
+    for (Strategy kind : {Strategy::kAllGatherCp, Strategy::kUlysses, Strategy::kUsp}) {
+      if (cp == 1 || (r.pins.cp_comm_type && *r.pins.cp_comm_type != kind)) continue;
+      SearchPins pins = r.pins;
+      pins.cp = cp;
+      pins.cp_comm_type = kind;
+      offer(pins, false);
+    }
+  if (r.pins.cp_comm_type && *r.pins.cp_comm_type != Strategy::kRing) cps.clear();
   for (int cp : cps)
     for (Schedule s : {Schedule::kFlat, Schedule::kBidirectional, Schedule::kTwoLevel})
       for (LoadBalance lb : {LoadBalance::kContiguous, LoadBalance::kStriped, LoadBalance::kZigzag}) {
@@ -69,12 +88,7 @@ std::vector<Plan> runners_up(Planner& planner, const ResolvedJob& r, const Plan&
         pins.cp = cp;
         pins.schedule = s;
         pins.load_balance = lb;
-        try {
-          Plan p = planner.best_ring_plan(r.job, pins);
-          if (!same_shape(p.choice, best.choice)) alts.push_back(std::move(p));
-        } catch (const InputError&) {
-          // This combination cannot run the job (divisibility, schedule shape): not a runner-up.
-        }
+        offer(pins, true);
       }
   // By throughput, as the search ranks plans: a step's batch differs with dp where the
   // workload is attention (dp sequences at once), so step times do not compare.
@@ -142,7 +156,8 @@ void run_tune(TuneOptions o, bool workload_given) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::fputs(plan_report(best, r.topology, r.cost, r.model, false).c_str(), stdout);
-    std::printf("\nthe pick and the runners-up (best plan of each other ring size, schedule and load balance)\n");
+    std::printf("\nthe pick and the runners-up (the best plan of each other CP kind and size, and of each ring "
+                "size, schedule and load balance)\n");
     std::fputs(runners_up_table(best, alts).c_str(), stdout);
   }
   write_plan_yaml(best, o.out);
