@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/plan_report.h"
 #include "cli/table.h"
 #include "planner/input_error.h"
 #include "planner/input_limits.h"
@@ -79,7 +80,16 @@ std::string op_size(const Op& op) {
   return "";
 }
 
-std::string rank_table(const OpSchedule& s, const RankSchedule& rs) {
+// "rank 3 (ring 0, position 3)"; a CP group of all_gather or a2a is not a ring, and at cp 1
+// the rank is its data-parallel replica alone.
+std::string rank_name(const PlanChoice& c, const RankSchedule& rs) {
+  const std::string rank = "rank " + std::to_string(rs.gpu);
+  if (c.cp == 1) return rank + " (data-parallel replica " + std::to_string(rs.ring) + ")";
+  return rank + " (" + (has_ring_schedule(c) ? "ring " : "CP group ") + std::to_string(rs.ring) + ", position " +
+         std::to_string(rs.position) + ")";
+}
+
+std::string rank_table(const OpSchedule& s, const PlanChoice& c, const RankSchedule& rs) {
   Table t({{"op", "", Align::kRight},
            {"kind", "", Align::kLeft},
            {"layer", "", Align::kRight},
@@ -112,8 +122,7 @@ std::string rank_table(const OpSchedule& s, const RankSchedule& rs) {
                p2p ? std::to_string(op.peer) : "", is_transfer(op) ? std::to_string(op.tag) : "",
                op_size(op), label, b ? to_string(b->role) : "", req});
   }
-  return "rank " + std::to_string(rs.gpu) + " (ring " + std::to_string(rs.ring) + ", position " +
-         std::to_string(rs.position) + "): " + std::to_string(rs.ops.size()) + " ops\n" + t.render();
+  return rank_name(c, rs) + ": " + std::to_string(rs.ops.size()) + " ops\n" + t.render();
 }
 
 void run_schedule(const ScheduleCliOptions& o) {
@@ -156,7 +165,7 @@ void run_schedule(const ScheduleCliOptions& o) {
   } else {
     std::string out = "ringmaster schedule: " + o.plan_path + ", " + std::to_string(gpus) + " ranks" +
                       (s.note.empty() ? "" : " (" + s.note + ")") + "\n";
-    for (const RankSchedule* rs : shown) out += "\n" + rank_table(s, *rs);
+    for (const RankSchedule* rs : shown) out += "\n" + rank_table(s, l.plan.choice, *rs);
     out += "\nmessage contract (each link pairs sends and receives in posting order): " +
            (violation.empty() ? std::string("ok") : "BROKEN: " + violation) + "\n";
     std::fputs(out.c_str(), stdout);

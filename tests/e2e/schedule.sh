@@ -52,6 +52,15 @@ out=$("$bin" schedule --plan plan.yaml --rank 1 2>&1) || fail "table: exit $?"
 [[ $out == *"rank 1 (ring 0, position 1)"* && $out == *"message contract"*": ok"* ]] \
   || fail "table: missing rank header or contract line: $out"
 [[ $out == *"own_grad"* && $out == *"dkv_accumulator"* ]] || fail "table: no own_grad / roles"
+# An a2a plan's ranks sit in a CP group, not a ring; a cp 1 plan's are data-parallel replicas.
+"$bin" plan --model tiny --topology cpu-local --gpus 2 --cp-comm-type a2a --cp 2 --seq 1k --workload attention \
+  -o a2a.yaml >/dev/null 2>&1 || fail "plan --cp-comm-type a2a: exit $?"
+out=$("$bin" schedule --plan a2a.yaml --rank 1 2>&1)
+[[ $out == *"rank 1 (CP group 0, position 1)"* ]] || fail "a2a table: rank header: $(echo "$out" | head -3)"
+"$bin" plan --model tiny --topology cpu-local --gpus 2 --cp 1 --seq 1k --workload attention -o dp.yaml >/dev/null 2>&1 ||
+  fail "plan --cp 1: exit $?"
+out=$("$bin" schedule --plan dp.yaml --rank 1 2>&1)
+[[ $out == *"rank 1 (data-parallel replica 1)"* ]] || fail "cp 1 table: rank header: $(echo "$out" | head -3)"
 
 out=$("$bin" schedule --plan plan.yaml --rank 9 2>&1)
 rc=$?
