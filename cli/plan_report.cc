@@ -119,12 +119,6 @@ const char* whole_loss_text(WholeLoss loss) {
 
 }  // namespace
 
-bool has_ring_schedule(const PlanChoice& c) {
-  return c.cp > 1 && (c.strategy == Strategy::kRing || c.strategy == Strategy::kUsp);
-}
-
-bool has_load_balance(const PlanChoice& c) { return c.cp > 1 && c.strategy != Strategy::kUlysses; }
-
 std::string cp_kind_cell(const PlanChoice& c) {
   if (c.cp == 1) return "-";  // no context parallelism (plan_report's "none")
   if (c.strategy == Strategy::kUsp) return std::string(cp_comm_type(c.strategy)) + " " + usp_split_text(c);

@@ -24,12 +24,6 @@ struct ReportHeader {
   std::vector<std::string> notes;
 };
 
-// Whether K,V pass around a ring that has a schedule and K,V sub-blocks (p2p, or a2a+p2p's
-// ring across nodes): not at cp 1, where there is no context parallelism. Whether the plan
-// has a load balance: a2a's GPUs each attend over whole sequences (for their heads), where
-// all_gather splits its queries in zigzag chunks.
-bool has_ring_schedule(const PlanChoice& c);
-bool has_load_balance(const PlanChoice& c);
 // The sweep table's "cp kind" cell ("-" at cp 1, Megatron's cp_comm_type, a2a+p2p with its
 // split: "a2a+p2p 8x2") and "cp x dp" cell (with ", tp T" and ", pp P[/virtual stages]").
 std::string cp_kind_cell(const PlanChoice& c);

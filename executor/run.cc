@@ -75,9 +75,10 @@ std::string describe_plan(const std::string& path, const LoadedPlanFile& lp, int
   const ModelSpec& m = lp.model;
   std::ostringstream o;
   o << "# ringmaster run: " << path << ": " << m.name << " on " << lp.topology.name << ", "
-    << ranks << " ranks = ring " << p.choice.cp << " x dp " << p.choice.dp << ", "
+    << ranks << " ranks = cp " << p.choice.cp << " x dp " << p.choice.dp << ", "
     << cp_exchange_text(p.choice) << " (" << p.choice.order_name << " order), "
-    << to_string(p.choice.load_balance) << ", " << (p.job.causal ? "causal" : "non-causal")
+    << (has_load_balance(p.choice) ? std::string(to_string(p.choice.load_balance)) + ", " : "")
+    << (p.job.causal ? "causal" : "non-causal")
     << "\n#   N = " << p.job.seq_len << " tokens (c = " << p.job.seq_len / p.choice.cp
     << " per rank), d = " << m.head_dim << ", h = " << m.heads << ", h_kv = " << m.kv_heads
     << ", tiles " << p.choice.block_q << " x " << p.choice.block_kv << ", kv sub-blocks "
@@ -91,7 +92,7 @@ int run_body(const RunOptions& opt, int rank, int size) {
   const Plan& plan = lp.plan;
   if (size != plan.job.gpus)
     fail_input(opt.plan_path, "gpus",
-               "the plan is for " + std::to_string(plan.job.gpus) + " ranks (ring " +
+               "the plan is for " + std::to_string(plan.job.gpus) + " ranks (cp " +
                    std::to_string(plan.choice.cp) + " x dp " + std::to_string(plan.choice.dp) +
                    ") but the MPI world has " + std::to_string(size) + "; run with --np " +
                    std::to_string(plan.job.gpus));

@@ -118,13 +118,14 @@ std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences,
   char line[4096];  // two paths and the state's text
   std::snprintf(
       line, sizeof line,
-      "# ringmaster train: %s: %s (%.2fM params) on %s, %d ranks = ring %d x dp %d, %s, %s\n"
+      "# ringmaster train: %s: %s (%.2fM params) on %s, %d ranks = cp %d x dp %d, %s%s\n"
       "#   N = %lld tokens, %lld sequences per step (micro-batch %d x grad-accum %d x dp %d), "
       "AdamW lr %.3g (warm-up %d), data %s\n"
       "#   model state %s; '%s' activation checkpointing%s, gradients reduced in %s%s\n",
       opt.plan_path.c_str(), in.lp.model.name.c_str(), in.model.num_params() / 1e6,
       in.lp.topology.name.c_str(), p.job.gpus, p.choice.cp, p.choice.dp,
-      cp_exchange_text(p.choice).c_str(), to_string(p.choice.load_balance),
+      cp_exchange_text(p.choice).c_str(),
+      has_load_balance(p.choice) ? (std::string(", ") + to_string(p.choice.load_balance)).c_str() : "",
       static_cast<long long>(p.job.seq_len), static_cast<long long>(sequences),
       p.choice.micro_batch, p.choice.grad_accum, p.choice.dp, opt.optimizer.lr,
       opt.optimizer.warmup_steps, opt.synthetic_data ? "synthetic (run)" : opt.data_path.c_str(),

@@ -207,6 +207,13 @@ struct PlanChoice {
 // How a plan's context-parallel ranks exchange K,V, in words (run's and train's headers):
 // "flat ring", "all_gather (K,V gathered around the ring, dK,dV reduce-scattered)"...
 std::string cp_exchange_text(const PlanChoice& c);
+// Whether K,V pass around a ring that has a schedule and K,V sub-blocks (p2p, or a2a+p2p's
+// ring across nodes): not at cp 1, where there is no context parallelism. Whether the plan
+// has a load balance: a2a's GPUs each attend over whole sequences (for their heads), where
+// all_gather splits its queries in zigzag chunks. A plan without one keeps the field as the
+// search left it (Megatron keeps --cp-comm-type at CP 1); reports print "-".
+bool has_ring_schedule(const PlanChoice& c);
+bool has_load_balance(const PlanChoice& c);
 
 // Sequences each ring runs through a layer per micro-step: the plan's micro-batch for a
 // step workload, one otherwise (the cost model, the schedule generator and the GEMM size

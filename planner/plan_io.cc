@@ -146,7 +146,14 @@ Strategy parse_cp_comm_type(const std::string& s, const std::string& where, cons
   fail_input(where, field, "expected one of p2p, all_gather, a2a, a2a+p2p (got '" + s + "')");
 }
 
+bool has_ring_schedule(const PlanChoice& c) {
+  return c.cp > 1 && (c.strategy == Strategy::kRing || c.strategy == Strategy::kUsp);
+}
+
+bool has_load_balance(const PlanChoice& c) { return c.cp > 1 && c.strategy != Strategy::kUlysses; }
+
 std::string cp_exchange_text(const PlanChoice& c) {
+  if (c.cp == 1) return "no context parallelism";
   const std::string ring = std::string(to_string(c.schedule)) + " ring";
   switch (c.strategy) {
     case Strategy::kAllGatherCp: return "all_gather (K,V gathered around the ring, dK,dV reduce-scattered)";
