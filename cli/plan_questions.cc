@@ -54,7 +54,7 @@ std::string plan_shortfall(const Plan& plan) {
   if (busy < plan.choice.dp)
     return "data parallel " + std::to_string(plan.choice.dp) + " is larger than the " + std::to_string(busy) +
            " sequences per step: " + std::to_string(plan.choice.dp - busy) + " of " + std::to_string(plan.choice.dp) +
-           " rings idle; use fewer GPUs (--min-gpus), a larger ring (--cp) or a larger --batch-tokens";
+           " data-parallel replicas idle; use fewer GPUs (--min-gpus), a larger --cp or a larger --batch-tokens";
   return "";
 }
 

@@ -32,7 +32,7 @@ nlohmann::json training_run_json(const TrainingRun& t);
 std::vector<int> min_gpus_candidates(int max_gpus, int gpus_per_node);
 
 // Why the plan leaves the user short ("" when it does not): it does not fit in GPU memory,
-// or data parallel is larger than the sequences per step (dp - sequences rings idle).
+// or data parallel is larger than the sequences per step (dp - sequences replicas idle).
 std::string plan_shortfall(const Plan& plan);
 
 // "10%" or "10" -> 0.10. Throws InputError naming `field` unless in [0, 90] percent.

@@ -169,7 +169,7 @@ PY
 checked=$((checked + 1))
 "$bin" plan --gpus 64 --seq 1M --cp 8 --tp 1 >/dev/null 2>"$tmp/idle.err"  # (tp 8 would use the idle GPUs)
 rc=$?
-[[ $rc -eq 1 ]] && grep -q "rings idle" "$tmp/idle.err" || fail "idle GPUs: exit $rc (want 1): $(cat "$tmp/idle.err")"
+[[ $rc -eq 1 ]] && grep -q "data-parallel replicas idle" "$tmp/idle.err" || fail "idle GPUs: exit $rc (want 1): $(cat "$tmp/idle.err")"
 expect_bad "required" "--gpus" -- plan --seq 1M
 expect_bad "add --min-gpus" "--target-step-time" -- plan --gpus 16 --seq 1M --target-step-time 3
 expect_bad "add --train-tokens" "--gpu-hour-cost" -- plan --gpus 16 --seq 1M --gpu-hour-cost 2
