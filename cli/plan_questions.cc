@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/plan_report.h"
 #include "cli/table.h"
 #include "planner/cost_model.h"
 #include "planner/input_error.h"
@@ -50,11 +51,9 @@ std::vector<int> min_gpus_candidates(int max_gpus, int gpus_per_node) {
 
 std::string plan_shortfall(const Plan& plan) {
   if (!plan.predicted.fits) return "the plan does not fit in GPU memory: " + plan.predicted.why_not;
-  const int64_t busy = busy_replicas(plan.job, plan.choice.dp);
-  if (busy < plan.choice.dp)
-    return "data parallel " + std::to_string(plan.choice.dp) + " is larger than the " + std::to_string(busy) +
-           " sequences per step: " + std::to_string(plan.choice.dp - busy) + " of " + std::to_string(plan.choice.dp) +
-           " data-parallel replicas idle; use fewer GPUs (--min-gpus), a larger --cp or a larger --batch-tokens";
+  if (const std::string idle = idle_replicas_text(plan.job, plan.choice.dp); !idle.empty())
+    return "data parallel " + std::to_string(plan.choice.dp) + " with " + idle +
+           "; use fewer GPUs (--min-gpus), a larger --cp or a larger --batch-tokens";
   return "";
 }
 

@@ -119,6 +119,13 @@ const char* whole_loss_text(WholeLoss loss) {
 
 }  // namespace
 
+std::string idle_replicas_text(const Job& job, int dp) {
+  const int64_t busy = busy_replicas(job, dp);
+  if (busy >= dp) return "";
+  return "only " + std::to_string(busy) + (busy == 1 ? " sequence" : " sequences") + " a step: " +
+         std::to_string(dp - busy) + " of " + std::to_string(dp) + " data-parallel replicas idle";
+}
+
 std::string cp_kind_cell(const PlanChoice& c) {
   if (c.cp == 1) return "-";  // no context parallelism (plan_report's "none")
   if (c.strategy == Strategy::kUsp) return std::string(cp_comm_type(c.strategy)) + " " + usp_split_text(c);
@@ -274,15 +281,10 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
     }
     // A fitting baseline slower than the plan for want of sequences says so (flash-fsdp
     // holds a whole sequence per GPU, a2a's cp stops at the heads).
-    const int64_t busy = busy_replicas(plan.job, b.dp);
-    const std::string idle = busy < b.dp ? "only " + std::to_string(busy) + (busy == 1 ? " sequence" : " sequences") +
-                                               " a step: " + std::to_string(b.dp - busy) + " of its " +
-                                               std::to_string(b.dp) + " data-parallel replicas idle"
-                                         : "";
     base.add_row({baseline_name(b.strategy), std::to_string(b.cp) + " x " + std::to_string(b.dp),
                   b.fits ? "yes" : "NO", gib(b.memory_bytes_per_gpu), fixed(b.tokens_per_s, 0),
                   p.tokens_per_s > 0 ? fixed(b.tokens_per_s / p.tokens_per_s, 2) : "-",
-                  b.fits ? idle : b.why_not});
+                  b.fits ? idle_replicas_text(plan.job, b.dp) : b.why_not});
   }
   if (!plan.baselines.empty()) out += base.render() + "\n";  // a pinned plan's (validate --entry) has none
   if (plan.without_tp) out += why_tp(plan) + "\n";

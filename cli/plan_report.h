@@ -24,6 +24,9 @@ struct ReportHeader {
   std::vector<std::string> notes;
 };
 
+// "only 2 sequences a step: 6 of 8 data-parallel replicas idle" where the batch leaves some of
+// `dp` replicas without a sequence, else "".
+std::string idle_replicas_text(const Job& job, int dp);
 // The sweep table's "cp kind" cell ("-" at cp 1, Megatron's cp_comm_type, a2a+p2p with its
 // split: "a2a+p2p 8x2") and "cp x dp" cell (with ", tp T" and ", pp P[/virtual stages]").
 std::string cp_kind_cell(const PlanChoice& c);

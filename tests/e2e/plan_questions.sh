@@ -147,7 +147,7 @@ grep -q -- "--max-seq finds the longest sequence that fits on 8 GPUs, --min-gpus
 checked=$((checked + 1))
 "$bin" plan --model llama3-8b --gpus 64 --seq 1M >"$tmp/idle-base.txt" 2>/dev/null
 "$bin" plan --model llama3-8b --gpus 64 --seq 1M --format json >"$tmp/idle-base.json" 2>/dev/null
-grep -Eq "^ulysses .* 8 x 8 +yes .* only 2 sequences a step: 6 of its 8 data-parallel replicas idle$" "$tmp/idle-base.txt" ||
+grep -Eq "^ulysses .* 8 x 8 +yes .* only 2 sequences a step: 6 of 8 data-parallel replicas idle$" "$tmp/idle-base.txt" ||
   fail "the a2a baseline does not say its idle replicas: $(grep -A4 '^baseline' "$tmp/idle-base.txt")"
 python3 - "$tmp/idle-base.json" <<'PY' || fail "baselines' busy_replicas"
 import json, sys
