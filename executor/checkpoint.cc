@@ -7,11 +7,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
 #include "planner/input_error.h"
 #include "planner/input_file.h"
+#include "planner/json_reader.h"
 
 namespace rm::exec {
 
@@ -63,23 +65,27 @@ std::string step_name(int64_t step, bool temporary = false) {
 
 // Reads `name` in `folder` as `count` floats per array into `arrays`, checking the
 // manifest's size and checksum.
-void read_floats(const fs::path& folder, const std::string& name, const nlohmann::json& entry,
+void read_floats(const fs::path& folder, const std::string& name, const JsonReader& entry,
                  const std::vector<std::vector<float>*>& arrays, size_t count) {
   const fs::path path = folder / name;
   if (!fs::exists(path)) fail_input(path.string(), "checkpoint", "missing file (the manifest lists it)");
   check_regular_file(path.string(), "expected a checkpoint array file");
+  // The sizes first: a file of the wrong size is not read in.
+  const size_t want = arrays.size() * count * sizeof(float);
+  const int64_t listed = entry.integer("bytes", 0, std::numeric_limits<int64_t>::max());
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec || size != want || listed != static_cast<int64_t>(want))
+    fail_input(path.string(), "checkpoint",
+               "corrupted: " + std::to_string(ec ? 0 : size) + " bytes, expected " + std::to_string(want));
   std::ifstream in(path, std::ios::binary);
   if (!in) fail_input(path.string(), "checkpoint", "cannot read the file");
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t want = arrays.size() * count * sizeof(float);
+  if (bytes.size() != want) fail_input(path.string(), "checkpoint", "cannot read the file");
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx",
                 static_cast<unsigned long long>(fnv1a64(bytes.data(), bytes.size())));
-  if (bytes.size() != want || entry.value("bytes", size_t{0}) != want)
-    fail_input(path.string(), "checkpoint",
-               "corrupted: " + std::to_string(bytes.size()) + " bytes, expected " +
-                   std::to_string(want));
-  if (entry.value("fnv1a64", std::string()) != hex)
+  if (entry.str("fnv1a64") != hex)
     fail_input(path.string(), "checkpoint", "corrupted: checksum does not match the manifest");
   for (size_t a = 0; a < arrays.size(); ++a) {
     arrays[a]->resize(count);
@@ -149,20 +155,21 @@ std::optional<TrainState> read_latest_checkpoint(const std::string& dir, const T
     fail_input(mpath, "model",
                "the checkpoint is for model " + (mf.contains("model") ? mf["model"].dump() : "?") +
                    ", the plan's is " + want.dump());
+  // Counts are whole and not negative: a step of -3 once resumed AdamW's bias correction at a
+  // negative step and trained on NaN.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const JsonReader r(mf, mpath);
   TrainState s;
-  try {
-    s.step = mf.at("step").get<int64_t>();
-    s.optimizer.step = mf.at("optimizer_step").get<int64_t>();
-    s.seed = mf.at("seed").get<uint64_t>();
-    s.data.epoch = mf.at("data").at("epoch").get<int64_t>();
-    s.data.offset = mf.at("data").at("offset").get<int64_t>();
-    const auto& files = mf.at("files");
-    read_floats(folder, "model.bin", files.at("model.bin"), {&s.params}, model.num_params());
-    read_floats(folder, "optimizer.bin", files.at("optimizer.bin"), {&s.optimizer.m, &s.optimizer.v},
-                model.num_params());
-  } catch (const nlohmann::json::exception& e) {
-    fail_input(mpath, "checkpoint", std::string("corrupted manifest (") + e.what() + ")");
-  }
+  s.step = r.integer("step", 0, kMax);
+  s.optimizer.step = r.integer("optimizer_step", 0, kMax);
+  s.seed = r.unsigned64("seed");
+  const JsonReader data = r.object("data");
+  s.data.epoch = data.integer("epoch", 0, kMax);
+  s.data.offset = data.integer("offset", 0, kMax);
+  const JsonReader files = r.object("files");
+  read_floats(folder, "model.bin", files.object("model.bin"), {&s.params}, model.num_params());
+  read_floats(folder, "optimizer.bin", files.object("optimizer.bin"), {&s.optimizer.m, &s.optimizer.v},
+              model.num_params());
   return s;
 }
 

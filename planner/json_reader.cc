@@ -39,6 +39,13 @@ int64_t JsonReader::whole(const json& v, int64_t lo, int64_t hi, const std::stri
 
 int64_t JsonReader::integer(const char* key, int64_t lo, int64_t hi) const { return whole(at(key), lo, hi, field(key)); }
 
+uint64_t JsonReader::unsigned64(const char* key) const {
+  const json& v = at(key);
+  // nlohmann reads every non-negative whole number as unsigned.
+  if (!v.is_number_unsigned()) fail(key, "expected a whole number in [0, 2^64) (got " + v.dump() + ")");
+  return v.get<uint64_t>();
+}
+
 std::vector<int64_t> JsonReader::integers(const char* key, int64_t lo, int64_t hi) const {
   const json& v = at(key);
   if (!v.is_array()) fail(key, "expected an array of whole numbers (got " + v.dump() + ")");

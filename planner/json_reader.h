@@ -30,6 +30,8 @@ class JsonReader {
   int64_t integer_or(const char* key, int64_t fallback, int64_t hi) const;
   // A whole number in [lo, hi], required.
   int64_t integer(const char* key, int64_t lo, int64_t hi) const;
+  // Any whole number in [0, 2^64) (a seed), required.
+  uint64_t unsigned64(const char* key) const;
   // A finite number, required; or one in [lo, hi].
   double number(const char* key) const;
   double number(const char* key, double lo, double hi) const;

@@ -1,10 +1,13 @@
 // Training checkpoints (checkpoint.h): a written checkpoint reads back bit for bit; the
 // latest complete one wins and an unfinished temporary folder is ignored; a checkpoint of
-// another model, or one whose data file was damaged, is refused naming the file.
+// another model, one whose data file was damaged or cut short, or whose manifest holds a
+// negative step, is refused naming the file.
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "executor/checkpoint.h"
 #include "planner/input_error.h"
@@ -68,6 +71,22 @@ TEST_CASE("checkpoint: round trip, latest complete one, refusals naming the file
   }
   CHECK_THROWS_WITH_AS(read_latest_checkpoint(dir.string(), model),
                        doctest::Contains("step-00000010/model.bin: checkpoint: corrupted"), InputError);
+  fs::resize_file(dir / "step-00000010" / "model.bin", 8);  // cut short: refused by its size, not read
+  CHECK_THROWS_WITH_AS(read_latest_checkpoint(dir.string(), model),
+                       doctest::Contains("step-00000010/model.bin: checkpoint: corrupted: 8 bytes, expected"),
+                       InputError);
+  // A manifest's counts are whole and not negative (a step of -3 once resumed AdamW on NaN).
+  const fs::path manifest = dir / "step-00000010" / "manifest.json";
+  for (const char* key : {"step", "optimizer_step"}) {
+    nlohmann::json m = nlohmann::json::parse(std::ifstream(manifest));
+    m[key] = -3;
+    std::ofstream(manifest) << m.dump();
+    const std::string want = std::string("manifest.json: ") + key +
+                             ": expected a whole number in [0, 9223372036854775807] (got -3)";
+    CHECK_THROWS_WITH_AS(read_latest_checkpoint(dir.string(), model), doctest::Contains(want.c_str()), InputError);
+    m[key] = 10;
+    std::ofstream(manifest) << m.dump();
+  }
   fs::remove_all(dir);
 }
 
