@@ -37,6 +37,7 @@ TEST_CASE("json reader: values in range are read, and each bad one is named by i
           CHECK(p.str("name") == "x");
           CHECK(p.count("gpus", 1024) == 64);
           CHECK(p.integers("sizes", 1, 8) == std::vector<int64_t>{2, 4});
+          CHECK(p.unsigned64("big") == 18446744073709551615ull);
           CHECK(p.count_or("none", 7, 10) == 7);  // null is absent
           CHECK(p.field("tps") == "plans[1].predicted.tps");
         }) == "");
@@ -52,6 +53,8 @@ TEST_CASE("json reader: values in range are read, and each bad one is named by i
         "f.json: plans[1].predicted.neg: expected a whole number in [1, 32] (got -3)");
   CHECK(error_of(doc, [](const JsonReader& p) { p.integer("big", 0, 1000); }).find("(got 18446744073709551615)") !=
         std::string::npos);
+  CHECK(error_of(doc, [](const JsonReader& p) { p.unsigned64("neg"); }) ==
+        "f.json: plans[1].predicted.neg: expected a whole number in [0, 2^64) (got -3)");
   CHECK(error_of(doc, [](const JsonReader& p) { p.integers("sizes", 3, 8); }) ==
         "f.json: plans[1].predicted.sizes[0]: expected a whole number in [3, 8] (got 2)");
   CHECK(error_of(doc, [](const JsonReader& p) { p.object("fits"); }) ==
