@@ -105,8 +105,8 @@ json plan_rows(const std::vector<JsonReader>& plans, const std::string& where) {
                     {"label", std::to_string(gpus) + " GPUs, " + format_size(seq_len)},
                     {"cp_kind", cp_kind_cell(c)},
                     {"layout", layout_cell(c)},
-                    {"schedule", has_ring_schedule(c) ? to_string(c.schedule) : "-"},
-                    {"load_balance", has_load_balance(c) ? to_string(c.load_balance) : "-"},
+                    {"schedule", schedule_cell(c)},
+                    {"load_balance", balance_cell(c)},
                     {"checkpointing", to_string(c.checkpointing)},
                     {"step_time_s", pr.number("step_time_s")}});
   }

@@ -80,13 +80,11 @@ std::string op_size(const Op& op) {
   return "";
 }
 
-// "rank 3 (ring 0, position 3)"; a CP group of all_gather or a2a is not a ring, and at cp 1
-// the rank is its data-parallel replica alone.
+// "rank 3 (ring 0, position 3)", "(CP group 0, position 3)"; at cp 1 the rank is its
+// data-parallel replica alone, with no position in it.
 std::string rank_name(const PlanChoice& c, const RankSchedule& rs) {
-  const std::string rank = "rank " + std::to_string(rs.gpu);
-  if (c.cp == 1) return rank + " (data-parallel replica " + std::to_string(rs.ring) + ")";
-  return rank + " (" + (has_ring_schedule(c) ? "ring " : "CP group ") + std::to_string(rs.ring) + ", position " +
-         std::to_string(rs.position) + ")";
+  return "rank " + std::to_string(rs.gpu) + " (" + cp_group_noun(c) + " " + std::to_string(rs.ring) +
+         (c.cp > 1 ? ", position " + std::to_string(rs.position) : "") + ")";
 }
 
 std::string rank_table(const OpSchedule& s, const PlanChoice& c, const RankSchedule& rs) {

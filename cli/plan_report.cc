@@ -34,7 +34,7 @@ std::string gib(double bytes) { return fixed(bytes / kGiB, 1); }
 
 std::string order_text(const PlanChoice& c) {
   if (c.cp == 1) return c.order_name;  // no ring: the name says how ranks map to GPUs
-  std::string s = c.order_name + (has_ring_schedule(c) ? " (ring 0:" : " (CP group 0:");
+  std::string s = c.order_name + " (" + cp_group_noun(c) + " 0:";
   const int shown = std::min(c.cp, 16);
   for (int i = 0; i < shown; ++i) s += " " + std::to_string(c.order[i]);
   if (c.cp > shown) s += " ...";
@@ -132,6 +132,10 @@ std::string cp_kind_cell(const PlanChoice& c) {
   return cp_comm_type(c.strategy);
 }
 
+std::string schedule_cell(const PlanChoice& c) { return has_ring_schedule(c) ? to_string(c.schedule) : "-"; }
+
+std::string balance_cell(const PlanChoice& c) { return has_load_balance(c) ? to_string(c.load_balance) : "-"; }
+
 std::string layout_cell(const PlanChoice& c) {
   std::string s = std::to_string(c.cp) + " x " + std::to_string(c.dp);
   if (c.tp > 1) s += ", tp " + std::to_string(c.tp);
@@ -199,9 +203,9 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   if (c.strategy == Strategy::kUsp)
     choice.add_row({"hierarchical cp sizes", usp_split_text(c) + " (a2a inside a node x p2p ring across)"});
   choice.add_row({"sharding", sharding_text(c, j.gpus)});
-  choice.add_row({"schedule", has_ring_schedule(c) ? to_string(c.schedule) : "-"});
+  choice.add_row({"schedule", schedule_cell(c)});
   choice.add_row({"order", order_text(c)});
-  choice.add_row({"load balance", has_load_balance(c) ? to_string(c.load_balance) : "-"});
+  choice.add_row({"load balance", balance_cell(c)});
   choice.add_row({"tiles (q x kv)", std::to_string(c.block_q) + " x " + std::to_string(c.block_kv)});
   choice.add_row({"kv sub-blocks", has_ring_schedule(c) ? std::to_string(c.kv_subblocks) : "-"});
   choice.add_row({"checkpointing", to_string(c.checkpointing)});
@@ -211,9 +215,7 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
                                           : std::string(whole_loss_text(whole_loss(j.framework, j.compiled_loss, c.tp)))) +
                               gib(logits) + " GiB"});
   choice.add_row({"micro-batch", std::to_string(c.micro_batch) + (c.micro_batch == 1 ? " sequence" : " sequences") +
-                                     (has_ring_schedule(c) ? " per ring"
-                                      : no_cp             ? " per data-parallel replica"
-                                                          : " per CP group")});
+                                     " per " + cp_group_noun(c)});
   choice.add_row({"grad accumulation", std::to_string(c.grad_accum) + (c.grad_accum == 1 ? " micro-step" : " micro-steps")});
   const char* grad_type = grad_reduce_element_bytes(j, topo.gpu.element_bytes) == 4 ? "fp32" : "bf16";
   if (j.workload == Workload::kStep)
@@ -318,9 +320,9 @@ std::vector<std::string> sweep_cells(const Plan& plan, const std::string& seq_as
           seq_as_typed.empty() ? format_size(plan.job.seq_len) : seq_as_typed,
           cp_kind_cell(c),
           layout_cell(c),
-          has_ring_schedule(c) ? to_string(c.schedule) : "-",
+          schedule_cell(c),
           c.order_name,
-          has_load_balance(c) ? to_string(c.load_balance) : "-",
+          balance_cell(c),
           std::to_string(c.block_q) + "x" + std::to_string(c.block_kv),
           to_string(c.checkpointing),
           std::to_string(c.micro_batch),

@@ -31,6 +31,10 @@ std::string idle_replicas_text(const Job& job, int dp);
 // split: "a2a+p2p 8x2") and "cp x dp" cell (with ", tp T" and ", pp P[/virtual stages]").
 std::string cp_kind_cell(const PlanChoice& c);
 std::string layout_cell(const PlanChoice& c);
+// The "schedule" and "balance" cells: "-" where the plan has none (has_ring_schedule,
+// has_load_balance).
+std::string schedule_cell(const PlanChoice& c);
+std::string balance_cell(const PlanChoice& c);
 
 // The choice, the prediction with its memory breakdown, the baselines, and the overlap
 // threshold of each link class of the topology.

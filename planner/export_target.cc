@@ -155,9 +155,7 @@ std::string placement_comment(const Plan& plan, int gpus_per_node, const std::st
   if (cp == 1) return "";
   const RankPlacement pl = rank_placement(plan, gpus_per_node);
   const int tp = plan.choice.tp;
-  // all_gather and a2a run collectives over a CP group, not a ring that ringmaster orders.
-  const bool ring = plan.choice.strategy == Strategy::kRing || plan.choice.strategy == Strategy::kUsp;
-  const std::string group = ring ? "ring" : "CP group";
+  const std::string group = cp_group_noun(plan.choice);  // cp > 1 here
   std::string out = tp > 1
                         ? "# Rank placement: rank r is TP rank r % " + std::to_string(tp) + " of " + group +
                               " position (r / " + std::to_string(tp) + ") % " + std::to_string(cp) + " (" + mesh +

@@ -214,6 +214,9 @@ std::string cp_exchange_text(const PlanChoice& c);
 // search left it (Megatron keeps --cp-comm-type at CP 1); reports print "-".
 bool has_ring_schedule(const PlanChoice& c);
 bool has_load_balance(const PlanChoice& c);
+// What a plan's group of GPUs that holds one sequence is called: "ring" (p2p, a2a+p2p),
+// "CP group" (all_gather, a2a) or, at cp 1, "data-parallel replica".
+const char* cp_group_noun(const PlanChoice& c);
 
 // Sequences each ring runs through a layer per micro-step: the plan's micro-batch for a
 // step workload, one otherwise (the cost model, the schedule generator and the GEMM size

@@ -152,6 +152,10 @@ bool has_ring_schedule(const PlanChoice& c) {
 
 bool has_load_balance(const PlanChoice& c) { return c.cp > 1 && c.strategy != Strategy::kUlysses; }
 
+const char* cp_group_noun(const PlanChoice& c) {
+  return c.cp == 1 ? "data-parallel replica" : has_ring_schedule(c) ? "ring" : "CP group";
+}
+
 std::string cp_exchange_text(const PlanChoice& c) {
   if (c.cp == 1) return "no context parallelism";
   const std::string ring = std::string(to_string(c.schedule)) + " ring";
