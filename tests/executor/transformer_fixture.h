@@ -3,6 +3,7 @@
 // the whole sequence), and a few AdamW steps of that model on any kernels.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
