@@ -86,15 +86,7 @@ std::string report(const Subject& s, const Prediction& p, const sim::Simulation&
   const PlanChoice& c = plan.choice;
   std::string out = "ringmaster simulate: " + s.model.name + " on " + s.topology.name + ", " +
                     std::to_string(plan.job.gpus) + " GPUs, " + format_size(plan.job.seq_len) +
-                    " tokens, workload " + to_string(plan.job.workload) + "; " +
-                    (c.cp == 1                      ? std::string("no context parallelism")
-                     : c.strategy == Strategy::kRing ? std::string(to_string(c.schedule)) + " ring"
-                                                     : std::string("cp_comm_type ") + cp_comm_type(c.strategy)) +
-                    (c.strategy == Strategy::kUsp  // Megatron's hierarchical CP sizes [a2a, ring]
-                         ? " " + std::to_string(c.cp_a2a) + "x" + std::to_string(c.cp / c.cp_a2a) + " (" +
-                               to_string(c.schedule) + " ring)"
-                         : std::string()) +
-                    " tp " + std::to_string(c.tp) + (c.tp_comm_overlap ? " (TP comm overlapped)" : "") +
+                    " tokens, workload " + to_string(plan.job.workload) + "; " + cp_exchange_text(c) + "; tp " + std::to_string(c.tp) + (c.tp_comm_overlap ? " (TP comm overlapped)" : "") +
                     " x cp " + std::to_string(c.cp) +
                     (c.pp > 1 ? " x pp " + std::to_string(c.pp) + " (" + pp_schedule_name(c.virtual_stages) + ", " +
                                     std::to_string(c.grad_accum) + " micro-batches)"

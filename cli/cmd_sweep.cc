@@ -62,11 +62,9 @@ std::vector<SweepRow> plan_sweep(const JobOptions& options, const std::vector<in
       row.plan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (progress) {
         const Plan& p = row.plan;
-        std::string kind = p.choice.cp == 1 ? "no ring" : cp_comm_type(p.choice.strategy);
-        if (has_ring_schedule(p.choice)) kind = kind + " " + to_string(p.choice.schedule);
-        std::fprintf(stderr, "sweep: [%zu/%zu] %d GPUs, %s tokens: tp %d x cp %d x dp %d %s, %.1f ms\n",
+        std::fprintf(stderr, "sweep: [%zu/%zu] %d GPUs, %s tokens: tp %d x cp %d x dp %d, %s, %.1f ms\n",
                      done.fetch_add(1) + 1, total, g, format_size(seqs[si]).c_str(), p.choice.tp, p.choice.cp,
-                     p.choice.dp, kind.c_str(), 1e3 * row.plan_seconds);
+                     p.choice.dp, cp_exchange_text(p.choice).c_str(), 1e3 * row.plan_seconds);
       }
       by_count[gi].push_back(std::move(row));
     }

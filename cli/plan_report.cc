@@ -41,11 +41,6 @@ std::string order_text(const PlanChoice& c) {
   return s + ")";
 }
 
-// a2a+p2p's split as Megatron's --hierarchical-context-parallel-sizes: "8x2".
-std::string usp_split_text(const PlanChoice& c) {
-  return std::to_string(c.cp_a2a) + "x" + std::to_string(c.cp / c.cp_a2a);
-}
-
 // The ring's size: cp, or a2a+p2p's ring across nodes (its block is N / that).
 int ring_size(const PlanChoice& c) { return c.strategy == Strategy::kUsp ? c.cp / c.cp_a2a : c.cp; }
 

@@ -204,9 +204,13 @@ struct PlanChoice {
   bool account_for_loss_in_pipeline_split = false;
 };
 
-// How a plan's context-parallel ranks exchange K,V, in words (run's and train's headers):
-// "flat ring", "all_gather (K,V gathered around the ring, dK,dV reduce-scattered)"...
+// How a plan's context-parallel ranks exchange K,V, in words (the headers of run, train and
+// simulate, sweep's progress): "no context parallelism", "flat ring", "all_gather (K,V
+// gathered around the ring, dK,dV reduce-scattered)", "a2a+p2p 8x2 (...)"...
 std::string cp_exchange_text(const PlanChoice& c);
+// a2a+p2p's split as Megatron's --hierarchical-context-parallel-sizes: "8x2" (a2a degree x
+// ring size).
+std::string usp_split_text(const PlanChoice& c);
 // Whether K,V pass around a ring that has a schedule and K,V sub-blocks (p2p, or a2a+p2p's
 // ring across nodes): not at cp 1, where there is no context parallelism. Whether the plan
 // has a load balance: a2a's GPUs each attend over whole sequences (for their heads), where

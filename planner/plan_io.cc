@@ -162,11 +162,15 @@ std::string cp_exchange_text(const PlanChoice& c) {
   switch (c.strategy) {
     case Strategy::kAllGatherCp: return "all_gather (K,V gathered around the ring, dK,dV reduce-scattered)";
     case Strategy::kUlysses: return "a2a (all-to-all over heads)";
-    case Strategy::kUsp: return "a2a+p2p (all-to-all inside a node, " + ring + " across)";
+    case Strategy::kUsp: return "a2a+p2p " + usp_split_text(c) + " (all-to-all inside a node, " + ring + " across)";
     case Strategy::kRing:
     case Strategy::kFlashFsdp: break;
   }
   return ring;
+}
+
+std::string usp_split_text(const PlanChoice& c) {
+  return std::to_string(c.cp_a2a) + "x" + std::to_string(c.cp / c.cp_a2a);
 }
 
 Strategy parse_strategy(const std::string& s, const std::string& where, const std::string& field) {

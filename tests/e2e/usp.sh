@@ -63,7 +63,7 @@ assert abs(sim - pred) / pred < 0.02, (pred, sim)
 PY
 done
 checked=$((checked + 1))
-"$bin" simulate --plan "$tmp/p.yaml" 2>/dev/null | grep -q "cp_comm_type a2a+p2p 8x4 (flat ring)" ||
+"$bin" simulate --plan "$tmp/p.yaml" 2>/dev/null | grep -q "a2a+p2p 8x4 (all-to-all inside a node, flat ring across)" ||
   fail "simulate's header does not name the split"
 
 echo "usp: $checked checks, $failures failed"
