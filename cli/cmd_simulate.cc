@@ -86,7 +86,8 @@ std::string report(const Subject& s, const Prediction& p, const sim::Simulation&
   const PlanChoice& c = plan.choice;
   std::string out = "ringmaster simulate: " + s.model.name + " on " + s.topology.name + ", " +
                     std::to_string(plan.job.gpus) + " GPUs, " + format_size(plan.job.seq_len) +
-                    " tokens, workload " + to_string(plan.job.workload) + "; " + cp_exchange_text(c) + "; tp " + std::to_string(c.tp) + (c.tp_comm_overlap ? " (TP comm overlapped)" : "") +
+                    " tokens, workload " + to_string(plan.job.workload) + "; " + cp_exchange_text(c) + "; tp " +
+                    std::to_string(c.tp) + (c.tp_comm_overlap ? " (TP comm overlapped)" : "") +
                     " x cp " + std::to_string(c.cp) +
                     (c.pp > 1 ? " x pp " + std::to_string(c.pp) + " (" + pp_schedule_name(c.virtual_stages) + ", " +
                                     std::to_string(c.grad_accum) + " micro-batches)"
