@@ -56,7 +56,14 @@ json plan_rows(const std::vector<JsonReader>& plans, const std::string& where) {
     json memory = json::object();
     for (const char* k : {"model_states", "layer_buffers", "activations", "working_set", "runtime_reserve", "total"})
       memory[k] = mem.number(k);
-    const double limit = load_topology(p.str("topology")).gpu.memory_bytes / kGiB;
+    // The topology names the memory line; its own refusal (not shipped, not a file) says
+    // which field of which plan named it.
+    double limit = 0;
+    try {
+      limit = load_topology(p.str("topology")).gpu.memory_bytes / kGiB;
+    } catch (const InputError& e) {
+      p.fail("topology", e.what());
+    }
     const int gpus = p.count("gpus", kMaxGpus);
     const int64_t seq_len = p.integer("seq_len", 1, kMaxSeqTokens);
     const PlanChoice c = table_choice(p.object("plan"), where);

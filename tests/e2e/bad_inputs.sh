@@ -69,6 +69,11 @@ expect_bad "expected JSON" "huge-part.json" -- report "$tmp/huge-part.json" -o "
 # A tool's JSON with a field missing or of the wrong type: named by its path, exit 2.
 printf '{"plans": [{"gpus": 1, "seq_len": 5, "topology": "dgx-a100-ib", "predicted": {}, "plan": {}}]}\n' >"$tmp/part.json"
 expect_bad "plans[0].predicted.memory_gib: missing (required)" "part.json" -- report "$tmp/part.json" -o "$tmp/r.html"
+# A sweep whose plan names a topology neither shipped nor a file: the plan's field is named.
+"$bin" sweep --gpus 16 --seqs 8k --format json 2>/dev/null | sed 's/"topology": *"[^"]*"/"topology": "no-such-box"/' \
+  >"$tmp/box.json"
+expect_bad "plans[0].topology: topology 'no-such-box': not a shipped topology" "box.json" -- \
+  report "$tmp/box.json" -o "$tmp/r.html"
 printf '{"entries": [{"modelled": true, "id": "x", "published": "many"}]}\n' >"$tmp/entries.json"
 expect_bad "entries[0].published: expected a number (got \"many\")" "entries.json" -- report "$tmp/entries.json" -o "$tmp/r.html"
 head -c $((2 * 1024 * 1024)) /dev/zero | tr '\0' '#' > "$tmp/big.yaml"
