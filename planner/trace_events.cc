@@ -1,6 +1,7 @@
 #include "planner/trace_events.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <map>
 
@@ -38,10 +39,12 @@ void append_escaped(std::string& out, const std::string& s) {
   out += '"';
 }
 
-void append_number(std::string& out, double v, const char* fmt = "%.3f") {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  out += buf;
+// printf's "%.<precision>f" (fixed) or "%.<precision>g" (general), as std::to_chars writes
+// them: the same text, without printf's format parsing, a fifth of a 225 MB trace's time.
+void append_number(std::string& out, double v, int precision = 3,
+                   std::chars_format format = std::chars_format::fixed) {
+  char buf[400];  // fixed notation of the largest double: 309 digits and the decimals
+  out.append(buf, std::to_chars(buf, buf + sizeof buf, v, format, precision).ptr);
 }
 
 }  // namespace
@@ -142,20 +145,21 @@ std::string TraceWriter::to_json() const {
     append_number(out, std::max(0.0, e.duration_s) * 1e6);
     out += ",\"args\":{";
     bool first_arg = true;
-    auto arg = [&](const char* k, double v, const char* fmt) {
+    auto arg = [&](const char* k, double v, int precision, std::chars_format format) {
       if (v < 0) return;
       if (!first_arg) out += ',';
       first_arg = false;
       out += '"';
       out += k;
       out += "\":";
-      append_number(out, v, fmt);
+      append_number(out, v, precision, format);
     };
-    arg("layer", e.layer, "%.0f");
-    arg("step", e.step, "%.0f");
-    arg("peer", e.peer, "%.0f");
-    arg("bytes", e.bytes, "%.0f");
-    arg("flops", e.flops, "%.6g");
+    const auto fixed = std::chars_format::fixed;
+    arg("layer", e.layer, 0, fixed);
+    arg("step", e.step, 0, fixed);
+    arg("peer", e.peer, 0, fixed);
+    arg("bytes", e.bytes, 0, fixed);
+    arg("flops", e.flops, 6, std::chars_format::general);
     out += "}}";
   }
   out += "]}\n";
