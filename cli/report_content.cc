@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,7 @@ PlanChoice table_choice(const JsonReader& plan, const std::string& where) {
 // One row per plan, the fields the charts and the table use.
 json plan_rows(const std::vector<JsonReader>& plans, const std::string& where) {
   json rows = json::array();
+  std::map<std::string, double> limits;  // GiB per topology name: a sweep's rows share one
   for (const JsonReader& p : plans) {
     if (!p.has("predicted") || !p.has("plan"))
       fail_input(where, "plans[]", "expected plan objects (ringmaster plan/sweep --format json)");
@@ -58,11 +60,14 @@ json plan_rows(const std::vector<JsonReader>& plans, const std::string& where) {
       memory[k] = mem.number(k);
     // The topology names the memory line; its own refusal (not shipped, not a file) says
     // which field of which plan named it.
-    double limit = 0;
-    try {
-      limit = load_topology(p.str("topology")).gpu.memory_bytes / kGiB;
-    } catch (const InputError& e) {
-      p.fail("topology", e.what());
+    const std::string topology = p.str("topology");
+    auto limit = limits.find(topology);
+    if (limit == limits.end()) {
+      try {
+        limit = limits.emplace(topology, load_topology(topology).gpu.memory_bytes / kGiB).first;
+      } catch (const InputError& e) {
+        p.fail("topology", e.what());
+      }
     }
     const int gpus = p.count("gpus", kMaxGpus);
     const int64_t seq_len = p.integer("seq_len", 1, kMaxSeqTokens);
@@ -74,7 +79,7 @@ json plan_rows(const std::vector<JsonReader>& plans, const std::string& where) {
                     {"mfu_pct", 100 * pr.number("mfu")},
                     {"comm_pct", 100 * pr.number("comm_overhead")},
                     {"memory_gib", memory},
-                    {"limit_gib", limit},
+                    {"limit_gib", limit->second},
                     {"fits", pr.boolean("fits")},
                     {"label", std::to_string(gpus) + " GPUs, " + format_size(seq_len)},
                     {"cp_kind", cp_kind_cell(c)},
@@ -87,7 +92,16 @@ json plan_rows(const std::vector<JsonReader>& plans, const std::string& where) {
   return rows;
 }
 
-json line_chart(const std::string& title, const json& rows, const std::string& y, const std::string& y_title) {
+// A line per `color` value over log2-scaled x: the report's throughput, MFU and exposed
+// communication charts.
+struct Axis {
+  const char* field;
+  const char* title;
+};
+json line_chart(const std::string& title, const json& rows, Axis x, Axis y, Axis color,
+                const char* color_order = nullptr) {
+  json color_enc = {{"field", color.field}, {"type", "nominal"}, {"title", color.title}};
+  if (color_order) color_enc["sort"] = {{"field", color_order}};
   return {{"$schema", "https://vega.github.io/schema/vega-lite/v5.json"},
           {"title", title},
           {"width", 420},
@@ -95,9 +109,9 @@ json line_chart(const std::string& title, const json& rows, const std::string& y
           {"data", {{"values", rows}}},
           {"mark", {{"type", "line"}, {"point", true}}},
           {"encoding",
-           {{"x", {{"field", "gpus"}, {"type", "quantitative"}, {"title", "GPUs"}, {"scale", {{"type", "log"}, {"base", 2}}}}},
-            {"y", {{"field", y}, {"type", "quantitative"}, {"title", y_title}}},
-            {"color", {{"field", "seq"}, {"type", "nominal"}, {"title", "sequence"}, {"sort", {{"field", "seq_len"}}}}}}}};
+           {{"x", {{"field", x.field}, {"type", "quantitative"}, {"title", x.title}, {"scale", {{"type", "log"}, {"base", 2}}}}},
+            {"y", {{"field", y.field}, {"type", "quantitative"}, {"title", y.title}}},
+            {"color", color_enc}}}};
 }
 
 json memory_chart(const json& rows) {
@@ -119,19 +133,6 @@ json memory_chart(const json& rows) {
                          {"encoding",
                           {{"y", {{"field", "label"}, {"type", "nominal"}, {"sort", nullptr}}},
                            {"x", {{"field", "limit_gib"}, {"type", "quantitative"}, {"aggregate", "max"}}}}}}})}};
-}
-
-json comm_chart(const json& rows) {
-  return {{"$schema", "https://vega.github.io/schema/vega-lite/v5.json"},
-          {"title", "Exposed communication against sequence length"},
-          {"width", 420},
-          {"height", 260},
-          {"data", {{"values", rows}}},
-          {"mark", {{"type", "line"}, {"point", true}}},
-          {"encoding",
-           {{"x", {{"field", "seq_len"}, {"type", "quantitative"}, {"title", "tokens per sequence"}, {"scale", {{"type", "log"}, {"base", 2}}}}},
-            {"y", {{"field", "comm_pct"}, {"type", "quantitative"}, {"title", "exposed communication (% of step)"}}},
-            {"color", {{"field", "gpus"}, {"type", "nominal"}, {"title", "GPUs"}}}}}};
 }
 
 // Predicted against measured (validate) or published (validate --published), with y = x
@@ -248,8 +249,11 @@ ReportContent report_content(const json& in, const std::string& where) {
   }
   const json rows = plan_rows(plans, where);  // sweep
   r.title = "ringmaster sweep";
-  r.charts = {line_chart("Throughput against GPUs", rows, "tokens_per_s", "tokens/s"),
-              line_chart("MFU against GPUs", rows, "mfu_pct", "MFU (%)"), memory_chart(rows), comm_chart(rows)};
+  const Axis gpus{"gpus", "GPUs"}, seq{"seq", "sequence"};
+  r.charts = {line_chart("Throughput against GPUs", rows, gpus, {"tokens_per_s", "tokens/s"}, seq, "seq_len"),
+              line_chart("MFU against GPUs", rows, gpus, {"mfu_pct", "MFU (%)"}, seq, "seq_len"), memory_chart(rows),
+              line_chart("Exposed communication against sequence length", rows, {"seq_len", "tokens per sequence"},
+                         {"comm_pct", "exposed communication (% of step)"}, gpus)};
   r.table = plan_table(rows);
   return r;
 }

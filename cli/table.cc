@@ -51,12 +51,18 @@ std::string Table::csv() const {
   auto quote = [](const std::string& cell) {
     if (cell.find_first_of(",\"\n") == std::string::npos) return cell;
     std::string q = "\"";
-    for (char ch : cell) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    for (char ch : cell) {
+      if (ch == '"') q += '"';  // a quote doubled
+      q += ch;
+    }
     return q + "\"";
   };
   auto emit = [&](const std::vector<std::string>& cells) {
     std::string line;
-    for (size_t c = 0; c < cells.size(); ++c) line += (c > 0 ? "," : "") + quote(cells[c]);
+    for (size_t c = 0; c < cells.size(); ++c) {
+      if (c > 0) line += ',';
+      line += quote(cells[c]);
+    }
     return line + "\n";
   };
   std::vector<std::string> header;

@@ -11,6 +11,7 @@
 
 #include "executor/checkpoint.h"
 #include "planner/input_error.h"
+#include "tests/executor/checkpoint_state.h"
 
 namespace rm::exec {
 namespace {
@@ -30,29 +31,19 @@ ModelSpec spec(int hidden) {
   return m;
 }
 
-TrainState state_of(const Transformer& model, int64_t step) {
-  TrainState s;
-  s.step = step;
-  s.seed = 11;
-  s.data = {2, 1234};
-  s.params = model.init(static_cast<uint64_t>(step));
-  s.optimizer.step = step;
-  s.optimizer.m.assign(s.params.size(), 0.5f);
-  s.optimizer.v.assign(s.params.size(), 0.25f);
-  return s;
-}
+using testing::checkpoint_state;
 
 TEST_CASE("checkpoint: round trip, latest complete one, refusals naming the file") {
   const fs::path dir = fs::temp_directory_path() / "rm_checkpoint_test";
   fs::remove_all(dir);
   const Transformer model(spec(8), "test");
   CHECK_FALSE(read_latest_checkpoint(dir.string(), model).has_value());
-  write_checkpoint(dir.string(), model, "data.txt", state_of(model, 5));
-  write_checkpoint(dir.string(), model, "data.txt", state_of(model, 10));
+  write_checkpoint(dir.string(), model, "data.txt", checkpoint_state(model, 5));
+  write_checkpoint(dir.string(), model, "data.txt", checkpoint_state(model, 10));
   fs::create_directory(dir / ".step-00000015.tmp");  // a run killed while writing step 15
   const auto got = read_latest_checkpoint(dir.string(), model);
   REQUIRE(got.has_value());
-  const TrainState want = state_of(model, 10);
+  const TrainState want = checkpoint_state(model, 10);
   CHECK(got->step == 10);
   CHECK(got->data.epoch == 2);
   CHECK(got->data.offset == 1234);

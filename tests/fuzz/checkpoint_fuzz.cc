@@ -17,6 +17,7 @@
 
 #include "executor/checkpoint.h"
 #include "planner/input_error.h"
+#include "tests/executor/checkpoint_state.h"
 #include "tests/executor/transformer_fixture.h"
 
 namespace {
@@ -31,15 +32,7 @@ const fs::path& folder() {  // this process's own, removed at exit
 const rm::exec::Transformer& checkpointed_model() {
   static const rm::exec::Transformer model = [] {
     rm::exec::Transformer m(rm::exec::testing::small_spec(), "fuzz");
-    rm::exec::TrainState s;
-    s.step = 3;
-    s.seed = 7;
-    s.data = {1, 100};
-    s.params = m.init(7);
-    s.optimizer.step = 3;
-    s.optimizer.m.assign(s.params.size(), 0.5f);
-    s.optimizer.v.assign(s.params.size(), 0.25f);
-    rm::exec::write_checkpoint(folder().string(), m, "data.txt", s);
+    rm::exec::write_checkpoint(folder().string(), m, "data.txt", rm::exec::testing::checkpoint_state(m, 3));
     std::atexit([] {
       std::error_code ec;
       fs::remove_all(folder(), ec);

@@ -89,8 +89,12 @@ TEST_CASE("one YAML document, no key twice, a bounded number of nodes") {
   std::string bomb = "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n";
   for (int i = 1; i < 10; ++i) {
     const std::string prev = "*l" + std::to_string(i - 1);
-    bomb += "l" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
-    for (int k = 0; k < 10; ++k) bomb += (k ? ", " : "") + prev;
+    bomb += 'l';
+    bomb += std::to_string(i) + ": &l" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) {
+      if (k) bomb += ", ";
+      bomb += prev;
+    }
     bomb += "]\n";
   }
   CHECK(yaml_error(bomb).find("t.yaml: more than 1048576 YAML nodes") == 0);

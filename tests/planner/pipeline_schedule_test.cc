@@ -128,7 +128,7 @@ TEST_CASE("pipeline exchanges: every chunk computed once, links paired in order,
     }
   }
   for (const Shape sh : shapes) {
-    for (const auto run : {std::pair{true, InterleavedWarmup::kMegatron}, std::pair{false, InterleavedWarmup::kMegatron},
+    for (const auto& run : {std::pair{true, InterleavedWarmup::kMegatron}, std::pair{false, InterleavedWarmup::kMegatron},
                            std::pair{true, InterleavedWarmup::kTorch}}) {
       const bool backward = run.first;
       const InterleavedWarmup rule = run.second;
