@@ -84,6 +84,18 @@ struct DpCosts {
     d.ends = stage_ends(c, true, true);
     return d;
   }
+  // One layer alone (Workload::kLayer; schedule.cc layer_workload): its forward waits for
+  // its own all-gather, with no layer before it to hide behind; the backward's re-gather
+  // hides behind the forward; the gradients' reduce-scatter, then their all-reduce, are
+  // waited for at the end.
+  double alone(const MicroStepCollectives& c) const {
+    double e = c.forward_gather ? ag : 0;
+    if (backward) {
+      if (c.backward_gather) e += cost->collective_exposed_s(ag, window_f);
+      e += (c.reduce_scatter ? rs : 0) + (c.all_reduce ? ar : 0);
+    }
+    return e;
+  }
   // The ends (schedule.cc step_workload): a micro-step starts on the embedding's and
   // layer 0's all-gathers, one after the other (NCCL runs a communicator's collectives in
   // order; layer 1's prefetch waits behind them), and ends on layer 0's and the
@@ -921,7 +933,7 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
       att_compute = free_time;
       break;
     case Workload::kLayer: {
-      const double fsdp_exposed = dp.exposed(micro_step_collectives(ch.sharding, 0, 1, data_gpus)).per_layer;
+      const double fsdp_exposed = dp.alone(micro_step_collectives(ch.sharding, 0, 1, data_gpus));
       time = real.total() + fsdp_exposed;
       free_time = free.total();
       tokens = static_cast<double>(active * job.seq_len);

@@ -922,14 +922,16 @@ class Generator {
     const LayerStore live = full_ckpt() ? alloc_transient_store(r) : s;
     attention_forward_phase(r, live.kv);
     if (full_ckpt()) free_store(r, live);
+    const int grads = bwd ? alloc_grad_stream(r) : -1;
+    moment(r, "logits_chunk", rb_.logits_chunk);
     if (bwd) {
-      const int grads = alloc_grad_stream(r);
       em.backward = true;
       LayerStore again = s;
       if (full_ckpt()) {
         again = alloc_transient_store(r);
         recompute(r, [&] { attention_forward_phase(r, again.kv); });
       }
+      moment(r, "ffn_chunk", rb_.ffn_chunk);
       attention_backward_phase(r, again.kv);
       if (full_ckpt()) free_store(r, again);
       em.free(grads);
@@ -942,8 +944,9 @@ class Generator {
     const int other = alloc_other_activations(r);
     gather(r, layer_shard_bytes(), false);
     const LayerStore s = layer_forward(r, 0, bwd ? layer_shard_bytes() : 0, true);
+    const int grads = bwd ? alloc_grad_stream(r) : -1;
+    moment(r, "logits_chunk", rb_.logits_chunk);
     if (bwd) {
-      const int grads = alloc_grad_stream(r);
       layer_backward(r, 0, s, 0);
       r.em.free(grads);
       finish_scatter(r);
@@ -951,6 +954,17 @@ class Generator {
       free_store(r, s);
     }
     if (other >= 0) r.em.free(other);
+  }
+
+  // A phase's transient buffer held and freed without its work: in a workload that stops
+  // short of that phase (the attention workload has no FFN, neither it nor the layer
+  // workload a head), the moment a whole step peaks at when the phase is its largest
+  // (memory_model.h's working set: the logits chunk or the FFN's, beside the gradient
+  // stream and what the layer holds then).
+  void moment(Rank& r, const char* name, double bytes) {
+    const int id = buf(name, bytes);
+    r.em.alloc(id, bytes);
+    r.em.free(id);
   }
 
   // Logits and loss, chunked; their backward right after (the head is still gathered).

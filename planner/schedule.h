@@ -99,8 +99,11 @@
 //   runs). kAccumulate and kOptimizer are memory bound: flops = elements / parameters,
 //   efficiency chosen so the time is CostParams::accumulate_s / optimizer_s.
 // - Workloads: attention = one layer's ring attention forward (+ backward); layer = one
-//   layer with its GEMMs and FSDP collectives; step = grad_accum micro-steps of all layers,
-//   logits, then the optimizer. Memory allocs stand for the whole model in every workload.
+//   layer alone with its GEMMs and FSDP collectives (its all-gather waited for before it,
+//   its gradients' reduce-scatter and all-reduce after it); step = grad_accum micro-steps of
+//   all layers, logits, then the optimizer. Memory allocs stand for the whole model in every
+//   workload: the other layers' activations, and the head's logits chunk and (attention)
+//   the FFN's held for a moment where a step would hold them.
 // - Pipeline stages (pp > 1, step workload; pipeline_parallel.h): the rings, TP groups and
 //   all-to-alls are those of the stages seen as one block (pp_flattened); stage s's GPUs
 //   run its layers only (interleaved: its chunks c, virtual stages c·pp + s), grad_accum
