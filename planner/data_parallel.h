@@ -34,6 +34,7 @@
 // all-gather over the same rings (twice the bytes and twice the ring steps).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "planner/plan.h"
@@ -114,5 +115,11 @@ std::vector<std::vector<int>> hsdp_replicate_groups(const std::vector<int>& orde
 // The dp_shard hsdp takes: the replicas of a TP rank that fill one node (gpus_per_node /
 // (tp·cp), at least 1), or 0 when that leaves fewer than 2 replicas or does not divide dp.
 int hsdp_dp_shard(int tp, int cp, int dp, int gpus_per_node);
+
+// Why hsdp cannot run `ch` whatever its split, "" when it can: with pipeline stages its
+// groups would be one stage's, with a2a+p2p its replica groups would cross the a2a groups;
+// neither is priced and generated yet. The search leaves such plans out; the cost model
+// refuses them.
+std::string hsdp_why_not(const PlanChoice& ch);
 
 }  // namespace rm

@@ -102,12 +102,17 @@ std::vector<int> micro_batches(const Job& job, int dp, const SearchPins& pins,
 // The sharding levels to try for `ch` (data_parallel.h): the pin, or every level; one
 // (fsdp) when no two GPUs of a TP rank hold the same weights (all levels are the same).
 // hsdp takes its node-sized shard group (hsdp_dp_shard) and is left out where that leaves
-// fewer than two replicas; `note` hears why a pinned level cannot run.
+// fewer than two replicas or where it runs with neither (hsdp_why_not); `note` hears why a
+// pinned level cannot run.
 std::vector<Sharding> sharding_levels(const PlanChoice& ch, int gpus_per_node, const SearchPins& pins,
                                       const std::function<void(const std::string&)>& note) {
   std::vector<Sharding> out;
   for (Sharding s : pins.sharding ? std::vector<Sharding>{*pins.sharding}
                                   : std::vector<Sharding>(std::begin(kShardingLevels), std::end(kShardingLevels))) {
+    if (s == Sharding::kHsdp && !hsdp_why_not(ch).empty()) {
+      if (pins.sharding) note(hsdp_why_not(ch));
+      continue;
+    }
     if (s == Sharding::kHsdp && hsdp_dp_shard(ch.tp, ch.cp, ch.dp, gpus_per_node) == 0) {
       if (pins.sharding) {
         note("hsdp shards inside a node and replicates across at least 2 replica groups: dp " +

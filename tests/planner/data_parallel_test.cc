@@ -6,6 +6,7 @@
 
 #include "planner/cost_model.h"
 #include "planner/data_parallel.h"
+#include "planner/schedule.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
 #include "tests/planner/round_specs.h"
@@ -165,11 +166,7 @@ TEST_CASE("the search prices every level: a pin that does not fit says by how mu
   const ModelSpec m = load_model("llama2-7b");
   const Fabric fabric(topo, 64);
   Planner planner(m, fabric, CostParams::from_topology(topo));
-  Job job;
-  job.model = m.name;
-  job.topology = topo.name;
-  job.gpus = 64;
-  job.seq_len = 8192;
+  const Job job = test::step_job("llama2-7b", "dgx-a100-ib", 64, 8192);
   SearchPins pins;
   pins.tp = 1;
   // Levels priced on the same plan otherwise: more sharding, less memory (ZeRO Fig. 1).
@@ -195,6 +192,30 @@ TEST_CASE("the search prices every level: a pin that does not fit says by how mu
   // Unpinned, the pick fits and is one of the levels.
   const Plan any = planner.best_plan(job, {});
   CHECK(any.predicted.fits);
+}
+
+TEST_CASE("hsdp is searched only where the schedule generator runs it: not with a2a+p2p") {
+  // Llama 3 70B at 128K on 64 H100s, a2a+p2p pinned: hsdp (fsdp inside the ring's nodes,
+  // replicated across) was its pick, a plan `simulate` then refused.
+  const Topology topo = load_topology("dgx-h100-superpod");
+  const ModelSpec m = load_model("llama3-70b");
+  const Fabric fabric(topo, 64);
+  Planner planner(m, fabric, CostParams::from_topology(topo));
+  Job job = test::step_job("llama3-70b", "dgx-h100-superpod", 64, 131072);
+  job.workload = Workload::kLayer;
+  SearchPins pins;
+  pins.cp_comm_type = Strategy::kUsp;
+  const Plan usp = planner.best_plan(job, pins);
+  CHECK(usp.choice.strategy == Strategy::kUsp);
+  CHECK(usp.choice.sharding != Sharding::kHsdp);
+  CHECK(generate_schedule(usp, m, fabric).ranks.size() > 0);
+  pins.sharding = Sharding::kHsdp;
+  try {
+    planner.best_plan(job, pins);
+    FAIL("hsdp with a2a+p2p was planned");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("hsdp with a2a+p2p is not generated yet") != std::string::npos);
+  }
 }
 
 }  // namespace
