@@ -442,7 +442,10 @@ std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {
   if (ch.sharding == Sharding::kHsdp && (ch.dp_shard < 1 || ch.dp % ch.dp_shard != 0 || ch.dp / ch.dp_shard < 2))
     return "hsdp shards over dp_shard replicas and replicates across at least 2: dp " + str(ch.dp) +
            " cannot split that way (dp_shard " + str(ch.dp_shard) + ")";
-  if (ch.sharding == Sharding::kHsdp && !hsdp_why_not(ch).empty()) return hsdp_why_not(ch);
+  if (ch.sharding == Sharding::kHsdp) {
+    const std::string why = hsdp_why_not(ch);
+    if (!why.empty()) return why;
+  }
   if (ch.tp > 1) {
     const std::string why = tp_why_invalid(m, ch.tp, fabric_.topology().gpus_per_node);
     if (!why.empty()) return why;

@@ -108,7 +108,8 @@ int hsdp_dp_shard(int tp, int cp, int dp, int gpus_per_node) {
 
 std::string hsdp_why_not(const PlanChoice& ch) {
   if (ch.strategy == Strategy::kUsp)
-    return "hsdp with a2a+p2p is not generated yet (its replica groups would cross the a2a groups)";
+    return "hsdp with a2a+p2p is not generated yet (its replica groups would cross the a2a groups): use fsdp "
+           "(or another cp_comm_type)";
   if (ch.pp > 1) return "hsdp with pipeline stages is not priced yet (its groups are one stage's): use fsdp";
   return "";
 }

@@ -109,8 +109,9 @@ std::vector<Sharding> sharding_levels(const PlanChoice& ch, int gpus_per_node, c
   std::vector<Sharding> out;
   for (Sharding s : pins.sharding ? std::vector<Sharding>{*pins.sharding}
                                   : std::vector<Sharding>(std::begin(kShardingLevels), std::end(kShardingLevels))) {
-    if (s == Sharding::kHsdp && !hsdp_why_not(ch).empty()) {
-      if (pins.sharding) note(hsdp_why_not(ch));
+    const std::string hsdp_why = s == Sharding::kHsdp ? hsdp_why_not(ch) : "";
+    if (!hsdp_why.empty()) {
+      if (pins.sharding) note(hsdp_why);
       continue;
     }
     if (s == Sharding::kHsdp && hsdp_dp_shard(ch.tp, ch.cp, ch.dp, gpus_per_node) == 0) {
