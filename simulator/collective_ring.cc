@@ -95,4 +95,19 @@ double collective_extra_latency_s(const CollectiveRole& r, int self, const Op& o
   return std::max(rail, node);
 }
 
+double lone_collective_s(const CollectiveRole& full, int self, const Op& op, const Fabric& fabric,
+                         const CostParams& costs) {
+  double flows = 0;
+  for (const MessageEnd& e : collective_flows(full, self, op)) {
+    if (!e.sender) continue;
+    double bytes_per_s = 0;
+    for (int l : fabric.route(e.src, e.dst)) {
+      const double bw = costs.link_bytes_per_s(fabric.links()[static_cast<size_t>(l)]);
+      bytes_per_s = bytes_per_s > 0 ? std::min(bytes_per_s, bw) : bw;
+    }
+    flows = std::max(flows, costs.route_latency_s(fabric, e.src, e.dst) + e.bytes / bytes_per_s);
+  }
+  return flows + collective_extra_latency_s(full, self, op, fabric, costs);
+}
+
 }  // namespace rm::sim

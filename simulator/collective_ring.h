@@ -48,4 +48,14 @@ std::vector<MessageEnd> collective_flows(const CollectiveRole& role, int self, c
 double collective_extra_latency_s(const CollectiveRole& role, int self, const Op& op, const Fabric& fabric,
                                   const CostParams& costs);
 
+// Whether `role` posts any flow (a member folding left alone on both rings posts none).
+inline bool posts_flows(const CollectiveRole& role) { return role.rail_succ >= 0 || role.node_succ >= 0; }
+
+// Seconds collective `op` lasts for a member replica folding left alone (its replayed role
+// posts no flows) whose full role `full` has rings: its own flows on its full rings, each
+// at the slowest link of its route and unshared (its copies run theirs on other links, as
+// they do beside the replayed flows), then the rings' remaining step latencies.
+double lone_collective_s(const CollectiveRole& full, int self, const Op& op, const Fabric& fabric,
+                         const CostParams& costs);
+
 }  // namespace rm::sim

@@ -32,13 +32,15 @@ enum class FlowClass { kRing = 0, kCollective = 1 };
 
 // Per Fabric link id and class: the full job's flows each replayed flow stands for (>= 1;
 // all 1 when every rank is emitted). `replayed_roles`: the groups' roles as the replay
-// uses them (GroupRoles::Members::kReplayed).
+// uses them (GroupRoles::Members::kReplayed); `full_roles`: every member's (kFull). A group
+// whose replayed members each close their rings alone posts no flow: its collectives run
+// as timed waits (collective_ring.h lone_collective_s) and its full flows load no link.
 struct ReplicaLoad {
   std::vector<double> stands_for[2];
   bool folded = false;  // some link has a factor above 1
 };
 ReplicaLoad replica_load(const OpSchedule& s, const Fabric& fabric,
-                         const GroupRoles& replayed_roles);
+                         const GroupRoles& replayed_roles, const GroupRoles& full_roles);
 
 // Sets the replay's links to the replayed flows' share as flows start and finish (needs a
 // live SimGrid engine; `links` and `capacity` by Fabric link id, as the platform made them).

@@ -94,6 +94,7 @@ class SimGridReplay {
  public:
   SimGridReplay(const OpSchedule& s, const Fabric& f, const CostParams& c, const ReplayOptions& o)
       : s_(s), fabric_(f), costs_(c), opt_(o), G_(f.gpus()), weights_(s), roles_(s, f, GroupRoles::Members::kReplayed),
+        full_roles_(s.emitted_gpus.empty() ? nullptr : std::make_unique<GroupRoles>(s, f, GroupRoles::Members::kFull)),
         gpus_(G_), trace_(o.trace_path, o.trace_title, o.trace_gpus), messages_(G_), queues_(G_) {}
 
   SimGridFigures run() {
@@ -156,6 +157,7 @@ class SimGridReplay {
   int G_;
   LayerWeights weights_;
   GroupRoles roles_;
+  std::unique_ptr<GroupRoles> full_roles_;  // folded replicas: every member's, for lone members
   std::vector<GpuState> gpus_;
   ReplayTrace trace_;
   MessageTable<std::shared_ptr<Transfer>> messages_;  // half-posted transfers
@@ -186,7 +188,7 @@ class SimGridReplay {
   // A comm's flow starts when its second half is posted (post) and ends when SimGrid's
   // network model finishes it, which the actors only see at their waits.
   void follow_replica_load(const Platform& p) {
-    ReplicaLoad load = replica_load(s_, fabric_, roles_);
+    ReplicaLoad load = full_roles_ ? replica_load(s_, fabric_, roles_, *full_roles_) : ReplicaLoad{};
     if (!load.folded) return;
     std::vector<double> capacity;
     for (const Link& l : fabric_.links()) capacity.push_back(costs_.link_bytes_per_s(l));
@@ -288,6 +290,10 @@ class SimGridReplay {
                                                   const Op& op) {
     auto c = std::make_shared<RingCollective>();
     c->extra_latency_s = collective_extra_latency_s(role, g, op, fabric_, costs_);
+    if (full_roles_ && !posts_flows(role)) {
+      const CollectiveRole& full = full_roles_->at(op.group, g);
+      if (posts_flows(full)) c->extra_latency_s = lone_collective_s(full, g, op, fabric_, costs_);
+    }
     if (!q.last || ended(*q.last)) {
       start_flows(*c, role, g, op);
       return c;

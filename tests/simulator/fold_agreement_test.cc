@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "planner/cost_model.h"
+#include "planner/data_parallel.h"
 #include "planner/ring_order.h"
 #include "planner/spec_library.h"
 #include "simulator/simulate.h"
@@ -87,6 +88,19 @@ TEST_CASE("fast replay within 2 % of the full one: flat ring, 1,024 GPUs") {
   const Agreement a = full_and_fast(topo, ring(Schedule::kFlat, 32, node_major_order(kGpus)), 131072);
   check(a);
   CHECK(a.fast.note.find("8 of 32 ring steps") != std::string::npos);
+}
+
+TEST_CASE("fast replay within 2 % of the full one: hsdp, its replica groups folded to one member") {
+  // hsdp over a flat ring of 32: a ring's GPUs form a shard group, the 32 replicas' GPUs of a
+  // ring position a replica group. One replica is replayed, so each replica group is left
+  // with one member: its all-reduce runs as a timed wait (collective_ring.h
+  // lone_collective_s) and its full flows load no replayed link (replica_load.h).
+  const Topology topo = load_topology("dgx-h100-superpod");
+  PlanChoice ch = ring(Schedule::kFlat, 32, node_major_order(kGpus));
+  ch.sharding = Sharding::kHsdp;
+  ch.dp_shard = hsdp_dp_shard(ch.tp, ch.cp, ch.dp, topo.gpus_per_node);
+  REQUIRE(ch.dp_shard == 1);
+  check(full_and_fast(topo, ch, 131072));
 }
 
 TEST_CASE("fast replay within 2 % of the full one: bidirectional ring, 1,024 GPUs") {
