@@ -54,7 +54,7 @@ struct Half {
 // the GPU's previous one on its group still runs is queued (CollectiveQueue).
 struct RingCollective {
   std::vector<Half> flows;
-  double extra_latency_s = 0;  // the ring steps' latencies after its flows
+  double extra_latency_s = 0;  // the ring steps' latencies after its flows (a lone member: all of it)
   double start_s = -1;         // when its flows were posted
   double end_s = -1;           // its flows' end plus extra_latency_s, once known
   // Queued: what it runs after, its op, and a semaphore released once it has ended.
