@@ -102,8 +102,8 @@ std::vector<int> micro_batches(const Job& job, int dp, const SearchPins& pins,
 // The sharding levels to try for `ch` (data_parallel.h): the pin, or every level; one
 // (fsdp) when no two GPUs of a TP rank hold the same weights (all levels are the same).
 // hsdp takes its node-sized shard group (hsdp_dp_shard) and is left out where that leaves
-// fewer than two replicas or where it runs with neither (hsdp_why_not); `note` hears why a
-// pinned level cannot run.
+// fewer than two replicas, or where the plan's CP kind or pipeline stages rule it out
+// (hsdp_why_not); `note` hears why a pinned level cannot run.
 std::vector<Sharding> sharding_levels(const PlanChoice& ch, int gpus_per_node, const SearchPins& pins,
                                       const std::function<void(const std::string&)>& note) {
   std::vector<Sharding> out;
