@@ -560,8 +560,7 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   const double bf = cost_.attention.backward_factor;
   const double I = free_comm ? 1.0 : cost_.overlap_interference;
   const double sync = free_comm ? 0.0 : cost_.step_sync_s;
-  const int msgs = std::max(1, ch.kv_subblocks);
-  auto X = [&](const PatternCost& p, double u) { return free_comm ? 0.0 : p.time(u, msgs); };
+  auto X = [&](const PatternCost& p, double u) { return free_comm ? 0.0 : p.time(u); };
   const double acc = cost_.accumulate_s(units * 4);
   const AttentionTiles tiles{ch.block_q, ch.block_kv};
   // A ring step with compute c and transfer x: max(c, x) when the transfer proceeds during
@@ -627,8 +626,11 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       auto fwd_step = [&](int s) {
         return w.step_executed.empty() ? f1 : w.step_executed[s - 1] / F * I + mf;
       };
-      auto bwd_step = [&](int s) {
-        return w.step_executed.empty() ? b1 : bf * w.step_executed[s - 1] / F * I + mb + acc;
+      // A later backward step adds its partial into the accumulator received in that step,
+      // so the add follows the accumulator's arrival: ov(kernel, transfer) + acc.
+      auto bwd_step = [&](int s, double x) {
+        const double kernel = w.step_executed.empty() ? b1 - acc : bf * w.step_executed[s - 1] / F * I + mb;
+        return ov(kernel, x) + acc;
       };
       const double xkv = X(pat.kv, units), xkd = X(pat.kv_dkv, units), xd = X(pat.dkv, units);
       const double xh = X(S == P ? pat.home : ring_home_pattern(ch.cp, ch.dp, ch.order, S - 1), units);
@@ -637,13 +639,13 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
         tb = b0;
       } else if (w.step_executed.empty()) {
         tf = ov(f0, xkv) + (P - 2) * ov(f1, xkv) + f1 + P * sync;
-        tb = ov(b0, xkv) + (P - 2) * ov(b1, xkd) + ov(b1, xd) + xh + P * sync;
+        tb = ov(b0, xkv) + (P - 2) * bwd_step(1, xkd) + bwd_step(1, xd) + xh + P * sync;
       } else {
         tf = ov(f0, xkv) + fwd_step(S - 1) + S * sync;
-        tb = ov(b0, xkv) + ov(bwd_step(S - 1), xd) + xh + S * sync;
+        tb = ov(b0, xkv) + bwd_step(S - 1, xd) + xh + S * sync;
         for (int s = 1; s < S - 1; ++s) {
           tf += ov(fwd_step(s), xkv);
-          tb += ov(bwd_step(s), xkd);
+          tb += bwd_step(s, xkd);
         }
       }
       if (S > 1) {
@@ -693,13 +695,20 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       // Inner cycles: the first one holds the own block at its step 0.
       const double in_f0 = ov(f0, xin) + (g - 2) * ov(f1, xin) + f1 + g * sync;
       const double in_f1 = (g - 1) * ov(f1, xin) + f1 + g * sync;
-      // Backward: the inner accumulators come back to the GPU that passes the block on
-      // (one more inner transfer, exposed) before the outer send.
-      const double in_b0 = ov(b0, xin) + (g - 2) * ov(b1, xin_b) + ov(b1, xin_d) +
-                           xin_d + g * sync;
-      const double in_b1 = (g - 1) * ov(b1, xin_b) + ov(b1, xin_d) + xin_d + g * sync;
+      // Backward: an inner cycle's step 0 starts a fresh accumulator (K,V move, no
+      // accumulator); each later step adds into the accumulator it received, after it
+      // arrives (as the flat ring's); the inner accumulators then come back to the GPU that
+      // passes the block on (one more inner transfer, exposed). From the second outer step
+      // on, that GPU adds the outer accumulator sent at the end of the previous one, so the
+      // add follows both the inner cycle and the outer transfers: ov(inner, x_outer) + acc.
+      // The first outer step sends K,V alone; the last receives the accumulator alone, and
+      // the sum then goes to the block's owner.
+      const double bp = b1 - acc;
+      const double later_inner = (g - 2) * (ov(bp, xin_b) + acc) + ov(bp, xin_d) + acc + xin_d + g * sync;
+      const double in_b0 = ov(b0, xin) + later_inner;
+      const double in_b1 = ov(bp, xin) + later_inner;
       tf = ov(in_f0, xout) + (n - 2) * ov(in_f1, xout) + in_f1;
-      tb = ov(in_b0, xout_b) + (n - 2) * ov(in_b1, xout_b) + in_b1 + xout_d;
+      tb = ov(in_b0, xout) + (n - 2) * (ov(in_b1, xout_b) + acc) + ov(in_b1, xout_d) + acc + xout_d;
       busy_f = (n - 1) * xout;
       busy_b = (n - 1) * xout_b + xout_d;
     }

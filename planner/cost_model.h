@@ -10,18 +10,19 @@
 //
 // Flat ring, per layer (P >= 2; c_own / c_off: step-0 / later-step compute, x: transfer):
 //   forward   max(c_own, x_kv) + (P-2)·max(c_off, x_kv) + c_off            + P·sync
-//   backward  max(b_own, x_kv) + (P-2)·max(b_off + acc, x_kv+dkv)
-//             + max(b_off + acc, x_dkv) + x_dkv (accumulators home)       + P·sync
-// with b = backward_factor x forward, acc the fp32 accumulate (memory bound), x_kv+dkv
-// the K,V block and the accumulator sent in the same step. Bidirectional: ceil((P-1)/2)
+//   backward  max(b_own, x_kv) + (P-2)·(max(b_off, x_kv+dkv) + acc)
+//             + max(b_off, x_dkv) + acc + x_dkv (accumulators home)      + P·sync
+// with b = backward_factor x forward, acc the fp32 accumulate (memory bound: it adds into
+// the accumulator received in the same step, so it follows its arrival), x_kv+dkv the K,V
+// block and the accumulator sent in the same step. Bidirectional: ceil((P-1)/2)
 // steps after step 0 with two blocks each (one in the last when P is even), transfers in
 // both directions, accumulators sent straight home at the end; in the backward only the
 // first block's compute hides the step's transfers (the second waits for the first's
 // accumulator: one partial buffer). Two-level: n = P/g outer
 // steps of g inner steps each; the outer transfer (all rails at once) hides behind the
 // inner steps: outer step = max(inner steps, x_outer). kv_subblocks = m sends each
-// transfer as m messages: m latencies (the model sees no gain from it; the search keeps it
-// at 1 unless pinned).
+// transfer as m messages posted together: their latencies overlap and they share the
+// links, so it is priced as one message (no gain; the search keeps it at 1 unless pinned).
 //
 // Linear layers (QKV, output projection, FFN) at GPU peak x gemm_efficiency, on the GEMM
 // size curve of their micro-step (CostParams::gemm_flops_per_s), on c tokens;
@@ -73,16 +74,14 @@
 namespace rm {
 
 // Transfer time of a traffic pattern, linear in the message size:
-// seconds = messages x latency_s + units x s_per_unit. Units are K,V elements of one
-// block (2·c·d·h_kv) for ring patterns and bytes for collectives.
+// seconds = latency_s + units x s_per_unit. Units are K,V elements of one block
+// (2·c·d·h_kv) for ring patterns and bytes for collectives.
 struct PatternCost {
   double latency_s = 0;
   double s_per_unit = 0;
   int bottleneck_link = -1;  // -1: no transfer
   unsigned link_classes = 0;  // bit 1 << LinkClass for every class its flows cross
-  double time(double units, int messages = 1) const {
-    return bottleneck_link < 0 ? 0.0 : messages * latency_s + units * s_per_unit;
-  }
+  double time(double units) const { return bottleneck_link < 0 ? 0.0 : latency_s + units * s_per_unit; }
 };
 
 // The ring's traffic patterns for one (cp, dp, schedule, order): all rings at once, with

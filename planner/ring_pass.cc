@@ -439,9 +439,11 @@ class RingPass {
           // A macro step's outer dK,dV: each step it stands for sends its sum on behind the
           // next step's inner cycle, so all but the last move during the macro step itself
           // (sent after it, they were exposed: 5 ms a layer at 512 GPUs, cp 512 x dp 1).
+          // Each of those sums arrives before the step that adds it, and leaves before the
+          // next is sent: the macro step's add waits for them, and so does its last send.
           const double ahead = ctx_.dkv_bytes * (repeat_ - 1) / repeat_;
-          send(at(k + 1, l), ahead, b_.acc[2 + o % 2], kAccOuterFolded, o, outer_reqs);
-          recv(at(k - 1, l), ahead, b_.acc[2 + (o + 1) % 2], kAccOuterFolded, o, outer_reqs);
+          send(at(k + 1, l), ahead, b_.acc[2 + o % 2], kAccOuterFolded, o, outer_send);
+          recv(at(k - 1, l), ahead, b_.acc[2 + (o + 1) % 2], kAccOuterFolded, o, outer_acc_recv);
         }
         if (t < g - 1) {
           recv(at(k, l - 1), ctx_.kv_bytes, inner_kv(t + 1), kKvCw, step, reqs);
