@@ -87,9 +87,9 @@ TEST_CASE("kernel curve fit with 3% noise stays within a few percent, R^2 high, 
   truth.half_flops = 1.0e6;
   truth.backward_factor = 2.5;
   KernelFit fit = fit_kernel_curve(kernel_samples(truth, 0.03, 7), kPeak);
-  CHECK(fit.curve.max_efficiency == doctest::Approx(0.4).epsilon(0.05));
-  CHECK(fit.curve.half_flops == doctest::Approx(1.0e6).epsilon(0.15));
-  CHECK(fit.curve.backward_factor == doctest::Approx(2.5).epsilon(0.03));
+  CHECK(fit.curve.max_efficiency == doctest::Approx(0.4).epsilon(0.05).scale(0));
+  CHECK(fit.curve.half_flops == doctest::Approx(1.0e6).epsilon(0.15).scale(0));
+  CHECK(fit.curve.backward_factor == doctest::Approx(2.5).epsilon(0.03).scale(0));
   CHECK(fit.forward.r2 > 0.95);
   CHECK(fit.forward.mape > 0.01);
   CHECK(fit.forward.mape < 0.05);
@@ -104,8 +104,8 @@ TEST_CASE("link fit recovers alpha and beta: negative alpha is clamped") {
   std::vector<TransferSample> s;
   for (double b = 64; b <= 64e6; b *= 4) s.push_back({b, 3e-6 + b / 6e9});
   LinkFit fit = fit_link(s);
-  CHECK(fit.alpha_s == doctest::Approx(3e-6).epsilon(1e-6));
-  CHECK(fit.beta_bytes_per_s == doctest::Approx(6e9).epsilon(1e-6));
+  CHECK(fit.alpha_s == doctest::Approx(3e-6).epsilon(1e-6).scale(0));
+  CHECK(fit.beta_bytes_per_s == doctest::Approx(6e9).epsilon(1e-6).scale(0));
   CHECK(fit.quality.r2 == doctest::Approx(1.0));
 
   // Pure bandwidth with a slight downward bias at small sizes: the raw fit's alpha is
@@ -114,7 +114,7 @@ TEST_CASE("link fit recovers alpha and beta: negative alpha is clamped") {
   for (double b = 1e3; b <= 1e7; b *= 10) t.push_back({b, b / 2e9 - (b < 1e4 ? 1e-7 : 0)});
   LinkFit clamped = fit_link(t);
   CHECK(clamped.alpha_s == 0);
-  CHECK(clamped.beta_bytes_per_s == doctest::Approx(2e9).epsilon(0.1));
+  CHECK(clamped.beta_bytes_per_s == doctest::Approx(2e9).epsilon(0.1).scale(0));
 
   CHECK_THROWS_AS(fit_link({{100, 1e-6}, {100, 2e-6}}), InputError);
   CHECK_THROWS_AS(fit_link({{100, 1e-6}, {200, -1}}), InputError);

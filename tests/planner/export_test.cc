@@ -147,7 +147,7 @@ TEST_CASE("plan --target searches the collective kinds the framework (or ringmas
   CHECK(mega.choice.strategy == Strategy::kUlysses);
   // The fastest plan shards ZeRO-2 (grads and optimizer states), which Megatron-LM does not
   // run; its FSDP plan, at Megatron-Core's GEMM rate, is within 0.3 %.
-  CHECK(mega.predicted.tokens_per_s == doctest::Approx(any.predicted.tokens_per_s).epsilon(0.01));
+  CHECK(mega.predicted.tokens_per_s == doctest::Approx(any.predicted.tokens_per_s).epsilon(0.01).scale(0));
   CHECK(megatron_args(mega, s.model).cp_comm_type == "a2a");
   const Plan titan = plan_for_target(s.planner, job, {}, ExportTarget::kTorchtitan, s.model, 8, "t");
   CHECK(titan.choice.strategy != Strategy::kUlysses);

@@ -93,7 +93,7 @@ TEST_CASE("the fp8 efficiency reproduces torchao's published float8 speedup on t
   // The shipped constant was chosen so the step model gives the measured ratio (1.2503);
   // a change to the step model that moves it by more than 2 % must re-derive the constant.
   const double speedup = fp8.predicted / bf16.predicted;
-  CHECK(speedup == doctest::Approx(7689.5 / 6150).epsilon(0.02));
+  CHECK(speedup == doctest::Approx(7689.5 / 6150).epsilon(0.02).scale(0));
   // Attention, norms and the optimizer stay bf16: far from the GEMMs' own 2x.
   CHECK(speedup < 1.5);
 }

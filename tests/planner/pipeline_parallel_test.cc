@@ -147,7 +147,7 @@ TEST_CASE("uneven stages: running the programs, equal ones: the closed form, and
     for (size_t g = 0; g < c.t.size(); ++g) stage[g % static_cast<size_t>(c.pp)] += c.t[g];
     const double slowest = *std::max_element(stage.begin(), stage.end());
     const double whole = run(c.pp, c.v, c.m, c.t);
-    CHECK(run(c.pp, c.v, few, c.t) + static_cast<double>(c.m - few) * slowest == doctest::Approx(whole).epsilon(0.005));
+    CHECK(run(c.pp, c.v, few, c.t) + static_cast<double>(c.m - few) * slowest == doctest::Approx(whole).epsilon(0.005).scale(0));
     CHECK(whole < pp_step_time(stage, c.v, c.m).step_s * (1 + 1e-12));  // never above the closed form
   }
 }
@@ -467,7 +467,7 @@ TEST_CASE("plan.yaml carries pp and virtual_stages back, strictly") {
   const Plan back = parse_plan_yaml(text, "plan.yaml");
   CHECK(back.choice.pp == 2);
   CHECK(back.choice.virtual_stages == 2);
-  CHECK(back.predicted.pp_bubble_s == doctest::Approx(p.predicted.pp_bubble_s).epsilon(1e-3));
+  CHECK(back.predicted.pp_bubble_s == doctest::Approx(p.predicted.pp_bubble_s).epsilon(1e-3).scale(0));
   std::string wrong = text;
   wrong.replace(wrong.find("pp: 2"), 5, "pp: 4");
   CHECK_THROWS_WITH_AS(parse_plan_yaml(wrong, "plan.yaml"), doctest::Contains("tp * cp * dp * pp"), InputError);

@@ -59,11 +59,11 @@ TEST_CASE("fit_profile: ring-run records where every backward kernel has a trans
   }
   std::vector<std::string> notes;
   const Profile p = fit_profile(records, topo, local_cpu_hardware(2), {"test"}, &notes);
-  CHECK(p.attention.max_efficiency == doctest::Approx(kEff).epsilon(1e-6));
-  CHECK(p.attention.half_flops == doctest::Approx(kHalf).epsilon(1e-6));
-  CHECK(p.overlap_interference == doctest::Approx(kInterference).epsilon(1e-6));
+  CHECK(p.attention.max_efficiency == doctest::Approx(kEff).epsilon(1e-6).scale(0));
+  CHECK(p.attention.half_flops == doctest::Approx(kHalf).epsilon(1e-6).scale(0));
+  CHECK(p.overlap_interference == doctest::Approx(kInterference).epsilon(1e-6).scale(0));
   // Fitted on the in-flight backward kernels over curve x interference, not left at 2.5.
-  CHECK(p.attention.backward_factor == doctest::Approx(kBwd).epsilon(1e-6));
+  CHECK(p.attention.backward_factor == doctest::Approx(kBwd).epsilon(1e-6).scale(0));
   REQUIRE(p.fits.count("attention_backward") == 1);
   CHECK(p.fits.at("attention_backward").mape < 1e-9);
 }
@@ -97,18 +97,18 @@ TEST_CASE("fit_profile: a training step's linear, elementwise and optimizer reco
   }
   std::vector<std::string> notes;
   const Profile p = fit_profile(records, topo, {"host", "test cpu", 2, "cpu"}, {"test"}, &notes);
-  CHECK(p.gemm_efficiency == doctest::Approx(0.5).epsilon(1e-6));
-  CHECK(p.hbm_bytes_per_s == doctest::Approx(3e9).epsilon(1e-6));
-  CHECK(p.optimizer_bytes_per_s == doctest::Approx(5e8).epsilon(1e-6));
+  CHECK(p.gemm_efficiency == doctest::Approx(0.5).epsilon(1e-6).scale(0));
+  CHECK(p.hbm_bytes_per_s == doctest::Approx(3e9).epsilon(1e-6).scale(0));
+  CHECK(p.optimizer_bytes_per_s == doctest::Approx(5e8).epsilon(1e-6).scale(0));
   CHECK(p.fits.at("elementwise").points == 3);
   CHECK(p.fits.at("optimizer").points == 3);
   CostParams params = CostParams::from_topology(topo);
   apply_profile(p, params);
-  CHECK(params.optimizer_s(1e6) == doctest::Approx(30e6 / 5e8).epsilon(1e-6));
+  CHECK(params.optimizer_s(1e6) == doctest::Approx(30e6 / 5e8).epsilon(1e-6).scale(0));
   // A profile written and read back keeps both rates.
   const Profile back = parse_profile(profile_to_yaml_string(p), "p.yaml");
-  CHECK(back.hbm_bytes_per_s == doctest::Approx(3e9).epsilon(1e-6));
-  CHECK(back.optimizer_bytes_per_s == doctest::Approx(5e8).epsilon(1e-6));
+  CHECK(back.hbm_bytes_per_s == doctest::Approx(3e9).epsilon(1e-6).scale(0));
+  CHECK(back.optimizer_bytes_per_s == doctest::Approx(5e8).epsilon(1e-6).scale(0));
 }
 
 TEST_CASE("fit_profile: an all-to-all's pack and unpack records feed the HBM rate") {
@@ -131,7 +131,7 @@ TEST_CASE("fit_profile: an all-to-all's pack and unpack records feed the HBM rat
       records.push_back(m);
     }
   const Profile p = fit_profile(records, topo, {"host", "test cpu", 2, "cpu"}, {"test"}, nullptr);
-  CHECK(p.hbm_bytes_per_s == doctest::Approx(6e9).epsilon(1e-6));
+  CHECK(p.hbm_bytes_per_s == doctest::Approx(6e9).epsilon(1e-6).scale(0));
   CHECK(p.fits.at("elementwise").points == 4);
 }
 
@@ -164,21 +164,21 @@ TEST_CASE("fit_profile: the collectives' alpha, bus bandwidth and overlap from a
   add("all_reduce", 2e6, t(2e6, 2));
   std::vector<std::string> notes;
   const Profile p = fit_profile(records, topo, {"host", "test cpu", 4, "cpu"}, {"test"}, &notes);
-  CHECK(p.collectives.alpha_s == doctest::Approx(alpha).epsilon(1e-6));
-  CHECK(p.collectives.beta_bytes_per_s == doctest::Approx(busbw).epsilon(1e-6));
+  CHECK(p.collectives.alpha_s == doctest::Approx(alpha).epsilon(1e-6).scale(0));
+  CHECK(p.collectives.beta_bytes_per_s == doctest::Approx(busbw).epsilon(1e-6).scale(0));
   // Blocked: t1 + t4 + 2·t2 + (t1 + t4) / 4 of 2·(t1 + t4) + 2·t2 fitted.
   const double t1 = t(1e6, 1), t4 = t(4e6, 1), t2 = t(2e6, 2);
-  CHECK(p.collective_overlap == doctest::Approx(1 - (1.25 * (t1 + t4) + t2) / (2 * (t1 + t4) + t2)).epsilon(1e-6));
+  CHECK(p.collective_overlap == doctest::Approx(1 - (1.25 * (t1 + t4) + t2) / (2 * (t1 + t4) + t2)).epsilon(1e-6).scale(0));
   CHECK(p.fits.at("collectives").points == 3);
   // Applied, a group collective of 4 over this fabric costs the fitted line.
   CostParams params = CostParams::from_topology(topo);
   apply_profile(p, params);
-  CHECK(fitted_collective_s(params.collectives, 3, 1e6 / 4, 1) == doctest::Approx(t1).epsilon(1e-6));
+  CHECK(fitted_collective_s(params.collectives, 3, 1e6 / 4, 1) == doctest::Approx(t1).epsilon(1e-6).scale(0));
   CHECK(params.collective_exposed_s(t1, t1 / 2) == doctest::Approx(t1 - p.collective_overlap * t1 / 2));
   // Written and read back.
   const Profile back = parse_profile(profile_to_yaml_string(p), "p.yaml");
-  CHECK(back.collectives.beta_bytes_per_s == doctest::Approx(busbw).epsilon(1e-6));
-  CHECK(back.collective_overlap == doctest::Approx(p.collective_overlap).epsilon(1e-6));
+  CHECK(back.collectives.beta_bytes_per_s == doctest::Approx(busbw).epsilon(1e-6).scale(0));
+  CHECK(back.collective_overlap == doctest::Approx(p.collective_overlap).epsilon(1e-6).scale(0));
   // Records without a group (not from a run of the executor) are not fitted.
   for (auto& r : records) r.group = 0;
   CHECK(fit_profile(records, topo, {"host", "test cpu", 4, "cpu"}, {"test"}, &notes).collectives.beta_bytes_per_s == 0);

@@ -207,8 +207,8 @@ TEST_CASE("training steps (FSDP, all layers extrapolated): step time and peak me
     worst.add(c, true);
     // The same free-communication step on both sides (cost_model.h's definition).
     CHECK(c.simulated.free_comm_time_s ==
-          doctest::Approx(c.predicted.step_time_s * c.predicted.scaling_efficiency).epsilon(0.02));
-    CHECK(c.simulated.mfu == doctest::Approx(c.predicted.mfu).epsilon(0.02));
+          doctest::Approx(c.predicted.step_time_s * c.predicted.scaling_efficiency).epsilon(0.02).scale(0));
+    CHECK(c.simulated.mfu == doctest::Approx(c.predicted.mfu).epsilon(0.02).scale(0));
   }
   // Several sequences per micro-step (one gather and scatter per layer for all of them).
   for (int mb : {2, 4}) {
@@ -429,7 +429,7 @@ TEST_CASE("the layer extrapolation matches simulating every layer") {
     const sim::Simulation part = sim::simulate_plan(plan, model, fabric, cost);
     CHECK(part.replay.layer_multiplier > 1);
     CHECK(full.replay.layer_multiplier == 1);
-    CHECK(part.step_time_s == doctest::Approx(full.step_time_s).epsilon(1e-6));
+    CHECK(part.step_time_s == doctest::Approx(full.step_time_s).epsilon(1e-6).scale(0));
     CHECK(part.memory_bytes_per_gpu == full.memory_bytes_per_gpu);
     CHECK(part.replay.activities < 0.6 * full.replay.activities);
   }
@@ -741,7 +741,7 @@ TEST_CASE("gradients reduced in fp32 (grad_reduce_in_fp32): the replay moves the
     // gathered units' gradients (memory_model.h layer_buffers).
     const double extra = fp32.predicted.memory_bytes_per_gpu - bf16.predicted.memory_bytes_per_gpu;
     if (level == Sharding::kFsdp) CHECK(extra > 2 * model.params() / 16);
-    else CHECK(extra == doctest::Approx(2 * model.params()).epsilon(0.02));
+    else CHECK(extra == doctest::Approx(2 * model.params()).epsilon(0.02).scale(0));
   }
 }
 
@@ -1064,6 +1064,6 @@ TEST_CASE("pipeline parallelism (1F1B and interleaved, pp 2 to 8, 4-16 micro-bat
     worst.add(c, true);
     // The bubble is in both: the free-communication step is the pipeline's too.
     CHECK(c.simulated.free_comm_time_s ==
-          doctest::Approx(c.predicted.step_time_s * c.predicted.scaling_efficiency).epsilon(0.02));
+          doctest::Approx(c.predicted.step_time_s * c.predicted.scaling_efficiency).epsilon(0.02).scale(0));
   }
 }

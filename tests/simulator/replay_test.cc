@@ -170,7 +170,7 @@ TEST_CASE("a GPU's collectives on one group run one after another, as NCCL runs 
   REQUIRE(one > 1e-3);
   const double both = sim::replay(schedule(true, one), fabric, cost).time_s;
   CAPTURE(one);
-  CHECK(both / one == doctest::Approx(2).epsilon(0.02));  // sharing gave 3.00
+  CHECK(both / one == doctest::Approx(2).epsilon(0.02).scale(0));  // sharing gave 3.00
 }
 
 TEST_CASE("begin-pass and own-gradient ops take no time, no memory and leave no trace") {
