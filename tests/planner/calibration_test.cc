@@ -150,7 +150,7 @@ TEST_CASE("profile round trip through a file") {
   std::remove(path.c_str());
   CHECK(q.attention.half_flops == doctest::Approx(2e5));
   CHECK(q.attention.backward_factor == doctest::Approx(2.9));
-  CHECK(q.links.at(LinkClass::kSharedMemory).alpha_s == doctest::Approx(2e-6));
+  CHECK(q.links.at(LinkClass::kSharedMemory).alpha_s == doctest::Approx(2e-6).scale(0));
   CHECK(q.overlap_interference == doctest::Approx(1.05));
   CHECK(q.transfer_overlap == doctest::Approx(0.25));
   CHECK(q.sources == std::vector<std::string>{"unit test"});
