@@ -51,10 +51,18 @@ double collective_extra_latency_s(const CollectiveRole& role, int self, const Op
 // Whether `role` posts any flow (a member folding left alone on both rings posts none).
 inline bool posts_flows(const CollectiveRole& role) { return role.rail_succ >= 0 || role.node_succ >= 0; }
 
-// Seconds collective `op` lasts for a member replica folding left alone (its replayed role
-// posts no flows) whose full role `full` has rings: its own flows on its full rings, each
-// at the slowest link of its route and unshared (its copies run theirs on other links, as
-// they do beside the replayed flows), then the rings' remaining step latencies.
+// Whether folding left a member alone on a ring its full role has (`replayed` has no
+// successor there): typically the ring across nodes of a group with one member on the
+// replayed nodes, whose closed ring would otherwise skip those hops altogether.
+inline bool lost_ring(const CollectiveRole& replayed, const CollectiveRole& full) {
+  return (full.rail_succ >= 0 && replayed.rail_succ < 0) || (full.node_succ >= 0 && replayed.node_succ < 0);
+}
+
+// Seconds collective `op` lasts at least for a member that folding left alone on a ring
+// (lost_ring): its own flows on its full rings, each at the slowest link of its route and
+// unshared (its copies run theirs on other links, as they do beside the replayed flows),
+// then the rings' remaining step latencies. A member alone on both rings posts no flow and
+// waits this long; one that kept a ring waits for that ring's flows too.
 double lone_collective_s(const CollectiveRole& full, int self, const Op& op, const Fabric& fabric,
                          const CostParams& costs);
 

@@ -54,9 +54,10 @@ struct Half {
 // the GPU's previous one on its group still runs is queued (CollectiveQueue).
 struct RingCollective {
   std::vector<Half> flows;
-  double extra_latency_s = 0;  // the ring steps' latencies after its flows (a lone member: all of it)
+  double extra_latency_s = 0;  // the ring steps' latencies after its flows
+  double at_least_s = 0;       // a ring folding left alone: its full rings' time (lone_collective_s)
   double start_s = -1;         // when its flows were posted
-  double end_s = -1;           // its flows' end plus extra_latency_s, once known
+  double end_s = -1;           // its flows' end plus extra_latency_s (at least at_least_s), once known
   // Queued: what it runs after, its op, and a semaphore released once it has ended.
   std::shared_ptr<RingCollective> previous;
   const Op* op = nullptr;
@@ -260,7 +261,7 @@ class SimGridReplay {
       wait(h);
       flows_end = std::max(flows_end, h.comm->get_finish_time());
     }
-    c.end_s = flows_end + c.extra_latency_s;
+    c.end_s = std::max(flows_end + c.extra_latency_s, c.start_s + c.at_least_s);
   }
   // Waits for `c` to end (a queued one: for its queue's actor to say so), and returns its end.
   double finish(RingCollective& c) {
@@ -290,9 +291,9 @@ class SimGridReplay {
                                                   const Op& op) {
     auto c = std::make_shared<RingCollective>();
     c->extra_latency_s = collective_extra_latency_s(role, g, op, fabric_, costs_);
-    if (full_roles_ && !posts_flows(role)) {
+    if (full_roles_) {
       const CollectiveRole& full = full_roles_->at(op.group, g);
-      if (posts_flows(full)) c->extra_latency_s = lone_collective_s(full, g, op, fabric_, costs_);
+      if (lost_ring(role, full)) c->at_least_s = lone_collective_s(full, g, op, fabric_, costs_);
     }
     if (!q.last || ended(*q.last)) {
       start_flows(*c, role, g, op);
