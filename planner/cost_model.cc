@@ -149,7 +149,10 @@ struct DpCosts {
 }  // namespace
 
 std::string micro_batch_why_invalid(const Job& job, int micro_batch, int dp) {
-  if (job.workload != Workload::kStep || micro_batch <= 1 || dp < 1) return "";
+  if (micro_batch <= 1 || dp < 1) return "";
+  if (job.workload != Workload::kStep)
+    return "micro_batch > 1 applies to step workloads (sequences per micro-step; got " + std::to_string(micro_batch) +
+           ")";
   // A replica's share rounds up: its last micro-step may be short.
   const int64_t seqs = sequences_per_step(job), per_replica = (seqs + dp - 1) / dp;
   if (micro_batch <= per_replica) return "";
@@ -495,8 +498,6 @@ std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {
     if (!why.empty()) return why;
   }
   if (ch.micro_batch < 1) return "micro_batch must be >= 1 (got " + str(ch.micro_batch) + ")";
-  if (ch.micro_batch > 1 && job.workload != Workload::kStep)
-    return "micro_batch > 1 applies to step workloads (sequences per micro-step)";
   if (ch.strategy == Strategy::kUlysses) {
     // A TP member splits its own h/tp and h_kv/tp heads over the cp GPUs. Both counts must
     // divide: TransformerEngine's a2a (Megatron's --cp-comm-type a2a) asserts "The number

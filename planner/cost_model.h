@@ -291,9 +291,9 @@ int64_t sequences_per_step(const Job& job);
 // leaves the rest idle (a baseline that cannot split a sequence further, e.g. a2a's cp capped
 // by the heads, can need more replicas than the batch fills).
 int64_t busy_replicas(const Job& job, int dp);
-// Why `micro_batch` sequences per micro-step cannot run on `dp` data-parallel replicas of a
-// step workload ("" when they can): more than a replica's share of the batch would price
-// sequences the batch does not have.
+// Why `micro_batch` sequences per micro-step cannot run on `dp` data-parallel replicas ("" when
+// they can): the attention and layer workloads run one sequence, and more than a replica's
+// share of a step's batch would price sequences the batch does not have.
 std::string micro_batch_why_invalid(const Job& job, int micro_batch, int dp);
 inline constexpr int64_t kDefaultBatchTokens = int64_t{2} << 20;  // Ring Attention paper (A100)
 

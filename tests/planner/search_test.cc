@@ -147,6 +147,14 @@ TEST_CASE("a pinned micro-batch is at most a data-parallel replica's share of th
   CHECK_THROWS_WITH_AS(s.planner.best_plan(j, pins),
                        doctest::Contains("micro_batch 257 is more than the 256 sequences of a step's batch"),
                        InputError);
+  // The attention and layer workloads run one sequence: a pin of more is refused, not
+  // planned (the schedule generator would refuse the plan).
+  for (Workload w : {Workload::kAttention, Workload::kLayer}) {
+    j.workload = w;
+    pins.micro_batch = 2;
+    CHECK_THROWS_WITH_AS(s.planner.plan(j, pins), doctest::Contains("micro_batch > 1 applies to step workloads"),
+                         InputError);
+  }
 }
 
 TEST_CASE("a batch in sequences (Megatron's --global-batch-size) holds at every length") {
