@@ -69,7 +69,23 @@ Subject from_job(const SimulateCliOptions& o) {
   ResolvedJob r = resolve_job(o.job, o.gpus);
   Subject s;
   s.where = "the planned job";
-  s.plan = Planner(r.model, *r.fabric, r.cost).plan(r.job, r.pins);
+  Planner planner(r.model, *r.fabric, r.cost);
+  s.plan = planner.plan(r.job, r.pins);
+  if (const std::string why = pp_replay_why_not(s.plan.choice.pp, s.plan.choice.virtual_stages); !why.empty()) {
+    // The planner's pick is priced, not replayed: replay the best plan that is.
+    const Plan pick = s.plan;
+    SearchPins pins = r.pins;
+    pins.refusal = [framework = r.pins.refusal](const Job& job, const PlanChoice& c) {
+      const std::string not_replayed = pp_replay_why_not(c.pp, c.virtual_stages);
+      return !not_replayed.empty() || !framework ? not_replayed : framework(job, c);
+    };
+    s.plan = planner.plan(r.job, pins);
+    std::fprintf(stderr,
+                 "note: the planner's pick (pp %d, %d virtual stages, %.4g s a step) is priced, not simulated (%s); "
+                 "simulating the best plan that is (%.4g s a step)\n",
+                 pick.choice.pp, pick.choice.virtual_stages, pick.predicted.step_time_s, why.c_str(),
+                 s.plan.predicted.step_time_s);
+  }
   s.model = std::move(r.model);
   s.topology = std::move(r.topology);
   s.fabric = std::move(r.fabric);

@@ -76,6 +76,13 @@ std::string pp_why_invalid(const PipelineLayout& l, int64_t microbatches) {
   return "";
 }
 
+std::string pp_replay_why_not(int pp, int virtual_stages) {
+  if (virtual_stages == 1 || pp > 2) return "";
+  return "the interleaved 1F1B schedule (virtual_stages " + std::to_string(virtual_stages) +
+         ") is generated for pp > 2 (got pp " + std::to_string(pp) +
+         "): with one neighbour both ways a link would carry activations and gradients in one exchange";
+}
+
 double pp_bubble_fraction(int pp, int v, int64_t m) {
   const double b = pp - 1.0;
   return b / (static_cast<double>(std::max(1, v)) * static_cast<double>(m) + b);

@@ -111,6 +111,12 @@ inline InterleavedWarmup pp_interleaved_warmup(Framework framework) {
 // with pp > 1.
 std::string pp_why_invalid(const PipelineLayout& l, int64_t microbatches);
 
+// Why the schedule generator (schedule.h) emits no op lists for `pp` stages of
+// `virtual_stages` chunks, or "": the interleaved schedule with pp 2 has one neighbour both
+// ways, so a link would carry activations and gradients in one exchange (Megatron-LM
+// refuses it too unless --overlap-p2p-communication). Priced, not simulated.
+std::string pp_replay_why_not(int pp, int virtual_stages);
+
 // The bubble as a fraction of the step for equal stages: (p - 1) / (v·m + p - 1).
 double pp_bubble_fraction(int pp, int virtual_stages, int64_t microbatches);
 

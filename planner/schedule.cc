@@ -217,11 +217,8 @@ class Generator {
                    : pc.pp == 1 && pc.account_for_loss_in_pipeline_split      ? "account_for_loss_in_pipeline_split"
                                                                               : "pp",
                    why);
-      if (pc.virtual_stages != 1 && pc.pp < 3)
-        fail_input(w, "virtual_stages",
-                   "the interleaved 1F1B schedule (virtual_stages " + num(pc.virtual_stages) +
-                       ") is generated for pp > 2, as Megatron runs it (got pp " + num(pc.pp) +
-                       "): such a plan is priced, not simulated; use virtual_stages 1");
+      if (const std::string not_replayed = pp_replay_why_not(pc.pp, pc.virtual_stages); !not_replayed.empty())
+        fail_input(w, "virtual_stages", not_replayed + "; such a plan is priced, not simulated: use virtual_stages 1");
       if (pc.cp < 1 || pc.dp < 1 || int64_t{pc.tp} * pc.cp * pc.dp * pc.pp != job_.gpus)
         fail_input(w, "cp, dp, pp", "tp * cp * dp * pp must equal gpus = " + num(job_.gpus) + " (got tp " +
                                         num(pc.tp) + ", cp " + num(pc.cp) + ", dp " + num(pc.dp) + ", pp " +

@@ -5,7 +5,8 @@
 # Megatron's and torchtitan's PP keys (Llama 3 405B's split, counting the embedding and the
 # loss as layers, included); 1F1B, interleaved and counted-split plans are simulated (their op
 # lists replayed on SimGrid, within 2 % of the prediction), an interleaved one with pp 2 is
-# refused by `simulate` naming virtual_stages, and `run` refuses them all naming plan.pp.
+# refused by `simulate --plan` naming virtual_stages (planning the job itself, `simulate`
+# replays the best plan that is not one, saying so), and `run` refuses them all naming plan.pp.
 # Usage: plan_pipeline_parallel.sh <ringmaster> <source-dir>. Exit 77 = skipped.
 set -u
 bin=$1
@@ -166,12 +167,21 @@ simulate_pp interleaved "x pp 4 (Interleaved1F1B, 8 micro-batches)" --batch-toke
 # The counted split: 34 units on 4 stages, 8, 9, 8, 7 layers (the second stage sets the pace).
 simulate_pp counted "x pp 4 (1F1B, 8 micro-batches)" --batch-tokens 256K --pp 4 --virtual-stages 1 --cp 2 \
   --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split
-# Megatron runs the interleaved schedule with pp > 2: such a plan is priced, not simulated.
+# The interleaved schedule with pp 2 (one neighbour both ways) is priced, not simulated.
 "$bin" plan "${small[@]}" --batch-tokens 128K --pp 2 --virtual-stages 2 --cp 4 -o "$tmp/pp2v2.yaml" >/dev/null 2>"$tmp/err" ||
   fail "plan --pp 2 --virtual-stages 2 exited $?: $(cat "$tmp/err")"
 "$bin" simulate --plan "$tmp/pp2v2.yaml" >"$tmp/out" 2>"$tmp/err"
 [[ $? -eq 2 ]] || fail "simulate of an interleaved pp 2 plan did not exit 2"
 grep -q "virtual_stages.*pp > 2" "$tmp/err" || fail "simulate's refusal does not say why: $(cat "$tmp/err")"
+# Planning the job itself, `simulate` replays the best plan it can when the planner's pick is
+# such a plan (here pp 2 x 4 virtual stages), and says so.
+"$bin" plan "${small[@]}" --batch-tokens 128K --pp 2 --cp 4 >"$tmp/out" 2>"$tmp/err" || fail "plan --pp 2 exited $?"
+grep -q "pp 2, Interleaved1F1B (4 virtual stages)" "$tmp/out" || fail "plan --pp 2 no longer picks pp 2 x 4 virtual stages"
+"$bin" simulate "${small[@]}" --batch-tokens 128K --pp 2 --cp 4 >"$tmp/out" 2>"$tmp/err" ||
+  fail "simulate --pp 2 exited $?: $(tail -3 "$tmp/err")"
+grep -q "x pp 2 (1F1B" "$tmp/out" || fail "simulate --pp 2 replayed no 1F1B plan: $(head -1 "$tmp/out")"
+grep -q "^note: the planner's pick (pp 2, 4 virtual stages, .*priced, not simulated" "$tmp/err" ||
+  fail "simulate's note: $(cat "$tmp/err")"
 sed -i 's/^  virtual_stages: 2/  virtual_stages: 0/' "$tmp/pp.yaml"
 "$bin" simulate --plan "$tmp/pp.yaml" >"$tmp/out" 2>"$tmp/err"
 [[ $? -eq 2 ]] || fail "a plan with virtual_stages 0 did not exit 2"
