@@ -24,6 +24,7 @@
 #include "planner/export_target.h"
 #include "planner/input_limits.h"
 #include "planner/parallel_for.h"
+#include "planner/pipeline_parallel.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
 #include "planner/units.h"
@@ -119,19 +120,31 @@ nlohmann::json sweep_identity(const SweepOptions& o, const JobOptions& j, const 
           {"target", o.target}};
 }
 
+// A row's replay, or why its plan is priced, not simulated (an interleaved pipeline with pp 2).
+struct SimulatedRow {
+  std::optional<sim::Simulation> sim;
+  std::string why_not;
+};
+
 // Replays every row's plan on SimGrid (simulate.h), progress on stderr.
-std::vector<sim::Simulation> simulate_rows(const JobOptions& options, const std::vector<SweepRow>& rows) {
-  std::vector<sim::Simulation> out;
+std::vector<SimulatedRow> simulate_rows(const JobOptions& options, const std::vector<SweepRow>& rows) {
+  std::vector<SimulatedRow> out;
   for (const SweepRow& row : rows) {
     const Plan& p = row.plan;
+    const std::string head = "sweep: [" + std::to_string(out.size() + 1) + "/" + std::to_string(rows.size()) + "] " +
+                             std::to_string(p.job.gpus) + " GPUs, " + format_size(p.job.seq_len) + " tokens: ";
+    if (std::string why = pp_replay_why_not(p.choice.pp, p.choice.virtual_stages); !why.empty()) {
+      std::fprintf(stderr, "%snot simulated: %s\n", head.c_str(), why.c_str());
+      out.push_back({std::nullopt, std::move(why)});
+      continue;
+    }
     const ResolvedJob r = resolve_job(options, p.job.gpus, p.job.seq_len);
     sim::SimulateOptions so;
     so.fold_ring_steps = so.fold_replicas = true;  // the fast mode, as `simulate` without --full
-    out.push_back(sim::simulate_plan(p, r.model, *r.fabric, r.cost, so));
-    const sim::Simulation& s = out.back();
-    std::fprintf(stderr, "sweep: simulated [%zu/%zu] %d GPUs, %s tokens: %.4g s (planner %.4g s), %.2f s wall\n",
-                 out.size(), rows.size(), p.job.gpus, format_size(p.job.seq_len).c_str(), s.step_time_s,
+    const sim::Simulation s = sim::simulate_plan(p, r.model, *r.fabric, r.cost, so);
+    std::fprintf(stderr, "%ssimulated %.4g s (planner %.4g s), %.2f s wall\n", head.c_str(), s.step_time_s,
                  p.predicted.step_time_s, s.replay.wall_s);
+    out.push_back({s, ""});
   }
   return out;
 }
@@ -161,7 +174,7 @@ void run_sweep(const SweepOptions& o) {
   const SweepShard shard = o.shard ? parse_shard(*o.shard, "--shard") : SweepShard{};
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<SweepRow> rows = plan_sweep(job, gpus, seqs, true, shard, o.target);
-  const std::vector<sim::Simulation> sims = o.simulate ? simulate_rows(job, rows) : std::vector<sim::Simulation>{};
+  const std::vector<SimulatedRow> sims = o.simulate ? simulate_rows(job, rows) : std::vector<SimulatedRow>{};
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   if (o.format == "json") {
@@ -173,7 +186,11 @@ void run_sweep(const SweepOptions& o) {
     for (size_t i = 0; i < rows.size(); ++i) {
       plans.push_back(plan_to_json(rows[i].plan));
       add_accuracy_json(plans.back(), rows[i].plan, !o.job.profile.empty(), record);
-      if (o.simulate) plans.back()["simulated"] = sim::simulation_to_json(sims[i], false);
+      if (o.simulate && sims[i].sim) plans.back()["simulated"] = sim::simulation_to_json(*sims[i].sim, false);
+      if (o.simulate && !sims[i].sim) {
+        plans.back()["simulated"] = nullptr;
+        plans.back()["not_simulated"] = sims[i].why_not;
+      }
     }
     nlohmann::json out{{"plans", plans}};
     if (o.shard) {
@@ -199,8 +216,9 @@ void run_sweep(const SweepOptions& o) {
     for (size_t i = 0; i < rows.size(); ++i) {
       const auto as_typed = typed.find(rows[i].plan.job.seq_len);
       std::vector<std::string> cells = sweep_cells(rows[i].plan, as_typed == typed.end() ? "" : as_typed->second);
-      if (o.simulate) {
-        const sim::Simulation& s = sims[i];
+      if (o.simulate && !sims[i].sim) cells.insert(cells.end(), {"-", "-", "-", "-"});  // priced, not simulated
+      if (o.simulate && sims[i].sim) {
+        const sim::Simulation& s = *sims[i].sim;
         const double pred = rows[i].plan.predicted.step_time_s;
         cells.insert(cells.end(), {sig(s.step_time_s, 4), fixed(100 * (s.step_time_s - pred) / pred, 2),
                                    fixed(100 * s.comm_overhead, 1), fixed(s.memory_bytes_per_gpu / kGiB, 1)});

@@ -182,6 +182,17 @@ grep -q "pp 2, Interleaved1F1B (4 virtual stages)" "$tmp/out" || fail "plan --pp
 grep -q "x pp 2 (1F1B" "$tmp/out" || fail "simulate --pp 2 replayed no 1F1B plan: $(head -1 "$tmp/out")"
 grep -q "^note: the planner's pick (pp 2, 4 virtual stages, .*priced, not simulated" "$tmp/err" ||
   fail "simulate's note: $(cat "$tmp/err")"
+# `sweep --simulate` keeps such a row, priced, with no replay: null, and why.
+"$bin" sweep --model llama2-7b --topology a100-nvlink-box --gpus 8 --seqs 32K --cp-comm-type p2p --batch-tokens 128K \
+  --pp 2 --cp 4 --simulate --format json >"$tmp/sweep.json" 2>"$tmp/err" || fail "sweep --simulate of an interleaved pp 2 row exited $?: $(tail -3 "$tmp/err")"
+python3 - "$tmp/sweep.json" <<'EOF' || fail "sweep --simulate's row (see above)"
+import json, sys
+row = json.load(open(sys.argv[1]))["plans"][0]
+assert row["plan"]["pp"] == 2 and row["plan"]["virtual_stages"] == 4, row["plan"]
+assert row["simulated"] is None, row["simulated"]
+assert "generated for pp > 2" in row["not_simulated"], row.get("not_simulated")
+EOF
+grep -q "not simulated: the interleaved 1F1B schedule" "$tmp/err" || fail "sweep's progress: $(cat "$tmp/err")"
 sed -i 's/^  virtual_stages: 2/  virtual_stages: 0/' "$tmp/pp.yaml"
 "$bin" simulate --plan "$tmp/pp.yaml" >"$tmp/out" 2>"$tmp/err"
 [[ $? -eq 2 ]] || fail "a plan with virtual_stages 0 did not exit 2"
