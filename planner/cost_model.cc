@@ -65,9 +65,35 @@ LayerTimes scaled(LayerTimes t, int n) {
 struct DpExposed {
   double per_layer = 0, ends = 0;
 };
+// A pass's p2p ring where it shares the collectives' bottleneck links, per sequence of the
+// micro-step (each runs its compute before the ring, the ring, and its compute after): a
+// collective posted at the pass's start shares those links with the ring's transfers
+// (max-min fair), so where a ring step's transfer x is more than half its compute c the
+// step lasts max(c, 2x) instead of max(c, x) while the collective runs, and the collective
+// advances x + max(0, c - 2x); outside the rings it runs alone. `slowed` is what that adds
+// to the pass, on top of the window's hiding (which already spends the link time the ring
+// leaves idle: where every transfer is at most half its compute, nothing is added).
+struct RingShare {
+  double pre = 0, post = 0, compute = 0, busy = 0;  // one sequence's
+  int sequences = 1;
+  double slowed(double x) const {
+    if (busy <= 0) return 0;
+    const double delay = std::max(compute, 2 * busy) - std::max(compute, busy);
+    const double advance = busy + std::max(0.0, compute - 2 * busy);
+    double left = x, added = 0;
+    for (int i = 0; i < sequences && left > pre; ++i) {
+      left -= pre;
+      added += delay * std::min(1.0, left / advance);
+      left -= advance + post;
+    }
+    return added;
+  }
+};
+
 struct DpCosts {
   double ag = 0, ag_vocab = 0, rs = 0, rs_vocab = 0, ar = 0, ar_vocab = 0;
   double window_f = 0, window_b = 0, window_ar = 0;
+  RingShare ring_f, ring_b;  // the shard group's collectives beside each pass's ring
   bool ar_apart = false;  // hsdp: the all-reduce bottlenecks on other links than the shard group
   bool backward = false, ends = false;
   const CostParams* cost = nullptr;  // collective_exposed_s: how much of a window hides them
@@ -78,8 +104,10 @@ struct DpCosts {
     if (backward) {
       const double on_shard = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? rs : 0);
       const double on_repl = c.all_reduce ? ar : 0;
-      d.per_layer += ar_apart ? std::max(hide(on_shard, window_b), hide(on_repl, window_ar))
-                              : hide(on_shard + on_repl, window_b);
+      const double o = cost->collective_overlap;
+      d.per_layer += ar_apart ? std::max(hide(on_shard, window_b) + o * ring_b.slowed(on_shard),
+                                         hide(on_repl, window_ar))
+                              : hide(on_shard + on_repl, window_b) + o * ring_b.slowed(on_shard + on_repl);
     }
     d.ends = stage_ends(c, true, true);
     return d;
@@ -91,7 +119,7 @@ struct DpCosts {
   double alone(const MicroStepCollectives& c) const {
     double e = c.forward_gather ? ag : 0;
     if (backward) {
-      if (c.backward_gather) e += cost->collective_exposed_s(ag, window_f);
+      if (c.backward_gather) e += cost->collective_exposed_s(ag, window_f) + cost->collective_overlap * ring_f.slowed(ag);
       e += (c.reduce_scatter ? rs : 0) + (c.all_reduce ? ar : 0);
     }
     return e;
@@ -137,7 +165,8 @@ struct DpCosts {
   // layer 0's (see stage_ends).
   ForwardGathers forward_gathers(const MicroStepCollectives& c) const {
     if (!c.forward_gather) return {};
-    return {cost->collective_exposed_s(ag, window_f), ends ? ag + ag_vocab : 0, ends ? ag : 0};
+    return {cost->collective_exposed_s(ag, window_f) + cost->collective_overlap * ring_f.slowed(ag),
+            ends ? ag + ag_vocab : 0, ends ? ag : 0};
   }
   // The first stage ends the step (1F1B) on the embedding's gradients, `c` the last micro-step's.
   double pipeline_tail(const MicroStepCollectives& c) const {
@@ -905,6 +934,21 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
     };
     std::tie(dp.window_f, dp.window_b) = windows(shard);
     dp.window_ar = hsdp ? windows(repl).second : dp.window_b;
+    // A p2p ring on the shard group's bottleneck links: the forward's collectives start
+    // before its QKV GEMM, the backward's before the FFN's and output projection's
+    // backward (full checkpointing: before the recomputed QKV GEMM).
+    const int fl = shard.bottleneck_link();
+    if (ch.strategy == Strategy::kRing && fl >= 0 &&
+        (pat.link_classes >> static_cast<int>(fabric_.links()[fl].cls) & 1u) != 0) {
+      const LinearFlops lf = linear_flops_per_token(ms);
+      const double qkv = lf.qkv / lf.layer();
+      const double before_b = ch.checkpointing == Checkpointing::kFull ? qkv * real.linear_fwd
+                                                                      : (1 - qkv) * real.linear_bwd;
+      dp.ring_f = {qkv * real.linear_fwd / mb, (1 - qkv) * real.linear_fwd / mb, real.attention_compute_fwd / mb,
+                   real.ring_busy_fwd / mb, mb};
+      dp.ring_b = {before_b / mb, (real.linear_bwd - before_b) / mb,
+                   (real.attention_compute - real.attention_compute_fwd) / mb, real.ring_busy_bwd / mb, mb};
+    }
     // hsdp's all-reduce runs on the replicas' links beside the shard group's reduce-scatter;
     // where both bottleneck on one class of links they queue.
     const int sl = shard.bottleneck_link(), rl = repl.bottleneck_link();

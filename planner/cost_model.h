@@ -34,7 +34,9 @@
 // layer's compute; only what exceeds it is exposed (minus the ring's own transfer time
 // when the ring's transfers cross links of the class the collectives bottleneck on: on a
 // tie the ring's own bottleneck may be named on another class, e.g. a spine link, while
-// it still loads the same NICs). A step = grad_accum micro-steps (micro_batch sequences
+// it still loads the same NICs); where a p2p ring step's transfer is more than half its
+// compute, a collective running beside it lengthens the step (the links are shared max-min
+// fair: cost_model.cc RingShare). A step = grad_accum micro-steps (micro_batch sequences
 // per ring each, one after another through every layer, under one gather and one
 // reduce-scatter per layer) + the optimizer update (memory bound, on the GPU's optimizer
 // shard). Other sharding levels (data_parallel.h) run their own collectives per micro-step
