@@ -97,17 +97,20 @@ struct DpCosts {
   bool ar_apart = false;  // hsdp: the all-reduce bottlenecks on other links than the shard group
   bool backward = false, ends = false;
   const CostParams* cost = nullptr;  // collective_exposed_s: how much of a window hides them
+  // What of `x` a pass's `window` leaves exposed, plus what sharing the links with the
+  // pass's ring adds (RingShare).
+  double beside(double x, double window, const RingShare& ring) const {
+    return cost->collective_exposed_s(x, window) + cost->collective_overlap * ring.slowed(x);
+  }
   DpExposed exposed(const MicroStepCollectives& c) const {
     DpExposed d;
-    auto hide = [&](double x, double window) { return cost->collective_exposed_s(x, window); };
     d.per_layer = forward_gathers(c).per_layer;
     if (backward) {
       const double on_shard = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? rs : 0);
       const double on_repl = c.all_reduce ? ar : 0;
-      const double o = cost->collective_overlap;
-      d.per_layer += ar_apart ? std::max(hide(on_shard, window_b) + o * ring_b.slowed(on_shard),
-                                         hide(on_repl, window_ar))
-                              : hide(on_shard + on_repl, window_b) + o * ring_b.slowed(on_shard + on_repl);
+      d.per_layer += ar_apart ? std::max(beside(on_shard, window_b, ring_b),
+                                         cost->collective_exposed_s(on_repl, window_ar))
+                              : beside(on_shard + on_repl, window_b, ring_b);
     }
     d.ends = stage_ends(c, true, true);
     return d;
@@ -119,7 +122,7 @@ struct DpCosts {
   double alone(const MicroStepCollectives& c) const {
     double e = c.forward_gather ? ag : 0;
     if (backward) {
-      if (c.backward_gather) e += cost->collective_exposed_s(ag, window_f) + cost->collective_overlap * ring_f.slowed(ag);
+      if (c.backward_gather) e += beside(ag, window_f, ring_f);
       e += (c.reduce_scatter ? rs : 0) + (c.all_reduce ? ar : 0);
     }
     return e;
@@ -165,8 +168,7 @@ struct DpCosts {
   // layer 0's (see stage_ends).
   ForwardGathers forward_gathers(const MicroStepCollectives& c) const {
     if (!c.forward_gather) return {};
-    return {cost->collective_exposed_s(ag, window_f) + cost->collective_overlap * ring_f.slowed(ag),
-            ends ? ag + ag_vocab : 0, ends ? ag : 0};
+    return {beside(ag, window_f, ring_f), ends ? ag + ag_vocab : 0, ends ? ag : 0};
   }
   // The first stage ends the step (1F1B) on the embedding's gradients, `c` the last micro-step's.
   double pipeline_tail(const MicroStepCollectives& c) const {
@@ -919,13 +921,14 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
     // The collectives hide behind the layer's time, less what the ring and the TP
     // collectives themselves keep the same class of links busy.
     const GroupCollective* tpc = ch.tp > 1 ? &tp_collective(ch.tp) : nullptr;
-    auto windows = [&](const GroupCollective& gc) {
+    // Whether flows crossing `classes` load the class of links `gc` bottlenecks on.
+    auto crosses = [&](const GroupCollective& gc, unsigned classes) {
       const int fl = gc.bottleneck_link();
-      auto crosses = [&](unsigned classes) {
-        return fl >= 0 && (classes >> static_cast<int>(fabric_.links()[fl].cls) & 1u) != 0;
-      };
-      const bool same_links = crosses(pat.link_classes);
-      const bool tp_same = tpc && crosses(tpc->rail.link_classes | tpc->node.link_classes);
+      return fl >= 0 && (classes >> static_cast<int>(fabric_.links()[fl].cls) & 1u) != 0;
+    };
+    auto windows = [&](const GroupCollective& gc) {
+      const bool same_links = crosses(gc, pat.link_classes);
+      const bool tp_same = tpc && crosses(gc, tpc->rail.link_classes | tpc->node.link_classes);
       const double tp_f = tp_same ? 0 : real.tp_fwd, tp_b = tp_same ? 0 : real.tp_bwd;
       return std::pair{std::max(0.0, real.linear_fwd + real.attention_fwd + tp_f -
                                          (same_links ? real.ring_busy_fwd : 0)),
@@ -937,9 +940,7 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
     // A p2p ring on the shard group's bottleneck links: the forward's collectives start
     // before its QKV GEMM, the backward's before the FFN's and output projection's
     // backward (full checkpointing: before the recomputed QKV GEMM).
-    const int fl = shard.bottleneck_link();
-    if (ch.strategy == Strategy::kRing && fl >= 0 &&
-        (pat.link_classes >> static_cast<int>(fabric_.links()[fl].cls) & 1u) != 0) {
+    if (ch.strategy == Strategy::kRing && crosses(shard, pat.link_classes)) {
       const LinearFlops lf = linear_flops_per_token(ms);
       const double qkv = lf.qkv / lf.layer();
       const double before_b = ch.checkpointing == Checkpointing::kFull ? qkv * real.linear_fwd

@@ -223,7 +223,8 @@ class Generator {
         fail_input(w, "cp, dp, pp", "tp * cp * dp * pp must equal gpus = " + num(job_.gpus) + " (got tp " +
                                         num(pc.tp) + ", cp " + num(pc.cp) + ", dp " + num(pc.dp) + ", pp " +
                                         num(pc.pp) + ")");
-      if (pc.sharding == Sharding::kHsdp && !hsdp_why_not(pc).empty()) fail_input(w, "sharding", hsdp_why_not(pc));
+      if (const std::string why = pc.sharding == Sharding::kHsdp ? hsdp_why_not(pc) : ""; !why.empty())
+        fail_input(w, "sharding", why);
       if (pc.order != tp_order(pc.tp, pc.cp, pc.dp * pc.pp))
         fail_input(w, "order", "with pp > 1 the order must be the tp-cp-dp-pp rank order (stages outermost)");
     }
@@ -257,8 +258,8 @@ class Generator {
       fail_input(w, "data_parallel_shard_degree", "must divide dp " + num(choice_.dp) +
                                                       " and leave at least 2 replicas (got " + num(choice_.dp_shard) + ")");
     }
-    if (choice_.sharding == Sharding::kHsdp && !hsdp_why_not(choice_).empty())
-      fail_input(w, "sharding", hsdp_why_not(choice_));
+    if (const std::string why = choice_.sharding == Sharding::kHsdp ? hsdp_why_not(choice_) : ""; !why.empty())
+      fail_input(w, "sharding", why);
     if (choice_.tp > 1 && choice_.order != tp_order(choice_.tp, choice_.cp, choice_.dp))
       fail_input(w, "order", "with tp > 1 the order must be the tp-cp-dp rank order (TP innermost, node-major)");
     TokenLayout::check_divisible(choice_.load_balance, job_.seq_len, choice_.cp, w);
