@@ -26,24 +26,36 @@ struct UnitFlow {
 
 // Solve the flows together (they share links) and summarise each group's slowest flow
 // as latency + units x seconds-per-unit.
-std::vector<PatternCost> solve(const Fabric& fabric, const CostParams& cost,
-                               const std::vector<UnitFlow>& uf, int groups) {
+// `link_flows`: where given, each group's flows per link crossed.
+std::vector<PatternCost> solve(const Fabric& fabric, const CostParams& cost, const std::vector<UnitFlow>& uf,
+                               int groups, std::vector<std::map<int, int>>* link_flows = nullptr) {
   std::vector<Flow> flows;
   flows.reserve(uf.size());
   for (const UnitFlow& f : uf) flows.push_back({f.src, f.dst, f.bytes_per_unit});
   const SharingResult r = share_links(fabric, cost, flows);
   std::vector<PatternCost> out(groups);
+  std::vector<Route> routes(uf.size());
   for (size_t i = 0; i < uf.size(); ++i) {
     if (uf[i].src == uf[i].dst) continue;
     PatternCost& p = out[uf[i].group];
-    for (int l : fabric.route(uf[i].src, uf[i].dst))
-      p.link_classes |= 1u << static_cast<int>(fabric.links()[l].cls);
+    routes[i] = fabric.route(uf[i].src, uf[i].dst);
+    for (int l : routes[i]) p.link_classes |= 1u << static_cast<int>(fabric.links()[l].cls);
     const double lat = cost.route_latency_s(fabric, uf[i].src, uf[i].dst);
     const double stream = r.finish_s[i] - lat;
     p.latency_s = std::max(p.latency_s, lat);
     if (stream >= p.s_per_unit) {
       p.s_per_unit = stream;
       p.bottleneck_link = r.flow_bottleneck[i];
+    }
+  }
+  std::map<std::pair<int, int>, int> egress;  // (group, a GPU's first link) -> flows
+  for (size_t i = 0; i < uf.size(); ++i) {
+    if (routes[i].empty()) continue;
+    PatternCost& p = out[uf[i].group];
+    p.bottleneck_flows += std::find(routes[i].begin(), routes[i].end(), p.bottleneck_link) != routes[i].end();
+    p.egress_flows = std::max(p.egress_flows, ++egress[{uf[i].group, routes[i].front()}]);
+    if (link_flows) {
+      for (int l : routes[i]) ++(*link_flows)[uf[i].group][l];
     }
   }
   return out;
@@ -54,8 +66,7 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 // The times of `n` sequences through a layer, one after another.
 LayerTimes scaled(LayerTimes t, int n) {
   for (double* x : {&t.attention_fwd, &t.attention_bwd, &t.attention_compute_fwd, &t.attention_compute,
-                    &t.ring_busy_fwd, &t.ring_busy_bwd, &t.linear_fwd, &t.linear_bwd, &t.tp_fwd,
-                    &t.tp_bwd}) {
+                    &t.linear_fwd, &t.linear_bwd, &t.tp_fwd, &t.tp_bwd}) {
     *x *= n;
   }
   return t;
@@ -65,27 +76,52 @@ LayerTimes scaled(LayerTimes t, int n) {
 struct DpExposed {
   double per_layer = 0, ends = 0;
 };
-// A pass's p2p ring where it shares the collectives' bottleneck links, per sequence of the
-// micro-step (each runs its compute before the ring, the ring, and its compute after): a
-// collective posted at the pass's start shares those links with the ring's transfers
-// (max-min fair), so where a ring step's transfer x is more than half its compute c the
-// step lasts max(c, 2x) instead of max(c, x) while the collective runs, and the collective
-// advances x + max(0, c - 2x); outside the rings it runs alone. `slowed` is what that adds
-// to the pass, on top of the window's hiding (which already spends the link time the ring
-// leaves idle: where every transfer is at most half its compute, nothing is added).
-struct RingShare {
-  double pre = 0, post = 0, compute = 0, busy = 0;  // one sequence's
+
+// A pass of one micro-step as a collective posted at its start sees it, per sequence of the
+// micro-step: compute before attention, attention's phases (AttentionPhases), compute after.
+// A phase whose transfers cross the collective's bottleneck class shares links with it
+// max-min fair by flows: where the collective crosses the transfers' bottleneck link, the
+// transfers' k flows on it against the collective's k_c there; else where they meet, at a
+// GPU's port (the most flows leaving one GPU of each). The transfers get f = k / (k + k_c)
+// of that link, so a phase computing c beside transfers of x lasts max(c, x / f) instead
+// of max(c, x) while the collective runs, and the collective advances (1 - f)·x / f +
+// max(0, c - x / f) (a p2p ring's step, f = 1/2: x + max(0, c - 2x)); beside the other
+// phases it runs at full speed. `slowed` is what that adds to the pass, `gained` what the
+// collective advances beyond the link time a window (DpCosts) counts idle (seconds - x in
+// a shared phase).
+struct PassShare {
+  struct Phase {
+    double delay = 0, advance = 0;
+  };
+  std::vector<Phase> phases;  // one sequence's
   int sequences = 1;
-  double slowed(double x) const {
-    if (busy <= 0) return 0;
-    const double delay = std::max(compute, 2 * busy) - std::max(compute, busy);
-    const double advance = busy + std::max(0.0, compute - 2 * busy);
-    double left = x, added = 0;
-    for (int i = 0; i < sequences && left > pre; ++i) {
-      left -= pre;
-      added += delay * std::min(1.0, left / advance);
-      left -= advance + post;
+  double gained = 0;  // all sequences'
+  void compute(double s) {
+    if (s > 0) phases.push_back({0, s});
+  }
+  void attention(const AttentionPhases& a, unsigned collective_class, const GroupCollective& collective) {
+    for (int i = 0; i < a.n; ++i) {
+      const AttentionPhase& p = a.at[i];
+      if ((p.transfer.link_classes & collective_class) == 0 || p.busy <= 0) {
+        compute(p.seconds);
+        continue;
+      }
+      const int on = collective.flows_on(p.transfer.bottleneck_link);
+      const double k = std::max(1, on > 0 ? p.transfer.bottleneck_flows : p.transfer.egress_flows);
+      const double f = k / (k + std::max(1, on > 0 ? on : collective.bottleneck().egress_flows));
+      const double c = p.compute, x = p.busy, shared = x / f;
+      phases.push_back({std::max(c, shared) - std::max(c, x), (1 - f) * shared + std::max(0.0, c - shared)});
+      gained += sequences * std::max(0.0, phases.back().advance - (p.seconds - x));
     }
+  }
+  double slowed(double x) const {
+    double left = x, added = 0;
+    for (int i = 0; i < sequences; ++i)
+      for (const Phase& p : phases) {
+        if (left <= 0) return added;
+        added += p.delay * std::min(1.0, left / p.advance);
+        left -= p.advance;
+      }
     return added;
   }
 };
@@ -93,14 +129,14 @@ struct RingShare {
 struct DpCosts {
   double ag = 0, ag_vocab = 0, rs = 0, rs_vocab = 0, ar = 0, ar_vocab = 0;
   double window_f = 0, window_b = 0, window_ar = 0;
-  RingShare ring_f, ring_b;  // the shard group's collectives beside each pass's ring
+  PassShare share_f, share_b;  // each pass as the shard group's collectives share its links
   bool ar_apart = false;  // hsdp: the all-reduce bottlenecks on other links than the shard group
   bool backward = false, ends = false;
   const CostParams* cost = nullptr;  // collective_exposed_s: how much of a window hides them
-  // What of `x` a pass's `window` leaves exposed, plus what sharing the links with the
-  // pass's ring adds (RingShare).
-  double beside(double x, double window, const RingShare& ring) const {
-    return cost->collective_exposed_s(x, window) + cost->collective_overlap * ring.slowed(x);
+  // What of `x` a pass's `window`, and what sharing the pass's links gains it, leave
+  // exposed, plus what that sharing adds to the pass (PassShare).
+  double beside(double x, double window, const PassShare& share) const {
+    return cost->collective_exposed_s(x, window + share.gained) + cost->collective_overlap * share.slowed(x);
   }
   DpExposed exposed(const MicroStepCollectives& c) const {
     DpExposed d;
@@ -108,9 +144,9 @@ struct DpCosts {
     if (backward) {
       const double on_shard = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? rs : 0);
       const double on_repl = c.all_reduce ? ar : 0;
-      d.per_layer += ar_apart ? std::max(beside(on_shard, window_b, ring_b),
+      d.per_layer += ar_apart ? std::max(beside(on_shard, window_b, share_b),
                                          cost->collective_exposed_s(on_repl, window_ar))
-                              : beside(on_shard + on_repl, window_b, ring_b);
+                              : beside(on_shard + on_repl, window_b, share_b);
     }
     d.ends = stage_ends(c, true, true);
     return d;
@@ -122,7 +158,7 @@ struct DpCosts {
   double alone(const MicroStepCollectives& c) const {
     double e = c.forward_gather ? ag : 0;
     if (backward) {
-      if (c.backward_gather) e += beside(ag, window_f, ring_f);
+      if (c.backward_gather) e += beside(ag, window_f, share_f);
       e += (c.reduce_scatter ? rs : 0) + (c.all_reduce ? ar : 0);
     }
     return e;
@@ -168,7 +204,7 @@ struct DpCosts {
   // layer 0's (see stage_ends).
   ForwardGathers forward_gathers(const MicroStepCollectives& c) const {
     if (!c.forward_gather) return {};
-    return {beside(ag, window_f, ring_f), ends ? ag + ag_vocab : 0, ends ? ag : 0};
+    return {beside(ag, window_f, share_f), ends ? ag + ag_vocab : 0, ends ? ag : 0};
   }
   // The first stage ends the step (1F1B) on the embedding's gradients, `c` the last micro-step's.
   double pipeline_tail(const MicroStepCollectives& c) const {
@@ -375,9 +411,12 @@ const GroupCollective& CostModel::group_collective(const std::vector<std::vector
     gc.peers = std::max(gc.peers, static_cast<double>(members.size()) - 1);
   }
   gc.fitted = cost_.collectives;
-  const std::vector<PatternCost> p = solve(fabric_, cost_, f, 2);
+  std::vector<std::map<int, int>> link_flows(2);
+  const std::vector<PatternCost> p = solve(fabric_, cost_, f, 2, &link_flows);
   gc.rail = p[0];
   gc.node = p[1];
+  gc.rail_link_flows = std::move(link_flows[0]);
+  gc.node_link_flows = std::move(link_flows[1]);
   return collectives_.emplace(groups, gc).first->second;
 }
 
@@ -392,9 +431,17 @@ double GroupCollective::time(double bytes_per_gpu, int passes) const {
          std::max(steps(rail, rail_steps), steps(node, node_steps));
 }
 
-int GroupCollective::bottleneck_link() const {
-  // The link of the ring whose bandwidth term is the larger.
-  return rail.s_per_unit >= node.s_per_unit ? rail.bottleneck_link : node.bottleneck_link;
+int GroupCollective::bottleneck_link() const { return bottleneck().bottleneck_link; }
+
+int GroupCollective::flows_on(int link) const {
+  const std::map<int, int>& m = &bottleneck() == &rail ? rail_link_flows : node_link_flows;
+  const auto it = m.find(link);
+  return it == m.end() ? 0 : it->second;
+}
+
+const PatternCost& GroupCollective::bottleneck() const {
+  // The ring whose bandwidth term is the larger.
+  return rail.s_per_unit >= node.s_per_unit ? rail : node;
 }
 
 const GroupCollective& CostModel::fsdp_collective(int tp, int pp) {
@@ -582,6 +629,44 @@ const LayerTimes& CostModel::layer_times_cached(const Job& job, const PlanChoice
   return layer_memo_.emplace(key, layer_times(job, ch, pat, a2a, free_comm)).first->second;
 }
 
+void AttentionPhases::add(const AttentionPhase& p) {
+  if (p.seconds <= 0 && p.busy <= 0) return;
+  if (p.busy <= 0 && n > 0 && at[n - 1].busy <= 0) {
+    at[n - 1].seconds += p.seconds;
+    at[n - 1].compute += p.compute;
+    return;
+  }
+  at.at(n++) = p;
+}
+
+double AttentionPhases::seconds() const {
+  double s = 0;
+  for (int i = 0; i < n; ++i) s += at[i].seconds;
+  return s;
+}
+
+double AttentionPhases::busy_on(unsigned link_class_bits) const {
+  double b = 0;
+  for (int i = 0; i < n; ++i) b += (at[i].transfer.link_classes & link_class_bits) != 0 ? at[i].busy : 0;
+  return b;
+}
+
+AttentionPhases CostModel::a2a_phases(const Job& job, const PlanChoice& ch, const PatternCost& a2a, bool free_comm,
+                                      bool backward, const AttentionPhases& middle) const {
+  const A2aBytes b = a2a_bytes(model_, ch, job.seq_len, fabric_.topology().gpu.element_bytes);
+  AttentionPhases p;
+  auto exchange = [&](double bytes) {  // to each peer; the copies move the rank's whole payload
+    const double x = free_comm ? 0.0 : a2a.time(bytes), copy = cost_.a2a_copy_s(b.members * bytes);
+    p.compute(copy);
+    p.add({x, 0, x, a2a});
+    p.compute(copy);
+  };
+  exchange(backward ? b.out : b.qkv);
+  for (int i = 0; i < middle.n; ++i) p.add(middle.at[i]);
+  exchange(backward ? b.qkv : b.out);
+  return p;
+}
+
 LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const RingPatterns& pat,
                                   const PatternCost* a2a, bool free_comm) {
   const ModelSpec& m = shard(ch.tp);  // one TP member's heads and weights
@@ -611,31 +696,35 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
     const TokenLayout whole{LoadBalance::kContiguous, job.seq_len, 1};
     const RingAttentionWork w = ring_attention_work(whole, job.causal, m.heads, m.head_dim, tiles, window);
     const double cf = w.executed_total / P / F, cb = bf * cf;
-    double comm_f = 0, comm_b = 0, copies = 0;
     if (ch.strategy == Strategy::kAllGatherCp) {
       // All-gather K,V (B-1 ring steps of one block, B = P or a window's blocks) before the
       // forward and again before the backward; reduce-scatter of the fp32 dK,dV after it.
       // Not overlapped. The share of the attention is the average (a window leaves the
       // first positions less to do).
       const int steps = all_gather_blocks(ch, c, window) - 1;
-      comm_f = steps * X(pat.kv, units);
-      comm_b = steps * (X(pat.kv, units) + X(pat.dkv, units));
+      const double kv = steps * X(pat.kv, units), dkv = steps * X(pat.dkv, units);
+      t.phases_fwd.add({kv, 0, kv, pat.kv});
+      t.phases_fwd.compute(cf);
+      t.phases_bwd.add({kv, 0, kv, pat.kv});
+      t.phases_bwd.compute(cb);
+      t.phases_bwd.add({dkv, 0, dkv, pat.dkv});
     } else if (P > 1) {
-      // All-to-all of Q,K,V in and of the output back (backward: dout in, dQ,dK,dV out).
-      const double e = fabric_.topology().gpu.element_bytes;
-      const double qkv = static_cast<double>(c) * (m.heads + 2.0 * m.kv_heads) * m.head_dim * e;
-      const double out = static_cast<double>(c) * m.heads * m.head_dim * e;
-      comm_f = X(*a2a, qkv / P) + X(*a2a, out / P);
-      comm_b = comm_f;
-      // Each all-to-all's pack and unpack, on the compute stream.
-      copies = cost_.a2a_pass_copies_s(qkv, out);
+      // All-to-all of Q,K,V in and of the output back (backward: dout in, dQ,dK,dV out),
+      // each packed and unpacked on the compute stream.
+      AttentionPhases kernel_f, kernel_b;
+      kernel_f.compute(cf);
+      kernel_b.compute(cb);
+      t.phases_fwd = a2a_phases(job, ch, *a2a, free_comm, false, kernel_f);
+      t.phases_bwd = a2a_phases(job, ch, *a2a, free_comm, true, kernel_b);
+    } else {
+      t.phases_fwd.compute(cf);
+      t.phases_bwd.compute(cb);
     }
-    t.attention_fwd = cf + comm_f + copies;
-    t.attention_bwd = fwd_only ? 0 : cb + comm_b + copies;
+    if (fwd_only) t.phases_bwd = {};
+    t.attention_fwd = t.phases_fwd.seconds();
+    t.attention_bwd = t.phases_bwd.seconds();
     t.attention_compute_fwd = cf;
     t.attention_compute = cf + (fwd_only ? 0 : cb);
-    t.ring_busy_fwd = comm_f;
-    t.ring_busy_bwd = fwd_only ? 0 : comm_b;
   } else {
     const TokenLayout layout{ch.load_balance, job.seq_len, P};
     const RingAttentionWork w = ring_attention_work(layout, job.causal, m.heads, m.head_dim, tiles, window);
@@ -755,8 +844,9 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
     t.attention_compute_fwd = (w.own_executed_max + steps_executed) / F + later * mf;
     t.attention_compute = t.attention_compute_fwd +
                           (fwd_only ? 0 : bf * (w.own_executed_max + steps_executed) / F + later * (acc + mb));
-    t.ring_busy_fwd = busy_f;
-    t.ring_busy_bwd = fwd_only ? 0 : busy_b;
+    const PatternCost& transfer = ch.schedule == Schedule::kTwoLevel ? pat.outer_kv : pat.kv;
+    t.phases_fwd.add({tf, t.attention_compute_fwd, busy_f, transfer});
+    if (!fwd_only) t.phases_bwd.add({tb, t.attention_compute - t.attention_compute_fwd, busy_b, transfer});
   }
 
   const LinearFlops lf = linear_flops_per_token(m);
@@ -779,7 +869,6 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       // The backward reruns the layer's forward: ring attention with its transfers too.
       t.attention_bwd += t.attention_fwd;
       t.attention_compute += t.attention_compute_fwd;
-      t.ring_busy_bwd += t.ring_busy_fwd;
     }
   }
   if (ch.tp > 1 && !free_comm && !ch.tp_comm_overlap) {
@@ -918,38 +1007,46 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
     dp.rs_vocab = shard.time(grads * vocab_bytes / group);
     dp.ar = repl.all_reduce_time(grads * layer_bytes * pipe.pp / G);
     dp.ar_vocab = repl.all_reduce_time(grads * vocab_bytes * pipe.pp / G);
-    // The collectives hide behind the layer's time, less what the ring and the TP
-    // collectives themselves keep the same class of links busy.
+    // The collectives hide behind the layer's time, less what the attention's transfers
+    // and the TP collectives themselves keep the same class of links busy.
     const GroupCollective* tpc = ch.tp > 1 ? &tp_collective(ch.tp) : nullptr;
-    // Whether flows crossing `classes` load the class of links `gc` bottlenecks on.
-    auto crosses = [&](const GroupCollective& gc, unsigned classes) {
+    // The class of links `gc` bottlenecks on, as a LinkClass bit (0: it moves nothing).
+    auto class_bit = [&](const GroupCollective& gc) {
       const int fl = gc.bottleneck_link();
-      return fl >= 0 && (classes >> static_cast<int>(fabric_.links()[fl].cls) & 1u) != 0;
+      return fl < 0 ? 0u : 1u << static_cast<int>(fabric_.links()[fl].cls);
     };
+    const bool full = ch.checkpointing == Checkpointing::kFull;  // the backward reruns the forward's attention
     auto windows = [&](const GroupCollective& gc) {
-      const bool same_links = crosses(gc, pat.link_classes);
-      const bool tp_same = tpc && crosses(gc, tpc->rail.link_classes | tpc->node.link_classes);
+      const unsigned bit = class_bit(gc);
+      const bool tp_same = tpc && (bit & (tpc->rail.link_classes | tpc->node.link_classes)) != 0;
       const double tp_f = tp_same ? 0 : real.tp_fwd, tp_b = tp_same ? 0 : real.tp_bwd;
-      return std::pair{std::max(0.0, real.linear_fwd + real.attention_fwd + tp_f -
-                                         (same_links ? real.ring_busy_fwd : 0)),
-                       std::max(0.0, real.linear_bwd + real.attention_bwd + tp_b -
-                                         (same_links ? real.ring_busy_bwd : 0))};
+      const double busy_f = mb * real.phases_fwd.busy_on(bit);
+      const double busy_b = mb * real.phases_bwd.busy_on(bit) + (full ? busy_f : 0);
+      return std::pair{std::max(0.0, real.linear_fwd + real.attention_fwd + tp_f - busy_f),
+                       std::max(0.0, real.linear_bwd + real.attention_bwd + tp_b - busy_b)};
     };
     std::tie(dp.window_f, dp.window_b) = windows(shard);
     dp.window_ar = hsdp ? windows(repl).second : dp.window_b;
-    // A p2p ring on the shard group's bottleneck links: the forward's collectives start
+    // The shard group's collectives as each pass shares their links: the forward's start
     // before its QKV GEMM, the backward's before the FFN's and output projection's
-    // backward (full checkpointing: before the recomputed QKV GEMM).
-    if (ch.strategy == Strategy::kRing && crosses(shard, pat.link_classes)) {
-      const LinearFlops lf = linear_flops_per_token(ms);
-      const double qkv = lf.qkv / lf.layer();
-      const double before_b = ch.checkpointing == Checkpointing::kFull ? qkv * real.linear_fwd
-                                                                      : (1 - qkv) * real.linear_bwd;
-      dp.ring_f = {qkv * real.linear_fwd / mb, (1 - qkv) * real.linear_fwd / mb, real.attention_compute_fwd / mb,
-                   real.ring_busy_fwd / mb, mb};
-      dp.ring_b = {before_b / mb, (real.linear_bwd - before_b) / mb,
-                   (real.attention_compute - real.attention_compute_fwd) / mb, real.ring_busy_bwd / mb, mb};
+    // backward (full checkpointing: before the recomputed QKV GEMM; the backward proper
+    // after the recomputed forward, linear_fwd of linear_bwd).
+    const LinearFlops lf = linear_flops_per_token(ms);
+    const double qkv = lf.qkv / lf.layer(), lin_f = real.linear_fwd / mb, lin_b = real.linear_bwd / mb;
+    const unsigned bit = class_bit(shard);
+    dp.share_f.sequences = dp.share_b.sequences = mb;
+    dp.share_f.compute(qkv * lin_f);
+    dp.share_f.attention(real.phases_fwd, bit, shard);
+    dp.share_f.compute((1 - qkv) * lin_f);
+    const double own_b = full ? lin_b - lin_f : lin_b;
+    if (full) {
+      dp.share_b.compute(qkv * lin_f);
+      dp.share_b.attention(real.phases_fwd, bit, shard);
+      dp.share_b.compute((1 - qkv) * lin_f);
     }
+    dp.share_b.compute((1 - qkv) * own_b);
+    dp.share_b.attention(real.phases_bwd, bit, shard);
+    dp.share_b.compute(qkv * own_b);
     // hsdp's all-reduce runs on the replicas' links beside the shard group's reduce-scatter;
     // where both bottleneck on one class of links they queue.
     const int sl = shard.bottleneck_link(), rl = repl.bottleneck_link();

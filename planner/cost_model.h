@@ -31,19 +31,21 @@
 // layer: all-gather of the layer's bf16 params before its forward and its backward (over
 // every rail and NVSwitch at once, collective_pattern.h),
 // reduce-scatter of its bf16 grads after the backward, prefetched so they overlap the
-// layer's compute; only what exceeds it is exposed (minus the ring's own transfer time
-// when the ring's transfers cross links of the class the collectives bottleneck on: on a
-// tie the ring's own bottleneck may be named on another class, e.g. a spine link, while
-// it still loads the same NICs); where a p2p ring step's transfer is more than half its
-// compute, a collective running beside it lengthens the step (the links are shared max-min
-// fair: cost_model.cc RingShare). A step = grad_accum micro-steps (micro_batch sequences
-// per ring each, one after another through every layer, under one gather and one
-// reduce-scatter per layer) + the optimizer update (memory bound, on the GPU's optimizer
-// shard). Other sharding levels (data_parallel.h) run their own collectives per micro-step
-// the same way: ddp's all-reduce of each layer's grads in the last micro-step's backward,
-// hidden behind the backward like the reduce-scatter (on other links than the shard
-// group's, hsdp's all-reduce hides beside its reduce-scatter: the larger of the two is
-// exposed); zero1 and zero2 gather only in the first micro-step's forward.
+// layer's compute; only what exceeds it is exposed (minus the attention's own transfer
+// time, ring steps, all-to-alls or CP all-gathers, when they cross links of the class the
+// collectives bottleneck on: on a tie the ring's own bottleneck may be named on another
+// class, e.g. a spine link, while it still loads the same NICs); where the attention's
+// transfers take more than its compute leaves them (an all-to-all: all of its time), a
+// collective running beside them lengthens the pass and advances in the share of the
+// links it gets (max-min fair by flows: cost_model.cc PassShare). A step = grad_accum
+// micro-steps (micro_batch sequences per ring each, one after another through every layer,
+// under one gather and one reduce-scatter per layer) + the optimizer update (memory bound,
+// on the GPU's optimizer shard). Other sharding levels (data_parallel.h) run their own
+// collectives per micro-step the same way: ddp's all-reduce of each layer's grads in the
+// last micro-step's backward, hidden behind the backward like the reduce-scatter (on other
+// links than the shard group's, hsdp's all-reduce hides beside its reduce-scatter: the
+// larger of the two is exposed); zero1 and zero2 gather only in the first micro-step's
+// forward.
 //
 // Prediction fields (plan.h):
 //   comm_overhead       exposed communication / step time, where exposed communication =
@@ -57,6 +59,7 @@
 //                       [attention fwd + 2x bwd; causal halves it; recompute not counted]
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
@@ -82,6 +85,8 @@ struct PatternCost {
   double latency_s = 0;
   double s_per_unit = 0;
   int bottleneck_link = -1;  // -1: no transfer
+  int bottleneck_flows = 0;   // of its flows, those crossing that link
+  int egress_flows = 0;       // of its flows, the most leaving one GPU by one link
   unsigned link_classes = 0;  // bit 1 << LinkClass for every class its flows cross
   double time(double units) const { return bottleneck_link < 0 ? 0.0 : latency_s + units * s_per_unit; }
 };
@@ -106,12 +111,30 @@ struct RingPatterns {
   double bottleneck_bytes_per_s = 0;  // effective per-flow rate on it (after sharing)
 };
 
+// One pass's attention, one sequence's, in order, as the data-parallel collectives see it
+// (CostModel::price shares its links with them): each phase lasts `seconds` alone,
+// computing `compute` while its transfers (`transfer`'s pattern) keep their links busy
+// `busy` seconds (a ring's steps summed; an all-to-all or a CP all-gather computes nothing
+// beside it).
+struct AttentionPhase {
+  double seconds = 0, compute = 0, busy = 0;
+  PatternCost transfer;  // none for compute alone
+};
+struct AttentionPhases {
+  std::array<AttentionPhase, 7> at{};  // a2a+p2p's: three copies and an all-to-all each side of the ring
+  int n = 0;
+  void compute(double s) { add({s, s, 0, {}}); }
+  void add(const AttentionPhase& p);  // skips empty phases, merges consecutive compute
+  double seconds() const;
+  double busy_on(unsigned link_class_bits) const;  // of the phases crossing those classes
+};
+
 // Per-layer time parts of one micro-step (one sequence per ring), seconds.
 struct LayerTimes {
   double attention_fwd = 0, attention_bwd = 0;  // ring attention incl. its transfers
   double attention_compute_fwd = 0;             // compute part of the forward
   double attention_compute = 0;                 // compute parts of the two (and recompute)
-  double ring_busy_fwd = 0, ring_busy_bwd = 0;  // time the ring's links carry data
+  AttentionPhases phases_fwd, phases_bwd;       // one sequence's; the backward's without recompute
   double linear_fwd = 0, linear_bwd = 0;        // incl. recompute
   double tp_fwd = 0, tp_bwd = 0;                // TP all-gathers and reduce-scatters (recompute's too)
   // The layer's time, both passes: ring attention, linear layers, TP collectives.
@@ -130,7 +153,10 @@ struct GroupCollective {
   // ring all-reduce, a reduce-scatter then an all-gather over the same rings.
   double time(double bytes_per_gpu, int passes = 1) const;
   double all_reduce_time(double bytes_per_gpu) const { return time(bytes_per_gpu, 2); }
+  std::map<int, int> rail_link_flows, node_link_flows;  // each ring's flows per link crossed
   int bottleneck_link() const;
+  const PatternCost& bottleneck() const;  // the ring (rail or node) bottleneck_link is of
+  int flows_on(int link) const;           // the bottleneck ring's flows crossing `link`
 };
 
 // A micro-step's forward all-gathers of the weights (data_parallel.h's table): each layer's
@@ -224,6 +250,10 @@ class CostModel {
   LayerTimes usp_attention_times(const Job& job, const PlanChoice& choice, const RingPatterns& pat,
                                  const PatternCost& a2a, bool free_comm);
   std::string usp_why_invalid(const Job& job, const PlanChoice& choice) const;
+  // A pass of a2a or a2a+p2p (`backward`: dout in, dQ,dK,dV back; else Q,K,V in, the
+  // output back): each all-to-all over `a2a` between its pack and unpack, `middle` between.
+  AttentionPhases a2a_phases(const Job& job, const PlanChoice& choice, const PatternCost& a2a, bool free_comm,
+                             bool backward, const AttentionPhases& middle) const;
   // a2a+p2p's ring as a cost model of its own (usp_ring_model), by (tp, cp_a2a); cached.
   CostModel& usp_ring(int tp, int cp_a2a);
   std::map<std::pair<int, int>, std::unique_ptr<CostModel>> usp_rings_;

@@ -105,9 +105,6 @@ struct CostParams {
   // flash_attn_a2a_communicate, which adds an index_select for the load-balanced order).
   static double a2a_copy_bytes(double bytes) { return 2 * bytes; }  // HBM bytes moved
   double a2a_copy_s(double bytes) const { return a2a_copy_bytes(bytes) / hbm_bytes_per_s; }
-  // A pass's two all-to-alls (Q,K,V in and the output back; backward: dout in, dQ,dK,dV
-  // back) of a rank's `qkv` and `out` payloads: each packed and unpacked.
-  double a2a_pass_copies_s(double qkv, double out) const { return 2 * (a2a_copy_s(qkv) + a2a_copy_s(out)); }
   // Merging one ring step's partial result (KernelCurve::merge_bytes, dq_merge_bytes) for
   // `elements` output elements (c·h·d): memory bound. The schedule's kMerge op carries
   // flops = elements at merge_efficiency(), which gives the same seconds.

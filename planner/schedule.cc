@@ -400,13 +400,9 @@ class Generator {
       ring_.share_executed = w.executed_total / P_;
       ring_.share_useful = w.useful_total / P_;
       ring_.gather_blocks = all_gather_blocks(choice_, c_, holding_.window);
-      // a2a: Q,K,V and the output, 1/P of each to each peer.
-      const double e = gpu.element_bytes;
-      ring_.a2a_qkv_bytes = static_cast<double>(c_) * (ms_.heads + 2.0 * ms_.kv_heads) * ms_.head_dim * e / P_;
-      ring_.a2a_out_bytes = static_cast<double>(c_) * ms_.heads * ms_.head_dim * e / P_;
     }
-    if (usp) {
-      const UspA2aBytes b = usp_a2a_bytes(m_, choice_, job_.seq_len, gpu.element_bytes);
+    if (choice_.strategy == Strategy::kUlysses || usp) {
+      const A2aBytes b = a2a_bytes(m_, choice_, job_.seq_len, gpu.element_bytes);
       ring_.a2a_qkv_bytes = b.qkv;
       ring_.a2a_out_bytes = b.out;
     }

@@ -32,10 +32,11 @@ ModelSpec usp_ring_model(const ModelSpec& model, int tp, int cp_a2a) {
   return m;
 }
 
-UspA2aBytes usp_a2a_bytes(const ModelSpec& m, const PlanChoice& ch, int64_t seq_len, int e) {
+A2aBytes a2a_bytes(const ModelSpec& m, const PlanChoice& ch, int64_t seq_len, int e) {
   const double c = static_cast<double>(seq_len / ch.cp);
-  const double u = ch.cp_a2a, tp = std::max(1, ch.tp);  // a TP member's heads
-  return {c * (m.heads + 2.0 * m.kv_heads) * m.head_dim * e / (u * tp), c * m.heads * m.head_dim * e / (u * tp)};
+  const int u = ch.strategy == Strategy::kUlysses ? ch.cp : ch.cp_a2a;
+  const double tp = std::max(1, ch.tp);  // a TP member's heads
+  return {c * (m.heads + 2.0 * m.kv_heads) * m.head_dim * e / (u * tp), c * m.heads * m.head_dim * e / (u * tp), u};
 }
 
 std::string usp_split_why_invalid(const ModelSpec& m, const PlanChoice& ch, int gpus_per_node) {
@@ -67,16 +68,12 @@ LayerTimes CostModel::usp_attention_times(const Job& job, const PlanChoice& ch, 
   rc.checkpointing = Checkpointing::kNone;
   LayerTimes t = usp_ring(ch.tp, ch.cp_a2a).layer_times(job, rc, pat, nullptr, free_comm);
   t.linear_fwd = t.linear_bwd = 0;
-  // The all-to-alls before and after attention, not overlapped (as a2a's), and each one's
-  // pack and unpack of the rank's payload (u messages) on the compute stream.
-  const UspA2aBytes b = usp_a2a_bytes(model_, ch, job.seq_len, fabric_.topology().gpu.element_bytes);
-  const double x = free_comm ? 0.0 : a2a.time(b.qkv) + a2a.time(b.out);
-  const double copies = cost_.a2a_pass_copies_s(ch.cp_a2a * b.qkv, ch.cp_a2a * b.out);
-  t.attention_fwd += x + copies;
-  t.ring_busy_fwd += x;
+  // The all-to-alls before and after attention, not overlapped (as a2a's).
+  t.phases_fwd = a2a_phases(job, ch, a2a, free_comm, false, t.phases_fwd);
+  t.attention_fwd = t.phases_fwd.seconds();
   if (job.passes != Passes::kForward) {
-    t.attention_bwd += x + copies;
-    t.ring_busy_bwd += x;
+    t.phases_bwd = a2a_phases(job, ch, a2a, free_comm, true, t.phases_bwd);
+    t.attention_bwd = t.phases_bwd.seconds();
   }
   return t;
 }

@@ -30,14 +30,15 @@ PlanChoice usp_ring_choice(const PlanChoice& choice);
 // The model as the ring sees it after the all-to-all: one TP member's (tp_shard) heads and
 // kv_heads divided by cp_a2a.
 ModelSpec usp_ring_model(const ModelSpec& model, int tp, int cp_a2a);
-// Bytes each GPU sends to each a2a peer before attention (Q,K,V: c·(h + 2·h_kv)·d·e / u)
-// and after it (the output: c·h·d·e / u), c = N / cp tokens per GPU, h and h_kv a TP
-// member's; the backward moves the same bytes the other way (dout in; dQ,dK,dV out).
-struct UspA2aBytes {
+// Bytes each GPU sends to each peer of its all-to-all (u GPUs: cp for a2a, cp_a2a for
+// a2a+p2p) before attention (Q,K,V: c·(h + 2·h_kv)·d·e / u) and after it (the output:
+// c·h·d·e / u), c = N / cp tokens per GPU, h and h_kv a TP member's; the backward moves the
+// same bytes the other way (dout in; dQ,dK,dV out).
+struct A2aBytes {
   double qkv = 0, out = 0;
+  int members = 1;  // u
 };
-UspA2aBytes usp_a2a_bytes(const ModelSpec& model, const PlanChoice& choice, int64_t seq_len,
-                          int element_bytes);
+A2aBytes a2a_bytes(const ModelSpec& model, const PlanChoice& choice, int64_t seq_len, int element_bytes);
 // Why the split cannot work, or "": 2 <= cp_a2a < cp dividing cp, tp·cp_a2a dividing the
 // GPUs per node, cp_a2a dividing a TP member's query heads and kv heads (Megatron: heads
 // and query groups per TP rank divisible by the a2a size), and each a2a group of `order`

@@ -494,7 +494,7 @@ TEST_CASE("schedule: the all-to-alls of a2a and a2a+p2p deliver every payload bl
     const double c = static_cast<double>(plan.job.seq_len) / plan.choice.cp, e = topo.gpu.element_bytes;
     const double qkv = c * (m.heads + 2.0 * m.kv_heads) * m.head_dim * e / P, out = c * m.heads * m.head_dim * e / P;
     if (usp) {
-      const UspA2aBytes b = usp_a2a_bytes(m, plan.choice, plan.job.seq_len, topo.gpu.element_bytes);
+      const A2aBytes b = a2a_bytes(m, plan.choice, plan.job.seq_len, topo.gpu.element_bytes);
       CHECK(b.qkv == doctest::Approx(qkv));
       CHECK(b.out == doctest::Approx(out));
     }

@@ -47,7 +47,7 @@ TEST_CASE("a2a+p2p: rings take every a2a-th GPU of a CP group, heads divided by 
   CHECK(m.heads == 2);
   CHECK(m.kv_heads == 1);
   // Per peer: c (h + 2 h_kv) d e / u before attention, c h d e / u after; c = N / cp.
-  const UspA2aBytes b = usp_a2a_bytes(gqa_model(), ch, 8 * 1024, 2);
+  const A2aBytes b = a2a_bytes(gqa_model(), ch, 8 * 1024, 2);
   CHECK(b.qkv == doctest::Approx(1024.0 * (8 + 8) * 128 * 2 / 4));
   CHECK(b.out == doctest::Approx(1024.0 * 8 * 128 * 2 / 4));
 }

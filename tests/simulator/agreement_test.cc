@@ -191,7 +191,7 @@ TEST_CASE("FSDP's collectives beside a comm-bound ring share its links: a layer 
   // MPT-7B at 8K on H200 nodes, a ring of 16 (512 tokens a GPU): the backward's all-gather,
   // posted at the layer's start, shares the NICs with the ring's transfers, which are more
   // than half of each step's compute, so the ring's steps lengthen while it runs
-  // (cost_model.cc RingShare). Hidden in the window less the ring's busy time alone
+  // (cost_model.cc PassShare). Hidden in the window less the ring's busy time alone
   // (before), the replay was 2.2 % (fsdp, tp 1) and 4.8 % (hsdp, tp 4) slower.
   const Topology topo = load_topology("dgx-h200-ib");
   const ModelSpec model = load_model("mpt-7b");
@@ -212,6 +212,58 @@ TEST_CASE("FSDP's collectives beside a comm-bound ring share its links: a layer 
     pins.sharding = k.sharding;
     pins.schedule = k.schedule;
     const Compared c = plan_and_simulate(topo, model, make_job(topo, k.gpus, 8192, Workload::kLayer), pins);
+    CHECK(c.time_error() < 0.01);
+    CHECK(c.memory_error() < 0.01);
+    worst.add(c, true);
+  }
+}
+
+TEST_CASE("FSDP's collectives beside all-to-alls and CP all-gathers share their links: a layer alone within 1 %") {
+  // Llama 2 7B on the PCIe box (32K) and the TPU torus (8K): the backward's all-gather,
+  // posted at the layer's start, shares the PCIe or torus links with the attention's
+  // all-to-alls and K,V all-gathers, which compute nothing beside them, and with a p2p ring;
+  // each gets the links max-min fair by its flows on them (cost_model.cc PassShare).
+  // Hidden in the compute alone (before), the replay was 5.2 % (all_gather), 1.4 % (a2a),
+  // 2.8 % (a2a+p2p) and 1.9 % (a2a on the torus) slower; the p2p ring's shares, at half the
+  // link each whatever its flows, 1.2 % faster.
+  const ModelSpec model = load_model("llama2-7b");
+  Worst worst{"fsdp beside all-to-alls and all-gathers"};
+  struct Case {
+    const char* topo;
+    int gpus, cp;
+    int64_t seq;
+    Strategy comm;
+    int cp_a2a = 0;  // a2a+p2p: 0 = the planner's pick
+  };
+  // a2a+p2p 4 x 2 (the planner's pick): its four rings of two cross the switches' uplinks,
+  // where the collective's flow meets all four (its own bottleneck, a GPU's link, ties with
+  // the uplink); priced where they meet at a GPU's port, half the link each, the replay
+  // was 4.9 % faster. 2 x 4 was 6.7 % slower before.
+  for (const Case k : {Case{"pcie-8gpu-box", 8, 4, 32768, Strategy::kAllGatherCp},
+                       Case{"pcie-8gpu-box", 8, 4, 32768, Strategy::kUlysses},
+                       Case{"pcie-8gpu-box", 8, 8, 32768, Strategy::kUsp},
+                       Case{"pcie-8gpu-box", 8, 8, 32768, Strategy::kUsp, 2},
+                       Case{"pcie-8gpu-box", 8, 8, 32768, Strategy::kRing},
+                       Case{"tpu-v4-torus", 64, 2, 8192, Strategy::kUlysses}}) {
+    CAPTURE(k.topo);
+    CAPTURE(k.cp);
+    CAPTURE(k.cp_a2a);
+    CAPTURE(std::string(to_string(k.comm)));
+    const Topology topo = load_topology(k.topo);
+    SearchPins pins;
+    pins.cp = k.cp;
+    pins.cp_comm_type = k.comm;
+    pins.sharding = Sharding::kFsdp;
+    pins.checkpointing = Checkpointing::kNone;
+    pins.micro_batch = 1;
+    if (k.cp_a2a > 0) pins.cp_a2a = k.cp_a2a;
+    Job j = make_job(topo, k.gpus, k.seq, Workload::kLayer);
+    j.model = model.source;
+    const Fabric fabric(topo, k.gpus);
+    const CostParams cost = CostParams::from_topology(topo);
+    const Plan plan = Planner(model, fabric, cost).best_plan(j, pins);
+    REQUIRE(plan.choice.strategy == k.comm);
+    const Compared c{plan.predicted, sim::simulate_plan(plan, model, fabric, cost)};
     CHECK(c.time_error() < 0.01);
     CHECK(c.memory_error() < 0.01);
     worst.add(c, true);
