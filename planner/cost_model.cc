@@ -26,20 +26,33 @@ struct UnitFlow {
 
 // Solve the flows together (they share links) and summarise each group's slowest flow
 // as latency + units x seconds-per-unit.
-// `link_flows`: where given, each group's flows per link crossed.
+// `link_flows`: where given, each group's flows per link crossed, by link.
 std::vector<PatternCost> solve(const Fabric& fabric, const CostParams& cost, const std::vector<UnitFlow>& uf,
-                               int groups, std::vector<std::map<int, int>>* link_flows = nullptr) {
+                               int groups, std::vector<LinkFlows>* link_flows = nullptr) {
   std::vector<Flow> flows;
   flows.reserve(uf.size());
   for (const UnitFlow& f : uf) flows.push_back({f.src, f.dst, f.bytes_per_unit});
   const SharingResult r = share_links(fabric, cost, flows);
   std::vector<PatternCost> out(groups);
-  std::vector<Route> routes(uf.size());
+  // Each group's flows per link, and per GPU's first link, in scratch arrays reset where
+  // touched (a solve over thousands of GPUs has a million flows).
+  static thread_local std::vector<int> on_link, leaving;
+  const size_t L = fabric.links().size(), cells = L * static_cast<size_t>(groups);
+  if (on_link.size() < cells) {
+    on_link.resize(cells);
+    leaving.resize(cells);
+  }
+  std::vector<size_t> touched;
   for (size_t i = 0; i < uf.size(); ++i) {
     if (uf[i].src == uf[i].dst) continue;
     PatternCost& p = out[uf[i].group];
-    routes[i] = fabric.route(uf[i].src, uf[i].dst);
-    for (int l : routes[i]) p.link_classes |= 1u << static_cast<int>(fabric.links()[l].cls);
+    const size_t base = L * uf[i].group;
+    const Route route = fabric.route(uf[i].src, uf[i].dst);
+    for (int l : route) {
+      p.link_classes |= 1u << static_cast<int>(fabric.links()[l].cls);
+      if (on_link[base + l]++ == 0) touched.push_back(base + l);
+    }
+    if (!route.empty()) p.egress_flows = std::max(p.egress_flows, ++leaving[base + route.front()]);
     const double lat = cost.route_latency_s(fabric, uf[i].src, uf[i].dst);
     const double stream = r.finish_s[i] - lat;
     p.latency_s = std::max(p.latency_s, lat);
@@ -48,15 +61,17 @@ std::vector<PatternCost> solve(const Fabric& fabric, const CostParams& cost, con
       p.bottleneck_link = r.flow_bottleneck[i];
     }
   }
-  std::map<std::pair<int, int>, int> egress;  // (group, a GPU's first link) -> flows
-  for (size_t i = 0; i < uf.size(); ++i) {
-    if (routes[i].empty()) continue;
-    PatternCost& p = out[uf[i].group];
-    p.bottleneck_flows += std::find(routes[i].begin(), routes[i].end(), p.bottleneck_link) != routes[i].end();
-    p.egress_flows = std::max(p.egress_flows, ++egress[{uf[i].group, routes[i].front()}]);
-    if (link_flows) {
-      for (int l : routes[i]) ++(*link_flows)[uf[i].group][l];
-    }
+  for (int g = 0; g < groups; ++g) {
+    if (out[g].bottleneck_link >= 0) out[g].bottleneck_flows = on_link[L * g + out[g].bottleneck_link];
+  }
+  if (link_flows) {
+    link_flows->assign(groups, {});
+    for (size_t k : touched) (*link_flows)[k / L].push_back({static_cast<int>(k % L), on_link[k]});
+    for (LinkFlows& f : *link_flows) std::sort(f.begin(), f.end());
+  }
+  for (size_t k : touched) {
+    on_link[k] = 0;
+    leaving[k] = 0;  // a first link is on its route: touched
   }
   return out;
 }
@@ -411,12 +426,11 @@ const GroupCollective& CostModel::group_collective(const std::vector<std::vector
     gc.peers = std::max(gc.peers, static_cast<double>(members.size()) - 1);
   }
   gc.fitted = cost_.collectives;
-  std::vector<std::map<int, int>> link_flows(2);
+  std::vector<LinkFlows> link_flows;
   const std::vector<PatternCost> p = solve(fabric_, cost_, f, 2, &link_flows);
   gc.rail = p[0];
   gc.node = p[1];
-  gc.rail_link_flows = std::move(link_flows[0]);
-  gc.node_link_flows = std::move(link_flows[1]);
+  gc.link_flows = std::move(link_flows[&gc.bottleneck() == &gc.rail ? 0 : 1]);
   return collectives_.emplace(groups, gc).first->second;
 }
 
@@ -434,9 +448,8 @@ double GroupCollective::time(double bytes_per_gpu, int passes) const {
 int GroupCollective::bottleneck_link() const { return bottleneck().bottleneck_link; }
 
 int GroupCollective::flows_on(int link) const {
-  const std::map<int, int>& m = &bottleneck() == &rail ? rail_link_flows : node_link_flows;
-  const auto it = m.find(link);
-  return it == m.end() ? 0 : it->second;
+  const auto it = std::lower_bound(link_flows.begin(), link_flows.end(), std::pair{link, 0});
+  return it != link_flows.end() && it->first == link ? it->second : 0;
 }
 
 const PatternCost& GroupCollective::bottleneck() const {
@@ -615,6 +628,12 @@ const LayerTimes& CostModel::layer_times_cached(const Job& job, const PlanChoice
                           pays_gemm_size_curve(job, ch)}};
   auto it = layer_memo_.find(key);
   if (it != layer_memo_.end()) return it->second;
+  // Bounded over long searches: an entry holds its passes' phases, about 1 KB (at 65,536
+  // entries the study's sweep peaked at 165 MB, at 1,024 at 46 MB, as fast).
+  auto remember = [&](const LayerTimes& t) -> const LayerTimes& {
+    if (layer_memo_.size() >= 1024) layer_memo_.clear();
+    return layer_memo_.emplace(key, t).first->second;
+  };
   if (ch.tp > 1 && ch.tp_comm_overlap) {
     // The same layer as without overlap but for its TP terms: the search prices both, and
     // the ring attention is the expensive part.
@@ -622,11 +641,9 @@ const LayerTimes& CostModel::layer_times_cached(const Job& job, const PlanChoice
     waited.tp_comm_overlap = false;
     LayerTimes t = layer_times_cached(job, waited, pat, a2a, free_comm);
     if (!free_comm) add_tp_overlap(job, ch, t);
-    if (layer_memo_.size() >= (size_t{1} << 16)) layer_memo_.clear();
-    return layer_memo_.emplace(key, t).first->second;
+    return remember(t);
   }
-  if (layer_memo_.size() >= (size_t{1} << 16)) layer_memo_.clear();  // bounded over long searches
-  return layer_memo_.emplace(key, layer_times(job, ch, pat, a2a, free_comm)).first->second;
+  return remember(layer_times(job, ch, pat, a2a, free_comm));
 }
 
 void AttentionPhases::add(const AttentionPhase& p) {

@@ -65,6 +65,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "planner/attention_work.h"
@@ -141,6 +142,9 @@ struct LayerTimes {
   double total() const { return attention_fwd + attention_bwd + linear_fwd + linear_bwd + tp_fwd + tp_bwd; }
 };
 
+// A pattern's flows per link it crosses, sorted by link.
+using LinkFlows = std::vector<std::pair<int, int>>;
+
 // An all-gather or reduce-scatter run by every group of a partition of the GPUs at once
 // (collective_pattern.h's two rings per group, links shared): FSDP's groups, or the TP
 // groups inside the nodes.
@@ -153,7 +157,7 @@ struct GroupCollective {
   // ring all-reduce, a reduce-scatter then an all-gather over the same rings.
   double time(double bytes_per_gpu, int passes = 1) const;
   double all_reduce_time(double bytes_per_gpu) const { return time(bytes_per_gpu, 2); }
-  std::map<int, int> rail_link_flows, node_link_flows;  // each ring's flows per link crossed
+  LinkFlows link_flows;  // the bottleneck ring's (bottleneck()), by link
   int bottleneck_link() const;
   const PatternCost& bottleneck() const;  // the ring (rail or node) bottleneck_link is of
   int flows_on(int link) const;           // the bottleneck ring's flows crossing `link`
