@@ -371,10 +371,7 @@ const RingPatterns& CostModel::ring_patterns(int cp, int dp, Schedule schedule,
         pat->home = pat->dkv;
       }
     }
-    const PatternCost& fwd = schedule == Schedule::kTwoLevel ? pat->outer_kv : pat->kv;
-    pat->bottleneck_link = fwd.bottleneck_link;
-    pat->link_classes = fwd.link_classes;
-    pat->bottleneck_bytes_per_s = fwd.s_per_unit > 0 ? e / fwd.s_per_unit : 0;
+    pat->two_level = schedule == Schedule::kTwoLevel;
   }
   return *patterns_.emplace(key, std::move(pat)).first->second;
 }
@@ -861,9 +858,8 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
     t.attention_compute_fwd = (w.own_executed_max + steps_executed) / F + later * mf;
     t.attention_compute = t.attention_compute_fwd +
                           (fwd_only ? 0 : bf * (w.own_executed_max + steps_executed) / F + later * (acc + mb));
-    const PatternCost& transfer = ch.schedule == Schedule::kTwoLevel ? pat.outer_kv : pat.kv;
-    t.phases_fwd.add({tf, t.attention_compute_fwd, busy_f, transfer});
-    if (!fwd_only) t.phases_bwd.add({tb, t.attention_compute - t.attention_compute_fwd, busy_b, transfer});
+    t.phases_fwd.add({tf, t.attention_compute_fwd, busy_f, pat.forward()});
+    if (!fwd_only) t.phases_bwd.add({tb, t.attention_compute - t.attention_compute_fwd, busy_b, pat.forward()});
   }
 
   const LinearFlops lf = linear_flops_per_token(m);
@@ -1051,16 +1047,15 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
     const LinearFlops lf = linear_flops_per_token(ms);
     const double qkv = lf.qkv / lf.layer(), lin_f = real.linear_fwd / mb, lin_b = real.linear_bwd / mb;
     const unsigned bit = class_bit(shard);
+    auto forward_pass = [&](PassShare& s) {
+      s.compute(qkv * lin_f);
+      s.attention(real.phases_fwd, bit, shard);
+      s.compute((1 - qkv) * lin_f);
+    };
     dp.share_f.sequences = dp.share_b.sequences = mb;
-    dp.share_f.compute(qkv * lin_f);
-    dp.share_f.attention(real.phases_fwd, bit, shard);
-    dp.share_f.compute((1 - qkv) * lin_f);
+    forward_pass(dp.share_f);
+    if (full) forward_pass(dp.share_b);
     const double own_b = full ? lin_b - lin_f : lin_b;
-    if (full) {
-      dp.share_b.compute(qkv * lin_f);
-      dp.share_b.attention(real.phases_fwd, bit, shard);
-      dp.share_b.compute((1 - qkv) * lin_f);
-    }
     dp.share_b.compute((1 - qkv) * own_b);
     dp.share_b.attention(real.phases_bwd, bit, shard);
     dp.share_b.compute(qkv * own_b);
@@ -1204,7 +1199,7 @@ void CostModel::explain(const Job& job, const PlanChoice& choice, const RingPatt
   // plan's bottleneck with sharing (two-level: the outer transfer over g inner steps).
   // a2a+p2p: its ring's, in tokens of the ring's block (N / ring size, h / cp_a2a heads).
   const bool usp = ch.strategy == Strategy::kUsp;
-  if ((ch.strategy == Strategy::kRing || usp) && P > 1 && pat.bottleneck_link >= 0) {
+  if ((ch.strategy == Strategy::kRing || usp) && P > 1 && pat.forward().bottleneck_link >= 0) {
     const int a2a = usp ? ch.cp_a2a : 1;  // heads divided as usp_ring_model does
     const int Pr = P / a2a;
     const int64_t cr = job.seq_len / Pr;
@@ -1214,9 +1209,8 @@ void CostModel::explain(const Job& job, const PlanChoice& choice, const RingPatt
                                                     {ch.block_q, ch.block_kv}, effective_window(m, job));
     const double F = cost_.attention_flops_per_s(ch.block_q, ch.block_kv, m.head_dim);
     const double steps = ch.schedule == Schedule::kTwoLevel ? fabric_.topology().gpus_per_node : 1;
-    const PatternCost& x = ch.schedule == Schedule::kTwoLevel ? pat.outer_kv : pat.kv;
     const double compute = steps * w.step_executed_max / F;
-    if (compute > 0) p.overlap_threshold_tokens = static_cast<double>(cr) * units * x.s_per_unit / compute;
+    if (compute > 0) p.overlap_threshold_tokens = static_cast<double>(cr) * units * pat.forward().s_per_unit / compute;
   }
   if (!p.fits) {
     char buf[200];

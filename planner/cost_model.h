@@ -107,9 +107,9 @@ struct RingPatterns {
   PatternCost outer_kv;   // two-level outer transfers
   PatternCost outer_kv_dkv;
   PatternCost outer_dkv;
-  int bottleneck_link = -1;  // of the forward transfer (outer for two-level)
-  unsigned link_classes = 0;  // classes the forward transfer crosses (outer for two-level)
-  double bottleneck_bytes_per_s = 0;  // effective per-flow rate on it (after sharing)
+  bool two_level = false;
+  // The forward's K,V transfer (two-level: the outer one, beside the inner steps).
+  const PatternCost& forward() const { return two_level ? outer_kv : kv; }
 };
 
 // One pass's attention, one sequence's, in order, as the data-parallel collectives see it

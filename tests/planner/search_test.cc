@@ -86,8 +86,8 @@ TEST_CASE("rail-optimised fat tree: flat rings across nodes take the rail-aware 
   CHECK(nm.predicted.fsdp_exposed_s >= p.predicted.fsdp_exposed_s);
   const unsigned spine = 1u << static_cast<int>(LinkClass::kSpine);
   CostModel& cm = pl.cost_model();
-  CHECK((cm.ring_patterns(32, 4, Schedule::kFlat, p.choice.order).link_classes & spine) == 0);
-  CHECK((cm.ring_patterns(32, 4, Schedule::kFlat, nm.choice.order).link_classes & spine) != 0);
+  CHECK((cm.ring_patterns(32, 4, Schedule::kFlat, p.choice.order).forward().link_classes & spine) == 0);
+  CHECK((cm.ring_patterns(32, 4, Schedule::kFlat, nm.choice.order).forward().link_classes & spine) != 0);
 }
 
 TEST_CASE("1M tokens on 128 A100s: the ring plan fits in 80 GB, FlashAttention + FSDP does not") {
