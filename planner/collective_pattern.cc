@@ -56,4 +56,19 @@ std::vector<CollectiveRole> collective_roles(const Fabric& fabric, const std::ve
   return roles;
 }
 
+RingStepLatency ring_step_latency(const Fabric& fabric, const CostParams& costs, const std::vector<int>& members,
+                                  const std::vector<CollectiveRole>& roles) {
+  double sum[2] = {0, 0};
+  int hops[2] = {0, 0};
+  for (size_t k = 0; k < members.size(); ++k) {
+    const int succ[2] = {roles[k].rail_succ, roles[k].node_succ};
+    for (int ring = 0; ring < 2; ++ring) {
+      if (succ[ring] < 0 || succ[ring] == members[k]) continue;
+      sum[ring] += costs.route_latency_s(fabric, members[k], succ[ring]);
+      ++hops[ring];
+    }
+  }
+  return {hops[0] > 0 ? sum[0] / hops[0] : 0.0, hops[1] > 0 ? sum[1] / hops[1] : 0.0};
+}
+
 }  // namespace rm

@@ -14,6 +14,7 @@
 
 #include <vector>
 
+#include "planner/cost_params.h"
 #include "planner/topology.h"
 
 namespace rm {
@@ -32,5 +33,17 @@ struct CollectiveRole {
 // Sized by the group, not the fabric: the cost model asks for every TP and FSDP group of
 // a search, and a fabric-sized table per group made that quadratic in the GPU count.
 std::vector<CollectiveRole> collective_roles(const Fabric& fabric, const std::vector<int>& members);
+
+// The latency each further step of a group's rings adds: the mean route latency of the
+// ring's hops (each member to its successor). A ring step waits for its predecessor's
+// previous one, so a chunk's path around the ring pays every hop's latency once, not the
+// slowest hop's each step: NCCL's tuning model likewise charges a ring's intra-node and
+// inter-node steps their own latencies (src/graph/tuning.cc). The same for every member,
+// so a member whose own hop crosses the spine ends with the others.
+struct RingStepLatency {
+  double rail_s = 0, node_s = 0;  // 0 where the ring is absent
+};
+RingStepLatency ring_step_latency(const Fabric& fabric, const CostParams& costs, const std::vector<int>& members,
+                                  const std::vector<CollectiveRole>& roles);
 
 }  // namespace rm

@@ -418,6 +418,9 @@ const GroupCollective& CostModel::group_collective(const std::vector<std::vector
       if (r.node_succ >= 0) f.push_back({members[k], r.node_succ, r.node_shards, 1});
     }
     const CollectiveRole& first = roles.front();
+    const RingStepLatency lat = ring_step_latency(fabric_, cost_, members, roles);
+    gc.step_latency.rail_s = std::max(gc.step_latency.rail_s, lat.rail_s);
+    gc.step_latency.node_s = std::max(gc.step_latency.node_s, lat.node_s);
     gc.rail_steps = std::max(gc.rail_steps, first.rail_steps);
     gc.node_steps = std::max(gc.node_steps, first.node_steps);
     gc.peers = std::max(gc.peers, static_cast<double>(members.size()) - 1);
@@ -435,11 +438,11 @@ double GroupCollective::time(double bytes_per_gpu, int passes) const {
   if (fitted.beta_bytes_per_s > 0) return fitted_collective_s(fitted, peers, bytes_per_gpu, passes);
   // Both rings at once; each flow pays one latency, the wait the slower ring's further
   // step latencies (the simulator's collective_ring.h charges the same).
-  auto steps = [&](const PatternCost& p, int n) {
-    return p.bottleneck_link < 0 ? 0.0 : (passes * n - 1) * p.latency_s;
+  auto steps = [&](const PatternCost& p, int n, double step_s) {
+    return p.bottleneck_link < 0 ? 0.0 : (passes * n - 1) * step_s;
   };
   return std::max(rail.time(passes * bytes_per_gpu), node.time(passes * bytes_per_gpu)) +
-         std::max(steps(rail, rail_steps), steps(node, node_steps));
+         std::max(steps(rail, rail_steps, step_latency.rail_s), steps(node, node_steps, step_latency.node_s));
 }
 
 int GroupCollective::bottleneck_link() const { return bottleneck().bottleneck_link; }

@@ -69,6 +69,7 @@
 #include <vector>
 
 #include "planner/attention_work.h"
+#include "planner/collective_pattern.h"
 #include "planner/cost_params.h"
 #include "planner/link_sharing.h"
 #include "planner/memory_model.h"
@@ -151,6 +152,7 @@ using LinkFlows = std::vector<std::pair<int, int>>;
 struct GroupCollective {
   PatternCost rail, node;  // the ring across nodes (per rail) and the one inside a node
   int rail_steps = 0, node_steps = 0;
+  RingStepLatency step_latency;  // each further ring step's, the slowest group's
   double peers = 0;        // members - 1 of the largest group
   LinkOverride fitted;     // CostParams::collectives: when calibrated, time() is its model
   // Seconds for one collective of `bytes_per_gpu` (each GPU's shard). `passes` 2: NCCL's

@@ -86,28 +86,29 @@ std::vector<MessageEnd> collective_flows(const CollectiveRole& r, int self, cons
   return ends;
 }
 
-double collective_extra_latency_s(const CollectiveRole& r, int self, const Op& op, const Fabric& fabric,
-                                  const CostParams& costs) {
+double collective_extra_latency_s(const CollectiveRole& r, const Op& op, const RingStepLatency& step) {
   const int passes = op.collective == CollectiveKind::kAllReduce ? 2 : 1;
   double rail = 0, node = 0;
-  if (r.rail_succ >= 0) rail = (passes * r.rail_steps - 1) * costs.route_latency_s(fabric, self, r.rail_succ);
-  if (r.node_succ >= 0) node = (passes * r.node_steps - 1) * costs.route_latency_s(fabric, self, r.node_succ);
+  if (r.rail_succ >= 0) rail = (passes * r.rail_steps - 1) * step.rail_s;
+  if (r.node_succ >= 0) node = (passes * r.node_steps - 1) * step.node_s;
   return std::max(rail, node);
 }
 
 double lone_collective_s(const CollectiveRole& full, int self, const Op& op, const Fabric& fabric,
-                         const CostParams& costs) {
+                         const CostParams& costs, const RingStepLatency& step, const std::vector<double>& lone_flows) {
   double flows = 0;
   for (const MessageEnd& e : collective_flows(full, self, op)) {
     if (!e.sender) continue;
     double bytes_per_s = 0;
     for (int l : fabric.route(e.src, e.dst)) {
-      const double bw = costs.link_bytes_per_s(fabric.links()[static_cast<size_t>(l)]);
+      const size_t link = static_cast<size_t>(l);
+      const double sharing = link < lone_flows.size() ? std::max(1.0, lone_flows[link]) : 1.0;
+      const double bw = costs.link_bytes_per_s(fabric.links()[link]) / sharing;
       bytes_per_s = bytes_per_s > 0 ? std::min(bytes_per_s, bw) : bw;
     }
     flows = std::max(flows, costs.route_latency_s(fabric, e.src, e.dst) + e.bytes / bytes_per_s);
   }
-  return flows + collective_extra_latency_s(full, self, op, fabric, costs);
+  return flows + collective_extra_latency_s(full, op, step);
 }
 
 }  // namespace rm::sim

@@ -42,11 +42,11 @@ class GroupRoles {
 // The flows GPU `self` posts for collective `op` (outgoing and incoming, per ring).
 std::vector<MessageEnd> collective_flows(const CollectiveRole& role, int self, const Op& op);
 
-// Seconds the collective lasts after its flows: the ring steps beyond the first, each one
-// route latency, of whichever ring has more of them in time. An all-reduce moves twice the
-// shards and takes twice the ring steps (a reduce-scatter, then an all-gather).
-double collective_extra_latency_s(const CollectiveRole& role, int self, const Op& op, const Fabric& fabric,
-                                  const CostParams& costs);
+// Seconds the collective lasts after its flows: the ring steps beyond the first, each its
+// group's ring step latency (`step`: ring_step_latency over the full group), of whichever
+// ring has more of them in time. An all-reduce moves twice the shards and takes twice the
+// ring steps (a reduce-scatter, then an all-gather).
+double collective_extra_latency_s(const CollectiveRole& role, const Op& op, const RingStepLatency& step);
 
 // Whether `role` posts any flow (a member folding left alone on both rings posts none).
 inline bool posts_flows(const CollectiveRole& role) { return role.rail_succ >= 0 || role.node_succ >= 0; }
@@ -59,11 +59,12 @@ inline bool lost_ring(const CollectiveRole& replayed, const CollectiveRole& full
 }
 
 // Seconds collective `op` lasts at least for a member that folding left alone on a ring
-// (lost_ring): its own flows on its full rings, each at the slowest link of its route and
-// unshared (its copies run theirs on other links, as they do beside the replayed flows),
-// then the rings' remaining step latencies. A member alone on both rings posts no flow and
-// waits this long; one that kept a ring waits for that ring's flows too.
+// (lost_ring): its own flows on its full rings, each at the slowest link of its route as
+// the lost rings' flows share it (`lone_flows`, per link: ReplicaLoad::lone_flows; none
+// counted, unshared), then the rings' remaining step latencies. A member alone on both
+// rings posts no flow and waits this long; one that kept a ring waits for that ring's
+// flows too.
 double lone_collective_s(const CollectiveRole& full, int self, const Op& op, const Fabric& fabric,
-                         const CostParams& costs);
+                         const CostParams& costs, const RingStepLatency& step, const std::vector<double>& lone_flows);
 
 }  // namespace rm::sim

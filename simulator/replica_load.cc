@@ -27,10 +27,19 @@ ReplicaLoad replica_load(const OpSchedule& s, const Fabric& fabric,
     count(all[0], src, dst);
     if (replayed[src]) count(mine[0], src, dst);
   }
+  out.lone_flows.assign(links, 0);
   for (size_t group = 0; group < s.groups.size(); ++group) {
     const std::vector<int>& members = s.groups[group];
     const auto& full = full_roles.of_group(static_cast<int>(group));
     const auto& mine_roles = replayed_roles.of_group(static_cast<int>(group));
+    for (int CollectiveRole::*succ : {&CollectiveRole::rail_succ, &CollectiveRole::node_succ}) {
+      bool lost = false;
+      for (size_t k = 0; k < members.size() && !lost; ++k) {
+        lost = replayed[members[k]] && full[k].*succ >= 0 && mine_roles[k].*succ < 0;
+      }
+      if (!lost) continue;
+      for (size_t k = 0; k < members.size(); ++k) count(out.lone_flows, members[k], full[k].*succ);
+    }
     // Replayed members all alone (hsdp's replica groups with one replica replayed): no
     // flow of the replay stands for this group's (see replica_load.h).
     bool replayed_member = false, posts = false;

@@ -38,6 +38,11 @@ enum class FlowClass { kRing = 0, kCollective = 1 };
 struct ReplicaLoad {
   std::vector<double> stands_for[2];
   bool folded = false;  // some link has a factor above 1
+  // Per Fabric link id: the full job's flows of the rings folding left a replayed member
+  // alone on (lost_ring), every group's: the copies that run beside a lone member's
+  // collective and share its links (a torus routes a replica ring's hops over the same
+  // links as its neighbours'), which lone_collective_s divides the links among.
+  std::vector<double> lone_flows;
 };
 ReplicaLoad replica_load(const OpSchedule& s, const Fabric& fabric,
                          const GroupRoles& replayed_roles, const GroupRoles& full_roles);

@@ -96,7 +96,12 @@ class SimGridReplay {
   SimGridReplay(const OpSchedule& s, const Fabric& f, const CostParams& c, const ReplayOptions& o)
       : s_(s), fabric_(f), costs_(c), opt_(o), G_(f.gpus()), weights_(s), roles_(s, f, GroupRoles::Members::kReplayed),
         full_roles_(s.emitted_gpus.empty() ? nullptr : std::make_unique<GroupRoles>(s, f, GroupRoles::Members::kFull)),
-        gpus_(G_), trace_(o.trace_path, o.trace_title, o.trace_gpus), messages_(G_), queues_(G_) {}
+        gpus_(G_), trace_(o.trace_path, o.trace_title, o.trace_gpus), messages_(G_), queues_(G_) {
+    const GroupRoles& full = full_roles_ ? *full_roles_ : roles_;
+    for (size_t group = 0; group < s.groups.size(); ++group) {
+      step_latency_.push_back(ring_step_latency(f, c, s.groups[group], full.of_group(static_cast<int>(group))));
+    }
+  }
 
   SimGridFigures run() {
     const auto wall0 = std::chrono::steady_clock::now();
@@ -164,6 +169,8 @@ class SimGridReplay {
   MessageTable<std::shared_ptr<Transfer>> messages_;  // half-posted transfers
   std::vector<sg4::Mailbox*> free_mailboxes_;
   std::unique_ptr<ReplicaLinks> replica_links_;  // a folded replay's link shares (else null)
+  std::vector<double> lone_flows_;                // a folded replay's lost rings' flows per link
+  std::vector<RingStepLatency> step_latency_;     // per group, over its full rings
   // Each GPU's collective queues by group, outliving the actors (their runners are daemons).
   std::vector<std::unordered_map<int, CollectiveQueue>> queues_;
   int mailboxes_ = 0;
@@ -190,6 +197,7 @@ class SimGridReplay {
   // network model finishes it, which the actors only see at their waits.
   void follow_replica_load(const Platform& p) {
     ReplicaLoad load = full_roles_ ? replica_load(s_, fabric_, roles_, *full_roles_) : ReplicaLoad{};
+    lone_flows_ = std::move(load.lone_flows);
     if (!load.folded) return;
     std::vector<double> capacity;
     for (const Link& l : fabric_.links()) capacity.push_back(costs_.link_bytes_per_s(l));
@@ -290,10 +298,11 @@ class SimGridReplay {
   std::shared_ptr<RingCollective> post_collective(CollectiveQueue& q, const CollectiveRole& role, int g,
                                                   const Op& op) {
     auto c = std::make_shared<RingCollective>();
-    c->extra_latency_s = collective_extra_latency_s(role, g, op, fabric_, costs_);
+    const RingStepLatency& step = step_latency_[static_cast<size_t>(op.group)];
+    c->extra_latency_s = collective_extra_latency_s(role, op, step);
     if (full_roles_) {
       const CollectiveRole& full = full_roles_->at(op.group, g);
-      if (lost_ring(role, full)) c->at_least_s = lone_collective_s(full, g, op, fabric_, costs_);
+      if (lost_ring(role, full)) c->at_least_s = lone_collective_s(full, g, op, fabric_, costs_, step, lone_flows_);
     }
     if (!q.last || ended(*q.last)) {
       start_flows(*c, role, g, op);

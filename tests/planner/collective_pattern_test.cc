@@ -64,5 +64,30 @@ TEST_CASE("FSDP collectives use every NIC of a node: (N-1) shards per rail, not 
   }
 }
 
+TEST_CASE("a ring collective's further steps each pay its hops' mean latency, the same for every member") {
+  // 1,024 GPUs of the SuperPOD: 128 nodes in 4 scalable units of 32, a leaf per rail and
+  // unit. A rail ring in node order crosses the spine on 4 of its 128 hops (31 -> 32, 63 ->
+  // 64, 95 -> 96, 127 -> 0): a chunk's way round pays those 4 once, not the spine's latency
+  // at every step, so a member whose own hop crosses the spine ends with the others.
+  const Topology topo = load_topology("dgx-h100-superpod");
+  const Fabric fabric(topo, 1024);
+  const CostParams cost = CostParams::from_topology(topo);
+  std::vector<int> all(1024);
+  std::iota(all.begin(), all.end(), 0);
+  const RingStepLatency step = ring_step_latency(fabric, cost, all, collective_roles(fabric, all));
+  const double leaf = cost.route_latency_s(fabric, 0, 8), spine = cost.route_latency_s(fabric, 31 * 8, 32 * 8);
+  REQUIRE(spine > leaf);
+  CHECK(step.rail_s == doctest::Approx((124 * leaf + 4 * spine) / 128).epsilon(1e-12).scale(0));
+  CHECK(step.node_s == doctest::Approx(cost.route_latency_s(fabric, 0, 1)).epsilon(1e-12).scale(0));
+  // One node: no ring across nodes.
+  const std::vector<int> node0{0, 1, 2, 3, 4, 5, 6, 7};
+  CHECK(ring_step_latency(fabric, cost, node0, collective_roles(fabric, node0)).rail_s == 0);
+  // The cost model charges the same: a collective of a byte a GPU is its flows' slowest
+  // latency (the spine's), then the rail ring's 126 further steps (of 127) at the mean
+  // (the ring inside a node has 7 steps).
+  CostModel cm(load_model("llama2-7b"), fabric, cost);
+  CHECK(cm.fsdp_collective_s(1) == doctest::Approx(spine + 126 * step.rail_s).epsilon(1e-4).scale(0));
+}
+
 }  // namespace
 }  // namespace rm
