@@ -754,6 +754,11 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
     const double f0 = w.own_executed_max / F, f1 = w.step_executed_max / F * I + mf;
     const double b0 = bf * w.own_executed_max / F, b1 = bf * w.step_executed_max / F * I + mb + acc;
     double tf = 0, tb = 0, busy_f = 0, busy_b = 0;
+    // What follows the transfers each pass hides: the forward's last step computes with no
+    // transfer beside it, the backward ends on the accumulators' way home with no compute
+    // (a collective sharing the links meets neither: PassShare).
+    double tail_f = 0, home_b = 0;
+    PatternCost home_pat;
     if (P == 1) {
       tf = f0;
       tb = b0;
@@ -771,7 +776,8 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
         return ov(kernel, x) + acc;
       };
       const double xkv = X(pat.kv, units), xkd = X(pat.kv_dkv, units), xd = X(pat.dkv, units);
-      const double xh = X(S == P ? pat.home : ring_home_pattern(ch.cp, ch.dp, ch.order, S - 1), units);
+      const PatternCost& home = S == P ? pat.home : ring_home_pattern(ch.cp, ch.dp, ch.order, S - 1);
+      const double xh = X(home, units);
       if (S == 1) {
         tf = f0;
         tb = b0;
@@ -789,6 +795,9 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       if (S > 1) {
         busy_f = (S - 1) * xkv;
         busy_b = xkv + (S - 2) * xkd + xd + xh;
+        tail_f = w.step_executed.empty() ? f1 : fwd_step(S - 1);
+        home_b = xh;
+        home_pat = home;
       }
     } else if (ch.schedule == Schedule::kBidirectional) {
       const int S = P / 2;                 // steps after step 0 = ceil((P-1)/2)
@@ -824,6 +833,9 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       tb += xh + acc + (S + 1) * sync;
       busy_f = (S - 1) * x2 + xlast;
       busy_b = x2 + (S - 1) * xkd + xd + xh;
+      tail_f = last_blocks * f1;
+      home_b = xh;
+      home_pat = pat.home;
     } else {  // two-level
       const int g = fabric_.topology().gpus_per_node;
       const int n = P / g;
@@ -849,6 +861,9 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       tb = ov(in_b0, xout) + (n - 2) * (ov(in_b1, xout_b) + acc) + ov(in_b1, xout_d) + acc + xout_d;
       busy_f = (n - 1) * xout;
       busy_b = (n - 1) * xout_b + xout_d;
+      tail_f = in_f1;
+      home_b = xout_d;
+      home_pat = pat.outer_dkv;
     }
     t.attention_fwd = tf;
     t.attention_bwd = fwd_only ? 0 : tb;
@@ -861,8 +876,12 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
     t.attention_compute_fwd = (w.own_executed_max + steps_executed) / F + later * mf;
     t.attention_compute = t.attention_compute_fwd +
                           (fwd_only ? 0 : bf * (w.own_executed_max + steps_executed) / F + later * (acc + mb));
-    t.phases_fwd.add({tf, t.attention_compute_fwd, busy_f, pat.forward()});
-    if (!fwd_only) t.phases_bwd.add({tb, t.attention_compute - t.attention_compute_fwd, busy_b, pat.forward()});
+    t.phases_fwd.add({tf - tail_f, std::max(0.0, t.attention_compute_fwd - tail_f), busy_f, pat.forward()});
+    t.phases_fwd.compute(tail_f);
+    if (!fwd_only) {
+      t.phases_bwd.add({tb - home_b, t.attention_compute - t.attention_compute_fwd, busy_b - home_b, pat.forward()});
+      t.phases_bwd.add({home_b, 0, home_b, home_pat});
+    }
   }
 
   const LinearFlops lf = linear_flops_per_token(m);

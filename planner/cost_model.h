@@ -123,7 +123,9 @@ struct AttentionPhase {
   PatternCost transfer;  // none for compute alone
 };
 struct AttentionPhases {
-  std::array<AttentionPhase, 7> at{};  // a2a+p2p's: three copies and an all-to-all each side of the ring
+  // a2a+p2p's: a copy, an all-to-all and a copy each side of the ring, and the ring's two
+  // (the backward's: the ring, then its accumulators' way home)
+  std::array<AttentionPhase, 8> at{};
   int n = 0;
   void compute(double s) { add({s, s, 0, {}}); }
   void add(const AttentionPhase& p);  // skips empty phases, merges consecutive compute
