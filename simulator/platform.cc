@@ -10,8 +10,11 @@ void configure_network_model() {
   // SimGrid's default LV08 model is fitted to TCP over Ethernet: it multiplies latencies by
   // 13.01, scales bandwidth by 0.97 and charges reverse-direction cross traffic for ACKs.
   // NVLink, PCIe and InfiniBand RDMA have none of that, and the planner charges link
-  // bandwidth and latency as given, so: plain max-min sharing (CM02) with both factors 1,
-  // no cross traffic, and no TCP window bound (TCP-gamma 0); calibration tunes the links.
+  // bandwidth and latency as given, so: max-min sharing (CM02) with both factors 1, no
+  // cross traffic, and no TCP window bound (TCP-gamma 0); calibration tunes the links.
+  // CM02 also weights a flow's share of a link by its route's latency (TCP's bias against
+  // long round trips: network_cm02.cpp sets the sharing penalty to it), which credit-based
+  // RDMA does not have: the links carry no latency (Platform), so every flow weighs 1.
   sg4::Engine::set_config("network/model:CM02");
   sg4::Engine::set_config("network/latency-factor:1");
   sg4::Engine::set_config("network/bandwidth-factor:1");
@@ -20,8 +23,7 @@ void configure_network_model() {
 }
 
 Platform::Platform(const Fabric& fabric, const CostParams& costs, const std::vector<int>& only_gpus)
-    : fabric_(fabric), costs_(costs) {
-  for (const LinkOverride& o : costs.links) calibrated_latency_ = calibrated_latency_ || o.alpha_s > 0;
+    : fabric_(fabric) {
   zone_ = sg4::create_full_zone("fabric");
   hosts_.assign(fabric.gpus(), nullptr);
   auto make_host = [&](int g) { hosts_[g] = zone_->create_host("gpu" + std::to_string(g), costs.peak_flops); };
@@ -33,9 +35,6 @@ Platform::Platform(const Fabric& fabric, const CostParams& costs, const std::vec
   for (const Link& l : fabric.links()) {
     // Full duplex is already two directed Fabric links, so each is one SHARED SimGrid link.
     sg4::Link* link = zone_->create_link(l.name, costs.link_bytes_per_s(l));
-    // A calibrated alpha is a whole route's latency (CostParams::route_latency_s): the
-    // route then carries it on a link of its own (add_route) and these carry none.
-    link->set_latency(calibrated_latency_ ? 0 : l.latency_s);
     link->set_sharing_policy(sg4::Link::SharingPolicy::SHARED);
     link->seal();
     links_.push_back(link);
@@ -47,14 +46,6 @@ void Platform::add_route(int src, int dst) {
   if (!has_route_.insert(static_cast<int64_t>(src) * fabric_.gpus() + dst).second) return;
   std::vector<sg4::LinkInRoute> path;
   for (int id : fabric_.route(src, dst)) path.emplace_back(links_[id]);
-  if (calibrated_latency_) {
-    // Latency only: a fat pipe far faster than any fabric link never limits a flow.
-    sg4::Link* lat = zone_->create_link("latency." + std::to_string(src) + "." + std::to_string(dst), 1e18);
-    lat->set_latency(costs_.route_latency_s(fabric_, src, dst));
-    lat->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE);
-    lat->seal();
-    path.emplace_back(lat);
-  }
   zone_->add_route(hosts_[src]->get_netpoint(), hosts_[dst]->get_netpoint(), nullptr, nullptr,
                    path, /*symmetrical=*/false);
   ++routes_;

@@ -8,9 +8,10 @@
 // Switches are not hosts: a route is just the ordered list of directed links it crosses.
 // Routes are added only for the GPU pairs a schedule uses (ring neighbours, collective
 // peers, direct sends); all N^2 of them at 1,024 GPUs would cost seconds and memory for
-// nothing. Latencies are the links' own, or with a calibrated profile's per-class alpha,
-// CostParams::route_latency_s of the route (what the planner charges), on a latency-only
-// link private to the route. Units: FLOP/s, bytes/s, seconds.
+// nothing. The links carry no latency: SimGrid's CM02 would weight each flow's share of a
+// link by its route's latency (configure_network_model), so the replay adds each
+// transfer's CostParams::route_latency_s (what the planner charges, a calibrated alpha
+// included) after its stream. Units: FLOP/s, bytes/s, seconds.
 //
 // Needs a live simgrid::s4u::Engine; build one Platform per engine, add routes, seal().
 #pragma once
@@ -52,8 +53,6 @@ class Platform {
 
  private:
   const Fabric& fabric_;
-  const CostParams& costs_;
-  bool calibrated_latency_ = false;  // a profile overrides some link class's alpha
   simgrid::s4u::NetZone* zone_ = nullptr;
   std::vector<simgrid::s4u::Host*> hosts_;
   std::vector<simgrid::s4u::Link*> links_;  // by Fabric link id

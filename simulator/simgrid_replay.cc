@@ -37,6 +37,7 @@ namespace {
 struct Transfer {
   int src = 0, dst = 0;
   double bytes = 0;
+  double latency_s = 0;  // its route's (Platform: the links carry none), paid after its stream
   const Op* op = nullptr;  // the first poster's op (trace names)
   sg4::Mailbox* mailbox = nullptr;
   void* received = nullptr;  // the get's payload slot (SimGrid writes it on completion)
@@ -78,8 +79,8 @@ struct CollectiveQueue {
 struct Request {
   Half a;                          // a send's or receive's one end
   std::shared_ptr<RingCollective> ring;  // a collective's
-  double latency_owed_s = 0;       // a folded macro step's transfer: the route latencies of
-                                   // the steps it stands for beyond the first (ring_pass.h)
+  double latency_owed_s = 0;       // a transfer's route latency, once per ring step it stands
+                                   // for (a folded macro step's: ring_pass.h), after its stream
   double busy_at_post_s = 0;       // the GPU's compute seconds when it posted this
   int post_group = 0;              // compute ops run before it was posted (see kWait)
   double fitted_end_s = -1;        // a calibrated collective's end (CostParams::collectives)
@@ -224,6 +225,7 @@ class SimGridReplay {
       made->src = e.src;
       made->dst = e.dst;
       made->bytes = e.bytes;
+      made->latency_s = costs_.route_latency_s(fabric_, e.src, e.dst);
       made->op = &op;
       made->mailbox = free_mailboxes_.back();
       free_mailboxes_.pop_back();
@@ -248,15 +250,17 @@ class SimGridReplay {
     return h;
   }
 
+  // Waits for `h`'s stream; the transfer arrives its route's latency later (arrival()).
   void wait(const Half& h) {
     h.comm->wait();
     Transfer& t = *h.t;
     if (trace_.on() && !t.traced) {
       t.traced = true;
       const double start = h.comm->get_start_time();
-      trace_.transfer(*t.op, t.src, t.dst, t.bytes, start, h.comm->get_finish_time() - start);
+      trace_.transfer(*t.op, t.src, t.dst, t.bytes, start, arrival(h) - start);
     }
   }
+  static double arrival(const Half& h) { return h.comm->get_finish_time() + h.t->latency_s; }
 
   void start_flows(RingCollective& c, const CollectiveRole& role, int g, const Op& op) {
     c.start_s = sg4::Engine::get_clock();
@@ -267,7 +271,7 @@ class SimGridReplay {
     double flows_end = c.start_s;  // a group of one has no flows
     for (const Half& h : c.flows) {
       wait(h);
-      flows_end = std::max(flows_end, h.comm->get_finish_time());
+      flows_end = std::max(flows_end, arrival(h));
     }
     c.end_s = std::max(flows_end + c.extra_latency_s, c.start_s + c.at_least_s);
   }
@@ -415,9 +419,9 @@ class SimGridReplay {
           Request& r = reqs[op.request];
           const MessageEnd end = transfer_end(g, op);
           r.a = post(end, op);
-          if (!s_.step_weights.empty() && s_.step_weights[op.step] > 1) {
-            r.latency_owed_s = (s_.step_weights[op.step] - 1) * costs_.route_latency_s(fabric_, end.src, end.dst);
-          }
+          // Its route's latency, once for each ring step it stands for (a folded macro
+          // step's: ring_pass.h).
+          r.latency_owed_s = (s_.step_weights.empty() ? 1 : s_.step_weights[op.step]) * r.a.t->latency_s;
           r.busy_at_post_s = busy_s;
           r.post_group = computes;
           ++in_flight;
@@ -468,7 +472,7 @@ class SimGridReplay {
             extra_s += std::max(0.0, r.a.comm->get_finish_time() + r.latency_owed_s - sg4::Engine::get_clock());
           }
           if (r.a.t && costs_.transfer_overlap < 1) {
-            const double x = r.a.comm->get_finish_time() - r.a.comm->get_start_time();
+            const double x = arrival(r.a) - r.a.comm->get_start_time();
             const double due = (1 - costs_.transfer_overlap) * std::min(busy_s - r.busy_at_post_s, x);
             double& paid = paid_by_group[r.post_group];
             if (due > paid) {

@@ -173,6 +173,47 @@ TEST_CASE("a GPU's collectives on one group run one after another, as NCCL runs 
   CHECK(both / one == doctest::Approx(2).epsilon(0.02).scale(0));  // sharing gave 3.00
 }
 
+TEST_CASE("flows share a link equally whatever their routes' latencies, as RDMA's credits share it") {
+  // Into GPU 0's NIC on 4 DGX A100 nodes: 240 MB from GPU 24 (its rail: NIC to NIC) and
+  // 240 MB from GPU 28 (another rail: through both leaves' spine links, twice the latency).
+  // GPU 0 waits for the first, computes 10 ms, then waits for the second. Shared equally,
+  // both arrive after 2 x 240 MB at the NIC's rate and the compute follows: 30 ms. SimGrid's
+  // CM02 weights a share by the route's latency (TCP's round-trip bias): the short route's
+  // flow got 2/3 of the NIC, arrived at 15 ms and the compute hid the other (25 ms).
+  const Topology topo = load_topology("dgx-a100-ib");
+  const Fabric fabric(topo, 32);
+  const CostParams cost = CostParams::from_topology(topo);
+  REQUIRE(fabric.route(28, 0).size() == 2 * fabric.route(24, 0).size());
+  OpSchedule s;
+  s.ranks.resize(32);
+  for (int g = 0; g < 32; ++g) s.ranks[g].gpu = g;
+  constexpr double kBytes = 240e6, kCompute = 0.010;
+  auto op = [](OpKind kind, int peer, int request) {
+    Op o;
+    o.kind = kind;
+    o.peer = peer;
+    o.request = request;
+    o.bytes = kBytes;
+    o.layer = -1;
+    if (kind != OpKind::kWait) o.phase = 0;  // each link's one message, posted together
+    return o;
+  };
+  for (int src : {24, 28}) {
+    s.ranks[src].ops = {op(OpKind::kSend, 0, 0), op(OpKind::kWait, -1, 0)};
+    s.ranks[0].ops.push_back(op(OpKind::kRecv, src, src));
+  }
+  s.ranks[0].ops.push_back(op(OpKind::kWait, -1, 24));
+  Op compute;
+  compute.flops = compute.useful_flops = kCompute * cost.peak_flops;
+  compute.efficiency = 1;
+  compute.layer = -1;
+  s.ranks[0].ops.push_back(compute);
+  s.ranks[0].ops.push_back(op(OpKind::kWait, -1, 28));
+  const double nic = cost.link_bytes_per_s(fabric.links()[static_cast<size_t>(fabric.route(24, 0).front())]);
+  const double t = sim::replay(s, fabric, cost).time_s;
+  CHECK(t == doctest::Approx(2 * kBytes / nic + kCompute).epsilon(0.01).scale(0));
+}
+
 TEST_CASE("begin-pass and own-gradient ops take no time, no memory and leave no trace") {
   FlatRing f;
   OpSchedule stripped = f.schedule;
