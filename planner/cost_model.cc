@@ -115,19 +115,24 @@ struct PassShare {
     if (s > 0) phases.push_back({0, s});
   }
   void attention(const AttentionPhases& a, unsigned collective_class, const GroupCollective& collective) {
-    for (int i = 0; i < a.n; ++i) {
-      const AttentionPhase& p = a.at[i];
-      if ((p.transfer.link_classes & collective_class) == 0 || p.busy <= 0) {
-        compute(p.seconds);
-        continue;
-      }
-      const int on = collective.flows_on(p.transfer.bottleneck_link);
-      const double k = std::max(1, on > 0 ? p.transfer.bottleneck_flows : p.transfer.egress_flows);
-      const double f = k / (k + std::max(1, on > 0 ? on : collective.bottleneck().egress_flows));
-      const double c = p.compute, x = p.busy, shared = x / f;
-      phases.push_back({std::max(c, shared) - std::max(c, x), (1 - f) * shared + std::max(0.0, c - shared)});
-      gained += sequences * std::max(0.0, phases.back().advance - (p.seconds - x));
+    for (int i = 0; i < a.n; ++i) add(a.at[i], collective_class, collective);
+  }
+  // A TP all-gather or reduce-scatter waited for at once (no TP comm overlap): a transfer
+  // with nothing computing beside it.
+  void tp(double x, const GroupCollective& tp_group, unsigned collective_class, const GroupCollective& collective) {
+    if (x > 0) add({x, 0, x, tp_group.bottleneck()}, collective_class, collective);
+  }
+  void add(const AttentionPhase& p, unsigned collective_class, const GroupCollective& collective) {
+    if ((p.transfer.link_classes & collective_class) == 0 || p.busy <= 0) {
+      compute(p.seconds);
+      return;
     }
+    const int on = collective.flows_on(p.transfer.bottleneck_link);
+    const double k = std::max(1, on > 0 ? p.transfer.bottleneck_flows : p.transfer.egress_flows);
+    const double f = k / (k + std::max(1, on > 0 ? on : collective.bottleneck().egress_flows));
+    const double c = p.compute, x = p.busy, shared = x / f;
+    phases.push_back({std::max(c, shared) - std::max(c, x), (1 - f) * shared + std::max(0.0, c - shared)});
+    gained += sequences * std::max(0.0, phases.back().advance - (p.seconds - x));
   }
   double slowed(double x) const {
     double left = x, added = 0;
@@ -1062,25 +1067,48 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
     };
     std::tie(dp.window_f, dp.window_b) = windows(shard);
     dp.window_ar = hsdp ? windows(repl).second : dp.window_b;
-    // The shard group's collectives as each pass shares their links: the forward's start
-    // before its QKV GEMM, the backward's before the FFN's and output projection's
-    // backward (full checkpointing: before the recomputed QKV GEMM; the backward proper
-    // after the recomputed forward, linear_fwd of linear_bwd).
+    // The shard group's collectives as each pass shares their links, in the order the
+    // schedule runs a layer (schedule.cc tp_attention, tp_ffn): the forward's start before
+    // its QKV GEMM, the backward's before the FFN's backward (full checkpointing: before
+    // the recomputed QKV GEMM; the backward proper after the recomputed forward, linear_fwd
+    // of linear_bwd). TP collectives waited for at once split their pass's TP time: an
+    // all-gather before the QKV GEMM and the FFN, a reduce-scatter after the output
+    // projection and the FFN; the backward's the other way round (selective
+    // recomputation's extra all-gather left out).
     const LinearFlops lf = linear_flops_per_token(ms);
-    const double qkv = lf.qkv / lf.layer(), lin_f = real.linear_fwd / mb, lin_b = real.linear_bwd / mb;
+    const double qkv = lf.qkv / lf.layer(), op = lf.out_proj / lf.layer(), ffn = lf.ffn / lf.layer();
+    const double lin_f = real.linear_fwd / mb, lin_b = real.linear_bwd / mb;
     const unsigned bit = class_bit(shard);
+    double tp_ag = 0, tp_rs = 0;  // one sequence's, each
+    if (tpc && !ch.tp_comm_overlap && real.tp_fwd > 0) {
+      const auto [ag, rs] = tp_collective_times(job, c, ch.tp, 1);
+      tp_ag = real.tp_fwd / mb * ag / (2 * (ag + rs));
+      tp_rs = real.tp_fwd / mb * rs / (2 * (ag + rs));
+    }
+    auto tp = [&](PassShare& s, double x) { s.tp(x, *tpc, bit, shard); };
     auto forward_pass = [&](PassShare& s) {
+      tp(s, tp_ag);
       s.compute(qkv * lin_f);
       s.attention(real.phases_fwd, bit, shard);
-      s.compute((1 - qkv) * lin_f);
+      s.compute(op * lin_f);
+      tp(s, tp_rs);
+      tp(s, tp_ag);
+      s.compute(ffn * lin_f);
+      tp(s, tp_rs);
     };
     dp.share_f.sequences = dp.share_b.sequences = mb;
     forward_pass(dp.share_f);
     if (full) forward_pass(dp.share_b);
     const double own_b = full ? lin_b - lin_f : lin_b;
-    dp.share_b.compute((1 - qkv) * own_b);
-    dp.share_b.attention(real.phases_bwd, bit, shard);
-    dp.share_b.compute(qkv * own_b);
+    PassShare& b = dp.share_b;
+    tp(b, tp_ag);
+    b.compute(ffn * own_b);
+    tp(b, tp_rs);
+    tp(b, tp_ag);
+    b.compute(op * own_b);
+    b.attention(real.phases_bwd, bit, shard);
+    b.compute(qkv * own_b);
+    tp(b, tp_rs);
     // hsdp's all-reduce runs on the replicas' links beside the shard group's reduce-scatter;
     // where both bottleneck on one class of links they queue.
     const int sl = shard.bottleneck_link(), rl = repl.bottleneck_link();
