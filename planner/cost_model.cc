@@ -120,7 +120,7 @@ struct PassShare {
   // A TP all-gather or reduce-scatter waited for at once (no TP comm overlap): a transfer
   // with nothing computing beside it.
   void tp(double x, const GroupCollective& tp_group, unsigned collective_class, const GroupCollective& collective) {
-    if (x > 0) add({x, 0, x, tp_group.bottleneck()}, collective_class, collective);
+    add({x, 0, x, tp_group.bottleneck()}, collective_class, collective);
   }
   void add(const AttentionPhase& p, unsigned collective_class, const GroupCollective& collective) {
     if ((p.transfer.link_classes & collective_class) == 0 || p.busy <= 0) {
@@ -1085,7 +1085,9 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
       tp_ag = real.tp_fwd / mb * ag / (2 * (ag + rs));
       tp_rs = real.tp_fwd / mb * rs / (2 * (ag + rs));
     }
-    auto tp = [&](PassShare& s, double x) { s.tp(x, *tpc, bit, shard); };
+    auto tp = [&](PassShare& s, double x) {
+      if (x > 0) s.tp(x, *tpc, bit, shard);  // x > 0: a TP group (tpc) waited for at once
+    };
     auto forward_pass = [&](PassShare& s) {
       tp(s, tp_ag);
       s.compute(qkv * lin_f);
