@@ -150,7 +150,7 @@ struct DpCosts {
   double ag = 0, ag_vocab = 0, rs = 0, rs_vocab = 0, ar = 0, ar_vocab = 0;
   double window_f = 0, window_b = 0, window_ar = 0;
   PassShare share_f, share_b;  // each pass as the shard group's collectives share its links
-  bool ar_apart = false;  // hsdp: the all-reduce bottlenecks on other links than the shard group
+  bool ar_apart = false;  // hsdp: the all-reduce and the shard group miss each other's bottleneck link
   bool backward = false, ends = false;
   const CostParams* cost = nullptr;  // collective_exposed_s: how much of a window hides them
   // What of `x` a pass's `window`, and what sharing the pass's links gains it, leave
@@ -1111,10 +1111,11 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
     b.attention(real.phases_bwd, bit, shard);
     b.compute(qkv * own_b);
     tp(b, tp_rs);
-    // hsdp's all-reduce runs on the replicas' links beside the shard group's reduce-scatter;
-    // where both bottleneck on one class of links they queue.
+    // hsdp's all-reduce runs on the replicas' links beside the shard group's reduce-scatter
+    // (the next layer's); where either crosses the other's bottleneck link they queue.
     const int sl = shard.bottleneck_link(), rl = repl.bottleneck_link();
-    dp.ar_apart = hsdp && sl >= 0 && rl >= 0 && fabric_.links()[sl].cls != fabric_.links()[rl].cls;
+    dp.ar_apart = hsdp && sl >= 0 && rl >= 0 &&
+                  (fabric_.links()[sl].cls != fabric_.links()[rl].cls || (repl.flows_on(sl) == 0 && shard.flows_on(rl) == 0));
     dp.backward = !fwd_only;
     dp.ends = job.workload == Workload::kStep;
   }
