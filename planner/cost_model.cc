@@ -1079,12 +1079,8 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
     const double qkv = lf.qkv / lf.layer(), op = lf.out_proj / lf.layer(), ffn = lf.ffn / lf.layer();
     const double lin_f = real.linear_fwd / mb, lin_b = real.linear_bwd / mb;
     const unsigned bit = class_bit(shard);
-    double tp_ag = 0, tp_rs = 0;  // one sequence's, each
-    if (tpc && !ch.tp_comm_overlap && real.tp_fwd > 0) {
-      const auto [ag, rs] = tp_collective_times(job, c, ch.tp, 1);
-      tp_ag = real.tp_fwd / mb * ag / (2 * (ag + rs));
-      tp_rs = real.tp_fwd / mb * rs / (2 * (ag + rs));
-    }
+    double tp_ag = 0, tp_rs = 0;  // one sequence's TP all-gather and reduce-scatter, waited for at once
+    if (tpc && !ch.tp_comm_overlap && real.tp_fwd > 0) std::tie(tp_ag, tp_rs) = tp_collective_times(job, c, ch.tp, 1);
     auto tp = [&](PassShare& s, double x) {
       if (x > 0) s.tp(x, *tpc, bit, shard);  // x > 0: a TP group (tpc) waited for at once
     };
