@@ -30,6 +30,7 @@ namespace {
 struct Compared {
   Prediction predicted;
   sim::Simulation simulated;
+  PlanChoice choice;  // the plan's
   double time_error() const {
     return std::abs(simulated.step_time_s - predicted.step_time_s) / predicted.step_time_s;
   }
@@ -39,14 +40,23 @@ struct Compared {
   }
 };
 
+// How plan_and_simulate searches and replays.
+struct Replay {
+  bool every_kind = false;                 // Planner::best_plan over every CP kind, else the p2p ring's
+  bool fast = false;                       // ring steps and replicas folded (simulate's default)
+  const CostParams* calibrated = nullptr;  // a calibrated profile's fields, else the topology's
+};
+
 // The planner's best plan under the pins, then its replay.
-// `cost` defaults to the topology's (a calibrated profile's fields otherwise).
-Compared plan_and_simulate(const Topology& topo, const ModelSpec& model, const Job& j,
-                           const SearchPins& pins, const CostParams* calibrated = nullptr) {
+Compared plan_and_simulate(const Topology& topo, const ModelSpec& model, const Job& j, const SearchPins& pins,
+                           const Replay& how = {}) {
   const Fabric fabric(topo, j.gpus);
-  const CostParams cost = calibrated ? *calibrated : CostParams::from_topology(topo);
-  const Plan plan = Planner(model, fabric, cost).best_ring_plan(j, pins);
-  return {plan.predicted, sim::simulate_plan(plan, model, fabric, cost)};
+  const CostParams cost = how.calibrated ? *how.calibrated : CostParams::from_topology(topo);
+  Planner planner(model, fabric, cost);
+  const Plan plan = how.every_kind ? planner.best_plan(j, pins) : planner.best_ring_plan(j, pins);
+  sim::SimulateOptions options;
+  options.fold_ring_steps = options.fold_replicas = how.fast;
+  return {plan.predicted, sim::simulate_plan(plan, model, fabric, cost, options), plan.choice};
 }
 
 // A given choice (custom orders), predicted and replayed.
@@ -59,7 +69,7 @@ Compared predict_and_simulate(const Topology& topo, const ModelSpec& model, cons
   plan.choice = choice;
   REQUIRE(CostModel(model, fabric, cost).why_invalid(j, choice) == "");
   plan.predicted = CostModel(model, fabric, cost).predict(j, choice);
-  return {plan.predicted, sim::simulate_plan(plan, model, fabric, cost)};
+  return {plan.predicted, sim::simulate_plan(plan, model, fabric, cost), choice};
 }
 
 // Largest errors over a grid, printed so CI logs show the margin.
@@ -131,8 +141,8 @@ TEST_CASE("a calibrated profile's transfer overlap and link latency: step time w
         pins.cp = 8;
         pins.schedule = sched;
         pins.load_balance = LoadBalance::kZigzag;
-        const Compared c =
-            plan_and_simulate(topo, model, make_job(topo, 8, 131072, Workload::kAttention), pins, &cost);
+        const Job job = make_job(topo, 8, 131072, Workload::kAttention);
+        const Compared c = plan_and_simulate(topo, model, job, pins, {.calibrated = &cost});
         // Bidirectional backward steps compute two blocks while K,V travel; the planner
         // lets only the first hide them (cost_model.cc), the replay charges each transfer
         // against the compute actually between its post and wait: 3.5 % apart at o = 0.
@@ -259,11 +269,8 @@ TEST_CASE("FSDP's collectives beside all-to-alls and CP all-gathers share their 
     if (k.cp_a2a > 0) pins.cp_a2a = k.cp_a2a;
     Job j = make_job(topo, k.gpus, k.seq, Workload::kLayer);
     j.model = model.source;
-    const Fabric fabric(topo, k.gpus);
-    const CostParams cost = CostParams::from_topology(topo);
-    const Plan plan = Planner(model, fabric, cost).best_plan(j, pins);
-    REQUIRE(plan.choice.strategy == k.comm);
-    const Compared c{plan.predicted, sim::simulate_plan(plan, model, fabric, cost)};
+    const Compared c = plan_and_simulate(topo, model, j, pins, {.every_kind = true});
+    REQUIRE(c.choice.strategy == k.comm);
     CHECK(c.time_error() < 0.01);
     CHECK(c.memory_error() < 0.01);
     worst.add(c, true);
@@ -297,18 +304,14 @@ TEST_CASE("the next layer's gathers beside a ring across nodes: its last forward
     pins.cp = 16;
     pins.cp_comm_type = k.comm;
     if (k.comm == Strategy::kUsp) pins.cp_a2a = 8;
-    pins.schedule = k.schedule;
+    if (k.comm == Strategy::kRing) pins.schedule = k.schedule;  // a2a+p2p's ring is flat here
     pins.sharding = k.sharding;
     Job j = make_job(topo, 128, 32768, Workload::kStep);
     j.model = model.source;
     j.batch_tokens = 8 * 32768;
     // The fast replay (simulate's default; fold_agreement_test.cc bounds it by the full one).
-    const Fabric fabric(topo, j.gpus);
-    const CostParams cost = CostParams::from_topology(topo);
-    const Plan plan = Planner(model, fabric, cost).best_ring_plan(j, pins);
-    sim::SimulateOptions fast;
-    fast.fold_ring_steps = fast.fold_replicas = true;
-    const Compared c{plan.predicted, sim::simulate_plan(plan, model, fabric, cost, fast)};
+    const Compared c = plan_and_simulate(topo, model, j, pins, {.every_kind = true, .fast = true});
+    REQUIRE(c.choice.strategy == k.comm);
     CHECK(c.time_error() < 0.01);
     CHECK(c.memory_error() < 0.01);
     worst.add(c, true);
@@ -336,7 +339,9 @@ TEST_CASE("TP collectives waited at once beside FSDP's on one node's NVLink: ste
     Job j = make_job(topo, 8, 8192, Workload::kStep);
     j.model = model.source;
     j.batch_tokens = 8 * 8192;
-    const Compared c = plan_and_simulate(topo, model, j, pins);
+    const Compared c = plan_and_simulate(topo, model, j, pins, {.every_kind = true});
+    REQUIRE(c.choice.strategy == Strategy::kUsp);
+    REQUIRE(c.choice.tp == 2);
     CHECK(c.time_error() < 0.01);
     CHECK(c.memory_error() < 0.01);
     worst.add(c, true);
@@ -777,12 +782,9 @@ TEST_CASE("sliding window (Mistral 7B): the ring cut short, step time and memory
       // a2a splits Mistral's 8 kv heads: cp at most 8.
       pins.cp = kind == Strategy::kUlysses ? std::min(wc.gpus, model.kv_heads) : wc.gpus;
       pins.cp_comm_type = kind;
-      const Fabric fabric(topo, wc.gpus);
-      const CostParams cost = CostParams::from_topology(topo);
-      const Plan plan = Planner(model, fabric, cost).best_plan(j, pins);
-      REQUIRE(plan.choice.strategy == kind);
-      if (kind != Strategy::kUlysses) CHECK(plan.choice.load_balance == LoadBalance::kContiguous);
-      const Compared c{plan.predicted, sim::simulate_plan(plan, model, fabric, cost)};
+      const Compared c = plan_and_simulate(topo, model, j, pins, {.every_kind = true});
+      REQUIRE(c.choice.strategy == kind);
+      if (kind != Strategy::kUlysses) CHECK(c.choice.load_balance == LoadBalance::kContiguous);
       CHECK(c.time_error() < 0.02);
       // Peak memory is the memory model's for a whole step in every workload.
       CHECK(c.memory_error() < 0.02);
@@ -847,11 +849,9 @@ TEST_CASE("every CP kind is a plan the simulator replays: all_gather, a2a and a2
       SearchPins pins;
       pins.cp_comm_type = kind;
       pins.cp = kc.cp;
-      const Fabric fabric(topo, kc.gpus);
-      const CostParams cost = CostParams::from_topology(topo);
-      const Plan plan = Planner(model, fabric, cost).best_plan(make_job(topo, kc.gpus, kc.seq, kc.workload), pins);
-      REQUIRE(plan.choice.strategy == kind);
-      const Compared c{plan.predicted, sim::simulate_plan(plan, model, fabric, cost)};
+      const Compared c =
+          plan_and_simulate(topo, model, make_job(topo, kc.gpus, kc.seq, kc.workload), pins, {.every_kind = true});
+      REQUIRE(c.choice.strategy == kind);
       CHECK(c.time_error() < 0.02);
       CHECK(c.memory_error() < 0.02);
       worst.add(c, true);
@@ -877,7 +877,7 @@ TEST_CASE("K,V repeated to every query head (torchtitan's repeat_kv): the ring a
       const CostParams cost = CostParams::from_topology(topo);
       const Plan plan = Planner(model, fabric, cost).best_plan(make_job(topo, 16, 262144, w), pins);
       REQUIRE(plan.choice.strategy == kind);
-      const Compared c{plan.predicted, sim::simulate_plan(plan, model, fabric, cost)};
+      const Compared c{plan.predicted, sim::simulate_plan(plan, model, fabric, cost), plan.choice};
       CHECK(c.time_error() < 0.02);
       CHECK(c.memory_error() < 0.02);
       worst.add(c, true);
@@ -947,13 +947,10 @@ TEST_CASE("a2a+p2p with tensor parallelism, whole training steps: step time and 
     pins.cp = uc.cp;
     pins.cp_a2a = uc.a2a;
     pins.checkpointing = uc.ckpt;
-    const Fabric fabric(topo, uc.gpus);
-    const CostParams cost = CostParams::from_topology(topo);
-    const Plan plan =
-        Planner(model, fabric, cost).best_plan(make_job(topo, uc.gpus, uc.seq, Workload::kStep), pins);
-    REQUIRE(plan.choice.strategy == Strategy::kUsp);
-    REQUIRE(plan.choice.tp == uc.tp);
-    const Compared c{plan.predicted, sim::simulate_plan(plan, model, fabric, cost)};
+    const Compared c =
+        plan_and_simulate(topo, model, make_job(topo, uc.gpus, uc.seq, Workload::kStep), pins, {.every_kind = true});
+    REQUIRE(c.choice.strategy == Strategy::kUsp);
+    REQUIRE(c.choice.tp == uc.tp);
     CHECK(c.time_error() < 0.02);
     CHECK(c.memory_error() < 0.02);
     worst.add(c, true);
@@ -988,8 +985,8 @@ TEST_CASE("a calibrated profile's collectives (alpha, bus bandwidth, overlap): t
       pins.cp = cp;
       pins.sharding = s;
       pins.checkpointing = Checkpointing::kFull;
-      const Compared c =
-          plan_and_simulate(topo, model, make_job(topo, 16, cp == 1 ? 8192 : 65536, Workload::kStep), pins, &cost);
+      const Job job = make_job(topo, 16, cp == 1 ? 8192 : 65536, Workload::kStep);
+      const Compared c = plan_and_simulate(topo, model, job, pins, {.calibrated = &cost});
       CHECK(c.time_error() < 0.02);
       CHECK(c.memory_error() < 0.02);
       worst.add(c, true);

@@ -169,7 +169,8 @@ TEST_CASE("fast replay within 1 % of the full one: lone members' copies share li
     pins.sharding = c.sharding;
     Job job = make_job(topo, c.gpus, c.seq, Workload::kLayer);
     job.model = c.model;
-    const Plan plan = Planner(model, fabric, cost).best_ring_plan(job, pins);
+    const Plan plan = Planner(model, fabric, cost).best_plan(job, pins);
+    REQUIRE(plan.choice.strategy == c.kind);
     sim::SimulateOptions fast_opt;
     fast_opt.fold_ring_steps = fast_opt.fold_replicas = true;
     const sim::Simulation full = sim::simulate_plan(plan, model, fabric, cost);
