@@ -280,8 +280,11 @@ double attention_pairs(int64_t seq_len, bool causal, int64_t window) {
   return causal ? n * (n + 1) / 2 : n * n;
 }
 
-bool merges_slice(const TokenLayout& layout, bool causal, int q_pos, int kv_pos) {
-  return causal && layout.lb == LoadBalance::kStriped && kv_pos > q_pos;
+ForwardMerge forward_merge(const TokenLayout& layout, bool causal, int q_pos, int kv_pos) {
+  if (!causal || kv_pos <= q_pos) return {};
+  if (layout.lb == LoadBalance::kStriped) return {1, true};
+  if (layout.lb == LoadBalance::kZigzag) return {0.5, true};
+  return {};
 }
 
 int window_blocks(int64_t c, int64_t window, int P) {

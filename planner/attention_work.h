@@ -66,12 +66,19 @@ RingAttentionWork ring_attention_work(const TokenLayout& layout, bool causal, in
                                       int head_dim, const AttentionTiles& tiles,
                                       int64_t window = 0);
 
-// Whether position q_pos merges its partial against kv_pos's block into a slice of its
-// output (CostParams::merge_s, `sliced`): striped and causal with kv_pos > q_pos, where the
-// block's first query row sees no key. ring-flash-attention's stripe_flash_attn.py runs
-// q[:, 1:] against k[:, :-1] there and merges with update_out_and_lse(..., slice_), which
-// writes the slice back into the output. Position 0 does so at every later ring step.
-bool merges_slice(const TokenLayout& layout, bool causal, int q_pos, int kv_pos);
+// What position q_pos's forward merge of its partial against kv_pos's block covers
+// (CostParams::merge_s): a share of its c·h·d output elements, and whether into a slice of
+// the output, which update_out_and_lse(..., slice_) in ring-flash-attention merges apart
+// and writes back. Causal and kv_pos > q_pos: striped runs q[:, 1:] against k[:, :-1]
+// (stripe_flash_attn.py; the whole output less a row, taken as whole), zigzag the second
+// half of the queries against the whole block (zigzag_ring_flash_attn.py: q1, half the
+// output). Every other block merges the whole output in place. Position 0 merges a slice
+// at every later ring step.
+struct ForwardMerge {
+  double share = 1;
+  bool sliced = false;
+};
+ForwardMerge forward_merge(const TokenLayout& layout, bool causal, int q_pos, int kv_pos);
 
 // Unmasked (query, key) pairs of a whole sequence: N² or N(N+1)/2; with a window W < N
 // (causal) W(W+1)/2 + (N-W)·W.

@@ -750,12 +750,14 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   } else {
     const TokenLayout layout{ch.load_balance, job.seq_len, P};
     const RingAttentionWork w = ring_attention_work(layout, job.causal, m.heads, m.head_dim, tiles, window);
-    // A later step's block also merges its partial result (KernelCurve::merge_bytes); when
-    // some position merges into a slice at every later step (position 0, striped), the
-    // lockstep step waits for that one.
+    // A later step's block also merges its partial result (KernelCurve::merge_bytes): the
+    // lockstep step waits for the slowest position's, the whole output in place or position
+    // 0's slice (forward_merge: striped and zigzag causal, at every later step).
     const double elements = static_cast<double>(c) * m.heads * m.head_dim;
-    const bool sliced = P > 1 && merges_slice(layout, job.causal, 0, 1);
-    const double mf = cost_.merge_s(elements, false, sliced), mb = cost_.merge_s(elements, true);
+    const ForwardMerge later_merge = forward_merge(layout, job.causal, 0, 1);
+    const double mf = std::max(cost_.merge_s(elements, false),
+                               P > 1 ? cost_.merge_s(elements * later_merge.share, false, later_merge.sliced) : 0.0);
+    const double mb = cost_.merge_s(elements, true);
     const double f0 = w.own_executed_max / F, f1 = w.step_executed_max / F * I + mf;
     const double b0 = bf * w.own_executed_max / F, b1 = bf * w.step_executed_max / F * I + mb + acc;
     double tf = 0, tb = 0, busy_f = 0, busy_b = 0;

@@ -126,10 +126,10 @@ class RingPass {
     em_.compute(bwd_ ? ComputeKind::kAttentionBackward : ComputeKind::kAttentionForward,
                 f.executed * factor * repeat_, useful * repeat_, efficiency, kv, aux, mod(owner, ctx_.P));
     // Every block after the rank's own merges its partial into the running result.
-    const bool sliced = !bwd_ && ctx_.later_blocks_sliced && mod(owner, ctx_.P) > pos_;
-    const double merge_eff = sliced ? ctx_.sliced_merge_efficiency : ctx_.merge_efficiency[bwd_ ? 1 : 0];
+    const ForwardMerge merge = !bwd_ && mod(owner, ctx_.P) > pos_ ? ctx_.later_merge : ForwardMerge{};
+    const double merge_eff = merge.sliced ? ctx_.sliced_merge_efficiency : ctx_.merge_efficiency[bwd_ ? 1 : 0];
     if (mod(owner, ctx_.P) != pos_ && merge_eff > 0) {
-      em_.compute(ComputeKind::kMerge, ctx_.merge_elements * repeat_, 0, merge_eff, kv, -1);
+      em_.compute(ComputeKind::kMerge, ctx_.merge_elements * merge.share * repeat_, 0, merge_eff, kv, -1);
     }
     return true;
   }

@@ -60,9 +60,9 @@ struct RingContext {
   double elementwise_efficiency = 0;  // an all-to-all's layout copies (flops = HBM bytes)
   double merge_elements = 0;         // c·h·d: output elements a step's merge moves
   double merge_efficiency[2] = {0, 0};  // forward, backward (0: the kernel merges in place)
-  // Forward merges of a later position's block go into a slice (merges_slice, striped causal)
-  // at this efficiency.
-  bool later_blocks_sliced = false;
+  // A forward merge of a later position's block (forward_merge: striped and zigzag causal
+  // merge a share of the output into a slice, at sliced_merge_efficiency).
+  ForwardMerge later_merge;
   double sliced_merge_efficiency = 0;
   double sync_s = 0;                 // per ring step (CostParams::step_sync_s)
   double backward_factor = 0;        // attention backward FLOPs over forward (CostParams)

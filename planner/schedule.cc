@@ -388,7 +388,7 @@ class Generator {
     ring_.merge_elements = static_cast<double>(c_) * ms_.heads * ms_.head_dim;
     ring_.merge_efficiency[0] = costs_.merge_efficiency(false);
     ring_.merge_efficiency[1] = costs_.merge_efficiency(true);
-    ring_.later_blocks_sliced = P_ > 1 && merges_slice(layout_, job_.causal, 0, 1);
+    ring_.later_merge = forward_merge(layout_, job_.causal, 0, 1);
     ring_.sliced_merge_efficiency = costs_.merge_efficiency(false, true);
     ring_.sync_s = costs_.step_sync_s;
     ring_.backward_factor = costs_.attention.backward_factor;

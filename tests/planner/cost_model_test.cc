@@ -355,17 +355,21 @@ TEST_CASE("snake order keeps node-crossing hops on one rail") {
   }
 }
 
-TEST_CASE("striped causal: a later position's block merges into a slice, copied back") {
-  // ring-flash-attention's striped forward: at every later step position 0 holds a later
-  // position's block, runs q[1:] against k[:-1] and writes the merged slice back; the
-  // lockstep step waits for it. Zigzag and contiguous merge whole blocks.
-  const TokenLayout striped{LoadBalance::kStriped, 64, 4};
-  CHECK(merges_slice(striped, true, 0, 1));
-  CHECK(merges_slice(striped, true, 2, 3));
-  CHECK(!merges_slice(striped, true, 1, 0));
-  CHECK(!merges_slice(striped, true, 2, 2));
-  CHECK(!merges_slice(striped, false, 0, 1));
-  CHECK(!merges_slice(TokenLayout{LoadBalance::kZigzag, 64, 4}, true, 0, 1));
+TEST_CASE("striped and zigzag causal: a later position's block merges into a slice, copied back") {
+  // ring-flash-attention's forward: at every later step position 0 holds a later position's
+  // block and merges into a slice it writes back: striped runs q[1:] against k[:-1] (the
+  // whole output, less a row), zigzag its second half of the queries (half the output). The
+  // lockstep step waits for the slowest merge. Contiguous merges whole blocks.
+  const TokenLayout striped{LoadBalance::kStriped, 64, 4}, zigzag{LoadBalance::kZigzag, 64, 4};
+  auto is = [](ForwardMerge m, double share, bool sliced) { return m.share == share && m.sliced == sliced; };
+  CHECK(is(forward_merge(striped, true, 0, 1), 1, true));
+  CHECK(is(forward_merge(striped, true, 2, 3), 1, true));
+  CHECK(is(forward_merge(striped, true, 1, 0), 1, false));
+  CHECK(is(forward_merge(striped, true, 2, 2), 1, false));
+  CHECK(is(forward_merge(striped, false, 0, 1), 1, false));
+  CHECK(is(forward_merge(zigzag, true, 0, 1), 0.5, true));
+  CHECK(is(forward_merge(zigzag, true, 1, 0), 1, false));
+  CHECK(is(forward_merge(TokenLayout{LoadBalance::kContiguous, 64, 4}, true, 0, 1), 1, false));
 
   Topology t = round_cluster(4, 1);
   t.gpu.attention.merge_bytes = 34;
@@ -382,8 +386,15 @@ TEST_CASE("striped causal: a later position's block merges into a slice, copied 
   // steps against 0.17 ms K,V blocks).
   CHECK(with_slice.predict(job, ch).step_time_s - plain.predict(job, ch).step_time_s ==
         doctest::Approx(3 * elements * 8 / 2e12).epsilon(1e-6).scale(0));
+  // Zigzag: half the output sliced, 0.5 x (34 + 8) bytes, is less than a whole merge in
+  // place; at 40 bytes for the slice, 0.5 x 74 = 37 is 3 more than 34, at each later step.
   ch.load_balance = LoadBalance::kZigzag;
   CHECK(with_slice.predict(job, ch).step_time_s == doctest::Approx(plain.predict(job, ch).step_time_s));
+  Topology costly = t;
+  costly.gpu.attention.slice_merge_bytes = 40;
+  CostModel with_costly_slice(m, f, CostParams::from_topology(costly));
+  CHECK(with_costly_slice.predict(job, ch).step_time_s - plain.predict(job, ch).step_time_s ==
+        doctest::Approx(3 * elements * 3 / 2e12).epsilon(1e-6).scale(0));
 }
 
 TEST_CASE("GEMM size curve: W / (W + half) of the large-GEMM efficiency where weights are regathered, flat elsewhere") {
