@@ -58,7 +58,7 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   cmd->add_option("--profile", o.profile, "calibrated profile YAML from `ringmaster calibrate`");
   cmd->add_option("--attention-kernel", o.attention_kernel,
                   "attention implementation the run uses: flash_attn_2 (default; the shipped curves), or one "
-                  "the topology prices by a factor (gpu.attention.kernels: triton; flash_attn_3 on Hopper)");
+                  "the topology prices by a factor (gpu.attention.kernels: triton; flash_attn_3 and cudnn on Hopper)");
   cmd->add_option("--fp8", o.fp8,
                   "float8 linear layers with this scaling recipe: tensorwise (torchao's, torchtitan's "
                   "model.converters float8), delayed or current (Transformer Engine's, Megatron-LM's --fp8-recipe "
