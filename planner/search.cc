@@ -436,6 +436,11 @@ void Planner::searching(Strategy kind, int pp, int tp, int cp, size_t shape, siz
 }
 
 Plan Planner::best_ring_plan(const Job& job, const SearchPins& pins, SearchStats* stats) {
+  // A caller pinning another kind wants best_plan: pricing the p2p ring instead would answer
+  // a question it did not ask.
+  if (pins.cp_comm_type && *pins.cp_comm_type != Strategy::kRing)
+    throw InputError(std::string("the p2p ring's search cannot honour --cp-comm-type ") +
+                     cp_comm_type(*pins.cp_comm_type) + " (best_plan searches the pinned kind)");
   const int G = fabric_.gpus();
   const int64_t seqs = sequences_per_step(job);
   Best best;

@@ -97,7 +97,7 @@ class Planner {
   // The best plan over the CP kinds (no baselines): what plan() and the benchmark time.
   // Pipeline stages are searched with the rest (step workloads), as every other dimension.
   Plan best_plan(const Job& job, const SearchPins& pins, SearchStats* stats = nullptr);
-  // The p2p ring plan alone.
+  // The p2p ring plan alone; a cp_comm_type pin of another kind is an InputError.
   Plan best_ring_plan(const Job& job, const SearchPins& pins, SearchStats* stats = nullptr);
   // The best all_gather, a2a or a2a+p2p plan (`kind`), over cp >= 2 (a2a+p2p: and its a2a
   // degree), tiles, checkpointing and micro-batches; throws InputError with the reasons when none is valid.

@@ -65,8 +65,10 @@ Plan pp_plan(const PpCase& c) {
   pins.sharding = c.sharding;
   pins.checkpointing = c.ckpt;
   pins.micro_batch = 1;
-  return Planner(m, fabric, CostParams::from_topology(topo))
-      .best_ring_plan(step_job(c.model, c.topo, c.gpus, c.seq, c.batch_tokens), pins);
+  Plan plan = Planner(m, fabric, CostParams::from_topology(topo))
+                  .best_plan(step_job(c.model, c.topo, c.gpus, c.seq, c.batch_tokens), pins);
+  REQUIRE(plan.choice.strategy == c.kind);
+  return plan;
 }
 
 }  // namespace

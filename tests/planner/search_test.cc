@@ -192,6 +192,12 @@ TEST_CASE("pins: impossible ones are explained, memory-bound ones are kept and s
   tile.block_q = 256;
   tile.block_kv = 256;
   CHECK_THROWS_WITH_AS(pl.best_ring_plan(study_job(16, 65536), tile), doctest::Contains("on-chip"), InputError);
+  // The p2p ring's search refuses another kind's pin rather than price a ring in its place.
+  SearchPins a2a;
+  a2a.cp_comm_type = Strategy::kUlysses;
+  CHECK_THROWS_WITH_AS(pl.best_ring_plan(study_job(16, 65536), a2a), doctest::Contains("--cp-comm-type a2a"), InputError);
+  a2a.cp_comm_type = Strategy::kRing;
+  CHECK_NOTHROW(pl.best_ring_plan(study_job(16, 65536), a2a));
   SearchPins one;
   one.cp = 1;
   one.tp = 1;  // a whole sequence per GPU (a TP group of 8 would hold it)

@@ -43,6 +43,7 @@ struct Compared {
 // How plan_and_simulate searches and replays.
 struct Replay {
   bool every_kind = false;                 // Planner::best_plan over every CP kind, else the p2p ring's
+                                           // (a cp_comm_type pin: best_plan, that kind's)
   bool fast = false;                       // ring steps and replicas folded (simulate's default)
   const CostParams* calibrated = nullptr;  // a calibrated profile's fields, else the topology's
 };
@@ -53,7 +54,7 @@ Compared plan_and_simulate(const Topology& topo, const ModelSpec& model, const J
   const Fabric fabric(topo, j.gpus);
   const CostParams cost = how.calibrated ? *how.calibrated : CostParams::from_topology(topo);
   Planner planner(model, fabric, cost);
-  const Plan plan = how.every_kind ? planner.best_plan(j, pins) : planner.best_ring_plan(j, pins);
+  const Plan plan = how.every_kind || pins.cp_comm_type ? planner.best_plan(j, pins) : planner.best_ring_plan(j, pins);
   sim::SimulateOptions options;
   options.fold_ring_steps = options.fold_replicas = how.fast;
   return {plan.predicted, sim::simulate_plan(plan, model, fabric, cost, options), plan.choice};
@@ -1229,11 +1230,13 @@ TEST_CASE("pipeline parallelism (1F1B and interleaved, pp 2 to 8, 4-16 micro-bat
     job.batch_tokens = pc.sequences * pc.seq;
     const Compared c = plan_and_simulate(topo, m, job, pins);
     REQUIRE(c.simulated.step_time_s > 0);
+    REQUIRE(c.choice.strategy == pc.kind);
     const int mb = pc.sequences * pc.tp * pc.cp * pc.pp / pc.gpus;
     CAPTURE(mb);
     CHECK(mb >= 4);
-    std::printf("  pp %d x v %d%s, tp %d x cp %d, %d micro-batches on %s: step %.4g s predicted, %.4g s simulated (%+.3f %%)\n",
-                pc.pp, pc.v, pc.counted ? " (counted split)" : "", pc.tp, pc.cp, mb, pc.topo, c.predicted.step_time_s, c.simulated.step_time_s,
+    std::printf("  pp %d x v %d%s, tp %d x cp %d (%s), %d micro-batches on %s: step %.4g s predicted, %.4g s simulated (%+.3f %%)\n",
+                pc.pp, pc.v, pc.counted ? " (counted split)" : "", pc.tp, pc.cp, cp_comm_type(pc.kind), mb, pc.topo,
+                c.predicted.step_time_s, c.simulated.step_time_s,
                 100 * (c.simulated.step_time_s / c.predicted.step_time_s - 1));
     CHECK(c.time_error() < 0.02);
     CHECK(c.memory_error() < 1e-4);  // both count the same buffers: exact
