@@ -153,6 +153,10 @@ TEST_CASE("a GPU's other attention kernels: relative factors, read strictly") {
   CHECK(a100.gpu.attention_kernels.at("triton") == doctest::Approx(0.55));
   CHECK(a100.gpu.attention_kernels.count("flash_attn_3") == 0);  // Hopper only
   CHECK(rm::load_topology("dgx-h100-ib").gpu.attention_kernels.at("flash_attn_3") == doctest::Approx(1.73));
+  // cuDNN's attention as torch's SDPA runs it: measured on an H100 and an H200, Hopper only.
+  CHECK(a100.gpu.attention_kernels.count("cudnn") == 0);
+  for (const char* hopper : {"dgx-h100-ib", "dgx-h200-ib", "h800-nvlink-box"})
+    CHECK(rm::load_topology(hopper).gpu.attention_kernels.at("cudnn") == doctest::Approx(1.72));
   // Bad factors name the field.
   CHECK(error_of(shipped_topology_with("dgx-a100-ib", "      triton: 0.55", "      triton: 9.00"), true)
             .find("gpu.attention.kernels.triton: expected a number in (0, 4]") != std::string::npos);
