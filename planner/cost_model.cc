@@ -755,8 +755,8 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
     // 0's slice (forward_merge: striped and zigzag causal, at every later step).
     const double elements = static_cast<double>(c) * m.heads * m.head_dim;
     const ForwardMerge later_merge = forward_merge(layout, job.causal, 0, 1);
-    const double mf = std::max(cost_.merge_s(elements, false),
-                               P > 1 ? cost_.merge_s(elements * later_merge.share, false, later_merge.sliced) : 0.0);
+    const double mf =
+        std::max(cost_.merge_s(elements, false), cost_.merge_s(elements * later_merge.share, false, later_merge.sliced));
     const double mb = cost_.merge_s(elements, true);
     const double f0 = w.own_executed_max / F, f1 = w.step_executed_max / F * I + mf;
     const double b0 = bf * w.own_executed_max / F, b1 = bf * w.step_executed_max / F * I + mb + acc;
