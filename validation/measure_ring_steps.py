@@ -28,17 +28,13 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from measure_torch_kernels import _merge
+
 HEADS, KV_HEADS, D = 32, 8, 128
 
 
-@torch.jit.script
-def _update_out_and_lse(out: torch.Tensor, lse: torch.Tensor, block_out: torch.Tensor,
-                        block_lse: torch.Tensor):
-    block_out = block_out.to(torch.float32)
-    block_lse = block_lse.transpose(-2, -1).unsqueeze(dim=-1)
-    out = out - torch.sigmoid(block_lse - lse) * (out - block_out)
-    lse = lse - F.logsigmoid(lse - block_lse)
-    return out, lse
+# utils.py's @torch.jit.script _update_out_and_lse: the merge measure_torch_kernels.py times.
+_update_out_and_lse = torch.jit.script(_merge)
 
 
 def update_out_and_lse(out, lse, block_out, block_lse, slice_=None):
