@@ -5,7 +5,7 @@
 # whole run, and tests/e2e/cuda_ring.sh's, against a GPU that nvidia-smi lists and CUDA
 # cannot open; scripts/gpu-bundle refuses a build without the cuda binaries, and from a
 # cuda build packs the binaries, OpenMPI whole (mpirun, its launcher plugin, libmpi) and
-# an env.sh that a shell reads; validation/measure_torch_kernels.py compiles.
+# an env.sh that a shell reads; validation/measure_*.py compile.
 # Usage: gpu_scripts.sh <ringmaster> <source-dir>.
 set -u
 bin=$1
@@ -74,11 +74,12 @@ else
   echo "no cuda build here, or a usable GPU: gpu-check's run through not checked (skipped)"
 fi
 
-# The script that timed torch's kernels on the lent H200 (validation/measured/) stays valid
-# Python, so the next GPU can rerun it; without a GPU (or torch) it cannot run here.
-python3 -c 'import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)' \
-  "$src/validation/measure_torch_kernels.py" "$tmp/m.pyc" 2>"$tmp/o" ||
-  fail "validation/measure_torch_kernels.py does not compile: $(cat "$tmp/o")"
+# The scripts that measured on the lent GPUs (validation/measured/) stay valid Python, so the
+# next GPU can rerun them; without a GPU (or torch) they cannot run here.
+for py in "$src"/validation/measure_*.py; do
+  python3 -c 'import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)' \
+    "$py" "$tmp/m.pyc" 2>"$tmp/o" || fail "${py#"$src"/} does not compile: $(cat "$tmp/o")"
+done
 
 mkdir -p "$tmp/empty/bin"
 bash "$bundle" "$tmp/empty" "$tmp/b" >"$tmp/o" 2>&1
