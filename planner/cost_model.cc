@@ -773,14 +773,18 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       // S = P steps, or fewer under a sliding window (the ring stops at the last block with
       // a pair in the window; the accumulators then go straight home, S - 1 positions back).
       const int S = w.steps;
+      // A step whose blocks are all outside the window computes nothing, so merges and adds
+      // nothing either: its K,V (and accumulator) only pass on.
       auto fwd_step = [&](int s) {
-        return w.step_executed.empty() ? f1 : w.step_executed[s - 1] / F * I + mf;
+        if (w.step_executed.empty()) return f1;
+        return w.step_executed[s - 1] > 0 ? w.step_executed[s - 1] / F * I + mf : 0.0;
       };
       // A later backward step adds its partial into the accumulator received in that step,
       // so the add follows the accumulator's arrival: ov(kernel, transfer) + acc.
       auto bwd_step = [&](int s, double x) {
-        const double kernel = w.step_executed.empty() ? b1 - acc : bf * w.step_executed[s - 1] / F * I + mb;
-        return ov(kernel, x) + acc;
+        if (w.step_executed.empty()) return ov(b1 - acc, x) + acc;
+        if (w.step_executed[s - 1] <= 0) return x;
+        return ov(bf * w.step_executed[s - 1] / F * I + mb, x) + acc;
       };
       const double xkv = X(pat.kv, units), xkd = X(pat.kv_dkv, units), xd = X(pat.dkv, units);
       const PatternCost& home = S == P ? pat.home : ring_home_pattern(ch.cp, ch.dp, ch.order, S - 1);
@@ -875,11 +879,15 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
     t.attention_fwd = tf;
     t.attention_bwd = fwd_only ? 0 : tb;
     double steps_executed = (P - 1) * w.step_executed_max;
+    int later = w.steps - 1;  // steps after the own block's that compute (and merge)
     if (!w.step_executed.empty()) {
       steps_executed = 0;
-      for (double x : w.step_executed) steps_executed += x;
+      later = 0;
+      for (double x : w.step_executed) {
+        steps_executed += x;
+        later += x > 0;
+      }
     }
-    const int later = w.steps - 1;  // steps after the own block's
     t.attention_compute_fwd = (w.own_executed_max + steps_executed) / F + later * mf;
     t.attention_compute = t.attention_compute_fwd +
                           (fwd_only ? 0 : bf * (w.own_executed_max + steps_executed) / F + later * (acc + mb));

@@ -397,6 +397,32 @@ TEST_CASE("striped and zigzag causal: a later position's block merges into a sli
         doctest::Approx(3 * elements * 3 / 2e12).epsilon(1e-6).scale(0));
 }
 
+TEST_CASE("a sliding window: a ring step with no block in the window merges nothing") {
+  // Zigzag under a window: at most later steps no position holds a block any of its queries
+  // sees; the replay skips those blocks and their merges (ring_pass.cc attend), and the
+  // planner charges a merge only at the steps that compute.
+  Topology t = round_cluster(8, 1);
+  t.gpu.attention.merge_bytes = 34;
+  Topology no_merge = t;
+  no_merge.gpu.attention.merge_bytes = 0;
+  const Fabric f(t, 8);
+  ModelSpec m = mha_model();
+  m.sliding_window = 1024;
+  const Job job = forward_attention_job(8, 4096, true);
+  const PlanChoice ch = ring_over(8, LoadBalance::kZigzag);
+  const RingAttentionWork w = ring_attention_work(TokenLayout{LoadBalance::kZigzag, job.seq_len, 8}, true, m.heads,
+                                                  m.head_dim, AttentionTiles{ch.block_q, ch.block_kv}, m.sliding_window);
+  const int computing = static_cast<int>(std::count_if(w.step_executed.begin(), w.step_executed.end(),
+                                                       [](double x) { return x > 0; }));
+  REQUIRE(computing > 0);
+  REQUIRE(computing < w.steps - 1);  // some steps only pass K,V on
+  // The attention's compute (the step's time hides a merge behind a transfer where it can).
+  const double merged = CostModel(m, f, CostParams::from_topology(t)).predict(job, ch).attention_compute_s -
+                        CostModel(m, f, CostParams::from_topology(no_merge)).predict(job, ch).attention_compute_s;
+  const double elements = 4096.0 * m.heads * m.head_dim;
+  CHECK(merged == doctest::Approx(computing * elements * 34 / 2e12).epsilon(1e-6).scale(0));
+}
+
 TEST_CASE("GEMM size curve: W / (W + half) of the large-GEMM efficiency where weights are regathered, flat elsewhere") {
   CostParams p;
   p.peak_flops = 1e15;
