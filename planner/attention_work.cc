@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 namespace rm {
 
@@ -204,25 +205,32 @@ void windowed_steps(const TokenLayout& layout, const AttentionTiles& tiles, int6
       total += static_cast<double>(P - s) * w.step_executed.back();
     }
   } else {
-    // Striped and zigzag spread the window over every block, and zigzag's own blocks differ
-    // by position under it: all pairs, O(P²).
+    // Striped and zigzag spread the window over every block, and under it positions work at
+    // different steps (zigzag's last position, whose two chunks touch, more at its own and
+    // nothing at the last step): all pairs, O(P²). The ring follows the position with the
+    // most work, which the others do not hold back (they pass blocks on as they arrive), so
+    // its own and per-step work stand for the ring's; the ring runs until the last step at
+    // which any position computes.
     total = 0;
     w.steps = 1;
+    std::vector<double> work(static_cast<size_t>(P) * P);  // [position][step]
     for (int s = 0; s < P; ++s) {
-      double step_max = 0;
       for (int i = 0; i < P; ++i) {
         const Pairs p = pair_counts(layout, i, (i - s + P) % P, true, tiles, window);
-        step_max = std::max(step_max, per_pair * static_cast<double>(p.executed));
-        total += per_pair * static_cast<double>(p.executed);
+        work[static_cast<size_t>(i) * P + s] = per_pair * static_cast<double>(p.executed);
+        total += work[static_cast<size_t>(i) * P + s];
+        if (s > 0 && p.executed > 0) w.steps = std::max(w.steps, s + 1);
       }
-      if (s == 0) {
-        w.own_executed_max = step_max;
-        continue;
-      }
-      w.step_executed.push_back(step_max);
-      if (step_max > 0) w.steps = s + 1;
     }
-    w.step_executed.resize(w.steps - 1);
+    int busiest = 0;
+    double most = -1;
+    for (int i = 0; i < P; ++i) {
+      const double sum = std::accumulate(work.begin() + i * P, work.begin() + (i + 1) * P, 0.0);
+      if (sum > most) most = sum, busiest = i;
+    }
+    const double* mine = &work[static_cast<size_t>(busiest) * P];
+    w.own_executed_max = mine[0];
+    w.step_executed.assign(mine + 1, mine + w.steps);
   }
   w.step_executed_max = w.step_executed.empty()
                             ? 0
