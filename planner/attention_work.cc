@@ -204,13 +204,17 @@ void windowed_steps(const TokenLayout& layout, const AttentionTiles& tiles, int6
       w.step_executed.push_back(per_pair * static_cast<double>(p.executed));
       total += static_cast<double>(P - s) * w.step_executed.back();
     }
+    for (int i = 0; i < P; ++i) {
+      for (int s = 0; s < w.steps; ++s)
+        w.position_step_executed.push_back(s == 0 ? w.own_executed_max : i >= s ? w.step_executed[s - 1] : 0.0);
+    }
   } else {
     // Striped and zigzag spread the window over every block, and under it positions work at
     // different steps (zigzag's last position, whose two chunks touch, more at its own and
-    // nothing at the last step): all pairs, O(P²). The ring follows the position with the
-    // most work, which the others do not hold back (they pass blocks on as they arrive), so
-    // its own and per-step work stand for the ring's; the ring runs until the last step at
-    // which any position computes.
+    // nothing at the last step): all pairs, O(P²). The ring runs until the last step at
+    // which any position computes; the position with the most work stands for the ring's
+    // compute (own and per-step work), and the cost model times the ring from every
+    // position's (position_step_executed).
     total = 0;
     w.steps = 1;
     std::vector<double> work(static_cast<size_t>(P) * P);  // [position][step]
@@ -227,6 +231,10 @@ void windowed_steps(const TokenLayout& layout, const AttentionTiles& tiles, int6
     for (int i = 0; i < P; ++i) {
       const double sum = std::accumulate(work.begin() + i * P, work.begin() + (i + 1) * P, 0.0);
       if (sum > most) most = sum, busiest = i;
+    }
+    for (int i = 0; i < P; ++i) {
+      const auto row = work.begin() + static_cast<ptrdiff_t>(i) * P;
+      w.position_step_executed.insert(w.position_step_executed.end(), row, row + w.steps);
     }
     const double* mine = &work[static_cast<size_t>(busiest) * P];
     w.own_executed_max = mine[0];

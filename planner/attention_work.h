@@ -51,10 +51,10 @@ PairFlops attention_pair_flops(const TokenLayout& layout, int q_pos, int kv_pos,
 // so a flat ring's attention compute is own_executed_max + (P-1)·step_executed_max.
 // With a sliding window the steps differ: `steps` (<= P) is 1 + the last step at which
 // some position holds a block with a pair in the window (contiguous: min(P, ceil((W-1)/c)
-// + 1), the ring stops there), and step_executed[s-1] is step s's work of the position the
-// ring follows: contiguous, the last (the most at every step); striped and zigzag, whose
-// positions work at different steps, the one with the most work in all (its own block's
-// in own_executed_max).
+// + 1), the ring stops there), step_executed[s-1] is step s's work of the busiest position
+// (whose compute the plan reports): contiguous, the last (the most at every step); striped
+// and zigzag, whose positions work at different steps, the one with the most work in all
+// (its own block's in own_executed_max); and position_step_executed has every position's.
 struct RingAttentionWork {
   double own_executed_max = 0;   // step 0, max over positions (see above for a window)
   double step_executed_max = 0;  // any step s > 0, max over positions
@@ -62,6 +62,8 @@ struct RingAttentionWork {
   double executed_total = 0;     // sum over all pairs
   int steps = 1;                 // ring steps needed (P without a window)
   std::vector<double> step_executed;  // window only: steps 1..steps-1, as above
+  // Window only: every position's work at each step, [position · steps + step].
+  std::vector<double> position_step_executed;
 };
 // O(1) calls of the closed forms without a window; O(steps) with one (contiguous), O(P²)
 // for striped and zigzag under a window.

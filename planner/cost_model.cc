@@ -773,40 +773,73 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       // S = P steps, or fewer under a sliding window (the ring stops at the last block with
       // a pair in the window; the accumulators then go straight home, S - 1 positions back).
       const int S = w.steps;
-      // A step whose blocks are all outside the window computes nothing, so merges and adds
-      // nothing either: its K,V (and accumulator) only pass on.
-      auto fwd_step = [&](int s) {
-        if (w.step_executed.empty()) return f1;
-        return w.step_executed[s - 1] > 0 ? w.step_executed[s - 1] / F * I + mf : 0.0;
-      };
       // A later backward step adds its partial into the accumulator received in that step,
       // so the add follows the accumulator's arrival: ov(kernel, transfer) + acc.
-      auto bwd_step = [&](int s, double x) {
-        if (w.step_executed.empty()) return ov(b1 - acc, x) + acc;
-        if (w.step_executed[s - 1] <= 0) return x;
-        return ov(bf * w.step_executed[s - 1] / F * I + mb, x) + acc;
-      };
+      auto bwd_step = [&](double x) { return ov(b1 - acc, x) + acc; };
       const double xkv = X(pat.kv, units), xkd = X(pat.kv_dkv, units), xd = X(pat.dkv, units);
       const PatternCost& home = S == P ? pat.home : ring_home_pattern(ch.cp, ch.dp, ch.order, S - 1);
       const double xh = X(home, units);
+      // Under a window a position's step s works on w.position_step_executed; one whose
+      // blocks are all outside the window computes nothing, so merges and adds nothing
+      // either: its K,V (and accumulator) only pass on.
+      auto work = [&](int i, int s) { return w.position_step_executed[static_cast<size_t>(i) * S + s]; };
+      auto fwd_step = [&](int i, int s) {
+        if (s == 0) return work(i, 0) / F;  // zigzag's last position: its two chunks touch
+        if (work(i, s) <= 0) return 0.0;
+        const ForwardMerge m = forward_merge(layout, job.causal, i, (i - s + P) % P);
+        return work(i, s) / F * I + cost_.merge_s(elements * m.share, false, m.sliced);
+      };
       if (S == 1) {
         tf = f0;
         tb = b0;
       } else if (w.step_executed.empty()) {
         tf = ov(f0, xkv) + (P - 2) * ov(f1, xkv) + f1 + P * sync;
-        tb = ov(b0, xkv) + (P - 2) * bwd_step(1, xkd) + bwd_step(1, xd) + xh + P * sync;
+        tb = ov(b0, xkv) + (P - 2) * bwd_step(xkd) + bwd_step(xd) + xh + P * sync;
       } else {
-        tf = ov(f0, xkv) + fwd_step(S - 1) + S * sync;
-        tb = ov(b0, xkv) + bwd_step(S - 1, xd) + xh + S * sync;
-        for (int s = 1; s < S - 1; ++s) {
-          tf += ov(fwd_step(s), xkv);
-          tb += bwd_step(s, xkd);
-        }
+        // The positions' work differs from step to step, and the ring runs in lockstep:
+        // position i's step ends when its compute does (backward: then its add into the
+        // accumulator, once that has arrived) and when its transfers to and from both
+        // neighbours do, each starting once both ends have posted it (the replay's
+        // rendezvous). Position by position, so a busy step of one position delays its
+        // neighbours' next step; the busiest position alone misses that.
+        struct Step {
+          double x, compute, add;
+          bool sends = true;  // the forward's last step sends nothing
+        };
+        auto lockstep = [&](auto&& step, std::vector<double>& at) {  // step(i, s) -> Step
+          std::vector<double> next(P);
+          for (int s = 0; s < S; ++s) {
+            for (int i = 0; i < P; ++i) {
+              const Step st = step(i, s);
+              const double in = st.sends ? std::max(at[i], at[(i + P - 1) % P]) + st.x : at[i];
+              const double out = st.sends ? std::max(at[i], at[(i + 1) % P]) + st.x : at[i];
+              next[i] = std::max(std::max(at[i] + ov(st.compute, st.x), in) + st.add, out) + sync;
+            }
+            at.swap(next);
+          }
+        };
+        // Each position's backward starts where its forward ended (the replay runs a layer's
+        // passes back to back, or its other work alike on every position between them).
+        std::vector<double> at(P, 0.0);
+        lockstep([&](int i, int s) { return Step{s < S - 1 ? xkv : 0.0, fwd_step(i, s), 0.0, s < S - 1}; }, at);
+        tf = *std::max_element(at.begin(), at.end());
+        lockstep(
+            [&](int i, int s) {
+              const double x = s == 0 ? xkv : s < S - 1 ? xkd : xd;
+              if (s == 0) return Step{x, bf * work(i, 0) / F, 0.0};
+              if (work(i, s) <= 0) return Step{x, 0.0, 0.0};
+              return Step{x, bf * work(i, s) / F * I + mb, acc};
+            },
+            at);
+        tb = *std::max_element(at.begin(), at.end()) + xh - tf;
       }
       if (S > 1) {
         busy_f = (S - 1) * xkv;
         busy_b = xkv + (S - 2) * xkd + xd + xh;
-        tail_f = w.step_executed.empty() ? f1 : fwd_step(S - 1);
+        tail_f = f1;
+        if (!w.step_executed.empty()) {  // the busiest position's last step
+          tail_f = w.step_executed.back() > 0 ? w.step_executed.back() / F * I + mf : 0.0;
+        }
         home_b = xh;
         home_pat = home;
       }

@@ -403,6 +403,7 @@ TEST_CASE("a sliding window: a ring step with no block in the window merges noth
   // planner charges a merge only at the steps that compute.
   Topology t = round_cluster(8, 1);
   t.gpu.attention.merge_bytes = 34;
+  t.gpu.attention.slice_merge_bytes = 34;  // half the output into a slice costs a whole merge
   Topology no_merge = t;
   no_merge.gpu.attention.merge_bytes = 0;
   const Fabric f(t, 8);
