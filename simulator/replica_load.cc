@@ -27,8 +27,18 @@ ReplicaLoad replica_load(const OpSchedule& s, const Fabric& fabric,
     count(all[0], src, dst);
     if (replayed[src]) count(mine[0], src, dst);
   }
+  // Only the groups some collective runs on load links: a plan's schedule also lists groups
+  // its sharding leaves idle (hsdp's plans list the FSDP groups beside their shard and
+  // replicate groups), whose lost rings doubled a lone all-reduce's time.
+  std::vector<char> used(s.groups.size(), 0);
+  for (int g : s.emitted_gpus) {
+    for (const Op& op : s.ranks[static_cast<size_t>(g)].ops) {
+      if (op.group >= 0) used[static_cast<size_t>(op.group)] = 1;
+    }
+  }
   out.lone_flows.assign(links, 0);
   for (size_t group = 0; group < s.groups.size(); ++group) {
+    if (!used[group]) continue;
     const std::vector<int>& members = s.groups[group];
     const auto& full = full_roles.of_group(static_cast<int>(group));
     const auto& mine_roles = replayed_roles.of_group(static_cast<int>(group));
