@@ -62,6 +62,29 @@ Agreement full_and_fast(const Topology& topo, const PlanChoice& choice, int64_t 
   return a;
 }
 
+// One layer of `model_name` on `gpus` GPUs of `topology`, planned with `pins` (the p2p ring
+// unless they pin another kind), replayed in full and fast.
+Agreement layer_full_and_fast(const char* model_name, const char* topology, int gpus, int64_t seq, SearchPins pins) {
+  const Topology topo = load_topology(topology);
+  const ModelSpec model = load_model(model_name);
+  const Fabric fabric(topo, gpus);
+  const CostParams cost = CostParams::from_topology(topo);
+  Job job = make_job(topo, gpus, seq, Workload::kLayer);
+  job.model = model_name;
+  if (!pins.cp_comm_type) pins.cp_comm_type = Strategy::kRing;
+  const Plan plan = Planner(model, fabric, cost).best_plan(job, pins);
+  REQUIRE(plan.choice.strategy == *pins.cp_comm_type);
+  if (pins.sharding) REQUIRE(plan.choice.sharding == *pins.sharding);
+  sim::SimulateOptions fast_opt;
+  fast_opt.fold_ring_steps = fast_opt.fold_replicas = true;
+  Agreement a{sim::simulate_plan(plan, model, fabric, cost), sim::simulate_plan(plan, model, fabric, cost, fast_opt)};
+  std::printf("%s on %d GPUs of %s, %s, a layer: full %.6f s, fast %.6f s (%+.3f %%); %s\n", model_name, gpus, topology,
+              to_string(plan.choice.sharding), a.full.step_time_s, a.fast.step_time_s,
+              100 * (a.fast.step_time_s / a.full.step_time_s - 1), a.fast.note.c_str());
+  CHECK(a.fast.fast);
+  return a;
+}
+
 PlanChoice ring(Schedule schedule, int cp, std::vector<int> order) {
   PlanChoice ch;
   ch.cp = cp;
@@ -110,29 +133,15 @@ TEST_CASE("fast replay within 1 % of the full one: a data-parallel group left wi
   // left alone on its ring across nodes (kept: the ring inside the node); its collectives
   // last at least that ring's unshared time (collective_ring.h lost_ring). Without it the
   // fast replay dropped the hops across nodes: ddp -5.2 %, fsdp -4.3 %.
-  const Topology topo = load_topology("dgx-h100-ib");
-  const ModelSpec model = load_model("llama3-8b");
-  constexpr int kGpus32 = 32;
-  const Fabric fabric(topo, kGpus32);
-  const CostParams cost = CostParams::from_topology(topo);
   for (Sharding sharding : {Sharding::kDdp, Sharding::kFsdp}) {
     CAPTURE(std::string(to_string(sharding)));
     SearchPins pins;
     pins.tp = 2;
     pins.cp = 2;
     pins.sharding = sharding;
-    Job job = make_job(topo, kGpus32, 16384, Workload::kLayer);
-    job.model = "llama3-8b";
-    const Plan plan = Planner(model, fabric, cost).best_ring_plan(job, pins);
-    sim::SimulateOptions fast_opt;
-    fast_opt.fold_ring_steps = fast_opt.fold_replicas = true;
-    const sim::Simulation full = sim::simulate_plan(plan, model, fabric, cost);
-    const sim::Simulation fast = sim::simulate_plan(plan, model, fabric, cost, fast_opt);
-    std::printf("%s, a layer on 32 GPUs: full %.6f s, fast %.6f s (%+.3f %%); %s\n", to_string(sharding),
-                full.step_time_s, fast.step_time_s, 100 * (fast.step_time_s / full.step_time_s - 1),
-                fast.note.c_str());
-    CHECK(fast.note.find("(8 of 32 GPUs)") != std::string::npos);
-    CHECK(std::abs(fast.step_time_s / full.step_time_s - 1) < 0.01);
+    const Agreement a = layer_full_and_fast("llama3-8b", "dgx-h100-ib", 32, 16384, pins);
+    CHECK(a.fast.note.find("(8 of 32 GPUs)") != std::string::npos);
+    CHECK(a.error() < 0.01);
   }
 }
 
@@ -141,27 +150,13 @@ TEST_CASE("fast replay within 1 % of the full one: hsdp with tp, the idle FSDP g
   // replica group has one member replayed, whose all-reduce is a timed wait. The plan also
   // lists the FSDP groups hsdp leaves idle; their lost rings were counted as the wait's
   // neighbours on every NIC, doubling it (+6.7 %; +8.4 % at 512 GPUs).
-  const Topology topo = load_topology("llama3-h100-roce");
-  const ModelSpec model = load_model("llama2-13b");
-  constexpr int kGpus32 = 32;
-  const Fabric fabric(topo, kGpus32);
-  const CostParams cost = CostParams::from_topology(topo);
   SearchPins pins;
   pins.tp = 4;
   pins.cp = 2;
   pins.sharding = Sharding::kHsdp;
-  Job job = make_job(topo, kGpus32, 32768, Workload::kLayer);
-  job.model = "llama2-13b";
-  const Plan plan = Planner(model, fabric, cost).best_ring_plan(job, pins);
-  REQUIRE(plan.choice.sharding == Sharding::kHsdp);
-  sim::SimulateOptions fast_opt;
-  fast_opt.fold_ring_steps = fast_opt.fold_replicas = true;
-  const sim::Simulation full = sim::simulate_plan(plan, model, fabric, cost);
-  const sim::Simulation fast = sim::simulate_plan(plan, model, fabric, cost, fast_opt);
-  std::printf("hsdp with tp 4, a layer on 32 GPUs: full %.6f s, fast %.6f s (%+.3f %%); %s\n", full.step_time_s,
-              fast.step_time_s, 100 * (fast.step_time_s / full.step_time_s - 1), fast.note.c_str());
-  CHECK(fast.note.find("(8 of 32 GPUs)") != std::string::npos);
-  CHECK(std::abs(fast.step_time_s / full.step_time_s - 1) < 0.01);
+  const Agreement a = layer_full_and_fast("llama2-13b", "llama3-h100-roce", 32, 32768, pins);
+  CHECK(a.fast.note.find("(8 of 32 GPUs)") != std::string::npos);
+  CHECK(a.error() < 0.01);
 }
 
 TEST_CASE("fast replay within 1 % of the full one: lone members' copies share links, ring steps pay mean hop latency") {
@@ -186,28 +181,14 @@ TEST_CASE("fast replay within 1 % of the full one: lone members' copies share li
                         {"llama2-13b", "dgx-h100-superpod", 1024, 32768, Sharding::kZero2, Strategy::kUsp, 16, 8}};
   for (const Case& c : cases) {
     CAPTURE(c.topology);
-    const Topology topo = load_topology(c.topology);
-    const ModelSpec model = load_model(c.model);
-    const Fabric fabric(topo, c.gpus);
-    const CostParams cost = CostParams::from_topology(topo);
     SearchPins pins;
     pins.cp = c.cp;
     pins.cp_comm_type = c.kind;
     if (c.kind == Strategy::kUsp) pins.cp_a2a = c.a2a;
     pins.sharding = c.sharding;
-    Job job = make_job(topo, c.gpus, c.seq, Workload::kLayer);
-    job.model = c.model;
-    const Plan plan = Planner(model, fabric, cost).best_plan(job, pins);
-    REQUIRE(plan.choice.strategy == c.kind);
-    sim::SimulateOptions fast_opt;
-    fast_opt.fold_ring_steps = fast_opt.fold_replicas = true;
-    const sim::Simulation full = sim::simulate_plan(plan, model, fabric, cost);
-    const sim::Simulation fast = sim::simulate_plan(plan, model, fabric, cost, fast_opt);
-    std::printf("%s on %s, a layer: full %.6f s, fast %.6f s (%+.3f %%); %s\n", c.model, c.topology,
-                full.step_time_s, fast.step_time_s, 100 * (fast.step_time_s / full.step_time_s - 1), fast.note.c_str());
-    CHECK(fast.fast);
-    CHECK(fast.note.find("emitted") != std::string::npos);
-    CHECK(std::abs(fast.step_time_s / full.step_time_s - 1) < 0.01);
+    const Agreement a = layer_full_and_fast(c.model, c.topology, c.gpus, c.seq, pins);
+    CHECK(a.fast.note.find("emitted") != std::string::npos);
+    CHECK(a.error() < 0.01);
   }
 }
 
