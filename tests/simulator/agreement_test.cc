@@ -755,16 +755,33 @@ TEST_CASE("a plan whose op lists would not fit in memory is refused after the fi
   CHECK(sim::simulate_plan(plan, model, fabric, cost, tight).step_time_s > 0);
 }
 
-TEST_CASE("sliding window (Mistral 7B): the ring cut short, step time and memory within 2 %") {
-  const ModelSpec model = load_model(std::string(RM_SOURCE_DIR) + "/tests/data/hf/mistral-7b-v0.1/config.json");
+namespace {
+
+// Mistral 7B from its Hugging Face config: a sliding window of 4,096 tokens.
+ModelSpec mistral_7b() {
+  ModelSpec model = load_model(std::string(RM_SOURCE_DIR) + "/tests/data/hf/mistral-7b-v0.1/config.json");
   REQUIRE(model.sliding_window == 4096);
+  return model;
+}
+
+struct WindowCase {
+  const char* topo;
+  int gpus;
+  int64_t seq;
+  Workload workload;
+};
+
+Job window_job(const Topology& topo, const WindowCase& wc, const ModelSpec& model) {
+  Job j = make_job(topo, wc.gpus, wc.seq, wc.workload);
+  j.model = model.source;
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("sliding window (Mistral 7B): the ring cut short, step time and memory within 2 %") {
+  const ModelSpec model = mistral_7b();
   Worst worst{"sliding window"};
-  struct WindowCase {
-    const char* topo;
-    int gpus;
-    int64_t seq;
-    Workload workload;
-  };
   for (const WindowCase wc : {WindowCase{"a100-nvlink-box", 8, 65536, Workload::kAttention},
                               WindowCase{"a100-nvlink-box", 8, 16384, Workload::kAttention},
                               WindowCase{kStudyTopology, 16, 131072, Workload::kAttention},
@@ -773,8 +790,7 @@ TEST_CASE("sliding window (Mistral 7B): the ring cut short, step time and memory
     CAPTURE(wc.gpus);
     CAPTURE(wc.seq);
     const Topology topo = load_topology(wc.topo);
-    Job j = make_job(topo, wc.gpus, wc.seq, wc.workload);
-    j.model = model.source;
+    const Job j = window_job(topo, wc, model);
     // The p2p ring cut short, all_gather of the window's blocks only, and a2a (whose
     // full-sequence attention skips what the window masks).
     for (Strategy kind : {Strategy::kRing, Strategy::kAllGatherCp, Strategy::kUlysses}) {
@@ -801,15 +817,8 @@ TEST_CASE("sliding window (Mistral 7B), zigzag: the lockstep ring position by po
   // largest work put these 2.7-12.8 % slow; the busiest position alone, 6-12 % fast on the
   // 8-GPU boxes (the A100 box at 16K-64K, the H800 box at 32K); a backward started in step
   // on every position, not where each one's forward ended, 5-10 % slow there.
-  const ModelSpec model = load_model(std::string(RM_SOURCE_DIR) + "/tests/data/hf/mistral-7b-v0.1/config.json");
-  REQUIRE(model.sliding_window == 4096);
+  const ModelSpec model = mistral_7b();
   Worst worst{"sliding window, zigzag"};
-  struct WindowCase {
-    const char* topo;
-    int gpus;
-    int64_t seq;
-    Workload workload;
-  };
   for (const WindowCase wc : {WindowCase{kStudyTopology, 16, 131072, Workload::kAttention},
                               WindowCase{kStudyTopology, 16, 131072, Workload::kStep},
                               WindowCase{"h800-nvlink-box", 8, 131072, Workload::kAttention},
@@ -821,8 +830,7 @@ TEST_CASE("sliding window (Mistral 7B), zigzag: the lockstep ring position by po
     CAPTURE(wc.gpus);
     CAPTURE(wc.seq);
     const Topology topo = load_topology(wc.topo);
-    Job j = make_job(topo, wc.gpus, wc.seq, wc.workload);
-    j.model = model.source;
+    const Job j = window_job(topo, wc, model);
     SearchPins pins;
     pins.cp = wc.gpus;
     pins.cp_comm_type = Strategy::kRing;
