@@ -95,24 +95,31 @@ struct DpExposed {
 // A pass of one micro-step as a collective posted at its start sees it, per sequence of the
 // micro-step: compute before attention, attention's phases (AttentionPhases), compute after.
 // A phase whose transfers cross the collective's bottleneck class shares links with it
-// max-min fair by flows: where the collective crosses the transfers' bottleneck link, the
-// transfers' k flows on it against the collective's k_c there; else where they meet, at a
-// GPU's port (the most flows leaving one GPU of each). The transfers get f = k / (k + k_c)
-// of that link, so a phase computing c beside transfers of x lasts max(c, x / f) instead
-// of max(c, x) while the collective runs, and the collective advances (1 - f)·x / f +
-// max(0, c - x / f) (a p2p ring's step, f = 1/2: x + max(0, c - 2x)); beside the other
-// phases it runs at full speed. `slowed` is what that adds to the pass, `gained` what the
-// collective advances beyond the link time a window (DpCosts) counts idle (seconds - x in
-// a shared phase).
+// max-min fair by flows: where the collective's bottleneck ring crosses the transfers'
+// bottleneck link, the transfers' k flows on it against the ring's k_c there; else where
+// they meet, at a GPU's port (the most flows leaving one GPU of each). The transfers get
+// f = k / (k + k_c) of that link, so a phase computing c beside transfers of x lasts
+// max(c, x / f) instead of max(c, x) while the collective runs, and the collective advances
+// (1 - f)·x / f + max(0, c - x / f) (a p2p ring's step, f = 1/2: x + max(0, c - 2x)).
+// Where only the collective's other ring crosses that link (GroupCollective::slack, the one
+// with time to spare: an FSDP all-gather's rail flows, 1 shard each, beside a context ring's
+// step across nodes, while its NVLink flows carry 14), that ring shares it the same way and
+// the bottleneck ring advances the whole phase: the transfers wait only while the slack
+// ring runs, and the collective ends when both rings have. `slowed` is what the sharing adds
+// to the pass, `gained` what the collective advances beyond the link time a window (DpCosts)
+// counts idle (seconds - x in a phase crossing the bottleneck class, else seconds).
 struct PassShare {
   struct Phase {
-    double delay = 0, advance = 0;
+    double delay = 0, advance = 0;  // while the sharing ring runs: the pass's delay, that ring's advance
+    double seconds = 0;             // the phase beside the collective: the other ring's advance
+    bool slack = false;             // the slack ring shares it (else the bottleneck ring, or none)
   };
   std::vector<Phase> phases;  // one sequence's
   int sequences = 1;
-  double gained = 0;  // all sequences'
+  double slack_ratio = 0;  // the slack ring's bandwidth term over the bottleneck ring's; 0: no slack phase
+  double gained = 0;       // all sequences'
   void compute(double s) {
-    if (s > 0) phases.push_back({0, s});
+    if (s > 0) phases.push_back({0, s, s, false});
   }
   void attention(const AttentionPhases& a, unsigned collective_class, const GroupCollective& collective) {
     for (int i = 0; i < a.n; ++i) add(a.at[i], collective_class, collective);
@@ -123,24 +130,32 @@ struct PassShare {
     add({x, 0, x, tp_group.bottleneck()}, collective_class, collective);
   }
   void add(const AttentionPhase& p, unsigned collective_class, const GroupCollective& collective) {
-    if ((p.transfer.link_classes & collective_class) == 0 || p.busy <= 0) {
+    const int link = p.transfer.bottleneck_link;
+    const bool crosses = (p.transfer.link_classes & collective_class) != 0;
+    const int on = crosses ? collective.flows_on(link) : 0;
+    const int on_slack = on > 0 || p.busy <= 0 ? 0 : collective.flows_on(collective.slack(), link);
+    if (p.busy <= 0 || (!crosses && on_slack == 0)) {
       compute(p.seconds);
       return;
     }
-    const int on = collective.flows_on(p.transfer.bottleneck_link);
-    const double k = std::max(1, on > 0 ? p.transfer.bottleneck_flows : p.transfer.egress_flows);
-    const double f = k / (k + std::max(1, on > 0 ? on : collective.bottleneck().egress_flows));
-    const double c = p.compute, x = p.busy, shared = x / f;
-    phases.push_back({std::max(c, shared) - std::max(c, x), (1 - f) * shared + std::max(0.0, c - shared)});
-    gained += sequences * std::max(0.0, phases.back().advance - (p.seconds - x));
+    const bool slack = on_slack > 0;
+    const double k = std::max(1, on > 0 || slack ? p.transfer.bottleneck_flows : p.transfer.egress_flows);
+    const double f = k / (k + (on > 0 ? on : slack ? on_slack : std::max(1, collective.bottleneck().egress_flows)));
+    const double c = p.compute, x = p.busy, shared = x / f, lasts = std::max(c, shared);
+    const double advance = (1 - f) * shared + std::max(0.0, c - shared);
+    phases.push_back({lasts - std::max(c, x), advance, lasts, slack});
+    if (slack) slack_ratio = collective.slack().s_per_unit / collective.bottleneck().s_per_unit;
+    gained += sequences * std::max(0.0, (slack ? lasts : advance) - (p.seconds - (crosses ? x : 0)));
   }
   double slowed(double x) const {
-    double left = x, added = 0;
+    double left = x, left_slack = slack_ratio * x, added = 0;  // each ring's work left
     for (int i = 0; i < sequences; ++i)
       for (const Phase& p : phases) {
-        if (left <= 0) return added;
-        added += p.delay * std::min(1.0, left / p.advance);
-        left -= p.advance;
+        if (left <= 0 && left_slack <= 0) return added;
+        double& sharing = p.slack ? left_slack : left;
+        if (sharing > 0) added += p.delay * std::min(1.0, sharing / p.advance);
+        sharing -= p.advance;
+        (p.slack ? left : left_slack) -= p.seconds;
       }
     return added;
   }
@@ -435,7 +450,7 @@ const GroupCollective& CostModel::group_collective(const std::vector<std::vector
   const std::vector<PatternCost> p = solve(fabric_, cost_, f, 2, &link_flows);
   gc.rail = p[0];
   gc.node = p[1];
-  gc.link_flows = std::move(link_flows[&gc.bottleneck() == &gc.rail ? 0 : 1]);
+  gc.link_flows = {std::move(link_flows[0]), std::move(link_flows[1])};
   return collectives_.emplace(groups, gc).first->second;
 }
 
@@ -452,15 +467,18 @@ double GroupCollective::time(double bytes_per_gpu, int passes) const {
 
 int GroupCollective::bottleneck_link() const { return bottleneck().bottleneck_link; }
 
-int GroupCollective::flows_on(int link) const {
-  const auto it = std::lower_bound(link_flows.begin(), link_flows.end(), std::pair{link, 0});
-  return it != link_flows.end() && it->first == link ? it->second : 0;
+int GroupCollective::flows_on(const PatternCost& ring, int link) const {
+  const LinkFlows& lf = link_flows[&ring == &rail ? 0 : 1];
+  const auto it = std::lower_bound(lf.begin(), lf.end(), std::pair{link, 0});
+  return it != lf.end() && it->first == link ? it->second : 0;
 }
 
 const PatternCost& GroupCollective::bottleneck() const {
   // The ring whose bandwidth term is the larger.
   return rail.s_per_unit >= node.s_per_unit ? rail : node;
 }
+
+const PatternCost& GroupCollective::slack() const { return &bottleneck() == &rail ? node : rail; }
 
 const GroupCollective& CostModel::fsdp_collective(int tp, int pp) {
   const int G = fabric_.gpus();

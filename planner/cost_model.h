@@ -161,10 +161,14 @@ struct GroupCollective {
   // ring all-reduce, a reduce-scatter then an all-gather over the same rings.
   double time(double bytes_per_gpu, int passes = 1) const;
   double all_reduce_time(double bytes_per_gpu) const { return time(bytes_per_gpu, 2); }
-  LinkFlows link_flows;  // the bottleneck ring's (bottleneck()), by link
+  std::array<LinkFlows, 2> link_flows;  // each ring's (rail, node), by link
   int bottleneck_link() const;
   const PatternCost& bottleneck() const;  // the ring (rail or node) bottleneck_link is of
-  int flows_on(int link) const;           // the bottleneck ring's flows crossing `link`
+  // The other ring, whose flows end before the bottleneck ring's: time to spare
+  // (bottleneck_link -1 where the group has no such ring).
+  const PatternCost& slack() const;
+  int flows_on(int link) const { return flows_on(bottleneck(), link); }  // the bottleneck ring's
+  int flows_on(const PatternCost& ring, int link) const;                  // `ring`'s flows crossing `link`
 };
 
 // A micro-step's forward all-gathers of the weights (data_parallel.h's table): each layer's

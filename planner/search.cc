@@ -261,16 +261,18 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
               // No level is faster than fsdp less its exposed collectives and what its
               // regathered weights cost its GEMMs (CostModel::regather_bound_s).
               fsdp_bound = std::max(fsdp_bound, rate_without(p, p.fsdp_exposed_s + cost.regather_bound_s(job, ch, p)));
-            // Overlap only shortens the TP collectives, in the same memory (the data-parallel
-            // ones lose the window those gave them), and each overlapped region still waits
-            // for one chunk collective of 1/tp of the bytes, at least 1/tp of the waited
-            // one's time (tensor_parallel.h): with pp 1 no overlapped step is shorter than
-            // this one less (1 - 1/tp) of its TP time, so it is priced only where that could win.
-            const double saved = p.tp_comm_s * (1 - 1.0 / ch.tp);
+            // Overlap only shortens the TP collectives, in the same memory, and each
+            // overlapped region still waits for one chunk collective of 1/tp of the bytes, at
+            // least 1/tp of the waited one's time (tensor_parallel.h); the data-parallel
+            // collectives lose the window those gave them but no longer slow them where they
+            // share links (PassShare): with pp 1 no overlapped step is shorter than this one
+            // less (1 - 1/tp) of its TP time and its exposed data-parallel time, so it is
+            // priced only where that could win.
+            const double saved = p.tp_comm_s * (1 - 1.0 / ch.tp) + p.fsdp_exposed_s;
             if (k == 0 && overlaps.size() > 1 && ch.pp == 1 &&
                 (!p.fits || rate_without(p, saved) <= best_rate * (1 + 1e-9))) {
               if (p.fits && level == Sharding::kFsdp)
-                fsdp_bound = std::max(fsdp_bound, rate_without(p, saved + p.fsdp_exposed_s + cost.regather_bound_s(job, ch, p)));
+                fsdp_bound = std::max(fsdp_bound, rate_without(p, saved + cost.regather_bound_s(job, ch, p)));
               break;
             }
           }
