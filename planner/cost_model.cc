@@ -101,11 +101,12 @@ struct DpExposed {
 // f = k / (k + k_c) of that link, so a phase computing c beside transfers of x lasts
 // max(c, x / f) instead of max(c, x) while the collective runs, and the collective advances
 // (1 - f)·x / f + max(0, c - x / f) (a p2p ring's step, f = 1/2: x + max(0, c - 2x)).
-// Where only the collective's other ring crosses that link (GroupCollective::slack, the one
-// with time to spare: an FSDP all-gather's rail flows, 1 shard each, beside a context ring's
-// step across nodes, while its NVLink flows carry 14), that ring shares it the same way and
-// the bottleneck ring advances the whole phase: the transfers wait only while the slack
-// ring runs, and the collective ends when both rings have. `slowed` is what the sharing adds
+// Where the bottleneck ring misses that link and the collective's other ring crosses it
+// (GroupCollective::slack, the one with time to spare: an FSDP all-gather's rail flows, 1
+// shard each, beside a context ring's step across nodes, while its NVLink flows carry 14),
+// whatever classes the transfers cross, that ring shares it the same way instead, and the
+// bottleneck ring advances the whole phase: the transfers wait only while the slack ring
+// runs, and the collective ends when both rings have. `slowed` is what the sharing adds
 // to the pass, `gained` what the collective advances beyond the link time a window (DpCosts)
 // counts idle (seconds - x in a phase crossing the bottleneck class, else seconds).
 struct PassShare {

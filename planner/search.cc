@@ -264,10 +264,10 @@ int64_t offer_micro_batches(CostModel& cost, const Job& job, PlanChoice ch, cons
             // Overlap only shortens the TP collectives, in the same memory, and each
             // overlapped region still waits for one chunk collective of 1/tp of the bytes, at
             // least 1/tp of the waited one's time (tensor_parallel.h); the data-parallel
-            // collectives lose the window those gave them but no longer slow them where they
-            // share links (PassShare): with pp 1 no overlapped step is shorter than this one
-            // less (1 - 1/tp) of its TP time and its exposed data-parallel time, so it is
-            // priced only where that could win.
+            // collectives lose the window the waited TP collectives gave them, but no longer
+            // slow those where they share links (PassShare): with pp 1 no overlapped step is
+            // shorter than this one less (1 - 1/tp) of its TP time and its exposed
+            // data-parallel time, so it is priced only where that could win.
             const double saved = p.tp_comm_s * (1 - 1.0 / ch.tp) + p.fsdp_exposed_s;
             if (k == 0 && overlaps.size() > 1 && ch.pp == 1 &&
                 (!p.fits || rate_without(p, saved) <= best_rate * (1 + 1e-9))) {
