@@ -17,6 +17,7 @@ Op RankEmitter::base(OpKind kind) {
   op.layer = layer;
   op.step = step;
   op.backward = backward;
+  op.micro_stand_in = micro_stand_in;
   op.a2a = a2a;
   return op;
 }

@@ -114,6 +114,7 @@ struct Op {
   CollectiveKind collective = CollectiveKind::kAllGather;
   A2aPayload a2a = A2aPayload::kNone;  // what an all-to-all's ops move (pack, transfers, unpack)
   bool backward = false;
+  bool micro_stand_in = false;  // in the micro-step that stands for the ones not emitted
   int layer = 0;   // layer index (0-based); -1 for embedding/head/optimizer
   int step = 0;    // ring step within the pass (attention ops and their transfers)
   int kv_owner = -1;         // attention: ring position whose K,V block is used; on a
@@ -164,6 +165,9 @@ struct OpSchedule {
   std::vector<std::vector<int>> groups;    // collective groups (GPU ids)
   int layers_emitted = 0;                  // layers present in the op lists
   int layer_multiplier = 1;                // identical layers each emitted layer stands for
+  // Micro-step folding (ScheduleOptions::fold_micro_steps): the micro-steps the stand-in
+  // (its ops have Op::micro_stand_in) counts for, itself included; 1 = each for itself.
+  int micro_stand_in_weight = 1;
   // By Op::step: the ring steps an emitted step stands for when steps are folded
   // (ScheduleOptions::fold_ring_steps); empty = every step stands for itself.
   std::vector<double> step_weights;

@@ -341,6 +341,12 @@ class Generator {
       out_.note = std::to_string(out_.layers_emitted) + " of " + std::to_string(m_.layers) +
                   " identical layers emitted";
     }
+    if (opt_.fold_micro_steps && step && pp_ == 1 && choice_.grad_accum > kFoldedMicroSteps) {
+      out_.micro_stand_in_weight = choice_.grad_accum - kFoldedMicroSteps + 1;
+      out_.note += std::string(out_.note.empty() ? "" : "; ") + std::to_string(kFoldedMicroSteps) + " of " +
+                   std::to_string(choice_.grad_accum) + " micro-steps emitted (micro-step 2 stands for " +
+                   std::to_string(out_.micro_stand_in_weight) + ")";
+    }
 
     ring_gpus_.assign(rings_, {});
     for (int r = 0; r < rings_; ++r) {
@@ -552,7 +558,12 @@ class Generator {
     em.alloc(layer_bufs, mem_.layer_buffers);
     const bool bwd = job_.passes == Passes::kForwardBackward;
     const int micro_steps = job_.workload == Workload::kStep ? choice_.grad_accum : 1;
+    const bool fold = out_.micro_stand_in_weight > 1;
     for (int micro = 0; micro < micro_steps && pp_ == 1; ++micro) {
+      // Folded: micro-steps 0-3 and the last; the third (micro-step 2, a middle one after a
+      // middle one, before another) stands for the middle ones not emitted.
+      if (fold && micro >= kFoldedMicroSteps - 1 && micro < micro_steps - 1) continue;
+      em.micro_stand_in = fold && micro == 2;
       r.dp = micro_step_collectives(choice_.sharding, micro, micro_steps, G_ / T_);
       switch (job_.workload) {
         case Workload::kAttention: attention_workload(r, bwd); break;

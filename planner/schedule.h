@@ -135,6 +135,8 @@
 
 namespace rm {
 
+inline constexpr int kFoldedMicroSteps = 5;  // emitted when micro-steps are folded
+
 struct ScheduleOptions {
   // Emit only this many layers (0 = all) and report the multiplier: lets the simulator
   // replay one layer forward and backward at 1,024 GPUs when all layers are identical.
@@ -148,6 +150,10 @@ struct ScheduleOptions {
   // copies, identical by symmetry on other nodes. Sets OpSchedule::emitted_gpus and
   // ring_flows (the simulator keeps the copies' load on the links they share).
   bool fold_replicas = false;
+  // A step of more than kFoldedMicroSteps micro-steps (pp 1): emit the first four and the
+  // last, the third standing for the middle ones not emitted (they run the same ops and
+  // collectives, micro_step_collectives): sets OpSchedule::micro_stand_in_weight.
+  bool fold_micro_steps = false;
   // Emit only these GPUs' op lists (empty = all): the executor needs its own rank only.
   std::vector<int> only_gpus;
   // Refuse (ScheduleTooLarge) a schedule of more ops than this, 0 = no limit: checked after

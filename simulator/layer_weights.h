@@ -12,7 +12,8 @@
 // E/2 - 1, seven or more layers from either end, stands for itself and the L - E layers
 // not emitted, the others for themselves; with fewer, every emitted layer stands for L/E
 // (boundary effects then count L/E times). Ops outside the layers (embedding, head,
-// optimizer) count once.
+// optimizer) count once. Folded micro-steps (OpSchedule::micro_stand_in_weight): the ops
+// of the stand-in micro-step, in a layer or not, count that many times more.
 #pragma once
 
 #include <vector>
@@ -27,10 +28,13 @@ class LayerWeights {
  public:
   explicit LayerWeights(const OpSchedule& s);
   // Ops outside the layers (embedding, head, optimizer) count once.
-  double operator()(const Op& op) const { return op.layer >= 0 ? w_[op.layer] : 1.0; }
+  double operator()(const Op& op) const {
+    return (op.layer >= 0 ? w_[op.layer] : 1.0) * (op.micro_stand_in ? micro_ : 1.0);
+  }
 
  private:
   std::vector<double> w_;  // by emitted layer
+  double micro_ = 1;       // OpSchedule::micro_stand_in_weight
 };
 
 // A sum over ops, each weighted by the layers it stands for.

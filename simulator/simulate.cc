@@ -21,6 +21,7 @@ Simulation simulate_plan(const Plan& plan, const ModelSpec& model, const Fabric&
   so.max_layers = options.max_layers;
   so.fold_ring_steps = options.fold_ring_steps;
   so.fold_replicas = options.fold_replicas;
+  so.fold_micro_steps = options.fold_micro_steps;
   so.costs = &costs;
   so.where = where;
   const double budget = options.memory_budget_bytes > 0 ? options.memory_budget_bytes : host_memory().available_bytes;
@@ -51,7 +52,7 @@ Simulation simulate_plan(const Plan& plan, const ModelSpec& model, const Fabric&
   Simulation s;
   s.replay = replay(schedule, fabric, costs, options.replay);
   s.note = schedule.note;
-  s.fast = !schedule.step_weights.empty() || !schedule.emitted_gpus.empty();
+  s.fast = !schedule.step_weights.empty() || !schedule.emitted_gpus.empty() || schedule.micro_stand_in_weight > 1;
   s.step_time_s = s.replay.time_s;
   s.free_comm_time_s = s.replay.time_free_comm_s;
   s.memory_bytes_per_gpu = s.replay.peak_memory_bytes;

@@ -28,6 +28,10 @@ struct SimulateOptions {
   // replay.
   bool fold_ring_steps = false;
   bool fold_replicas = false;
+  // And emit the first micro-steps and the last of a step, one standing for the middle
+  // ones (ScheduleOptions::fold_micro_steps; fold_agreement_test.cc bounds it against the
+  // replay of every micro-step).
+  bool fold_micro_steps = false;
   // Memory the op lists and the replay may take, 0 = what this host has available
   // (host_memory.h). A plan whose op lists would not fit (kReplayBytesPerOp each) is refused
   // with an InputError after its first op list, not run out of memory.
