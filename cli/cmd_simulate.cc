@@ -214,7 +214,7 @@ void run_simulate(const SimulateCliOptions& o) {
   check_output_path(o.trace, "--trace");  // before a long simulation, not after it
   sim::SimulateOptions so;
   so.max_layers = o.layers;
-  so.fold_ring_steps = so.fold_replicas = so.fold_micro_steps = !o.full;
+  so.set_fast(!o.full);
   so.replay.trace_path = o.trace;
   if (!o.trace_ranks.empty()) {
     if (o.trace.empty()) fail_input(kCommandLine, "--trace-ranks", "selects what --trace writes: add --trace");

@@ -140,7 +140,7 @@ std::vector<SimulatedRow> simulate_rows(const JobOptions& options, const std::ve
     }
     const ResolvedJob r = resolve_job(options, p.job.gpus, p.job.seq_len);
     sim::SimulateOptions so;
-    so.fold_ring_steps = so.fold_replicas = so.fold_micro_steps = true;  // the fast mode, as `simulate` without --full
+    so.set_fast(true);  // as `simulate` without --full
     const sim::Simulation s = sim::simulate_plan(p, r.model, *r.fabric, r.cost, so);
     std::fprintf(stderr, "%ssimulated %.4g s (planner %.4g s), %.2f s wall\n", head.c_str(), s.step_time_s,
                  p.predicted.step_time_s, s.replay.wall_s);

@@ -344,7 +344,8 @@ class Generator {
     if (opt_.fold_micro_steps && step && pp_ == 1 && choice_.grad_accum > kFoldedMicroSteps) {
       out_.micro_stand_in_weight = choice_.grad_accum - kFoldedMicroSteps + 1;
       out_.note += std::string(out_.note.empty() ? "" : "; ") + std::to_string(kFoldedMicroSteps) + " of " +
-                   std::to_string(choice_.grad_accum) + " micro-steps emitted (micro-step 2 stands for " +
+                   std::to_string(choice_.grad_accum) + " micro-steps emitted (micro-step " +
+                   std::to_string(kMicroStepStandIn) + " stands for " +
                    std::to_string(out_.micro_stand_in_weight) + ")";
     }
 
@@ -560,10 +561,10 @@ class Generator {
     const int micro_steps = job_.workload == Workload::kStep ? choice_.grad_accum : 1;
     const bool fold = out_.micro_stand_in_weight > 1;
     for (int micro = 0; micro < micro_steps && pp_ == 1; ++micro) {
-      // Folded: micro-steps 0-3 and the last; the third (micro-step 2, a middle one after a
-      // middle one, before another) stands for the middle ones not emitted.
+      // Folded: micro-steps 0-3 and the last; micro-step 2 (a middle one after a middle one,
+      // before another) stands for the middle ones not emitted.
       if (fold && micro >= kFoldedMicroSteps - 1 && micro < micro_steps - 1) continue;
-      em.micro_stand_in = fold && micro == 2;
+      em.micro_stand_in = fold && micro == kMicroStepStandIn;
       r.dp = micro_step_collectives(choice_.sharding, micro, micro_steps, G_ / T_);
       switch (job_.workload) {
         case Workload::kAttention: attention_workload(r, bwd); break;

@@ -136,6 +136,7 @@
 namespace rm {
 
 inline constexpr int kFoldedMicroSteps = 5;  // emitted when micro-steps are folded
+inline constexpr int kMicroStepStandIn = 2;  // the emitted one that stands for those not emitted
 
 struct ScheduleOptions {
   // Emit only this many layers (0 = all) and report the multiplier: lets the simulator

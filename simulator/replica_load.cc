@@ -87,20 +87,8 @@ ReplicaLinks::ReplicaLinks(ReplicaLoad load, const Fabric& fabric, std::vector<s
   running_[1].assign(links_.size(), 0);
 }
 
-void ReplicaLinks::started(const void* flow, int src, int dst, FlowClass kind) {
-  if (!load_.folded || src == dst || !flows_.emplace(flow, Running{src, dst, kind}).second) return;
-  add(src, dst, kind, +1);
-}
-
-void ReplicaLinks::finished(const void* flow) {
-  const auto it = flows_.find(flow);
-  if (it == flows_.end()) return;
-  const Running r = it->second;
-  flows_.erase(it);
-  add(r.src, r.dst, r.kind, -1);
-}
-
 void ReplicaLinks::add(int src, int dst, FlowClass kind, int delta) {
+  if (!load_.folded || src == dst) return;
   for (int l : fabric_.route(src, dst)) {
     running_[static_cast<int>(kind)][l] += delta;
     const double a0 = running_[0][l], a1 = running_[1][l];

@@ -15,7 +15,6 @@
 // oversubscribed spine 4 % slow). Links only the replayed GPUs use keep their capacity.
 #pragma once
 
-#include <unordered_map>
 #include <vector>
 
 #include "planner/op_list.h"
@@ -53,16 +52,11 @@ class ReplicaLinks {
  public:
   ReplicaLinks(ReplicaLoad load, const Fabric& fabric, std::vector<simgrid::s4u::Link*> links,
                std::vector<double> capacity);
-  // A flow of `flow` (an activity's identity: what SimGrid's completion names) started.
-  void started(const void* flow, int src, int dst, FlowClass kind);
-  // A flow finished (ignored when it was not started here).
-  void finished(const void* flow);
+  // A flow of `kind` from `src` to `dst` started or finished (the replay pairs the two).
+  void started(int src, int dst, FlowClass kind) { add(src, dst, kind, +1); }
+  void finished(int src, int dst, FlowClass kind) { add(src, dst, kind, -1); }
 
  private:
-  struct Running {
-    int src, dst;
-    FlowClass kind;
-  };
   void add(int src, int dst, FlowClass kind, int delta);
 
   ReplicaLoad load_;
@@ -70,7 +64,6 @@ class ReplicaLinks {
   std::vector<simgrid::s4u::Link*> links_;
   std::vector<double> capacity_, set_to_;
   std::vector<int> running_[2];
-  std::unordered_map<const void*, Running> flows_;
 };
 
 }  // namespace rm::sim

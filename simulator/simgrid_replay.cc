@@ -43,6 +43,7 @@ struct Transfer {
   void* received = nullptr;  // the get's payload slot (SimGrid writes it on completion)
   bool traced = false;
   bool streamed = false;  // its network action has finished (SimGridReplay::follow_streams)
+  FlowClass kind() const { return op->kind == OpKind::kCollective ? FlowClass::kCollective : FlowClass::kRing; }
 };
 
 struct Half {
@@ -221,10 +222,11 @@ class SimGridReplay {
       // NetworkAction (not in SimGrid's installed headers) derives from Action alone.
       const auto& a = reinterpret_cast<const Action&>(n);
       if (a.get_state() != Action::State::FINISHED && a.get_state() != Action::State::FAILED) return;
-      if (replica_links_) replica_links_->finished(a.get_activity());
       const auto it = streaming_.find(a.get_activity());
       if (it == streaming_.end()) return;
-      it->second->streamed = true;
+      Transfer& t = *it->second;
+      t.streamed = true;
+      if (replica_links_) replica_links_->finished(t.src, t.dst, t.kind());
       streaming_.erase(it);
     });
   }
@@ -261,10 +263,7 @@ class SimGridReplay {
     }
     if (!first) {
       streaming_.emplace(h.comm->get_impl(), t);  // both halves' comms are this activity
-      if (replica_links_) {
-        replica_links_->started(h.comm->get_impl(), e.src, e.dst,
-                                op.kind == OpKind::kCollective ? FlowClass::kCollective : FlowClass::kRing);
-      }
+      if (replica_links_) replica_links_->started(t->src, t->dst, t->kind());
     }
     return h;
   }

@@ -32,6 +32,8 @@ struct SimulateOptions {
   // ones (ScheduleOptions::fold_micro_steps; fold_agreement_test.cc bounds it against the
   // replay of every micro-step).
   bool fold_micro_steps = false;
+  // The fast mode (all three folds) or the full replay.
+  void set_fast(bool fast) { fold_ring_steps = fold_replicas = fold_micro_steps = fast; }
   // Memory the op lists and the replay may take, 0 = what this host has available
   // (host_memory.h). A plan whose op lists would not fit (kReplayBytesPerOp each) is refused
   // with an InputError after its first op list, not run out of memory.

@@ -56,7 +56,7 @@ Compared plan_and_simulate(const Topology& topo, const ModelSpec& model, const J
   Planner planner(model, fabric, cost);
   const Plan plan = how.every_kind || pins.cp_comm_type ? planner.best_plan(j, pins) : planner.best_ring_plan(j, pins);
   sim::SimulateOptions options;
-  options.fold_ring_steps = options.fold_replicas = options.fold_micro_steps = how.fast;
+  options.set_fast(how.fast);
   return {plan.predicted, sim::simulate_plan(plan, model, fabric, cost, options), plan.choice};
 }
 
