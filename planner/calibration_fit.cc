@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include <Eigen/Dense>
 
 #include "planner/input_error.h"
+#include "planner/stats.h"
 
 namespace rm {
 namespace {
@@ -205,17 +207,24 @@ GemmFit fit_gemm(const std::vector<GemmSample>& samples, double peak_flops) {
 }
 
 LinkFit fit_link(const std::vector<TransferSample>& samples) {
-  std::vector<double> bytes, t;
-  std::set<double> distinct;
+  std::vector<double> all_t;
+  std::map<double, std::vector<double>> by_size;
   for (const auto& s : samples) {
-    bytes.push_back(s.bytes);
-    t.push_back(s.seconds);
-    distinct.insert(s.bytes);
+    all_t.push_back(s.seconds);
+    by_size[s.bytes].push_back(s.seconds);
   }
-  require_positive(t, "transfer seconds");
-  if (distinct.size() < 2)
+  require_positive(all_t, "transfer seconds");
+  if (by_size.size() < 2)
     fail_input("calibration", "link", "needs transfers of at least 2 different sizes (got " +
-                                          std::to_string(distinct.size()) + ")");
+                                          std::to_string(by_size.size()) + ")");
+  // The line goes through each size's median time: on a shared machine one descheduled rank
+  // stretches a few transfers by 10x, and a least-squares line through them can tip over
+  // (the larger size "faster"). The quality below still scores every sample.
+  std::vector<double> bytes, t;
+  for (const auto& [b, times] : by_size) {
+    bytes.push_back(b);
+    t.push_back(median(times));
+  }
   Eigen::Vector2d c = relative_line(bytes, t);
   LinkFit fit;
   if (c(0) < 0) {
@@ -228,8 +237,8 @@ LinkFit fit_link(const std::vector<TransferSample>& samples) {
   fit.alpha_s = c(0);
   fit.beta_bytes_per_s = 1.0 / c(1);
   std::vector<double> pred;
-  for (double b : bytes) pred.push_back(c(0) + b * c(1));
-  fit.quality = fit_quality(pred, t);
+  for (const auto& s : samples) pred.push_back(c(0) + s.bytes * c(1));
+  fit.quality = fit_quality(pred, all_t);
   return fit;
 }
 

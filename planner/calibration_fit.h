@@ -86,7 +86,8 @@ struct LinkFit {
   double beta_bytes_per_s = 0;  // asymptotic bandwidth
   FitQuality quality;
 };
-// Needs at least 2 distinct message sizes. A negative fitted alpha (noise on a link whose
+// Needs at least 2 distinct message sizes; the line goes through each size's median time
+// and its quality scores every sample. A negative fitted alpha (noise on a link whose
 // latency is below the timer's resolution) is clamped to 0 and beta refitted.
 LinkFit fit_link(const std::vector<TransferSample>& samples);
 

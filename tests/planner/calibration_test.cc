@@ -120,6 +120,20 @@ TEST_CASE("link fit recovers alpha and beta: negative alpha is clamped") {
   CHECK_THROWS_AS(fit_link({{100, 1e-6}, {200, -1}}), InputError);
 }
 
+TEST_CASE("link fit goes through each size's median: a few skewed samples do not tip it") {
+  // Blocking collectives on a loaded machine: two ranks descheduled at the small size
+  // (3 ms), and at the large size two calls where the peer was already waiting (20 us).
+  // A least-squares line through all ten has the large size faster; the medians do not.
+  std::vector<TransferSample> s;
+  for (double t : {1e-4, 1e-4, 1e-4, 3e-3, 3e-3}) s.push_back({1e6, t});
+  for (double t : {1.5e-4, 1.5e-4, 1.5e-4, 2e-5, 2e-5}) s.push_back({2e6, t});
+  LinkFit fit = fit_link(s);
+  CHECK(fit.alpha_s == doctest::Approx(5e-5));
+  CHECK(fit.beta_bytes_per_s == doctest::Approx(2e10));
+  CHECK(fit.quality.points == 10);  // scored on every sample, not the medians
+  CHECK(fit.quality.r2 < 0.5);
+}
+
 TEST_CASE("gemm and interference fits") {
   GemmFit g = fit_gemm({{1e9, 1e9 / (kPeak * 0.7)}, {4e9, 4e9 / (kPeak * 0.7)}}, kPeak);
   CHECK(g.efficiency == doctest::Approx(0.7));
