@@ -48,7 +48,7 @@ void simulate_step(benchmark::State& state, const Topology& topo, int gpus, int 
   state.counters["cp"] = plan.choice.cp;
   state.counters["sim_step_s"] = s.step_time_s;
   state.counters["pred_step_s"] = plan.predicted.step_time_s;
-  state.counters["layers"] = s.replay.layer_multiplier > 1 ? model.layers / s.replay.layer_multiplier : model.layers;
+  state.counters["layers"] = s.replay.layers_emitted;
   state.counters["ops"] = static_cast<double>(s.replay.ops);
   state.counters["activities"] = static_cast<double>(s.replay.activities);
   state.counters["activities_per_s"] = s.replay.activities / s.replay.wall_s;

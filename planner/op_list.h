@@ -164,7 +164,7 @@ struct OpSchedule {
   std::vector<BufferInfo> buffers;         // shared id space; same meaning on every rank
   std::vector<std::vector<int>> groups;    // collective groups (GPU ids)
   int layers_emitted = 0;                  // layers present in the op lists
-  int layer_multiplier = 1;                // identical layers each emitted layer stands for
+  int layers_modelled = 0;                 // the model's, which they stand for (layer_weights.h)
   // Micro-step folding (ScheduleOptions::fold_micro_steps): the micro-steps the stand-in
   // (its ops have Op::micro_stand_in) counts for, itself included; 1 = each for itself.
   int micro_stand_in_weight = 1;

@@ -328,16 +328,12 @@ class Generator {
     // A pipeline's stages wait on each other's layers: every layer is emitted (no layer
     // stands for others, layer_weights.h), and every stage's rings (no replica folding).
     fold_replicas_ = opt_.fold_replicas && pp_ == 1;
-    if (pp_ == 1 && opt_.max_layers > 0 && opt_.max_layers < m_.layers) {
-      // The largest layer count <= max_layers that divides the model's layers.
-      E_ = opt_.max_layers;
-      while (m_.layers % E_ != 0) --E_;
-    }
+    if (pp_ == 1 && opt_.max_layers > 0) E_ = std::min(opt_.max_layers, m_.layers);
     // The attention and layer workloads are one layer by definition: nothing to extrapolate.
     const bool step = job_.workload == Workload::kStep;
     out_.layers_emitted = step ? E_ : 1;
-    out_.layer_multiplier = step ? m_.layers / E_ : 1;
-    if (out_.layer_multiplier > 1) {
+    out_.layers_modelled = step ? m_.layers : 1;
+    if (out_.layers_modelled > out_.layers_emitted) {
       out_.note = std::to_string(out_.layers_emitted) + " of " + std::to_string(m_.layers) +
                   " identical layers emitted";
     }

@@ -1,6 +1,6 @@
 // Layer extrapolation: how many of the model's layers the ops of each emitted layer
 // stand for, when the schedule emits E of the model's L identical layers (OpSchedule::
-// layer_multiplier > 1). Both replays (free_walk.h, simgrid_replay.h) weight each op's
+// layers_emitted < layers_modelled; E need not divide L). Both replays (free_walk.h, simgrid_replay.h) weight each op's
 // seconds by it, and replay() its useful FLOPs.
 //
 // Layers at either end differ from the rest: the first all-gather is exposed, and the

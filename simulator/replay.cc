@@ -74,7 +74,7 @@ ReplayResult replay(const OpSchedule& schedule, const Fabric& fabric, const Cost
   ReplayResult r{.time_s = sc.time_s,
                  .time_free_comm_s = free_comm_s,
                  .replayed_time_s = sc.replayed_time_s,
-                 .layer_multiplier = schedule.layer_multiplier,
+                 .layers_emitted = schedule.layers_emitted,
                  .gpus = figures.gpus,
                  .gpu_ids = {},
                  .ops = sc.ops,

@@ -9,7 +9,7 @@
 // kOwnGrad ops take no time and no memory and leave no trace.
 //
 // When the schedule emits E of the model's L identical layers (OpSchedule::
-// layer_multiplier > 1), the figures are extrapolated to all layers as layer_weights.h
+// layers_emitted < layers_modelled), the figures are extrapolated to all layers as layer_weights.h
 // says, and folded ring steps likewise; replayed_time_s is the makespan of the op lists as
 // emitted. When it emits only some data-parallel rings (OpSchedule::emitted_gpus), the
 // others are their copies: the per-GPU figures are the replayed GPUs', useful FLOPs count
@@ -43,7 +43,7 @@ struct ReplayResult {
   double time_s = 0;                 // step time: the latest GPU's end_s (extrapolated)
   double time_free_comm_s = 0;       // the same op lists with free communication
   double replayed_time_s = 0;        // makespan of the op lists as emitted (SimGrid clock)
-  int layer_multiplier = 1;          // OpSchedule::layer_multiplier
+  int layers_emitted = 0;            // OpSchedule::layers_emitted
   std::vector<GpuTimes> gpus;        // extrapolated to all layers (layer_weights.h)
   std::vector<int> gpu_ids;          // GPU id of each entry of `gpus`: all, or the replayed ones
                                      // when replicas are folded (OpSchedule::emitted_gpus)

@@ -41,13 +41,7 @@ Simulation simulate_plan(const Plan& plan, const ModelSpec& model, const Fabric&
       fail_input(where, "choice", text);
     }
   };
-  OpSchedule schedule = generate();
-  if (schedule.layer_multiplier > 1 && schedule.layers_emitted < kMinEmittedLayers &&
-      options.max_layers >= kMinEmittedLayers) {
-    // No steady-state layers to extrapolate from (layer_weights.h): simulate them all.
-    so.max_layers = 0;
-    schedule = generate();
-  }
+  const OpSchedule schedule = generate();
 
   Simulation s;
   s.replay = replay(schedule, fabric, costs, options.replay);

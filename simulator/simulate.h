@@ -17,9 +17,8 @@ namespace rm::sim {
 
 struct SimulateOptions {
   // Layers the schedule emits (0 = all). A model's layers are identical, so 16 of
-  // them, extrapolated as layer_weights.h says, give the step time of all of them at a fraction
-  // of the simulation time. The generator emits a divisor of the model's layer count;
-  // where none is in [kMinEmittedLayers, max_layers], all layers are simulated.
+  // them (kMinEmittedLayers), extrapolated as layer_weights.h says, give the step time of all
+  // of them at a fraction of the simulation time.
   int max_layers = 16;
   // Fast mode (`simulate` without --full): fold each ring pass's middle steps into one
   // (ScheduleOptions::fold_ring_steps) and replay only the data-parallel rings on ring 0's

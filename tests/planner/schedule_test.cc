@@ -744,7 +744,7 @@ TEST_CASE("schedule: step workload tracks the memory model's peak and balances a
       one.max_layers = 1;
       const OpSchedule s1 = generate_schedule(p, m, fabric, one);
       CHECK(s1.layers_emitted == 1);
-      CHECK(s1.layer_multiplier == 3);
+      CHECK(s1.layers_modelled == 3);
       Checker c1(s1, p, m);
       c1.run();
       CHECK(c1.peak[0] == doctest::Approx(want).epsilon(1e-9));
