@@ -619,7 +619,7 @@ TEST_CASE("the layer extrapolation matches simulating every layer") {
   // 128K: a ring step; 8K: FSDP-bound (collectives nearly fill each layer's compute), where
   // boundary effects reach furthest into the emitted layers (replay.h). 22 layers: 16 of
   // them stand for a count they do not divide.
-  for (const std::pair<int, int64_t> c : {std::pair{32, int64_t{131072}}, {32, int64_t{8192}}, {22, int64_t{8192}}}) {
+  for (const std::pair<int, int64_t>& c : {std::pair{32, int64_t{131072}}, {32, int64_t{8192}}, {22, int64_t{8192}}}) {
     const int layers = c.first;
     const int64_t seq = c.second;
     CAPTURE(layers);
