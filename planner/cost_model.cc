@@ -1137,38 +1137,64 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
     // all-gather before the QKV GEMM and the FFN, a reduce-scatter after the output
     // projection and the FFN; the backward's the other way round (selective
     // recomputation's extra all-gather left out).
+    // TP comm overlap: each GEMM in tp chunks (schedule.cc tp_gather_gemm, tp_gemm_scatter),
+    // the first chunk's all-gather alone before it or the last chunk's reduce-scatter after
+    // it, the other tp - 1 chunks' transfers beside a GEMM chunk (tp_overlapped_s).
     const LinearFlops lf = linear_flops_per_token(ms);
-    const double qkv = lf.qkv / lf.layer(), op = lf.out_proj / lf.layer(), ffn = lf.ffn / lf.layer();
+    const double qkv = lf.qkv / lf.layer(), op = lf.out_proj / lf.layer();
+    const double up = lf.ffn_recompute_selective / lf.layer(), down = lf.ffn / lf.layer() - up;
     const double lin_f = real.linear_fwd / mb, lin_b = real.linear_bwd / mb;
     const unsigned bit = class_bit(shard);
-    double tp_ag = 0, tp_rs = 0;  // one sequence's TP all-gather and reduce-scatter, waited for at once
-    if (tpc && !ch.tp_comm_overlap && real.tp_fwd > 0) std::tie(tp_ag, tp_rs) = tp_collective_times(job, c, ch.tp, 1);
+    const bool overlap = tpc && ch.tp_comm_overlap && real.tp_fwd > 0;
+    double tp_ag = 0, tp_rs = 0;  // one sequence's TP all-gather and reduce-scatter (overlapped: a chunk's)
+    if (tpc && real.tp_fwd > 0) std::tie(tp_ag, tp_rs) = tp_collective_times(job, c, ch.tp, overlap ? ch.tp : 1);
     auto tp = [&](PassShare& s, double x) {
       if (x > 0) s.tp(x, *tpc, bit, shard);  // x > 0: a TP group (tpc) waited for at once
     };
+    // A GEMM of `gemm` seconds and its TP collective (chunks of `x` seconds), the all-gather
+    // before it (`gather`) or the reduce-scatter after it.
+    auto tp_gemm = [&](PassShare& s, double gemm, double x, bool gather) {
+      if (!overlap) {
+        if (gather) tp(s, x);
+        s.compute(gemm);
+        if (!gather) tp(s, x);
+        return;
+      }
+      const double g = gemm / ch.tp;
+      if (gather) tp(s, x); else s.compute(g);
+      for (int k = 1; k < ch.tp; ++k)
+        s.add({g + cost_.collective_exposed_s(x, g), g, x, tpc->bottleneck()}, bit, shard);
+      if (gather) s.compute(g); else tp(s, x);
+    };
     auto forward_pass = [&](PassShare& s) {
-      tp(s, tp_ag);
-      s.compute(qkv * lin_f);
+      tp_gemm(s, qkv * lin_f, tp_ag, true);
       s.attention(real.phases_fwd, bit, shard);
-      s.compute(op * lin_f);
-      tp(s, tp_rs);
-      tp(s, tp_ag);
-      s.compute(ffn * lin_f);
-      tp(s, tp_rs);
+      tp_gemm(s, op * lin_f, tp_rs, false);
+      if (overlap) {
+        tp_gemm(s, up * lin_f, tp_ag, true);
+        tp_gemm(s, down * lin_f, tp_rs, false);
+      } else {
+        tp(s, tp_ag);
+        s.compute((up + down) * lin_f);
+        tp(s, tp_rs);
+      }
     };
     dp.share_f.sequences = dp.share_b.sequences = mb;
     forward_pass(dp.share_f);
     if (full) forward_pass(dp.share_b);
     const double own_b = full ? lin_b - lin_f : lin_b;
     PassShare& b = dp.share_b;
-    tp(b, tp_ag);
-    b.compute(ffn * own_b);
-    tp(b, tp_rs);
-    tp(b, tp_ag);
-    b.compute(op * own_b);
+    if (overlap) {
+      tp_gemm(b, down * own_b, tp_ag, true);
+      tp_gemm(b, up * own_b, tp_rs, false);
+    } else {
+      tp(b, tp_ag);
+      b.compute((up + down) * own_b);
+      tp(b, tp_rs);
+    }
+    tp_gemm(b, op * own_b, tp_ag, true);
     b.attention(real.phases_bwd, bit, shard);
-    b.compute(qkv * own_b);
-    tp(b, tp_rs);
+    tp_gemm(b, qkv * own_b, tp_rs, false);
     // hsdp's all-reduce runs on the replicas' links beside the shard group's reduce-scatter
     // (the next layer's); where either crosses the other's bottleneck link they queue.
     const int sl = shard.bottleneck_link(), rl = repl.bottleneck_link();
