@@ -1166,32 +1166,30 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
         s.add({g + cost_.collective_exposed_s(x, g), g, x, tpc->bottleneck()}, bit, shard);
       if (gather) s.compute(g); else tp(s, x);
     };
+    // The FFN between its all-gather and its reduce-scatter: overlapped, its first GEMM
+    // (forward: up/gate; backward: down) takes the all-gather, the second the reduce-scatter.
+    auto ffn = [&](PassShare& s, double first, double second) {
+      if (overlap) {
+        tp_gemm(s, first, tp_ag, true);
+        tp_gemm(s, second, tp_rs, false);
+        return;
+      }
+      tp(s, tp_ag);
+      s.compute(first + second);
+      tp(s, tp_rs);
+    };
     auto forward_pass = [&](PassShare& s) {
       tp_gemm(s, qkv * lin_f, tp_ag, true);
       s.attention(real.phases_fwd, bit, shard);
       tp_gemm(s, op * lin_f, tp_rs, false);
-      if (overlap) {
-        tp_gemm(s, up * lin_f, tp_ag, true);
-        tp_gemm(s, down * lin_f, tp_rs, false);
-      } else {
-        tp(s, tp_ag);
-        s.compute((up + down) * lin_f);
-        tp(s, tp_rs);
-      }
+      ffn(s, up * lin_f, down * lin_f);
     };
     dp.share_f.sequences = dp.share_b.sequences = mb;
     forward_pass(dp.share_f);
     if (full) forward_pass(dp.share_b);
     const double own_b = full ? lin_b - lin_f : lin_b;
     PassShare& b = dp.share_b;
-    if (overlap) {
-      tp_gemm(b, down * own_b, tp_ag, true);
-      tp_gemm(b, up * own_b, tp_rs, false);
-    } else {
-      tp(b, tp_ag);
-      b.compute((up + down) * own_b);
-      tp(b, tp_rs);
-    }
+    ffn(b, down * own_b, up * own_b);
     tp_gemm(b, op * own_b, tp_ag, true);
     b.attention(real.phases_bwd, bit, shard);
     tp_gemm(b, qkv * own_b, tp_rs, false);
