@@ -1,7 +1,7 @@
 // Layer extrapolation: how many of the model's layers the ops of each emitted layer
 // stand for, when the schedule emits E of the model's L identical layers (OpSchedule::
-// layers_emitted < layers_modelled; E need not divide L). Both replays (free_walk.h, simgrid_replay.h) weight each op's
-// seconds by it, and replay() its useful FLOPs.
+// layers_emitted < layers_modelled; E need not divide L). Both replays (free_walk.h,
+// simgrid_replay.h) weight each op's seconds by it, and replay() its useful FLOPs.
 //
 // Layers at either end differ from the rest: the first all-gather is exposed, and the
 // last backward layers share links with the head's reduce-scatter (in a 16-GPU step of

@@ -10,7 +10,6 @@
 #include "planner/input_error.h"
 #include "planner/schedule.h"
 #include "planner/units.h"
-#include "simulator/layer_weights.h"
 
 namespace rm::sim {
 
