@@ -12,8 +12,9 @@
 // layers_emitted < layers_modelled), the figures are extrapolated to all layers as
 // layer_weights.h says, and folded ring steps likewise; replayed_time_s is the makespan of
 // the op lists as emitted. When it emits only some data-parallel rings
-// (OpSchedule::emitted_gpus), the others are their copies: the per-GPU figures are the replayed GPUs', useful FLOPs count
-// every GPU as its copy, and the copies' link load is kept (replica_load.h).
+// (OpSchedule::emitted_gpus), the others are their copies: the per-GPU figures are the
+// replayed GPUs', useful FLOPs count every GPU as its copy, and the copies' link load is
+// kept (replica_load.h).
 //
 // A SimGrid engine can be run once per process (its clock and models are global), so
 // replay() runs it in a forked child process and reads the results back (child_process.h);
