@@ -18,6 +18,7 @@ Op RankEmitter::base(OpKind kind) {
   op.step = step;
   op.backward = backward;
   op.micro_stand_in = micro_stand_in;
+  op.sequence_stand_in = sequence_stand_in;
   op.a2a = a2a;
   return op;
 }

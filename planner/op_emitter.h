@@ -31,6 +31,7 @@ class RankEmitter {
   int step = 0;
   bool backward = false;
   bool micro_stand_in = false;  // stamped on every op (OpSchedule::micro_stand_in_weight)
+  bool sequence_stand_in = false;  // likewise (OpSchedule::sequence_stand_in_weight)
   // Added to the phase of every transfer: a pipeline stage numbers its ring passes' phases
   // between its stage-to-stage exchanges (schedule.cc), 0 without a pipeline.
   int phase_base = 0;

@@ -115,6 +115,7 @@ struct Op {
   A2aPayload a2a = A2aPayload::kNone;  // what an all-to-all's ops move (pack, transfers, unpack)
   bool backward = false;
   bool micro_stand_in = false;  // in the micro-step that stands for the ones not emitted
+  bool sequence_stand_in = false;  // in the sequence that stands for a micro-step's ones not emitted
   int layer = 0;   // layer index (0-based); -1 for embedding/head/optimizer
   int step = 0;    // ring step within the pass (attention ops and their transfers)
   int kv_owner = -1;         // attention: ring position whose K,V block is used; on a
@@ -168,6 +169,9 @@ struct OpSchedule {
   // Micro-step folding (ScheduleOptions::fold_micro_steps): the micro-steps the stand-in
   // (its ops have Op::micro_stand_in) counts for, itself included; 1 = each for itself.
   int micro_stand_in_weight = 1;
+  // Sequence folding (the same option): the sequences of one micro-step the stand-in (its ops
+  // have Op::sequence_stand_in) counts for, itself included; 1 = each for itself.
+  int sequence_stand_in_weight = 1;
   // By Op::step: the ring steps an emitted step stands for when steps are folded
   // (ScheduleOptions::fold_ring_steps); empty = every step stands for itself.
   std::vector<double> step_weights;

@@ -344,6 +344,13 @@ class Generator {
                    std::to_string(kMicroStepStandIn) + " stands for " +
                    std::to_string(out_.micro_stand_in_weight) + ")";
     }
+    if (opt_.fold_micro_steps && step && pp_ == 1 && mb_ > kFoldedSequences) {
+      out_.sequence_stand_in_weight = mb_ - kFoldedSequences + 1;
+      out_.note += std::string(out_.note.empty() ? "" : "; ") + std::to_string(kFoldedSequences) + " of " +
+                   std::to_string(mb_) + " sequences a micro-step emitted (sequence " +
+                   std::to_string(kSequenceStandIn) + " stands for " +
+                   std::to_string(out_.sequence_stand_in_weight) + ")";
+    }
 
     ring_gpus_.assign(rings_, {});
     for (int r = 0; r < rings_; ++r) {
@@ -837,6 +844,16 @@ class Generator {
 
   // --- Layers ------------------------------------------------------------------------------
 
+  // Folded (OpSchedule::sequence_stand_in_weight): sequences 0-2 and the last; sequence 2
+  // (a middle one after a middle one, before another) stands for the middle ones not
+  // emitted. Says whether `seq` is emitted, and stamps its ops.
+  bool emit_sequence(Rank& r, int seq) {
+    const bool fold = out_.sequence_stand_in_weight > 1;
+    if (fold && seq >= kFoldedSequences - 1 && seq < mb_ - 1) return false;
+    r.em.sequence_stand_in = fold && seq == kSequenceStandIn;
+    return true;
+  }
+
   // A layer's forward or backward starts: prefetch the `prefetch` bytes all-gather (none at
   // 0), then wait for this layer's parameters.
   void begin_layer(Rank& r, int layer, bool backward, double prefetch, bool prefetch_for_backward) {
@@ -857,10 +874,12 @@ class Generator {
     const LayerStore s = alloc_layer_store(r, layer, micro, shared_input);
     const LayerStore live = full_ckpt() ? alloc_transient_store(r) : s;
     for (int seq = 0; seq < mb_; ++seq) {  // the micro-step's sequences, one after another
+      if (!emit_sequence(r, seq)) continue;
       tp_attention(r, [&] { attention_forward_phase(r, live.kv); });
       ffn_phase(r, [&] { tp_ffn(r); });
       elementwise(r, ew_.layer_fwd);
     }
+    r.em.sequence_stand_in = false;
     if (full_ckpt()) free_store(r, live);
     return s;
   }
@@ -874,6 +893,7 @@ class Generator {
     const int batch = others > 0 ? buf("batch_transients", others) : -1;
     if (others > 0) r.em.alloc(batch, others);
     for (int seq = 0; seq < mb_; ++seq) {  // the micro-step's sequences, one after another
+      if (!emit_sequence(r, seq)) continue;
       LayerStore live = s;
       if (full_ckpt()) {
         live = alloc_transient_store(r);
@@ -895,6 +915,7 @@ class Generator {
       elementwise(r, kElementwiseBackwardFactor * ew_.layer_fwd);
       if (full_ckpt()) free_store(r, live);
     }
+    r.em.sequence_stand_in = false;
     if (others > 0) r.em.free(batch);
     free_store(r, s);
     scatter(r, layer_shard_bytes());

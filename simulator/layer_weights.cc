@@ -10,7 +10,7 @@ namespace rm::sim {
 // With fewer, each emitted layer stands for L/E (not a whole number where E does not
 // divide L: the weights are the layers' shares).
 LayerWeights::LayerWeights(const OpSchedule& s)
-    : w_(std::max(1, s.layers_emitted), 1.0), micro_(s.micro_stand_in_weight) {
+    : w_(std::max(1, s.layers_emitted), 1.0), micro_(s.micro_stand_in_weight), sequence_(s.sequence_stand_in_weight) {
   const int E = s.layers_emitted, L = s.layers_modelled;
   if (L <= E) return;
   if (E >= kMinEmittedLayers) {

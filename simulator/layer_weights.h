@@ -13,7 +13,8 @@
 // not emitted, the others for themselves; with fewer, every emitted layer stands for L/E
 // (boundary effects then count L/E times). Ops outside the layers (embedding, head,
 // optimizer) count once. Folded micro-steps (OpSchedule::micro_stand_in_weight): the ops
-// of the stand-in micro-step, in a layer or not, count that many times more.
+// of the stand-in micro-step, in a layer or not, count that many times more; folded
+// sequences (sequence_stand_in_weight) likewise.
 #pragma once
 
 #include <vector>
@@ -29,12 +30,14 @@ class LayerWeights {
   explicit LayerWeights(const OpSchedule& s);
   // Ops outside the layers (embedding, head, optimizer) count once.
   double operator()(const Op& op) const {
-    return (op.layer >= 0 ? w_[op.layer] : 1.0) * (op.micro_stand_in ? micro_ : 1.0);
+    return (op.layer >= 0 ? w_[op.layer] : 1.0) * (op.micro_stand_in ? micro_ : 1.0) *
+           (op.sequence_stand_in ? sequence_ : 1.0);
   }
 
  private:
   std::vector<double> w_;  // by emitted layer
   double micro_ = 1;       // OpSchedule::micro_stand_in_weight
+  double sequence_ = 1;    // OpSchedule::sequence_stand_in_weight
 };
 
 // A sum over ops, each weighted by the layers it stands for.

@@ -45,7 +45,8 @@ Simulation simulate_plan(const Plan& plan, const ModelSpec& model, const Fabric&
   Simulation s;
   s.replay = replay(schedule, fabric, costs, options.replay);
   s.note = schedule.note;
-  s.fast = !schedule.step_weights.empty() || !schedule.emitted_gpus.empty() || schedule.micro_stand_in_weight > 1;
+  s.fast = !schedule.step_weights.empty() || !schedule.emitted_gpus.empty() || schedule.micro_stand_in_weight > 1 ||
+           schedule.sequence_stand_in_weight > 1;
   s.step_time_s = s.replay.time_s;
   s.free_comm_time_s = s.replay.time_free_comm_s;
   s.memory_bytes_per_gpu = s.replay.peak_memory_bytes;
