@@ -265,9 +265,10 @@ void add_simulate_command(CLI::App& app) {
                   "layers to simulate, extrapolated to all (they are identical; replay.h); 0 = all (default 16); "
                   "a pipeline-parallel plan replays all of its stages' layers");
   cmd->add_flag("--full", o->full,
-                "replay every ring step of every data-parallel ring; by default the middle steps of each ring pass "
-                "(alike on every GPU) are replayed once and stand for the rest, and only the rings on ring 0's nodes "
-                "are replayed, standing for their copies with their link load kept (memory exact)");
+                "replay every ring step of every data-parallel ring, every micro-step and every sequence; by default "
+                "the middle steps of each ring pass (alike on every GPU) are replayed once and stand for the rest, so "
+                "do the middle micro-steps of a step and sequences of a micro-step (more than 5), and only the rings "
+                "on ring 0's nodes are replayed, standing for their copies with their link load kept (memory exact)");
   cmd->add_option("--trace", o->trace, "write a Chrome trace-event JSON timeline (opens in Perfetto)");
   cmd->add_option("--trace-ranks", o->trace_ranks,
                   "with --trace: keep these GPUs' events only, e.g. 0-7,12 (large rings make huge traces)");
