@@ -111,8 +111,8 @@ std::string report(const Subject& s, const Prediction& p, const sim::Simulation&
                     " x dp " + std::to_string(c.dp) + ", order " + c.order_name +
                     (has_load_balance(c) ? ", " + std::string(to_string(c.load_balance)) : std::string()) + "\n";
   if (!sim.note.empty()) {
-    out += "(" + sim.note + ": times, FLOPs and throughput extrapolated to all layers" +
-           (sim.fast ? ", ring steps and rings; memory exact; --full replays everything" : "") + ")\n";
+    out += "(" + sim.note + ": times, FLOPs and throughput extrapolated to " +
+           (sim.fast ? "all that is not replayed; memory exact; --full replays everything" : "all layers") + ")\n";
   }
   out += "\n";
   Table t({{"figure", "", Align::kLeft},
