@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>
 #include <string>
+#include <tuple>
 
 #include "planner/attention_work.h"
 #include "planner/data_parallel.h"
@@ -31,6 +32,22 @@ namespace {
 // Stored activations of one layer (labels "<name>.L<layer>", see schedule.h).
 struct LayerStore {
   int q = -1, kv = -1, out = -1, lse = -1, rest = -1;
+};
+
+// `count` alike units run one after another (a step's micro-steps, a micro-step's
+// sequences), folded (ScheduleOptions::fold_micro_steps) where there are more than
+// `emitted`: the first emitted - 1 and the last are emitted, and `stand_in`, one of the
+// first, counts for itself and those not emitted (OpSchedule::*_stand_in_weight).
+struct Fold {
+  int count = 0, emitted = 0, stand_in = 0;  // count 0: not folded
+  int weight() const { return count > emitted ? count - emitted + 1 : 1; }
+  bool skips(int i) const { return weight() > 1 && i >= emitted - 1 && i < count - 1; }
+  bool stands_in(int i) const { return weight() > 1 && i == stand_in; }
+  // "5 of 16 micro-steps emitted (micro-step 2 stands for 12)"
+  std::string note(const std::string& units, const std::string& unit) const {
+    return std::to_string(emitted) + " of " + std::to_string(count) + " " + units + " emitted (" + unit + " " +
+           std::to_string(stand_in) + " stands for " + std::to_string(weight()) + ")";
+  }
 };
 
 class Generator {
@@ -107,6 +124,7 @@ class Generator {
                                // (x pp: every stage's)
   int fsdp_groups_ = 1;        // FSDP groups (then the TP groups): 1, tp, or tp·pp
   bool fold_replicas_ = false; // ScheduleOptions::fold_replicas, where it applies
+  Fold micro_fold_, sequence_fold_;  // ScheduleOptions::fold_micro_steps, where it applies
   PipelineProgram pipeline_{}; // pp > 1: each stage's 1F1B program
   int phase_stride_ = 0;       // pp > 1: phases between two exchanges of a stage (see exchange())
   // Ring k is order_[k*P_ .. (k+1)*P_): the plan's order, or a2a+p2p's rings
@@ -337,19 +355,15 @@ class Generator {
       out_.note = std::to_string(out_.layers_emitted) + " of " + std::to_string(m_.layers) +
                   " identical layers emitted";
     }
-    if (opt_.fold_micro_steps && step && pp_ == 1 && choice_.grad_accum > kFoldedMicroSteps) {
-      out_.micro_stand_in_weight = choice_.grad_accum - kFoldedMicroSteps + 1;
-      out_.note += std::string(out_.note.empty() ? "" : "; ") + std::to_string(kFoldedMicroSteps) + " of " +
-                   std::to_string(choice_.grad_accum) + " micro-steps emitted (micro-step " +
-                   std::to_string(kMicroStepStandIn) + " stands for " +
-                   std::to_string(out_.micro_stand_in_weight) + ")";
+    if (opt_.fold_micro_steps && step && pp_ == 1) {
+      micro_fold_ = {choice_.grad_accum, kFoldedMicroSteps, kMicroStepStandIn};
+      sequence_fold_ = {mb_, kFoldedSequences, kSequenceStandIn};
     }
-    if (opt_.fold_micro_steps && step && pp_ == 1 && mb_ > kFoldedSequences) {
-      out_.sequence_stand_in_weight = mb_ - kFoldedSequences + 1;
-      out_.note += std::string(out_.note.empty() ? "" : "; ") + std::to_string(kFoldedSequences) + " of " +
-                   std::to_string(mb_) + " sequences a micro-step emitted (sequence " +
-                   std::to_string(kSequenceStandIn) + " stands for " +
-                   std::to_string(out_.sequence_stand_in_weight) + ")";
+    out_.micro_stand_in_weight = micro_fold_.weight();
+    out_.sequence_stand_in_weight = sequence_fold_.weight();
+    for (const auto& [fold, units, unit] : {std::tuple{micro_fold_, "micro-steps", "micro-step"},
+                                            std::tuple{sequence_fold_, "sequences a micro-step", "sequence"}}) {
+      if (fold.weight() > 1) out_.note += std::string(out_.note.empty() ? "" : "; ") + fold.note(units, unit);
     }
 
     ring_gpus_.assign(rings_, {});
@@ -562,12 +576,9 @@ class Generator {
     em.alloc(layer_bufs, mem_.layer_buffers);
     const bool bwd = job_.passes == Passes::kForwardBackward;
     const int micro_steps = job_.workload == Workload::kStep ? choice_.grad_accum : 1;
-    const bool fold = out_.micro_stand_in_weight > 1;
     for (int micro = 0; micro < micro_steps && pp_ == 1; ++micro) {
-      // Folded: micro-steps 0-3 and the last; micro-step 2 (a middle one after a middle one,
-      // before another) stands for the middle ones not emitted.
-      if (fold && micro >= kFoldedMicroSteps - 1 && micro < micro_steps - 1) continue;
-      em.micro_stand_in = fold && micro == kMicroStepStandIn;
+      if (micro_fold_.skips(micro)) continue;
+      em.micro_stand_in = micro_fold_.stands_in(micro);
       r.dp = micro_step_collectives(choice_.sharding, micro, micro_steps, G_ / T_);
       switch (job_.workload) {
         case Workload::kAttention: attention_workload(r, bwd); break;
@@ -844,13 +855,10 @@ class Generator {
 
   // --- Layers ------------------------------------------------------------------------------
 
-  // Folded (OpSchedule::sequence_stand_in_weight): sequences 0-2 and the last; sequence 2
-  // (a middle one after a middle one, before another) stands for the middle ones not
-  // emitted. Says whether `seq` is emitted, and stamps its ops.
+  // Whether a micro-step's sequence `seq` is emitted (sequence_fold_); stamps its ops.
   bool emit_sequence(Rank& r, int seq) {
-    const bool fold = out_.sequence_stand_in_weight > 1;
-    if (fold && seq >= kFoldedSequences - 1 && seq < mb_ - 1) return false;
-    r.em.sequence_stand_in = fold && seq == kSequenceStandIn;
+    if (sequence_fold_.skips(seq)) return false;
+    r.em.sequence_stand_in = sequence_fold_.stands_in(seq);
     return true;
   }
 

@@ -138,7 +138,8 @@ namespace rm {
 inline constexpr int kFoldedMicroSteps = 5;  // emitted when micro-steps are folded
 inline constexpr int kMicroStepStandIn = 2;  // the emitted one that stands for those not emitted
 inline constexpr int kFoldedSequences = 5;   // of a micro-step's, emitted when they are folded
-inline constexpr int kSequenceStandIn = 3;   // likewise
+inline constexpr int kSequenceStandIn = 3;   // after the first sequences, which the layer's
+                                             // collectives share links with
 
 struct ScheduleOptions {
   // Emit only this many layers (0 = all) and report the multiplier: lets the simulator
@@ -157,7 +158,7 @@ struct ScheduleOptions {
   // last, the third standing for the middle ones not emitted (they run the same ops and
   // collectives, micro_step_collectives): sets OpSchedule::micro_stand_in_weight. Likewise
   // a micro-step's sequences, one after another through each layer, where there are more
-  // than kFoldedSequences: OpSchedule::sequence_stand_in_weight.
+  // than kFoldedSequences, the fourth standing in: OpSchedule::sequence_stand_in_weight.
   bool fold_micro_steps = false;
   // Emit only these GPUs' op lists (empty = all): the executor needs its own rank only.
   std::vector<int> only_gpus;
