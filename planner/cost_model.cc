@@ -98,9 +98,12 @@ struct DpExposed {
 // max-min fair by flows: where the collective's bottleneck ring crosses the transfers'
 // bottleneck link, the transfers' k flows on it against the ring's k_c there; else where
 // they meet, at a GPU's port (the most flows leaving one GPU of each). The transfers get
-// f = k / (k + k_c) of that link, so a phase computing c beside transfers of x lasts
-// max(c, x / f) instead of max(c, x) while the collective runs, and the collective advances
-// (1 - f)·x / f + max(0, c - x / f) (a p2p ring's step, f = 1/2: x + max(0, c - 2x)).
+// f = k / (k + k_c) of that link, so a phase lasting s alone, its transfers keeping the link
+// busy x, lasts max(s, x / f) while the collective runs (its steps' compute, latencies and
+// syncs, the s - x beside the transfers alone, overlap the stretched transfers: pricing them
+// after, s + x / f - x, put a bidirectional ring of 16 TPU chips beside FSDP 7 % over its
+// replay), and the collective advances (1 - f)·x / f + the time the transfers leave the
+// link to it, max(s, x / f) - x / f (a p2p ring's step, f = 1/2: x + max(0, s - 2x)).
 // Where the bottleneck ring misses that link and the collective's other ring crosses it
 // (GroupCollective::slack, the one with time to spare: an FSDP all-gather's rail flows, 1
 // shard each, beside a context ring's step across nodes, while its NVLink flows carry 14),
@@ -142,9 +145,9 @@ struct PassShare {
     const bool slack = on_slack > 0;
     const double k = std::max(1, on > 0 || slack ? p.transfer.bottleneck_flows : p.transfer.egress_flows);
     const double f = k / (k + (on > 0 ? on : slack ? on_slack : std::max(1, collective.bottleneck().egress_flows)));
-    const double c = p.compute, x = p.busy, shared = x / f, lasts = std::max(c, shared);
-    const double advance = (1 - f) * shared + std::max(0.0, c - shared);
-    phases.push_back({lasts - std::max(c, x), advance, lasts, slack});
+    const double x = p.busy, shared = x / f, lasts = std::max(p.seconds, shared);
+    const double advance = (1 - f) * shared + (lasts - shared);
+    phases.push_back({lasts - p.seconds, advance, lasts, slack});
     if (slack) slack_ratio = collective.slack().s_per_unit / collective.bottleneck().s_per_unit;
     gained += sequences * std::max(0.0, (slack ? lasts : advance) - (p.seconds - (crosses ? x : 0)));
   }
@@ -166,7 +169,7 @@ struct DpCosts {
   double ag = 0, ag_vocab = 0, rs = 0, rs_vocab = 0, ar = 0, ar_vocab = 0;
   double window_f = 0, window_b = 0, window_ar = 0;
   PassShare share_f, share_b;  // each pass as the shard group's collectives share its links
-  bool ar_apart = false;  // hsdp: the all-reduce and the shard group miss each other's bottleneck link
+  bool ar_apart = false;  // hsdp: the all-reduce and the shard group bottleneck on links of different classes
   bool backward = false, ends = false;
   const CostParams* cost = nullptr;  // collective_exposed_s: how much of a window hides them
   // What of `x` a pass's `window`, and what sharing the pass's links gains it, leave
@@ -1194,10 +1197,10 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
     b.attention(real.phases_bwd, bit, shard);
     tp_gemm(b, qkv * own_b, tp_rs, false);
     // hsdp's all-reduce runs on the replicas' links beside the shard group's reduce-scatter
-    // (the next layer's); where either crosses the other's bottleneck link they queue.
+    // (the next layer's); on links of one class they queue, even where neither crosses the
+    // other's bottleneck link: a torus routes both over links the other's flows also use.
     const int sl = shard.bottleneck_link(), rl = repl.bottleneck_link();
-    dp.ar_apart = hsdp && sl >= 0 && rl >= 0 &&
-                  (fabric_.links()[sl].cls != fabric_.links()[rl].cls || (repl.flows_on(sl) == 0 && shard.flows_on(rl) == 0));
+    dp.ar_apart = hsdp && sl >= 0 && rl >= 0 && fabric_.links()[sl].cls != fabric_.links()[rl].cls;
     dp.backward = !fwd_only;
     dp.ends = job.workload == Workload::kStep;
   }

@@ -42,9 +42,9 @@
 // under one gather and one reduce-scatter per layer) + the optimizer update (memory bound,
 // on the GPU's optimizer shard). Other sharding levels (data_parallel.h) run their own
 // collectives per micro-step the same way: ddp's all-reduce of each layer's grads in the
-// last micro-step's backward, hidden behind the backward like the reduce-scatter (on other
-// links than the shard group's, hsdp's all-reduce hides beside its reduce-scatter: the
-// larger of the two is exposed); zero1 and zero2 gather only in the first micro-step's
+// last micro-step's backward, hidden behind the backward like the reduce-scatter (on links
+// of another class than the shard group's, hsdp's all-reduce hides beside its
+// reduce-scatter: the larger of the two is exposed); zero1 and zero2 gather only in the first micro-step's
 // forward.
 //
 // Prediction fields (plan.h):
