@@ -44,8 +44,8 @@
 // collectives per micro-step the same way: ddp's all-reduce of each layer's grads in the
 // last micro-step's backward, hidden behind the backward like the reduce-scatter (on links
 // of another class than the shard group's, hsdp's all-reduce hides beside its
-// reduce-scatter: the larger of the two is exposed); zero1 and zero2 gather only in the first micro-step's
-// forward.
+// reduce-scatter: the larger of the two is exposed); zero1 and zero2 gather only in the
+// first micro-step's forward.
 //
 // Prediction fields (plan.h):
 //   comm_overhead       exposed communication / step time, where exposed communication =

@@ -422,9 +422,10 @@ TEST_CASE("hsdp's all-reduce beside the next layer's reduce-scatter on other lin
   // the next layer's reduce-scatter. Neither crosses the other's bottleneck link, but the
   // torus routes each over links the other uses: in the replay the last micro-step's
   // all-gathers take 14.5 ms beside the all-reduces, 11.1 ms in the micro-step before. They
-  // queue (DpCosts::ar_apart only across link classes): priced apart, the step was 4.5 %
-  // fast; it was 1.0 % slow apart and 4.1 % slow queued while PassShare priced a shared
-  // ring phase's latencies and compute after its stretched transfers.
+  // queue (DpCosts::ar_apart only across link classes): the step is priced 0.9 % slower
+  // than replayed, 4.5 % faster apart; while PassShare priced a shared ring phase's
+  // latencies and compute after its stretched transfers, 1.0 % faster apart and 4.1 %
+  // slower queued.
   const Topology topo = load_topology("tpu-v4-torus");
   const ModelSpec model = load_model("llama2-13b");
   SearchPins pins;
