@@ -98,12 +98,19 @@ struct DpExposed {
 // max-min fair by flows: where the collective's bottleneck ring crosses the transfers'
 // bottleneck link, the transfers' k flows on it against the ring's k_c there; else where
 // they meet, at a GPU's port (the most flows leaving one GPU of each). The transfers get
-// f = k / (k + k_c) of that link, so a phase lasting s alone, its transfers keeping the link
-// busy x, lasts max(s, x / f) while the collective runs (its steps' compute, latencies and
-// syncs, the s - x beside the transfers alone, overlap the stretched transfers: pricing them
-// after, s + x / f - x, put a bidirectional ring of 16 TPU chips beside FSDP 7 % over its
-// replay), and the collective advances (1 - f)·x / f + the time the transfers leave the
-// link to it, max(s, x / f) - x / f (a p2p ring's step, f = 1/2: x + max(0, s - 2x)).
+// f = k / (k + k_c) of that link, or more where the collective, held to its own bottleneck
+// link's share, takes less than the rest: alone its flows take u of the link (1 on its
+// bottleneck link), so the transfers get f = max(k / (k + k_c), 1 - u), and the collective
+// runs at min(1, (1 - f) / u) of its rate alone beside them (a TP chunk on a GPU's PCIe link
+// beside an FSDP flow that the switch's uplink holds to half of it: f = 1/2 and the
+// collective at full rate; priced at half, it lasted into sequences the replay runs
+// unshared, 3.2-4.3 % slow). A phase lasting s alone, its transfers keeping the link busy x,
+// lasts max(s, x / f) while the collective runs (its steps' compute, latencies and syncs,
+// the s - x beside the transfers alone, overlap the stretched transfers: pricing them after,
+// s + x / f - x, put a bidirectional ring of 16 TPU chips beside FSDP 7 % over its replay),
+// and the collective advances that rate x x / f + the time the transfers leave the link to
+// it, max(s, x / f) - x / f (a p2p ring's step on the collective's bottleneck link, f = 1/2:
+// x + max(0, s - 2x)).
 // Where the bottleneck ring misses that link and the collective's other ring crosses it
 // (GroupCollective::slack, the one with time to spare: an FSDP all-gather's rail flows, 1
 // shard each, beside a context ring's step across nodes, while its NVLink flows carry 14),
@@ -120,6 +127,8 @@ struct PassShare {
   };
   std::vector<Phase> phases;  // one sequence's
   int sequences = 1;
+  const Fabric* fabric = nullptr;  // the links' bandwidths, as `cost` prices them
+  const CostParams* cost = nullptr;
   double slack_ratio = 0;  // the slack ring's bandwidth term over the bottleneck ring's; 0: no slack phase
   double gained = 0;       // all sequences'
   void compute(double s) {
@@ -144,13 +153,24 @@ struct PassShare {
     }
     const bool slack = on_slack > 0;
     const double k = std::max(1, on > 0 || slack ? p.transfer.bottleneck_flows : p.transfer.egress_flows);
-    const double f = k / (k + (on > 0 ? on : slack ? on_slack : std::max(1, collective.bottleneck().egress_flows)));
+    double f = k / (k + (on > 0 ? on : slack ? on_slack : std::max(1, collective.bottleneck().egress_flows)));
+    double progress = 1 - f;  // the collective's rate beside the transfers over its rate alone
+    if (on > 0) {
+      // u: what of the link the collective's flows take alone, at its bottleneck link's
+      // share; the transfers get what it leaves if that is more than their fair share.
+      const PatternCost& b = collective.bottleneck();
+      const double u = std::min(1.0, on * link_bytes_per_s(b.bottleneck_link) / std::max(1, b.bottleneck_flows) /
+                                         link_bytes_per_s(link));
+      f = std::max(f, 1 - u);
+      progress = std::min(1.0, (1 - f) / u);
+    }
     const double x = p.busy, shared = x / f, lasts = std::max(p.seconds, shared);
-    const double advance = (1 - f) * shared + (lasts - shared);
+    const double advance = progress * shared + (lasts - shared);
     phases.push_back({lasts - p.seconds, advance, lasts, slack});
     if (slack) slack_ratio = collective.slack().s_per_unit / collective.bottleneck().s_per_unit;
     gained += sequences * std::max(0.0, (slack ? lasts : advance) - (p.seconds - (crosses ? x : 0)));
   }
+  double link_bytes_per_s(int link) const { return cost->link_bytes_per_s(fabric->links()[static_cast<size_t>(link)]); }
   double slowed(double x) const {
     double left = x, left_slack = slack_ratio * x, added = 0;  // each ring's work left
     for (int i = 0; i < sequences; ++i)
@@ -1188,6 +1208,8 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
       ffn(s, up * lin_f, down * lin_f);
     };
     dp.share_f.sequences = dp.share_b.sequences = mb;
+    dp.share_f.fabric = dp.share_b.fabric = &fabric_;
+    dp.share_f.cost = dp.share_b.cost = &cost_;
     forward_pass(dp.share_f);
     if (full) forward_pass(dp.share_b);
     const double own_b = full ? lin_b - lin_f : lin_b;
