@@ -108,9 +108,9 @@ struct DpExposed {
 // lasts max(s, x / f) while the collective runs (its steps' compute, latencies and syncs,
 // the s - x beside the transfers alone, overlap the stretched transfers: pricing them after,
 // s + x / f - x, put a bidirectional ring of 16 TPU chips beside FSDP 7 % over its replay),
-// and the collective advances that rate x x / f + the time the transfers leave the link to
-// it, max(s, x / f) - x / f (a p2p ring's step on the collective's bottleneck link, f = 1/2:
-// x + max(0, s - 2x)).
+// and the collective advances at that rate for the x / f the transfers run, then at full
+// rate for the max(s, x / f) - x / f they leave the link to it (a p2p ring's step on the
+// collective's bottleneck link, f = 1/2: x + max(0, s - 2x)).
 // Where the bottleneck ring misses that link and the collective's other ring crosses it
 // (GroupCollective::slack, the one with time to spare: an FSDP all-gather's rail flows, 1
 // shard each, beside a context ring's step across nodes, while its NVLink flows carry 14),
