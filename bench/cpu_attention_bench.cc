@@ -41,7 +41,9 @@ BENCHMARK(BM_EigenGemm)->Arg(256)->Arg(512)->Arg(1024)->Unit(benchmark::kMillise
 struct Block {
   std::vector<float> q, k, v, dout, o, lse, D, dq, dk, dv;
   std::vector<int64_t> q_tok, k_tok;
-  explicit Block(int64_t c) {
+  // diagonal: the q block and the kv block are the same tokens, so the causal mask leaves
+  // the tiles below the diagonal whole and masks part of each tile on it.
+  Block(int64_t c, bool diagonal) {
     auto rnd = [&](size_t n) {
       Eigen::VectorXf x = Eigen::VectorXf::Random(static_cast<Eigen::Index>(n));
       return std::vector<float>(x.data(), x.data() + n);
@@ -50,7 +52,7 @@ struct Block {
     q = rnd(n), k = rnd(n), v = rnd(n), dout = rnd(n);
     o.assign(n, 0), dq.assign(n, 0), dk.assign(n, 0), dv.assign(n, 0);
     lse.assign(static_cast<size_t>(c), 0), D.assign(static_cast<size_t>(c), 0);
-    for (int64_t i = 0; i < c; ++i) q_tok.push_back(c + i), k_tok.push_back(i);  // kv block before q
+    for (int64_t i = 0; i < c; ++i) q_tok.push_back(diagonal ? i : c + i), k_tok.push_back(i);
   }
 };
 
@@ -69,15 +71,18 @@ double backward(Block& b, const rm::exec::TileShape& tiles) {
                                             b.dq.data(), b.dk.data(), b.dv.data());
 }
 
-// Times `kernel` on one block with square tiles of state.range(0), non-causal (every tile
-// computed: exactly 4 c^2 d FLOPs forward, 10 c^2 d backward), and reports its GFLOP/s
-// and the fraction of the reference GEMM's rate.
-void time_kernel(benchmark::State& state, double (*kernel)(Block&, const rm::exec::TileShape&)) {
+// Times `kernel` on one block with square tiles of state.range(0) and reports its GFLOP/s
+// (of the tiles it computes) and the fraction of the reference GEMM's rate. A kv block
+// before the q block: every tile computed, exactly 4 c^2 d FLOPs forward, 10 c^2 d
+// backward. A causal diagonal block: the tiles above the diagonal skipped, those on it
+// masked, whose masked scores must cost no more than the rest (flush_denormals.h).
+void time_kernel(benchmark::State& state, double (*kernel)(Block&, const rm::exec::TileShape&),
+                 bool diagonal) {
   Eigen::setNbThreads(1);
   const double gemm = reference_gemm();
   const int t = static_cast<int>(state.range(0));
-  const rm::exec::TileShape tiles{t, t, false, 0, {}};
-  Block b(kBlock);
+  const rm::exec::TileShape tiles{t, t, diagonal, 0, {}};
+  Block b(kBlock, diagonal);
   forward(b, tiles);  // the backward needs the forward's lse
   double flops = 0, seconds = 0;
   for (auto _ : state) {
@@ -92,10 +97,14 @@ void time_kernel(benchmark::State& state, double (*kernel)(Block&, const rm::exe
   state.counters["of_gemm"] = rate / gemm;
 }
 
-void BM_AttentionForward(benchmark::State& state) { time_kernel(state, forward); }
-void BM_AttentionBackward(benchmark::State& state) { time_kernel(state, backward); }
+void BM_AttentionForward(benchmark::State& state) { time_kernel(state, forward, false); }
+void BM_AttentionBackward(benchmark::State& state) { time_kernel(state, backward, false); }
+void BM_AttentionForwardDiagonal(benchmark::State& state) { time_kernel(state, forward, true); }
+void BM_AttentionBackwardDiagonal(benchmark::State& state) { time_kernel(state, backward, true); }
 BENCHMARK(BM_AttentionForward)->Arg(64)->Arg(128)->Arg(256)->Arg(512)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AttentionBackward)->Arg(64)->Arg(128)->Arg(256)->Arg(512)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AttentionForwardDiagonal)->Arg(64)->Arg(128)->Arg(256)->Arg(512)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AttentionBackwardDiagonal)->Arg(64)->Arg(128)->Arg(256)->Arg(512)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 BENCHMARK_MAIN();

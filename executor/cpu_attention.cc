@@ -10,6 +10,8 @@
 
 #include <Eigen/Dense>
 
+#include "executor/flush_denormals.h"
+
 namespace rm::exec {
 
 namespace {
@@ -62,6 +64,7 @@ Scratch& scratch() {
 double attention_block_forward(const float* q, const int64_t* q_tok, int64_t cq,
                                const float* k, const float* v, const int64_t* k_tok, int64_t ck,
                                int d, float scale, const TileShape& tiles, float* o, float* l) {
+  const ScopedFlushDenormals flush;  // masked scores' exp
   Scratch& w = scratch();
   double flops = 0;
   for (int64_t q0 = 0; q0 < cq; q0 += tiles.block_q) {
@@ -132,6 +135,7 @@ double attention_block_backward(const float* q, const float* dout, const float* 
                                 const float* k, const float* v, const int64_t* k_tok, int64_t ck,
                                 int d, float scale, const TileShape& tiles, float* dq,
                                 float* dk, float* dv) {
+  const ScopedFlushDenormals flush;  // masked scores' exp
   Scratch& w = scratch();
   double flops = 0;
   for (int64_t k0 = 0; k0 < ck; k0 += tiles.block_kv) {

@@ -11,6 +11,7 @@
 
 #include <Eigen/Dense>
 
+#include "executor/flush_denormals.h"
 #include "planner/parallel_for.h"
 
 namespace rm::exec {
@@ -48,6 +49,7 @@ ReferenceResult reference_attention(const ReferenceShape& shape, const std::vect
     }
   }
   auto one_head = [&](size_t head_index) {
+    const ScopedFlushDenormals flush;  // masked scores' exp, on this worker's thread
     const int j = static_cast<int>(head_index);
     const int g = j / group;
     const CMap64 qj(q.data() + j * head, n, d), kg(k.data() + g * head, n, d),

@@ -11,6 +11,7 @@
 
 #include "executor/backend.h"
 #include "executor/cpu_attention.h"
+#include "executor/flush_denormals.h"
 #include "executor/reference_attention.h"
 
 namespace rm::exec {
@@ -191,6 +192,34 @@ TEST_CASE("a block whose keys are all hidden contributes nothing to the merge") 
   merge_out_lse(out.data(), lse.data(), o.data(), l.data(), 2, d);
   CHECK(out[0] == 3.0f);
   CHECK(lse[1] == 1.0f);
+}
+
+TEST_CASE("keys no query may see get exactly zero dK and dV, and the caller's float mode comes back") {
+  // One partial tile: keys 2 and 3 lie after both queries. Eigen's SSE and AVX2 exp turn
+  // their masked scores into exp(-88.7) = 2.9e-39, a denormal that costs a microcode assist
+  // in every product it enters; the kernels flush it to 0 (flush_denormals.h), so these
+  // rows stay exactly 0 where they would hold denormals.
+  const int d = 4;
+  const std::vector<int64_t> qt{0, 1}, kt{0, 1, 2, 3};
+  std::vector<float> q(2 * d, 0.5f), k(4 * d, 0.5f), v(4 * d, 1.0f), dout(2 * d, 1.0f);
+  std::vector<float> o(2 * d), l(2), D(2, 0.0f), dq(2 * d, 0.0f), dk(4 * d, 0.0f), dv(4 * d, 0.0f);
+  const TileShape tiles{8, 8, true, 0, {}};
+#if defined(__SSE2__)
+  const unsigned mode = _mm_getcsr();
+#endif
+  attention_block_forward(q.data(), qt.data(), 2, k.data(), v.data(), kt.data(), 4, d, 0.5f, tiles,
+                          o.data(), l.data());
+  attention_block_backward(q.data(), dout.data(), l.data(), D.data(), qt.data(), 2, k.data(),
+                           v.data(), kt.data(), 4, d, 0.5f, tiles, dq.data(), dk.data(), dv.data());
+#if defined(__SSE2__)
+  CHECK(_mm_getcsr() == mode);
+#endif
+  CHECK(dv[d] != 0.0f);  // key 1: query 1 sees it
+  for (int j = 2 * d; j < 4 * d; ++j) {
+    CAPTURE(j);
+    CHECK(dv[j] == 0.0f);
+    CHECK(dk[j] == 0.0f);
+  }
 }
 
 TEST_CASE("input_value is deterministic, lies between -1 and 1, and differs across tensors") {
