@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdio>
+#include <cstring>
 
 namespace rm::cli {
 
@@ -75,6 +76,8 @@ std::string Table::csv() const {
 std::string fixed(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  // A value that rounds to zero reads 0.00, not -0.00 (a replay a hair under its prediction).
+  if (buf[0] == '-' && std::strspn(buf + 1, "0.") == std::strlen(buf + 1)) return buf + 1;
   return buf;
 }
 

@@ -198,17 +198,30 @@ struct DpCosts {
     return cost->collective_exposed_s(x, window + share.gained) + cost->collective_overlap * share.slowed(x);
   }
   DpExposed exposed(const MicroStepCollectives& c) const {
-    DpExposed d;
-    d.per_layer = forward_gathers(c).per_layer;
+    return {slot(c, false), stage_ends(c, true, true)};
+  }
+  // One layer's share of the per-layer charge: its forward gather behind the forward of
+  // the layer before, and the backward window's prefetch of the layer below with the
+  // gradients' collectives of the layer above. The head takes a layer's slot (the last
+  // layer's forward prefetches its weights, its gradients go out in that layer's backward,
+  // schedule.cc step_workload) but moves the vocabulary's bytes: `head` prices it so.
+  double slot(const MicroStepCollectives& c, bool head) const {
+    double e = forward_gather(c, head ? ag_vocab : ag);
     if (backward) {
-      const double on_shard = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? rs : 0);
-      const double on_repl = c.all_reduce ? ar : 0;
-      d.per_layer += ar_apart ? std::max(beside(on_shard, window_b, share_b),
-                                         cost->collective_exposed_s(on_repl, window_ar))
-                              : beside(on_shard + on_repl, window_b, share_b);
+      const double on_shard = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? (head ? rs_vocab : rs) : 0);
+      const double on_repl = c.all_reduce ? (head ? ar_vocab : ar) : 0;
+      e += ar_apart ? std::max(beside(on_shard, window_b, share_b), cost->collective_exposed_s(on_repl, window_ar))
+                    : beside(on_shard + on_repl, window_b, share_b);
     }
-    d.ends = stage_ends(c, true, true);
-    return d;
+    return e;
+  }
+  // What the head's slot adds over a layer's, at the step's or the last stage's end (a 128K
+  // vocabulary's all-gather outlasting the last layer's forward: +18.8 ms of a Llama 3 8B
+  // zero2 step on the PCIe box, +43 ms where its ring of 4 leaves the collectives exposed;
+  // fsdp over a pipeline of 2 replayed 0.64 % slower than priced, 0.15 % with it).
+  double head_slot(const MicroStepCollectives& c) const { return slot(c, true) - slot(c, false); }
+  double forward_gather(const MicroStepCollectives& c, double x) const {
+    return c.forward_gather ? beside(x, window_f, share_f) : 0;
   }
   // One layer alone (Workload::kLayer; schedule.cc layer_workload): its forward waits for
   // its own all-gather, with no layer before it to hide behind; the backward's re-gather
@@ -237,6 +250,7 @@ struct DpCosts {
     if (backward && c.backward_gather && !last) e += ag;
     if (backward && c.reduce_scatter) e += first ? rs + rs_vocab : rs;
     if (backward && c.all_reduce) e += first ? ar + ar_vocab : ar;
+    if (last) e += head_slot(c);
     return e;
   }
   // A pipeline chunk's (schedule.cc pipeline_workload): the gathers as above, but its last
@@ -257,13 +271,14 @@ struct DpCosts {
       const double on = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? rs : 0) + (c.all_reduce ? ar : 0);
       e -= cost->collective_exposed_s(on, window_b) - cost->collective_exposed_s(on, window_b + window_f);
     }
+    if (last) e += head_slot(c);
     return e;
   }
   // The forward's all-gathers (cost_model.h); at the model's start the embedding's, then
   // layer 0's (see stage_ends).
   ForwardGathers forward_gathers(const MicroStepCollectives& c) const {
     if (!c.forward_gather) return {};
-    return {beside(ag, window_f, share_f), ends ? ag + ag_vocab : 0, ends ? ag : 0};
+    return {forward_gather(c, ag), ends ? ag + ag_vocab : 0, ends ? ag : 0};
   }
   // The first stage ends the step (1F1B) on the embedding's gradients, `c` the last micro-step's.
   double pipeline_tail(const MicroStepCollectives& c) const {
