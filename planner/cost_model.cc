@@ -215,10 +215,11 @@ struct DpCosts {
     }
     return e;
   }
-  // What the head's slot adds over a layer's, at the step's or the last stage's end (a 128K
-  // vocabulary's all-gather outlasting the last layer's forward: +18.8 ms of a Llama 3 8B
-  // zero2 step on the PCIe box, +43 ms where its ring of 4 leaves the collectives exposed;
-  // fsdp over a pipeline of 2 replayed 0.64 % slower than priced, 0.15 % with it).
+  // What the head's slot adds over a layer's at the step's end (a 128K vocabulary's
+  // all-gather outlasting the last layer's forward: +18.8 ms of a Llama 3 8B zero2 step on
+  // the PCIe box, +43 ms where its ring of 4 leaves the collectives exposed); a pipeline's
+  // last stage pays its forward part (chunk_ends: fsdp over a pipeline of 2 replayed 0.64 %
+  // slower than priced, 0.15 % with it).
   double head_slot(const MicroStepCollectives& c) const { return slot(c, true) - slot(c, false); }
   double forward_gather(const MicroStepCollectives& c, double x) const {
     return c.forward_gather ? beside(x, window_f, share_f) : 0;
@@ -271,7 +272,9 @@ struct DpCosts {
       const double on = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? rs : 0) + (c.all_reduce ? ar : 0);
       e -= cost->collective_exposed_s(on, window_b) - cost->collective_exposed_s(on, window_b + window_f);
     }
-    if (last) e += head_slot(c);
+    // The last stage's head: its forward gather as in a step's slot (head_slot); its
+    // gradients' collectives stay in flight behind the stage's next actions, as a layer's.
+    if (last) e += forward_gather(c, ag_vocab) - forward_gather(c, ag);
     return e;
   }
   // The forward's all-gathers (cost_model.h); at the model's start the embedding's, then
