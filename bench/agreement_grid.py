@@ -12,12 +12,16 @@ Grids (the link sharing of data-parallel collectives beside context rings and TP
         fsdp, zero2, zero1 x Llama 2 13B, MPT-7B x 8K, 32K x none, selective x 1, 4 sequences a
         micro-step x TP comm overlap on, off (768 plans; --every 4 for the 192 BENCHMARKS.md
         reports)
+  random  80 step plans drawn with --seed (default 7): 7 topologies, 7 models, 4K-32K, 1, 2
+        or 4 sequences a step, and some of sharding, checkpointing, cp, tp pinned, the rest
+        (pp among it) the planner's pick
 
-Usage: bench/agreement_grid.py [--grid comm|tp] [--full] [--every N] [--jobs J] RINGMASTER [RINGMASTER2]
+Usage: bench/agreement_grid.py [--grid comm|tp|random] [--seed S] [--full] [--every N] [--jobs J] RINGMASTER [RINGMASTER2]
 """
 import argparse
 import itertools
 import json
+import random
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -46,6 +50,28 @@ def tp_grid():
                    "--micro-batch", str(mb), overlap, "--batch-tokens", f"{seq * mb * gpus // tp}K"]
 
 
+def random_grid(seed):
+    rng = random.Random(seed)
+    topologies = [("pcie-8gpu-box", [8]), ("tpu-v4-torus", [16, 32]), ("dgx-a100-ib", [16, 32]),
+                  ("dgx-h100-ib", [16, 32]), ("llama3-h100-roce", [32]), ("h800-nvlink-box", [8]),
+                  ("a100-nvlink-box", [8])]
+    models = ["llama3-8b", "llama2-13b", "mpt-7b", "llama2-7b", "mistral-7b", "gpt3-xl", "llama3-8b-4layers"]
+    for _ in range(80):
+        topo, counts = rng.choice(topologies)
+        gpus, model, seq = rng.choice(counts), rng.choice(models), rng.choice([4, 8, 16, 32])
+        plan = ["--model", model, "--topology", topo, "--gpus", str(gpus), "--seq", f"{seq}K",
+                "--batch-tokens", f"{seq * rng.choice([1, 2, 4])}K"]
+        if rng.random() < 0.6:
+            plan += ["--sharding", rng.choice(["fsdp", "zero2", "zero1", "hsdp", "ddp"])]
+        if rng.random() < 0.5:
+            plan += ["--checkpointing", rng.choice(["none", "full", "selective"])]
+        if rng.random() < 0.5:
+            plan += ["--cp", str(rng.choice([1, 2, 4, 8]))]
+        if rng.random() < 0.3:
+            plan += ["--tp", str(rng.choice([1, 2]))]
+        yield plan
+
+
 def error_pct(binary, args):
     """simulated / predicted - 1 in %, or None where the plan is refused."""
     r = subprocess.run([binary, "simulate", "--format", "json"] + args, capture_output=True, text=True)
@@ -57,7 +83,8 @@ def error_pct(binary, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--grid", choices=["comm", "tp"], default="comm")
+    ap.add_argument("--grid", choices=["comm", "tp", "random"], default="comm")
+    ap.add_argument("--seed", type=int, default=7, help="the random grid's draw")
     ap.add_argument("--full", action="store_true", help="replay every op (simulate --full)")
     ap.add_argument("--every", type=int, default=1, help="keep one plan in N")
     ap.add_argument("--jobs", type=int, default=2, help="plans run at once")
@@ -65,7 +92,8 @@ def main():
     o = ap.parse_args()
     if len(o.binaries) > 2 or o.every < 1 or o.jobs < 1:
         ap.error("one or two binaries; --every and --jobs at least 1")
-    plans = list(comm_grid() if o.grid == "comm" else tp_grid())[::o.every]
+    grids = {"comm": comm_grid, "tp": tp_grid, "random": lambda: random_grid(o.seed)}
+    plans = list(grids[o.grid]())[::o.every]
     if o.full:
         plans = [p + ["--full"] for p in plans]
 
