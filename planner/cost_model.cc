@@ -1291,6 +1291,7 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
       double dp_layer = 0, dp_ends = 0;  // summed over the micro-steps
       PipelineEnds stage_ends;           // pp > 1: the same, by stage
       ForwardGathers first_gathers;      // pp > 1: micro-step 0's forward gathers over their mean
+      double last_backward = 0;          // pp > 1: the last micro-step's backward collectives over their mean, a layer's
       // Micro-batch 0's chunk gathers (pp_gathers_chunks_ahead): gathered ahead, only the
       // model's first chunk waits for its own; else each chunk's first waits in the
       // pipeline fill for its activation to arrive, then for the gather.
@@ -1310,6 +1311,8 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
           first_gathers.per_layer += w * g.per_layer;
           first_gathers.first_end += w * g.first_end;
           first_gathers.other_end += w * g.other_end;
+          last_backward += ((k == accum - 1 ? 1.0 : 0.0) - static_cast<double>(times) / accum) *
+                           (d.per_layer - dp.forward_gathers(c).per_layer);
         }
       };
       add(0, 1);
@@ -1319,7 +1322,8 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
         // pipeline_step prices every micro-batch alike, each its mean share of the
         // collectives, but for the first's forward gathers (first_gathers).
         const PipelineStep ps =
-            pipeline_step(job, choice, real, free, dp_layer / accum, stage_ends, first_gathers, logits, accum);
+            pipeline_step(job, choice, real, free, dp_layer / accum, stage_ends, first_gathers, last_backward, logits,
+                          accum);
         time = ps.time;
         free_time = ps.free_time;
         p_bubble = ps.bubble;

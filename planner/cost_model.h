@@ -287,7 +287,7 @@ class CostModel {
   };
   PipelineStep pipeline_step(const Job& job, const PlanChoice& choice, const LayerTimes& real,
                              const LayerTimes& free, double fsdp_layer, const PipelineEnds& fsdp_ends,
-                             const ForwardGathers& first_gathers,
+                             const ForwardGathers& first_gathers, double last_backward,
                              double logits, int64_t microbatches);
   // A flat ring cut short by a sliding window: every position sends its last fp32
   // accumulator `hops` positions back, to the block's owner (units: K,V elements).

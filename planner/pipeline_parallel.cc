@@ -182,7 +182,7 @@ PipelineMakespan::PipelineMakespan(const PipelineProgram& program, int v) {
       } else {
         const int ready = g + 1 == chunks ? node_f[at(g, a.micro)] : node_b[at(g + 1, a.micro)];
         if (ready < 0) break;
-        node_b[at(g, a.micro)] = add_node(s, chunks + g, {ready});
+        node_b[at(g, a.micro)] = add_node(s, a.micro == m - 1 ? 3 * chunks + g : chunks + g, {ready});
         wake = g > 0 ? (g - 1) % pp : -1;
       }
       if (wake >= 0 && wake != s) wake_stage(wake);
@@ -191,14 +191,16 @@ PipelineMakespan::PipelineMakespan(const PipelineProgram& program, int v) {
 }
 
 double PipelineMakespan::operator()(const std::vector<double>& fwd, const std::vector<double>& bwd,
-                                    const std::vector<double>* fwd_first) const {
+                                    const std::vector<double>* fwd_first, const std::vector<double>* bwd_last) const {
   // The search prices many pipelines: the buffers are kept between calls.
   thread_local std::vector<double> duration, done;
-  duration.resize(3 * static_cast<size_t>(chunks_));
+  duration.resize(4 * static_cast<size_t>(chunks_));
   std::copy(fwd.begin(), fwd.begin() + chunks_, duration.begin());
   std::copy(bwd.begin(), bwd.begin() + chunks_, duration.begin() + chunks_);
   const std::vector<double>& first = fwd_first ? *fwd_first : fwd;
   std::copy(first.begin(), first.begin() + chunks_, duration.begin() + 2 * chunks_);
+  const std::vector<double>& last = bwd_last ? *bwd_last : bwd;
+  std::copy(last.begin(), last.begin() + chunks_, duration.begin() + 3 * chunks_);
   done.resize(nodes_.size());
   double end = 0;
   for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -213,8 +215,9 @@ double PipelineMakespan::operator()(const std::vector<double>& fwd, const std::v
 }
 
 double pp_program_makespan(const PipelineProgram& program, int v, const std::vector<double>& fwd,
-                           const std::vector<double>& bwd, const std::vector<double>* fwd_first) {
-  return PipelineMakespan(program, v)(fwd, bwd, fwd_first);
+                           const std::vector<double>& bwd, const std::vector<double>* fwd_first,
+                           const std::vector<double>* bwd_last) {
+  return PipelineMakespan(program, v)(fwd, bwd, fwd_first, bwd_last);
 }
 
 int64_t pp_makespan_microbatches(int pp, int v, int64_t m) {
@@ -328,7 +331,8 @@ const char* pp_schedule_name(int v) { return v > 1 ? "Interleaved1F1B" : "1F1B";
 CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoice& ch, const LayerTimes& real,
                                                  const LayerTimes& free, double fsdp_layer,
                                                  const PipelineEnds& fsdp_ends,
-                                                 const ForwardGathers& first_gathers, double logits,
+                                                 const ForwardGathers& first_gathers, double last_backward,
+                                                 double logits,
                                                  int64_t m) {
   const int p = ch.pp, v = ch.virtual_stages;
   const bool fwd_only = job.passes == Passes::kForward;
@@ -370,16 +374,18 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   // undercharged a 256-GPU FSDP step by 3.9 %), the head on the last, and its stage's
   // exchanges shared among the stage's chunks.
   const int S = p * v;
-  std::vector<double> real_chunk(static_cast<size_t>(S)), first_excess(static_cast<size_t>(S), 0);
+  std::vector<double> real_chunk(static_cast<size_t>(S)), first_excess(static_cast<size_t>(S), 0),
+      last_excess(first_excess);
   std::vector<double> real_stage(static_cast<size_t>(p), 0), free_stage(static_cast<size_t>(p), 0);
-  bool uneven = false, first_differs = false;
+  bool uneven = false, ends_differ = false;
   for (int g = 0; g < S; ++g) {
     const int s = g % p, n = pp_chunk_layer_count(layout, g);
     uneven = uneven || n != pp_chunk_layer_count(layout, 0);
     if (m > 1) {
       first_excess[static_cast<size_t>(g)] =
           n * first_gathers.per_layer + first_gathers.end(g == 0);
-      first_differs = first_differs || first_excess[static_cast<size_t>(g)] > 0;
+      last_excess[static_cast<size_t>(g)] = n * last_backward;
+      ends_differ = ends_differ || first_excess[static_cast<size_t>(g)] > 0 || last_excess[static_cast<size_t>(g)] > 0;
     }
     const double head = g == S - 1 ? logits : 0;
     const double ends = g == 0 ? fsdp_ends.first : g == S - 1 ? fsdp_ends.last : fsdp_ends.middle;
@@ -411,7 +417,7 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   const PipelineTime real_closed = pp_step_time(real_sum, real_max, v, m);
   PipelineTime rt = real_closed;
   double real_structure = 1;  // the uneven program's makespan over the closed form
-  if ((uneven || first_differs) && !(v > 1 && p < 3)) {
+  if ((uneven || ends_differ) && !(v > 1 && p < 3)) {
     const int64_t mm = pp_makespan_microbatches(p, v, m);
     const PipelineMakespan& makespan = pp_makespan(p, v, mm, !fwd_only, warmup);
     std::vector<double> fwd(static_cast<size_t>(S)), bwd(static_cast<size_t>(S));
@@ -421,20 +427,26 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
     }
     const double mean_s = makespan(fwd, bwd) + static_cast<double>(m - mm) * real_max;
     if (uneven) rt.step_s = mean_s;
-    if (first_differs) {
+    if (ends_differ) {
       // Micro-batch 0's forward gathers lie on the pipeline fill, once per chunk of every
       // stage, where the mean share above charges them v times; the others' forwards pay
       // none of them (the replayed op lists: a chunk's first all-gather is posted when its
-      // first activation arrives, as FSDP2's pre-forward hook issues it). What that changes
-      // in the program's makespan is added to the step.
-      std::vector<double> fwd_first(fwd), steady_stage(static_cast<size_t>(p), 0);
+      // first activation arrives, as FSDP2's pre-forward hook issues it). Likewise the last
+      // micro-batch's backward, where ddp's all-reduces and zero1's reduce-scatters run,
+      // lies on the drain, stage after stage (spread as a mean share, a ddp step of pp 4
+      // on the TPU torus replayed 14 % slower than priced). What that changes in the
+      // program's makespan is added to the step.
+      std::vector<double> fwd_first(fwd), bwd_last(bwd), steady_stage(static_cast<size_t>(p), 0);
+      const double others = static_cast<double>(m - 1);
       for (size_t g = 0; g < fwd.size(); ++g) {
         fwd_first[g] += first_excess[g];
-        fwd[g] -= first_excess[g] / static_cast<double>(m - 1);
-        steady_stage[g % static_cast<size_t>(p)] += real_chunk[g] - first_excess[g] / static_cast<double>(m - 1);
+        fwd[g] -= first_excess[g] / others;
+        bwd_last[g] += last_excess[g];
+        bwd[g] -= last_excess[g] / others;
+        steady_stage[g % static_cast<size_t>(p)] += real_chunk[g] - (first_excess[g] + last_excess[g]) / others;
       }
       const double steady_max = *std::max_element(steady_stage.begin(), steady_stage.end());
-      rt.step_s += makespan(fwd, bwd, &fwd_first) +
+      rt.step_s += makespan(fwd, bwd, &fwd_first, &bwd_last) +
                    static_cast<double>(m - mm) * steady_max - mean_s;
     }
     rt.bubble_s = std::max(0.0, rt.step_s - static_cast<double>(m) * real_max);

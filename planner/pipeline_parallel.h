@@ -139,7 +139,9 @@ PipelineTime pp_step_time(double sum_s, double slowest_s, int virtual_stages, in
 // With unequal stages the closed form above overcharges: Megatron's 1F1B hides part of the
 // faster stages' fill and drain behind the slowest (stages of 8, 9, 8, 7 layers over 8
 // micro-batches run 3 % shorter than it says).
-// `fwd_first`, where given: micro-batch 0's forward times (its gathers), the others' `fwd`.
+// `fwd_first`, where given: micro-batch 0's forward times (its gathers), the others' `fwd`;
+// `bwd_last`, where given: the last micro-batch's backward times (its gradients' reduction),
+// the others' `bwd`.
 //
 // The program is walked once into its actions in an order that every dependency respects,
 // each naming the actions it waits for; pricing it for given times is then one pass. The
@@ -150,19 +152,21 @@ class PipelineMakespan {
  public:
   PipelineMakespan(const PipelineProgram& program, int virtual_stages);
   double operator()(const std::vector<double>& fwd, const std::vector<double>& bwd,
-                    const std::vector<double>* fwd_first = nullptr) const;
+                    const std::vector<double>* fwd_first = nullptr,
+                    const std::vector<double>* bwd_last = nullptr) const;
 
  private:
   struct Node {
     int deps_begin = 0, deps_end = 0;  // into deps_: the actions it waits for
-    int time = -1;  // into [fwd, bwd, micro-batch 0's fwd] (3·chunks); -1: an exchange
+    int time = -1;  // into [fwd, bwd, micro-batch 0's fwd, the last's bwd] (4·chunks); -1: an exchange
   };
   std::vector<Node> nodes_;
   std::vector<int> deps_;
   int chunks_ = 0;
 };
 double pp_program_makespan(const PipelineProgram& program, int virtual_stages, const std::vector<double>& fwd,
-                           const std::vector<double>& bwd, const std::vector<double>* fwd_first = nullptr);
+                           const std::vector<double>& bwd, const std::vector<double>* fwd_first = nullptr,
+                           const std::vector<double>* bwd_last = nullptr);
 // Micro-batches enough to price a longer run of the same program: past its warm-up and
 // cool-down each micro-batch adds the slowest stage's time (pipeline_parallel_test.cc
 // checks the extrapolation against the whole run).

@@ -152,10 +152,11 @@ TEST_CASE("uneven stages: running the programs, equal ones: the closed form, and
   }
 }
 
-TEST_CASE("micro-batch 0's forwards lie on the pipeline fill: what each chunk's adds, it adds once per chunk") {
-  // A PyTorch pipeline's weight all-gathers in micro-batch 0 (CostModel::pipeline_step): an
-  // extra e on micro-batch 0's forward of every chunk delays the step by e for each chunk of
-  // the fill, p·v of them, where a mean share of e / m per micro-batch adds v·e.
+TEST_CASE("micro-batch 0's forwards lie on the pipeline fill, the last one's backwards on its drain: what each chunk's adds, it adds once per chunk") {
+  // A pipeline's weight all-gathers in micro-batch 0 and its gradient reduction in the last
+  // (ddp's all-reduces; CostModel::pipeline_step): an extra e on micro-batch 0's forward, or
+  // on the last micro-batch's backward, of every chunk delays the step by e for each chunk
+  // of the fill or the drain, p·v of them, where a mean share of e / m per micro-batch adds v·e.
   for (const auto& shape : {std::pair{4, 1}, std::pair{4, 2}, std::pair{8, 4}}) {
     const int pp = shape.first, v = shape.second;  // not a structured binding: CAPTURE takes it in a lambda
     CAPTURE(pp);
@@ -164,12 +165,14 @@ TEST_CASE("micro-batch 0's forwards lie on the pipeline fill: what each chunk's 
     const size_t chunks = static_cast<size_t>(pp * v);
     const std::vector<double> f(chunks, 1.0), b(chunks, 2.0);
     const double e = 0.01;
-    std::vector<double> first(f);
+    std::vector<double> first(f), last(b);
     for (double& x : first) x += e;
+    for (double& x : last) x += e;
     const PipelineProgram program = pp_1f1b_program(pp, v, m, true, InterleavedWarmup::kMegatron);
     const double base = pp_program_makespan(program, v, f, b);
     CHECK(pp_program_makespan(program, v, f, b, &first) - base == doctest::Approx(pp * v * e));
-    CHECK(pp_program_makespan(program, v, f, b, &f) == doctest::Approx(base));
+    CHECK(pp_program_makespan(program, v, f, b, nullptr, &last) - base == doctest::Approx(pp * v * e));
+    CHECK(pp_program_makespan(program, v, f, b, &f, &b) == doctest::Approx(base));
   }
 }
 

@@ -1334,26 +1334,34 @@ TEST_CASE("interleaved warm-up and cool-down exchanges send one way, the steady 
   }
 }
 
-TEST_CASE("a pipeline under ddp runs Adam on each stage's whole weights: 1F1B steps within 0.5 %") {
-  // Short sequences (4K), a ring of 2, 4 and 2 micro-batches: the optimizer is a large
-  // share of the step. Priced on a shard over cp x dp GPUs where ddp's op lists update each
-  // stage's whole weights, Llama 2 7B replayed 3.9 % and GPT-3 XL 6.5 % slower than priced
-  // (and ddp priced faster than zero1, which the replay runs faster).
-  Worst worst{"ddp pipelines' optimizer"};
+TEST_CASE("a pipeline under ddp: Adam on each stage's whole weights, the last micro-batch's all-reduces on the drain") {
+  // Short sequences (4K), rings of 2 and 4, 2-4 micro-batches: the optimizer and the
+  // gradients' all-reduces are a large share of the step.
+  // - The optimizer: priced on a shard over cp x dp GPUs where ddp's op lists update each
+  //   stage's whole weights, Llama 2 7B replayed 3.9 % and GPT-3 XL 6.5 % slower than priced
+  //   (and ddp priced faster than zero1, which the replay runs faster).
+  // - The all-reduces run in the last micro-batch's backward only, on the pipeline's drain
+  //   stage after stage: spread over the micro-batches as a mean share, Mistral 7B with pp 4
+  //   on 16 TPU chips (each stage's ring of 4 on an x ring of the torus, beside them)
+  //   replayed 14-21 % slower than priced.
+  Worst worst{"ddp pipelines' optimizer and all-reduces"};
   struct DdpCase {
     const char* topo;
     const char* model;
-    int gpus, sequences;
+    int gpus, sequences, pp, cp;
+    double tolerance;
   };
-  for (const DdpCase dc : {DdpCase{"a100-nvlink-box", "llama2-7b", 8, 8}, DdpCase{kStudyTopology, "gpt3-xl", 16, 8}}) {
+  for (const DdpCase dc : {DdpCase{"a100-nvlink-box", "llama2-7b", 8, 8, 2, 2, 0.005},
+                           DdpCase{kStudyTopology, "gpt3-xl", 16, 8, 2, 2, 0.005},
+                           DdpCase{"tpu-v4-torus", "mistral-7b", 16, 4, 4, 4, 0.02}}) {
     CAPTURE(dc.model);
     const Topology topo = load_topology(dc.topo);
-    const SearchPins pins = one_f_one_b_pins(2, 2, Sharding::kDdp);
+    const SearchPins pins = one_f_one_b_pins(dc.pp, dc.cp, Sharding::kDdp);
     Job job = make_job(topo, dc.gpus, 4096, Workload::kStep);
     job.model = dc.model;
     job.batch_tokens = dc.sequences * 4096;
     const Compared c = plan_and_simulate(topo, load_model(dc.model), job, pins);
-    CHECK(c.time_error() < 0.005);
+    CHECK(c.time_error() < dc.tolerance);
     CHECK(c.memory_error() < 1e-4);
     worst.add(c, true);
   }
