@@ -131,8 +131,11 @@ struct PassShare {
   const CostParams* cost = nullptr;
   double slack_ratio = 0;  // the slack ring's bandwidth term over the bottleneck ring's; 0: no slack phase
   double gained = 0;       // all sequences'
+  double idle = 0;         // one sequence's time the collective's links are not busy with the pass's transfers
   void compute(double s) {
-    if (s > 0) phases.push_back({0, s, s, false});
+    if (s <= 0) return;
+    phases.push_back({0, s, s, false});
+    idle += s;
   }
   void attention(const AttentionPhases& a, unsigned collective_class, const GroupCollective& collective) {
     for (int i = 0; i < a.n; ++i) add(a.at[i], collective_class, collective);
@@ -167,8 +170,10 @@ struct PassShare {
     const double x = p.busy, shared = x / f, lasts = std::max(p.seconds, shared);
     const double advance = progress * shared + (lasts - shared);
     phases.push_back({lasts - p.seconds, advance, lasts, slack});
+    const double left_idle = p.seconds - (crosses ? x : 0);  // of the phase alone, to the collective
+    idle += left_idle;
     if (slack) slack_ratio = collective.slack().s_per_unit / collective.bottleneck().s_per_unit;
-    gained += sequences * std::max(0.0, (slack ? lasts : advance) - (p.seconds - (crosses ? x : 0)));
+    gained += sequences * std::max(0.0, (slack ? lasts : advance) - left_idle);
   }
   double link_bytes_per_s(int link) const { return cost->link_bytes_per_s(fabric->links()[static_cast<size_t>(link)]); }
   double slowed(double x) const {
@@ -1150,8 +1155,6 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
     dp.rs_vocab = shard.time(grads * vocab_bytes / group);
     dp.ar = repl.all_reduce_time(grads * layer_bytes * pipe.pp / G);
     dp.ar_vocab = repl.all_reduce_time(grads * vocab_bytes * pipe.pp / G);
-    // The collectives hide behind the layer's time, less what the attention's transfers
-    // and the TP collectives themselves keep the same class of links busy.
     const GroupCollective* tpc = ch.tp > 1 ? &tp_collective(ch.tp) : nullptr;
     // The class of links `gc` bottlenecks on, as a LinkClass bit (0: it moves nothing).
     auto class_bit = [&](const GroupCollective& gc) {
@@ -1159,17 +1162,15 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
       return fl < 0 ? 0u : 1u << static_cast<int>(fabric_.links()[fl].cls);
     };
     const bool full = ch.checkpointing == Checkpointing::kFull;  // the backward reruns the forward's attention
-    auto windows = [&](const GroupCollective& gc) {
+    // hsdp's all-reduce across replicas hides behind the layer's time, less what the
+    // attention's transfers and the TP collectives keep its class of links busy (the shard
+    // group's collectives: PassShare::idle, below).
+    auto backward_window = [&](const GroupCollective& gc) {
       const unsigned bit = class_bit(gc);
       const bool tp_same = tpc && (bit & (tpc->rail.link_classes | tpc->node.link_classes)) != 0;
-      const double tp_f = tp_same ? 0 : real.tp_fwd, tp_b = tp_same ? 0 : real.tp_bwd;
-      const double busy_f = mb * real.phases_fwd.busy_on(bit);
-      const double busy_b = mb * real.phases_bwd.busy_on(bit) + (full ? busy_f : 0);
-      return std::pair{std::max(0.0, real.linear_fwd + real.attention_fwd + tp_f - busy_f),
-                       std::max(0.0, real.linear_bwd + real.attention_bwd + tp_b - busy_b)};
+      const double busy = mb * (real.phases_bwd.busy_on(bit) + (full ? real.phases_fwd.busy_on(bit) : 0));
+      return std::max(0.0, real.linear_bwd + real.attention_bwd + (tp_same ? 0 : real.tp_bwd) - busy);
     };
-    std::tie(dp.window_f, dp.window_b) = windows(shard);
-    dp.window_ar = hsdp ? windows(repl).second : dp.window_b;
     // The shard group's collectives as each pass shares their links, in the order the
     // schedule runs a layer (schedule.cc tp_attention, tp_ffn): the forward's start before
     // its QKV GEMM, the backward's before the FFN's backward (full checkpointing: before
@@ -1236,6 +1237,13 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
     tp_gemm(b, op * own_b, tp_ag, true);
     b.attention(real.phases_bwd, bit, shard);
     tp_gemm(b, qkv * own_b, tp_rs, false);
+    // The windows: what of each pass leaves the shard group's links idle, as its phases
+    // share them (overlapped TP chunks keep them busy inside a GEMM's time: counted idle, a
+    // ddp step of tp 4 x cp 2 on the PCIe box hid 2.1 ms of each layer's all-reduce too
+    // many, 7.5 % under its replay); hsdp's all-reduce's from its own links' class.
+    dp.window_f = mb * dp.share_f.idle;
+    dp.window_b = mb * dp.share_b.idle;
+    dp.window_ar = hsdp ? backward_window(repl) : dp.window_b;
     // hsdp's all-reduce runs on the replicas' links beside the shard group's reduce-scatter
     // (the next layer's); on links of one class they queue, even where neither crosses the
     // other's bottleneck link: a torus routes both over links the other's flows also use.
