@@ -211,14 +211,15 @@ struct DpCosts {
   // layer's forward prefetches its weights, its gradients go out in that layer's backward,
   // schedule.cc step_workload) but moves the vocabulary's bytes: `head` prices it so.
   double slot(const MicroStepCollectives& c, bool head) const {
-    double e = forward_gather(c, head ? ag_vocab : ag);
-    if (backward) {
-      const double on_shard = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? (head ? rs_vocab : rs) : 0);
-      const double on_repl = c.all_reduce ? (head ? ar_vocab : ar) : 0;
-      e += ar_apart ? std::max(beside(on_shard, window_b, share_b), cost->collective_exposed_s(on_repl, window_ar))
+    return forward_gather(c, head ? ag_vocab : ag) + backward_slot(c, head);
+  }
+  // The slot's backward part (a pipeline's last micro-step differs from the others in it).
+  double backward_slot(const MicroStepCollectives& c, bool head) const {
+    if (!backward) return 0;
+    const double on_shard = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? (head ? rs_vocab : rs) : 0);
+    const double on_repl = c.all_reduce ? (head ? ar_vocab : ar) : 0;
+    return ar_apart ? std::max(beside(on_shard, window_b, share_b), cost->collective_exposed_s(on_repl, window_ar))
                     : beside(on_shard + on_repl, window_b, share_b);
-    }
-    return e;
   }
   // What the head's slot adds over a layer's at the step's end (a 128K vocabulary's
   // all-gather outlasting the last layer's forward: +18.8 ms of a Llama 3 8B zero2 step on
@@ -1319,8 +1320,8 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
           first_gathers.per_layer += w * g.per_layer;
           first_gathers.first_end += w * g.first_end;
           first_gathers.other_end += w * g.other_end;
-          last_backward += ((k == accum - 1 ? 1.0 : 0.0) - static_cast<double>(times) / accum) *
-                           (d.per_layer - dp.forward_gathers(c).per_layer);
+          const double w_last = (k == accum - 1 ? 1.0 : 0.0) - static_cast<double>(times) / accum;
+          last_backward += w_last * dp.backward_slot(c, false);
         }
       };
       add(0, 1);
@@ -1328,7 +1329,8 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
       if (accum > 1) add(accum - 1, 1);
       if (pipe.pp > 1) {
         // pipeline_step prices every micro-batch alike, each its mean share of the
-        // collectives, but for the first's forward gathers (first_gathers).
+        // collectives, but for the first's forward gathers (first_gathers) and the last's
+        // backward collectives (last_backward).
         const PipelineStep ps =
             pipeline_step(job, choice, real, free, dp_layer / accum, stage_ends, first_gathers, last_backward, logits,
                           accum);

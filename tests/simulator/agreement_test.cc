@@ -75,6 +75,16 @@ Compared plan_and_simulate(const Topology& topo, const ModelSpec& model, const J
   return {plan.predicted, sim::simulate_plan(plan, model, fabric, cost, options), plan.choice};
 }
 
+// A training step of the shipped model `name`, `batch_tokens` a step, planned under the pins
+// and replayed.
+Compared plan_and_simulate_step(const Topology& topo, const std::string& name, int gpus, int64_t seq,
+                                int64_t batch_tokens, const SearchPins& pins) {
+  Job j = make_job(topo, gpus, seq, Workload::kStep);
+  j.model = name;
+  j.batch_tokens = batch_tokens;
+  return plan_and_simulate(topo, load_model(name), j, pins);
+}
+
 // A given choice (custom orders), predicted and replayed.
 Compared predict_and_simulate(const Topology& topo, const ModelSpec& model, const Job& j,
                               const PlanChoice& choice) {
@@ -427,10 +437,7 @@ TEST_CASE("FSDP beside a comm-bound ring of 16 TPU chips: the ring's steps overl
     pins.micro_batch = 1;
     pins.sharding = Sharding::kFsdp;
     pins.checkpointing = ck;
-    Job j = make_job(topo, 16, 16384, Workload::kStep);
-    j.model = "llama2-13b";
-    j.batch_tokens = 16384;
-    const Compared c = plan_and_simulate(topo, load_model("llama2-13b"), j, pins);
+    const Compared c = plan_and_simulate_step(topo, "llama2-13b", 16, 16384, 16384, pins);
     CHECK(c.time_error() < 0.03);
     CHECK(c.memory_error() < 0.01);
     worst.add(c, true);
@@ -456,10 +463,7 @@ TEST_CASE("a 128K vocabulary's head gathers and scatters in a layer's slot: zero
     pins.micro_batch = 1;
     pins.sharding = Sharding::kZero2;
     pins.checkpointing = Checkpointing::kNone;
-    Job j = make_job(topo, 8, 8192, Workload::kStep);
-    j.model = "llama3-8b";
-    j.batch_tokens = 16384;
-    const Compared c = plan_and_simulate(topo, load_model("llama3-8b"), j, pins);
+    const Compared c = plan_and_simulate_step(topo, "llama3-8b", 8, 8192, 16384, pins);
     CHECK(c.time_error() < 0.005);
     CHECK(c.memory_error() < 0.01);
     worst.add(c, true);
@@ -1353,10 +1357,7 @@ TEST_CASE("overlapped TP chunks keep the shard group's links busy inside the GEM
     pins.sharding = sharding;
     pins.checkpointing = Checkpointing::kNone;
     pins.micro_batch = 1;
-    Job j = make_job(topo, 8, 8192, Workload::kStep);
-    j.model = "llama3-8b";
-    j.batch_tokens = 8192;
-    const Compared c = plan_and_simulate(topo, load_model("llama3-8b"), j, pins);
+    const Compared c = plan_and_simulate_step(topo, "llama3-8b", 8, 8192, 8192, pins);
     CHECK(c.time_error() < 0.01);
     CHECK(c.memory_error() < 0.01);
     worst.add(c, true);
@@ -1386,10 +1387,7 @@ TEST_CASE("a pipeline under ddp: Adam on each stage's whole weights, the last mi
     CAPTURE(dc.model);
     const Topology topo = load_topology(dc.topo);
     const SearchPins pins = one_f_one_b_pins(dc.pp, dc.cp, Sharding::kDdp);
-    Job job = make_job(topo, dc.gpus, 4096, Workload::kStep);
-    job.model = dc.model;
-    job.batch_tokens = dc.sequences * 4096;
-    const Compared c = plan_and_simulate(topo, load_model(dc.model), job, pins);
+    const Compared c = plan_and_simulate_step(topo, dc.model, dc.gpus, 4096, dc.sequences * 4096, pins);
     CHECK(c.time_error() < dc.tolerance);
     CHECK(c.memory_error() < 1e-4);
     worst.add(c, true);
