@@ -1095,11 +1095,20 @@ class Generator {
     };
     // Micro-batch 0's, gathered ahead (pp_gathers_chunks_ahead): chunks 0 and 1 before the
     // first action, chunk c + 1 at chunk c's first forward; `ahead[c]`, chunk c's requests.
+    // A chunk's are posted all at once, in the order its forward uses them (the embedding,
+    // each layer, the head): Megatron's param_sync_func is the chunk's
+    // DistributedDataParallel.start_param_sync, which dispatches every bucket group's
+    // all-gather, and the forward pre-hooks then only wait (skip_next_bucket_dispatch under
+    // align_param_gather). One layer ahead, as FSDP prefetches, put each chunk's later layers
+    // behind the next chunk's first on the communicator.
     std::vector<std::vector<int>> ahead(static_cast<size_t>(vs_));
     auto post_ahead = [&](int chunk) {  // with r.dp micro-batch 0's
       if (chunk >= vs_) return;
       const size_t before = r.gathers.size();
+      const auto [first_layer, end_layer] = chunk_layers(chunk);
       first_gathers(chunk);
+      for (int l = first_layer + 1; l < end_layer; ++l) gather(r, layer_shard_bytes(), false);
+      if (chunk * pp_ + s == chunks - 1) gather(r, vocab_shard_bytes(), false);  // the head
       ahead[static_cast<size_t>(chunk)].assign(r.gathers.begin() + static_cast<long>(before), r.gathers.end());
       r.gathers.resize(before);
     };
@@ -1129,7 +1138,8 @@ class Generator {
       // them as layers, pipeline_parallel.h).
       const bool empty = first_layer == end_layer;
       if (a.kind == PipelineAction::kForward) {
-        if (dispatch_ahead && a.micro == 0) {
+        const bool posted = dispatch_ahead && a.micro == 0;
+        if (posted) {
           // Its gathers are in flight: wait for them first (a head's may be outstanding).
           const std::vector<int>& mine = ahead[static_cast<size_t>(a.chunk)];
           r.gathers.insert(r.gathers.begin(), mine.begin(), mine.end());
@@ -1138,9 +1148,9 @@ class Generator {
           first_gathers(a.chunk);
         }
         if (first) wait_gather(r);  // the embedding lookup needs the table
-        if (empty && last) gather(r, vocab_shard_bytes(), false);  // the head, which no layer prefetched
+        if (empty && last && !posted) gather(r, vocab_shard_bytes(), false);  // the head, which no layer prefetched
         for (int l = first_layer; l < end_layer; ++l) {
-          const double next = l + 1 < end_layer ? layer_shard_bytes() : last ? vocab_shard_bytes() : 0;
+          const double next = posted ? 0 : l + 1 < end_layer ? layer_shard_bytes() : last ? vocab_shard_bytes() : 0;
           const double shared = l == first_layer ? held_at.shared_input[static_cast<size_t>(a.chunk)] : 0;
           held.push_back(layer_forward(r, l, next, false, a.micro, shared));
         }

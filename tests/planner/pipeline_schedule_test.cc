@@ -267,8 +267,9 @@ TEST_CASE("interleaved pipeline op lists (pp 4 and 8, 2-4 chunks per stage): the
 
 TEST_CASE("interleaved pipeline op lists: Megatron gathers micro-batch 0's chunks ahead, FSDP2 when the activation arrives") {
   // Megatron's schedule (param_sync_func) gathers chunks 0 and 1 before a stage's first
-  // action and each later chunk during the forwards of the one before; FSDP2's forward
-  // pre-hook gathers a chunk once its first activation has arrived.
+  // action and each later chunk during the forwards of the one before, every layer of the
+  // chunk at once (DistributedDataParallel.start_param_sync dispatches all its bucket
+  // groups); FSDP2's forward pre-hook gathers a chunk once its first activation has arrived.
   const ModelSpec model = load_model("llama2-7b");
   const Topology topo = load_topology("a100-nvlink-box");
   const Fabric fabric(topo, 8);
@@ -299,7 +300,7 @@ TEST_CASE("interleaved pipeline op lists: Megatron gathers micro-batch 0's chunk
       }
       // zero1 gathers each layer (and the last stage the head) once a step, whoever dispatches it.
       CHECK(gathers == model.layers / pp + (stage == pp - 1 ? 1 : 0));
-      CHECK(before_first_recv == (framework == Framework::kPytorch ? 0 : 2));
+      CHECK(before_first_recv == (framework == Framework::kPytorch ? 0 : 2 * model.layers / (pp * v)));
     }
   }
 }
