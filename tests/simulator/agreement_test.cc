@@ -533,6 +533,31 @@ TEST_CASE("training steps (FSDP, all layers extrapolated): step time and peak me
   }
 }
 
+TEST_CASE("fewer sequences than the op lists run: the replay's MFU counts the sequences trained, as its tokens do") {
+  // One sequence over two replicas (one idle), and five over two replicas of one a
+  // micro-step (the last micro-step runs on one): the op lists run every replica whole.
+  const Topology topo = load_topology("dgx-a100-ib");
+  const ModelSpec model = load_model("gpt3-xl");
+  struct MfuCase {
+    Workload workload;
+    int64_t sequences;
+  };
+  for (const MfuCase mc : {MfuCase{Workload::kAttention, 1}, MfuCase{Workload::kStep, 5}}) {
+    CAPTURE(static_cast<int>(mc.workload));
+    Job j = make_job(topo, 16, 4096, mc.workload);
+    j.model = "gpt3-xl";
+    j.batch_tokens = mc.sequences * 4096;
+    SearchPins pins;
+    pins.tp = 2;
+    pins.cp = 4;
+    pins.micro_batch = 1;
+    const Compared c = plan_and_simulate(topo, model, j, pins);
+    REQUIRE(c.choice.dp == 2);
+    CHECK(c.simulated.mfu / c.predicted.mfu ==
+          doctest::Approx(c.predicted.step_time_s / c.simulated.step_time_s).epsilon(0.005));
+  }
+}
+
 TEST_CASE("a whole loss as each framework holds it: the replay's peak memory within 2 %") {
   // memory_model.h whole_loss_bytes_per_logit: the schedule allocates the framework's copies.
   const ModelSpec model = load_model(kDefaultModel);
