@@ -169,6 +169,8 @@ struct GroupCollective {
   const PatternCost& slack() const;
   int flows_on(int link) const { return flows_on(bottleneck(), link); }  // the bottleneck ring's
   int flows_on(const PatternCost& ring, int link) const;                  // `ring`'s flows crossing `link`
+  // Whether a flow of this pattern and one of `other` cross a common link.
+  bool shares_links(const GroupCollective& other) const;
 };
 
 // A micro-step's forward all-gathers of the weights (data_parallel.h's table): each layer's
