@@ -132,10 +132,12 @@ struct PassShare {
   double slack_ratio = 0;  // the slack ring's bandwidth term over the bottleneck ring's; 0: no slack phase
   double gained = 0;       // all sequences'
   double idle = 0;         // one sequence's time the collective's links are not busy with the pass's transfers
+  double alone = 0;        // one sequence's time, unshared
   void compute(double s) {
     if (s <= 0) return;
     phases.push_back({0, s, s, false});
     idle += s;
+    alone += s;
   }
   void attention(const AttentionPhases& a, unsigned collective_class, const GroupCollective& collective) {
     for (int i = 0; i < a.n; ++i) add(a.at[i], collective_class, collective);
@@ -167,6 +169,7 @@ struct PassShare {
       f = std::max(f, 1 - u);
       progress = std::min(1.0, (1 - f) / u);
     }
+    alone += p.seconds;
     const double x = p.busy, shared = x / f, lasts = std::max(p.seconds, shared);
     const double advance = progress * shared + (lasts - shared);
     phases.push_back({lasts - p.seconds, advance, lasts, slack});
@@ -199,8 +202,14 @@ struct DpCosts {
   const CostParams* cost = nullptr;  // collective_exposed_s: how much of a window hides them
   // What of `x` a pass's `window`, and what sharing the pass's links gains it, leave
   // exposed, plus what that sharing adds to the pass (PassShare).
+  // No less than what of `x` outlasts the pass: a layer's collective runs from the pass's
+  // start (its prefetch, or the previous layer's in flight) on one communicator, and the
+  // windows and the sharing's gain can count more than the pass lasts (a zero1 gather
+  // beside a comm-bound ring across RoCE nodes: a layer's forward priced 0.85 ms, its
+  // gather alone 0.88, replayed 0.91).
   double beside(double x, double window, const PassShare& share) const {
-    return cost->collective_exposed_s(x, window + share.gained) + cost->collective_overlap * share.slowed(x);
+    return std::max(cost->collective_exposed_s(x, window + share.gained) + cost->collective_overlap * share.slowed(x),
+                    cost->collective_exposed_s(x, share.sequences * share.alone));
   }
   DpExposed exposed(const MicroStepCollectives& c) const {
     return {slot(c, false), stage_ends(c, true, true)};
