@@ -116,26 +116,34 @@ struct DpExposed {
 // shard each, beside a context ring's step across nodes, while its NVLink flows carry 14),
 // whatever classes the transfers cross, that ring shares it the same way instead, and the
 // bottleneck ring advances the whole phase: the transfers wait only while the slack ring
-// runs, and the collective ends when both rings have. `slowed` is what the sharing adds
-// to the pass, `gained` what the collective advances beyond the link time a window (DpCosts)
-// counts idle (seconds - x in a phase crossing the bottleneck class, else seconds).
+// runs, and the collective ends when both rings have. `with(x)` walks the phases while a
+// collective of x has work left on the ring that shares each: `slowed`, what the sharing
+// adds to the pass, and `gained`, what the collective advances beyond the link time a
+// window (DpCosts) counts idle (seconds - x in a phase crossing the bottleneck class, else
+// seconds). A phase's gain counts only while its sharing ring runs, as its delay does: a
+// slack ring on NVLink that ends early delays the TP collectives after it no more, and
+// the bottleneck ring gains nothing from delays that did not happen (counting them put a
+// zero1 layer beside a ring across RoCE nodes 0.07 ms faster than replayed).
 struct PassShare {
   struct Phase {
     double delay = 0, advance = 0;  // while the sharing ring runs: the pass's delay, that ring's advance
     double seconds = 0;             // the phase beside the collective: the other ring's advance
     bool slack = false;             // the slack ring shares it (else the bottleneck ring, or none)
+    double gain = 0;                // while the sharing ring runs: the collective's advance beyond idle
+  };
+  struct Sharing {
+    double slowed = 0, gained = 0;  // all sequences'
   };
   std::vector<Phase> phases;  // one sequence's
   int sequences = 1;
   const Fabric* fabric = nullptr;  // the links' bandwidths, as `cost` prices them
   const CostParams* cost = nullptr;
   double slack_ratio = 0;  // the slack ring's bandwidth term over the bottleneck ring's; 0: no slack phase
-  double gained = 0;       // all sequences'
   double idle = 0;         // one sequence's time the collective's links are not busy with the pass's transfers
   double alone = 0;        // one sequence's time, unshared
   void compute(double s) {
     if (s <= 0) return;
-    phases.push_back({0, s, s, false});
+    phases.push_back({0, s, s, false, 0});
     idle += s;
     alone += s;
   }
@@ -172,24 +180,28 @@ struct PassShare {
     alone += p.seconds;
     const double x = p.busy, shared = x / f, lasts = std::max(p.seconds, shared);
     const double advance = progress * shared + (lasts - shared);
-    phases.push_back({lasts - p.seconds, advance, lasts, slack});
     const double left_idle = p.seconds - (crosses ? x : 0);  // of the phase alone, to the collective
+    phases.push_back({lasts - p.seconds, advance, lasts, slack, std::max(0.0, (slack ? lasts : advance) - left_idle)});
     idle += left_idle;
     if (slack) slack_ratio = collective.slack().s_per_unit / collective.bottleneck().s_per_unit;
-    gained += sequences * std::max(0.0, (slack ? lasts : advance) - left_idle);
   }
   double link_bytes_per_s(int link) const { return cost->link_bytes_per_s(fabric->links()[static_cast<size_t>(link)]); }
-  double slowed(double x) const {
-    double left = x, left_slack = slack_ratio * x, added = 0;  // each ring's work left
+  Sharing with(double x) const {
+    double left = x, left_slack = slack_ratio * x;  // each ring's work left
+    Sharing out;
     for (int i = 0; i < sequences; ++i)
       for (const Phase& p : phases) {
-        if (left <= 0 && left_slack <= 0) return added;
+        if (left <= 0 && left_slack <= 0) return out;
         double& sharing = p.slack ? left_slack : left;
-        if (sharing > 0) added += p.delay * std::min(1.0, sharing / p.advance);
+        if (sharing > 0) {
+          const double part = std::min(1.0, sharing / p.advance);
+          out.slowed += p.delay * part;
+          out.gained += p.gain * part;
+        }
         sharing -= p.advance;
         (p.slack ? left : left_slack) -= p.seconds;
       }
-    return added;
+    return out;
   }
 };
 
@@ -208,7 +220,8 @@ struct DpCosts {
   // beside a comm-bound ring across RoCE nodes: a layer's forward priced 0.85 ms, its
   // gather alone 0.88, replayed 0.91).
   double beside(double x, double window, const PassShare& share) const {
-    return std::max(cost->collective_exposed_s(x, window + share.gained) + cost->collective_overlap * share.slowed(x),
+    const PassShare::Sharing s = share.with(x);
+    return std::max(cost->collective_exposed_s(x, window + s.gained) + cost->collective_overlap * s.slowed,
                     cost->collective_exposed_s(x, share.sequences * share.alone));
   }
   DpExposed exposed(const MicroStepCollectives& c) const {
