@@ -246,8 +246,8 @@ struct DpCosts {
   // What the head's slot adds over a layer's at the step's end (a 128K vocabulary's
   // all-gather outlasting the last layer's forward: +18.8 ms of a Llama 3 8B zero2 step on
   // the PCIe box, +43 ms where its ring of 4 leaves the collectives exposed); a pipeline's
-  // last stage pays its forward part (chunk_ends: fsdp over a pipeline of 2 replayed 0.64 %
-  // slower than priced, 0.15 % with it).
+  // last stage pays it too (chunk_ends), its backward part in the micro-batches whose
+  // gradients go out then (LastBackward::head).
   double head_slot(const MicroStepCollectives& c) const { return slot(c, true) - slot(c, false); }
   double forward_gather(const MicroStepCollectives& c, double x) const {
     return c.forward_gather ? beside(x, window_f, share_f) : 0;
@@ -300,9 +300,9 @@ struct DpCosts {
       const double on = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? rs : 0) + (c.all_reduce ? ar : 0);
       e -= cost->collective_exposed_s(on, window_b) - cost->collective_exposed_s(on, window_b + window_f);
     }
-    // The last stage's head: its forward gather as in a step's slot (head_slot); its
-    // gradients' collectives stay in flight behind the stage's next actions, as a layer's.
-    if (last) e += forward_gather(c, ag_vocab) - forward_gather(c, ag);
+    // The last stage's head: its slot as in a step's (head_slot): the layer below's
+    // gradients wait to be posted behind the head's.
+    if (last) e += head_slot(c);
     return e;
   }
   // The forward's all-gathers (cost_model.h); at the model's start the embedding's, then
@@ -1337,7 +1337,7 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
       double dp_layer = 0, dp_ends = 0;  // summed over the micro-steps
       PipelineEnds stage_ends;           // pp > 1: the same, by stage
       ForwardGathers first_gathers;      // pp > 1: micro-step 0's forward gathers over their mean
-      double last_backward = 0;          // pp > 1: the last micro-step's backward collectives over their mean, a layer's
+      LastBackward last_backward;        // pp > 1: the last micro-step's backward collectives over their mean
       // Micro-batch 0's chunk gathers (pp_gathers_chunks_ahead): gathered ahead, only the
       // model's first chunk waits for its own; else each chunk's first waits in the
       // pipeline fill for its activation to arrive, then for the gather.
@@ -1358,7 +1358,8 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
           first_gathers.first_end += w * g.first_end;
           first_gathers.other_end += w * g.other_end;
           const double w_last = (k == accum - 1 ? 1.0 : 0.0) - static_cast<double>(times) / accum;
-          last_backward += w_last * dp.backward_slot(c, false);
+          last_backward.per_layer += w_last * dp.backward_slot(c, false);
+          last_backward.head += w_last * (dp.backward_slot(c, true) - dp.backward_slot(c, false));
         }
       };
       add(0, 1);

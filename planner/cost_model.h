@@ -183,6 +183,13 @@ struct ForwardGathers {
   double end(bool first) const { return first ? first_end : other_end; }
 };
 
+// What a pipeline's last micro-batch's backward pays in collectives beyond its mean share
+// (CostModel::pipeline_step): each layer's, and on the model's last chunk the head's beyond
+// a layer's (in the other micro-batches it stays in flight behind the stage's next actions).
+struct LastBackward {
+  double per_layer = 0, head = 0;
+};
+
 class CostModel {
  public:
   CostModel(const ModelSpec& model, const Fabric& fabric, const CostParams& cost);
@@ -289,7 +296,7 @@ class CostModel {
   };
   PipelineStep pipeline_step(const Job& job, const PlanChoice& choice, const LayerTimes& real,
                              const LayerTimes& free, double fsdp_layer, const PipelineEnds& fsdp_ends,
-                             const ForwardGathers& first_gathers, double last_backward,
+                             const ForwardGathers& first_gathers, const LastBackward& last_backward,
                              double logits, int64_t microbatches);
   // A flat ring cut short by a sliding window: every position sends its last fp32
   // accumulator `hops` positions back, to the block's owner (units: K,V elements).

@@ -331,7 +331,7 @@ const char* pp_schedule_name(int v) { return v > 1 ? "Interleaved1F1B" : "1F1B";
 CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoice& ch, const LayerTimes& real,
                                                  const LayerTimes& free, double fsdp_layer,
                                                  const PipelineEnds& fsdp_ends,
-                                                 const ForwardGathers& first_gathers, double last_backward,
+                                                 const ForwardGathers& first_gathers, const LastBackward& last_backward,
                                                  double logits,
                                                  int64_t m) {
   const int p = ch.pp, v = ch.virtual_stages;
@@ -384,7 +384,7 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
     if (m > 1) {
       first_excess[static_cast<size_t>(g)] =
           n * first_gathers.per_layer + first_gathers.end(g == 0);
-      last_excess[static_cast<size_t>(g)] = n * last_backward;
+      last_excess[static_cast<size_t>(g)] = n * last_backward.per_layer + (g == S - 1 ? last_backward.head : 0);
       ends_differ = ends_differ || first_excess[static_cast<size_t>(g)] > 0 || last_excess[static_cast<size_t>(g)] > 0;
     }
     const double head = g == S - 1 ? logits : 0;
@@ -434,8 +434,10 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
       // first activation arrives, as FSDP2's pre-forward hook issues it). Likewise the last
       // micro-batch's backward, where ddp's all-reduces and zero1's reduce-scatters run,
       // lies on the drain, stage after stage (spread as a mean share, a ddp step of pp 4
-      // on the TPU torus replayed 14 % slower than priced). What that changes in the
-      // program's makespan is added to the step.
+      // on the TPU torus replayed 14 % slower than priced), the model's last chunk there
+      // with the head's beyond a layer's (a 128K vocabulary's all-reduce over PCIe: ddp
+      // with pp 2 replayed 11.5 % slower than priced). What that changes in the program's
+      // makespan is added to the step.
       std::vector<double> fwd_first(fwd), bwd_last(bwd), steady_stage(static_cast<size_t>(p), 0);
       const double others = static_cast<double>(m - 1);
       for (size_t g = 0; g < fwd.size(); ++g) {
