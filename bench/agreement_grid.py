@@ -12,11 +12,15 @@ Grids (the link sharing of data-parallel collectives beside context rings and TP
         fsdp, zero2, zero1 x Llama 2 13B, MPT-7B x 8K, 32K x none, selective x 1, 4 sequences a
         micro-step x TP comm overlap on, off (768 plans; --every 4 for the 192 BENCHMARKS.md
         reports)
+  pp    dgx-a100-ib (16 GPUs), dgx-h100-ib and llama3-h100-roce (32), tpu-v4-torus (16),
+        pcie-8gpu-box (8) x pp 2, 4 x 1F1B, interleaved 2 chunks (pp 4) x fsdp, zero1, ddp,
+        zero2 x 4, 8 micro-batches x Llama 3 8B, Llama 2 13B at 8K; cp fills half of a
+        stage, one sequence a micro-batch (240 plans)
   random  80 step plans drawn with --seed (default 7): 7 topologies, 7 models, 4K-32K, 1, 2
         or 4 sequences a step, and some of sharding, checkpointing, cp, tp pinned, the rest
         (pp among it) the planner's pick
 
-Usage: bench/agreement_grid.py [--grid comm|tp|random] [--seed S] [--full] [--every N] [--jobs J] RINGMASTER [RINGMASTER2]
+Usage: bench/agreement_grid.py [--grid comm|tp|pp|random] [--seed S] [--full] [--every N] [--jobs J] RINGMASTER [RINGMASTER2]
 """
 import argparse
 import itertools
@@ -48,6 +52,20 @@ def tp_grid():
             yield ["--model", model, "--topology", topo, "--gpus", str(gpus), "--seq", f"{seq}K",
                    "--workload", "step", "--tp", str(tp), "--sharding", sharding, "--checkpointing", ckpt,
                    "--micro-batch", str(mb), overlap, "--batch-tokens", f"{seq * mb * gpus // tp}K"]
+
+
+def pp_grid():
+    for topo, gpus in [("dgx-a100-ib", 16), ("dgx-h100-ib", 32), ("tpu-v4-torus", 16), ("pcie-8gpu-box", 8),
+                       ("llama3-h100-roce", 32)]:
+        for pp, v, sharding, micro_batches, model in itertools.product(
+                [2, 4], [1, 2], ["fsdp", "zero1", "ddp", "zero2"], [4, 8], ["llama3-8b", "llama2-13b"]):
+            if v > 1 and pp < 3:
+                continue  # interleaving is generated for pp > 2
+            cp = max(1, gpus // pp // 2)
+            replicas = gpus // pp // cp
+            yield ["--model", model, "--topology", topo, "--gpus", str(gpus), "--seq", "8K", "--pp", str(pp),
+                   "--virtual-stages", str(v), "--sharding", sharding, "--cp", str(cp), "--micro-batch", "1",
+                   "--batch-tokens", f"{8 * micro_batches * replicas}K"]
 
 
 def random_grid(seed):
@@ -83,7 +101,7 @@ def error_pct(binary, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--grid", choices=["comm", "tp", "random"], default="comm")
+    ap.add_argument("--grid", choices=["comm", "tp", "pp", "random"], default="comm")
     ap.add_argument("--seed", type=int, default=7, help="the random grid's draw")
     ap.add_argument("--full", action="store_true", help="replay every op (simulate --full)")
     ap.add_argument("--every", type=int, default=1, help="keep one plan in N")
@@ -92,7 +110,7 @@ def main():
     o = ap.parse_args()
     if len(o.binaries) > 2 or o.every < 1 or o.jobs < 1:
         ap.error("one or two binaries; --every and --jobs at least 1")
-    grids = {"comm": comm_grid, "tp": tp_grid, "random": lambda: random_grid(o.seed)}
+    grids = {"comm": comm_grid, "tp": tp_grid, "pp": pp_grid, "random": lambda: random_grid(o.seed)}
     plans = list(grids[o.grid]())[::o.every]
     if o.full:
         plans = [p + ["--full"] for p in plans]
