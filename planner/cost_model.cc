@@ -301,11 +301,11 @@ struct DpCosts {
     if (backward && c.reduce_scatter && first) e += rs;
     if (backward && c.all_reduce && first) e += ar;
     if (backward && !first && (c.reduce_scatter || c.all_reduce)) {
-      const double on = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? rs : 0) + (c.all_reduce ? ar : 0);
+      const double out = (c.reduce_scatter ? rs : 0) + (c.all_reduce ? ar : 0);
       if (c.backward_gather)
-        e += handoff * std::max(0.0, (c.reduce_scatter ? rs : 0) + (c.all_reduce ? ar : 0) - backward_slot(c, false));
+        e += handoff * std::max(0.0, out - backward_slot(c, false));
       else
-        e -= cost->collective_exposed_s(on, window_b) - cost->collective_exposed_s(on, window_b + window_f);
+        e -= cost->collective_exposed_s(out, window_b) - cost->collective_exposed_s(out, window_b + window_f);
     }
     // The last stage's head: its slot as in a step's (head_slot): the layer below's
     // gradients wait to be posted behind the head's.
@@ -1349,14 +1349,14 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
       // model's first chunk waits for its own; else each chunk's first waits in the
       // pipeline fill for its activation to arrive, then for the gather.
       const bool ahead = pp_gathers_chunks_ahead(job.framework, choice);
+      // Of a stage's accum·v backwards, all but its last hand off to another action.
+      const double handoff = 1 - 1.0 / (static_cast<double>(accum) * choice.virtual_stages);
       auto add = [&](int k, int times) {
         const MicroStepCollectives c = micro_step_collectives(ch.sharding, k, accum, data_gpus);
         const DpExposed d = dp.exposed(c);
         dp_layer += times * d.per_layer;
         dp_ends += times * d.ends;
         if (pipe.pp > 1) {
-          // Of a stage's accum·v backwards, all but its last hand off to another action.
-          const double handoff = 1 - 1.0 / (static_cast<double>(accum) * choice.virtual_stages);
           stage_ends.first += times * dp.chunk_ends(c, true, false, ahead && k == 0, handoff) / accum;
           stage_ends.middle += times * dp.chunk_ends(c, false, false, ahead && k == 0, handoff) / accum;
           stage_ends.last += times * dp.chunk_ends(c, false, true, ahead && k == 0, handoff) / accum;

@@ -185,7 +185,7 @@ struct ForwardGathers {
 
 // What a pipeline's last micro-batch's backward pays in collectives beyond its mean share
 // (CostModel::pipeline_step): each layer's, and on the model's last chunk the head's beyond
-// a layer's (in the other micro-batches it stays in flight behind the stage's next actions).
+// a layer's.
 struct LastBackward {
   double per_layer = 0, head = 0;
 };
