@@ -293,7 +293,8 @@ struct DpCosts {
   // forward's window credited). The stage's last one is waited for once per step
   // (pipeline_tail). `gathered_ahead`: the chunk's first gather was dispatched before it
   // was needed (pp_gathers_chunks_ahead), so only the model's first chunk waits for its own.
-  double chunk_ends(const MicroStepCollectives& c, bool first, bool last, bool gathered_ahead, double handoff) const {
+  double chunk_ends(const MicroStepCollectives& c, bool first, bool last, bool gathered_ahead, double handoff,
+                    bool head_alone) const {
     double e = 0;
     if (!ends) return e;
     if (first || !gathered_ahead) e += forward_gathers(c).end(first);
@@ -308,8 +309,9 @@ struct DpCosts {
         e -= cost->collective_exposed_s(out, window_b) - cost->collective_exposed_s(out, window_b + window_f);
     }
     // The last stage's head: its slot as in a step's (head_slot): the layer below's
-    // gradients wait to be posted behind the head's.
-    if (last) e += head_slot(c);
+    // gradients wait to be posted behind the head's. A chunk of the head alone (a split
+    // that counts the loss as a layer) leaves them in flight, as a chunk's last layer does.
+    if (last) e += head_alone ? forward_gather(c, ag_vocab) - forward_gather(c, ag) : head_slot(c);
     return e;
   }
   // The forward's all-gathers (cost_model.h); at the model's start the embedding's, then
@@ -1351,15 +1353,17 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
       const bool ahead = pp_gathers_chunks_ahead(job.framework, choice);
       // Of a stage's accum·v backwards, all but its last hand off to another action.
       const double handoff = 1 - 1.0 / (static_cast<double>(accum) * choice.virtual_stages);
+      const bool head_alone =
+          pipe.pp > 1 && pp_chunk_layer_count(pp_layout(m.layers, choice), pipe.pp * choice.virtual_stages - 1) == 0;
       auto add = [&](int k, int times) {
         const MicroStepCollectives c = micro_step_collectives(ch.sharding, k, accum, data_gpus);
         const DpExposed d = dp.exposed(c);
         dp_layer += times * d.per_layer;
         dp_ends += times * d.ends;
         if (pipe.pp > 1) {
-          stage_ends.first += times * dp.chunk_ends(c, true, false, ahead && k == 0, handoff) / accum;
-          stage_ends.middle += times * dp.chunk_ends(c, false, false, ahead && k == 0, handoff) / accum;
-          stage_ends.last += times * dp.chunk_ends(c, false, true, ahead && k == 0, handoff) / accum;
+          stage_ends.first += times * dp.chunk_ends(c, true, false, ahead && k == 0, handoff, false) / accum;
+          stage_ends.middle += times * dp.chunk_ends(c, false, false, ahead && k == 0, handoff, false) / accum;
+          stage_ends.last += times * dp.chunk_ends(c, false, true, ahead && k == 0, handoff, head_alone) / accum;
           if (k == accum - 1) stage_ends.tail = dp.pipeline_tail(c);
           const auto g = ahead ? ForwardGathers{} : dp.forward_gathers(c);
           const double w = (k == 0 ? 1.0 : 0.0) - static_cast<double>(times) / accum;
@@ -1368,7 +1372,7 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
           first_gathers.other_end += w * g.other_end;
           const double w_last = (k == accum - 1 ? 1.0 : 0.0) - static_cast<double>(times) / accum;
           last_backward.per_layer += w_last * dp.backward_slot(c, false);
-          last_backward.head += w_last * (dp.backward_slot(c, true) - dp.backward_slot(c, false));
+          if (!head_alone) last_backward.head += w_last * (dp.backward_slot(c, true) - dp.backward_slot(c, false));
         }
       };
       add(0, 1);

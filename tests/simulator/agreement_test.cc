@@ -516,26 +516,33 @@ TEST_CASE("a 128K vocabulary's head gathers and scatters in a layer's slot: zero
   }
 }
 
-TEST_CASE("a pipeline's last stage waits on the head's gradients as a step does: pp 2 on the PCIe box within 2 %") {
-  // Llama 3 8B's shapes in 4 layers at 4K on the PCIe box, 1F1B over 2 stages of 4
-  // micro-batches: the head's gradients (1 GiB) go out ahead of the last stage's layers',
-  // which wait to be posted behind them, every micro-batch under zero2, in the last under
-  // ddp (on the drain). Priced as a layer's collective, in flight behind the stage's next
-  // actions, ddp replayed 11.5 % and zero2 (tp 2 x cp 2) 13.1 % slower than priced.
+TEST_CASE("a pipeline's last stage waits on the head's gradients as a step does, unless it holds the head alone") {
+  // Llama 3 8B's shapes in 4 layers at 4K on the PCIe box, 1F1B of 4 micro-batches: over 2
+  // stages the head's gradients (1 GiB) go out ahead of the last stage's layers', which wait
+  // to be posted behind them, every micro-batch under zero2, in the last under ddp (on the
+  // drain). Priced as a layer's collective, in flight behind the stage's next actions, ddp
+  // replayed 11.5 % and zero2 (tp 2 x cp 2) 13.1 % slower than priced. Over 4 stages with
+  // the embedding and the loss counted as layers, the last stage holds the head alone and
+  // leaves its gradients in flight: priced as waited on, ddp and zero1 replayed 11.9 % and
+  // 7.8 % faster (within 2 % and 5 % now).
   const Topology topo = load_topology("pcie-8gpu-box");
   Worst worst{"a 128K vocabulary's head on a pipeline's last stage"};
   struct HeadCase {
     Sharding sharding;
-    int tp, cp;
+    int pp, tp, cp;
+    double within;
   };
-  for (const HeadCase hc : {HeadCase{Sharding::kDdp, 1, 4}, HeadCase{Sharding::kZero2, 2, 2}}) {
+  for (const HeadCase hc : {HeadCase{Sharding::kDdp, 2, 1, 4, 0.02}, HeadCase{Sharding::kZero2, 2, 2, 2, 0.02},
+                            HeadCase{Sharding::kDdp, 4, 1, 2, 0.05}, HeadCase{Sharding::kZero1, 4, 1, 2, 0.05}}) {
     CAPTURE(std::string(to_string(hc.sharding)));
-    SearchPins pins = one_f_one_b_pins(2, hc.cp, hc.sharding);
+    CAPTURE(hc.pp);
+    SearchPins pins = one_f_one_b_pins(hc.pp, hc.cp, hc.sharding);
     pins.tp = hc.tp;
     pins.cp_comm_type = Strategy::kAllGatherCp;
+    if (hc.pp == 4) pins.account_for_embedding_in_pipeline_split = pins.account_for_loss_in_pipeline_split = true;
     const Compared c = plan_and_simulate_step(topo, "llama3-8b-4layers", 8, 4096, 4 * 4096, pins);
     REQUIRE(c.choice.grad_accum == 4);
-    CHECK(c.time_error() < 0.02);
+    CHECK(c.time_error() < hc.within);
     worst.add(c, false);
   }
 }
