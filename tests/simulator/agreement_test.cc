@@ -418,6 +418,7 @@ TEST_CASE("a collective's NVLink ring ends early: TP transfers after it are not 
   // Counting the delays they no longer suffer as the collective's gain (PassShare::with)
   // priced the step 4.3 % (TP comm overlap off) and 5.6 % (on) faster than replayed.
   const Topology topo = load_topology("llama3-h100-roce");
+  Worst worst{"TP beside a collective's short NVLink ring"};
   for (const bool overlap : {false, true}) {
     CAPTURE(overlap);
     SearchPins pins;
@@ -431,7 +432,6 @@ TEST_CASE("a collective's NVLink ring ends early: TP transfers after it are not 
     pins.tp_comm_overlap = overlap;
     const Compared c = plan_and_simulate_step(topo, "llama3-8b", 32, 8192, 8192, pins);
     CHECK(c.time_error() < 0.02);
-    Worst worst{"TP beside a collective's short NVLink ring"};
     worst.add(c, false);
   }
 }
