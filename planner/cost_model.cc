@@ -1373,6 +1373,7 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
           const double w_last = (k == accum - 1 ? 1.0 : 0.0) - static_cast<double>(times) / accum;
           last_backward.per_layer += w_last * dp.backward_slot(c, false);
           if (!head_alone) last_backward.head += w_last * (dp.backward_slot(c, true) - dp.backward_slot(c, false));
+          if (k == accum - 1) last_backward.handed_off = dp.backward_slot(c, false);
         }
       };
       add(0, 1);

@@ -188,6 +188,7 @@ struct ForwardGathers {
 // a layer's.
 struct LastBackward {
   double per_layer = 0, head = 0;
+  double handed_off = 0;  // one layer's whole, the last micro-step's
 };
 
 class CostModel {

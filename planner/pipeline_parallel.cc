@@ -390,6 +390,10 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
     const double head = g == S - 1 ? logits : 0;
     const double ends = g == 0 ? fsdp_ends.first : g == S - 1 ? fsdp_ends.last : fsdp_ends.middle;
     real_chunk[static_cast<size_t>(g)] = n * real_layer + ends + head + exchange_s[static_cast<size_t>(s)] / v;
+    // One micro-batch: a stage's backward is its last action, and it sends its gradient with
+    // its last layer's collective still in flight, off the path (but on the model's first
+    // chunk, where the optimizer waits for it).
+    if (m == 1 && g > 0 && n > 0) real_chunk[static_cast<size_t>(g)] -= last_backward.handed_off;
     real_stage[static_cast<size_t>(s)] += real_chunk[static_cast<size_t>(g)];
     free_stage[static_cast<size_t>(s)] += n * free_layer + head;
   }
