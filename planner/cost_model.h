@@ -185,10 +185,11 @@ struct ForwardGathers {
 
 // What a pipeline's last micro-batch's backward pays in collectives beyond its mean share
 // (CostModel::pipeline_step): each layer's, and on the model's last chunk the head's beyond
-// a layer's.
+// a layer's. `handed_off`: one layer's whole slot in that micro-batch, which a pipeline of
+// one micro-batch does not wait for on each stage after the first.
 struct LastBackward {
   double per_layer = 0, head = 0;
-  double handed_off = 0;  // one layer's whole, the last micro-step's
+  double handed_off = 0;
 };
 
 class CostModel {
