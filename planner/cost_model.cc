@@ -1371,9 +1371,10 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
           first_gathers.first_end += w * g.first_end;
           first_gathers.other_end += w * g.other_end;
           const double w_last = (k == accum - 1 ? 1.0 : 0.0) - static_cast<double>(times) / accum;
-          last_backward.per_layer += w_last * dp.backward_slot(c, false);
-          if (!head_alone) last_backward.head += w_last * (dp.backward_slot(c, true) - dp.backward_slot(c, false));
-          if (k == accum - 1) last_backward.handed_off = dp.backward_slot(c, false);
+          const double layer_b = dp.backward_slot(c, false);
+          last_backward.per_layer += w_last * layer_b;
+          if (!head_alone) last_backward.head += w_last * (dp.backward_slot(c, true) - layer_b);
+          if (k == accum - 1) last_backward.handed_off = layer_b;
         }
       };
       add(0, 1);
