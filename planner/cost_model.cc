@@ -243,6 +243,15 @@ struct DpCosts {
     return ar_apart ? std::max(beside(on_shard, window_b, share_b), cost->collective_exposed_s(on_repl, window_ar))
                     : beside(on_shard + on_repl, window_b, share_b);
   }
+  // What of a layer's backward_slot its collectives' sharing of the pass's links adds to
+  // the passes they run beside (PassShare::Sharing::slowed), where the slot does not count
+  // them waited for.
+  double backward_slowed(const MicroStepCollectives& c) const {
+    if (!backward) return 0;
+    const double on_shard = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? rs : 0);
+    const double on_repl = c.all_reduce && !ar_apart ? ar : 0;
+    return std::min(backward_slot(c, false), cost->collective_overlap * share_b.with(on_shard + on_repl).slowed);
+  }
   // What the head's slot adds over a layer's at the step's end (a 128K vocabulary's
   // all-gather outlasting the last layer's forward: +18.8 ms of a Llama 3 8B zero2 step on
   // the PCIe box, +43 ms where its ring of 4 leaves the collectives exposed); a pipeline's
@@ -1374,7 +1383,14 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
           const double layer_b = dp.backward_slot(c, false);
           last_backward.per_layer += w_last * layer_b;
           if (!head_alone) last_backward.head += w_last * (dp.backward_slot(c, true) - layer_b);
-          if (k == accum - 1) last_backward.handed_off = layer_b;
+          if (k == accum - 1) {
+            // Beyond the micro-step before (with one, beyond nothing).
+            const MicroStepCollectives before = micro_step_collectives(ch.sharding, k - 1, accum, data_gpus);
+            const double other = accum > 1 ? dp.backward_slot(before, false) : 0;
+            const double other_slowed = accum > 1 ? dp.backward_slowed(before) : 0;
+            last_backward.handed_off = layer_b - other;
+            last_backward.in_flight = last_backward.handed_off - (dp.backward_slowed(c) - other_slowed);
+          }
         }
       };
       add(0, 1);

@@ -185,11 +185,15 @@ struct ForwardGathers {
 
 // What a pipeline's last micro-batch's backward pays in collectives beyond its mean share
 // (CostModel::pipeline_step): each layer's, and on the model's last chunk the head's beyond
-// a layer's. `handed_off`: one layer's whole slot in that micro-batch, which a pipeline of
-// one micro-batch does not wait for on each stage after the first.
+// a layer's. A chunk's last layer leaves its collectives in flight, and the slot that
+// layer's take in that micro-batch beyond the micro-batch before's (the whole slot with
+// one micro-batch) is off the path but on the model's first chunk, where the optimizer
+// waits for it: `handed_off` on a stage's last backward, which nothing follows; `in_flight`
+// on a backward that another action follows, whose passes the collectives still slow
+// where they share links (DpCosts::backward_slowed).
 struct LastBackward {
   double per_layer = 0, head = 0;
-  double handed_off = 0;
+  double handed_off = 0, in_flight = 0;
 };
 
 class CostModel {
