@@ -1377,6 +1377,9 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
           const auto g = ahead ? ForwardGathers{} : dp.forward_gathers(c);
           const double w = (k == 0 ? 1.0 : 0.0) - static_cast<double>(times) / accum;
           first_gathers.per_layer += w * g.per_layer;
+          // (Gathered ahead, micro-batch 0's are all in flight at once.)
+          if (!(ahead && k == 0))
+            first_gathers.mean_per_layer += static_cast<double>(times) / accum * dp.forward_gathers(c).per_layer;
           first_gathers.first_end += w * g.first_end;
           first_gathers.other_end += w * g.other_end;
           const double w_last = (k == accum - 1 ? 1.0 : 0.0) - static_cast<double>(times) / accum;

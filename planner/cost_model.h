@@ -180,6 +180,10 @@ struct GroupCollective {
 // share of them in a pipeline (CostModel::pipeline_step).
 struct ForwardGathers {
   double per_layer = 0, first_end = 0, other_end = 0;
+  // In a pipeline, a layer's share of them over every micro-step, which the mean share
+  // charges each layer: a chunk's last layer prefetches nothing, but on the model's last
+  // chunk, the head's (schedule.cc pipeline_workload).
+  double mean_per_layer = 0;
   double end(bool first) const { return first ? first_end : other_end; }
 };
 

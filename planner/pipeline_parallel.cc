@@ -381,14 +381,17 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   for (int g = 0; g < S; ++g) {
     const int s = g % p, n = pp_chunk_layer_count(layout, g);
     uneven = uneven || n != pp_chunk_layer_count(layout, 0);
+    // Its layers that prefetch the next one's weights (the last chunk's last, the head's).
+    const int prefetching = g == S - 1 ? n : std::max(0, n - 1);
     if (m > 1) {
       first_excess[static_cast<size_t>(g)] =
-          n * first_gathers.per_layer + first_gathers.end(g == 0);
+          prefetching * first_gathers.per_layer + first_gathers.end(g == 0);
       last_excess[static_cast<size_t>(g)] = n * last_backward.per_layer + (g == S - 1 ? last_backward.head : 0);
     }
     const double head = g == S - 1 ? logits : 0;
     const double ends = g == 0 ? fsdp_ends.first : g == S - 1 ? fsdp_ends.last : fsdp_ends.middle;
-    real_chunk[static_cast<size_t>(g)] = n * real_layer + ends + head + exchange_s[static_cast<size_t>(s)] / v;
+    real_chunk[static_cast<size_t>(g)] = n * real_layer - (n - prefetching) * first_gathers.mean_per_layer + ends +
+                                         head + exchange_s[static_cast<size_t>(s)] / v;
     // The last micro-batch's backward of a chunk leaves its last layer's collectives in
     // flight (LastBackward; with one micro-batch, that is every backward). Charged there,
     // an interleaved zero1 step of pp 4 x 4 chunks on the TPU torus was priced 17 % over
