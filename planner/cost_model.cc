@@ -235,22 +235,30 @@ struct DpCosts {
   double slot(const MicroStepCollectives& c, bool head) const {
     return forward_gather(c, head ? ag_vocab : ag) + backward_slot(c, head);
   }
+  // A backward's collectives: on the shard group's links (the gather prefetched, the
+  // gradients' reduce-scatter) and on the replicas' (their all-reduce).
+  struct BackwardLoad {
+    double shard = 0, repl = 0;
+  };
+  BackwardLoad backward_load(const MicroStepCollectives& c, bool head) const {
+    return {(c.backward_gather ? ag : 0) + (c.reduce_scatter ? (head ? rs_vocab : rs) : 0),
+            c.all_reduce ? (head ? ar_vocab : ar) : 0};
+  }
   // The slot's backward part (a pipeline's last micro-step differs from the others in it).
   double backward_slot(const MicroStepCollectives& c, bool head) const {
     if (!backward) return 0;
-    const double on_shard = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? (head ? rs_vocab : rs) : 0);
-    const double on_repl = c.all_reduce ? (head ? ar_vocab : ar) : 0;
-    return ar_apart ? std::max(beside(on_shard, window_b, share_b), cost->collective_exposed_s(on_repl, window_ar))
-                    : beside(on_shard + on_repl, window_b, share_b);
+    const BackwardLoad b = backward_load(c, head);
+    return ar_apart ? std::max(beside(b.shard, window_b, share_b), cost->collective_exposed_s(b.repl, window_ar))
+                    : beside(b.shard + b.repl, window_b, share_b);
   }
   // What of a layer's backward_slot its collectives' sharing of the pass's links adds to
   // the passes they run beside (PassShare::Sharing::slowed), where the slot does not count
   // them waited for.
   double backward_slowed(const MicroStepCollectives& c) const {
     if (!backward) return 0;
-    const double on_shard = (c.backward_gather ? ag : 0) + (c.reduce_scatter ? rs : 0);
-    const double on_repl = c.all_reduce && !ar_apart ? ar : 0;
-    return std::min(backward_slot(c, false), cost->collective_overlap * share_b.with(on_shard + on_repl).slowed);
+    const BackwardLoad b = backward_load(c, false);
+    return std::min(backward_slot(c, false),
+                    cost->collective_overlap * share_b.with(b.shard + (ar_apart ? 0 : b.repl)).slowed);
   }
   // What the head's slot adds over a layer's at the step's end (a 128K vocabulary's
   // all-gather outlasting the last layer's forward: +18.8 ms of a Llama 3 8B zero2 step on
@@ -1374,12 +1382,12 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
           stage_ends.middle += times * dp.chunk_ends(c, false, false, ahead && k == 0, handoff, false) / accum;
           stage_ends.last += times * dp.chunk_ends(c, false, true, ahead && k == 0, handoff, head_alone) / accum;
           if (k == accum - 1) stage_ends.tail = dp.pipeline_tail(c);
-          const auto g = ahead ? ForwardGathers{} : dp.forward_gathers(c);
+          const ForwardGathers fg = dp.forward_gathers(c);
+          const ForwardGathers g = ahead ? ForwardGathers{} : fg;
           const double w = (k == 0 ? 1.0 : 0.0) - static_cast<double>(times) / accum;
           first_gathers.per_layer += w * g.per_layer;
           // (Gathered ahead, micro-batch 0's are all in flight at once.)
-          if (!(ahead && k == 0))
-            first_gathers.mean_per_layer += static_cast<double>(times) / accum * dp.forward_gathers(c).per_layer;
+          if (!(ahead && k == 0)) first_gathers.mean_per_layer += static_cast<double>(times) / accum * fg.per_layer;
           first_gathers.first_end += w * g.first_end;
           first_gathers.other_end += w * g.other_end;
           const double w_last = (k == accum - 1 ? 1.0 : 0.0) - static_cast<double>(times) / accum;
