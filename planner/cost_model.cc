@@ -1236,8 +1236,8 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
     // the recomputed QKV GEMM; the backward proper after the recomputed forward, linear_fwd
     // of linear_bwd). TP collectives waited for at once split their pass's TP time: an
     // all-gather before the QKV GEMM and the FFN, a reduce-scatter after the output
-    // projection and the FFN; the backward's the other way round (selective
-    // recomputation's extra all-gather left out).
+    // projection and the FFN; the backward's the other way round, after selective
+    // recomputation's all-gather and up/gate GEMMs.
     // TP comm overlap: each GEMM in tp chunks (schedule.cc tp_gather_gemm, tp_gemm_scatter),
     // the first chunk's all-gather alone before it or the last chunk's reduce-scatter after
     // it, the other tp - 1 chunks' transfers beside a GEMM chunk (tp_overlapped_s).
@@ -1290,8 +1290,11 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
     dp.share_f.cost = dp.share_b.cost = &cost_;
     forward_pass(dp.share_f);
     if (full) forward_pass(dp.share_b);
-    const double own_b = full ? lin_b - lin_f : lin_b;
+    // Selective recomputation reruns the FFN's up/gate GEMMs, its all-gather first.
+    const bool selective = ch.checkpointing == Checkpointing::kSelective;
+    const double own_b = full ? lin_b - lin_f : selective ? lin_b - up * lin_f : lin_b;
     PassShare& b = dp.share_b;
+    if (selective) tp_gemm(b, up * lin_f, tp_ag, true);
     ffn(b, down * own_b, up * own_b);
     tp_gemm(b, op * own_b, tp_ag, true);
     b.attention(real.phases_bwd, bit, shard);
