@@ -260,6 +260,14 @@ struct DpCosts {
     return std::min(backward_slot(c, false),
                     cost->collective_overlap * share_b.with(b.shard + (ar_apart ? 0 : b.repl)).slowed);
   }
+  // What a layer's backward slot counts for prefetching the next layer's gather, which a
+  // pipeline chunk's lowest layer has none to do (schedule.cc pipeline_workload).
+  double unprefetched(const MicroStepCollectives& c) const {
+    if (!c.backward_gather) return 0;
+    MicroStepCollectives none = c;
+    none.backward_gather = false;
+    return backward_slot(c, false) - backward_slot(none, false);
+  }
   // What the head's slot adds over a layer's at the step's end (a 128K vocabulary's
   // all-gather outlasting the last layer's forward: +18.8 ms of a Llama 3 8B zero2 step on
   // the PCIe box, +43 ms where its ring of 4 leaves the collectives exposed); a pipeline's
@@ -1385,6 +1393,7 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
           stage_ends.middle += times * dp.chunk_ends(c, false, false, ahead && k == 0, handoff, false) / accum;
           stage_ends.last += times * dp.chunk_ends(c, false, true, ahead && k == 0, handoff, head_alone) / accum;
           if (k == accum - 1) stage_ends.tail = dp.pipeline_tail(c);
+          stage_ends.unprefetched += times * dp.unprefetched(c) / accum;
           const ForwardGathers fg = dp.forward_gathers(c);
           const ForwardGathers g = ahead ? ForwardGathers{} : fg;
           const double w = (k == 0 ? 1.0 : 0.0) - static_cast<double>(times) / accum;

@@ -303,6 +303,9 @@ class CostModel {
   struct PipelineEnds {
     double first = 0, middle = 0, last = 0;
     double tail = 0;  // once per step: the stage's last gradients, waited for before the optimizer
+    // A chunk's lowest layer prefetches no weights for a backward below it: what a
+    // layer's slot counts for that gather (fsdp, hsdp; DpCosts::unprefetched).
+    double unprefetched = 0;
   };
   PipelineStep pipeline_step(const Job& job, const PlanChoice& choice, const LayerTimes& real,
                              const LayerTimes& free, double fsdp_layer, const PipelineEnds& fsdp_ends,

@@ -400,6 +400,9 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
       const double off = g < p ? last_backward.handed_off : last_backward.in_flight;
       (m > 1 ? last_excess : real_chunk)[static_cast<size_t>(g)] -= off;
     }
+    // Its lowest layer's backward prefetches nothing (with one micro-batch, above, that
+    // layer's whole slot is off the path on every chunk but the first).
+    if (n > 0 && (m > 1 || g == 0)) real_chunk[static_cast<size_t>(g)] -= fsdp_ends.unprefetched;
     ends_differ = ends_differ || first_excess[static_cast<size_t>(g)] != 0 || last_excess[static_cast<size_t>(g)] != 0;
     real_stage[static_cast<size_t>(s)] += real_chunk[static_cast<size_t>(g)];
     free_stage[static_cast<size_t>(s)] += n * free_layer + head;
