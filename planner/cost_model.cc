@@ -251,22 +251,21 @@ struct DpCosts {
     return ar_apart ? std::max(beside(b.shard, window_b, share_b), cost->collective_exposed_s(b.repl, window_ar))
                     : beside(b.shard + b.repl, window_b, share_b);
   }
-  // What of a layer's backward_slot its collectives' sharing of the pass's links adds to
-  // the passes they run beside (PassShare::Sharing::slowed), where the slot does not count
-  // them waited for.
-  double backward_slowed(const MicroStepCollectives& c) const {
+  // What of a layer's backward slot (`slot`, backward_slot's) its collectives' sharing of
+  // the pass's links adds to the passes they run beside (PassShare::Sharing::slowed), where
+  // the slot does not count them waited for.
+  double backward_slowed(const MicroStepCollectives& c, double slot) const {
     if (!backward) return 0;
     const BackwardLoad b = backward_load(c, false);
-    return std::min(backward_slot(c, false),
-                    cost->collective_overlap * share_b.with(b.shard + (ar_apart ? 0 : b.repl)).slowed);
+    return std::min(slot, cost->collective_overlap * share_b.with(b.shard + (ar_apart ? 0 : b.repl)).slowed);
   }
-  // What a layer's backward slot counts for prefetching the next layer's gather, which a
-  // pipeline chunk's lowest layer has none to do (schedule.cc pipeline_workload).
-  double unprefetched(const MicroStepCollectives& c) const {
+  // What a layer's backward slot (`slot`) counts for prefetching the next layer's gather,
+  // which a pipeline chunk's lowest layer has none to do (schedule.cc pipeline_workload).
+  double unprefetched(const MicroStepCollectives& c, double slot) const {
     if (!c.backward_gather) return 0;
     MicroStepCollectives none = c;
     none.backward_gather = false;
-    return backward_slot(c, false) - backward_slot(none, false);
+    return slot - backward_slot(none, false);
   }
   // What the head's slot adds over a layer's at the step's end (a 128K vocabulary's
   // all-gather outlasting the last layer's forward: +18.8 ms of a Llama 3 8B zero2 step on
@@ -1393,7 +1392,6 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
           stage_ends.middle += times * dp.chunk_ends(c, false, false, ahead && k == 0, handoff, false) / accum;
           stage_ends.last += times * dp.chunk_ends(c, false, true, ahead && k == 0, handoff, head_alone) / accum;
           if (k == accum - 1) stage_ends.tail = dp.pipeline_tail(c);
-          stage_ends.unprefetched += times * dp.unprefetched(c) / accum;
           const ForwardGathers fg = dp.forward_gathers(c);
           const ForwardGathers g = ahead ? ForwardGathers{} : fg;
           const double w = (k == 0 ? 1.0 : 0.0) - static_cast<double>(times) / accum;
@@ -1404,15 +1402,16 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
           first_gathers.other_end += w * g.other_end;
           const double w_last = (k == accum - 1 ? 1.0 : 0.0) - static_cast<double>(times) / accum;
           const double layer_b = dp.backward_slot(c, false);
+          stage_ends.unprefetched += times * dp.unprefetched(c, layer_b) / accum;
           last_backward.per_layer += w_last * layer_b;
           if (!head_alone) last_backward.head += w_last * (dp.backward_slot(c, true) - layer_b);
           if (k == accum - 1) {
             // Beyond the micro-step before (with one, beyond nothing).
             const MicroStepCollectives before = micro_step_collectives(ch.sharding, k - 1, accum, data_gpus);
             const double other = accum > 1 ? dp.backward_slot(before, false) : 0;
-            const double other_slowed = accum > 1 ? dp.backward_slowed(before) : 0;
+            const double other_slowed = accum > 1 ? dp.backward_slowed(before, other) : 0;
             last_backward.handed_off = layer_b - other;
-            last_backward.in_flight = last_backward.handed_off - (dp.backward_slowed(c) - other_slowed);
+            last_backward.in_flight = last_backward.handed_off - (dp.backward_slowed(c, layer_b) - other_slowed);
           }
         }
       };
