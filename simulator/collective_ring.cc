@@ -94,21 +94,23 @@ double collective_extra_latency_s(const CollectiveRole& r, const Op& op, const R
   return std::max(rail, node);
 }
 
-double lone_collective_s(const CollectiveRole& full, int self, const Op& op, const Fabric& fabric,
-                         const CostParams& costs, const RingStepLatency& step, const std::vector<double>& lone_flows) {
-  double flows = 0;
+LoneCollective lone_collective(const CollectiveRole& full, int self, const Op& op, const Fabric& fabric,
+                               const CostParams& costs, const RingStepLatency& step,
+                               const std::vector<double>& lone_flows) {
+  LoneCollective out;
   for (const MessageEnd& e : collective_flows(full, self, op)) {
     if (!e.sender) continue;
     double bytes_per_s = 0;
     for (int l : fabric.route(e.src, e.dst)) {
-      const size_t link = static_cast<size_t>(l);
-      const double sharing = link < lone_flows.size() ? std::max(1.0, lone_flows[link]) : 1.0;
-      const double bw = costs.link_bytes_per_s(fabric.links()[link]) / sharing;
+      const auto link = static_cast<size_t>(l);
+      const double bw = costs.link_bytes_per_s(fabric.links()[link]) / std::max(1.0, lone_flows[link]);
       bytes_per_s = bytes_per_s > 0 ? std::min(bytes_per_s, bw) : bw;
     }
-    flows = std::max(flows, costs.route_latency_s(fabric, e.src, e.dst) + e.bytes / bytes_per_s);
+    out.transfer_s = std::max(out.transfer_s, e.bytes / bytes_per_s);
+    out.latency_s = std::max(out.latency_s, costs.route_latency_s(fabric, e.src, e.dst));
   }
-  return flows + collective_extra_latency_s(full, op, step);
+  out.latency_s += collective_extra_latency_s(full, op, step);
+  return out;
 }
 
 }  // namespace rm::sim

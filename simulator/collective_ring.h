@@ -58,13 +58,18 @@ inline bool lost_ring(const CollectiveRole& replayed, const CollectiveRole& full
   return (full.rail_succ >= 0 && replayed.rail_succ < 0) || (full.node_succ >= 0 && replayed.node_succ < 0);
 }
 
-// Seconds collective `op` lasts at least for a member that folding left alone on a ring
-// (lost_ring): its own flows on its full rings, each at the slowest link of its route as
-// the lost rings' flows share it (`lone_flows`, per link: ReplicaLoad::lone_flows; none
-// counted, unshared), then the rings' remaining step latencies. A member alone on both
-// rings posts no flow and waits this long; one that kept a ring waits for that ring's
-// flows too.
-double lone_collective_s(const CollectiveRole& full, int self, const Op& op, const Fabric& fabric,
-                         const CostParams& costs, const RingStepLatency& step, const std::vector<double>& lone_flows);
+// Collective `op` of a member that folding left alone on a ring (lost_ring): its own
+// flows on its full rings, each at the slowest link of its route as the lost rings' flows
+// share it (`lone_flows`, per link: ReplicaLoad::lone_flows), then its routes' latency and
+// the rings' remaining step latencies. A member alone on both rings posts no flow and
+// waits this long; one that kept a ring waits for that ring's flows too. The replay runs
+// the transfer at the rate the replayed flows beside it leave (replica_load.h).
+struct LoneCollective {
+  double transfer_s = 0;
+  double latency_s = 0;
+};
+LoneCollective lone_collective(const CollectiveRole& full, int self, const Op& op, const Fabric& fabric,
+                               const CostParams& costs, const RingStepLatency& step,
+                               const std::vector<double>& lone_flows);
 
 }  // namespace rm::sim

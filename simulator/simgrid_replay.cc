@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -58,9 +59,13 @@ struct Half {
 struct RingCollective {
   std::vector<Half> flows;
   double extra_latency_s = 0;  // the ring steps' latencies after its flows
-  double at_least_s = 0;       // a ring folding left alone: its full rings' time (lone_collective_s)
   double start_s = -1;         // when its flows were posted
-  double end_s = -1;           // its flows' end plus extra_latency_s (at least at_least_s), once known
+  double end_s = -1;           // its flows' end plus extra_latency_s (at least lone_end_s), once known
+  // A ring folding left alone (lone_collective): run by an actor of its own, which sets its
+  // end and releases lone_done.
+  std::optional<LoneCollective> lone;
+  double lone_end_s = -1;
+  sg4::SemaphorePtr lone_done;
   // Queued: what it runs after, its op, and a semaphore released once it has ended.
   std::shared_ptr<RingCollective> previous;
   const Op* op = nullptr;
@@ -203,8 +208,8 @@ class SimGridReplay {
   // network model finishes it, which the actors only see at their waits.
   void follow_replica_load(const Platform& p) {
     ReplicaLoad load = full_roles_ ? replica_load(s_, fabric_, roles_, *full_roles_) : ReplicaLoad{};
-    lone_flows_ = std::move(load.lone_flows);
-    if (!load.folded) return;
+    lone_flows_ = load.lone_flows;
+    if (!load.followed()) return;
     std::vector<double> capacity;
     for (const Link& l : fabric_.links()) capacity.push_back(costs_.link_bytes_per_s(l));
     replica_links_ = std::make_unique<ReplicaLinks>(std::move(load), fabric_, p.links(), std::move(capacity));
@@ -249,19 +254,27 @@ class SimGridReplay {
       free_mailboxes_.pop_back();
       return made;
     });
-    if (!first) {
-      free_mailboxes_.push_back(t->mailbox);  // empty again once this half matches
-      ++activities_;
-    }
     Half h{t, nullptr};
     // The source's end is the put, the destination's the get (a GPU's transfer to itself,
     // a one-member collective, posts the put, then the get).
-    if (e.sender) {
-      h.comm = t->mailbox->put_async(t.get(), static_cast<uint64_t>(std::llround(e.bytes)));
+    // (clang < 16 cannot capture the structured binding t.)
+    const auto start = [&h, &e, transfer = t.get()] {
+      if (e.sender) {
+        h.comm = transfer->mailbox->put_async(transfer, static_cast<uint64_t>(std::llround(e.bytes)));
+      } else {
+        h.comm = transfer->mailbox->get_async<void>(&transfer->received);
+      }
+    };
+    if (!first && replica_links_) {
+      replica_links_->at_capacity(t->src, t->dst, start);  // the second half creates the flow
     } else {
-      h.comm = t->mailbox->get_async<void>(&t->received);
+      start();
     }
     if (!first) {
+      // Empty again now that this half matched; not before, as at_capacity's simcalls let
+      // other actors run, which would post their first halves on it.
+      free_mailboxes_.push_back(t->mailbox);
+      ++activities_;
       streaming_.emplace(h.comm->get_impl(), t);  // both halves' comms are this activity
       if (replica_links_) replica_links_->started(t->src, t->dst, t->kind());
     }
@@ -283,6 +296,17 @@ class SimGridReplay {
   void start_flows(RingCollective& c, const CollectiveRole& role, int g, const Op& op) {
     c.start_s = sg4::Engine::get_clock();
     for (const MessageEnd& e : collective_flows(role, g, op)) c.flows.push_back(post(e, op));
+    if (c.lone) start_lone(c, op.group);
+  }
+  // A lost ring's collective: its copies' flows load the links while it runs at the rate
+  // the replayed flows beside it leave (replica_load.h).
+  void start_lone(RingCollective& c, int group) {
+    c.lone_done = sg4::Semaphore::create(0);
+    sg4::Actor::create("lone", sg4::this_actor::get_host(), [this, &c, group] {
+      replica_links_->run_lone(group, c.lone->transfer_s);
+      c.lone_end_s = sg4::Engine::get_clock() + c.lone->latency_s;
+      c.lone_done->release();
+    })->daemonize();
   }
   // Waits for `c`'s flows and sets its end.
   void wait_flows(RingCollective& c) {
@@ -291,7 +315,11 @@ class SimGridReplay {
       wait(h);
       flows_end = std::max(flows_end, arrival(h));
     }
-    c.end_s = std::max(flows_end + c.extra_latency_s, c.start_s + c.at_least_s);
+    if (c.lone) {
+      c.lone_done->acquire();
+      c.lone_done->release();  // for whoever else waits for it
+    }
+    c.end_s = std::max(flows_end + c.extra_latency_s, c.lone_end_s);
   }
   // Waits for `c` to end (a queued one: for its queue's actor to say so), and returns its end.
   double finish(RingCollective& c) {
@@ -312,6 +340,7 @@ class SimGridReplay {
       for (const Half& h : c.flows) {
         if (!h.t->streamed) return false;
       }
+      if (c.lone && c.lone_end_s < 0) return false;
       finish(c);  // its flows are done: this only reads their ends
     }
     return c.end_s <= sg4::Engine::get_clock();
@@ -324,7 +353,9 @@ class SimGridReplay {
     c->extra_latency_s = collective_extra_latency_s(role, op, step);
     if (full_roles_) {
       const CollectiveRole& full = full_roles_->at(op.group, g);
-      if (lost_ring(role, full)) c->at_least_s = lone_collective_s(full, g, op, fabric_, costs_, step, lone_flows_);
+      if (lost_ring(role, full)) {
+        c->lone = lone_collective(full, g, op, fabric_, costs_, step, lone_flows_);
+      }
     }
     // Once the group has a runner, every collective goes through it: an actor waiting for
     // comms another actor posted leaves them listed on the poster in SimGrid 3.32 (see

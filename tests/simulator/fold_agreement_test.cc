@@ -62,15 +62,17 @@ Agreement full_and_fast(const Topology& topo, const PlanChoice& choice, int64_t 
   return a;
 }
 
-// One layer of `model_name` on `gpus` GPUs of `topology`, planned with `pins` (the p2p ring
-// unless they pin another kind), replayed in full and fast.
-Agreement layer_full_and_fast(const char* model_name, const char* topology, int gpus, int64_t seq, SearchPins pins) {
+// One layer of `model_name` on `gpus` GPUs of `topology` (or a step of `batch_tokens`),
+// planned with `pins` (the p2p ring unless they pin another kind), replayed in full and fast.
+Agreement layer_full_and_fast(const char* model_name, const char* topology, int gpus, int64_t seq, SearchPins pins,
+                              int64_t batch_tokens = 0) {
   const Topology topo = load_topology(topology);
   const ModelSpec model = load_model(model_name);
   const Fabric fabric(topo, gpus);
   const CostParams cost = CostParams::from_topology(topo);
-  Job job = make_job(topo, gpus, seq, Workload::kLayer);
+  Job job = make_job(topo, gpus, seq, batch_tokens > 0 ? Workload::kStep : Workload::kLayer);
   job.model = model_name;
+  job.batch_tokens = batch_tokens;
   if (!pins.cp_comm_type) pins.cp_comm_type = Strategy::kRing;
   const Plan plan = Planner(model, fabric, cost).best_plan(job, pins);
   REQUIRE(plan.choice.strategy == *pins.cp_comm_type);
@@ -78,8 +80,8 @@ Agreement layer_full_and_fast(const char* model_name, const char* topology, int 
   sim::SimulateOptions fast_opt;
   fast_opt.fold_ring_steps = fast_opt.fold_replicas = true;
   Agreement a{sim::simulate_plan(plan, model, fabric, cost), sim::simulate_plan(plan, model, fabric, cost, fast_opt)};
-  std::printf("%s on %d GPUs of %s, %s, a layer: full %.6f s, fast %.6f s (%+.3f %%); %s\n", model_name, gpus, topology,
-              to_string(plan.choice.sharding), a.full.step_time_s, a.fast.step_time_s,
+  std::printf("%s on %d GPUs of %s, %s, a %s: full %.6f s, fast %.6f s (%+.3f %%); %s\n", model_name, gpus, topology,
+              to_string(plan.choice.sharding), batch_tokens > 0 ? "step" : "layer", a.full.step_time_s, a.fast.step_time_s,
               100 * (a.fast.step_time_s / a.full.step_time_s - 1), a.fast.note.c_str());
   CHECK(a.fast.fast);
   return a;
@@ -117,8 +119,8 @@ TEST_CASE("fast replay within 2 % of the full one: flat ring, 1,024 GPUs") {
 TEST_CASE("fast replay within 2 % of the full one: hsdp, its replica groups folded to one member") {
   // hsdp over a flat ring of 32: a ring's GPUs form a shard group, the 32 replicas' GPUs of a
   // ring position a replica group. One replica is replayed, so each replica group is left
-  // with one member: its all-reduce runs as a timed wait (collective_ring.h
-  // lone_collective_s) and its full flows load no replayed link (replica_load.h).
+  // with one member: its all-reduce posts no flow (collective_ring.h lone_collective); its
+  // group's full flows load the links while it runs (replica_load.h).
   const Topology topo = load_topology("dgx-h100-superpod");
   PlanChoice ch = ring(Schedule::kFlat, 32, node_major_order(kGpus));
   ch.sharding = Sharding::kHsdp;
@@ -147,7 +149,7 @@ TEST_CASE("fast replay within 1 % of the full one: a data-parallel group left wi
 
 TEST_CASE("fast replay within 1 % of the full one: hsdp with tp, the idle FSDP groups load no link") {
   // Llama 2 13B, one layer at 32K on 32 GPUs of llama3-h100-roce, tp 4 x cp 2 x hsdp: each
-  // replica group has one member replayed, whose all-reduce is a timed wait. The plan also
+  // replica group has one member replayed, whose all-reduce posts no flow. The plan also
   // lists the FSDP groups hsdp leaves idle; their lost rings were counted as the wait's
   // neighbours on every NIC, doubling it (+6.7 %; +8.4 % at 512 GPUs).
   SearchPins pins;
@@ -162,8 +164,8 @@ TEST_CASE("fast replay within 1 % of the full one: hsdp with tp, the idle FSDP g
 TEST_CASE("fast replay within 1 % of the full one: lone members' copies share links, ring steps pay mean hop latency") {
   // Two layers replayed whole and folded. (1) OpenLLaMA 3B at 8K on 32 chips of the TPU v4
   // torus, a2a over 8 and hsdp: each replica group (4 chips, one per a2a group) has one
-  // member replayed, whose all-reduce is a timed wait (lone_collective_s); the torus routes
-  // neighbouring replica rings over the same links, which the wait now shares (-4.7 %
+  // member replayed, whose all-reduce posts no flow (lone_collective); the torus routes
+  // neighbouring replica rings over the same links, which its time now shares (-4.7 %
   // before). (2) Llama 2 13B at 32K on 1,024 GPUs of the SuperPOD, a2a+p2p 8 x 2 and zero2
   // over every GPU: the replayed nodes' rail hops stay under one leaf, the rings' other
   // hops cross the spine; each further ring step pays the ring's mean hop latency
@@ -190,6 +192,24 @@ TEST_CASE("fast replay within 1 % of the full one: lone members' copies share li
     CHECK(a.fast.note.find("emitted") != std::string::npos);
     CHECK(a.error() < 0.01);
   }
+}
+
+TEST_CASE("fast replay within 0.1 % of the full one: a lone member's all-reduce runs at its links' share, and loads them") {
+  // Llama 2 13B, a step of two 8K sequences on 32 chips of the TPU v4 torus, a2a over 8 and
+  // hsdp over 4 replicas: each replica group has one member replayed, whose all-reduce
+  // posts no flow. As a timed wait that loaded no link, its copies' hops left the torus
+  // links they share with the shard groups' collectives and the all-to-alls to those
+  // (-11.7 %). Now its group's flows load the links while it runs, and it runs at the rate
+  // the replayed flows beside it leave (replica_load.h): the full replay's figure.
+  SearchPins pins;
+  pins.cp = 8;
+  pins.cp_comm_type = Strategy::kUlysses;
+  pins.sharding = Sharding::kHsdp;
+  pins.checkpointing = Checkpointing::kFull;
+  pins.micro_batch = 1;
+  const Agreement a = layer_full_and_fast("llama2-13b", "tpu-v4-torus", 32, 8192, pins, 16384);
+  CHECK(a.fast.note.find("1 of 4 data-parallel rings emitted") != std::string::npos);
+  CHECK(a.error() < 0.001);
 }
 
 TEST_CASE("fast replay within 2 % of the full one: bidirectional ring, 1,024 GPUs") {
