@@ -16,11 +16,14 @@ Grids (the link sharing of data-parallel collectives beside context rings and TP
         pcie-8gpu-box (8) x pp 2, 4 x 1F1B, interleaved 2 chunks (pp 4) x fsdp, zero1, ddp,
         zero2 x 4, 8 micro-batches x Llama 3 8B, Llama 2 13B at 8K; cp fills half of a
         stage, one sequence a micro-batch (240 plans)
+  drain pcie-8gpu-box (8 GPUs), dgx-a100-ib and tpu-v4-torus (16), tpu-v4-torus (32) x pp 2,
+        4 x fsdp, zero1, ddp, zero2 x 1, 2 micro-batches x Llama 3 8B and its 4-layer shapes
+        at 4K; cp fills half of a stage (128 plans)
   random  80 step plans drawn with --seed (default 7): 7 topologies, 7 models, 4K-32K, 1, 2
         or 4 sequences a step, and some of sharding, checkpointing, cp, tp pinned, the rest
         (pp among it) the planner's pick
 
-Usage: bench/agreement_grid.py [--grid comm|tp|pp|random] [--seed S] [--full] [--every N] [--jobs J] RINGMASTER [RINGMASTER2]
+Usage: bench/agreement_grid.py [--grid comm|tp|pp|drain|random] [--seed S] [--full] [--every N] [--jobs J] RINGMASTER [RINGMASTER2]
 """
 import argparse
 import itertools
@@ -68,6 +71,20 @@ def pp_grid():
                    "--batch-tokens", f"{8 * micro_batches * replicas}K"]
 
 
+def drain_grid():
+    # Pipelines of one or two micro-batches, where a step is its fill and drain: each
+    # stage's first gathers and last gradients' collectives on the path, the head's and the
+    # embedding's at the ends.
+    for topo, gpus in [("tpu-v4-torus", 16), ("tpu-v4-torus", 32), ("dgx-a100-ib", 16), ("pcie-8gpu-box", 8)]:
+        for pp, sharding, micro_batches, model in itertools.product(
+                [2, 4], ["fsdp", "zero1", "ddp", "zero2"], [1, 2], ["llama3-8b-4layers", "llama3-8b"]):
+            cp = max(1, gpus // pp // 2)
+            replicas = gpus // pp // cp
+            yield ["--model", model, "--topology", topo, "--gpus", str(gpus), "--seq", "4K", "--pp", str(pp),
+                   "--sharding", sharding, "--cp", str(cp), "--micro-batch", "1",
+                   "--batch-tokens", f"{4 * micro_batches * replicas}K"]
+
+
 def random_grid(seed):
     rng = random.Random(seed)
     topologies = [("pcie-8gpu-box", [8]), ("tpu-v4-torus", [16, 32]), ("dgx-a100-ib", [16, 32]),
@@ -101,7 +118,7 @@ def error_pct(binary, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--grid", choices=["comm", "tp", "pp", "random"], default="comm")
+    ap.add_argument("--grid", choices=["comm", "tp", "pp", "drain", "random"], default="comm")
     ap.add_argument("--seed", type=int, default=7, help="the random grid's draw")
     ap.add_argument("--full", action="store_true", help="replay every op (simulate --full)")
     ap.add_argument("--every", type=int, default=1, help="keep one plan in N")
@@ -110,7 +127,7 @@ def main():
     o = ap.parse_args()
     if len(o.binaries) > 2 or o.every < 1 or o.jobs < 1:
         ap.error("one or two binaries; --every and --jobs at least 1")
-    grids = {"comm": comm_grid, "tp": tp_grid, "pp": pp_grid, "random": lambda: random_grid(o.seed)}
+    grids = {"comm": comm_grid, "tp": tp_grid, "pp": pp_grid, "drain": drain_grid, "random": lambda: random_grid(o.seed)}
     plans = list(grids[o.grid]())[::o.every]
     if o.full:
         plans = [p + ["--full"] for p in plans]
