@@ -48,6 +48,32 @@ std::string check_rank_phases(const RankSchedule& rs) {
   return "";
 }
 
+// Every request a rank posts (send, receive, collective) is waited for exactly once, after
+// it is posted and before the rank's list ends: a backend completes each (an MPI request,
+// a CUDA event on NCCL's stream) and would leak or hang on one never waited, and a wait on
+// the wrong request lets an op start before its data is there.
+std::string check_rank_requests(const RankSchedule& rs) {
+  std::map<int, int> open;  // request -> the op that posted it
+  for (size_t i = 0; i < rs.ops.size(); ++i) {
+    const Op& op = rs.ops[i];
+    const std::string where = "rank " + std::to_string(rs.gpu) + ", op " + std::to_string(i);
+    if (op.kind == OpKind::kWait) {
+      if (open.erase(op.request) == 0) {
+        return where + ": waits for request " + std::to_string(op.request) + ", which is not in flight";
+      }
+    } else if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv || op.kind == OpKind::kCollective) {
+      if (!open.emplace(op.request, static_cast<int>(i)).second) {
+        return where + ": posts request " + std::to_string(op.request) + ", which is still in flight";
+      }
+    }
+  }
+  if (!open.empty()) {
+    return "rank " + std::to_string(rs.gpu) + ", op " + std::to_string(open.begin()->second) + ": request " +
+           std::to_string(open.begin()->first) + " is never waited for";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string contract_mismatch(int src, int dst, long long index, long long sent_tag,
@@ -66,6 +92,7 @@ std::string message_contract_violation(const OpSchedule& schedule) {
   for (const RankSchedule& rs : schedule.ranks) {
     if (rs.ops.empty()) continue;
     if (std::string e = check_rank_phases(rs); !e.empty()) return e;
+    if (std::string e = check_rank_requests(rs); !e.empty()) return e;
     for (size_t i = 0; i < rs.ops.size(); ++i) {
       const Op& op = rs.ops[i];
       const Message m{op.tag, op.bytes, op.phase, static_cast<int>(i)};

@@ -998,9 +998,11 @@ class Generator {
   }
 
   // Logits and loss, chunked; their backward right after (the head is still gathered).
-  void head(Rank& r, bool bwd) {
+  // `layer_below`: a layer's backward follows the head's (not on a pipeline chunk that holds
+  // the head alone), whose weights it prefetches.
+  void head(Rank& r, bool bwd, bool layer_below = true) {
     RankEmitter& em = r.em;
-    if (bwd) gather(r, layer_shard_bytes(), true);  // prefetch the last layer for its backward
+    if (bwd && layer_below) gather(r, layer_shard_bytes(), true);  // prefetch the last layer for its backward
     const int chunk = buf("logits_chunk", rb_.logits_chunk);
     em.alloc(chunk, rb_.logits_chunk);
     gemm(r, lin_.logits, mb_, true);
@@ -1177,7 +1179,7 @@ class Generator {
       const int grads = alloc_grad_stream(r);
       if (last) {
         wait_gather(r);  // the head, prefetched by the last layer's forward
-        head(r, true);
+        head(r, true, !empty);
         scatter(r, vocab_shard_bytes());  // head gradients
       } else if (!empty) {
         gather(r, layer_shard_bytes(), true);  // the chunk's last layer, for its backward

@@ -221,6 +221,40 @@ TEST_CASE("pipeline op lists: every stage's layers, the exchanges with g ± G/pp
   }
 }
 
+TEST_CASE("pipeline op lists: a chunk of the head alone gathers it for each micro-batch and waits for that gather") {
+  // Llama 3 8B's 4-layer shapes, pp 4 with the embedding and the loss counted as layers: the
+  // last stage holds the head alone. Its backward prefetched a layer's weights for a layer
+  // below that this chunk does not have, so the next micro-batch's head waited for that
+  // gather and never for its own, which no op waited for (the contract names it).
+  const PpCase c{"llama3-8b-4layers", "tpu-v4-torus", 16, 4, 1, 2, 4096, 4 * 4096, Strategy::kRing, Sharding::kFsdp,
+                 Checkpointing::kNone};
+  const Plan plan = pp_plan(c);
+  REQUIRE(plan.choice.grad_accum == 2);
+  const ModelSpec model = load_model(c.model);
+  const PipelineLayout layout = pp_layout(model.layers, plan.choice);
+  REQUIRE(pp_chunk_layer_count(layout, c.pp - 1) == 0);
+  const OpSchedule s = generate_schedule(plan, model, Fabric(load_topology(c.topo), c.gpus));
+  CHECK(message_contract_violation(s) == "");
+  const RankSchedule& last = s.ranks[static_cast<size_t>(c.gpus - 1)];
+  int gathers = 0, head_gemms = 0;
+  int gathered = -1;  // the last all-gather's request
+  bool waited = false;
+  for (const Op& op : last.ops) {
+    if (op.kind == OpKind::kCollective && op.collective == CollectiveKind::kAllGather) {
+      ++gathers;
+      gathered = op.request;
+      waited = false;
+    }
+    if (op.kind == OpKind::kWait && op.request == gathered) waited = true;
+    if (op.kind == OpKind::kCompute && op.compute == ComputeKind::kGemm && !op.backward) {
+      ++head_gemms;
+      CHECK(waited);  // the head's forward GEMM after its own gather's wait
+    }
+  }
+  CHECK(gathers == 2);  // the head's, once per micro-batch: no layer's
+  CHECK(head_gemms == 2);
+}
+
 TEST_CASE("interleaved pipeline op lists (pp 4 and 8, 2-4 chunks per stage): the message contract, every layer once") {
   const ModelSpec model = load_model("llama2-7b");
   struct Case {

@@ -709,6 +709,32 @@ TEST_CASE("schedule: two swapped receives break the contract, named by link and 
   CHECK(v.find("the receiver tag") != std::string::npos);
 }
 
+TEST_CASE("schedule: a request never waited for, or waited for twice, breaks the contract") {
+  const Topology topo = load_topology("dgx-a100-ib");
+  const Fabric fabric(topo, 4);
+  const Plan p = make_plan(4, 4, Schedule::kFlat, LoadBalance::kZigzag, true, 1024);
+  const OpSchedule good = generate_schedule(p, small_model(4, 2), fabric);
+  REQUIRE(message_contract_violation(good).empty());
+  auto first_wait = [](const std::vector<Op>& ops) {
+    return std::find_if(ops.begin(), ops.end(), [](const Op& op) { return op.kind == OpKind::kWait; });
+  };
+  OpSchedule dropped = good;
+  auto& ops = dropped.ranks[2].ops;
+  const auto w = first_wait(ops);
+  REQUIRE(w != ops.end());
+  const int request = w->request;
+  ops.erase(w);
+  std::string v = message_contract_violation(dropped);
+  CHECK(v.find("rank 2, op ") == 0);
+  CHECK(v.find("request " + std::to_string(request) + " is never waited for") != std::string::npos);
+  OpSchedule twice = good;
+  auto& ops2 = twice.ranks[2].ops;
+  ops2.insert(first_wait(ops2) + 1, *first_wait(ops2));
+  v = message_contract_violation(twice);
+  CHECK(v.find("rank 2, op ") == 0);
+  CHECK(v.find("waits for request " + std::to_string(request) + ", which is not in flight") != std::string::npos);
+}
+
 TEST_CASE("schedule: step workload tracks the memory model's peak and balances alloc/free") {
   const Topology topo = load_topology("dgx-a100-ib");
   for (Checkpointing ck : {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull}) {
