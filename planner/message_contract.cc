@@ -1,7 +1,10 @@
 // Checking the message contract on op lists (see message_contract.h).
 #include "planner/message_contract.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -53,7 +56,7 @@ std::string check_rank_phases(const RankSchedule& rs) {
 // a CUDA event on NCCL's stream) and would leak or hang on one never waited, and a wait on
 // the wrong request lets an op start before its data is there.
 std::string check_rank_requests(const RankSchedule& rs) {
-  std::map<int, int> open;  // request -> the op that posted it
+  std::unordered_map<int, int> open;  // request -> the op that posted it
   for (size_t i = 0; i < rs.ops.size(); ++i) {
     const Op& op = rs.ops[i];
     const std::string where = "rank " + std::to_string(rs.gpu) + ", op " + std::to_string(i);
@@ -68,8 +71,68 @@ std::string check_rank_requests(const RankSchedule& rs) {
     }
   }
   if (!open.empty()) {
-    return "rank " + std::to_string(rs.gpu) + ", op " + std::to_string(open.begin()->second) + ": request " +
-           std::to_string(open.begin()->first) + " is never waited for";
+    const auto oldest = std::min_element(open.begin(), open.end(),
+                                         [](const auto& a, const auto& b) { return a.second < b.second; });
+    return "rank " + std::to_string(rs.gpu) + ", op " + std::to_string(oldest->second) + ": request " +
+           std::to_string(oldest->first) + " is never waited for";
+  }
+  return "";
+}
+
+// A group's collective as each member posts it: a communicator matches its members'
+// collectives by call order alone (NCCL's, MPI's), so the n-th of every member must agree.
+struct Collective {
+  CollectiveKind kind;
+  double bytes;
+  int op;  // index in its rank's list
+};
+
+std::string describe(const Collective& c, int gpu) {
+  return "rank " + std::to_string(gpu) + "'s is " + op_name(Op{OpKind::kCollective, {}, c.kind}) + " of " +
+         std::to_string(static_cast<long long>(c.bytes)) + " bytes (op " + std::to_string(c.op) + ")";
+}
+
+// Every member of a group posts the same collectives on it, in the same order.
+std::string check_collective_order(const OpSchedule& schedule) {
+  struct Reference {
+    int gpu = -1;
+    std::vector<Collective> seq;
+  };
+  std::map<int, Reference> first;  // group -> its first member's (in rank order), complete
+  std::unordered_map<int64_t, size_t> posted;  // group x ranks + gpu -> collectives
+  const auto key = [&](int group, int gpu) {
+    return static_cast<int64_t>(group) * static_cast<int64_t>(schedule.ranks.size()) + gpu;
+  };
+  for (const RankSchedule& rs : schedule.ranks) {
+    for (size_t i = 0; i < rs.ops.size(); ++i) {
+      const Op& op = rs.ops[i];
+      if (op.kind != OpKind::kCollective) continue;
+      const Collective c{op.collective, op.bytes, static_cast<int>(i)};
+      Reference& ref = first[op.group];
+      if (ref.gpu < 0) ref.gpu = rs.gpu;
+      size_t& n = posted[key(op.group, rs.gpu)];
+      if (ref.gpu == rs.gpu) {
+        ref.seq.push_back(c);
+      } else if (n >= ref.seq.size() || ref.seq[n].kind != c.kind || ref.seq[n].bytes != c.bytes) {
+        const std::string theirs = n < ref.seq.size() ? describe(ref.seq[n], ref.gpu)
+                                                      : "rank " + std::to_string(ref.gpu) + " posts none";
+        return "group " + std::to_string(op.group) + ", collective " + std::to_string(n) + ": " +
+               describe(c, rs.gpu) + ", " + theirs;
+      }
+      ++n;
+    }
+  }
+  // (Ranks without an op list, ScheduleOptions::only_gpus, are skipped.)
+  for (const auto& [group, ref] : first) {
+    for (int gpu : schedule.groups[static_cast<size_t>(group)]) {
+      if (gpu >= static_cast<int>(schedule.ranks.size()) || schedule.ranks[static_cast<size_t>(gpu)].ops.empty()) continue;
+      const auto it = posted.find(key(group, gpu));
+      const size_t n = it == posted.end() ? 0 : it->second;
+      if (n != ref.seq.size()) {
+        return "group " + std::to_string(group) + ": rank " + std::to_string(gpu) + " posts " + std::to_string(n) +
+               " collectives on it, rank " + std::to_string(ref.gpu) + " " + std::to_string(ref.seq.size());
+      }
+    }
   }
   return "";
 }
@@ -100,6 +163,7 @@ std::string message_contract_violation(const OpSchedule& schedule) {
       if (op.kind == OpKind::kRecv) received[{op.peer, rs.gpu}].push_back(m);
     }
   }
+  if (std::string e = check_collective_order(schedule); !e.empty()) return e;
   auto present = [&](int gpu) {
     return gpu >= 0 && gpu < static_cast<int>(schedule.ranks.size()) &&
            !schedule.ranks[static_cast<size_t>(gpu)].ops.empty();

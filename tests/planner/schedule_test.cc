@@ -735,6 +735,44 @@ TEST_CASE("schedule: a request never waited for, or waited for twice, breaks the
   CHECK(v.find("waits for request " + std::to_string(request) + ", which is not in flight") != std::string::npos);
 }
 
+TEST_CASE("schedule: a group's members post its collectives in one order, or the contract names the first that differs") {
+  // NCCL and MPI match a communicator's collectives by call order alone.
+  const Topology topo = load_topology("dgx-a100-ib");
+  const Fabric fabric(topo, 16);
+  Plan p = make_plan(16, 8, Schedule::kFlat, LoadBalance::kZigzag, true, 8192, Workload::kStep);
+  p.choice.sharding = Sharding::kFsdp;
+  const OpSchedule good = generate_schedule(p, small_model(8, 2, 3), fabric);
+  REQUIRE(message_contract_violation(good).empty());
+  // Rank 3's first all-gather and first reduce-scatter trade places.
+  OpSchedule swapped = good;
+  auto& ops = swapped.ranks[3].ops;
+  auto find = [&](CollectiveKind kind) {
+    return std::find_if(ops.begin(), ops.end(),
+                        [&](const Op& op) { return op.kind == OpKind::kCollective && op.collective == kind; });
+  };
+  const auto gather = find(CollectiveKind::kAllGather), scatter = find(CollectiveKind::kReduceScatter);
+  REQUIRE(gather != ops.end());
+  REQUIRE(scatter != ops.end());
+  std::swap(gather->collective, scatter->collective);
+  std::swap(gather->bytes, scatter->bytes);
+  const std::string v = message_contract_violation(swapped);
+  CHECK(v.find("group ") == 0);
+  CHECK(v.find(", collective ") != std::string::npos);
+  CHECK(v.find("rank 3's is reduce_scatter") != std::string::npos);
+  CHECK(v.find("'s is all_gather") != std::string::npos);
+  // One collective dropped: the member posts fewer than the others.
+  OpSchedule dropped = good;
+  auto& ops2 = dropped.ranks[5].ops;
+  auto last = std::find_if(ops2.rbegin(), ops2.rend(), [](const Op& op) { return op.kind == OpKind::kCollective; });
+  REQUIRE(last != ops2.rend());
+  const int request = last->request;
+  ops2.erase(std::next(last).base());
+  ops2.erase(std::remove_if(ops2.begin(), ops2.end(),
+                            [&](const Op& op) { return op.kind == OpKind::kWait && op.request == request; }),
+             ops2.end());
+  CHECK(message_contract_violation(dropped).find("rank 5 posts ") != std::string::npos);
+}
+
 TEST_CASE("schedule: step workload tracks the memory model's peak and balances alloc/free") {
   const Topology topo = load_topology("dgx-a100-ib");
   for (Checkpointing ck : {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull}) {
