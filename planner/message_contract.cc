@@ -57,24 +57,24 @@ std::string check_rank_phases(const RankSchedule& rs) {
 // the wrong request lets an op start before its data is there.
 std::string check_rank_requests(const RankSchedule& rs) {
   std::unordered_map<int, int> open;  // request -> the op that posted it
+  auto where = [&](size_t i) { return "rank " + std::to_string(rs.gpu) + ", op " + std::to_string(i); };
   for (size_t i = 0; i < rs.ops.size(); ++i) {
     const Op& op = rs.ops[i];
-    const std::string where = "rank " + std::to_string(rs.gpu) + ", op " + std::to_string(i);
     if (op.kind == OpKind::kWait) {
       if (open.erase(op.request) == 0) {
-        return where + ": waits for request " + std::to_string(op.request) + ", which is not in flight";
+        return where(i) + ": waits for request " + std::to_string(op.request) + ", which is not in flight";
       }
     } else if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv || op.kind == OpKind::kCollective) {
       if (!open.emplace(op.request, static_cast<int>(i)).second) {
-        return where + ": posts request " + std::to_string(op.request) + ", which is still in flight";
+        return where(i) + ": posts request " + std::to_string(op.request) + ", which is still in flight";
       }
     }
   }
   if (!open.empty()) {
     const auto oldest = std::min_element(open.begin(), open.end(),
                                          [](const auto& a, const auto& b) { return a.second < b.second; });
-    return "rank " + std::to_string(rs.gpu) + ", op " + std::to_string(oldest->second) + ": request " +
-           std::to_string(oldest->first) + " is never waited for";
+    return where(static_cast<size_t>(oldest->second)) + ": request " + std::to_string(oldest->first) +
+           " is never waited for";
   }
   return "";
 }
@@ -82,14 +82,14 @@ std::string check_rank_requests(const RankSchedule& rs) {
 // A group's collective as each member posts it: a communicator matches its members'
 // collectives by call order alone (NCCL's, MPI's), so the n-th of every member must agree.
 struct Collective {
-  CollectiveKind kind;
-  double bytes;
-  int op;  // index in its rank's list
+  const Op* op;
+  int index;  // in its rank's list
+  bool same(const Op& other) const { return op->collective == other.collective && op->bytes == other.bytes; }
 };
 
 std::string describe(const Collective& c, int gpu) {
-  return "rank " + std::to_string(gpu) + "'s is " + op_name(Op{OpKind::kCollective, {}, c.kind}) + " of " +
-         std::to_string(static_cast<long long>(c.bytes)) + " bytes (op " + std::to_string(c.op) + ")";
+  return "rank " + std::to_string(gpu) + "'s is " + op_name(*c.op) + " of " +
+         std::to_string(static_cast<long long>(c.op->bytes)) + " bytes (op " + std::to_string(c.index) + ")";
 }
 
 // Every member of a group posts the same collectives on it, in the same order.
@@ -107,13 +107,13 @@ std::string check_collective_order(const OpSchedule& schedule) {
     for (size_t i = 0; i < rs.ops.size(); ++i) {
       const Op& op = rs.ops[i];
       if (op.kind != OpKind::kCollective) continue;
-      const Collective c{op.collective, op.bytes, static_cast<int>(i)};
+      const Collective c{&op, static_cast<int>(i)};
       Reference& ref = first[op.group];
       if (ref.gpu < 0) ref.gpu = rs.gpu;
       size_t& n = posted[key(op.group, rs.gpu)];
       if (ref.gpu == rs.gpu) {
         ref.seq.push_back(c);
-      } else if (n >= ref.seq.size() || ref.seq[n].kind != c.kind || ref.seq[n].bytes != c.bytes) {
+      } else if (n >= ref.seq.size() || !ref.seq[n].same(op)) {
         const std::string theirs = n < ref.seq.size() ? describe(ref.seq[n], ref.gpu)
                                                       : "rank " + std::to_string(ref.gpu) + " posts none";
         return "group " + std::to_string(op.group) + ", collective " + std::to_string(n) + ": " +

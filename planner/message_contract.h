@@ -2,10 +2,11 @@
 // link src -> dst the n-th send of src and the n-th receive of dst agree on tag, bytes and
 // phase, both ends post the same number of messages, each rank posts a phase's
 // transfers back to back with phases never decreasing, and waits for each request it
-// posts exactly once; and every member of a group posts the same collectives on it in the
-// same order (kind and bytes), as NCCL's and MPI's communicators match them by call order. The schedule tests run it on every
-// schedule; the simulator runs it before a replay; transports enforce the same rule at
-// run time (each message carries its tag and size, and a mismatch is an error).
+// posts exactly once; and every member of a group posts the same collectives on it
+// (kind, bytes) in the same order, as NCCL's and MPI's communicators match them by call
+// order. The schedule tests run it on every schedule; the simulator runs it before a
+// replay; transports enforce the same rules at run time (each message carries its tag and
+// size, and a mismatch is an error; shard_collectives.h fingerprints the collectives).
 #pragma once
 
 #include <string>
