@@ -23,7 +23,7 @@ Grids (the link sharing of data-parallel collectives beside context rings and TP
         or 4 sequences a step, and some of sharding, checkpointing, cp, tp pinned, the rest
         (pp among it) the planner's pick
 
-Usage: bench/agreement_grid.py [--grid comm|tp|pp|drain|random] [--seed S] [--full] [--every N] [--jobs J] RINGMASTER [RINGMASTER2]
+Usage: bench/agreement_grid.py [--grid comm|tp|pp|drain|random] [--seed S] [--full] [--free] [--every N] [--jobs J] RINGMASTER [RINGMASTER2]
 """
 import argparse
 import itertools
@@ -107,12 +107,16 @@ def random_grid(seed):
         yield plan
 
 
-def error_pct(binary, args):
-    """simulated / predicted - 1 in %, or None where the plan is refused."""
+def error_pct(binary, args, free=False):
+    """simulated / predicted - 1 in %, or None where the plan is refused; `free`: of the
+    free-communication step (predicted: step time x scaling efficiency)."""
     r = subprocess.run([binary, "simulate", "--format", "json"] + args, capture_output=True, text=True)
     if r.returncode != 0:
         return None
     d = json.loads(r.stdout)
+    if free:
+        predicted = d["predicted"]["step_time_s"] * d["predicted"]["scaling_efficiency"]
+        return 100 * (d["simulated"]["free_comm_step_time_s"] / predicted - 1)
     return 100 * (d["simulated"]["step_time_s"] / d["predicted"]["step_time_s"] - 1)
 
 
@@ -121,6 +125,7 @@ def main():
     ap.add_argument("--grid", choices=["comm", "tp", "pp", "drain", "random"], default="comm")
     ap.add_argument("--seed", type=int, default=7, help="the random grid's draw")
     ap.add_argument("--full", action="store_true", help="replay every op (simulate --full)")
+    ap.add_argument("--free", action="store_true", help="compare the free-communication steps")
     ap.add_argument("--every", type=int, default=1, help="keep one plan in N")
     ap.add_argument("--jobs", type=int, default=2, help="plans run at once")
     ap.add_argument("binaries", nargs="+", metavar="RINGMASTER")
@@ -133,7 +138,7 @@ def main():
         plans = [p + ["--full"] for p in plans]
 
     def run(plan):
-        return [error_pct(b, plan) for b in o.binaries], plan
+        return [error_pct(b, plan, o.free) for b in o.binaries], plan
 
     rows = []
     with ThreadPoolExecutor(o.jobs) as pool:

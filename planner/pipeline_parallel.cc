@@ -377,6 +377,7 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   std::vector<double> real_chunk(static_cast<size_t>(S)), first_excess(static_cast<size_t>(S), 0),
       last_excess(first_excess);
   std::vector<double> real_stage(static_cast<size_t>(p), 0), free_stage(static_cast<size_t>(p), 0);
+  std::vector<double> free_chunk(static_cast<size_t>(S));
   bool uneven = false, ends_differ = false;
   for (int g = 0; g < S; ++g) {
     const int s = g % p, n = pp_chunk_layer_count(layout, g);
@@ -405,7 +406,8 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
     if (n > 0 && (m > 1 || g == 0)) real_chunk[static_cast<size_t>(g)] -= fsdp_ends.unprefetched;
     ends_differ = ends_differ || first_excess[static_cast<size_t>(g)] != 0 || last_excess[static_cast<size_t>(g)] != 0;
     real_stage[static_cast<size_t>(s)] += real_chunk[static_cast<size_t>(g)];
-    free_stage[static_cast<size_t>(s)] += n * free_layer + head;
+    free_chunk[static_cast<size_t>(g)] = n * free_layer + head;
+    free_stage[static_cast<size_t>(s)] += free_chunk[static_cast<size_t>(g)];
   }
   for (int s = 0; s < p; ++s) {
     const double r = real_stage[static_cast<size_t>(s)], f = free_stage[static_cast<size_t>(s)];
@@ -427,20 +429,31 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   const double forward_share =
       real_layer > 0 ? (real.attention_fwd + real.linear_fwd + real.tp_fwd + fsdp_layer / 3) / real_layer : 1.0 / 3;
   // (Megatron interleaves with pp > 2 only; the programs are generated for those.)
-  // The free-communication step keeps the same ratio to its closed form.
-  const PipelineTime real_closed = pp_step_time(real_sum, real_max, v, m);
-  PipelineTime rt = real_closed;
-  double real_structure = 1;  // the uneven program's makespan over the closed form
+  // The free-communication step runs the same program with its chunks' own times.
+  const double free_forward_share =
+      free_layer > 0 ? (free.attention_fwd + free.linear_fwd + free.tp_fwd) / free_layer : 1.0 / 3;
+  PipelineTime rt = pp_step_time(real_sum, real_max, v, m);
+  PipelineTime ft = pp_step_time(free_sum, free_max, v, m);
   if ((uneven || ends_differ) && !(v > 1 && p < 3)) {
     const int64_t mm = pp_makespan_microbatches(p, v, m);
     const PipelineMakespan& makespan = pp_makespan(p, v, mm, !fwd_only, warmup);
-    std::vector<double> fwd(static_cast<size_t>(S)), bwd(static_cast<size_t>(S));
-    for (size_t g = 0; g < fwd.size(); ++g) {
-      fwd[g] = (fwd_only ? 1.0 : forward_share) * real_chunk[g];
-      bwd[g] = real_chunk[g] - fwd[g];
+    // The program's makespan with chunk times `t`, split by `share` into forward and backward.
+    auto program = [&](const std::vector<double>& t, double share, std::vector<double>& fwd, std::vector<double>& bwd) {
+      fwd.resize(t.size());
+      bwd.resize(t.size());
+      for (size_t g = 0; g < t.size(); ++g) {
+        fwd[g] = (fwd_only ? 1.0 : share) * t[g];
+        bwd[g] = t[g] - fwd[g];
+      }
+      return makespan(fwd, bwd);
+    };
+    std::vector<double> fwd, bwd;
+    const double mean_s = program(real_chunk, forward_share, fwd, bwd) + static_cast<double>(m - mm) * real_max;
+    if (uneven) {
+      rt.step_s = mean_s;
+      std::vector<double> free_fwd, free_bwd;
+      ft.step_s = program(free_chunk, free_forward_share, free_fwd, free_bwd) + static_cast<double>(m - mm) * free_max;
     }
-    const double mean_s = makespan(fwd, bwd) + static_cast<double>(m - mm) * real_max;
-    if (uneven) rt.step_s = mean_s;
     if (ends_differ) {
       // Micro-batch 0's forward gathers lie on the pipeline fill, once per chunk of every
       // stage, where the mean share above charges them v times; the others' forwards pay
@@ -466,10 +479,7 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
                    static_cast<double>(m - mm) * steady_max - mean_s;
     }
     rt.bubble_s = std::max(0.0, rt.step_s - static_cast<double>(m) * real_max);
-    real_structure = uneven ? mean_s / real_closed.step_s : 1.0;
   }
-  PipelineTime ft = pp_step_time(free_sum, free_max, v, m);
-  ft.step_s *= real_structure;
   // Adam on the largest stage's optimizer shard (its TP member's weights over the
   // sharding's GPUs, memory_model.h's state_shards, as the schedule runs it: whole under
   // ddp, where pricing it over cp·dp put gpt3-xl with pp 2 x cp 8 25 % under its replay).
