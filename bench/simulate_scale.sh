@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Whole-step simulation at production scale: Llama 3 8B at 256K tokens on the DGX H100
 # SuperPOD (topologies/dgx-h100-superpod.yaml), 2M-token batch (BATCH), for each GPU count: the
-# plan `ringmaster plan` picks (PIN=1: pinned to ring cp = G/8 x dp 8, flat, snake, which
-# it picks up to 4,096 GPUs), written to a file, then `simulate --plan` under
+# plan `ringmaster plan` picks (PIN=1: pinned to ring cp = G/8 x dp 8, flat, snake, zigzag,
+# the case the fast mode's ring-step folding is for: at 4,096 GPUs the planner's own ring
+# is contiguous, 512 tokens a GPU, whose causal steps differ by position and do not fold),
+# written to a file, then `simulate --plan` under
 # /usr/bin/time -v (wall time, CPU time and peak resident memory of the whole command,
 # SimGrid's child included), in the fast mode and, where asked, with --full. Figures:
 # BENCHMARKS.md ("Simulation at scale").
@@ -60,7 +62,7 @@ echo "  GPUs  mode         wall        CPU      peak RSS  (ringmaster $(git -C "
 for g in $counts; do
   # The plan search is not what is timed (18 s of CPU at 16,384 GPUs, BENCHMARKS.md).
   pins=()
-  [[ ${PIN:-0} == 1 ]] && pins=(--tp 1 --cp $((g / 8)) --schedule flat --order snake)
+  [[ ${PIN:-0} == 1 ]] && pins=(--tp 1 --cp $((g / 8)) --schedule flat --order snake --load-balance zigzag)
   # shellcheck disable=SC2206  # PLAN_OPTS is a list of options
   extra=(${PLAN_OPTS:-})
   "$rm_bin" plan "${job[@]}" --gpus "$g" "${pins[@]}" "${extra[@]}" -o "$tmp/plan-$g.yaml" >/dev/null 2>&1
