@@ -10,15 +10,15 @@
 // where a_k is the replayed flows of class k running on the link, f_k = all_k / mine_k
 // the flows each stands for, and lone the flows of the lone members' collectives running
 // (below), which post none; under max-min sharing each replayed flow then gets what it
-// would get beside all the others.
+// would get beside all the others. The share follows the classes that run: a collective
+// that has an uplink to itself between ring passes gets the collectives' share of it, not
+// the ring transfers' (a share fixed per link over the whole step made the FSDP flows of an
+// oversubscribed spine 4 % slow). Links only the replayed GPUs use keep their capacity.
 // A lone member's collective (a group folding left a replayed member alone on a ring,
 // collective_ring.h lost_ring) posts no flow on that ring: its group's full flows there
 // load the links while it runs (the lone term above), and it runs its flows' time as
 // lone_collective prices it at the rate the links' sharing leaves it, which the replayed
-// flows running beside it slow. The share follows the classes that run: a collective
-// that has an uplink to itself between ring passes gets the collectives' share of it, not
-// the ring transfers' (a share fixed per link over the whole step made the FSDP flows of an
-// oversubscribed spine 4 % slow). Links only the replayed GPUs use keep their capacity.
+// flows running beside it slow.
 #pragma once
 
 #include <memory>
