@@ -73,6 +73,7 @@ class ReplicaLinks {
   // its group's links gives as it changes. Returns when done; called from an actor of its
   // own (the GPU's may compute meanwhile).
   void run_lone(int group, double transfer_s);
+  const std::vector<double>& lone_flows() const { return load_.lone_flows; }
   // Runs `create`, which creates the flow from `src` to `dst`, with its route's links at
   // full capacity: SimGrid's CM02 bounds a flow for its whole life by the least bandwidth
   // its route has when it is created (network_cm02.cpp, comm_action_set_bounds), so a flow

@@ -180,7 +180,6 @@ class SimGridReplay {
   std::unique_ptr<ReplicaLinks> replica_links_;  // a folded replay's link shares (else null)
   // Transfers whose streams run, by SimGrid activity (follow_streams).
   std::unordered_map<const void*, std::shared_ptr<Transfer>> streaming_;
-  std::vector<double> lone_flows_;                // a folded replay's lost rings' flows per link
   std::vector<RingStepLatency> step_latency_;     // per group, over its full rings
   // Each GPU's collective queues by group, outliving the actors (their runners are daemons).
   std::vector<std::unordered_map<int, CollectiveQueue>> queues_;
@@ -208,7 +207,6 @@ class SimGridReplay {
   // network model finishes it, which the actors only see at their waits.
   void follow_replica_load(const Platform& p) {
     ReplicaLoad load = full_roles_ ? replica_load(s_, fabric_, roles_, *full_roles_) : ReplicaLoad{};
-    lone_flows_ = load.lone_flows;
     if (!load.followed()) return;
     std::vector<double> capacity;
     for (const Link& l : fabric_.links()) capacity.push_back(costs_.link_bytes_per_s(l));
@@ -354,7 +352,8 @@ class SimGridReplay {
     if (full_roles_) {
       const CollectiveRole& full = full_roles_->at(op.group, g);
       if (lost_ring(role, full)) {
-        c->lone = lone_collective(full, g, op, fabric_, costs_, step, lone_flows_);
+        // (A lost ring loads links, so the replay follows them: replica_links_ is set.)
+        c->lone = lone_collective(full, g, op, fabric_, costs_, step, replica_links_->lone_flows());
       }
     }
     // Once the group has a runner, every collective goes through it: an actor waiting for
