@@ -119,8 +119,9 @@ void print_fits(const Profile& p, const std::vector<std::string>& notes) {
   for (const auto& n : notes) std::fprintf(stderr, "calibrate: note: %s\n", n.c_str());
 }
 
-// The executor's records as the profile fit reads them; the records of one run (one file),
-// whose collectives span all its ranks (the executor runs tp 1: FSDP shards over them all).
+// The executor's records as the profile fit reads them; the records of one run (one file).
+// A collective spans the group its record names (files from before the field: all the
+// run's ranks, as FSDP sharded then).
 std::vector<CalibrationRecord> calibration_records(const std::vector<exec::Measurement>& records) {
   std::vector<CalibrationRecord> out;
   out.reserve(records.size());
@@ -136,7 +137,7 @@ std::vector<CalibrationRecord> calibration_records(const std::vector<exec::Measu
                    .flops = m.flops,
                    .bytes = m.bytes,
                    .peer = m.peer,
-                   .group = ranks,
+                   .group = m.group > 0 ? m.group : ranks,
                    .start = m.start,
                    .seconds = m.seconds});
   return out;

@@ -17,8 +17,8 @@ AttentionShape plan_attention_shape(const Plan& plan, const ModelSpec& model) {
   AttentionShape shape;
   shape.c = plan.job.seq_len / plan.choice.cp;
   shape.d = model.head_dim;
-  shape.h = model.heads;
-  shape.h_kv = model.kv_heads;
+  shape.h = model.heads / plan.choice.tp;  // a TP member's heads (planner/tensor_parallel.h)
+  shape.h_kv = model.kv_heads / plan.choice.tp;
   shape.block_q = plan.choice.block_q;
   shape.block_kv = plan.choice.block_kv;
   shape.causal = plan.job.causal;

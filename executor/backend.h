@@ -71,8 +71,8 @@ struct ModelSpec;
 }  // namespace rm
 namespace rm::exec {
 
-// The attention a plan runs on every rank: c = N / cp tokens, the model's heads, the plan's
-// tiles and mask, zigzag's two segments.
+// The attention a plan runs on every rank: c = N / cp tokens, the heads of one TP member
+// (all of the model's with tp 1), the plan's tiles and mask, zigzag's two segments.
 AttentionShape plan_attention_shape(const Plan& plan, const ModelSpec& model);
 // The token layout of the plan's rings (planner/token_layout.h): N / ring size tokens per
 // position, the ring size cp, or cp / cp_a2a for a2a+p2p (its p2p ring over the blocks

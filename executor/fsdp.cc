@@ -7,6 +7,7 @@
 
 #include "executor/mpi_transport.h"
 #include "planner/data_parallel.h"
+#include "planner/tensor_parallel.h"
 
 namespace rm::exec {
 
@@ -18,25 +19,17 @@ View<T> slice(Tensor<T>& t, size_t at, size_t n) {
   return {t.data() + at, 1, static_cast<int64_t>(n)};
 }
 
-// The communicator of `group` (world ranks, in rank order), which holds `rank`: every rank
-// calls it with its own group, the groups partitioning the world (MPI_Comm_split, colour
-// = the group's smallest rank, key = the position).
-MPI_Comm group_comm(const std::vector<int>& group, int rank) {
-  const auto at = std::find(group.begin(), group.end(), rank);
-  if (at == group.end()) throw std::logic_error("a rank outside its own FSDP group");
-  MPI_Comm comm = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, *std::min_element(group.begin(), group.end()),
-                           static_cast<int>(at - group.begin()), &comm),
-            "MPI_Comm_split (FSDP group)");
-  return comm;
-}
-
 }  // namespace
 
-ShardGroups shard_groups(Sharding sharding, const std::vector<int>& order, int cp, int dp_shard, int world_rank,
-                         int world_size) {
-  std::vector<int> all(static_cast<size_t>(world_size));
-  for (int r = 0; r < world_size; ++r) all[static_cast<size_t>(r)] = r;
+ShardGroups shard_groups(Sharding sharding, const std::vector<int>& order, int tp, int cp, int dp_shard,
+                         int world_rank) {
+  auto mine = [world_rank](const std::vector<std::vector<int>>& groups) {
+    for (const std::vector<int>& grp : groups)
+      if (std::find(grp.begin(), grp.end(), world_rank) != grp.end()) return grp;
+    throw std::logic_error("a rank in no data-parallel group");
+  };
+  std::vector<int> all = mine(fsdp_groups(order, tp, cp));  // its TP rank's, in rank order
+  std::sort(all.begin(), all.end());
   switch (sharding) {
     case Sharding::kFsdp: return {all, {world_rank}, Held::kNothing};
     case Sharding::kZero2: return {all, {world_rank}, Held::kParams};
@@ -45,13 +38,8 @@ ShardGroups shard_groups(Sharding sharding, const std::vector<int>& order, int c
     case Sharding::kHsdp: break;
   }
   ShardGroups g;
-  auto mine = [world_rank](const std::vector<std::vector<int>>& groups) {
-    for (const std::vector<int>& grp : groups)
-      if (std::find(grp.begin(), grp.end(), world_rank) != grp.end()) return grp;
-    throw std::logic_error("a rank in no hsdp group");
-  };
-  g.shard = mine(hsdp_shard_groups(order, 1, cp, dp_shard));
-  g.replica = mine(hsdp_replicate_groups(order, 1, cp, dp_shard));
+  g.shard = mine(hsdp_shard_groups(order, tp, cp, dp_shard));
+  g.replica = mine(hsdp_replicate_groups(order, tp, cp, dp_shard));
   return g;
 }
 
@@ -63,8 +51,8 @@ FsdpState::FsdpState(const Transformer& model, const ShardGroups& groups, Reduce
     : k_(kernels), half_(kernels), reduce_type_(reduce_type), watchdog_(watchdog), epoch_(epoch) {
   held_ = groups.held;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
-  shard_comm_ = group_comm(groups.shard, world_rank_);
-  replica_comm_ = group_comm(groups.replica, world_rank_);
+  shard_comm_ = group_comm(groups.shard, world_rank_, "FSDP shard");
+  replica_comm_ = group_comm(groups.replica, world_rank_, "FSDP replica");
   MPI_Comm_size(shard_comm_, &shard_size_);
   MPI_Comm_rank(shard_comm_, &shard_rank_);
   coll_ = make_shard_collectives(backend, shard_comm_, replica_comm_);
@@ -81,7 +69,9 @@ FsdpState::FsdpState(const Transformer& model, const ShardGroups& groups, Reduce
     const size_t lo = std::min(u.begin + r * u.shard, pu.end), hi = std::min(lo + u.shard, pu.end);
     for (const ParamTensor& t : model.tensors()) {
       const size_t b = std::max(lo, t.offset), e = std::min(hi, t.offset + static_cast<size_t>(t.rows * t.cols));
-      if (b < e) segments_.push_back({u.local + (b - lo), u.local + (e - lo), t.decay});
+      if (b >= e) continue;
+      segments_.push_back({u.local + (b - lo), u.local + (e - lo), t.decay});
+      if (t.split != TpSplit::kNone) tp_split_.push_back(segments_.back());
     }
     units_.push_back(u);
   }
@@ -117,17 +107,13 @@ void FsdpState::count_unsharded(double bytes) {
 void FsdpState::record(const char* kind, int unit, double t0, size_t element_bytes) {
   const double t1 = MPI_Wtime();
   comm_s_ += t1 - t0;
-  Measurement m;
-  m.rank = world_rank_;
-  m.iteration = step_;
-  m.op = static_cast<int>(records_.size());
+  int group = shard_size_;
+  if (std::string(kind) == "all_reduce") MPI_Comm_size(replica_comm_, &group);
+  Measurement m = collective_record(
+      world_rank_, step_, static_cast<int>(records_.size()), kind, group,
+      static_cast<double>(unit < 0 ? local_ : units_[static_cast<size_t>(unit)].size) * element_bytes, t0, t1, epoch_);
   m.backward = std::string(kind) != "all_gather";
   m.layer = unit;
-  m.step = -1;
-  m.kind = kind;
-  m.bytes = static_cast<double>(unit < 0 ? local_ : units_[static_cast<size_t>(unit)].size) * element_bytes;
-  m.start = t0 - epoch_;
-  m.seconds = t1 - t0;
   records_.push_back(m);
 }
 
@@ -178,8 +164,13 @@ void FsdpState::finish_gradients() {
   watchdog_->disarm();
 }
 
-double FsdpState::grad_squared_norm() {
-  double sq = k_.squared_norm(grads_);  // padding is zero
+double FsdpState::grad_squared_norm(bool tp_whole_tensors) {
+  double sq = 0;
+  if (tp_whole_tensors) {
+    sq = k_.squared_norm(grads_);  // padding is zero
+  } else {
+    for (const AdamWSegment& s : tp_split_) sq += k_.squared_norm(slice(grads_, s.begin, s.end - s.begin));
+  }
   MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, shard_comm_);
   return sq;
 }

@@ -56,10 +56,11 @@ namespace rm::exec {
 enum class Sharding { kFsdp, kDdp, kHsdp, kZero2, kZero1 };
 
 // The ranks that split this rank's shards (`shard`, in shard order: position = shard rank)
-// and those holding the same shard (`replica`): fsdp, zero2 and zero1 (all ranks, itself),
-// ddp (itself, all ranks), hsdp the plan's groups (planner/data_parallel.h
-// hsdp_shard_groups and hsdp_replicate_groups: cp·dp_shard GPUs, then the dp / dp_shard
-// holding one shard). What stays whole between collectives is the level's (`held`):
+// and those holding the same shard (`replica`), among the ranks of this rank's TP rank
+// (all ranks with tp 1; planner/tensor_parallel.h fsdp_groups: each TP rank's model part
+// is sharded apart): fsdp, zero2 and zero1 (all of them, itself), ddp (itself, all of
+// them), hsdp the plan's groups (planner/data_parallel.h hsdp_shard_groups and
+// hsdp_replicate_groups: cp·dp_shard GPUs, then the dp / dp_shard holding one shard). What stays whole between collectives is the level's (`held`):
 // zero2 keeps each unit's gathered parameters from the step's first forward to the
 // optimizer step (one all-gather per unit and step, as the planner prices zero2 and zero1,
 // data_parallel.h), zero1 its whole gradients too, reduce-scattered once, in the last
@@ -69,8 +70,8 @@ struct ShardGroups {
   std::vector<int> shard, replica;
   Held held = Held::kNothing;
 };
-ShardGroups shard_groups(Sharding sharding, const std::vector<int>& order, int cp, int dp_shard, int world_rank,
-                         int world_size);
+ShardGroups shard_groups(Sharding sharding, const std::vector<int>& order, int tp, int cp, int dp_shard,
+                         int world_rank);
 
 // The arrays of the model state, each sharded the same way.
 enum class StateArray { kParams, kGrads, kMoment1, kMoment2 };
@@ -102,8 +103,11 @@ class FsdpState {
   // After the step's last reduce: checks the step's collectives were the same on every
   // rank, then sums the gradient shards over the replica group.
   void finish_gradients();
-  // The global squared gradient norm (collective over the shard group).
-  double grad_squared_norm();
+  // The squared gradient norm over the shard group (collective over it). With
+  // `tp_whole_tensors` false, only the tensors tensor parallelism splits (TpSplit): a TP
+  // group's members hold the others whole and alike, so only one of them counts them
+  // (Megatron's param_is_not_tensor_parallel_duplicate).
+  double grad_squared_norm(bool tp_whole_tensors = true);
   // One AdamW update of this rank's shards (adamw.h), from the global gradient norm.
   void optimizer_step(const AdamWConfig& cfg, double grad_norm);
   int64_t optimizer_steps() const { return optimizer_steps_; }
@@ -171,6 +175,7 @@ class FsdpState {
 
  private:
   std::vector<AdamWSegment> segments_;  // where weight decay applies (padding excluded)
+  std::vector<AdamWSegment> tp_split_;  // the segments of tensors TP splits
   size_t unsharded_ = 0, peak_unsharded_ = 0;  // bytes
   int64_t optimizer_steps_ = 0;
   double epoch_;

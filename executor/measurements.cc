@@ -42,7 +42,24 @@ nlohmann::json to_json(const Measurement& m) {
           {"start", m.start},
           {"seconds", m.seconds}};
   if (m.load1 >= 0) j["load1"] = m.load1;
+  if (m.group > 0) j["group"] = m.group;
   return j;
+}
+
+Measurement collective_record(int rank, int iteration, int op, const std::string& kind, int group, double bytes,
+                              double t0, double t1, double epoch) {
+  Measurement m;
+  m.rank = rank;
+  m.iteration = iteration;
+  m.op = op;
+  m.layer = -1;
+  m.step = -1;
+  m.kind = kind;
+  m.group = group;
+  m.bytes = bytes;
+  m.start = t0 - epoch;
+  m.seconds = t1 - t0;
+  return m;
 }
 
 double host_load_average() {
@@ -85,6 +102,7 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& wh
   m.start = r.number("start", -1e6, 1e6);
   m.seconds = r.number("seconds", 0, 1e6);
   if (r.has("load1")) m.load1 = r.number("load1", 0, 1e6);
+  if (r.has("group")) m.group = whole("group", 1, kMaxGpus);
   return m;
 }
 
@@ -123,7 +141,7 @@ std::vector<IterationSummary> summarize(const std::vector<Measurement>& records)
     r.begin = std::min(r.begin, m.start);
     r.end = std::max(r.end, m.start + m.seconds);
     if (m.kind == "wait" || m.kind == "all_gather" || m.kind == "reduce_scatter" ||
-        m.kind == "all_reduce")
+        m.kind == "all_reduce" || m.kind.rfind("tp_", 0) == 0)  // tp_*: the TP group's, all waited for
       r.wait += m.seconds;
     if (m.kind == "attention_forward" || m.kind == "attention_backward" ||
         m.kind == "accumulate") {

@@ -15,7 +15,10 @@
 //                       steps (train, run of a step plan; executor/train.h), per rank
 //                       and step: "all_gather" | "reduce_scatter" (FSDP, per unit:
 //                       layer = the unit, bytes = its unsharded size) | "all_reduce"
-//                       (DDP's gradients), "linear" (the step's GEMM time, flops = what
+//                       (DDP's gradients), "tp_all_gather" | "tp_reduce_scatter" |
+//                       "tp_all_to_all" | "tp_all_reduce" (the TP group's, per
+//                       collective: bytes = the group's whole buffer), "linear" (the
+//                       step's GEMM time, flops = what
 //                       the cost model counts), "elementwise" (the rest of the layers'
 //                       compute, bytes = what the cost model counts), "optimizer"
 //                       (bytes = kOptimizerBytesPerParam x parameters updated) and
@@ -27,6 +30,7 @@
 //   useful_flops number FLOPs of unmasked pairs only (attention ops)
 //   bytes       number  bytes moved (send, recv) or allocated (alloc)
 //   peer        int     the other rank (send, recv; -1 otherwise)
+//   group       int     optional: a collective's group size (training's collectives)
 //   request     int     request id (send, recv, wait; -1 otherwise)
 //   start       number  seconds since this rank left the barrier before the timed loop
 //   seconds     number  for compute: the kernel's duration; for wait: time blocked (the
@@ -69,7 +73,16 @@ struct Measurement {
   // end of the run, so it covers the last minute of measuring); -1 = not recorded (files
   // written before the field existed). Optional key "load1" in the JSON.
   double load1 = -1;
+  // A collective's group size (the ranks it spans); 0 = not a collective, or a file written
+  // before the field existed. Optional key "group" in the JSON.
+  int group = 0;
 };
+
+// A training step's collective (FSDP's, the TP group's): `kind`, over `group` ranks, moving
+// `bytes`, blocked in from t0 to t1 (MPI_Wtime), its start counted from `epoch`; the op
+// index is the rank's record count so far, no layer (-1) and no ring step.
+Measurement collective_record(int rank, int iteration, int op, const std::string& kind, int group, double bytes,
+                              double t0, double t1, double epoch);
 
 // The host's load average over the last minute (/proc/loadavg), -1 where unavailable.
 double host_load_average();

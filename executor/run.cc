@@ -75,12 +75,16 @@ std::string describe_plan(const std::string& path, const LoadedPlanFile& lp, int
   const ModelSpec& m = lp.model;
   std::ostringstream o;
   o << "# ringmaster run: " << path << ": " << m.name << " on " << lp.topology.name << ", "
-    << ranks << " ranks = cp " << p.choice.cp << " x dp " << p.choice.dp << ", "
+    << ranks << " ranks = " << (p.choice.tp > 1 ? "tp " + std::to_string(p.choice.tp) + " x " : "") << "cp "
+    << p.choice.cp << " x dp " << p.choice.dp << ", "
     << cp_exchange_text(p.choice) << " (" << p.choice.order_name << " order), "
     << (has_load_balance(p.choice) ? std::string(to_string(p.choice.load_balance)) + ", " : "")
     << (p.job.causal ? "causal" : "non-causal")
     << "\n#   N = " << p.job.seq_len << " tokens (c = " << p.job.seq_len / p.choice.cp
     << " per rank), d = " << m.head_dim << ", h = " << m.heads << ", h_kv = " << m.kv_heads
+    << (p.choice.tp > 1 ? " (" + std::to_string(m.heads / p.choice.tp) + " and " +
+                              std::to_string(m.kv_heads / p.choice.tp) + " per TP member, each in its TP rank's ring)"
+                        : std::string())
     << ", tiles " << p.choice.block_q << " x " << p.choice.block_kv << ", kv sub-blocks "
     << p.choice.kv_subblocks << ", attention " << to_string(p.job.passes) << "\n";
   return o.str();
@@ -92,8 +96,8 @@ int run_body(const RunOptions& opt, int rank, int size) {
   const Plan& plan = lp.plan;
   if (size != plan.job.gpus)
     fail_input(opt.plan_path, "gpus",
-               "the plan is for " + std::to_string(plan.job.gpus) + " ranks (cp " +
-                   std::to_string(plan.choice.cp) + " x dp " + std::to_string(plan.choice.dp) +
+               "the plan is for " + std::to_string(plan.job.gpus) + " ranks (tp " + std::to_string(plan.choice.tp) +
+                   " x cp " + std::to_string(plan.choice.cp) + " x dp " + std::to_string(plan.choice.dp) +
                    ") but the MPI world has " + std::to_string(size) + "; run with --np " +
                    std::to_string(plan.job.gpus));
   ScheduleOptions so;
@@ -175,12 +179,12 @@ int run_body(const RunOptions& opt, int rank, int size) {
     // The reference is fp64 on this host's cores: tell a person waiting on a long one.
     const double n = static_cast<double>(plan.job.seq_len);
     const double ref_flop = 4.0 * (loop.has_backward() ? 3 : 1) * shape.h * n * n * shape.d *
-                            (shape.causal ? 0.5 : 1.0) * plan.choice.dp;
+                            (shape.causal ? 0.5 : 1.0) * plan.choice.dp * plan.choice.tp;
     if (ref_flop > 2e10)
       std::fprintf(stderr, "ringmaster run: verifying against the fp64 reference (%.0f GFLOP on %u cores)\n",
                    ref_flop / 1e9, std::max(1u, std::thread::hardware_concurrency()));
     std::vector<VerifyResult> results;
-    for (int k = 0; k < plan.choice.dp; ++k) {
+    for (int k = 0; k < plan.choice.dp * plan.choice.tp; ++k) {  // every ring: TP rank t of replica d is d·tp + t
       std::vector<std::vector<HostTensors>> iterations(2);  // the warm-up and the last
       for (int r = 0; r < size; ++r)
         if (plan_replica(plan, r) == k) {

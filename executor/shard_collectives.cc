@@ -2,6 +2,7 @@
 // shard_collectives.h).
 #include "executor/shard_collectives.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
@@ -17,14 +18,35 @@ namespace rm::exec {
 
 size_t element_bytes(ReduceType type) { return type == ReduceType::kBfloat16 ? 2 : 4; }
 
-void ShardCollectives::note(bool replica_group, char kind, int unit, size_t count) {
-  uint64_t& h = fingerprint_[replica_group ? 1 : 0];
-  auto fold = [&h](uint64_t word) {
-    for (int i = 0; i < 8; ++i) h = (h ^ ((word >> (8 * i)) & 0xff)) * 1099511628211ull;
+void CollectiveFingerprint::note(char kind, int unit, size_t count) {
+  auto fold = [this](uint64_t word) {
+    for (int i = 0; i < 8; ++i) hash_ = (hash_ ^ ((word >> (8 * i)) & 0xff)) * 1099511628211ull;
   };
   fold(static_cast<unsigned char>(kind));
   fold(static_cast<uint64_t>(static_cast<int64_t>(unit)));
   fold(count);
+}
+
+void CollectiveFingerprint::check(MPI_Comm comm, const std::string& owner, const std::string& group) {
+  int size = 1, rank = 0;
+  MPI_Comm_size(comm, &size);
+  MPI_Comm_rank(comm, &rank);
+  if (size == 1) return;
+  // Member 0's fingerprint to everyone; each compares, and the lowest differing member is
+  // found with one MIN reduction.
+  uint64_t root = hash_;
+  MPI_Bcast(&root, 1, MPI_UINT64_T, 0, comm);
+  int first = root == hash_ ? size : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
+  if (first < size)
+    throw std::runtime_error(owner + " collectives out of order: rank " + std::to_string(first) + " of the " + group +
+                             " group issued other collectives (kinds, types, units, counts or order) than "
+                             "its rank 0 since the last step; NCCL would hang or corrupt on it");
+  hash_ = kFnvBasis;
+}
+
+void ShardCollectives::note(bool replica_group, char kind, int unit, size_t count) {
+  fingerprint_[replica_group ? 1 : 0].note(kind, unit, count);
 }
 
 void ShardCollectives::note(bool replica_group, char kind, ReduceType type, int unit, size_t count) {
@@ -32,34 +54,22 @@ void ShardCollectives::note(bool replica_group, char kind, ReduceType type, int 
 }
 
 void ShardCollectives::check_order() {
-  const char* names[2] = {"shard", "replica"};
-  const MPI_Comm comms[2] = {shard_, replica_};
-  for (int g = 0; g < 2; ++g) {
-    int size = 1, rank = 0;
-    MPI_Comm_size(comms[g], &size);
-    MPI_Comm_rank(comms[g], &rank);
-    if (size == 1) continue;
-    // Rank 0's fingerprint to everyone; each compares, and the lowest differing rank is
-    // found with one MIN reduction.
-    uint64_t root = fingerprint_[g];
-    MPI_Bcast(&root, 1, MPI_UINT64_T, 0, comms[g]);
-    int first = root == fingerprint_[g] ? size : rank;
-    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comms[g]);
-    if (first < size)
-      throw std::runtime_error(std::string("FSDP collectives out of order: rank ") +
-                               std::to_string(first) + " of the " + names[g] +
-                               " group issued other collectives (kinds, types, units, counts or order) than "
-                               "its rank 0 since the last step; NCCL would hang or corrupt on it");
-    fingerprint_[g] = kFnvBasis;
-  }
+  fingerprint_[0].check(shard_, "FSDP", "shard");
+  fingerprint_[1].check(replica_, "FSDP", "replica");
+}
+
+MPI_Comm group_comm(const std::vector<int>& group, int rank, const char* what) {
+  const auto at = std::find(group.begin(), group.end(), rank);
+  if (at == group.end()) throw std::logic_error(std::string("a rank outside its own ") + what + " group");
+  MPI_Comm comm = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, *std::min_element(group.begin(), group.end()),
+                           static_cast<int>(at - group.begin()), &comm),
+            (std::string("MPI_Comm_split (") + what + " group)").c_str());
+  return comm;
 }
 
 namespace {
 
-// MPI has no bf16 type: 16-bit elements of their own type, summed by a user operation
-// that widens each pair, adds in fp32 and rounds to nearest even (Eigen's bfloat16), as
-// NCCL's ncclBfloat16 sum does at each hop. Created once, after MPI_Init; MPI_Finalize
-// frees them.
 void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
   const auto* a = static_cast<const uint16_t*>(in);
   auto* b = static_cast<uint16_t*>(inout);
@@ -70,22 +80,22 @@ void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
   }
 }
 
-struct MpiReduceType {
-  MPI_Datatype type;
-  MPI_Op sum;
-};
+}  // namespace
 
-MpiReduceType mpi_reduce_type(ReduceType type) {
+// Created once, after MPI_Init; MPI_Finalize frees them.
+MpiSum mpi_sum(ReduceType type) {
   if (type == ReduceType::kFloat32) return {MPI_FLOAT, MPI_SUM};
-  static const MpiReduceType bf16 = [] {
-    MpiReduceType t{};
+  static const MpiSum bf16 = [] {
+    MpiSum t{};
     check_mpi(MPI_Type_contiguous(1, MPI_UINT16_T, &t.type), "MPI_Type_contiguous (bf16)");
     check_mpi(MPI_Type_commit(&t.type), "MPI_Type_commit (bf16)");
-    check_mpi(MPI_Op_create(&bf16_sum, 1, &t.sum), "MPI_Op_create (bf16 sum)");
+    check_mpi(MPI_Op_create(&bf16_sum, 1, &t.op), "MPI_Op_create (bf16 sum)");
     return t;
   }();
   return bf16;
 }
+
+namespace {
 
 // Host buffers, MPI's collectives; the all-gather is non-blocking, so a prefetch moves
 // while the previous unit computes.
@@ -108,14 +118,14 @@ class MpiShardCollectives final : public ShardCollectives {
   void wait_all_gather() override { check_mpi(MPI_Wait(&pending_, MPI_STATUS_IGNORE), "MPI_Wait"); }
   void reduce_scatter(const void* full, void* out, size_t count, ReduceType type, int unit) override {
     note(false, 's', type, unit, count);
-    const MpiReduceType t = mpi_reduce_type(type);
-    check_mpi(MPI_Reduce_scatter_block(full, out, static_cast<int>(count), t.type, t.sum, shard_),
+    const MpiSum t = mpi_sum(type);
+    check_mpi(MPI_Reduce_scatter_block(full, out, static_cast<int>(count), t.type, t.op, shard_),
               "MPI_Reduce_scatter_block");
   }
   void all_reduce_replicas(void* x, size_t count, ReduceType type, int unit) override {
     note(true, 'r', type, unit, count);
-    const MpiReduceType t = mpi_reduce_type(type);
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, x, static_cast<int>(count), t.type, t.sum, replica_), "MPI_Allreduce");
+    const MpiSum t = mpi_sum(type);
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, x, static_cast<int>(count), t.type, t.op, replica_), "MPI_Allreduce");
   }
 
  private:

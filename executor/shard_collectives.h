@@ -35,12 +35,42 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace rm::exec {
 
 // The element type gradients are summed in (torchtitan's training.mixed_precision_reduce).
 enum class ReduceType { kFloat32, kBfloat16 };
 size_t element_bytes(ReduceType type);
+
+// MPI's datatype and sum for a reduction in `type` (bf16: 16-bit elements summed by a
+// user operation that widens each pair, adds in fp32 and rounds to nearest even, as
+// ncclBfloat16's sum does at each hop).
+struct MpiSum {
+  MPI_Datatype type;
+  MPI_Op op;
+};
+MpiSum mpi_sum(ReduceType type);
+
+// The communicator of `group` (world ranks, in rank order), which holds `rank`: every rank
+// calls it with its own group, the groups partitioning the world (MPI_Comm_split, colour
+// = the group's smallest rank, key = the position). `what` names the groups in errors.
+MPI_Comm group_comm(const std::vector<int>& group, int rank, const char* what);
+
+// The order half of the contract below, for one group: each collective a rank issues is
+// folded into a fingerprint (FNV-1a over kind, unit, count), and check() compares the
+// members' since the last check, throwing std::runtime_error "<owner> collectives out of
+// order: rank R of the <group> group ..." naming the first member of `comm` whose
+// collectives differ from its member 0's.
+class CollectiveFingerprint {
+ public:
+  void note(char kind, int unit, size_t count);
+  void check(MPI_Comm comm, const std::string& owner, const std::string& group);
+
+ private:
+  static constexpr uint64_t kFnvBasis = 1469598103934665603ull;
+  uint64_t hash_ = kFnvBasis;
+};
 
 class ShardCollectives {
  public:
@@ -70,8 +100,7 @@ class ShardCollectives {
   MPI_Comm shard_, replica_;  // not owned: FsdpParams keeps them
 
  private:
-  uint64_t fingerprint_[2] = {kFnvBasis, kFnvBasis};
-  static constexpr uint64_t kFnvBasis = 1469598103934665603ull;
+  CollectiveFingerprint fingerprint_[2];  // shard, replica
 };
 
 // The collectives of `backend` ("cpu": MPI; "cuda": NCCL, device buffers) over the two

@@ -23,6 +23,7 @@
 #include "executor/run.h"
 #include "executor/token_stream.h"
 #include "executor/reference_attention.h"
+#include "executor/tensor_parallel_group.h"
 #include "executor/train_kernels.h"
 #include "executor/transformer.h"
 #include "executor/verify.h"
@@ -31,6 +32,7 @@
 #include "planner/cost_model.h"
 #include "planner/cost_params.h"
 #include "planner/input_error.h"
+#include "planner/tensor_parallel.h"
 
 namespace rm::exec {
 
@@ -92,7 +94,10 @@ Loaded load_inputs(const TrainOptions& opt) {
 // How the model state is laid out, for the header (the plan's degrees, executed_sharding's level).
 std::string model_state_text(const Loaded& in) {
   const Plan& p = in.lp.plan;
-  const std::string all = "sharded over all " + std::to_string(p.job.gpus) + " ranks";
+  const int tp = p.choice.tp;
+  const int n = p.job.gpus / tp;
+  const std::string all = tp > 1 ? "sharded over each TP rank's " + std::to_string(n) + (n == 1 ? " rank" : " ranks")
+                                 : "sharded over all " + std::to_string(p.job.gpus) + " ranks";
   switch (in.sharding) {
     case Sharding::kFsdp:
       return all + " (FSDP: each holds its shard of every unit's parameters, gradients and AdamW state";
@@ -118,12 +123,14 @@ std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences,
   char line[4096];  // two paths and the state's text
   std::snprintf(
       line, sizeof line,
-      "# ringmaster train: %s: %s (%.2fM params) on %s, %d ranks = cp %d x dp %d, %s%s\n"
+      "# ringmaster train: %s: %s (%.2fM params) on %s, %d ranks = %scp %d x dp %d, %s%s\n"
       "#   N = %lld tokens, %lld sequences per step (micro-batch %d x grad-accum %d x dp %d), "
       "AdamW lr %.3g (warm-up %d), data %s\n"
       "#   model state %s; '%s' activation checkpointing%s, gradients reduced in %s%s\n",
       opt.plan_path.c_str(), in.lp.model.name.c_str(), in.model.num_params() / 1e6,
-      in.lp.topology.name.c_str(), p.job.gpus, p.choice.cp, p.choice.dp,
+      in.lp.topology.name.c_str(), p.job.gpus,
+      p.choice.tp > 1 ? ("tp " + std::to_string(p.choice.tp) + " (sequence parallel) x ").c_str() : "", p.choice.cp,
+      p.choice.dp,
       cp_exchange_text(p.choice).c_str(),
       has_load_balance(p.choice) ? (std::string(", ") + to_string(p.choice.load_balance)).c_str() : "",
       static_cast<long long>(p.job.seq_len), static_cast<long long>(sequences),
@@ -212,6 +219,21 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   };
   Watchdog watchdog(rank, opt.timeout_s);
   RingAttention attention(in.lp, opt.plan_path, rank, opt.backend, &watchdog);
+  // Tensor parallelism (transformer.h): this rank runs member tp_rank's part of the
+  // model (`member`; the whole model with tp 1) with the other members of its TP group,
+  // which hold the same tokens. Checkpoints and run --verify see the whole model.
+  const PlanChoice& pc = plan.choice;
+  const int tp = pc.tp;
+  std::vector<int> tp_group{rank};
+  for (const std::vector<int>& g : tp_groups(pc.order, tp, pc.cp))
+    if (std::find(g.begin(), g.end(), rank) != g.end()) tp_group = g;
+  const int tp_rank = static_cast<int>(std::find(tp_group.begin(), tp_group.end(), rank) - tp_group.begin());
+  const Transformer member(in.lp.model, opt.plan_path, tp, tp_rank);
+  std::optional<MpiTensorParallel> tp_comm;
+  if (tp > 1) tp_comm.emplace(tp_group, rank, &watchdog, attention.epoch());
+  // Every member's part of a model-state array (`mine`, unsharded), as the whole model's.
+  auto whole = [&](const std::vector<float>& mine) { return tp > 1 ? member.tp_join(tp_comm->members(mine)) : mine; };
+  auto mine = [&](const std::vector<float>& all) { return tp > 1 ? member.tp_slice(all) : all; };
 
   TrainState st;
   st.seed = opt.seed;
@@ -226,6 +248,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
                    opt.checkpoint_dir.c_str());
     st.params = in.model.init(opt.seed);
   }
+  st.params = mine(st.params);
   // The pass, the shards and AdamW run on the device's kernels, the collectives on the
   // backend's transport (NCCL for cuda): nothing of the model state crosses the host link
   // during a step. From here on this rank holds only its shards; st keeps the step, seed
@@ -236,19 +259,18 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   // gathered in bf16, the shards and AdamW in fp32.
   const bool bf16 = mixed_precision_bf16(opt, in.lp);
   const ReduceType reduce = reduce_type(opt, in.lp);
-  const PlanChoice& pc = in.lp.plan.choice;
-  const ShardGroups groups = shard_groups(in.sharding, pc.order, pc.cp, pc.dp_shard, rank, in.lp.plan.job.gpus);
+  const ShardGroups groups = shard_groups(in.sharding, pc.order, tp, pc.cp, pc.dp_shard, rank);
   Bf16Kernels half(kernels);
   std::unique_ptr<FsdpState> state;
   FsdpParams<float>* full_pass = nullptr;
   FsdpParams<Bf16>* half_pass = nullptr;
   if (bf16) {
-    auto p = std::make_unique<FsdpParams<Bf16>>(in.model, groups, reduce, st.params, kernels, half, opt.backend,
+    auto p = std::make_unique<FsdpParams<Bf16>>(member, groups, reduce, st.params, kernels, half, opt.backend,
                                                 &watchdog, attention.epoch());
     half_pass = p.get();
     state = std::move(p);
   } else {
-    auto p = std::make_unique<FsdpParams<float>>(in.model, groups, reduce, st.params, kernels, kernels, opt.backend,
+    auto p = std::make_unique<FsdpParams<float>>(member, groups, reduce, st.params, kernels, kernels, opt.backend,
                                                  &watchdog, attention.epoch());
     full_pass = p.get();
     state = std::move(p);
@@ -258,14 +280,15 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   const FaultSpec fault = fault_from_env();
   if (fault.kind == FaultSpec::Kind::kFsdpUnit && fault.rank == rank) model_state.inject_wrong_unit(fault.step - 1);
   if (resumed) {
-    model_state.load(StateArray::kMoment1, st.optimizer.m);
-    model_state.load(StateArray::kMoment2, st.optimizer.v);
+    model_state.load(StateArray::kMoment1, mine(st.optimizer.m));
+    model_state.load(StateArray::kMoment2, mine(st.optimizer.v));
   }
   std::vector<float>().swap(st.params);
   std::vector<float>().swap(st.optimizer.m);
   std::vector<float>().swap(st.optimizer.v);
 
   const int dp = plan.choice.dp, mb = plan.choice.micro_batch, ga = plan.choice.grad_accum;
+  const int replica = attention.ring() / tp;  // the schedule's ring d·tp + t is replica d's
   const int64_t sequences = int64_t{dp} * mb * ga;
   const double grad_scale = 1.0 / (static_cast<double>(sequences) * N);
   const auto& idx = attention.tokens();
@@ -276,13 +299,16 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   const AttentionFn fwd = [&](int l, LayerAttention<float>& t) { attention.forward(l, t); };
   const AttentionFn bwd = [&](int l, LayerAttention<float>& t) { attention.backward(l, t); };
   Bf16Attention half_attention = bf16_attention(half, fwd, bwd);
+  TensorParallel<float>* tp_float = tp_comm ? &*tp_comm : nullptr;
+  TensorParallel<Bf16>* tp_half = tp_comm ? &*tp_comm : nullptr;
   // One micro-step's pass over this rank's tokens, in the run's precision.
   auto pass = [&](const TokenBatch& batch, size_t* held, PassTimes* times) {
     if (half_pass == nullptr)
-      return in.model.forward_backward<float>(kernels, *full_pass, batch, grad_scale, fwd, bwd,
-                                              plan.choice.checkpointing, held, times);
-    const double l = in.model.forward_backward<Bf16>(half, *half_pass, batch, grad_scale, half_attention.forward,
-                                                     half_attention.backward, plan.choice.checkpointing, held, times);
+      return member.forward_backward<float>(kernels, *full_pass, batch, grad_scale, fwd, bwd,
+                                            plan.choice.checkpointing, held, times, tp_float);
+    const double l = member.forward_backward<Bf16>(half, *half_pass, batch, grad_scale, half_attention.forward,
+                                                   half_attention.backward, plan.choice.checkpointing, held, times,
+                                                   tp_half);
     half_attention.reset();
     return l;
   };
@@ -316,6 +342,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     for (int64_t s = 0; s < sequences; ++s) seqs.push_back(next_sequence());
     model_state.zero_grads();
     model_state.set_step(static_cast<int>(step));
+    if (tp_comm) tp_comm->set_step(static_cast<int>(step));
     PassTimes pass_times;
     attention.reset_exposed();
     attention.set_step(static_cast<int>(step));
@@ -323,7 +350,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     for (int a = 0; a < ga; ++a) {  // one micro-step: this ring's mb sequences, stacked
       model_state.set_micro_step(a, ga);
       for (int m = 0; m < mb; ++m) {
-        const auto& seq = seqs[static_cast<size_t>((int64_t{a} * dp + attention.ring()) * mb + m)];
+        const auto& seq = seqs[static_cast<size_t>((int64_t{a} * dp + replica) * mb + m)];
         for (int64_t i = 0; i < c; ++i) {
           tok[m * c + i] = seq[static_cast<size_t>(idx[i])];
           tgt[m * c + i] = seq[static_cast<size_t>(idx[i] + 1)];
@@ -337,18 +364,22 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     // blocking, so wholly exposed; FSDP's collectives count the time blocked in them.
     const double ta = MPI_Wtime();
     model_state.finish_gradients();
+    if (tp_comm) tp_comm->check_order();
     watchdog.arm("the loss all-reduce of training step " + std::to_string(step + 1));
     MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     watchdog.disarm();
-    const double exposed = attention.exposed_comm_s() + model_state.comm_s() + (MPI_Wtime() - ta);
+    const double exposed = attention.exposed_comm_s() + model_state.comm_s() + (tp_comm ? tp_comm->comm_s() : 0) +
+                           (MPI_Wtime() - ta);
     if (opt.verify && step == 0) {  // the full parameters and gradients, on every rank
-      const std::vector<float> params = model_state.unshard(StateArray::kParams);
-      const std::vector<float> grads = model_state.unshard(StateArray::kGrads);
+      const std::vector<float> params = whole(model_state.unshard(StateArray::kParams));
+      const std::vector<float> grads = whole(model_state.unshard(StateArray::kGrads));
       if (rank == 0)
         verified = verify_step(in.model, plan, params, grads, loss, seqs, grad_scale,
                                verify_tolerance);
     }
-    const double grad_norm = std::sqrt(model_state.grad_squared_norm());
+    // With tp > 1 the members' norms add up, the tensors they all hold counted by member 0.
+    const double grad_norm = std::sqrt(tp_comm ? tp_comm->sum(model_state.grad_squared_norm(tp_rank == 0))
+                                               : model_state.grad_squared_norm());
     const double to = MPI_Wtime();
     model_state.optimizer_step(opt.optimizer, grad_norm);
     kernels.synchronize();  // the update's time, not its posting
@@ -364,6 +395,10 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     }
     std::vector<Measurement> mine = attention.take_records();
     std::vector<Measurement> collectives = model_state.take_records();
+    if (tp_comm) {
+      std::vector<Measurement> t = tp_comm->take_records();
+      collectives.insert(collectives.end(), t.begin(), t.end());
+    }
     if ((!opt.measurements_path.empty() || !opt.trace_path.empty()) && step >= opt.untimed_steps) {
       records.insert(records.end(), mine.begin(), mine.end());
       records.insert(records.end(), collectives.begin(), collectives.end());
@@ -414,15 +449,15 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     if (checkpoints && ((opt.checkpoint_every > 0 && st.step % opt.checkpoint_every == 0) ||
                         st.step == opt.steps)) {
       // The unsharded state (so any rank count can resume it), gathered on every rank.
-      TrainState whole = st;
-      whole.params = model_state.unshard(StateArray::kParams);
-      whole.optimizer.step = model_state.optimizer_steps();
-      whole.optimizer.m = model_state.unshard(StateArray::kMoment1);
-      whole.optimizer.v = model_state.unshard(StateArray::kMoment2);
+      TrainState all = st;
+      all.params = whole(model_state.unshard(StateArray::kParams));
+      all.optimizer.step = model_state.optimizer_steps();
+      all.optimizer.m = whole(model_state.unshard(StateArray::kMoment1));
+      all.optimizer.v = whole(model_state.unshard(StateArray::kMoment2));
       if (rank == 0) {
         const bool kill = fault.kind == FaultSpec::Kind::kCheckpointKill && fault.rank == rank &&
                           fault.step == st.step;
-        write_checkpoint(opt.checkpoint_dir, in.model, opt.data_path, whole, kill);
+        write_checkpoint(opt.checkpoint_dir, in.model, opt.data_path, all, kill);
         std::fprintf(stderr, "ringmaster train: checkpoint of step %lld written to %s\n",
                      static_cast<long long>(st.step), opt.checkpoint_dir.c_str());
       }
@@ -445,7 +480,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
                    "# per rank: model state %.2f MiB (replicated: %.2f MiB), unsharded units at "
                    "most %.2f MiB, stored activations %.2f MiB ('%s' checkpointing), peak RSS "
                    "%.1f MiB\n",
-                   held[0] / 1048576.0, 4.0 * in.model.num_params() * sizeof(float) / 1048576.0,
+                   held[0] / 1048576.0, 4.0 * member.num_params() * sizeof(float) / 1048576.0,
                    held[1] / 1048576.0, held[2] / 1048576.0, to_string(plan.choice.checkpointing),
                    held[3] / 1048576.0);
   }

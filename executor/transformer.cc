@@ -17,14 +17,15 @@ namespace {
 // Initialisation std of GPT-2 / Megatron-LM (--init-method-std 0.02).
 constexpr double kInitStd = 0.02;
 
-// What one layer's backward pass needs from its forward pass (rows = the batch's tokens).
+// What one layer's backward pass needs from its forward pass (rows = the batch's tokens;
+// mr = this TP member's rows of them, all of them with tp 1; a and b are every member's).
 template <class T>
 struct LayerActs {
-  Tensor<T> x, a;         // input, attention_norm(x)            [rows][H]
-  Tensor<T> r1;           // its 1 / rms                         [rows][1]
+  Tensor<T> x, a;         // input [mr][H], attention_norm(x)    [rows][H]
+  Tensor<T> r1;           // its 1 / rms                         [mr][1]
   std::vector<LayerAttention<T>> attn;  // per sequence: q, k (after RoPE), v, out, lse
   Tensor<T> o;            // attention output                    [rows][h d]
-  Tensor<T> x2, b;        // after the attention residual, ffn_norm(x2)   [rows][H]
+  Tensor<T> x2, b;        // after the attention residual [mr][H], ffn_norm(x2) [rows][H]
   Tensor<T> r2;
   Tensor<T> u, g, s;      // w1 b, w3 b, silu(u) * g             [rows][F]
 
@@ -52,13 +53,16 @@ struct LayerActs {
 
 }  // namespace
 
-size_t Transformer::add(const std::string& name, int64_t rows, int64_t cols, bool decay) {
-  tensors_.push_back({name, num_params_, rows, cols, decay});
-  num_params_ += static_cast<size_t>(rows * cols);
+size_t Transformer::add(const std::string& name, int64_t rows, int64_t cols, bool decay, TpSplit split) {
+  const int64_t r = split == TpSplit::kRows ? rows / tp_ : rows, k = split == TpSplit::kCols ? cols / tp_ : cols;
+  tensors_.push_back({name, num_params_, r, k, decay, split, full_params_});
+  num_params_ += static_cast<size_t>(r * k);
+  full_params_ += static_cast<size_t>(rows * cols);
   return tensors_.back().offset;
 }
 
-Transformer::Transformer(const ModelSpec& model, const std::string& where) : m_(model) {
+Transformer::Transformer(const ModelSpec& model, const std::string& where, int tp, int tp_rank)
+    : m_(model), tp_(tp), tp_rank_(tp_rank) {
   if (m_.heads * m_.head_dim != m_.hidden)
     fail_input(where, "model " + m_.name,
                "train needs heads * head_dim == hidden (got " + std::to_string(m_.heads) + " * " +
@@ -72,6 +76,12 @@ Transformer::Transformer(const ModelSpec& model, const std::string& where) : m_(
     fail_input(where, "model " + m_.name + ": vocab",
                "must hold the byte tokenizer's " + std::to_string(TokenStream::kMinVocab) +
                    " tokens (got " + std::to_string(m_.vocab) + ")");
+  if (tp < 1 || tp_rank < 0 || tp_rank >= tp || m_.heads % tp != 0 || m_.kv_heads % tp != 0 ||
+      m_.ffn_hidden % tp != 0 || m_.vocab % tp != 0)
+    fail_input(where, "plan.tp",
+               "tp " + std::to_string(tp) + " must divide the " + std::to_string(m_.heads) + " query heads, " +
+                   std::to_string(m_.kv_heads) + " kv heads, FFN hidden size " + std::to_string(m_.ffn_hidden) +
+                   " and vocabulary " + std::to_string(m_.vocab) + " of model " + m_.name);
   const int64_t H = m_.hidden, qd = int64_t{m_.heads} * m_.head_dim,
                 kvd = int64_t{m_.kv_heads} * m_.head_dim, F = m_.ffn_hidden;
   // Offsets are kept relative to their unit's begin (a unit's parameters arrive as one
@@ -79,7 +89,7 @@ Transformer::Transformer(const ModelSpec& model, const std::string& where) : m_(
   auto open_unit = [&](const std::string& name) { units_.push_back({name, num_params_, 0}); };
   auto close_unit = [&] { units_.back().end = num_params_; };
   open_unit("tok_embeddings");
-  tok_embeddings_ = add("tok_embeddings", m_.vocab, H, true);
+  tok_embeddings_ = add("tok_embeddings", m_.vocab, H, true, TpSplit::kRows);
   close_unit();
   for (int l = 0; l < m_.layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
@@ -87,25 +97,26 @@ Transformer::Transformer(const ModelSpec& model, const std::string& where) : m_(
     const size_t b = num_params_;
     LayerOffsets o{};
     o.attention_norm = add(p + "attention_norm", 1, H, false) - b;
-    o.wq = add(p + "attention.wq", H, qd, true) - b;
-    o.wk = add(p + "attention.wk", H, kvd, true) - b;
-    o.wv = add(p + "attention.wv", H, kvd, true) - b;
-    o.wo = add(p + "attention.wo", qd, H, true) - b;
+    o.wq = add(p + "attention.wq", H, qd, true, TpSplit::kCols) - b;
+    o.wk = add(p + "attention.wk", H, kvd, true, TpSplit::kCols) - b;
+    o.wv = add(p + "attention.wv", H, kvd, true, TpSplit::kCols) - b;
+    o.wo = add(p + "attention.wo", qd, H, true, TpSplit::kRows) - b;
     o.ffn_norm = add(p + "ffn_norm", 1, H, false) - b;
-    o.w1 = add(p + "feed_forward.w1", H, F, true) - b;
-    o.w3 = add(p + "feed_forward.w3", H, F, true) - b;
-    o.w2 = add(p + "feed_forward.w2", F, H, true) - b;
+    o.w1 = add(p + "feed_forward.w1", H, F, true, TpSplit::kCols) - b;
+    o.w3 = add(p + "feed_forward.w3", H, F, true, TpSplit::kCols) - b;
+    o.w2 = add(p + "feed_forward.w2", F, H, true, TpSplit::kRows) - b;
     layers_.push_back(o);
     close_unit();
   }
   open_unit("norm+output");
   const size_t head = num_params_;
   norm_ = add("norm", 1, H, false) - head;
-  output_ = add("output", H, m_.vocab, true) - head;
+  output_ = add("output", H, m_.vocab, true, TpSplit::kCols) - head;
   close_unit();
 }
 
 std::vector<float> Transformer::init(uint64_t seed) const {
+  if (tp_ > 1) return tp_slice(Transformer(m_, m_.name).init(seed));
   std::vector<float> p(num_params_);
   const double out_scale = 1.0 / std::sqrt(2.0 * m_.layers);
   for (size_t t = 0; t < tensors_.size(); ++t) {
@@ -130,16 +141,57 @@ std::vector<float> Transformer::init(uint64_t seed) const {
   return p;
 }
 
+std::vector<TpRun> Transformer::tp_runs(int member) const {
+  std::vector<TpRun> runs;
+  for (const ParamTensor& t : tensors_) {
+    const auto rows = static_cast<size_t>(t.rows), cols = static_cast<size_t>(t.cols);
+    const auto j = static_cast<size_t>(member);
+    switch (t.split) {
+      case TpSplit::kNone: runs.push_back({t.offset, t.full_offset, rows * cols}); break;
+      case TpSplit::kRows: runs.push_back({t.offset, t.full_offset + j * rows * cols, rows * cols}); break;
+      case TpSplit::kCols:  // row i of the member's [rows][cols] is columns [j cols, (j + 1) cols) of the whole's
+        for (size_t i = 0; i < rows; ++i)
+          runs.push_back({t.offset + i * cols, t.full_offset + (i * tp_ + j) * cols, cols});
+        break;
+    }
+  }
+  return runs;
+}
+
+std::vector<float> Transformer::tp_slice(const std::vector<float>& full) const {
+  if (full.size() != full_params_) throw std::logic_error("tp_slice: not the whole model's vector");
+  std::vector<float> mine(num_params_);
+  for (const TpRun& r : tp_runs(tp_rank_))
+    std::copy_n(full.begin() + static_cast<std::ptrdiff_t>(r.full), r.n, mine.begin() + static_cast<std::ptrdiff_t>(r.local));
+  return mine;
+}
+
+std::vector<float> Transformer::tp_join(const std::vector<float>& members) const {
+  if (members.size() != num_params_ * static_cast<size_t>(tp_)) throw std::logic_error("tp_join: not tp members' vectors");
+  std::vector<float> full(full_params_);
+  for (int j = 0; j < tp_; ++j) {
+    const auto base = members.begin() + static_cast<std::ptrdiff_t>(num_params_ * static_cast<size_t>(j));
+    for (const TpRun& r : tp_runs(j))
+      std::copy_n(base + static_cast<std::ptrdiff_t>(r.local), r.n, full.begin() + static_cast<std::ptrdiff_t>(r.full));
+  }
+  return full;
+}
+
 template <class T>
 double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
                                      const TokenBatch& batch, double grad_scale,
                                      const AttentionFnOf<T>& attention_forward,
                                      const AttentionFnOf<T>& attention_backward,
                                      Checkpointing checkpointing, size_t* held_activation_bytes,
-                                     PassTimes* times) const {
-  const int H = m_.hidden, h = m_.heads, hkv = m_.kv_heads, d = m_.head_dim, F = m_.ffn_hidden,
-            V = m_.vocab, L = m_.layers;
+                                     PassTimes* times, TensorParallel<T>* tp) const {
+  // This member's heads, FFN columns and vocabulary entries (all of them with tp 1).
+  const int H = m_.hidden, h = m_.heads / tp_, hkv = m_.kv_heads / tp_, d = m_.head_dim,
+            F = m_.ffn_hidden / tp_, V = m_.vocab / tp_, L = m_.layers;
   const int64_t c = batch.c, n = batch.sequences, rows = n * c;  // rows: the batch's tokens
+  if (tp_ > 1 && (tp == nullptr || tp->size() != tp_ || tp->rank() != tp_rank_ || rows % tp_ != 0))
+    throw std::logic_error("forward_backward: a TP member's pass needs its group and rows divisible by tp");
+  // Sequence parallelism: this member's rows [mine0, mine0 + mr) between the parallel regions.
+  const int64_t mr = rows / tp_, mine0 = mr * tp_rank_;
   const int64_t hd = int64_t{h} * d, kvd = int64_t{hkv} * d;
   const int head_unit = L + 1;
   const int32_t* tokens = batch.tokens;
@@ -174,6 +226,58 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
     access.release(u);
     lap(nullptr);
   };
+  // Tensor + sequence parallelism (none of it runs with tp 1): every member's rows of x
+  // [mr][cols] (kept in `keep`; with tp 1, x itself), and this member's rows of the sum of
+  // the members' partial results [rows][cols].
+  auto all_rows = [&](ConstView<T> x, Tensor<T>& keep) -> ConstView<T> {
+    if (tp_ == 1) return x;
+    keep = mat(rows, x.cols);
+    lap(ew);
+    tp->all_gather(x, keep);
+    lap(nullptr);
+    return keep;
+  };
+  auto my_rows_sum = [&](Tensor<T> partial) -> Tensor<T> {
+    if (tp_ == 1) return partial;
+    Tensor<T> mine = mat(mr, partial.cols());
+    lap(ew);
+    tp->reduce_scatter(partial, mine);
+    lap(nullptr);
+    return mine;
+  };
+  // resid + (in w) summed over the members, on this member's rows (a row-parallel GEMM).
+  auto residual_add = [&](ConstView<T> resid, ConstView<T> in, ConstView<T> w) -> Tensor<T> {
+    Tensor<T> out = mat(mr, H);
+    if (tp_ == 1) {
+      K.copy(out, resid);
+      mm_add(in, w, out);
+      lap(lin);
+      return out;
+    }
+    Tensor<T> partial = mat(rows, H);
+    mm(in, w, partial);
+    lap(lin);
+    out = my_rows_sum(std::move(partial));
+    K.add(out, resid);
+    lap(ew);
+    return out;
+  };
+  // RMSNorm's backward; a norm gain's gradient summed over the members (each saw its rows).
+  auto norm_backward = [&](ConstView<T> x, ConstView<T> r, const T* g, ConstView<T> dy, View<T> dx, T* dg) {
+    if (tp_ == 1) {
+      K.rmsnorm_backward(x, r, g, dy, dx, dg);
+      lap(ew);
+      return;
+    }
+    Tensor<T> part = mat(1, H);
+    K.zero(part);
+    K.rmsnorm_backward(x, r, g, dy, dx, part.data());
+    lap(ew);
+    tp->all_reduce(part);
+    lap(nullptr);
+    K.add(View<T>{dg, 1, H}, part);
+    lap(ew);
+  };
   // Sequence m's rows of x [rows][heads d] as a head-major tensor [heads][c d], and back.
   auto heads_of = [&](ConstView<T> x, int64_t m, int heads) {
     Tensor<T> t = mat(heads, c * d);
@@ -197,10 +301,15 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
   // returns the block's output [rows][H].
   auto layer_forward = [&](int l, const T* p, LayerActs<T>& A) -> Tensor<T> {
     const LayerOffsets& o = layers_[l];
-    A.a = mat(rows, H);
-    A.r1 = mat(rows, 1);
+    A.a = mat(mr, H);
+    A.r1 = mat(mr, 1);
     K.rmsnorm_forward(A.x, p + o.attention_norm, A.a, A.r1);
     lap(ew);
+    if (tp_ > 1) {  // every member's rows: the QKV GEMMs' input, kept for their backward
+      Tensor<T> all;
+      (void)all_rows(A.a, all);
+      A.a = std::move(all);
+    }
     Tensor<T> q = mat(rows, hd), k = mat(rows, kvd), v = mat(rows, kvd);
     mm(A.a, W(p, o.wq, H, hd), q);
     mm(A.a, W(p, o.wk, H, kvd), k);
@@ -223,26 +332,41 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
       K.from_heads(t.out, h, d, A.o, m * c);
     }
     lap(ew);
-    A.x2 = mat(rows, H);  // x + o wo
-    K.copy(A.x2, A.x);
-    mm_add(A.o, W(p, o.wo, hd, H), A.x2);
-    lap(lin);
-    A.b = mat(rows, H);
-    A.r2 = mat(rows, 1);
+    A.x2 = residual_add(A.x, A.o, W(p, o.wo, hd, H));  // x + o wo
+    A.b = mat(mr, H);
+    A.r2 = mat(mr, 1);
     K.rmsnorm_forward(A.x2, p + o.ffn_norm, A.b, A.r2);
     lap(ew);
+    if (tp_ > 1) {  // the FFN GEMMs' input, every member's rows
+      Tensor<T> all;
+      (void)all_rows(A.b, all);
+      A.b = std::move(all);
+    }
     swiglu(l, p, A);
-    Tensor<T> out = mat(rows, H);  // x2 + s w2
-    K.copy(out, A.x2);
-    mm_add(A.s, W(p, o.w2, F, H), out);
-    lap(lin);
-    return out;
+    return residual_add(A.x2, A.s, W(p, o.w2, F, H));  // x2 + s w2
   };
 
-  // ---- embedding: x [rows][H]
+  // ---- embedding: x [mr][H]. Vocabulary-parallel (Megatron's VocabParallelEmbedding):
+  // a member looks up the tokens of its V entries, the others read a zero row (the
+  // table's copy below, row V), and the rows are summed over the members.
+  std::vector<int32_t> my_tokens;  // the tokens as rows of the table's copy
+  if (tp_ > 1)
+    for (int64_t i = 0; i < rows; ++i) {
+      const int32_t local = tokens[i] - static_cast<int32_t>(V * tp_rank_);
+      my_tokens.push_back(local >= 0 && local < V ? local : V);
+    }
   const T* pe = gather(0);
-  Tensor<T> x = mat(rows, H);
-  K.embedding_forward(W(pe, tok_embeddings_, V, H), tokens, x);
+  Tensor<T> x;
+  if (tp_ == 1) {
+    x = mat(rows, H);
+    K.embedding_forward(W(pe, tok_embeddings_, V, H), tokens, x);
+  } else {
+    Tensor<T> table = mat(V + 1, H), partial = mat(rows, H);
+    K.copy(View<T>{table.data(), V, H}, W(pe, tok_embeddings_, V, H));
+    K.zero(View<T>{table.data() + int64_t{V} * H, 1, H});
+    K.embedding_forward(table, my_tokens.data(), partial);
+    x = my_rows_sum(std::move(partial));
+  }
   done(0, false);
 
   // ---- layers, forward (each block gathered, run, released: resharded after forward)
@@ -259,26 +383,46 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
   }
   if (held_activation_bytes) *held_activation_bytes = held;
 
-  // ---- head and loss: z [rows][H], logits [rows][V]
+  // ---- head and loss: z [mr][H], logits [rows][V] (the member's vocabulary entries)
   const T* ph = gather(head_unit);
-  Tensor<T> z = mat(rows, H), rf = mat(rows, 1);
+  Tensor<T> z = mat(mr, H), rf = mat(mr, 1);
   K.rmsnorm_forward(x, ph + norm_, z, rf);
   lap(ew);
+  Tensor<T> z_all;
+  const ConstView<T> zs = all_rows(z, z_all);
   Tensor<T> logits = mat(rows, V);
-  mm(z, W(ph, output_, H, V), logits);
+  mm(zs, W(ph, output_, H, V), logits);
   lap(lin);
-  // logits become dlogits = (softmax - onehot) * grad_scale
-  const double loss = K.cross_entropy(logits, targets, grad_scale);
+  // logits become dlogits = (softmax - onehot) * grad_scale. With tp > 1 the softmax
+  // needs every vocabulary entry: the all-to-all gives this member its rows' logits from
+  // every member ([tp][mr][V], member-major: from_heads lays them side by side), and the
+  // gradient goes back the same way.
+  double loss = 0;
+  if (tp_ == 1) {
+    loss = K.cross_entropy(logits, targets, grad_scale);
+  } else {
+    Tensor<T> parts = mat(tp_, mr * V), whole = mat(mr, int64_t{V} * tp_);
+    lap(ew);
+    tp->all_to_all(View<T>{logits.data(), tp_, mr * V}, parts);
+    lap(nullptr);
+    K.from_heads(parts, tp_, V, whole, 0);
+    loss = K.cross_entropy(whole, targets + mine0, grad_scale);
+    K.to_heads(whole, 0, tp_, V, parts);
+    lap(ew);
+    tp->all_to_all(parts, View<T>{logits.data(), tp_, mr * V});
+    lap(nullptr);
+  }
 
   // ---- head, backward
   T* gh = grads_of(head_unit);
-  mm_tn_add(z, logits, dW(gh, output_, H, V));
-  Tensor<T> dz = mat(rows, H);
-  mm_nt(logits, W(ph, output_, H, V), dz);
+  mm_tn_add(zs, logits, dW(gh, output_, H, V));
+  Tensor<T> dz_all = mat(rows, H);
+  mm_nt(logits, W(ph, output_, H, V), dz_all);
   lap(lin);
-  Tensor<T> dx = mat(rows, H);
+  Tensor<T> dz = my_rows_sum(std::move(dz_all));
+  Tensor<T> dx = mat(mr, H);
   K.zero(dx);
-  K.rmsnorm_backward(x, rf, ph + norm_, dz, dx, gh + norm_);
+  norm_backward(x, rf, ph + norm_, dz, dx, gh + norm_);
   done(head_unit, true);
 
   // ---- layers, backward: dx is d(loss)/d(layer output)
@@ -290,9 +434,11 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
     if (checkpointing == Checkpointing::kSelective) swiglu(l, p, A);
     T* gp = grads_of(l + 1);
     // feed-forward: x3 = x2 + s w2
-    mm_tn_add(A.s, dx, dW(gp, o.w2, F, H));
+    Tensor<T> dx_all;
+    const ConstView<T> dxs = all_rows(dx, dx_all);
+    mm_tn_add(A.s, dxs, dW(gp, o.w2, F, H));
     Tensor<T> ds = mat(rows, F);
-    mm_nt(dx, W(p, o.w2, F, H), ds);
+    mm_nt(dxs, W(p, o.w2, F, H), ds);
     lap(lin);
     Tensor<T> du = mat(rows, F), dg = mat(rows, F);
     K.swiglu_backward(ds, A.u, A.g, du, dg);
@@ -303,14 +449,16 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
     mm_nt(du, W(p, o.w1, H, F), db);
     mm_nt_add(dg, W(p, o.w3, H, F), db);
     lap(lin);
-    Tensor<T> dx2 = mat(rows, H);
+    db = my_rows_sum(std::move(db));
+    Tensor<T> dx2 = mat(mr, H);
     K.copy(dx2, dx);
-    K.rmsnorm_backward(A.x2, A.r2, p + o.ffn_norm, db, dx2, gp + o.ffn_norm);
-    lap(ew);
+    norm_backward(A.x2, A.r2, p + o.ffn_norm, db, dx2, gp + o.ffn_norm);
     // attention: x2 = x + o wo
-    mm_tn_add(A.o, dx2, dW(gp, o.wo, hd, H));
+    Tensor<T> dx2_all;
+    const ConstView<T> dx2s = all_rows(dx2, dx2_all);
+    mm_tn_add(A.o, dx2s, dW(gp, o.wo, hd, H));
     Tensor<T> dout = mat(rows, hd);
-    mm_nt(dx2, W(p, o.wo, hd, H), dout);
+    mm_nt(dx2s, W(p, o.wo, hd, H), dout);
     lap(lin);
     Tensor<T> dq = mat(rows, hd), dk = mat(rows, kvd), dv = mat(rows, kvd);
     for (int64_t m = 0; m < n; ++m) {
@@ -337,15 +485,24 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
     mm_nt_add(dk, W(p, o.wk, H, kvd), da);
     mm_nt_add(dv, W(p, o.wv, H, kvd), da);
     lap(lin);
+    da = my_rows_sum(std::move(da));
     dx = std::move(dx2);
-    K.rmsnorm_backward(A.x, A.r1, p + o.attention_norm, da, dx, gp + o.attention_norm);
+    norm_backward(A.x, A.r1, p + o.attention_norm, da, dx, gp + o.attention_norm);
     done(l + 1, true);
     A = LayerActs<T>();  // this layer's activations are no longer needed
   }
 
   // ---- embedding, backward
   T* ge = grads_of(0);
-  K.embedding_backward(dx, tokens, dW(ge, tok_embeddings_, V, H));
+  if (tp_ == 1) {
+    K.embedding_backward(dx, tokens, dW(ge, tok_embeddings_, V, H));
+  } else {  // every member's rows, into the table's copy; its zero row's sum dropped
+    Tensor<T> dx_all, dtable = mat(V + 1, H);
+    const ConstView<T> dxs = all_rows(dx, dx_all);
+    K.zero(dtable);
+    K.embedding_backward(dxs, my_tokens.data(), dtable);
+    K.add(dW(ge, tok_embeddings_, V, H), ConstView<T>{dtable.data(), V, H});
+  }
   lap(ew);
   access.reduce(0);
   lap(nullptr);
@@ -356,13 +513,13 @@ template double Transformer::forward_backward<float>(TrainKernels<float>&, Param
                                                      const TokenBatch&, double,
                                                      const AttentionFnOf<float>&,
                                                      const AttentionFnOf<float>&, Checkpointing,
-                                                     size_t*, PassTimes*) const;
+                                                     size_t*, PassTimes*, TensorParallel<float>*) const;
 template double Transformer::forward_backward<double>(TrainKernels<double>&, ParamAccess<double>&,
                                                       const TokenBatch&, double, const AttentionFnOf<double>&,
                                                       const AttentionFnOf<double>&, Checkpointing,
-                                                      size_t*, PassTimes*) const;
+                                                      size_t*, PassTimes*, TensorParallel<double>*) const;
 template double Transformer::forward_backward<Bf16>(TrainKernels<Bf16>&, ParamAccess<Bf16>&, const TokenBatch&,
                                                     double, const AttentionFnOf<Bf16>&, const AttentionFnOf<Bf16>&,
-                                                    Checkpointing, size_t*, PassTimes*) const;
+                                                    Checkpointing, size_t*, PassTimes*, TensorParallel<Bf16>*) const;
 
 }  // namespace rm::exec

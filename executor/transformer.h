@@ -19,6 +19,8 @@
 //   tok_embeddings [V][H]; per layer l "layers.l.": attention_norm [H], wq [H][h d],
 //   wk [H][h_kv d], wv [H][h_kv d], wo [h d][H], ffn_norm [H], w1 [H][F], w3 [H][F],
 //   w2 [F][H]; norm [H]; output [H][V].
+// Under tensor parallelism a member's vector holds its part of each (TpSplit), in the
+// same order: heads, F and V divided by tp.
 // The flat vector splits into FSDP units (units()), contiguous ranges as torchtitan wraps
 // them: the embedding, each TransformerBlock, and the final norm with the output head.
 // forward_backward() reads a unit's parameters and adds into its gradients only through
@@ -38,11 +40,27 @@
 
 namespace rm::exec {
 
+// How tensor parallelism splits a tensor over the members of a TP group (Megatron-LM,
+// Shoeybi et al. 2019): kCols, the column-parallel wq, wk, wv (by heads), w1, w3 (by FFN
+// columns) and the output head (by vocabulary entries); kRows, the row-parallel wo, w2 and
+// the vocabulary-parallel embedding; kNone, the norm gains every member holds whole
+// (their gradients summed over the group, as sequence parallelism computes them from each
+// member's own tokens).
+enum class TpSplit { kNone, kRows, kCols };
+
 struct ParamTensor {
   std::string name;
   size_t offset = 0;
-  int64_t rows = 0, cols = 0;
+  int64_t rows = 0, cols = 0;  // this member's part (the whole tensor with tp 1)
   bool decay = true;  // AdamW weight decay applies (matrices; not norm gains)
+  TpSplit split = TpSplit::kNone;
+  size_t full_offset = 0;  // where the whole tensor starts in the whole model (tp 1)
+};
+
+// A stretch of n elements of a TP member's flat vector at `local`, at `full` in the whole
+// model's (Transformer::tp_runs).
+struct TpRun {
+  size_t local = 0, full = 0, n = 0;
 };
 
 // One layer's attention tensors of one sequence on this rank, head-major (layouts of
@@ -119,6 +137,28 @@ struct PassTimes {
   double elementwise_s = 0;
 };
 
+// The collectives of tensor + sequence parallelism over the pass's activations, in the
+// TP group of `size()` members that hold the same tokens (Megatron-LM's
+// --sequence-parallel, Korthikanti et al. 2022): between the parallel regions each member
+// keeps rows / size of the batch's rows, member j rows [j r, (j + 1) r). Blocking; every
+// member calls the same collectives with the same shapes in the same order (NCCL's
+// contract, shard_collectives.h). Blocks are contiguous and equal:
+//   all_gather:     all [size][mine] (member j's `mine` as block j)
+//   reduce_scatter: mine = the sum over members of their all's block of this member
+//   all_to_all:     out's block k = member k's `blocks` block of this member
+//   all_reduce:     x = the sum over members, in place
+template <class T>
+class TensorParallel {
+ public:
+  virtual ~TensorParallel() = default;
+  virtual int size() const = 0;
+  virtual int rank() const = 0;
+  virtual void all_gather(ConstView<T> mine, View<T> all) = 0;
+  virtual void reduce_scatter(ConstView<T> all, View<T> mine) = 0;
+  virtual void all_to_all(ConstView<T> blocks, View<T> out) = 0;
+  virtual void all_reduce(View<T> x) = 0;
+};
+
 template <class T>
 using AttentionFnOf = std::function<void(int layer, LayerAttention<T>& t)>;
 using AttentionFn = AttentionFnOf<float>;
@@ -127,16 +167,29 @@ class Transformer {
  public:
   // `where` names the model for errors: InputError unless heads * head_dim is consistent,
   // the FFN is gated (SwiGLU) and the vocabulary holds the byte tokenizer's 257 tokens.
-  Transformer(const ModelSpec& model, const std::string& where);
+  // With `tp` > 1 this is member `tp_rank`'s part of the model (TpSplit): h / tp query and
+  // h_kv / tp kv heads, F / tp FFN columns, V / tp vocabulary entries (InputError unless
+  // tp divides them, as planner/tensor_parallel.h's tp_why_invalid says).
+  Transformer(const ModelSpec& model, const std::string& where, int tp = 1, int tp_rank = 0);
 
-  size_t num_params() const { return num_params_; }
+  size_t num_params() const { return num_params_; }  // this member's
+  size_t full_params() const { return full_params_; }  // the whole model's
+  int tp() const { return tp_; }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
-  const ModelSpec& spec() const { return m_; }
+  const ModelSpec& spec() const { return m_; }  // the whole model's
 
   // Deterministic initialisation from `seed` (the same on every rank): matrices normal
   // with std 0.02, output projections wo and w2 scaled by 1/sqrt(2 * layers) (GPT-2,
-  // Radford et al. 2019, section 2.3), norm gains 1.
+  // Radford et al. 2019, section 2.3), norm gains 1. With tp > 1, this member's part of
+  // the whole model's (so a run's trajectory does not depend on tp).
   std::vector<float> init(uint64_t seed) const;
+
+  // Where TP member `member`'s flat vector sits in the whole model's, stretch by stretch
+  // (in local order), and the two ways across: this member's part of a whole vector, and
+  // the whole vector from every member's ([tp][num_params()], member order).
+  std::vector<TpRun> tp_runs(int member) const;
+  std::vector<float> tp_slice(const std::vector<float>& full) const;
+  std::vector<float> tp_join(const std::vector<float>& members) const;
 
   // FSDP units (see above): 0 the embedding, 1..layers the blocks, layers + 1 the head.
   const std::vector<ParamUnit>& units() const { return units_; }
@@ -152,6 +205,15 @@ class Transformer {
   // `held_activation_bytes`, when given, receives the bytes of activations stored for the
   // backward pass at the end of the forward pass (the peak of what is kept across layers);
   // `times`, when given, gets this call's compute added (PassTimes).
+  // With tp > 1, `tp` is the member's group (TensorParallel): the pass runs Megatron-LM's
+  // tensor + sequence parallelism: each member norms and adds residuals on its rows / tp
+  // rows; the rows are all-gathered before the QKV, FFN and head GEMMs (the gathered
+  // inputs kept for the backward, as torchtitan's TP saves them), the row-parallel wo and
+  // w2 outputs and the vocabulary-parallel embedding's are reduce-scattered back; the
+  // attention runs on the member's heads (the plan's ring of its TP rank); the loss is
+  // taken on the member's own rows after an all-to-all gives them every vocabulary entry
+  // (torchtitan's loss without loss_parallel, on rows / tp rows); norm gains' gradients
+  // are all-reduced over the group. The loss returned is the member's rows'.
   // T is float (training) or double (the reference of run --verify). `kernels` computes
   // everything but the attention, in its own memory: `params` hands out pointers into it
   // (FSDP's shards live there, fsdp.h), and the attention callbacks get their tensors
@@ -163,7 +225,7 @@ class Transformer {
                           const AttentionFnOf<T>& attention_backward,
                           Checkpointing checkpointing = Checkpointing::kNone,
                           size_t* held_activation_bytes = nullptr,
-                          PassTimes* times = nullptr) const;
+                          PassTimes* times = nullptr, TensorParallel<T>* tp = nullptr) const;
   // The same on the CPU (Eigen kernels), parameters in host memory.
   template <class T>
   double forward_backward(ParamAccess<T>& params, const TokenBatch& batch, double grad_scale,
@@ -192,8 +254,11 @@ class Transformer {
   struct LayerOffsets {
     size_t attention_norm, wq, wk, wv, wo, ffn_norm, w1, w3, w2;
   };
-  size_t add(const std::string& name, int64_t rows, int64_t cols, bool decay);
+  // Appends this member's part of a whole [rows][cols] tensor split as `split` says.
+  size_t add(const std::string& name, int64_t rows, int64_t cols, bool decay, TpSplit split = TpSplit::kNone);
   ModelSpec m_;
+  int tp_ = 1, tp_rank_ = 0;
+  size_t full_params_ = 0;
   std::vector<ParamTensor> tensors_;
   std::vector<LayerOffsets> layers_;
   std::vector<ParamUnit> units_;

@@ -338,9 +338,21 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
     return std::string("fp8_recipe: the executor's linear layers run in fp32 or bf16, not float8 (got ") +
            to_string(plan.job.fp8_recipe) +
            "): such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: re-plan without --fp8";
-  if (plan.choice.tp > 1)
-    return "plan.tp: the executor runs plans without tensor parallelism (got tp " + std::to_string(plan.choice.tp) +
-           "): such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: re-plan with --tp 1";
+  if (plan.choice.tp > 1 && backend != "cpu")
+    return "plan.tp: the " + backend + " backend runs plans without tensor parallelism (got tp " +
+           std::to_string(plan.choice.tp) +
+           "; the cpu backend runs them): such a plan is priced, simulated (`ringmaster simulate`) and exported: "
+           "re-plan with --tp 1";
+  if (plan.choice.tp > 1 && kind != Strategy::kRing && kind != Strategy::kAllGatherCp)
+    return std::string("plan.tp: the executor runs tensor parallelism beside context parallelism of cp_comm_type "
+                       "p2p or all_gather, not ") +
+           cp_comm_type(kind) + ": re-plan with --tp 1 or --cp-comm-type p2p";
+  if (plan.choice.tp > 1 && plan.choice.tp_comm_overlap)
+    return "plan.tp_comm_overlap: the executor waits for each TP collective before the GEMM that needs it "
+           "(Megatron-LM's default), so it cannot measure what this plan priced: re-plan with --no-tp-comm-overlap";
+  if (plan.choice.tp > 1 && (plan.job.seq_len / plan.choice.cp) % plan.choice.tp != 0)
+    return "plan.tp: sequence parallelism splits each rank's " + std::to_string(plan.job.seq_len / plan.choice.cp) +
+           " tokens of a sequence over the tp " + std::to_string(plan.choice.tp) + " members: tp must divide them";
   if (effective_window(model, plan.job) > 0 && backend != "cpu")
     return "model.sliding_window: the " + backend + " backend's kernels apply the causal mask only, not a sliding "
            "window of " + std::to_string(model.sliding_window) +

@@ -20,6 +20,12 @@ bool is_compute(const CalibrationRecord& m) {
   return is_kernel(m) || m.kind == "accumulate" || m.kind == "gemm";
 }
 bool is_transfer(const CalibrationRecord& m) { return m.kind == "send" || m.kind == "recv"; }
+// FSDP's collectives and the TP group's, priced by the same collective model (the TP
+// group's all-to-alls are not: the loss's exchange).
+bool is_collective(const std::string& kind) {
+  return kind == "all_gather" || kind == "reduce_scatter" || kind == "all_reduce" || kind == "tp_all_gather" ||
+         kind == "tp_reduce_scatter" || kind == "tp_all_reduce";
+}
 double end_of(const CalibrationRecord& m) { return m.start + m.seconds; }
 // Spans that share more than a sliver of time (clock reads around back-to-back ops
 // touch at their ends).
@@ -103,10 +109,10 @@ Profile fit_profile(const std::vector<CalibrationRecord>& records, const Topolog
         elementwise.push_back({m->bytes / topo.gpu.hbm_bytes_per_s, m->seconds});
       } else if (m->kind == "optimizer" && m->bytes > 0) {
         optimizer.push_back({m->bytes / topo.gpu.hbm_bytes_per_s, m->seconds});
-      } else if ((m->kind == "all_gather" || m->kind == "reduce_scatter" || m->kind == "all_reduce") &&
-                 m->group > 1 && m->bytes > 0) {
-        // The executor waits on a prefetched all-gather; it calls the others blocking.
-        const int passes = m->kind == "all_reduce" ? 2 : 1;
+      } else if (is_collective(m->kind) && m->group > 1 && m->bytes > 0) {
+        // The executor waits on a prefetched FSDP all-gather; it calls the others (the TP
+        // group's all of them) blocking.
+        const int passes = m->kind == "all_reduce" || m->kind == "tp_all_reduce" ? 2 : 1;
         collectives.push_back({(m->group - 1) * m->bytes / m->group, passes, m->seconds,
                                m->kind != "all_gather"});
       } else if (m->kind == "recv" && m->bytes > 0 && m->peer >= 0) {

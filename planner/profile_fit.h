@@ -53,15 +53,15 @@ struct CalibrationRecord {
   int iteration = 0;
   std::string kind;  // "attention_forward", "attention_backward", "accumulate", "gemm",
                      // "linear", "elementwise", "a2a_pack", "a2a_unpack", "optimizer",
-                     // "send", "recv"; other kinds are ignored
+                     // "send", "recv", the collectives below; other kinds are ignored
   int block_q = 0;   // tile sizes and head dim of attention records
   int block_kv = 0;
   int head_dim = 0;
   double flops = 0;  // executed (a backward's: kBackwardFlopsFactor x its forward's)
   double bytes = 0;  // send, recv, elementwise, a2a_pack / a2a_unpack, optimizer
   int peer = -1;     // send, recv: the other rank
-  int group = 0;     // all_gather, reduce_scatter, all_reduce: ranks in the collective's
-                     // group (0: unknown, the record is not fitted)
+  int group = 0;     // all_gather, reduce_scatter, all_reduce and the TP group's tp_*
+                     // of them: ranks in the collective's group (0: unknown, not fitted)
   double start = 0;  // seconds on the rank's clock
   double seconds = 0;
 };

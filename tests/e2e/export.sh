@@ -155,7 +155,7 @@ grep -Eq "cp_comm_type: (p2p|all_gather)$" "$tmp/ours.yaml" && grep -q "^  tp: 1
   fail "plan --target slurm: not a tp 1 p2p or all_gather plan: $(grep -E 'cp_comm_type|  tp:' "$tmp/ours.yaml")"
 grep -q "only plans for ringmaster run (--target slurm; export --to slurm)" "$tmp/ours.txt" ||
   fail "plan --target slurm does not say what it searched"
-expect_bad "no plan \`ringmaster run\` can run" "plan.tp: the executor runs plans without tensor parallelism" \
+expect_bad "no plan \`ringmaster run\` can run" "plan.tp: the cuda backend runs plans without tensor parallelism" \
   -- plan --model llama3-8b --topology dgx-h100-ib --gpus 16 --seq 64k --target slurm --tp 2
 
 # --target prices the plan as that framework runs its GEMMs (data_parallel.h

@@ -36,7 +36,7 @@ model=tiny
 train_losses() {
   local name=$1
   shift
-  # --tp 1: the executor runs plans without tensor parallelism.
+  # --tp 1: tensor parallelism has its own test (train_tensor_parallel.sh).
   if ! "$bin" plan --model "$model" --topology "$topology" --seq 128 --batch-tokens 512 --tp 1 --sharding "$sharding" "$@" \
       -o "$tmp/$name.yaml" >/dev/null 2>"$tmp/$name.plan.err"; then
     fail "$name: plan $* failed: $(cat "$tmp/$name.plan.err")"

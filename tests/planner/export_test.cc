@@ -188,7 +188,7 @@ TEST_CASE("plan --target searches the collective kinds the framework (or ringmas
   CHECK_THROWS_WITH_AS(plan_for_target(s.planner, job, tp2, ExportTarget::kSlurm, s.model, 8, "t"),
                        doctest::Contains("t: --target: no plan `ringmaster run` can run:"), InputError);
   CHECK_THROWS_WITH_AS(plan_for_target(s.planner, job, tp2, ExportTarget::kSlurm, s.model, 8, "t"),
-                       doctest::Contains("plan.tp: the executor runs plans without tensor parallelism"), InputError);
+                       doctest::Contains("plan.tp: the cuda backend runs plans without tensor parallelism"), InputError);
 }
 
 TEST_CASE("plan --target picks the best plan the framework runs when a faster one breaks two of its rules") {
