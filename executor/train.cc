@@ -295,7 +295,8 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   const int64_t c = static_cast<int64_t>(idx.size());
   std::vector<int32_t> tok(static_cast<size_t>(c * mb)), tgt(static_cast<size_t>(c * mb));
   const TokenStepWork step_work =
-      token_step_work(in.lp.model, plan.choice.checkpointing, in.lp.topology.gpu.element_bytes);
+      token_step_work(tp_shard(in.lp.model, tp), plan.choice.checkpointing,  // a TP member's part, as the cost model prices it
+                      in.lp.topology.gpu.element_bytes);
   const AttentionFn fwd = [&](int l, LayerAttention<float>& t) { attention.forward(l, t); };
   const AttentionFn bwd = [&](int l, LayerAttention<float>& t) { attention.backward(l, t); };
   Bf16Attention half_attention = bf16_attention(half, fwd, bwd);

@@ -7,7 +7,8 @@
 # beside all_gather CP (ZeRO-1); a bf16 pass follows the 1-rank bf16 pass within 2e-3.
 # The measurements count the TP collectives the planner prices for a layer (2 all-gathers
 # and 2 reduce-scatters forward, as many backward, 4 more under full recomputation), plus
-# the embedding's and the head's and the norm gains' all-reduces. `run --verify` checks a
+# the embedding's and the head's and the norm gains' all-reduces, and a member's GEMM
+# records count its share of the work (half the 1-rank FLOPs). `run --verify` checks a
 # TP step plan's gradients against the one-rank fp64 reference, and both TP rings of an
 # attention plan; a checkpoint written with tp 2 resumes on one rank where the 1-rank run
 # would be. A plan that overlaps its TP collectives (tp_comm_overlap) is refused: the
@@ -42,7 +43,7 @@ plan tp2cp2 --gpus 4 --tp 2 --cp 2 --schedule flat --load-balance zigzag --micro
   --checkpointing selective --no-tp-comm-overlap
 plan tp2dp2 --gpus 4 --tp 2 --cp 1 --micro-batch 1 --sharding ddp --checkpointing full --no-tp-comm-overlap
 plan tp2ag --gpus 4 --tp 2 --cp 2 --cp-comm-type all_gather --micro-batch 1 --sharding zero1 --no-tp-comm-overlap
-train one one
+train one one --measurements "$tmp/one.m.jsonl"
 train tp2 tp2 --measurements "$tmp/tp2.m.jsonl"
 train tp2cp2 tp2cp2
 train tp2dp2 tp2dp2 --measurements "$tmp/tp2dp2.m.jsonl"
@@ -97,6 +98,13 @@ for name, micro_steps, full in [("tp2", 2, False), ("tp2dp2", 2, True)]:
             "tp_all_to_all": 2}
     print(f"{name}: per micro-step {dict(sorted(per.items()))}, want {dict(sorted(want.items()))}")
     bad |= per != want
+# A member's GEMM records count its own share of the work (the cost model's tp_shard), so
+# calibration fits the rate it ran at: half the 1-rank FLOPs for the same rows.
+def linear_flops(name):
+    return sum(r["flops"] for r in map(json.loads, open(f"{tmp}/{name}.m.jsonl")) if r["rank"] == 0 and r["kind"] == "linear")
+ratio = linear_flops("tp2") / linear_flops("one")
+print(f"tp2: linear FLOPs recorded on rank 0 = {ratio:.6f} x the 1-rank run's (want 0.5)")
+bad |= abs(ratio - 0.5) > 1e-9
 sys.exit(1 if bad else 0)
 PY
 
