@@ -3,15 +3,16 @@
 # (`ringmaster run`: forward, backward, FSDP collectives, AdamW on synthetic tokens), fit the
 # cost model's step terms from their records (`calibrate --from`: attention kernel, GEMM,
 # elementwise and optimizer rates, links), then predict held-out step plans (other
-# sequence lengths, ring sizes, checkpointing policies, micro-batches) and compare with
-# what they measure (`validate`, median of the timed steps).
+# sequence lengths, ring sizes, checkpointing policies, micro-batches, and tensor
+# parallelism, which no fitted run had: its collectives are priced with the fit of FSDP's)
+# and compare with what they measure (`validate`, median of the timed steps).
 #
 # Usage: examples/step_heldout.sh [ringmaster] [out-dir]
 #   ringmaster  the binary (default: ringmaster on PATH)
 #   out-dir     where the profile, plans and measurements go (default: step-heldout)
 # Environment: ITERS (timed steps per run, default 3), FORMAT=table|json (validate's output).
 #
-# Needs Open MPI (mpirun) and 2 cores; about 2 minutes. As root, start it in its own
+# Needs Open MPI (mpirun) and 2 cores; 16-30 s at ITERS=3. As root, start it in its own
 # scheduler autogroup at nice -10 (BENCHMARKS.md, "Calibration (closed loop)").
 set -euo pipefail
 rm_bin=${1:-ringmaster}
@@ -19,11 +20,14 @@ out=${2:-step-heldout}
 iters=${ITERS:-3}
 mkdir -p "$out"
 
-# plan <name> <options...>: a step plan of the tiny model on 2 ranks, 1024 tokens per step.
+# plan <name> <options...>: a step plan of the tiny model on 2 ranks, 1024 tokens per step
+# (tp 1 unless the options say --tp).
 plan() {
   local name=$1
   shift
-  "$rm_bin" plan --model tiny --topology cpu-local --gpus 2 --tp 1 --sharding fsdp --batch-tokens 1024 "$@" \
+  local tp=(--tp 1)
+  [[ " $* " == *" --tp "* ]] && tp=()
+  "$rm_bin" plan --model tiny --topology cpu-local --gpus 2 "${tp[@]}" --sharding fsdp --batch-tokens 1024 "$@" \
     -o "$out/$name.yaml" >/dev/null
 }
 
@@ -51,6 +55,8 @@ heldout seq256-cp2-mb2        --seq 256  --cp 2 --micro-batch 2 --checkpointing 
 heldout seq1k-cp2-full        --seq 1k   --cp 2 --micro-batch 1 --checkpointing full
 heldout seq256-dp2-mb2-sel    --seq 256  --cp 1 --micro-batch 2 --checkpointing selective
 heldout seq512-dp2-full       --seq 512  --cp 1 --micro-batch 1 --checkpointing full
+heldout seq512-tp2            --seq 512  --cp 1 --micro-batch 1 --checkpointing none --tp 2 --no-tp-comm-overlap
+heldout seq256-tp2-mb2-sel    --seq 256  --cp 1 --micro-batch 2 --checkpointing selective --tp 2 --no-tp-comm-overlap
 printf '%s\n' "${held[@]}"
 
 echo "== validate (predicted vs measured, median of $iters steps)"
