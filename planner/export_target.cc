@@ -343,10 +343,6 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
            std::to_string(plan.choice.tp) +
            "; the cpu backend runs them): such a plan is priced, simulated (`ringmaster simulate`) and exported: "
            "re-plan with --tp 1";
-  if (plan.choice.tp > 1 && kind != Strategy::kRing && kind != Strategy::kAllGatherCp)
-    return std::string("plan.tp: the executor runs tensor parallelism beside context parallelism of cp_comm_type "
-                       "p2p or all_gather, not ") +
-           cp_comm_type(kind) + ": re-plan with --tp 1 or --cp-comm-type p2p";
   if (plan.choice.tp > 1 && plan.choice.tp_comm_overlap)
     return "plan.tp_comm_overlap: the executor waits for each TP collective before the GEMM that needs it "
            "(Megatron-LM's default), so it cannot measure what this plan priced: re-plan with --no-tp-comm-overlap";

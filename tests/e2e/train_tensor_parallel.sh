@@ -4,7 +4,8 @@
 # executor/tensor_parallel_group.h). For the same seed and data, the loss of each of 8
 # steps with tp 2 matches the 1-rank run within 1e-4 relative: alone, beside a zigzag ring
 # of 2 (selective checkpointing), beside data parallelism (DDP, full checkpointing) and
-# beside all_gather CP (ZeRO-1); a bf16 pass follows the 1-rank bf16 pass within 2e-3.
+# beside all_gather CP (ZeRO-1), and beside a2a CP (a model of 8 heads: 2 a member, 4 after
+# the all-to-all); a bf16 pass follows the 1-rank bf16 pass within 2e-3.
 # The measurements count the TP collectives the planner prices for a layer (2 all-gathers
 # and 2 reduce-scatters forward, as many backward, 4 more under full recomputation), plus
 # the embedding's and the head's and the norm gains' all-reduces, and a member's GEMM
@@ -23,11 +24,12 @@ need python3 "compares the JSON lines"
 data=$src/data/public_domain.txt
 steps=8
 
-# plan <name> <options...>: tiny at 128 tokens, 4 sequences a step, TP collectives waited for.
+# plan <name> <options...>: $model at 128 tokens, 4 sequences a step.
+model=tiny
 plan() {
   local name=$1
   shift
-  "$bin" plan --model tiny --topology cpu-local --seq 128 --batch-tokens 512 "$@" -o "$tmp/$name.yaml" \
+  "$bin" plan --model "$model" --topology cpu-local --seq 128 --batch-tokens 512 "$@" -o "$tmp/$name.yaml" \
     >/dev/null 2>"$tmp/$name.plan.err" || fail "$name: plan $* failed: $(cat "$tmp/$name.plan.err")"
 }
 # train <name> <plan> [train options...]: the JSON lines of $steps steps.
@@ -43,11 +45,19 @@ plan tp2cp2 --gpus 4 --tp 2 --cp 2 --schedule flat --load-balance zigzag --micro
   --checkpointing selective --no-tp-comm-overlap
 plan tp2dp2 --gpus 4 --tp 2 --cp 1 --micro-batch 1 --sharding ddp --checkpointing full --no-tp-comm-overlap
 plan tp2ag --gpus 4 --tp 2 --cp 2 --cp-comm-type all_gather --micro-batch 1 --sharding zero1 --no-tp-comm-overlap
+sed -e 's/^name: tiny/name: tiny-8-heads/' -e 's/^heads: 4/heads: 8/' -e 's/^kv_heads: 2/kv_heads: 4/' \
+  -e 's/^head_dim: 64/head_dim: 32/' "$src/models/tiny.yaml" >"$tmp/tiny8.yaml"
+model=$tmp/tiny8.yaml
+plan one8 --gpus 1 --micro-batch 1 --tp 1
+plan tp2a2a --gpus 4 --tp 2 --cp 2 --cp-comm-type a2a --micro-batch 1 --sharding fsdp --no-tp-comm-overlap
+model=tiny
 train one one --measurements "$tmp/one.m.jsonl"
 train tp2 tp2 --measurements "$tmp/tp2.m.jsonl"
 train tp2cp2 tp2cp2
 train tp2dp2 tp2dp2 --measurements "$tmp/tp2dp2.m.jsonl"
 train tp2ag tp2ag
+train one8 one8
+train tp2a2a tp2a2a
 train one_bf16 one --mixed-precision-param bfloat16
 train tp2_bf16 tp2 --mixed-precision-param bfloat16
 
@@ -61,7 +71,7 @@ def losses(name):
         print(f"{name}: no losses ({e})"); return []
 bad = False
 for name, ref, tol in [("tp2", "one", 1e-4), ("tp2cp2", "one", 1e-4), ("tp2dp2", "one", 1e-4),
-                       ("tp2ag", "one", 1e-4), ("tp2_bf16", "one_bf16", 2e-3)]:
+                       ("tp2ag", "one", 1e-4), ("tp2a2a", "one8", 1e-4), ("tp2_bf16", "one_bf16", 2e-3)]:
     got, want = losses(name), losses(ref)
     if len(got) != steps or len(want) != steps:
         print(f"{name}: {len(got)} steps against {len(want)}, want {steps}"); bad = True; continue
@@ -70,12 +80,13 @@ for name, ref, tol in [("tp2", "one", 1e-4), ("tp2cp2", "one", 1e-4), ("tp2dp2",
     bad |= worst > tol
 sys.exit(1 if bad else 0)
 PY
-for name in tp2 tp2cp2 tp2dp2 tp2ag; do
+for name in tp2 tp2cp2 tp2dp2 tp2ag tp2a2a; do
   grep -q "^  tp: 2$" "$tmp/$name.yaml" || fail "the $name plan is not tp 2"
   grep -q "ranks = tp 2 (sequence parallel) x cp" "$tmp/$name.err" || fail "$name: the header does not say tp 2"
 done
 grep -q "model state replicated on every rank (DDP" "$tmp/tp2dp2.err" || fail "tp2dp2 did not replicate"
 grep -q "cp_comm_type: all_gather" "$tmp/tp2ag.yaml" || fail "the tp2ag plan is not all_gather"
+grep -q "cp_comm_type: a2a$" "$tmp/tp2a2a.yaml" || fail "the tp2a2a plan is not a2a"
 
 # TP collectives of one micro-step on rank 0, from the measurements: per layer 2 all-gathers
 # and 2 reduce-scatters forward and backward (planner/tensor_parallel.h), 2 and 2 more under
