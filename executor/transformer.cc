@@ -18,14 +18,14 @@ namespace {
 constexpr double kInitStd = 0.02;
 
 // What one layer's backward pass needs from its forward pass (rows = the batch's tokens;
-// mr = this TP member's rows of them, all of them with tp 1; a and b are every member's).
+// mr = this TP member's rows of them, all of them with tp 1).
 template <class T>
 struct LayerActs {
-  Tensor<T> x, a;         // input [mr][H], attention_norm(x)    [rows][H]
+  Tensor<T> x, a;         // input, attention_norm(x)            [mr][H]
   Tensor<T> r1;           // its 1 / rms                         [mr][1]
   std::vector<LayerAttention<T>> attn;  // per sequence: q, k (after RoPE), v, out, lse
   Tensor<T> o;            // attention output                    [rows][h d]
-  Tensor<T> x2, b;        // after the attention residual [mr][H], ffn_norm(x2) [rows][H]
+  Tensor<T> x2, b;        // after the attention residual, ffn_norm(x2)   [mr][H]
   Tensor<T> r2;
   Tensor<T> u, g, s;      // w1 b, w3 b, silu(u) * g             [rows][F]
 
@@ -285,13 +285,13 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
     return t;
   };
 
-  // SwiGLU intermediates of block l from its stored FFN input A.b.   u, g, s [rows][F]
-  auto swiglu = [&](int l, const T* p, LayerActs<T>& A) {
+  // SwiGLU intermediates of block l from its FFN input b (every member's rows).   u, g, s [rows][F]
+  auto swiglu = [&](int l, const T* p, LayerActs<T>& A, ConstView<T> b) {
     const LayerOffsets& o = layers_[l];
     A.u = mat(rows, F);
     A.g = mat(rows, F);
-    mm(A.b, W(p, o.w1, H, F), A.u);
-    mm(A.b, W(p, o.w3, H, F), A.g);
+    mm(b, W(p, o.w1, H, F), A.u);
+    mm(b, W(p, o.w3, H, F), A.g);
     lap(lin);
     A.s = mat(rows, F);
     K.swiglu_forward(A.u, A.g, A.s);  // silu(u) g
@@ -305,15 +305,12 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
     A.r1 = mat(mr, 1);
     K.rmsnorm_forward(A.x, p + o.attention_norm, A.a, A.r1);
     lap(ew);
-    if (tp_ > 1) {  // every member's rows: the QKV GEMMs' input, kept for their backward
-      Tensor<T> all;
-      (void)all_rows(A.a, all);
-      A.a = std::move(all);
-    }
+    Tensor<T> a_all;  // the QKV GEMMs' input: every member's rows
+    const ConstView<T> as = all_rows(A.a, a_all);
     Tensor<T> q = mat(rows, hd), k = mat(rows, kvd), v = mat(rows, kvd);
-    mm(A.a, W(p, o.wq, H, hd), q);
-    mm(A.a, W(p, o.wk, H, kvd), k);
-    mm(A.a, W(p, o.wv, H, kvd), v);
+    mm(as, W(p, o.wq, H, hd), q);
+    mm(as, W(p, o.wk, H, kvd), k);
+    mm(as, W(p, o.wv, H, kvd), v);
     lap(lin);
     K.rope(q, h, d, batch.positions, c, 1);
     K.rope(k, hkv, d, batch.positions, c, 1);
@@ -337,12 +334,8 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
     A.r2 = mat(mr, 1);
     K.rmsnorm_forward(A.x2, p + o.ffn_norm, A.b, A.r2);
     lap(ew);
-    if (tp_ > 1) {  // the FFN GEMMs' input, every member's rows
-      Tensor<T> all;
-      (void)all_rows(A.b, all);
-      A.b = std::move(all);
-    }
-    swiglu(l, p, A);
+    Tensor<T> b_all;  // the FFN GEMMs' input: every member's rows
+    swiglu(l, p, A, all_rows(A.b, b_all));
     return residual_add(A.x2, A.s, W(p, o.w2, F, H));  // x2 + s w2
   };
 
@@ -431,7 +424,12 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
     LayerActs<T>& A = acts[l];
     const T* p = gather(l + 1);
     if (checkpointing == Checkpointing::kFull) (void)layer_forward(l, p, A);  // recompute
-    if (checkpointing == Checkpointing::kSelective) swiglu(l, p, A);
+    // The norm outputs were stored as this member's rows (Megatron-Core's
+    // sequence-parallel Linears save their input split): every member's again, for the
+    // weight gradients and the SwiGLU recompute (with tp 1, A.a and A.b themselves).
+    Tensor<T> a_all, b_all;
+    const ConstView<T> as = all_rows(A.a, a_all), bs = all_rows(A.b, b_all);
+    if (checkpointing == Checkpointing::kSelective) swiglu(l, p, A, bs);
     T* gp = grads_of(l + 1);
     // feed-forward: x3 = x2 + s w2
     Tensor<T> dx_all;
@@ -443,8 +441,8 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
     Tensor<T> du = mat(rows, F), dg = mat(rows, F);
     K.swiglu_backward(ds, A.u, A.g, du, dg);
     lap(ew);
-    mm_tn_add(A.b, du, dW(gp, o.w1, H, F));
-    mm_tn_add(A.b, dg, dW(gp, o.w3, H, F));
+    mm_tn_add(bs, du, dW(gp, o.w1, H, F));
+    mm_tn_add(bs, dg, dW(gp, o.w3, H, F));
     Tensor<T> db = mat(rows, H);
     mm_nt(du, W(p, o.w1, H, F), db);
     mm_nt_add(dg, W(p, o.w3, H, F), db);
@@ -477,9 +475,9 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
     K.rope(dq, h, d, batch.positions, c, -1);
     K.rope(dk, hkv, d, batch.positions, c, -1);
     lap(ew);
-    mm_tn_add(A.a, dq, dW(gp, o.wq, H, hd));
-    mm_tn_add(A.a, dk, dW(gp, o.wk, H, kvd));
-    mm_tn_add(A.a, dv, dW(gp, o.wv, H, kvd));
+    mm_tn_add(as, dq, dW(gp, o.wq, H, hd));
+    mm_tn_add(as, dk, dW(gp, o.wk, H, kvd));
+    mm_tn_add(as, dv, dW(gp, o.wv, H, kvd));
     Tensor<T> da = mat(rows, H);
     mm_nt(dq, W(p, o.wq, H, hd), da);
     mm_nt_add(dk, W(p, o.wk, H, kvd), da);

@@ -207,9 +207,11 @@ class Transformer {
   // `times`, when given, gets this call's compute added (PassTimes).
   // With tp > 1, `tp` is the member's group (TensorParallel): the pass runs Megatron-LM's
   // tensor + sequence parallelism: each member norms and adds residuals on its rows / tp
-  // rows; the rows are all-gathered before the QKV, FFN and head GEMMs (the gathered
-  // inputs kept for the backward, as torchtitan's TP saves them), the row-parallel wo and
-  // w2 outputs and the vocabulary-parallel embedding's are reduce-scattered back; the
+  // rows; the rows are all-gathered before the QKV, FFN and head GEMMs (the norm outputs
+  // stored split and gathered again in the backward for the weight gradients, as
+  // Megatron-Core's sequence-parallel Linears do and the planner's memory model prices),
+  // the row-parallel wo and w2 outputs and the vocabulary-parallel embedding's are
+  // reduce-scattered back; the
   // attention runs on the member's heads (the plan's ring of its TP rank); the loss is
   // taken on the member's own rows after an all-to-all gives them every vocabulary entry
   // (torchtitan's loss without loss_parallel, on rows / tp rows); norm gains' gradients

@@ -7,7 +7,8 @@
 # beside all_gather CP (ZeRO-1), and beside a2a CP (a model of 8 heads: 2 a member, 4 after
 # the all-to-all); a bf16 pass follows the 1-rank bf16 pass within 2e-3.
 # The measurements count the TP collectives the planner prices for a layer (2 all-gathers
-# and 2 reduce-scatters forward, as many backward, 4 more under full recomputation), plus
+# and 2 reduce-scatters forward, as many backward, 4 more under full recomputation), the
+# norm outputs' re-gathers (stored split: a rank stores what the memory model counts), plus
 # the embedding's and the head's and the norm gains' all-reduces, and a member's GEMM
 # records count its share of the work (half the 1-rank FLOPs). `run --verify` checks a
 # TP step plan's gradients against the one-rank fp64 reference, and both TP rings of an
@@ -41,6 +42,7 @@ train() {
 }
 plan one --gpus 1 --micro-batch 2 --tp 1
 plan tp2 --gpus 2 --tp 2 --cp 1 --micro-batch 2 --sharding fsdp --no-tp-comm-overlap
+plan cp2 --gpus 2 --tp 1 --cp 2 --micro-batch 2 --sharding fsdp
 plan tp2cp2 --gpus 4 --tp 2 --cp 2 --schedule flat --load-balance zigzag --micro-batch 1 --sharding fsdp \
   --checkpointing selective --no-tp-comm-overlap
 plan tp2dp2 --gpus 4 --tp 2 --cp 1 --micro-batch 1 --sharding ddp --checkpointing full --no-tp-comm-overlap
@@ -53,6 +55,7 @@ plan tp2a2a --gpus 4 --tp 2 --cp 2 --cp-comm-type a2a --micro-batch 1 --sharding
 model=tiny
 train one one --measurements "$tmp/one.m.jsonl"
 train tp2 tp2 --measurements "$tmp/tp2.m.jsonl"
+train cp2 cp2
 train tp2cp2 tp2cp2
 train tp2dp2 tp2dp2 --measurements "$tmp/tp2dp2.m.jsonl"
 train tp2ag tp2ag
@@ -85,12 +88,18 @@ for name in tp2 tp2cp2 tp2dp2 tp2ag tp2a2a; do
   grep -q "ranks = tp 2 (sequence parallel) x cp" "$tmp/$name.err" || fail "$name: the header does not say tp 2"
 done
 grep -q "model state replicated on every rank (DDP" "$tmp/tp2dp2.err" || fail "tp2dp2 did not replicate"
+# Sequence parallelism stores a member's rows only: tp 2 holds what cp 2 holds for the same
+# tokens per rank (2 x 128 rows split 2 ways; 2 x 64 tokens).
+stored() { grep -o "stored activations [0-9.]* MiB" "$tmp/$1.err"; }
+echo "tp2: $(stored tp2); cp2: $(stored cp2)"
+[[ -n $(stored tp2) && $(stored tp2) == "$(stored cp2)" ]] || fail "tp 2 stores other activations than cp 2"
 grep -q "cp_comm_type: all_gather" "$tmp/tp2ag.yaml" || fail "the tp2ag plan is not all_gather"
 grep -q "cp_comm_type: a2a$" "$tmp/tp2a2a.yaml" || fail "the tp2a2a plan is not a2a"
 
 # TP collectives of one micro-step on rank 0, from the measurements: per layer 2 all-gathers
 # and 2 reduce-scatters forward and backward (planner/tensor_parallel.h), 2 and 2 more under
-# full recomputation, and 2 all-reduces of norm gains' gradients; the embedding's
+# full recomputation, the 2 norm outputs gathered again for the weight gradients, and 2
+# all-reduces of norm gains' gradients; the embedding's
 # reduce-scatter (forward) and all-gather (backward), the head's all-gather, reduce-scatter,
 # 2 all-to-alls and the final norm's all-reduce.
 python3 - "$tmp" $steps <<'PY' || fail "TP collectives per micro-step (above)"
@@ -104,8 +113,8 @@ for name, micro_steps, full in [("tp2", 2, False), ("tp2dp2", 2, True)]:
         r = json.loads(line)
         if r["rank"] == 0 and r["kind"].startswith("tp_"): n[r["kind"]] += 1
     per = {k: v / steps / micro_steps for k, v in n.items()}
-    gathers = layers * (4 + (2 if full else 0)) + 2
-    want = {"tp_all_gather": gathers, "tp_reduce_scatter": gathers, "tp_all_reduce": 2 * layers + 1,
+    scatters = layers * (4 + (2 if full else 0)) + 2
+    want = {"tp_all_gather": scatters + 2 * layers, "tp_reduce_scatter": scatters, "tp_all_reduce": 2 * layers + 1,
             "tp_all_to_all": 2}
     print(f"{name}: per micro-step {dict(sorted(per.items()))}, want {dict(sorted(want.items()))}")
     bad |= per != want
