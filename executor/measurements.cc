@@ -141,7 +141,8 @@ std::vector<IterationSummary> summarize(const std::vector<Measurement>& records)
     r.begin = std::min(r.begin, m.start);
     r.end = std::max(r.end, m.start + m.seconds);
     if (m.kind == "wait" || m.kind == "all_gather" || m.kind == "reduce_scatter" ||
-        m.kind == "all_reduce" || m.kind.rfind("tp_", 0) == 0)  // tp_*: the TP group's, all waited for
+        m.kind == "all_reduce" || m.kind.rfind("tp_", 0) == 0 ||  // the TP group's, all waited for
+        m.kind == "pp_exchange")
       r.wait += m.seconds;
     if (m.kind == "attention_forward" || m.kind == "attention_backward" ||
         m.kind == "accumulate") {

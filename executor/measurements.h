@@ -17,7 +17,9 @@
 //                       layer = the unit, bytes = its unsharded size) | "all_reduce"
 //                       (DDP's gradients), "tp_all_gather" | "tp_reduce_scatter" |
 //                       "tp_all_to_all" | "tp_all_reduce" (the TP group's, per
-//                       collective: bytes = the group's whole buffer), "linear" (the
+//                       collective: bytes = the group's whole buffer), "pp_exchange"
+//                       (a pipeline stage's blocking exchange with its neighbours: bytes
+//                       sent and received, seconds blocked), "linear" (the
 //                       step's GEMM time, flops = what
 //                       the cost model counts), "elementwise" (the rest of the layers'
 //                       compute, bytes = what the cost model counts), "optimizer"

@@ -9,6 +9,46 @@
 
 namespace rm::exec {
 
+namespace {
+
+// A pipeline's stage runs the attention of a plan of its own: its G/pp GPUs, its part of
+// the order (stage s's GPUs are [s G/pp, (s + 1) G/pp), planner/pipeline_parallel.h),
+// renumbered from 0, one stage. Returns the first GPU of `rank`'s stage.
+int stage_plan(Plan& plan, int rank) {
+  const int per_stage = plan.job.gpus / plan.choice.pp, base = rank / per_stage * per_stage;
+  std::vector<int> order(plan.choice.order.begin() + base, plan.choice.order.begin() + base + per_stage);
+  for (int& g : order) {
+    g -= base;
+    if (g < 0 || g >= per_stage) throw std::logic_error("ring attention: a pipeline stage's order leaves its GPUs");
+  }
+  plan.job.gpus = per_stage;
+  plan.choice.order = order;
+  plan.choice.pp = 1;
+  plan.choice.virtual_stages = 1;
+  plan.choice.account_for_embedding_in_pipeline_split = false;
+  plan.choice.account_for_loss_in_pipeline_split = false;
+  return base;
+}
+
+// The stage's op lists with their GPU ids (ranks, peers, groups) moved up by `base`.
+OpSchedule shifted(OpSchedule local, int base, int gpus) {
+  OpSchedule out = std::move(local);
+  std::vector<RankSchedule> ranks(static_cast<size_t>(gpus));
+  for (size_t i = 0; i < out.ranks.size(); ++i) {
+    RankSchedule& r = out.ranks[i];
+    r.gpu += base;
+    for (Op& op : r.ops)
+      if (op.peer >= 0) op.peer += base;
+    ranks[i + static_cast<size_t>(base)] = std::move(r);
+  }
+  out.ranks = std::move(ranks);
+  for (std::vector<int>& g : out.groups)
+    for (int& id : g) id += base;
+  return out;
+}
+
+}  // namespace
+
 RingAttention::RingAttention(const LoadedPlanFile& lp, const std::string& plan_path, int rank,
                              const std::string& backend, Watchdog* watchdog) {
   Plan plan = lp.plan;
@@ -16,12 +56,14 @@ RingAttention::RingAttention(const LoadedPlanFile& lp, const std::string& plan_p
   plan.job.passes = Passes::kForwardBackward;
   plan.choice.micro_batch = 1;  // one sequence per call: train loops over the micro-batch
   plan.choice.grad_accum = 1;
+  const int base = plan.choice.pp > 1 ? stage_plan(plan, rank) : 0;
   ScheduleOptions so;
-  so.only_gpus = {rank};
+  so.only_gpus = {rank - base};
   so.where = plan_path;
-  const OpSchedule whole = generate_schedule(plan, lp.model, *lp.fabric, so);
+  const Fabric stage_fabric(lp.topology, plan.job.gpus);  // the stage's GPUs (all of them without a pipeline)
+  const OpSchedule whole = shifted(generate_schedule(plan, lp.model, stage_fabric, so), base, lp.plan.job.gpus);
   const RankSchedule& me = whole.ranks.at(static_cast<size_t>(rank));
-  ring_ = plan_replica(plan, rank);  // a2a+p2p's groups span several of the schedule's rings
+  ring_ = plan_replica(plan, rank - base);  // a2a+p2p's groups span several of the schedule's rings
   position_ = me.position;
   size_t cut = 0;
   while (cut < me.ops.size() &&

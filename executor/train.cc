@@ -19,6 +19,7 @@
 #include "executor/cuda_module.h"
 #include "executor/fsdp.h"
 #include "executor/measurements.h"
+#include "executor/pipeline_stage.h"
 #include "executor/ring_attention.h"
 #include "executor/run.h"
 #include "executor/token_stream.h"
@@ -32,6 +33,7 @@
 #include "planner/cost_model.h"
 #include "planner/cost_params.h"
 #include "planner/input_error.h"
+#include "planner/pipeline_parallel.h"
 #include "planner/tensor_parallel.h"
 
 namespace rm::exec {
@@ -94,10 +96,12 @@ Loaded load_inputs(const TrainOptions& opt) {
 // How the model state is laid out, for the header (the plan's degrees, executed_sharding's level).
 std::string model_state_text(const Loaded& in) {
   const Plan& p = in.lp.plan;
-  const int tp = p.choice.tp;
-  const int n = p.job.gpus / tp;
-  const std::string all = tp > 1 ? "sharded over each TP rank's " + std::to_string(n) + (n == 1 ? " rank" : " ranks")
-                                 : "sharded over all " + std::to_string(p.job.gpus) + " ranks";
+  const int tp = p.choice.tp, pp = p.choice.pp;
+  const int n = p.job.gpus / tp / pp;
+  const std::string all = tp > 1 || pp > 1 ? std::string("sharded over each ") + (pp > 1 ? "stage's " : "") +
+                                                 (tp > 1 ? "TP rank's " : "") + std::to_string(n) +
+                                                 (n == 1 ? " rank" : " ranks")
+                                           : "sharded over all " + std::to_string(p.job.gpus) + " ranks";
   switch (in.sharding) {
     case Sharding::kFsdp:
       return all + " (FSDP: each holds its shard of every unit's parameters, gradients and AdamW state";
@@ -129,7 +133,10 @@ std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences,
       "#   model state %s; '%s' activation checkpointing%s, gradients reduced in %s%s\n",
       opt.plan_path.c_str(), in.lp.model.name.c_str(), in.model.num_params() / 1e6,
       in.lp.topology.name.c_str(), p.job.gpus,
-      p.choice.tp > 1 ? ("tp " + std::to_string(p.choice.tp) + " (sequence parallel) x ").c_str() : "", p.choice.cp,
+      ((p.choice.tp > 1 ? "tp " + std::to_string(p.choice.tp) + " (sequence parallel) x " : std::string()) +
+       (p.choice.pp > 1 ? "pp " + std::to_string(p.choice.pp) + " (1F1B) x " : std::string()))
+          .c_str(),
+      p.choice.cp,
       p.choice.dp,
       cp_exchange_text(p.choice).c_str(),
       has_load_balance(p.choice) ? (std::string(", ") + to_string(p.choice.load_balance)).c_str() : "",
@@ -219,21 +226,39 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   };
   Watchdog watchdog(rank, opt.timeout_s);
   RingAttention attention(in.lp, opt.plan_path, rank, opt.backend, &watchdog);
-  // Tensor parallelism (transformer.h): this rank runs member tp_rank's part of the
-  // model (`member`; the whole model with tp 1) with the other members of its TP group,
-  // which hold the same tokens. Checkpoints and run --verify see the whole model.
+  // This rank's part of the model (`member`; the whole model with tp 1 and pp 1): with
+  // pipeline parallelism (pipeline_stage.h) its stage's chunk of layers, stage s being the
+  // GPUs [s G/pp, (s + 1) G/pp) (planner/pipeline_parallel.h); with tensor parallelism
+  // (transformer.h) member tp_rank's part of that, beside the other members of its TP
+  // group, which hold the same tokens. Checkpoints and run --verify see the whole model.
   const PlanChoice& pc = plan.choice;
-  const int tp = pc.tp;
+  const int tp = pc.tp, pp = pc.pp, stage_ranks = plan.job.gpus / pp, stage = rank / stage_ranks;
+  const std::vector<int> stage_order(pc.order.begin() + stage * stage_ranks,
+                                     pc.order.begin() + (stage + 1) * stage_ranks);
   std::vector<int> tp_group{rank};
-  for (const std::vector<int>& g : tp_groups(pc.order, tp, pc.cp))
+  for (const std::vector<int>& g : tp_groups(stage_order, tp, pc.cp))
     if (std::find(g.begin(), g.end(), rank) != g.end()) tp_group = g;
   const int tp_rank = static_cast<int>(std::find(tp_group.begin(), tp_group.end(), rank) - tp_group.begin());
-  const Transformer member(in.lp.model, opt.plan_path, tp, tp_rank);
+  const PipelineLayout chunks = pp_layout(in.lp.model.layers, pc);
+  const Transformer member(in.lp.model, opt.plan_path,
+                           {.tp = tp,
+                            .tp_rank = tp_rank,
+                            .first_layer = pp_chunk_first_layer(chunks, stage),
+                            .layers = pp_chunk_layer_count(chunks, stage),
+                            .embedding = stage == 0,
+                            .head = stage == pp - 1});
   std::optional<MpiTensorParallel> tp_comm;
   if (tp > 1) tp_comm.emplace(tp_group, rank, &watchdog, attention.epoch());
-  // Every member's part of a model-state array (`mine`, unsharded), as the whole model's.
-  auto whole = [&](const std::vector<float>& mine) { return tp > 1 ? member.tp_join(tp_comm->members(mine)) : mine; };
-  auto mine = [&](const std::vector<float>& all) { return tp > 1 ? member.tp_slice(all) : all; };
+  const int64_t mb_rows = int64_t{pc.micro_batch} * static_cast<int64_t>(attention.tokens().size()) / tp;
+  std::optional<PipelineStage<float>> float_stage;
+  std::optional<PipelineStage<Bf16>> half_stage;
+  // Every part's model-state array (`mine`, unsharded) as the whole model's, and back.
+  auto whole = [&](const std::vector<float>& mine) {
+    std::vector<float> all = tp > 1 ? member.part_join(tp_comm->members(mine)) : member.part_join(mine);
+    if (pp > 1) (float_stage ? float_stage->sum(all) : half_stage->sum(all));
+    return all;
+  };
+  auto mine = [&](const std::vector<float>& all) { return member.part_slice(all); };
 
   TrainState st;
   st.seed = opt.seed;
@@ -259,8 +284,14 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   // gathered in bf16, the shards and AdamW in fp32.
   const bool bf16 = mixed_precision_bf16(opt, in.lp);
   const ReduceType reduce = reduce_type(opt, in.lp);
-  const ShardGroups groups = shard_groups(in.sharding, pc.order, tp, pc.cp, pc.dp_shard, rank);
+  const ShardGroups groups = shard_groups(in.sharding, stage_order, tp, pc.cp, pc.dp_shard, rank);
   Bf16Kernels half(kernels);
+  if (bf16)
+    half_stage.emplace(half, rank, pp, stage_ranks, pc.grad_accum, mb_rows, in.lp.model.hidden, &watchdog,
+                       attention.epoch());
+  else
+    float_stage.emplace(kernels, rank, pp, stage_ranks, pc.grad_accum, mb_rows, in.lp.model.hidden, &watchdog,
+                        attention.epoch());
   std::unique_ptr<FsdpState> state;
   FsdpParams<float>* full_pass = nullptr;
   FsdpParams<Bf16>* half_pass = nullptr;
@@ -279,6 +310,8 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   model_state.set_optimizer_steps(st.optimizer.step);
   const FaultSpec fault = fault_from_env();
   if (fault.kind == FaultSpec::Kind::kFsdpUnit && fault.rank == rank) model_state.inject_wrong_unit(fault.step - 1);
+  if (fault.kind == FaultSpec::Kind::kPpOrder && fault.rank == rank)
+    float_stage ? float_stage->inject_wrong_tag(fault.step - 1) : half_stage->inject_wrong_tag(fault.step - 1);
   if (resumed) {
     model_state.load(StateArray::kMoment1, mine(st.optimizer.m));
     model_state.load(StateArray::kMoment2, mine(st.optimizer.v));
@@ -293,7 +326,9 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   const double grad_scale = 1.0 / (static_cast<double>(sequences) * N);
   const auto& idx = attention.tokens();
   const int64_t c = static_cast<int64_t>(idx.size());
-  std::vector<int32_t> tok(static_cast<size_t>(c * mb)), tgt(static_cast<size_t>(c * mb));
+  // Each micro-batch's tokens and targets (the pipeline's passes of several are alive at once).
+  std::vector<std::vector<int32_t>> tok(static_cast<size_t>(ga)), tgt(static_cast<size_t>(ga));
+  std::vector<size_t> held_by(static_cast<size_t>(ga));
   const TokenStepWork step_work =
       token_step_work(tp_shard(in.lp.model, tp), plan.choice.checkpointing,  // a TP member's part, as the cost model prices it
                       in.lp.topology.gpu.element_bytes);
@@ -302,14 +337,37 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   Bf16Attention half_attention = bf16_attention(half, fwd, bwd);
   TensorParallel<float>* tp_float = tp_comm ? &*tp_comm : nullptr;
   TensorParallel<Bf16>* tp_half = tp_comm ? &*tp_comm : nullptr;
-  // One micro-step's pass over this rank's tokens, in the run's precision.
-  auto pass = [&](const TokenBatch& batch, size_t* held, PassTimes* times) {
+  // One step's micro-batches through this rank's stage, in the run's precision: the pass
+  // of micro-batch a (its mb sequences of this ring, stacked) and what it stored.
+  auto run_micro_steps = [&](const std::vector<std::vector<int32_t>>& seqs, PassTimes* times, size_t* held) {
+    auto batch = [&](int a) {
+      tok[a].resize(static_cast<size_t>(c * mb));
+      tgt[a].resize(static_cast<size_t>(c * mb));
+      for (int m = 0; m < mb; ++m) {
+        const auto& seq = seqs[static_cast<size_t>((int64_t{a} * dp + replica) * mb + m)];
+        for (int64_t i = 0; i < c; ++i) {
+          tok[a][m * c + i] = seq[static_cast<size_t>(idx[i])];
+          tgt[a][m * c + i] = seq[static_cast<size_t>(idx[i] + 1)];
+        }
+      }
+      return TokenBatch{tok[a].data(), tgt[a].data(), idx.data(), c, mb};
+    };
+    auto before = [&](int a) { model_state.set_micro_step(a, ga); };
+    auto held_of = [&](int a) { return held_by[a]; };
     if (half_pass == nullptr)
-      return member.forward_backward<float>(kernels, *full_pass, batch, grad_scale, fwd, bwd,
-                                            plan.choice.checkpointing, held, times, tp_float);
-    const double l = member.forward_backward<Bf16>(half, *half_pass, batch, grad_scale, half_attention.forward,
-                                                   half_attention.backward, plan.choice.checkpointing, held, times,
-                                                   tp_half);
+      return float_stage->run_step(
+          [&](int a, StageIo<float>* io) {
+            return member.pass<float>(kernels, *full_pass, batch(a), grad_scale, fwd, bwd, plan.choice.checkpointing,
+                                      io, &held_by[a], times, tp_float);
+          },
+          before, held_of, held);
+    const double l = half_stage->run_step(
+        [&](int a, StageIo<Bf16>* io) {
+          return member.pass<Bf16>(half, *half_pass, batch(a), grad_scale, half_attention.forward,
+                                   half_attention.backward, plan.choice.checkpointing, io, &held_by[a], times,
+                                   tp_half);
+        },
+        before, held_of, held);
     half_attention.reset();
     return l;
   };
@@ -333,7 +391,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   std::optional<VerifyResult> verified;
   double elapsed = 0;
   int64_t timed = 0;
-  size_t held_activations = 0;  // the most stored for backward by one micro-step
+  size_t held_activations = 0;  // the most stored for backward at once (a pipeline's micro-batches in flight)
   for (int64_t step = st.step; step < opt.steps; ++step) {
     watchdog.arm("the barrier before training step " + std::to_string(step + 1));
     MPI_Barrier(MPI_COMM_WORLD);
@@ -344,23 +402,13 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     model_state.zero_grads();
     model_state.set_step(static_cast<int>(step));
     if (tp_comm) tp_comm->set_step(static_cast<int>(step));
+    float_stage ? float_stage->set_step(static_cast<int>(step)) : half_stage->set_step(static_cast<int>(step));
     PassTimes pass_times;
     attention.reset_exposed();
     attention.set_step(static_cast<int>(step));
-    double loss = 0;
-    for (int a = 0; a < ga; ++a) {  // one micro-step: this ring's mb sequences, stacked
-      model_state.set_micro_step(a, ga);
-      for (int m = 0; m < mb; ++m) {
-        const auto& seq = seqs[static_cast<size_t>((int64_t{a} * dp + replica) * mb + m)];
-        for (int64_t i = 0; i < c; ++i) {
-          tok[m * c + i] = seq[static_cast<size_t>(idx[i])];
-          tgt[m * c + i] = seq[static_cast<size_t>(idx[i] + 1)];
-        }
-      }
-      size_t held = 0;
-      loss += pass(TokenBatch{tok.data(), tgt.data(), idx.data(), c, mb}, &held, &pass_times);
-      held_activations = std::max(held_activations, held);
-    }
+    size_t held = 0;
+    double loss = run_micro_steps(seqs, &pass_times, &held);
+    held_activations = std::max(held_activations, held);
     // The gradient shards summed over the replicas (DDP) and the loss over every rank:
     // blocking, so wholly exposed; FSDP's collectives count the time blocked in them.
     const double ta = MPI_Wtime();
@@ -370,7 +418,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     watchdog.disarm();
     const double exposed = attention.exposed_comm_s() + model_state.comm_s() + (tp_comm ? tp_comm->comm_s() : 0) +
-                           (MPI_Wtime() - ta);
+                           (float_stage ? float_stage->comm_s() : half_stage->comm_s()) + (MPI_Wtime() - ta);
     if (opt.verify && step == 0) {  // the full parameters and gradients, on every rank
       const std::vector<float> params = whole(model_state.unshard(StateArray::kParams));
       const std::vector<float> grads = whole(model_state.unshard(StateArray::kGrads));
@@ -378,9 +426,12 @@ int train_body(const TrainOptions& opt, int rank, int size) {
         verified = verify_step(in.model, plan, params, grads, loss, seqs, grad_scale,
                                verify_tolerance);
     }
-    // With tp > 1 the members' norms add up, the tensors they all hold counted by member 0.
-    const double grad_norm = std::sqrt(tp_comm ? tp_comm->sum(model_state.grad_squared_norm(tp_rank == 0))
-                                               : model_state.grad_squared_norm());
+    // With tp > 1 the members' norms add up, the tensors they all hold counted by member 0;
+    // with pp > 1 the stages'.
+    double grad_sq = tp_comm ? tp_comm->sum(model_state.grad_squared_norm(tp_rank == 0))
+                             : model_state.grad_squared_norm();
+    if (pp > 1) grad_sq = float_stage ? float_stage->sum(grad_sq) : half_stage->sum(grad_sq);
+    const double grad_norm = std::sqrt(grad_sq);
     const double to = MPI_Wtime();
     model_state.optimizer_step(opt.optimizer, grad_norm);
     kernels.synchronize();  // the update's time, not its posting
@@ -399,6 +450,10 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     if (tp_comm) {
       std::vector<Measurement> t = tp_comm->take_records();
       collectives.insert(collectives.end(), t.begin(), t.end());
+    }
+    {
+      std::vector<Measurement> p = float_stage ? float_stage->take_records() : half_stage->take_records();
+      collectives.insert(collectives.end(), p.begin(), p.end());
     }
     if ((!opt.measurements_path.empty() || !opt.trace_path.empty()) && step >= opt.untimed_steps) {
       records.insert(records.end(), mine.begin(), mine.end());
@@ -472,16 +527,17 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     // AdamW shards), unsharded unit buffers at once, stored activations, peak RSS.
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
-    double held[4] = {static_cast<double>(model_state.sharded_bytes()),
+    double held[5] = {static_cast<double>(model_state.sharded_bytes()),
                       static_cast<double>(model_state.peak_unsharded_bytes()),
-                      static_cast<double>(held_activations), ru.ru_maxrss * 1024.0};
-    MPI_Allreduce(MPI_IN_PLACE, held, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+                      static_cast<double>(held_activations), ru.ru_maxrss * 1024.0,
+                      4.0 * static_cast<double>(member.num_params() * sizeof(float))};
+    MPI_Allreduce(MPI_IN_PLACE, held, 5, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0)
       std::fprintf(json ? stderr : stdout,
                    "# per rank: model state %.2f MiB (replicated: %.2f MiB), unsharded units at "
                    "most %.2f MiB, stored activations %.2f MiB ('%s' checkpointing), peak RSS "
                    "%.1f MiB\n",
-                   held[0] / 1048576.0, 4.0 * member.num_params() * sizeof(float) / 1048576.0,
+                   held[0] / 1048576.0, held[4] / 1048576.0,
                    held[1] / 1048576.0, held[2] / 1048576.0, to_string(plan.choice.checkpointing),
                    held[3] / 1048576.0);
   }

@@ -17,6 +17,11 @@ namespace {
 // Initialisation std of GPT-2 / Megatron-LM (--init-method-std 0.02).
 constexpr double kInitStd = 0.02;
 
+}  // namespace
+
+// Named, not anonymous: the pass's coroutine frame (external linkage) holds them.
+namespace transformer_detail {
+
 // What one layer's backward pass needs from its forward pass (rows = the batch's tokens;
 // mr = this TP member's rows of them, all of them with tp 1).
 template <class T>
@@ -51,18 +56,24 @@ struct LayerActs {
   }
 };
 
-}  // namespace
+}  // namespace transformer_detail
 
-size_t Transformer::add(const std::string& name, int64_t rows, int64_t cols, bool decay, TpSplit split) {
+using transformer_detail::LayerActs;
+
+size_t Transformer::add(const std::string& name, int64_t rows, int64_t cols, bool decay, TpSplit split,
+                        bool held) {
   const int64_t r = split == TpSplit::kRows ? rows / tp_ : rows, k = split == TpSplit::kCols ? cols / tp_ : cols;
-  tensors_.push_back({name, num_params_, r, k, decay, split, full_params_});
-  num_params_ += static_cast<size_t>(r * k);
+  const size_t offset = num_params_;
+  if (held) {
+    tensors_.push_back({name, num_params_, r, k, decay, split, full_params_});
+    num_params_ += static_cast<size_t>(r * k);
+  }
   full_params_ += static_cast<size_t>(rows * cols);
-  return tensors_.back().offset;
+  return offset;
 }
 
-Transformer::Transformer(const ModelSpec& model, const std::string& where, int tp, int tp_rank)
-    : m_(model), tp_(tp), tp_rank_(tp_rank) {
+Transformer::Transformer(const ModelSpec& model, const std::string& where, const ModelPart& part)
+    : m_(model), part_(part), tp_(part.tp), tp_rank_(part.tp_rank) {
   if (m_.heads * m_.head_dim != m_.hidden)
     fail_input(where, "model " + m_.name,
                "train needs heads * head_dim == hidden (got " + std::to_string(m_.heads) + " * " +
@@ -76,47 +87,60 @@ Transformer::Transformer(const ModelSpec& model, const std::string& where, int t
     fail_input(where, "model " + m_.name + ": vocab",
                "must hold the byte tokenizer's " + std::to_string(TokenStream::kMinVocab) +
                    " tokens (got " + std::to_string(m_.vocab) + ")");
+  const int tp = part.tp, tp_rank = part.tp_rank;
   if (tp < 1 || tp_rank < 0 || tp_rank >= tp || m_.heads % tp != 0 || m_.kv_heads % tp != 0 ||
       m_.ffn_hidden % tp != 0 || m_.vocab % tp != 0)
     fail_input(where, "plan.tp",
                "tp " + std::to_string(tp) + " must divide the " + std::to_string(m_.heads) + " query heads, " +
                    std::to_string(m_.kv_heads) + " kv heads, FFN hidden size " + std::to_string(m_.ffn_hidden) +
                    " and vocabulary " + std::to_string(m_.vocab) + " of model " + m_.name);
+  if (part_.layers < 0) part_.layers = m_.layers - part_.first_layer;
+  if (part_.first_layer < 0 || part_.first_layer + part_.layers > m_.layers ||
+      (part_.layers == 0 && !part_.embedding && !part_.head))
+    throw std::logic_error("Transformer: a pipeline chunk outside the model's layers, or empty");
   const int64_t H = m_.hidden, qd = int64_t{m_.heads} * m_.head_dim,
                 kvd = int64_t{m_.kv_heads} * m_.head_dim, F = m_.ffn_hidden;
   // Offsets are kept relative to their unit's begin (a unit's parameters arrive as one
-  // gathered buffer).
-  auto open_unit = [&](const std::string& name) { units_.push_back({name, num_params_, 0}); };
-  auto close_unit = [&] { units_.back().end = num_params_; };
-  open_unit("tok_embeddings");
-  tok_embeddings_ = add("tok_embeddings", m_.vocab, H, true, TpSplit::kRows);
-  close_unit();
+  // gathered buffer). Every tensor of the whole model is counted (its full_offset), those
+  // of the part held.
+  auto open_unit = [&](const std::string& name, bool held) {
+    if (held) units_.push_back({name, num_params_, 0});
+  };
+  auto close_unit = [&](bool held) {
+    if (held) units_.back().end = num_params_;
+  };
+  const bool e = part_.embedding;
+  open_unit("tok_embeddings", e);
+  tok_embeddings_ = add("tok_embeddings", m_.vocab, H, true, TpSplit::kRows, e);
+  close_unit(e);
   for (int l = 0; l < m_.layers; ++l) {
+    const bool held = l >= part_.first_layer && l < part_.first_layer + part_.layers;
     const std::string p = "layers." + std::to_string(l) + ".";
-    open_unit("layers." + std::to_string(l));
+    open_unit("layers." + std::to_string(l), held);
     const size_t b = num_params_;
     LayerOffsets o{};
-    o.attention_norm = add(p + "attention_norm", 1, H, false) - b;
-    o.wq = add(p + "attention.wq", H, qd, true, TpSplit::kCols) - b;
-    o.wk = add(p + "attention.wk", H, kvd, true, TpSplit::kCols) - b;
-    o.wv = add(p + "attention.wv", H, kvd, true, TpSplit::kCols) - b;
-    o.wo = add(p + "attention.wo", qd, H, true, TpSplit::kRows) - b;
-    o.ffn_norm = add(p + "ffn_norm", 1, H, false) - b;
-    o.w1 = add(p + "feed_forward.w1", H, F, true, TpSplit::kCols) - b;
-    o.w3 = add(p + "feed_forward.w3", H, F, true, TpSplit::kCols) - b;
-    o.w2 = add(p + "feed_forward.w2", F, H, true, TpSplit::kRows) - b;
-    layers_.push_back(o);
-    close_unit();
+    o.attention_norm = add(p + "attention_norm", 1, H, false, TpSplit::kNone, held) - b;
+    o.wq = add(p + "attention.wq", H, qd, true, TpSplit::kCols, held) - b;
+    o.wk = add(p + "attention.wk", H, kvd, true, TpSplit::kCols, held) - b;
+    o.wv = add(p + "attention.wv", H, kvd, true, TpSplit::kCols, held) - b;
+    o.wo = add(p + "attention.wo", qd, H, true, TpSplit::kRows, held) - b;
+    o.ffn_norm = add(p + "ffn_norm", 1, H, false, TpSplit::kNone, held) - b;
+    o.w1 = add(p + "feed_forward.w1", H, F, true, TpSplit::kCols, held) - b;
+    o.w3 = add(p + "feed_forward.w3", H, F, true, TpSplit::kCols, held) - b;
+    o.w2 = add(p + "feed_forward.w2", F, H, true, TpSplit::kRows, held) - b;
+    if (held) layers_.push_back(o);
+    close_unit(held);
   }
-  open_unit("norm+output");
+  const bool h = part_.head;
+  open_unit("norm+output", h);
   const size_t head = num_params_;
-  norm_ = add("norm", 1, H, false) - head;
-  output_ = add("output", H, m_.vocab, true, TpSplit::kCols) - head;
-  close_unit();
+  norm_ = add("norm", 1, H, false, TpSplit::kNone, h) - head;
+  output_ = add("output", H, m_.vocab, true, TpSplit::kCols, h) - head;
+  close_unit(h);
 }
 
 std::vector<float> Transformer::init(uint64_t seed) const {
-  if (tp_ > 1) return tp_slice(Transformer(m_, m_.name).init(seed));
+  if (num_params_ != full_params_) return part_slice(Transformer(m_, m_.name).init(seed));
   std::vector<float> p(num_params_);
   const double out_scale = 1.0 / std::sqrt(2.0 * m_.layers);
   for (size_t t = 0; t < tensors_.size(); ++t) {
@@ -141,7 +165,7 @@ std::vector<float> Transformer::init(uint64_t seed) const {
   return p;
 }
 
-std::vector<TpRun> Transformer::tp_runs(int member) const {
+std::vector<TpRun> Transformer::part_runs(int member) const {
   std::vector<TpRun> runs;
   for (const ParamTensor& t : tensors_) {
     const auto rows = static_cast<size_t>(t.rows), cols = static_cast<size_t>(t.cols);
@@ -158,42 +182,44 @@ std::vector<TpRun> Transformer::tp_runs(int member) const {
   return runs;
 }
 
-std::vector<float> Transformer::tp_slice(const std::vector<float>& full) const {
-  if (full.size() != full_params_) throw std::logic_error("tp_slice: not the whole model's vector");
+std::vector<float> Transformer::part_slice(const std::vector<float>& full) const {
+  if (full.size() != full_params_) throw std::logic_error("part_slice: not the whole model's vector");
   std::vector<float> mine(num_params_);
-  for (const TpRun& r : tp_runs(tp_rank_))
+  for (const TpRun& r : part_runs(tp_rank_))
     std::copy_n(full.begin() + static_cast<std::ptrdiff_t>(r.full), r.n, mine.begin() + static_cast<std::ptrdiff_t>(r.local));
   return mine;
 }
 
-std::vector<float> Transformer::tp_join(const std::vector<float>& members) const {
-  if (members.size() != num_params_ * static_cast<size_t>(tp_)) throw std::logic_error("tp_join: not tp members' vectors");
+std::vector<float> Transformer::part_join(const std::vector<float>& members) const {
+  if (members.size() != num_params_ * static_cast<size_t>(tp_)) throw std::logic_error("part_join: not tp members' vectors");
   std::vector<float> full(full_params_);
   for (int j = 0; j < tp_; ++j) {
     const auto base = members.begin() + static_cast<std::ptrdiff_t>(num_params_ * static_cast<size_t>(j));
-    for (const TpRun& r : tp_runs(j))
+    for (const TpRun& r : part_runs(j))
       std::copy_n(base + static_cast<std::ptrdiff_t>(r.local), r.n, full.begin() + static_cast<std::ptrdiff_t>(r.full));
   }
   return full;
 }
 
 template <class T>
-double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
-                                     const TokenBatch& batch, double grad_scale,
-                                     const AttentionFnOf<T>& attention_forward,
-                                     const AttentionFnOf<T>& attention_backward,
-                                     Checkpointing checkpointing, size_t* held_activation_bytes,
-                                     PassTimes* times, TensorParallel<T>* tp) const {
-  // This member's heads, FFN columns and vocabulary entries (all of them with tp 1).
+PassTask Transformer::pass(TrainKernels<T>& K, ParamAccess<T>& access, TokenBatch batch, double grad_scale,
+                           AttentionFnOf<T> attention_forward, AttentionFnOf<T> attention_backward,
+                           Checkpointing checkpointing, StageIo<T>* io, size_t* held_activation_bytes,
+                           PassTimes* times, TensorParallel<T>* tp) const {
+  // This member's heads, FFN columns and vocabulary entries (all of them with tp 1), and
+  // this chunk's L layers from layer0 (all of them, the whole model).
   const int H = m_.hidden, h = m_.heads / tp_, hkv = m_.kv_heads / tp_, d = m_.head_dim,
-            F = m_.ffn_hidden / tp_, V = m_.vocab / tp_, L = m_.layers;
+            F = m_.ffn_hidden / tp_, V = m_.vocab / tp_, L = part_.layers, layer0 = part_.first_layer;
   const int64_t c = batch.c, n = batch.sequences, rows = n * c;  // rows: the batch's tokens
   if (tp_ > 1 && (tp == nullptr || tp->size() != tp_ || tp->rank() != tp_rank_ || rows % tp_ != 0))
-    throw std::logic_error("forward_backward: a TP member's pass needs its group and rows divisible by tp");
+    throw std::logic_error("Transformer::pass: a TP member's pass needs its group and rows divisible by tp");
+  if (io == nullptr && (!part_.embedding || !part_.head))
+    throw std::logic_error("Transformer::pass: a pipeline chunk's pass needs its StageIo");
   // Sequence parallelism: this member's rows [mine0, mine0 + mr) between the parallel regions.
   const int64_t mr = rows / tp_, mine0 = mr * tp_rank_;
   const int64_t hd = int64_t{h} * d, kvd = int64_t{hkv} * d;
-  const int head_unit = L + 1;
+  // Units: the embedding's, then the blocks' from block_unit0, then the head's.
+  const int block_unit0 = part_.embedding ? 1 : 0, head_unit = block_unit0 + L;
   const int32_t* tokens = batch.tokens;
   const int32_t* targets = batch.targets;
   auto W = [](const T* unit, size_t off, int64_t r, int64_t k) { return ConstView<T>{unit + off, r, k}; };
@@ -324,7 +350,7 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
       t.out = mat(h, c * d);
       t.lse = mat(h, c);
       lap(ew);
-      attention_forward(l, t);  // out [h][c][d], lse [h][c]
+      attention_forward(layer0 + l, t);  // out [h][c][d], lse [h][c]
       lap(nullptr);
       K.from_heads(t.out, h, d, A.o, m * c);
     }
@@ -343,86 +369,110 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
   // a member looks up the tokens of its V entries, the others read a zero row (the
   // table's copy below, row V), and the rows are summed over the members.
   std::vector<int32_t> my_tokens;  // the tokens as rows of the table's copy
-  if (tp_ > 1)
+  if (tp_ > 1 && part_.embedding)
     for (int64_t i = 0; i < rows; ++i) {
       const int32_t local = tokens[i] - static_cast<int32_t>(V * tp_rank_);
       my_tokens.push_back(local >= 0 && local < V ? local : V);
     }
-  const T* pe = gather(0);
   Tensor<T> x;
-  if (tp_ == 1) {
+  if (!part_.embedding) {  // a later pipeline chunk: the previous one's output
+    x = mat(mr, H);
+    K.copy(x, io->input);
+  } else if (tp_ == 1) {
+    const T* pe = gather(0);
     x = mat(rows, H);
     K.embedding_forward(W(pe, tok_embeddings_, V, H), tokens, x);
   } else {
+    const T* pe = gather(0);
     Tensor<T> table = mat(V + 1, H), partial = mat(rows, H);
     K.copy(View<T>{table.data(), V, H}, W(pe, tok_embeddings_, V, H));
     K.zero(View<T>{table.data() + int64_t{V} * H, 1, H});
     K.embedding_forward(table, my_tokens.data(), partial);
     x = my_rows_sum(std::move(partial));
   }
-  done(0, false);
+  if (part_.embedding) done(0, false);
 
   // ---- layers, forward (each block gathered, run, released: resharded after forward)
   std::vector<LayerActs<T>> acts(static_cast<size_t>(L));
   size_t held = 0;
-  for (int l = 0; l < L; ++l) {
-    LayerActs<T>& A = acts[l];
+  for (int i = 0; i < L; ++i) {
+    LayerActs<T>& A = acts[i];
     A.x = std::move(x);
-    x = layer_forward(l, gather(l + 1), A);
-    done(l + 1, false);
+    x = layer_forward(i, gather(block_unit0 + i), A);
+    done(block_unit0 + i, false);
     if (checkpointing == Checkpointing::kFull) A.drop_all_but_input();
     if (checkpointing == Checkpointing::kSelective) A.drop_ffn_intermediates();
     held += A.bytes();
   }
   if (held_activation_bytes) *held_activation_bytes = held;
+  // Between the forward and the backward the pass is suspended (PassTask): other passes
+  // may run, so the clock restarts on resuming.
+  auto suspended = [&] {
+    lap(nullptr);
+    return std::suspend_always{};
+  };
+  auto resumed = [&] { lap_start = std::chrono::steady_clock::now(); };
 
-  // ---- head and loss: z [mr][H], logits [rows][V] (the member's vocabulary entries)
-  const T* ph = gather(head_unit);
-  Tensor<T> z = mat(mr, H), rf = mat(mr, 1);
-  K.rmsnorm_forward(x, ph + norm_, z, rf);
-  lap(ew);
-  Tensor<T> z_all;
-  const ConstView<T> zs = all_rows(z, z_all);
-  Tensor<T> logits = mat(rows, V);
-  mm(zs, W(ph, output_, H, V), logits);
-  lap(lin);
-  // logits become dlogits = (softmax - onehot) * grad_scale. With tp > 1 the softmax
-  // needs every vocabulary entry: the all-to-all gives this member its rows' logits from
-  // every member ([tp][mr][V], member-major: from_heads lays them side by side), and the
-  // gradient goes back the same way.
   double loss = 0;
-  if (tp_ == 1) {
-    loss = K.cross_entropy(logits, targets, grad_scale);
+  Tensor<T> dx;
+  if (!part_.head) {  // ---- the next chunk's input; later, the gradient of it
+    io->output = std::move(x);
+    co_await suspended();
+    resumed();
+    dx = mat(mr, H);
+    K.copy(dx, io->grad);
   } else {
-    Tensor<T> parts = mat(tp_, mr * V), whole = mat(mr, int64_t{V} * tp_);
-    lap(ew);
-    tp->all_to_all(View<T>{logits.data(), tp_, mr * V}, parts);
-    lap(nullptr);
-    K.from_heads(parts, tp_, V, whole, 0);
-    loss = K.cross_entropy(whole, targets + mine0, grad_scale);
-    K.to_heads(whole, 0, tp_, V, parts);
-    lap(ew);
-    tp->all_to_all(parts, View<T>{logits.data(), tp_, mr * V});
-    lap(nullptr);
-  }
 
-  // ---- head, backward
-  T* gh = grads_of(head_unit);
-  mm_tn_add(zs, logits, dW(gh, output_, H, V));
-  Tensor<T> dz_all = mat(rows, H);
-  mm_nt(logits, W(ph, output_, H, V), dz_all);
-  lap(lin);
-  Tensor<T> dz = my_rows_sum(std::move(dz_all));
-  Tensor<T> dx = mat(mr, H);
-  K.zero(dx);
-  norm_backward(x, rf, ph + norm_, dz, dx, gh + norm_);
-  done(head_unit, true);
+    // ---- head and loss: z [mr][H], logits [rows][V] (the member's vocabulary entries)
+    const T* ph = gather(head_unit);
+    Tensor<T> z = mat(mr, H), rf = mat(mr, 1);
+    K.rmsnorm_forward(x, ph + norm_, z, rf);
+    lap(ew);
+    Tensor<T> z_all;
+    const ConstView<T> zs = all_rows(z, z_all);
+    Tensor<T> logits = mat(rows, V);
+    mm(zs, W(ph, output_, H, V), logits);
+    lap(lin);
+    // logits become dlogits = (softmax - onehot) * grad_scale. With tp > 1 the softmax
+    // needs every vocabulary entry: the all-to-all gives this member its rows' logits from
+    // every member ([tp][mr][V], member-major: from_heads lays them side by side), and the
+    // gradient goes back the same way.
+    if (tp_ == 1) {
+      loss = K.cross_entropy(logits, targets, grad_scale);
+    } else {
+      Tensor<T> parts = mat(tp_, mr * V), whole = mat(mr, int64_t{V} * tp_);
+      lap(ew);
+      tp->all_to_all(View<T>{logits.data(), tp_, mr * V}, parts);
+      lap(nullptr);
+      K.from_heads(parts, tp_, V, whole, 0);
+      loss = K.cross_entropy(whole, targets + mine0, grad_scale);
+      K.to_heads(whole, 0, tp_, V, parts);
+      lap(ew);
+      tp->all_to_all(parts, View<T>{logits.data(), tp_, mr * V});
+      lap(nullptr);
+    }
+
+    co_await suspended();
+    resumed();
+
+    // ---- head, backward
+    T* gh = grads_of(head_unit);
+    mm_tn_add(zs, logits, dW(gh, output_, H, V));
+    Tensor<T> dz_all = mat(rows, H);
+    mm_nt(logits, W(ph, output_, H, V), dz_all);
+    lap(lin);
+    Tensor<T> dz = my_rows_sum(std::move(dz_all));
+    dx = mat(mr, H);
+    K.zero(dx);
+    norm_backward(x, rf, ph + norm_, dz, dx, gh + norm_);
+    done(head_unit, true);
+  }
 
   // ---- layers, backward: dx is d(loss)/d(layer output)
   for (int l = L - 1; l >= 0; --l) {
     const LayerOffsets& o = layers_[l];
     LayerActs<T>& A = acts[l];
-    const T* p = gather(l + 1);
+    const T* p = gather(block_unit0 + l);
     if (checkpointing == Checkpointing::kFull) (void)layer_forward(l, p, A);  // recompute
     // The norm outputs were stored as this member's rows (Megatron-Core's
     // sequence-parallel Linears save their input split): every member's again, for the
@@ -430,7 +480,7 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
     Tensor<T> a_all, b_all;
     const ConstView<T> as = all_rows(A.a, a_all), bs = all_rows(A.b, b_all);
     if (checkpointing == Checkpointing::kSelective) swiglu(l, p, A, bs);
-    T* gp = grads_of(l + 1);
+    T* gp = grads_of(block_unit0 + l);
     // feed-forward: x3 = x2 + s w2
     Tensor<T> dx_all;
     const ConstView<T> dxs = all_rows(dx, dx_all);
@@ -466,7 +516,7 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
       t.dk = mat(hkv, c * d);
       t.dv = mat(hkv, c * d);
       lap(ew);
-      attention_backward(l, t);  // dq [h][c][d], dk, dv [h_kv][c][d]
+      attention_backward(layer0 + l, t);  // dq [h][c][d], dk, dv [h_kv][c][d]
       lap(nullptr);
       K.from_heads(t.dq, h, d, dq, m * c);
       K.from_heads(t.dk, hkv, d, dk, m * c);
@@ -486,10 +536,15 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
     da = my_rows_sum(std::move(da));
     dx = std::move(dx2);
     norm_backward(A.x, A.r1, p + o.attention_norm, da, dx, gp + o.attention_norm);
-    done(l + 1, true);
+    done(block_unit0 + l, true);
     A = LayerActs<T>();  // this layer's activations are no longer needed
   }
 
+  if (!part_.embedding) {  // ---- the gradient of the previous chunk's output
+    io->input_grad = std::move(dx);
+    lap(ew);
+    co_return loss;
+  }
   // ---- embedding, backward
   T* ge = grads_of(0);
   if (tp_ == 1) {
@@ -504,20 +559,16 @@ double Transformer::forward_backward(TrainKernels<T>& K, ParamAccess<T>& access,
   lap(ew);
   access.reduce(0);
   lap(nullptr);
-  return loss;
+  co_return loss;
 }
 
-template double Transformer::forward_backward<float>(TrainKernels<float>&, ParamAccess<float>&,
-                                                     const TokenBatch&, double,
-                                                     const AttentionFnOf<float>&,
-                                                     const AttentionFnOf<float>&, Checkpointing,
-                                                     size_t*, PassTimes*, TensorParallel<float>*) const;
-template double Transformer::forward_backward<double>(TrainKernels<double>&, ParamAccess<double>&,
-                                                      const TokenBatch&, double, const AttentionFnOf<double>&,
-                                                      const AttentionFnOf<double>&, Checkpointing,
-                                                      size_t*, PassTimes*, TensorParallel<double>*) const;
-template double Transformer::forward_backward<Bf16>(TrainKernels<Bf16>&, ParamAccess<Bf16>&, const TokenBatch&,
-                                                    double, const AttentionFnOf<Bf16>&, const AttentionFnOf<Bf16>&,
-                                                    Checkpointing, size_t*, PassTimes*, TensorParallel<Bf16>*) const;
+#define RM_TRANSFORMER_PASS(T)                                                                              \
+  template PassTask Transformer::pass<T>(TrainKernels<T>&, ParamAccess<T>&, TokenBatch, double, AttentionFnOf<T>, \
+                                         AttentionFnOf<T>, Checkpointing, StageIo<T>*, size_t*, PassTimes*,       \
+                                         TensorParallel<T>*) const;
+RM_TRANSFORMER_PASS(float)
+RM_TRANSFORMER_PASS(double)
+RM_TRANSFORMER_PASS(Bf16)
+#undef RM_TRANSFORMER_PASS
 
 }  // namespace rm::exec

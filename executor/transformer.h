@@ -19,8 +19,9 @@
 //   tok_embeddings [V][H]; per layer l "layers.l.": attention_norm [H], wq [H][h d],
 //   wk [H][h_kv d], wv [H][h_kv d], wo [h d][H], ffn_norm [H], w1 [H][F], w3 [H][F],
 //   w2 [F][H]; norm [H]; output [H][V].
-// Under tensor parallelism a member's vector holds its part of each (TpSplit), in the
-// same order: heads, F and V divided by tp.
+// A Transformer may hold a part of the model (ModelPart): a pipeline chunk's layers, with
+// the embedding on the first chunk and the head on the last, and under tensor parallelism a
+// member's part of each tensor (TpSplit: heads, F and V divided by tp), in the same order.
 // The flat vector splits into FSDP units (units()), contiguous ranges as torchtitan wraps
 // them: the embedding, each TransformerBlock, and the final norm with the output head.
 // forward_backward() reads a unit's parameters and adds into its gradients only through
@@ -28,9 +29,11 @@
 // unsharded only while it runs.
 #pragma once
 
+#include <coroutine>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "executor/backend.h"
@@ -57,10 +60,20 @@ struct ParamTensor {
   size_t full_offset = 0;  // where the whole tensor starts in the whole model (tp 1)
 };
 
-// A stretch of n elements of a TP member's flat vector at `local`, at `full` in the whole
-// model's (Transformer::tp_runs).
+// A stretch of n elements of a part's flat vector at `local`, at `full` in the whole
+// model's (Transformer::part_runs).
 struct TpRun {
   size_t local = 0, full = 0, n = 0;
+};
+
+// Which part of the model a Transformer holds: TP member `tp_rank` of `tp` (TpSplit) of
+// the pipeline chunk of layers [first_layer, first_layer + layers) (layers -1: to the
+// last), with the embedding where the chunk is the model's first and the head with the
+// loss where it is its last (planner/pipeline_parallel.h). The default: the whole model.
+struct ModelPart {
+  int tp = 1, tp_rank = 0;
+  int first_layer = 0, layers = -1;
+  bool embedding = true, head = true;
 };
 
 // One layer's attention tensors of one sequence on this rank, head-major (layouts of
@@ -159,6 +172,56 @@ class TensorParallel {
   virtual void all_reduce(View<T> x) = 0;
 };
 
+// Where a pipeline stage's pass of one micro-batch meets its neighbours
+// (Transformer::pass): a part without the embedding reads `input`, the previous part's
+// output [mr][H] (this TP member's rows), set before forward(); a part without the head
+// leaves its output in `output` when forward() returns, reads the gradient of that output
+// from `grad`, set before backward(), and, without the embedding, leaves the gradient of
+// its input in `input_grad` when backward() returns.
+template <class T>
+struct StageIo {
+  ConstView<T> input;
+  Tensor<T> output;
+  ConstView<T> grad;
+  Tensor<T> input_grad;
+};
+
+// A pass suspended between its forward and its backward (a C++20 coroutine,
+// Transformer::pass): forward() runs it to the end of the part's forward (for the part
+// with the head, through the loss), backward() to its end and returns the loss it took
+// (0 without the head). Each once, in that order; an exception inside either reaches the
+// caller. Move-only; destroying it frees the pass and what it held.
+class PassTask {
+ public:
+  struct promise_type {
+    double loss = 0;
+    PassTask get_return_object() { return PassTask(std::coroutine_handle<promise_type>::from_promise(*this)); }
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    std::suspend_always final_suspend() noexcept { return {}; }
+    void return_value(double l) { loss = l; }
+    void unhandled_exception() { throw; }
+  };
+  explicit PassTask(std::coroutine_handle<promise_type> h) : h_(h) {}
+  PassTask(PassTask&& o) noexcept : h_(std::exchange(o.h_, {})) {}
+  PassTask& operator=(PassTask&& o) noexcept {
+    std::swap(h_, o.h_);
+    return *this;
+  }
+  PassTask(const PassTask&) = delete;
+  PassTask& operator=(const PassTask&) = delete;
+  ~PassTask() {
+    if (h_) h_.destroy();
+  }
+  void forward() { h_.resume(); }
+  double backward() {
+    h_.resume();
+    return h_.promise().loss;
+  }
+
+ private:
+  std::coroutine_handle<promise_type> h_;
+};
+
 template <class T>
 using AttentionFnOf = std::function<void(int layer, LayerAttention<T>& t)>;
 using AttentionFn = AttentionFnOf<float>;
@@ -170,29 +233,42 @@ class Transformer {
   // With `tp` > 1 this is member `tp_rank`'s part of the model (TpSplit): h / tp query and
   // h_kv / tp kv heads, F / tp FFN columns, V / tp vocabulary entries (InputError unless
   // tp divides them, as planner/tensor_parallel.h's tp_why_invalid says).
-  Transformer(const ModelSpec& model, const std::string& where, int tp = 1, int tp_rank = 0);
+  Transformer(const ModelSpec& model, const std::string& where, const ModelPart& part = {});
 
-  size_t num_params() const { return num_params_; }  // this member's
+  size_t num_params() const { return num_params_; }  // this part's
   size_t full_params() const { return full_params_; }  // the whole model's
-  int tp() const { return tp_; }
+  const ModelPart& part() const { return part_; }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   const ModelSpec& spec() const { return m_; }  // the whole model's
 
   // Deterministic initialisation from `seed` (the same on every rank): matrices normal
   // with std 0.02, output projections wo and w2 scaled by 1/sqrt(2 * layers) (GPT-2,
-  // Radford et al. 2019, section 2.3), norm gains 1. With tp > 1, this member's part of
-  // the whole model's (so a run's trajectory does not depend on tp).
+  // Radford et al. 2019, section 2.3), norm gains 1. A part's is its part of the whole
+  // model's (so a run's trajectory does not depend on tp or pp).
   std::vector<float> init(uint64_t seed) const;
 
-  // Where TP member `member`'s flat vector sits in the whole model's, stretch by stretch
-  // (in local order), and the two ways across: this member's part of a whole vector, and
-  // the whole vector from every member's ([tp][num_params()], member order).
-  std::vector<TpRun> tp_runs(int member) const;
-  std::vector<float> tp_slice(const std::vector<float>& full) const;
-  std::vector<float> tp_join(const std::vector<float>& members) const;
+  // Where TP member `member`'s vector of this chunk sits in the whole model's, stretch by
+  // stretch (in local order), and the two ways across: this part of a whole vector, and
+  // the whole vector from the chunk's TP members' ([tp][num_params()], member order; zero
+  // outside the chunk, so the chunks' add up to the whole).
+  std::vector<TpRun> part_runs(int member) const;
+  std::vector<float> part_slice(const std::vector<float>& full) const;
+  std::vector<float> part_join(const std::vector<float>& members) const;
 
-  // FSDP units (see above): 0 the embedding, 1..layers the blocks, layers + 1 the head.
+  // FSDP units (see above): the embedding (where held), the blocks, the head (where
+  // held); the whole model's are 0 the embedding, 1..layers the blocks, layers + 1 the head.
   const std::vector<ParamUnit>& units() const { return units_; }
+
+  // One micro-batch's pass through this part of the model, suspended between its forward
+  // and its backward (PassTask), so that a pipeline stage runs other micro-batches' passes
+  // in between (1F1B): what forward_backward() below does, split there. `io` meets the
+  // neighbouring parts (StageIo; null for the whole model). The batch's token arrays must
+  // outlive the pass. The other arguments as forward_backward's.
+  template <class T>
+  PassTask pass(TrainKernels<T>& kernels, ParamAccess<T>& params, TokenBatch batch, double grad_scale,
+                AttentionFnOf<T> attention_forward, AttentionFnOf<T> attention_backward,
+                Checkpointing checkpointing, StageIo<T>* io, size_t* held_activation_bytes, PassTimes* times,
+                TensorParallel<T>* tp) const;
 
   // A micro-batch's tokens on this rank (attention called once per sequence, layer and
   // pass). Adds grad_scale * d(sum of token losses)/d(params) into the gradients of
@@ -227,7 +303,12 @@ class Transformer {
                           const AttentionFnOf<T>& attention_backward,
                           Checkpointing checkpointing = Checkpointing::kNone,
                           size_t* held_activation_bytes = nullptr,
-                          PassTimes* times = nullptr, TensorParallel<T>* tp = nullptr) const;
+                          PassTimes* times = nullptr, TensorParallel<T>* tp = nullptr) const {
+    PassTask t = pass<T>(kernels, params, batch, grad_scale, attention_forward, attention_backward, checkpointing,
+                         nullptr, held_activation_bytes, times, tp);
+    t.forward();
+    return t.backward();
+  }
   // The same on the CPU (Eigen kernels), parameters in host memory.
   template <class T>
   double forward_backward(ParamAccess<T>& params, const TokenBatch& batch, double grad_scale,
@@ -256,9 +337,11 @@ class Transformer {
   struct LayerOffsets {
     size_t attention_norm, wq, wk, wv, wo, ffn_norm, w1, w3, w2;
   };
-  // Appends this member's part of a whole [rows][cols] tensor split as `split` says.
-  size_t add(const std::string& name, int64_t rows, int64_t cols, bool decay, TpSplit split = TpSplit::kNone);
+  // Appends this member's part of a whole [rows][cols] tensor split as `split` says, or,
+  // where the part does not hold it (`held` false), only counts it in the whole model.
+  size_t add(const std::string& name, int64_t rows, int64_t cols, bool decay, TpSplit split, bool held);
   ModelSpec m_;
+  ModelPart part_;
   int tp_ = 1, tp_rank_ = 0;
   size_t full_params_ = 0;
   std::vector<ParamTensor> tensors_;

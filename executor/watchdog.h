@@ -22,7 +22,9 @@
 // writes the checkpoint of training step S, after its data files and before its manifest;
 // "fsdp-unit:rank=R,step=S" makes rank R of `ringmaster train` all-gather the wrong FSDP
 // unit once in training step S (1-based, as train prints it; fsdp.h), which the step's
-// order check must name.
+// order check must name; "pp-order:rank=R,step=S" makes rank R's pipeline stage send the
+// next micro-batch's tag with its first message of training step S (pipeline_stage.h),
+// which the receiving stage's transport must name.
 #pragma once
 
 #include <atomic>
@@ -75,7 +77,7 @@ class Watchdog {
 };
 
 struct FaultSpec {
-  enum class Kind { kNone, kKill, kStall, kSwap, kCheckpointKill, kFsdpUnit, kSetupStall } kind = Kind::kNone;
+  enum class Kind { kNone, kKill, kStall, kSwap, kCheckpointKill, kFsdpUnit, kPpOrder, kSetupStall } kind = Kind::kNone;
   int rank = -1;
   int step = -1;
 };

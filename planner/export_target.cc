@@ -329,11 +329,14 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
     return std::string("plan.strategy: run executes context parallelism of cp_comm_type p2p (the ring), "
                        "all_gather, a2a or a2a+p2p (got '") +
            to_string(kind) + "', cp_comm_type " + cp_comm_type(kind) + ")";
-  if (plan.choice.pp > 1)
-    return "plan.pp: the executor runs plans without pipeline parallelism (got pp " + std::to_string(plan.choice.pp) +
-           "): its ring loop runs no stage-to-stage activation exchanges and its model is not split into "
-           "stages yet; such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: "
+  if (plan.choice.pp > 1 && backend != "cpu")
+    return "plan.pp: the " + backend + " backend runs plans without pipeline parallelism (got pp " +
+           std::to_string(plan.choice.pp) +
+           "; the cpu backend runs them): such a plan is priced, simulated (`ringmaster simulate`) and exported: "
            "re-plan with --pp 1";
+  if (plan.choice.pp > 1 && plan.choice.virtual_stages > 1)
+    return "plan.virtual_stages: the executor runs Megatron-LM's 1F1B pipeline, not the interleaved one (got " +
+           std::to_string(plan.choice.virtual_stages) + " virtual stages): re-plan with --virtual-stages 1";
   if (plan.job.fp8_recipe != Fp8Recipe::kNone)
     return std::string("fp8_recipe: the executor's linear layers run in fp32 or bf16, not float8 (got ") +
            to_string(plan.job.fp8_recipe) +

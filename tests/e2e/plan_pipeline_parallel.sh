@@ -6,7 +6,9 @@
 # loss as layers, included); 1F1B, interleaved and counted-split plans are simulated (their op
 # lists replayed on SimGrid, within 2 % of the prediction), an interleaved one with pp 2 is
 # refused by `simulate --plan` naming virtual_stages (planning the job itself, `simulate`
-# replays the best plan that is not one, saying so), and `run` refuses them all naming plan.pp.
+# replays the best plan that is not one, saying so), and `run` refuses them (the interleaved
+# ones naming plan.virtual_stages: the executor runs 1F1B; the others naming the topology:
+# the cpu backend runs CPU topologies; train_pipeline_parallel.sh runs 1F1B plans there).
 # Usage: plan_pipeline_parallel.sh <ringmaster> <source-dir>. Exit 77 = skipped.
 set -u
 bin=$1
@@ -131,15 +133,16 @@ grep -q -- "--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-r
   fail "megatron export lacks PP 4 with 2 virtual stages: $(cat "$tmp/meg")"
 "$bin" run --plan "$tmp/pp.yaml" >"$tmp/out" 2>"$tmp/err"
 [[ $? -eq 2 ]] || fail "run of a PP plan did not exit 2"
-grep -q "plan.pp" "$tmp/err" || fail "run's refusal does not name plan.pp: $(cat "$tmp/err")"
+grep -q "plan.virtual_stages: the executor runs Megatron-LM's 1F1B pipeline" "$tmp/err" ||
+  fail "run's refusal does not name plan.virtual_stages: $(cat "$tmp/err")"
 
 # ---- 1F1B and interleaved plans, simulated ------------------------------------------------
 # llama2-7b at 32K on one 8-GPU box, every op list replayed: pp 2 x a p2p ring of 4 with 4
 # micro-batches (1F1B), pp 4 x 2 virtual stages x a ring of 2 with 8 (interleaved).
 small=(--model llama2-7b --topology a100-nvlink-box --gpus 8 --seq 32K --cp-comm-type p2p)
-simulate_pp() {  # simulate_pp <name> <header text> <plan args...>
-  local name=$1 header=$2
-  shift 2
+simulate_pp() {  # simulate_pp <name> <header text> <run's refusal> <plan args...>
+  local name=$1 header=$2 refusal=$3
+  shift 3
   "$bin" plan "${small[@]}" "$@" -o "$tmp/$name.yaml" >/dev/null 2>"$tmp/err" ||
     fail "plan $* -o exited $?: $(cat "$tmp/err")"
   "$bin" simulate --plan "$tmp/$name.yaml" --format json >"$tmp/sim.json" 2>"$tmp/err" ||
@@ -160,12 +163,12 @@ EOF
   grep -qF "$header" "$tmp/out" || fail "simulate's header does not show the pipeline: $(head -1 "$tmp/out")"
   "$bin" run --plan "$tmp/$name.yaml" >"$tmp/out" 2>"$tmp/err"
   [[ $? -eq 2 ]] || fail "run of the $name plan did not exit 2"
-  grep -q "plan.pp.*stage-to-stage" "$tmp/err" || fail "run's refusal does not say what is missing: $(cat "$tmp/err")"
+  grep -q "$refusal" "$tmp/err" || fail "run's refusal does not say '$refusal': $(cat "$tmp/err")"
 }
-simulate_pp 1f1b "x pp 2 (1F1B, 4 micro-batches)" --batch-tokens 128K --pp 2 --virtual-stages 1 --cp 4
-simulate_pp interleaved "x pp 4 (Interleaved1F1B, 8 micro-batches)" --batch-tokens 256K --pp 4 --virtual-stages 2 --cp 2
+simulate_pp 1f1b "x pp 2 (1F1B, 4 micro-batches)" "topology: the cpu backend runs plans made for a CPU topology" --batch-tokens 128K --pp 2 --virtual-stages 1 --cp 4
+simulate_pp interleaved "x pp 4 (Interleaved1F1B, 8 micro-batches)" "plan.virtual_stages" --batch-tokens 256K --pp 4 --virtual-stages 2 --cp 2
 # The counted split: 34 units on 4 stages, 8, 9, 8, 7 layers (the second stage sets the pace).
-simulate_pp counted "x pp 4 (1F1B, 8 micro-batches)" --batch-tokens 256K --pp 4 --virtual-stages 1 --cp 2 \
+simulate_pp counted "x pp 4 (1F1B, 8 micro-batches)" "topology: the cpu backend" --batch-tokens 256K --pp 4 --virtual-stages 1 --cp 2 \
   --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split
 # The interleaved schedule with pp 2 (one neighbour both ways) is priced, not simulated.
 "$bin" plan "${small[@]}" --batch-tokens 128K --pp 2 --virtual-stages 2 --cp 4 -o "$tmp/pp2v2.yaml" >/dev/null 2>"$tmp/err" ||

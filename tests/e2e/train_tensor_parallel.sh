@@ -20,6 +20,7 @@ set -u
 bin=$1
 src=$2
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/train.bash"
 need mpirun "train runs MPI ranks"
 need python3 "compares the JSON lines"
 data=$src/data/public_domain.txt
@@ -32,13 +33,6 @@ plan() {
   shift
   "$bin" plan --model "$model" --topology cpu-local --seq 128 --batch-tokens 512 "$@" -o "$tmp/$name.yaml" \
     >/dev/null 2>"$tmp/$name.plan.err" || fail "$name: plan $* failed: $(cat "$tmp/$name.plan.err")"
-}
-# train <name> <plan> [train options...]: the JSON lines of $steps steps.
-train() {
-  local name=$1 p=$2
-  shift 2
-  timeout 200 "$bin" train --plan "$tmp/$p.yaml" --data "$data" --steps $steps --seed 7 --format json "$@" \
-    >"$tmp/$name.jsonl" 2>"$tmp/$name.err" || fail "$name: train exited $?: $(tail -3 "$tmp/$name.err")"
 }
 plan one --gpus 1 --micro-batch 2 --tp 1
 plan tp2 --gpus 2 --tp 2 --cp 1 --micro-batch 2 --sharding fsdp --no-tp-comm-overlap
@@ -64,25 +58,7 @@ train tp2a2a tp2a2a
 train one_bf16 one --mixed-precision-param bfloat16
 train tp2_bf16 tp2 --mixed-precision-param bfloat16
 
-python3 - "$tmp" $steps <<'PY' || fail "losses differ (above)"
-import json, sys
-tmp, steps = sys.argv[1], int(sys.argv[2])
-def losses(name):
-    try:
-        return [json.loads(l)["loss"] for l in open(f"{tmp}/{name}.jsonl") if l.startswith("{")]
-    except (OSError, ValueError, KeyError) as e:
-        print(f"{name}: no losses ({e})"); return []
-bad = False
-for name, ref, tol in [("tp2", "one", 1e-4), ("tp2cp2", "one", 1e-4), ("tp2dp2", "one", 1e-4),
-                       ("tp2ag", "one", 1e-4), ("tp2a2a", "one8", 1e-4), ("tp2_bf16", "one_bf16", 2e-3)]:
-    got, want = losses(name), losses(ref)
-    if len(got) != steps or len(want) != steps:
-        print(f"{name}: {len(got)} steps against {len(want)}, want {steps}"); bad = True; continue
-    worst = max(abs(a / b - 1) for a, b in zip(got, want))
-    print(f"{name}: largest relative loss difference to {ref} over {steps} steps {worst:.2e} (within {tol:g})")
-    bad |= worst > tol
-sys.exit(1 if bad else 0)
-PY
+same_losses tp2:one:1e-4 tp2cp2:one:1e-4 tp2dp2:one:1e-4 tp2ag:one:1e-4 tp2a2a:one8:1e-4 tp2_bf16:one_bf16:2e-3
 for name in tp2 tp2cp2 tp2dp2 tp2ag tp2a2a; do
   grep -q "^  tp: 2$" "$tmp/$name.yaml" || fail "the $name plan is not tp 2"
   grep -q "ranks = tp 2 (sequence parallel) x cp" "$tmp/$name.err" || fail "$name: the header does not say tp 2"
@@ -90,7 +66,6 @@ done
 grep -q "model state replicated on every rank (DDP" "$tmp/tp2dp2.err" || fail "tp2dp2 did not replicate"
 # Sequence parallelism stores a member's rows only: tp 2 holds what cp 2 holds for the same
 # tokens per rank (2 x 128 rows split 2 ways; 2 x 64 tokens).
-stored() { grep -o "stored activations [0-9.]* MiB" "$tmp/$1.err"; }
 echo "tp2: $(stored tp2); cp2: $(stored cp2)"
 [[ -n $(stored tp2) && $(stored tp2) == "$(stored cp2)" ]] || fail "tp 2 stores other activations than cp 2"
 grep -q "cp_comm_type: all_gather" "$tmp/tp2ag.yaml" || fail "the tp2ag plan is not all_gather"
@@ -139,21 +114,7 @@ grep -q "4 ranks = tp 2 x cp 2 x dp 1" <<<"$out" || fail "run does not say the a
 [[ $(grep -cE "^ +1  dv " <<<"$out") -ge 1 ]] || fail "run --verify did not check TP rank 1's ring: $out"
 
 # A checkpoint written by the tp 2 ranks after 4 steps, resumed on one rank for the last 4.
-timeout 200 "$bin" train --plan "$tmp/tp2cp2.yaml" --data "$data" --steps 4 --seed 7 --format json \
-  --checkpoint-dir "$tmp/ck" >"$tmp/first.jsonl" 2>"$tmp/first.err" || fail "tp2cp2 with checkpoints: $(tail -2 "$tmp/first.err")"
-timeout 200 "$bin" train --plan "$tmp/one.yaml" --data "$data" --steps $steps --seed 7 --format json \
-  --checkpoint-dir "$tmp/ck" --resume >"$tmp/rest.jsonl" 2>"$tmp/rest.err" || fail "resume on one rank: $(tail -2 "$tmp/rest.err")"
-python3 - "$tmp" <<'PY' || fail "the resumed losses (above)"
-import json, sys
-tmp = sys.argv[1]
-rest = {r["step"]: r["loss"] for r in map(json.loads, open(f"{tmp}/rest.jsonl")) if "step" in r}
-one = {r["step"]: r["loss"] for r in map(json.loads, open(f"{tmp}/one.jsonl")) if "step" in r}
-if sorted(rest) != [5, 6, 7, 8]:
-    print(f"resumed steps {sorted(rest)}, want 5-8"); sys.exit(1)
-worst = max(abs(rest[s] / one[s] - 1) for s in rest)
-print(f"tp 2 checkpoint resumed on one rank: steps 5-8 within {worst:.2e} of the 1-rank run")
-sys.exit(0 if worst <= 1e-4 else 1)
-PY
+resumes_on_one_rank tp2cp2 one
 
 # Overlapped TP collectives are priced, not run.
 plan overlap --gpus 2 --tp 2 --cp 1 --micro-batch 2 --tp-comm-overlap

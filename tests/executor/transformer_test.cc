@@ -93,7 +93,7 @@ TEST_CASE("transformer: tensor-parallel members' parts tile the whole model, and
   m.kv_heads = 2;  // tp 2 splits the kv heads too
   m.vocab = 258;
   const Transformer whole(m, "test");
-  const Transformer first(m, "test", 2, 0), second(m, "test", 2, 1);
+  const Transformer first(m, "test", {.tp = 2, .tp_rank = 0}), second(m, "test", {.tp = 2, .tp_rank = 1});
   REQUIRE(first.num_params() == second.num_params());
   CHECK(first.full_params() == whole.num_params());
   // Only the norm gains are whole on every member: 2 per layer and the final one.
@@ -103,7 +103,7 @@ TEST_CASE("transformer: tensor-parallel members' parts tile the whole model, and
   std::vector<int> covered(whole.num_params(), 0);
   for (int j = 0; j < 2; ++j) {
     std::vector<int> local(first.num_params(), 0);
-    for (const TpRun& r : first.tp_runs(j))
+    for (const TpRun& r : first.part_runs(j))
       for (size_t i = 0; i < r.n; ++i) {
         ++local[r.local + i];
         ++covered[r.full + i];
@@ -118,19 +118,19 @@ TEST_CASE("transformer: tensor-parallel members' parts tile the whole model, and
   CHECK(twice == gains);
   // Slicing then joining gives the whole back; each member's init is its slice of the whole's.
   const std::vector<float> init = whole.init(5);
-  std::vector<float> parts = first.tp_slice(init);
-  const std::vector<float> b = second.tp_slice(init);
+  std::vector<float> parts = first.part_slice(init);
+  const std::vector<float> b = second.part_slice(init);
   CHECK(parts == first.init(5));
   CHECK(b == second.init(5));
   parts.insert(parts.end(), b.begin(), b.end());
-  CHECK(first.tp_join(parts) == init);
+  CHECK(first.part_join(parts) == init);
   // wq is column-parallel: member 1's first row is the whole's columns [h/2 d, h d) of row 0.
   const ParamTensor& wq = first.tensors()[2];
   REQUIRE(wq.name == "layers.0.attention.wq");
   CHECK(wq.cols == m.heads / 2 * m.head_dim);
   CHECK(b[wq.offset] == init[wq.full_offset + static_cast<size_t>(wq.cols)]);
   // A tp that does not divide the heads, the FFN or the vocabulary is refused naming plan.tp.
-  CHECK_THROWS_WITH_AS(Transformer(small_spec(), "plan.yaml", 2, 0),
+  CHECK_THROWS_WITH_AS(Transformer(small_spec(), "plan.yaml", {.tp = 2}),
                        doctest::Contains("plan.yaml: plan.tp: tp 2 must divide the 2 query heads, 1 kv heads"),
                        InputError);
 }
