@@ -4,7 +4,8 @@
 # cost model's step terms from their records (`calibrate --from`: attention kernel, GEMM,
 # elementwise and optimizer rates, links), then predict held-out step plans (other
 # sequence lengths, ring sizes, checkpointing policies, micro-batches, and tensor
-# parallelism, which no fitted run had: its collectives are priced with the fit of FSDP's)
+# and pipeline parallelism, which no fitted run had: TP's collectives are priced with the
+# fit of FSDP's, a pipeline's exchanges with the links' and its bubble by the 1F1B program)
 # and compare with what they measure (`validate`, median of the timed steps).
 #
 # Usage: examples/step_heldout.sh [ringmaster] [out-dir]
@@ -57,6 +58,8 @@ heldout seq256-dp2-mb2-sel    --seq 256  --cp 1 --micro-batch 2 --checkpointing 
 heldout seq512-dp2-full       --seq 512  --cp 1 --micro-batch 1 --checkpointing full
 heldout seq512-tp2            --seq 512  --cp 1 --micro-batch 1 --checkpointing none --tp 2 --no-tp-comm-overlap
 heldout seq256-tp2-mb2-sel    --seq 256  --cp 1 --micro-batch 2 --checkpointing selective --tp 2 --no-tp-comm-overlap
+heldout seq256-pp2            --seq 256  --cp 1 --micro-batch 1 --checkpointing none --pp 2 --virtual-stages 1
+heldout seq512-pp2-full       --seq 512  --cp 1 --micro-batch 1 --checkpointing full --pp 2 --virtual-stages 1
 printf '%s\n' "${held[@]}"
 
 echo "== validate (predicted vs measured, median of $iters steps)"
