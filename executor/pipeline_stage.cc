@@ -13,20 +13,22 @@ namespace rm::exec {
 
 
 template <class T>
-PipelineStage<T>::PipelineStage(TrainKernels<T>& kernels, int world_rank, int pp, int stage_ranks,
-                                int64_t microbatches, int64_t rows, int hidden, Watchdog* watchdog, double epoch)
+PipelineStage<T>::PipelineStage(TrainKernels<T>& kernels, int world_rank, int pp, int virtual_stages,
+                                int stage_ranks, int64_t microbatches, InterleavedWarmup warmup, int64_t rows,
+                                int hidden, Watchdog* watchdog, double epoch)
     : k_(kernels),
       world_rank_(world_rank),
       stage_(world_rank / stage_ranks),
       stage_ranks_(stage_ranks),
+      pp_(pp),
+      v_(virtual_stages),
       rows_(rows),
       hidden_(hidden),
       watchdog_(watchdog),
       epoch_(epoch) {
   check_mpi(MPI_Comm_split(MPI_COMM_WORLD, world_rank % stage_ranks, stage_, &comm_),
             "MPI_Comm_split (pipeline stages)");
-  program_ = pp_1f1b_program(pp, 1, microbatches, true, InterleavedWarmup::kMegatron).stages.at(
-      static_cast<size_t>(stage_));
+  program_ = pp_1f1b_program(pp, virtual_stages, microbatches, true, warmup).stages.at(static_cast<size_t>(stage_));
 }
 
 template <class T>
@@ -35,33 +37,42 @@ PipelineStage<T>::~PipelineStage() {
 }
 
 template <class T>
-double PipelineStage<T>::run_step(const std::function<PassTask(int micro, StageIo<T>* io)>& start,
+typename PipelineStage<T>::Key PipelineStage<T>::key(const PipelineMessage& msg) const {
+  const int micro = msg.tag / v_, chunk = msg.tag % v_;
+  if (msg.send) return {micro, chunk};
+  if (!msg.gradient) return {micro, stage_ == 0 ? chunk + 1 : chunk};
+  return {micro, stage_ == pp_ - 1 ? chunk - 1 : chunk};
+}
+
+template <class T>
+double PipelineStage<T>::run_step(const std::function<PassTask(int micro, int chunk, StageIo<T>* io)>& start,
                                   const std::function<void(int micro)>& before,
-                                  const std::function<size_t(int micro)>& held_of, size_t* held) {
-  std::map<int, MicroBatch> live;  // the micro-batches begun and not done
+                                  const std::function<size_t(int micro, int chunk)>& held_of, size_t* held) {
+  std::map<Key, MicroBatch> live;  // the chunk micro-batches begun and not done
   double loss = 0;
   size_t most = 0;
-  // A micro-batch is done once its backward ran and its input gradient, if any, was sent.
-  auto retire = [&](int micro) {
-    MicroBatch& mb = live.at(micro);
-    if (mb.backward_done && mb.io.input_grad.data() == nullptr) live.erase(micro);
+  // A chunk micro-batch is done once its backward ran and its input gradient, if any, was sent.
+  auto retire = [&](const Key& k) {
+    MicroBatch& mb = live.at(k);
+    if (mb.backward_done && mb.io.input_grad.data() == nullptr) live.erase(k);
   };
   for (const PipelineAction& a : program_) {
     if (a.kind == PipelineAction::kExchange) {
       exchange(a, live);
       for (const PipelineMessage& msg : a.messages)
-        if (msg.send && msg.gradient) retire(msg.tag);
+        if (msg.send && msg.gradient) retire(key(msg));
       continue;
     }
-    MicroBatch& mb = live[a.micro];
+    const Key k{a.micro, a.chunk};
+    MicroBatch& mb = live[k];
     before(a.micro);
     if (a.kind == PipelineAction::kForward) {
       if (mb.activation.data() != nullptr) mb.io.input = mb.activation;
-      mb.pass.emplace(start(a.micro, &mb.io));
+      mb.pass.emplace(start(a.micro, a.chunk, &mb.io));
       mb.pass->forward();
       size_t now = 0;
-      for (const auto& [m, other] : live)
-        if (other.pass && !other.backward_done) now += held_of(m);
+      for (const auto& [other_key, other] : live)
+        if (other.pass && !other.backward_done) now += held_of(other_key.first, other_key.second);
       most = std::max(most, now);
     } else {
       if (mb.gradient.data() != nullptr) mb.io.grad = mb.gradient;
@@ -70,27 +81,28 @@ double PipelineStage<T>::run_step(const std::function<PassTask(int micro, StageI
       mb.pass.reset();  // frees the pass's stored activations
       mb.activation = Tensor<T>();
       mb.gradient = Tensor<T>();
-      retire(a.micro);
+      retire(k);
     }
   }
   if (!live.empty())
     throw std::logic_error("pipeline stage " + std::to_string(stage_) + ": micro-batch " +
-                           std::to_string(live.begin()->first) + " left unfinished by its program");
+                           std::to_string(live.begin()->first.first) + " of chunk " +
+                           std::to_string(live.begin()->first.second) + " left unfinished by its program");
   if (held) *held = most;
   return loss;
 }
 
 template <class T>
-void PipelineStage<T>::exchange(const PipelineAction& a, std::map<int, MicroBatch>& live) {
+void PipelineStage<T>::exchange(const PipelineAction& a, std::map<Key, MicroBatch>& live) {
   const size_t bytes = static_cast<size_t>(rows_ * hidden_) * sizeof(T);
   std::vector<int> requests;
   for (const PipelineMessage& msg : a.messages) {
-    MicroBatch& mb = live[msg.tag];
+    MicroBatch& mb = live[key(msg)];
     const int peer = world_rank_ + (msg.peer - stage_) * stage_ranks_;  // the same rank of that stage
     if (msg.send) {
       const Tensor<T>& t = msg.gradient ? mb.io.input_grad : mb.io.output;
       if (t.data() == nullptr || t.size() != rows_ * hidden_)
-        throw std::logic_error("pipeline stage " + std::to_string(stage_) + ": nothing to send for micro-batch " +
+        throw std::logic_error("pipeline stage " + std::to_string(stage_) + ": nothing to send for message " +
                                std::to_string(msg.tag));
       const bool wrong = step_ == wrong_tag_step_;
       wrong_tag_step_ = wrong ? -1 : wrong_tag_step_;
@@ -112,7 +124,7 @@ void PipelineStage<T>::exchange(const PipelineAction& a, std::map<int, MicroBatc
                                        static_cast<double>(bytes * a.messages.size()), t0, t1, epoch_));
   for (const PipelineMessage& msg : a.messages) {  // what was sent is no longer needed
     if (!msg.send) continue;
-    MicroBatch& mb = live.at(msg.tag);
+    MicroBatch& mb = live.at(key(msg));
     (msg.gradient ? mb.io.input_grad : mb.io.output) = Tensor<T>();
   }
 }

@@ -1,13 +1,15 @@
 // One rank's pipeline stage in `ringmaster train` (planner/pipeline_parallel.h: Megatron-LM's
-// 1F1B, forward_backward_pipelining_without_interleaving): the stage's program
-// (planner/pipeline_schedule.h pp_1f1b_program, the one the planner prices and the
-// simulator replays) run over one step's micro-batches, each a Transformer::pass of the
-// stage's chunk suspended between its forward and its backward, and its blocking exchanges
-// with the same rank of the neighbouring stages (GPU g of stage s and g + G/pp), as
-// Megatron's p2p_communication runs them: all of an exchange's sends and receives posted,
-// then waited for. A message is a micro-batch's activation going down or its input
-// gradient going up, this TP member's rows of it (c·micro_batch/tp tokens x hidden, the
-// pass's type), tagged by micro-batch: each direction of a link carries one kind, paired
+// 1F1B, forward_backward_pipelining_without_interleaving, and its interleaved 1F1B with v
+// chunks a stage): the stage's program (planner/pipeline_schedule.h pp_1f1b_program, the
+// one the planner prices and the simulator replays) run over one step's micro-batches,
+// each a Transformer::pass of one of the stage's chunks suspended between its forward and
+// its backward, and its blocking exchanges with the same rank of the neighbouring stages
+// (GPU g of stage s and g + G/pp; the last stage's activations go to the first, for its
+// next chunk), as Megatron's p2p_communication runs them: all of an exchange's sends and
+// receives posted, then waited for. A message is a micro-batch's activation going down or
+// its input gradient going up, this TP member's rows of it (c·micro_batch/tp tokens x
+// hidden, the pass's type), tagged micro-batch·v + the sender's chunk: each direction of a
+// link carries one kind, paired
 // by posting order as NCCL pairs its sends and receives, and the MPI transport checks
 // each receive's tag and size (mpi_transport.h, the message contract of
 // planner/op_list.h), so an exchange out of order fails here, naming the link, instead of
@@ -24,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "executor/measurements.h"
@@ -37,24 +40,27 @@ namespace rm::exec {
 template <class T>
 class PipelineStage {
  public:
-  // This rank's stage of `pp` (stages of `stage_ranks` consecutive ranks), its program over
-  // `microbatches` micro-batches; exchanged activations hold `rows` x `hidden` elements.
-  // Records' start times count from MPI_Wtime() = `epoch`.
-  PipelineStage(TrainKernels<T>& kernels, int world_rank, int pp, int stage_ranks, int64_t microbatches,
-                int64_t rows, int hidden, Watchdog* watchdog, double epoch);
+  // This rank's stage of `pp` (stages of `stage_ranks` consecutive ranks) of
+  // `virtual_stages` chunks each, its program over `microbatches` micro-batches (`warmup`:
+  // whose interleaved warm-up, the plan's framework's); exchanged activations hold `rows`
+  // x `hidden` elements. Records' start times count from MPI_Wtime() = `epoch`.
+  PipelineStage(TrainKernels<T>& kernels, int world_rank, int pp, int virtual_stages, int stage_ranks,
+                int64_t microbatches, InterleavedWarmup warmup, int64_t rows, int hidden, Watchdog* watchdog,
+                double epoch);
   ~PipelineStage();
   PipelineStage(const PipelineStage&) = delete;
   PipelineStage& operator=(const PipelineStage&) = delete;
 
   int stage() const { return stage_; }
-  // One step: runs the program, calling `start(micro, io)` for the pass of each micro-batch
-  // (before its forward; `io` holds the received activation on a later stage) and
-  // `before(micro)` before each forward and backward. Returns the sum of the passes'
-  // losses; `held`, when given, gets the most activation bytes the live passes stored at
-  // once (each pass reports its own through `held_of(micro)`).
-  double run_step(const std::function<PassTask(int micro, StageIo<T>* io)>& start,
-                  const std::function<void(int micro)>& before, const std::function<size_t(int micro)>& held_of,
-                  size_t* held);
+  // One step: runs the program, calling `start(micro, chunk, io)` for the pass of each
+  // micro-batch through each of the stage's chunks (before its forward; `io` holds the
+  // received activation where the chunk is not the model's first) and `before(micro)`
+  // before each forward and backward. Returns the sum of the passes' losses; `held`, when
+  // given, gets the most activation bytes the live passes stored at once (each pass
+  // reports its own through `held_of(micro, chunk)`).
+  double run_step(const std::function<PassTask(int micro, int chunk, StageIo<T>* io)>& start,
+                  const std::function<void(int micro)>& before,
+                  const std::function<size_t(int micro, int chunk)>& held_of, size_t* held);
   // x summed over the pipeline's stages (this rank's peers in them).
   double sum(double x);
   // The whole model's vector from the stages' parts (each zero outside its part), in place.
@@ -78,11 +84,16 @@ class PipelineStage {
     std::optional<PassTask> pass;
     bool backward_done = false;
   };
-  void exchange(const PipelineAction& a, std::map<int, MicroBatch>& live);
+  using Key = std::pair<int, int>;  // (micro-batch, chunk)
+  // The micro-batch and the chunk of this stage a message of tag `tag` is for: a sent one's
+  // own; a received one's, the next chunk's where the activation came round from the last
+  // stage, the previous chunk's where the gradient came round from the first.
+  Key key(const PipelineMessage& msg) const;
+  void exchange(const PipelineAction& a, std::map<Key, MicroBatch>& live);
   TrainKernels<T>& k_;
   MpiTransport transport_;         // the exchanges, on world ranks
   MPI_Comm comm_ = MPI_COMM_NULL;  // this rank's peers in every stage, by stage (sums)
-  int world_rank_, stage_ = 0, stage_ranks_;
+  int world_rank_, stage_ = 0, stage_ranks_, pp_, v_;
   int64_t rows_;
   int hidden_;
   std::vector<PipelineAction> program_;

@@ -134,7 +134,11 @@ std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences,
       opt.plan_path.c_str(), in.lp.model.name.c_str(), in.model.num_params() / 1e6,
       in.lp.topology.name.c_str(), p.job.gpus,
       ((p.choice.tp > 1 ? "tp " + std::to_string(p.choice.tp) + " (sequence parallel) x " : std::string()) +
-       (p.choice.pp > 1 ? "pp " + std::to_string(p.choice.pp) + " (1F1B) x " : std::string()))
+       (p.choice.pp > 1 ? "pp " + std::to_string(p.choice.pp) +
+                              (p.choice.virtual_stages > 1
+                                   ? " (interleaved 1F1B, " + std::to_string(p.choice.virtual_stages) + " virtual stages) x "
+                                   : " (1F1B) x ")
+                        : std::string()))
           .c_str(),
       p.choice.cp,
       p.choice.dp,
@@ -199,6 +203,16 @@ std::unique_ptr<TrainKernels<float>> make_device_kernels(const std::string& back
   return nullptr;
 }
 
+// The layers of a pipeline stage's chunks k·pp + stage, k < v (planner/pipeline_parallel.h).
+std::vector<LayerRange> stage_chunks(const PipelineLayout& layout, int stage) {
+  std::vector<LayerRange> chunks;
+  for (int k = 0; k < layout.virtual_stages; ++k) {
+    const int g = k * layout.pp + stage;
+    chunks.push_back({pp_chunk_first_layer(layout, g), pp_chunk_layer_count(layout, g)});
+  }
+  return chunks;
+}
+
 // Model FLOPs per token of a training step, MFU's numerator: the planner's own count
 // (model_flops_per_step, PaLM's convention: what the model needs, no recompute), so the
 // MFU train prints is the one plan predicts.
@@ -243,8 +257,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   const Transformer member(in.lp.model, opt.plan_path,
                            {.tp = tp,
                             .tp_rank = tp_rank,
-                            .first_layer = pp_chunk_first_layer(chunks, stage),
-                            .layers = pp_chunk_layer_count(chunks, stage),
+                            .chunks = stage_chunks(chunks, stage),
                             .embedding = stage == 0,
                             .head = stage == pp - 1});
   std::optional<MpiTensorParallel> tp_comm;
@@ -287,10 +300,12 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   const ShardGroups groups = shard_groups(in.sharding, stage_order, tp, pc.cp, pc.dp_shard, rank);
   Bf16Kernels half(kernels);
   if (bf16)
-    half_stage.emplace(half, rank, pp, stage_ranks, pc.grad_accum, mb_rows, in.lp.model.hidden, &watchdog,
+    half_stage.emplace(half, rank, pp, pc.virtual_stages, stage_ranks, pc.grad_accum,
+                       pp_interleaved_warmup(plan.job.framework), mb_rows, in.lp.model.hidden, &watchdog,
                        attention.epoch());
   else
-    float_stage.emplace(kernels, rank, pp, stage_ranks, pc.grad_accum, mb_rows, in.lp.model.hidden, &watchdog,
+    float_stage.emplace(kernels, rank, pp, pc.virtual_stages, stage_ranks, pc.grad_accum,
+                        pp_interleaved_warmup(plan.job.framework), mb_rows, in.lp.model.hidden, &watchdog,
                         attention.epoch());
   std::unique_ptr<FsdpState> state;
   FsdpParams<float>* full_pass = nullptr;
@@ -328,7 +343,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   const int64_t c = static_cast<int64_t>(idx.size());
   // Each micro-batch's tokens and targets (the pipeline's passes of several are alive at once).
   std::vector<std::vector<int32_t>> tok(static_cast<size_t>(ga)), tgt(static_cast<size_t>(ga));
-  std::vector<size_t> held_by(static_cast<size_t>(ga));
+  std::vector<size_t> held_by(static_cast<size_t>(ga) * member.chunks());  // by micro-batch, then chunk
   const TokenStepWork step_work =
       token_step_work(tp_shard(in.lp.model, tp), plan.choice.checkpointing,  // a TP member's part, as the cost model prices it
                       in.lp.topology.gpu.element_bytes);
@@ -353,19 +368,20 @@ int train_body(const TrainOptions& opt, int rank, int size) {
       return TokenBatch{tok[a].data(), tgt[a].data(), idx.data(), c, mb};
     };
     auto before = [&](int a) { model_state.set_micro_step(a, ga); };
-    auto held_of = [&](int a) { return held_by[a]; };
+    auto held_at = [&](int a, int k) -> size_t& { return held_by[static_cast<size_t>(a * member.chunks() + k)]; };
+    auto held_of = [&](int a, int k) { return held_at(a, k); };
     if (half_pass == nullptr)
       return float_stage->run_step(
-          [&](int a, StageIo<float>* io) {
+          [&](int a, int k, StageIo<float>* io) {
             return member.pass<float>(kernels, *full_pass, batch(a), grad_scale, fwd, bwd, plan.choice.checkpointing,
-                                      io, &held_by[a], times, tp_float);
+                                      io, &held_at(a, k), times, tp_float, k);
           },
           before, held_of, held);
     const double l = half_stage->run_step(
-        [&](int a, StageIo<Bf16>* io) {
+        [&](int a, int k, StageIo<Bf16>* io) {
           return member.pass<Bf16>(half, *half_pass, batch(a), grad_scale, half_attention.forward,
-                                   half_attention.backward, plan.choice.checkpointing, io, &held_by[a], times,
-                                   tp_half);
+                                   half_attention.backward, plan.choice.checkpointing, io, &held_at(a, k), times,
+                                   tp_half, k);
         },
         before, held_of, held);
     half_attention.reset();

@@ -94,10 +94,19 @@ Transformer::Transformer(const ModelSpec& model, const std::string& where, const
                "tp " + std::to_string(tp) + " must divide the " + std::to_string(m_.heads) + " query heads, " +
                    std::to_string(m_.kv_heads) + " kv heads, FFN hidden size " + std::to_string(m_.ffn_hidden) +
                    " and vocabulary " + std::to_string(m_.vocab) + " of model " + m_.name);
-  if (part_.layers < 0) part_.layers = m_.layers - part_.first_layer;
-  if (part_.first_layer < 0 || part_.first_layer + part_.layers > m_.layers ||
-      (part_.layers == 0 && !part_.embedding && !part_.head))
-    throw std::logic_error("Transformer: a pipeline chunk outside the model's layers, or empty");
+  if (part_.chunks.empty()) part_.chunks = {{0, m_.layers}};
+  for (size_t k = 0; k < part_.chunks.size(); ++k) {
+    const LayerRange& r = part_.chunks[k];
+    const bool ends = (k == 0 && part_.embedding) || (k + 1 == part_.chunks.size() && part_.head);
+    if (r.first < 0 || r.count < 0 || r.first + r.count > m_.layers || (r.count == 0 && !ends) ||
+        (k > 0 && r.first < part_.chunks[k - 1].first + part_.chunks[k - 1].count))
+      throw std::logic_error("Transformer: pipeline chunks outside the model's layers, empty or out of order");
+  }
+  auto chunk_of = [&](int l) {
+    for (size_t k = 0; k < part_.chunks.size(); ++k)
+      if (l >= part_.chunks[k].first && l < part_.chunks[k].first + part_.chunks[k].count) return static_cast<int>(k);
+    return -1;
+  };
   const int64_t H = m_.hidden, qd = int64_t{m_.heads} * m_.head_dim,
                 kvd = int64_t{m_.kv_heads} * m_.head_dim, F = m_.ffn_hidden;
   // Offsets are kept relative to their unit's begin (a unit's parameters arrive as one
@@ -113,8 +122,14 @@ Transformer::Transformer(const ModelSpec& model, const std::string& where, const
   open_unit("tok_embeddings", e);
   tok_embeddings_ = add("tok_embeddings", m_.vocab, H, true, TpSplit::kRows, e);
   close_unit(e);
+  for (size_t k = 0; k < part_.chunks.size(); ++k) {  // its first block's unit, its first layer
+    int before = 0;
+    for (size_t j = 0; j < k; ++j) before += part_.chunks[j].count;
+    chunk_unit0_.push_back((e ? 1 : 0) + before);
+    chunk_layer0_.push_back(before);
+  }
   for (int l = 0; l < m_.layers; ++l) {
-    const bool held = l >= part_.first_layer && l < part_.first_layer + part_.layers;
+    const bool held = chunk_of(l) >= 0;
     const std::string p = "layers." + std::to_string(l) + ".";
     open_unit("layers." + std::to_string(l), held);
     const size_t b = num_params_;
@@ -205,21 +220,26 @@ template <class T>
 PassTask Transformer::pass(TrainKernels<T>& K, ParamAccess<T>& access, TokenBatch batch, double grad_scale,
                            AttentionFnOf<T> attention_forward, AttentionFnOf<T> attention_backward,
                            Checkpointing checkpointing, StageIo<T>* io, size_t* held_activation_bytes,
-                           PassTimes* times, TensorParallel<T>* tp) const {
+                           PassTimes* times, TensorParallel<T>* tp, int chunk) const {
   // This member's heads, FFN columns and vocabulary entries (all of them with tp 1), and
-  // this chunk's L layers from layer0 (all of them, the whole model).
+  // the chunk's L layers from the model's layer0 (all of them, the whole model), held in
+  // layers_ from lo; the chunk has the model's embedding and head where it is its first
+  // and its last.
+  const LayerRange& range = part_.chunks.at(static_cast<size_t>(chunk));
   const int H = m_.hidden, h = m_.heads / tp_, hkv = m_.kv_heads / tp_, d = m_.head_dim,
-            F = m_.ffn_hidden / tp_, V = m_.vocab / tp_, L = part_.layers, layer0 = part_.first_layer;
+            F = m_.ffn_hidden / tp_, V = m_.vocab / tp_, L = range.count, layer0 = range.first,
+            lo = chunk_layer0_[static_cast<size_t>(chunk)];
+  const bool embedding = part_.embedding && chunk == 0, head = part_.head && chunk + 1 == chunks();
   const int64_t c = batch.c, n = batch.sequences, rows = n * c;  // rows: the batch's tokens
   if (tp_ > 1 && (tp == nullptr || tp->size() != tp_ || tp->rank() != tp_rank_ || rows % tp_ != 0))
     throw std::logic_error("Transformer::pass: a TP member's pass needs its group and rows divisible by tp");
-  if (io == nullptr && (!part_.embedding || !part_.head))
+  if (io == nullptr && (!embedding || !head))
     throw std::logic_error("Transformer::pass: a pipeline chunk's pass needs its StageIo");
   // Sequence parallelism: this member's rows [mine0, mine0 + mr) between the parallel regions.
   const int64_t mr = rows / tp_, mine0 = mr * tp_rank_;
   const int64_t hd = int64_t{h} * d, kvd = int64_t{hkv} * d;
-  // Units: the embedding's, then the blocks' from block_unit0, then the head's.
-  const int block_unit0 = part_.embedding ? 1 : 0, head_unit = block_unit0 + L;
+  // Units: the embedding's (0), the chunk's blocks' from block_unit0, the head's (the last).
+  const int block_unit0 = chunk_unit0_[static_cast<size_t>(chunk)], head_unit = static_cast<int>(units_.size()) - 1;
   const int32_t* tokens = batch.tokens;
   const int32_t* targets = batch.targets;
   auto W = [](const T* unit, size_t off, int64_t r, int64_t k) { return ConstView<T>{unit + off, r, k}; };
@@ -313,7 +333,7 @@ PassTask Transformer::pass(TrainKernels<T>& K, ParamAccess<T>& access, TokenBatc
 
   // SwiGLU intermediates of block l from its FFN input b (every member's rows).   u, g, s [rows][F]
   auto swiglu = [&](int l, const T* p, LayerActs<T>& A, ConstView<T> b) {
-    const LayerOffsets& o = layers_[l];
+    const LayerOffsets& o = layers_[lo + l];
     A.u = mat(rows, F);
     A.g = mat(rows, F);
     mm(b, W(p, o.w1, H, F), A.u);
@@ -326,7 +346,7 @@ PassTask Transformer::pass(TrainKernels<T>& K, ParamAccess<T>& access, TokenBatc
   // Block l's forward from its stored input A.x with its parameters p: fills A and
   // returns the block's output [rows][H].
   auto layer_forward = [&](int l, const T* p, LayerActs<T>& A) -> Tensor<T> {
-    const LayerOffsets& o = layers_[l];
+    const LayerOffsets& o = layers_[lo + l];
     A.a = mat(mr, H);
     A.r1 = mat(mr, 1);
     K.rmsnorm_forward(A.x, p + o.attention_norm, A.a, A.r1);
@@ -369,13 +389,13 @@ PassTask Transformer::pass(TrainKernels<T>& K, ParamAccess<T>& access, TokenBatc
   // a member looks up the tokens of its V entries, the others read a zero row (the
   // table's copy below, row V), and the rows are summed over the members.
   std::vector<int32_t> my_tokens;  // the tokens as rows of the table's copy
-  if (tp_ > 1 && part_.embedding)
+  if (tp_ > 1 && embedding)
     for (int64_t i = 0; i < rows; ++i) {
       const int32_t local = tokens[i] - static_cast<int32_t>(V * tp_rank_);
       my_tokens.push_back(local >= 0 && local < V ? local : V);
     }
   Tensor<T> x;
-  if (!part_.embedding) {  // a later pipeline chunk: the previous one's output
+  if (!embedding) {  // a later pipeline chunk: the previous one's output
     x = mat(mr, H);
     K.copy(x, io->input);
   } else if (tp_ == 1) {
@@ -390,7 +410,7 @@ PassTask Transformer::pass(TrainKernels<T>& K, ParamAccess<T>& access, TokenBatc
     K.embedding_forward(table, my_tokens.data(), partial);
     x = my_rows_sum(std::move(partial));
   }
-  if (part_.embedding) done(0, false);
+  if (embedding) done(0, false);
 
   // ---- layers, forward (each block gathered, run, released: resharded after forward)
   std::vector<LayerActs<T>> acts(static_cast<size_t>(L));
@@ -415,7 +435,7 @@ PassTask Transformer::pass(TrainKernels<T>& K, ParamAccess<T>& access, TokenBatc
 
   double loss = 0;
   Tensor<T> dx;
-  if (!part_.head) {  // ---- the next chunk's input; later, the gradient of it
+  if (!head) {  // ---- the next chunk's input; later, the gradient of it
     io->output = std::move(x);
     co_await suspended();
     resumed();
@@ -470,7 +490,7 @@ PassTask Transformer::pass(TrainKernels<T>& K, ParamAccess<T>& access, TokenBatc
 
   // ---- layers, backward: dx is d(loss)/d(layer output)
   for (int l = L - 1; l >= 0; --l) {
-    const LayerOffsets& o = layers_[l];
+    const LayerOffsets& o = layers_[lo + l];
     LayerActs<T>& A = acts[l];
     const T* p = gather(block_unit0 + l);
     if (checkpointing == Checkpointing::kFull) (void)layer_forward(l, p, A);  // recompute
@@ -540,7 +560,7 @@ PassTask Transformer::pass(TrainKernels<T>& K, ParamAccess<T>& access, TokenBatc
     A = LayerActs<T>();  // this layer's activations are no longer needed
   }
 
-  if (!part_.embedding) {  // ---- the gradient of the previous chunk's output
+  if (!embedding) {  // ---- the gradient of the previous chunk's output
     io->input_grad = std::move(dx);
     lap(ew);
     co_return loss;
@@ -565,7 +585,7 @@ PassTask Transformer::pass(TrainKernels<T>& K, ParamAccess<T>& access, TokenBatc
 #define RM_TRANSFORMER_PASS(T)                                                                              \
   template PassTask Transformer::pass<T>(TrainKernels<T>&, ParamAccess<T>&, TokenBatch, double, AttentionFnOf<T>, \
                                          AttentionFnOf<T>, Checkpointing, StageIo<T>*, size_t*, PassTimes*,       \
-                                         TensorParallel<T>*) const;
+                                         TensorParallel<T>*, int) const;
 RM_TRANSFORMER_PASS(float)
 RM_TRANSFORMER_PASS(double)
 RM_TRANSFORMER_PASS(Bf16)

@@ -66,13 +66,17 @@ struct TpRun {
   size_t local = 0, full = 0, n = 0;
 };
 
-// Which part of the model a Transformer holds: TP member `tp_rank` of `tp` (TpSplit) of
-// the pipeline chunk of layers [first_layer, first_layer + layers) (layers -1: to the
-// last), with the embedding where the chunk is the model's first and the head with the
-// loss where it is its last (planner/pipeline_parallel.h). The default: the whole model.
+// Which part of the model a Transformer holds: TP member `tp_rank` of `tp` (TpSplit) of a
+// pipeline stage's chunks of consecutive layers (one, or v under the interleaved
+// schedule, in model order; none: all layers as one chunk), with the embedding where the
+// stage's first chunk is the model's first and the head with the loss where its last is
+// the model's last (planner/pipeline_parallel.h). The default: the whole model.
+struct LayerRange {
+  int first = 0, count = 0;
+};
 struct ModelPart {
   int tp = 1, tp_rank = 0;
-  int first_layer = 0, layers = -1;
+  std::vector<LayerRange> chunks;
   bool embedding = true, head = true;
 };
 
@@ -256,19 +260,21 @@ class Transformer {
   std::vector<float> part_join(const std::vector<float>& members) const;
 
   // FSDP units (see above): the embedding (where held), the blocks, the head (where
-  // held); the whole model's are 0 the embedding, 1..layers the blocks, layers + 1 the head.
+  // held), in model order; the whole model's are 0 the embedding, 1..layers the blocks,
+  // layers + 1 the head.
   const std::vector<ParamUnit>& units() const { return units_; }
 
-  // One micro-batch's pass through this part of the model, suspended between its forward
-  // and its backward (PassTask), so that a pipeline stage runs other micro-batches' passes
-  // in between (1F1B): what forward_backward() below does, split there. `io` meets the
-  // neighbouring parts (StageIo; null for the whole model). The batch's token arrays must
-  // outlive the pass. The other arguments as forward_backward's.
+  // One micro-batch's pass through chunk `chunk` of this part, suspended between its
+  // forward and its backward (PassTask), so that a pipeline stage runs other micro-batches'
+  // passes in between (1F1B): what forward_backward() below does, split there. `io` meets
+  // the neighbouring chunks (StageIo; null for the whole model). The batch's token arrays
+  // must outlive the pass. The other arguments as forward_backward's.
   template <class T>
   PassTask pass(TrainKernels<T>& kernels, ParamAccess<T>& params, TokenBatch batch, double grad_scale,
                 AttentionFnOf<T> attention_forward, AttentionFnOf<T> attention_backward,
                 Checkpointing checkpointing, StageIo<T>* io, size_t* held_activation_bytes, PassTimes* times,
-                TensorParallel<T>* tp) const;
+                TensorParallel<T>* tp, int chunk = 0) const;
+  int chunks() const { return static_cast<int>(part_.chunks.size()); }
 
   // A micro-batch's tokens on this rank (attention called once per sequence, layer and
   // pass). Adds grad_scale * d(sum of token losses)/d(params) into the gradients of
@@ -341,7 +347,9 @@ class Transformer {
   // where the part does not hold it (`held` false), only counts it in the whole model.
   size_t add(const std::string& name, int64_t rows, int64_t cols, bool decay, TpSplit split, bool held);
   ModelSpec m_;
-  ModelPart part_;
+  ModelPart part_;  // chunks filled in
+  // Per chunk: where its blocks start among the units and among layers_.
+  std::vector<int> chunk_unit0_, chunk_layer0_;
   int tp_ = 1, tp_rank_ = 0;
   size_t full_params_ = 0;
   std::vector<ParamTensor> tensors_;

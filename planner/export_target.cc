@@ -10,6 +10,7 @@
 #include "planner/export_megatron.h"
 #include "planner/input_error.h"
 #include "planner/memory_model.h"
+#include "planner/pipeline_parallel.h"
 #include "planner/units.h"
 
 namespace rm {
@@ -334,9 +335,8 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
            std::to_string(plan.choice.pp) +
            "; the cpu backend runs them): such a plan is priced, simulated (`ringmaster simulate`) and exported: "
            "re-plan with --pp 1";
-  if (plan.choice.pp > 1 && plan.choice.virtual_stages > 1)
-    return "plan.virtual_stages: the executor runs Megatron-LM's 1F1B pipeline, not the interleaved one (got " +
-           std::to_string(plan.choice.virtual_stages) + " virtual stages): re-plan with --virtual-stages 1";
+  if (const std::string why = pp_replay_why_not(plan.choice.pp, plan.choice.virtual_stages); !why.empty())
+    return "plan.virtual_stages: " + why + "; such a plan is priced, not run: re-plan with --virtual-stages 1";
   if (plan.job.fp8_recipe != Fp8Recipe::kNone)
     return std::string("fp8_recipe: the executor's linear layers run in fp32 or bf16, not float8 (got ") +
            to_string(plan.job.fp8_recipe) +

@@ -6,9 +6,10 @@
 # loss as layers, included); 1F1B, interleaved and counted-split plans are simulated (their op
 # lists replayed on SimGrid, within 2 % of the prediction), an interleaved one with pp 2 is
 # refused by `simulate --plan` naming virtual_stages (planning the job itself, `simulate`
-# replays the best plan that is not one, saying so), and `run` refuses them (the interleaved
-# ones naming plan.virtual_stages: the executor runs 1F1B; the others naming the topology:
-# the cpu backend runs CPU topologies; train_pipeline_parallel.sh runs 1F1B plans there).
+# replays the best plan that is not one, saying so), and `run` refuses them naming the
+# topology (the cpu backend runs CPU topologies; train_pipeline_parallel.sh runs pipelines
+# there) or the TP overlap it cannot run, the interleaved one of pp 2 naming
+# plan.virtual_stages (priced, not run).
 # Usage: plan_pipeline_parallel.sh <ringmaster> <source-dir>. Exit 77 = skipped.
 set -u
 bin=$1
@@ -133,8 +134,8 @@ grep -q -- "--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-r
   fail "megatron export lacks PP 4 with 2 virtual stages: $(cat "$tmp/meg")"
 "$bin" run --plan "$tmp/pp.yaml" >"$tmp/out" 2>"$tmp/err"
 [[ $? -eq 2 ]] || fail "run of a PP plan did not exit 2"
-grep -q "plan.virtual_stages: the executor runs Megatron-LM's 1F1B pipeline" "$tmp/err" ||
-  fail "run's refusal does not name plan.virtual_stages: $(cat "$tmp/err")"
+grep -Eq "topology: the cpu backend runs plans made for a CPU topology|plan.tp_comm_overlap" "$tmp/err" ||
+  fail "run's refusal does not name the topology or the TP overlap: $(cat "$tmp/err")"
 
 # ---- 1F1B and interleaved plans, simulated ------------------------------------------------
 # llama2-7b at 32K on one 8-GPU box, every op list replayed: pp 2 x a p2p ring of 4 with 4
@@ -166,7 +167,7 @@ EOF
   grep -q "$refusal" "$tmp/err" || fail "run's refusal does not say '$refusal': $(cat "$tmp/err")"
 }
 simulate_pp 1f1b "x pp 2 (1F1B, 4 micro-batches)" "topology: the cpu backend runs plans made for a CPU topology" --batch-tokens 128K --pp 2 --virtual-stages 1 --cp 4
-simulate_pp interleaved "x pp 4 (Interleaved1F1B, 8 micro-batches)" "plan.virtual_stages" --batch-tokens 256K --pp 4 --virtual-stages 2 --cp 2
+simulate_pp interleaved "x pp 4 (Interleaved1F1B, 8 micro-batches)" "topology: the cpu backend" --batch-tokens 256K --pp 4 --virtual-stages 2 --cp 2
 # The counted split: 34 units on 4 stages, 8, 9, 8, 7 layers (the second stage sets the pace).
 simulate_pp counted "x pp 4 (1F1B, 8 micro-batches)" "topology: the cpu backend" --batch-tokens 256K --pp 4 --virtual-stages 1 --cp 2 \
   --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split
@@ -176,6 +177,9 @@ simulate_pp counted "x pp 4 (1F1B, 8 micro-batches)" "topology: the cpu backend"
 "$bin" simulate --plan "$tmp/pp2v2.yaml" >"$tmp/out" 2>"$tmp/err"
 [[ $? -eq 2 ]] || fail "simulate of an interleaved pp 2 plan did not exit 2"
 grep -q "virtual_stages.*pp > 2" "$tmp/err" || fail "simulate's refusal does not say why: $(cat "$tmp/err")"
+"$bin" run --plan "$tmp/pp2v2.yaml" >"$tmp/out" 2>"$tmp/err"
+[[ $? -eq 2 ]] || fail "run of an interleaved pp 2 plan did not exit 2"
+grep -q "plan.virtual_stages: .*pp > 2.*priced, not run" "$tmp/err" || fail "run's refusal does not say why: $(cat "$tmp/err")"
 # Planning the job itself, `simulate` replays the best plan it can when the planner's pick is
 # such a plan (here pp 2 x 4 virtual stages), and says so.
 "$bin" plan "${small[@]}" --batch-tokens 128K --pp 2 --cp 4 >"$tmp/out" 2>"$tmp/err" || fail "plan --pp 2 exited $?"

@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Pipeline parallelism in `ringmaster train` and `run` (executor/pipeline_stage.h: Megatron-LM's
-# 1F1B program, planner/pipeline_schedule.h, each micro-batch's pass suspended between its
-# forward and its backward, blocking exchanges between stages). For the same seed and data,
-# the loss of each of 8 steps of a 4-layer model matches the 1-rank run within 1e-4
-# relative with pp 2 alone (FSDP over each stage's one rank), beside a zigzag ring of 2,
-# beside DDP (full checkpointing), beside tp 2 (ZeRO-1), with micro-batches of 2 (ZeRO-2,
-# selective checkpointing), and with pp 3 on the split that counts the embedding and the
-# loss as layers (torchtitan's default); a bf16 pass follows the 1-rank bf16 pass within
-# 2e-3. The first stage stores what one rank without a pipeline stores. Each stage records
+# 1F1B and interleaved 1F1B programs, planner/pipeline_schedule.h, each micro-batch's pass
+# suspended between its forward and its backward, blocking exchanges between stages). For
+# the same seed and data, the loss of each of 8 steps of a 4-layer model matches the 1-rank
+# run within 1e-4 relative with pp 2 alone (FSDP over each stage's one rank), beside a
+# zigzag ring of 2, beside DDP (full checkpointing), beside tp 2 (ZeRO-1), with
+# micro-batches of 2 (ZeRO-2, selective checkpointing), and with pp 3 on the split that
+# counts the embedding and the loss as layers (torchtitan's default); an 8-layer model's
+# interleaved pp 4 x 2 virtual stages matches its 1-rank run the same way; a bf16 pass
+# follows the 1-rank bf16 pass within 2e-3. The first stage stores what one rank without a pipeline stores. Each stage records
 # one exchange per micro-batch and one more a step (pp 2), each
 # message a micro-batch's activation or gradient. `run --verify` checks a pipelined step's
 # gradients against the one-rank fp64 reference; a checkpoint written by 4 pipelined ranks
 # resumes on one rank where the 1-rank run would be. A stage that sends another
 # micro-batch's message than its neighbour expects (RINGMASTER_FAULT=pp-order) is named by
-# the receiver's transport, and every rank exits non-zero. An interleaved plan is refused.
+# the receiver's transport, and every rank exits non-zero. An interleaved plan of pp 2 is
+# refused (priced, not run: one neighbour both ways).
 # Usage: train_pipeline_parallel.sh <ringmaster> <source-dir>.
 set -u
 bin=$1
@@ -44,18 +46,26 @@ plan pp2mb2 --gpus 2 --pp 2 "${one[@]}" --tp 1 --cp 1 --micro-batch 2 --sharding
 plan pp3 --gpus 3 --pp 3 "${one[@]}" --tp 1 --cp 1 --micro-batch 1 --sharding fsdp \
   --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split
 train one one
+sed -e 's/^name: tiny/name: tiny-8-layers/' -e 's/^layers: 2/layers: 8/' "$src/models/tiny.yaml" >"$tmp/tiny8.yaml"
+"$bin" plan --model "$tmp/tiny8.yaml" --topology cpu-local --seq 128 --batch-tokens 512 --gpus 1 --tp 1 --pp 1 \
+  --micro-batch 1 -o "$tmp/one8.yaml" >/dev/null 2>&1 || fail "plan one8"
+"$bin" plan --model "$tmp/tiny8.yaml" --topology cpu-local --seq 128 --batch-tokens 512 --gpus 4 --pp 4 \
+  --virtual-stages 2 --tp 1 --cp 1 --micro-batch 1 -o "$tmp/pp4v2.yaml" >/dev/null 2>&1 || fail "plan pp4v2"
+train one8 one8
+train pp4v2 pp4v2
 train pp2 pp2 --measurements "$tmp/pp2.m.jsonl"
 for name in pp2cp2 pp2dp2 pp2tp2 pp2mb2 pp3; do train "$name" "$name"; done
 train one_bf16 one --mixed-precision-param bfloat16
 train pp2_bf16 pp2 --mixed-precision-param bfloat16
 
-same_losses pp2:one:1e-4 pp2cp2:one:1e-4 pp2dp2:one:1e-4 pp2tp2:one:1e-4 pp2mb2:one:1e-4 pp3:one:1e-4 pp2_bf16:one_bf16:2e-3
+same_losses pp4v2:one8:1e-4 pp2:one:1e-4 pp2cp2:one:1e-4 pp2dp2:one:1e-4 pp2tp2:one:1e-4 pp2mb2:one:1e-4 pp3:one:1e-4 pp2_bf16:one_bf16:2e-3
 for name in pp2 pp2cp2 pp2dp2 pp2tp2 pp2mb2; do
   grep -q "^  pp: 2$" "$tmp/$name.yaml" && grep -q "^  virtual_stages: 1$" "$tmp/$name.yaml" ||
     fail "the $name plan is not a 1F1B pipeline of 2 stages"
   grep -q "ranks = .*pp 2 (1F1B) x cp" "$tmp/$name.err" || fail "$name: the header does not say pp 2 (1F1B)"
 done
 grep -q "^  account_for_embedding_in_pipeline_split: true" "$tmp/pp3.yaml" || fail "the pp3 plan does not count the embedding"
+grep -q "ranks = pp 4 (interleaved 1F1B, 2 virtual stages) x cp" "$tmp/pp4v2.err" || fail "pp4v2: the header does not say interleaved"
 # 1F1B's first stage holds p micro-batches of its L/p layers: L layers' worth, as one rank
 # without a pipeline holds (Korthikanti et al. 2022, Sec. 4.2.3; planner/pipeline_parallel.h).
 echo "pp2: $(stored pp2); one rank: $(stored one)"
@@ -97,14 +107,13 @@ grep -q "message contract broken on link 0 -> 1, message 4: the sender posted ta
   "$tmp/fault.err" || fail "no message naming the link and both tags: $(tail -3 "$tmp/fault.err")"
 [[ $(grep -c '"step"' "$tmp/fault.jsonl") -eq 1 ]] || fail "the faulty run printed $(grep -c '"step"' "$tmp/fault.jsonl") steps, want 1"
 
-# The interleaved schedule is priced, not run.
-sed -e 's/^name: tiny/name: tiny-8-layers/' -e 's/^layers: 2/layers: 8/' "$src/models/tiny.yaml" >"$tmp/tiny8.yaml"
-"$bin" plan --model "$tmp/tiny8.yaml" --topology cpu-local --seq 128 --batch-tokens 512 --gpus 4 --pp 4 \
-  --virtual-stages 2 --tp 1 --cp 1 --micro-batch 1 -o "$tmp/interleaved.yaml" >/dev/null 2>&1 || fail "plan interleaved"
+# The interleaved schedule with pp 2 is priced, not run.
+"$bin" plan --model "$tmp/tiny8.yaml" --topology cpu-local --seq 128 --batch-tokens 512 --gpus 2 --pp 2 \
+  --virtual-stages 2 --tp 1 --cp 1 --micro-batch 1 -o "$tmp/interleaved.yaml" >/dev/null 2>&1 || fail "plan pp 2 interleaved"
 timeout 60 "$bin" train --plan "$tmp/interleaved.yaml" --data "$data" --steps 1 >"$tmp/out" 2>"$tmp/err"
 rc=$?
-[[ $rc -eq 2 ]] || fail "train of an interleaved plan exited $rc, want 2"
-grep -q "plan.virtual_stages: the executor runs Megatron-LM's 1F1B pipeline" "$tmp/err" ||
+[[ $rc -eq 2 ]] || fail "train of an interleaved pp 2 plan exited $rc, want 2"
+grep -q "plan.virtual_stages: the interleaved 1F1B schedule (virtual_stages 2) is generated for pp > 2" "$tmp/err" ||
   fail "the refusal does not name plan.virtual_stages: $(cat "$tmp/err")"
 echo "train_pipeline_parallel: $failures failed"
 [[ $failures -eq 0 ]]
