@@ -12,28 +12,31 @@
 namespace rm::exec {
 
 
-template <class T>
-PipelineStage<T>::PipelineStage(TrainKernels<T>& kernels, int world_rank, int pp, int virtual_stages,
-                                int stage_ranks, int64_t microbatches, InterleavedWarmup warmup, int64_t rows,
-                                int hidden, Watchdog* watchdog, double epoch)
-    : k_(kernels),
-      world_rank_(world_rank),
+PipelinePeers::PipelinePeers(int world_rank, int pp, int stage_ranks, Watchdog* watchdog, double epoch)
+    : world_rank_(world_rank),
       stage_(world_rank / stage_ranks),
       stage_ranks_(stage_ranks),
       pp_(pp),
-      v_(virtual_stages),
-      rows_(rows),
-      hidden_(hidden),
       watchdog_(watchdog),
       epoch_(epoch) {
   check_mpi(MPI_Comm_split(MPI_COMM_WORLD, world_rank % stage_ranks, stage_, &comm_),
             "MPI_Comm_split (pipeline stages)");
-  program_ = pp_1f1b_program(pp, virtual_stages, microbatches, true, warmup).stages.at(static_cast<size_t>(stage_));
+}
+
+PipelinePeers::~PipelinePeers() {
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
 template <class T>
-PipelineStage<T>::~PipelineStage() {
-  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+PipelineStage<T>::PipelineStage(TrainKernels<T>& kernels, int world_rank, int pp, int virtual_stages,
+                                int stage_ranks, int64_t microbatches, InterleavedWarmup warmup, int64_t rows,
+                                int hidden, Watchdog* watchdog, double epoch)
+    : PipelinePeers(world_rank, pp, stage_ranks, watchdog, epoch),
+      k_(kernels),
+      v_(virtual_stages),
+      rows_(rows),
+      hidden_(hidden) {
+  program_ = pp_1f1b_program(pp, virtual_stages, microbatches, true, warmup).stages.at(static_cast<size_t>(stage_));
 }
 
 template <class T>
@@ -129,16 +132,14 @@ void PipelineStage<T>::exchange(const PipelineAction& a, std::map<Key, MicroBatc
   }
 }
 
-template <class T>
-double PipelineStage<T>::sum(double x) {
+double PipelinePeers::sum(double x) {
   watchdog_->arm("summing over the pipeline's stages");
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce (pipeline)");
   watchdog_->disarm();
   return x;
 }
 
-template <class T>
-void PipelineStage<T>::sum(std::vector<float>& x) {
+void PipelinePeers::sum(std::vector<float>& x) {
   if (x.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
     throw std::runtime_error("a model above 2^31 parameters: MPI counts are ints");
   watchdog_->arm("gathering the pipeline stages' model state");
@@ -147,8 +148,7 @@ void PipelineStage<T>::sum(std::vector<float>& x) {
   watchdog_->disarm();
 }
 
-template <class T>
-std::vector<Measurement> PipelineStage<T>::take_records() {
+std::vector<Measurement> PipelinePeers::take_records() {
   std::vector<Measurement> r;
   r.swap(records_);
   comm_s_ = 0;

@@ -37,30 +37,18 @@
 
 namespace rm::exec {
 
-template <class T>
-class PipelineStage {
+// What a stage shares with its pass's type: this rank's peers in the other stages (the
+// sums over them), the step, the records and the fault.
+class PipelinePeers {
  public:
-  // This rank's stage of `pp` (stages of `stage_ranks` consecutive ranks) of
-  // `virtual_stages` chunks each, its program over `microbatches` micro-batches (`warmup`:
-  // whose interleaved warm-up, the plan's framework's); exchanged activations hold `rows`
-  // x `hidden` elements. Records' start times count from MPI_Wtime() = `epoch`.
-  PipelineStage(TrainKernels<T>& kernels, int world_rank, int pp, int virtual_stages, int stage_ranks,
-                int64_t microbatches, InterleavedWarmup warmup, int64_t rows, int hidden, Watchdog* watchdog,
-                double epoch);
-  ~PipelineStage();
-  PipelineStage(const PipelineStage&) = delete;
-  PipelineStage& operator=(const PipelineStage&) = delete;
+  // This rank's stage of `pp` (stages of `stage_ranks` consecutive ranks). Records' start
+  // times count from MPI_Wtime() = `epoch`.
+  PipelinePeers(int world_rank, int pp, int stage_ranks, Watchdog* watchdog, double epoch);
+  virtual ~PipelinePeers();
+  PipelinePeers(const PipelinePeers&) = delete;
+  PipelinePeers& operator=(const PipelinePeers&) = delete;
 
   int stage() const { return stage_; }
-  // One step: runs the program, calling `start(micro, chunk, io)` for the pass of each
-  // micro-batch through each of the stage's chunks (before its forward; `io` holds the
-  // received activation where the chunk is not the model's first) and `before(micro)`
-  // before each forward and backward. Returns the sum of the passes' losses; `held`, when
-  // given, gets the most activation bytes the live passes stored at once (each pass
-  // reports its own through `held_of(micro, chunk)`).
-  double run_step(const std::function<PassTask(int micro, int chunk, StageIo<T>* io)>& start,
-                  const std::function<void(int micro)>& before,
-                  const std::function<size_t(int micro, int chunk)>& held_of, size_t* held);
   // x summed over the pipeline's stages (this rank's peers in them).
   double sum(double x);
   // The whole model's vector from the stages' parts (each zero outside its part), in place.
@@ -74,6 +62,37 @@ class PipelineStage {
   // Seconds blocked in exchanges since the last take_records(), and their records.
   double comm_s() const { return comm_s_; }
   std::vector<Measurement> take_records();
+
+ protected:
+  MPI_Comm comm_ = MPI_COMM_NULL;  // this rank's peers in every stage, by stage (sums)
+  int world_rank_, stage_ = 0, stage_ranks_, pp_;
+  Watchdog* watchdog_;
+  double epoch_;
+  int step_ = 0;
+  int wrong_tag_step_ = -1;
+  double comm_s_ = 0;
+  std::vector<Measurement> records_;
+};
+
+template <class T>
+class PipelineStage final : public PipelinePeers {
+ public:
+  // This rank's stage of `pp` of `virtual_stages` chunks each, its program over
+  // `microbatches` micro-batches (`warmup`: whose interleaved warm-up, the plan's
+  // framework's); exchanged activations hold `rows` x `hidden` elements.
+  PipelineStage(TrainKernels<T>& kernels, int world_rank, int pp, int virtual_stages, int stage_ranks,
+                int64_t microbatches, InterleavedWarmup warmup, int64_t rows, int hidden, Watchdog* watchdog,
+                double epoch);
+
+  // One step: runs the program, calling `start(micro, chunk, io)` for the pass of each
+  // micro-batch through each of the stage's chunks (before its forward; `io` holds the
+  // received activation where the chunk is not the model's first) and `before(micro)`
+  // before each forward and backward. Returns the sum of the passes' losses; `held`, when
+  // given, gets the most activation bytes the live passes stored at once (each pass
+  // reports its own through `held_of(micro, chunk)`).
+  double run_step(const std::function<PassTask(int micro, int chunk, StageIo<T>* io)>& start,
+                  const std::function<void(int micro)>& before,
+                  const std::function<size_t(int micro, int chunk)>& held_of, size_t* held);
 
  private:
   // What a micro-batch holds between its actions: its pass, what arrived for it (the
@@ -91,18 +110,11 @@ class PipelineStage {
   Key key(const PipelineMessage& msg) const;
   void exchange(const PipelineAction& a, std::map<Key, MicroBatch>& live);
   TrainKernels<T>& k_;
-  MpiTransport transport_;         // the exchanges, on world ranks
-  MPI_Comm comm_ = MPI_COMM_NULL;  // this rank's peers in every stage, by stage (sums)
-  int world_rank_, stage_ = 0, stage_ranks_, pp_, v_;
+  MpiTransport transport_;  // the exchanges, on world ranks
+  int v_;
   int64_t rows_;
   int hidden_;
   std::vector<PipelineAction> program_;
-  Watchdog* watchdog_;
-  double epoch_;
-  int step_ = 0;
-  int wrong_tag_step_ = -1;
-  double comm_s_ = 0;
-  std::vector<Measurement> records_;
 };
 
 }  // namespace rm::exec

@@ -265,10 +265,11 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   const int64_t mb_rows = int64_t{pc.micro_batch} * static_cast<int64_t>(attention.tokens().size()) / tp;
   std::optional<PipelineStage<float>> float_stage;
   std::optional<PipelineStage<Bf16>> half_stage;
+  PipelinePeers* peers = nullptr;  // whichever of the two runs
   // Every part's model-state array (`mine`, unsharded) as the whole model's, and back.
   auto whole = [&](const std::vector<float>& mine) {
     std::vector<float> all = tp > 1 ? member.part_join(tp_comm->members(mine)) : member.part_join(mine);
-    if (pp > 1) (float_stage ? float_stage->sum(all) : half_stage->sum(all));
+    if (pp > 1) peers->sum(all);
     return all;
   };
   auto mine = [&](const std::vector<float>& all) { return member.part_slice(all); };
@@ -300,13 +301,13 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   const ShardGroups groups = shard_groups(in.sharding, stage_order, tp, pc.cp, pc.dp_shard, rank);
   Bf16Kernels half(kernels);
   if (bf16)
-    half_stage.emplace(half, rank, pp, pc.virtual_stages, stage_ranks, pc.grad_accum,
-                       pp_interleaved_warmup(plan.job.framework), mb_rows, in.lp.model.hidden, &watchdog,
-                       attention.epoch());
+    peers = &half_stage.emplace(half, rank, pp, pc.virtual_stages, stage_ranks, pc.grad_accum,
+                                pp_interleaved_warmup(plan.job.framework), mb_rows, in.lp.model.hidden, &watchdog,
+                                attention.epoch());
   else
-    float_stage.emplace(kernels, rank, pp, pc.virtual_stages, stage_ranks, pc.grad_accum,
-                        pp_interleaved_warmup(plan.job.framework), mb_rows, in.lp.model.hidden, &watchdog,
-                        attention.epoch());
+    peers = &float_stage.emplace(kernels, rank, pp, pc.virtual_stages, stage_ranks, pc.grad_accum,
+                                 pp_interleaved_warmup(plan.job.framework), mb_rows, in.lp.model.hidden, &watchdog,
+                                 attention.epoch());
   std::unique_ptr<FsdpState> state;
   FsdpParams<float>* full_pass = nullptr;
   FsdpParams<Bf16>* half_pass = nullptr;
@@ -326,7 +327,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   const FaultSpec fault = fault_from_env();
   if (fault.kind == FaultSpec::Kind::kFsdpUnit && fault.rank == rank) model_state.inject_wrong_unit(fault.step - 1);
   if (fault.kind == FaultSpec::Kind::kPpOrder && fault.rank == rank)
-    float_stage ? float_stage->inject_wrong_tag(fault.step - 1) : half_stage->inject_wrong_tag(fault.step - 1);
+    peers->inject_wrong_tag(fault.step - 1);
   if (resumed) {
     model_state.load(StateArray::kMoment1, mine(st.optimizer.m));
     model_state.load(StateArray::kMoment2, mine(st.optimizer.v));
@@ -418,7 +419,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     model_state.zero_grads();
     model_state.set_step(static_cast<int>(step));
     if (tp_comm) tp_comm->set_step(static_cast<int>(step));
-    float_stage ? float_stage->set_step(static_cast<int>(step)) : half_stage->set_step(static_cast<int>(step));
+    peers->set_step(static_cast<int>(step));
     PassTimes pass_times;
     attention.reset_exposed();
     attention.set_step(static_cast<int>(step));
@@ -434,7 +435,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     watchdog.disarm();
     const double exposed = attention.exposed_comm_s() + model_state.comm_s() + (tp_comm ? tp_comm->comm_s() : 0) +
-                           (float_stage ? float_stage->comm_s() : half_stage->comm_s()) + (MPI_Wtime() - ta);
+                           peers->comm_s() + (MPI_Wtime() - ta);
     if (opt.verify && step == 0) {  // the full parameters and gradients, on every rank
       const std::vector<float> params = whole(model_state.unshard(StateArray::kParams));
       const std::vector<float> grads = whole(model_state.unshard(StateArray::kGrads));
@@ -446,7 +447,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     // with pp > 1 the stages'.
     double grad_sq = tp_comm ? tp_comm->sum(model_state.grad_squared_norm(tp_rank == 0))
                              : model_state.grad_squared_norm();
-    if (pp > 1) grad_sq = float_stage ? float_stage->sum(grad_sq) : half_stage->sum(grad_sq);
+    if (pp > 1) grad_sq = peers->sum(grad_sq);
     const double grad_norm = std::sqrt(grad_sq);
     const double to = MPI_Wtime();
     model_state.optimizer_step(opt.optimizer, grad_norm);
@@ -468,7 +469,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
       collectives.insert(collectives.end(), t.begin(), t.end());
     }
     {
-      std::vector<Measurement> p = float_stage ? float_stage->take_records() : half_stage->take_records();
+      std::vector<Measurement> p = peers->take_records();
       collectives.insert(collectives.end(), p.begin(), p.end());
     }
     if ((!opt.measurements_path.empty() || !opt.trace_path.empty()) && step >= opt.untimed_steps) {
