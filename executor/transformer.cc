@@ -442,7 +442,6 @@ PassTask Transformer::pass(TrainKernels<T>& K, ParamAccess<T>& access, TokenBatc
     dx = mat(mr, H);
     K.copy(dx, io->grad);
   } else {
-
     // ---- head and loss: z [mr][H], logits [rows][V] (the member's vocabulary entries)
     const T* ph = gather(head_unit);
     Tensor<T> z = mat(mr, H), rf = mat(mr, 1);
