@@ -4,7 +4,9 @@
 // For each plan: predict it with the profile (the planner's cost model, CostParams from
 // the plan's topology then the profile), run it with `ringmaster run --measurements`
 // (a child process with its own mpirun), and compare per iteration summary
-// (measurements.h): step time, compute, exposed communication. The measured figure is
+// (measurements.h): step time, compute, exposed communication (the time a rank waits:
+// with pp > 1 the pipeline's bubble too, which the executor waits out in its exchanges,
+// so the prediction's column adds predicted.pp_bubble_s). The measured figure is
 // the median over the K timed iterations (planner/stats.h; one noisy iteration on a
 // shared machine should not decide the verdict). error = (measured - predicted) / predicted,
 // the one sign convention of every ringmaster error: positive when the run is slower.
@@ -71,7 +73,7 @@ Figures predict(const std::string& plan_path, const std::string& profile_path) {
                "validate compares attention and step plans (got 'layer'); re-plan with "
                "--workload step or attention");
   const Prediction p = CostModel(l.model, *l.fabric, l.cost).predict(l.plan.job, l.plan.choice);
-  return {p.step_time_s, p.attention_compute_s + p.linear_compute_s, p.exposed_comm_s};
+  return {p.step_time_s, p.attention_compute_s + p.linear_compute_s, p.exposed_comm_s + p.pp_bubble_s};
 }
 
 // A private scratch folder for the runs' files, removed at the end.
