@@ -63,6 +63,8 @@ FsdpState::FsdpState(const Transformer& model, const ShardGroups& groups, Reduce
     u.size = pu.size();
     u.shard = (u.size + S - 1) / S;
     u.local = local_;
+    u.kind = pu.kind;
+    u.chunk = pu.chunk;
     local_ += u.shard;
     // This rank's elements of the unit, [lo, hi) in the full vector, and the tensors'
     // parts among them.
@@ -118,11 +120,21 @@ void FsdpState::record(const char* kind, int unit, double t0, size_t element_byt
 }
 
 int FsdpState::next_unit(int unit) const {
-  const int last = static_cast<int>(units_.size()) - 1;  // the head
-  if (unit == 0) return last > 0 ? 1 : -1;                // the forward starts
-  if (unit == last) return unit - 1;                      // the backward starts from the head
-  if (unit > last_gathered_) return unit + 1;             // forward
-  return unit - 1 >= 1 ? unit - 1 : -1;                   // backward, down to the first block
+  const int n = static_cast<int>(units_.size());
+  const Unit& u = units_[static_cast<size_t>(unit)];
+  // A block of the same pipeline chunk (a pipeline stage's next step at a chunk's end is
+  // another micro-batch's or chunk's, not known here: no guess).
+  auto block_of_chunk = [&](int v) {
+    return v >= 0 && v < n && units_[static_cast<size_t>(v)].kind == ParamUnit::kBlock &&
+           units_[static_cast<size_t>(v)].chunk == u.chunk;
+  };
+  if (u.kind == ParamUnit::kEmbedding) return n > 1 ? 1 : -1;  // the forward starts
+  if (u.kind == ParamUnit::kHead) return block_of_chunk(unit - 1) ? unit - 1 : -1;  // the backward starts
+  if (unit > last_gathered_) {  // forward: the next block, or the head after the last
+    if (block_of_chunk(unit + 1)) return unit + 1;
+    return unit + 1 < n && units_[static_cast<size_t>(unit + 1)].kind == ParamUnit::kHead ? unit + 1 : -1;
+  }
+  return block_of_chunk(unit - 1) ? unit - 1 : -1;  // backward, down to the chunk's first block
 }
 
 void FsdpState::wait_gather(int unit, size_t element_bytes) {

@@ -24,7 +24,8 @@
 // Prefetch, as FSDP's forward_prefetch / BACKWARD_PRE: gather(u) also starts the
 // all-gather of the unit the pass needs next (u + 1 going forward, u - 1 going backward,
 // never the embedding after the last block, whose parameters the optimizer is about to
-// change), so it moves while u computes, as the planner prices it (hidden behind the
+// change, nor across a pipeline chunk's end, where a stage's next step is another
+// micro-batch's), so it moves while u computes, as the planner prices it (hidden behind the
 // layer's compute). A guess the caller does not follow is completed and dropped. At most
 // two units are held gathered at once. The reduce-scatters block.
 // Each collective's exposed time is recorded (measurements.h: kind "all_gather" or
@@ -139,6 +140,8 @@ class FsdpState {
     size_t begin = 0, size = 0;  // in the full vector
     size_t shard = 0;            // elements per shard (size padded / shard group size)
     size_t local = 0;            // where this rank's shard starts in the local arrays
+    ParamUnit::Kind kind = ParamUnit::kBlock;
+    int chunk = 0;
   };
   Tensor<float>& array(StateArray a);
   // Records a collective that began at t0 and ended now (kind: "all_gather", ...), of

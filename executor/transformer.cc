@@ -112,14 +112,14 @@ Transformer::Transformer(const ModelSpec& model, const std::string& where, const
   // Offsets are kept relative to their unit's begin (a unit's parameters arrive as one
   // gathered buffer). Every tensor of the whole model is counted (its full_offset), those
   // of the part held.
-  auto open_unit = [&](const std::string& name, bool held) {
-    if (held) units_.push_back({name, num_params_, 0});
+  auto open_unit = [&](const std::string& name, bool held, ParamUnit::Kind kind, int chunk) {
+    if (held) units_.push_back({name, num_params_, 0, kind, chunk});
   };
   auto close_unit = [&](bool held) {
     if (held) units_.back().end = num_params_;
   };
   const bool e = part_.embedding;
-  open_unit("tok_embeddings", e);
+  open_unit("tok_embeddings", e, ParamUnit::kEmbedding, 0);
   tok_embeddings_ = add("tok_embeddings", m_.vocab, H, true, TpSplit::kRows, e);
   close_unit(e);
   for (size_t k = 0; k < part_.chunks.size(); ++k) {  // its first block's unit, its first layer
@@ -131,7 +131,7 @@ Transformer::Transformer(const ModelSpec& model, const std::string& where, const
   for (int l = 0; l < m_.layers; ++l) {
     const bool held = chunk_of(l) >= 0;
     const std::string p = "layers." + std::to_string(l) + ".";
-    open_unit("layers." + std::to_string(l), held);
+    open_unit("layers." + std::to_string(l), held, ParamUnit::kBlock, chunk_of(l));
     const size_t b = num_params_;
     LayerOffsets o{};
     o.attention_norm = add(p + "attention_norm", 1, H, false, TpSplit::kNone, held) - b;
@@ -147,7 +147,7 @@ Transformer::Transformer(const ModelSpec& model, const std::string& where, const
     close_unit(held);
   }
   const bool h = part_.head;
-  open_unit("norm+output", h);
+  open_unit("norm+output", h, ParamUnit::kHead, chunks() - 1);
   const size_t head = num_params_;
   norm_ = add("norm", 1, H, false, TpSplit::kNone, h) - head;
   output_ = add("output", H, m_.vocab, true, TpSplit::kCols, h) - head;

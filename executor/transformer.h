@@ -95,8 +95,11 @@ struct LayerAttention {
 };
 // One FSDP unit: parameters [begin, end) of the flat vector.
 struct ParamUnit {
+  enum Kind { kEmbedding, kBlock, kHead };
   std::string name;
   size_t begin = 0, end = 0;
+  Kind kind = kBlock;
+  int chunk = 0;  // a block's pipeline chunk among the part's (ModelPart::chunks)
   size_t size() const { return end - begin; }
 };
 

@@ -10,7 +10,8 @@
 # interleaved pp 4 x 2 virtual stages matches its 1-rank run the same way; a bf16 pass
 # follows the 1-rank bf16 pass within 2e-3. The first stage stores what one rank without a pipeline stores. Each stage records
 # one exchange per micro-batch and one more a step (pp 2), each
-# message a micro-batch's activation or gradient. `run --verify` checks a pipelined step's
+# message a micro-batch's activation or gradient; FSDP gathers nothing it does not use.
+# `run --verify` checks a pipelined step's
 # gradients against the one-rank fp64 reference; a checkpoint written by 4 pipelined ranks
 # resumes on one rank where the 1-rank run would be. A stage that sends another
 # micro-batch's message than its neighbour expects (RINGMASTER_FAULT=pp-order) is named by
@@ -54,7 +55,8 @@ sed -e 's/^name: tiny/name: tiny-8-layers/' -e 's/^layers: 2/layers: 8/' "$src/m
 train one8 one8
 train pp4v2 pp4v2
 train pp2 pp2 --measurements "$tmp/pp2.m.jsonl"
-for name in pp2cp2 pp2dp2 pp2tp2 pp2mb2 pp3; do train "$name" "$name"; done
+train pp2cp2 pp2cp2 --measurements "$tmp/pp2cp2.m.jsonl"
+for name in pp2dp2 pp2tp2 pp2mb2 pp3; do train "$name" "$name"; done
 train one_bf16 one --mixed-precision-param bfloat16
 train pp2_bf16 pp2 --mixed-precision-param bfloat16
 
@@ -87,6 +89,18 @@ for line in open(f"{tmp}/pp2.m.jsonl"):
 per = {rank: n[rank] / steps for rank in sorted(n)}
 print(f"pp2: exchanges per step by rank {per}, messages per step {dict((k, v / steps) for k, v in sorted(msgs.items()))}")
 sys.exit(0 if per == {0: 5, 1: 5} and msgs[0] / steps == 8 and msgs[1] / steps == 8 else 1)
+PY
+# FSDP over each stage's pair (pp2cp2): a micro-batch gathers each block for its forward and
+# again for its backward, the embedding (first stage) or the head (last) once: 5 a
+# micro-batch, 20 a step; no prefetch guessed across a chunk's end, where the next step is
+# another micro-batch's.
+python3 - "$tmp" $steps <<'PY' || fail "FSDP all-gathers of a pipeline stage (above)"
+import collections, json, sys
+tmp, steps = sys.argv[1], int(sys.argv[2])
+n = collections.Counter(json.loads(l)["rank"] for l in open(f"{tmp}/pp2cp2.m.jsonl") if '"all_gather"' in l)
+per = {rank: n[rank] / steps for rank in sorted(n)}
+print(f"pp2cp2: FSDP all-gathers per step by rank {per} (want 20 each)")
+sys.exit(0 if per == {0: 20, 1: 20, 2: 20, 3: 20} else 1)
 PY
 
 # run --verify of a pipelined step (4 ranks: 2 stages x a ring of 2).
