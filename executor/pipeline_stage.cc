@@ -7,10 +7,8 @@
 #include <string>
 
 #include "executor/mpi_transport.h"
-#include "planner/pipeline_parallel.h"
 
 namespace rm::exec {
-
 
 PipelinePeers::PipelinePeers(int world_rank, int pp, int stage_ranks, Watchdog* watchdog, double epoch)
     : world_rank_(world_rank),
@@ -123,7 +121,11 @@ void PipelineStage<T>::exchange(const PipelineAction& a, std::map<Key, MicroBatc
   watchdog_->disarm();
   const double t1 = MPI_Wtime();
   comm_s_ += t1 - t0;
-  records_.push_back(collective_record(world_rank_, step_, static_cast<int>(records_.size()), "pp_exchange", 2,
+  std::vector<int> peers;  // the ranks the exchange spans: this one and its neighbours in it
+  for (const PipelineMessage& msg : a.messages)
+    if (std::find(peers.begin(), peers.end(), msg.peer) == peers.end()) peers.push_back(msg.peer);
+  records_.push_back(collective_record(world_rank_, step_, static_cast<int>(records_.size()), "pp_exchange",
+                                       1 + static_cast<int>(peers.size()),
                                        static_cast<double>(bytes * a.messages.size()), t0, t1, epoch_));
   for (const PipelineMessage& msg : a.messages) {  // what was sent is no longer needed
     if (!msg.send) continue;
