@@ -257,7 +257,8 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--target", opts->target,
                   "search only plans this framework can run, priced as it runs them (megatron or torchtitan; see "
                   "export), or that `ringmaster run` executes, as export --to slurm launches it (slurm: tp 1, pp 1, "
-                  "cp_comm_type p2p or all_gather; a2a too where the topology launches the cpu backend)")
+                  "cp_comm_type p2p or all_gather on GPUs; where the topology launches the cpu backend also a2a, "
+                  "tp > 1 without TP comm overlap and pp > 1)")
       ->check(CLI::IsMember({"megatron", "torchtitan", "slurm"}));
   cmd->callback([opts] { run_plan(*opts); });
 }
