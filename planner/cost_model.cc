@@ -660,8 +660,7 @@ std::string CostModel::why_invalid(const Job& job, const PlanChoice& ch) const {
     const std::string why = pp_why_invalid(pp_layout(m.layers, ch), ch.grad_accum);
     if (!why.empty()) return why;
     if (static_cast<int>(ch.order.size()) != G) return "the order must list all " + str(G) + " GPUs";
-    if (ch.order != tp_order(ch.tp, ch.cp, ch.dp * ch.pp))
-      return "with pp > 1 the order must be the tp-cp-dp-pp rank order (stages outermost)";
+    if (const std::string bad_order = pp_order_why_invalid(ch); !bad_order.empty()) return bad_order;
     return why_invalid(job, pp_flattened(ch));
   }
   if (ch.tp < 1 || ch.cp < 1 || ch.dp < 1 || int64_t{ch.tp} * ch.cp * ch.dp != G)

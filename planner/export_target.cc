@@ -335,6 +335,7 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
            std::to_string(plan.choice.pp) +
            "; the cpu backend runs them): such a plan is priced, simulated (`ringmaster simulate`) and exported: "
            "re-plan with --pp 1";
+  if (const std::string why = pp_order_why_invalid(plan.choice); !why.empty()) return "order: " + why;
   if (const std::string why = pp_replay_why_not(plan.choice.pp, plan.choice.virtual_stages); !why.empty())
     return "plan.virtual_stages: " + why + "; such a plan is priced, not run: re-plan with --virtual-stages 1";
   if (plan.job.fp8_recipe != Fp8Recipe::kNone)

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "planner/cost_model.h"
+#include "planner/tensor_parallel.h"
 
 namespace rm {
 
@@ -81,6 +82,11 @@ std::string pp_replay_why_not(int pp, int virtual_stages) {
   return "the interleaved 1F1B schedule (virtual_stages " + std::to_string(virtual_stages) +
          ") is generated for pp > 2 (got pp " + std::to_string(pp) +
          "): with one neighbour both ways a link would carry activations and gradients in one exchange";
+}
+
+std::string pp_order_why_invalid(const PlanChoice& c) {
+  if (c.pp <= 1 || c.order == tp_order(c.tp, c.cp, c.dp * c.pp)) return "";
+  return "with pp > 1 the order must be the tp-cp-dp-pp rank order (stages outermost)";
 }
 
 double pp_bubble_fraction(int pp, int v, int64_t m) {

@@ -117,6 +117,11 @@ std::string pp_why_invalid(const PipelineLayout& l, int64_t microbatches);
 // refuses it too unless --overlap-p2p-communication). Priced, not simulated.
 std::string pp_replay_why_not(int pp, int virtual_stages);
 
+// Why `choice`'s order cannot be its pipeline's, or "" (always with pp 1): stage s is GPUs
+// [s G/pp, (s + 1) G/pp), each a tp-cp-dp block in the planner's order (tp_order), as the
+// cost model, the schedule generator and the executor lay the stages out.
+std::string pp_order_why_invalid(const PlanChoice& choice);
+
 // The bubble as a fraction of the step for equal stages: (p - 1) / (v·m + p - 1).
 double pp_bubble_fraction(int pp, int virtual_stages, int64_t microbatches);
 

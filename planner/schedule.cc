@@ -243,8 +243,7 @@ class Generator {
                                         num(pc.pp) + ")");
       if (const std::string why = pc.sharding == Sharding::kHsdp ? hsdp_why_not(pc) : ""; !why.empty())
         fail_input(w, "sharding", why);
-      if (pc.order != tp_order(pc.tp, pc.cp, pc.dp * pc.pp))
-        fail_input(w, "order", "with pp > 1 the order must be the tp-cp-dp-pp rank order (stages outermost)");
+      if (const std::string why = pp_order_why_invalid(pc); !why.empty()) fail_input(w, "order", why);
     }
     if (choice_.strategy == Strategy::kUsp) {
       const std::string why = usp_split_why_invalid(m_, choice_, fabric_.topology().gpus_per_node);

@@ -16,7 +16,7 @@
 # resumes on one rank where the 1-rank run would be. A stage that sends another
 # micro-batch's message than its neighbour expects (RINGMASTER_FAULT=pp-order) is named by
 # the receiver's transport, and every rank exits non-zero. An interleaved plan of pp 2 is
-# refused (priced, not run: one neighbour both ways).
+# refused (priced, not run: one neighbour both ways), and so is an order that crosses stages.
 # Usage: train_pipeline_parallel.sh <ringmaster> <source-dir>.
 set -u
 bin=$1
@@ -129,5 +129,13 @@ rc=$?
 [[ $rc -eq 2 ]] || fail "train of an interleaved pp 2 plan exited $rc, want 2"
 grep -q "plan.virtual_stages: the interleaved 1F1B schedule (virtual_stages 2) is generated for pp > 2" "$tmp/err" ||
   fail "the refusal does not name plan.virtual_stages: $(cat "$tmp/err")"
+# A pipeline whose order leaves a stage's GPUs (edited by hand) is bad input, named before
+# any rank starts.
+sed 's/^  order: \[0, 1, 2, 3\]/  order: [0, 2, 1, 3]/' "$tmp/pp2cp2.yaml" >"$tmp/bad-order.yaml"
+timeout 60 "$bin" train --plan "$tmp/bad-order.yaml" --data "$data" --steps 1 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[[ $rc -eq 2 ]] || fail "train of a pipeline with a stage-crossing order exited $rc, want 2"
+grep -q "bad-order.yaml: order: with pp > 1 the order must be the tp-cp-dp-pp rank order" "$tmp/err" ||
+  fail "the refusal does not name the order: $(cat "$tmp/err")"
 echo "train_pipeline_parallel: $failures failed"
 [[ $failures -eq 0 ]]
