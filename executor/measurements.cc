@@ -207,6 +207,24 @@ std::string format_summary_table(const std::vector<IterationSummary>& rows, int 
   return o.str();
 }
 
+namespace {
+
+// A training step's blocking communication on the send track, named as the simulator's
+// trace names its collectives (replay_trace.cc), TP's and the pipeline's told apart; null
+// for the other kinds.
+const char* waited_comm_name(const std::string& kind) {
+  static const std::pair<const char*, const char*> names[] = {
+      {"all_gather", "all-gather"},       {"reduce_scatter", "reduce-scatter"},
+      {"all_reduce", "all-reduce"},       {"tp_all_gather", "TP all-gather"},
+      {"tp_reduce_scatter", "TP reduce-scatter"}, {"tp_all_to_all", "TP all-to-all"},
+      {"tp_all_reduce", "TP all-reduce"}, {"pp_exchange", "pipeline exchange"}};
+  for (const auto& [k, name] : names)
+    if (kind == k) return name;
+  return nullptr;
+}
+
+}  // namespace
+
 void write_measurements_trace(const std::vector<Measurement>& records, const std::string& path,
                               const std::string& plan_path) {
   TraceWriter trace("measured");
@@ -223,8 +241,13 @@ void write_measurements_trace(const std::vector<Measurement>& records, const std
                m.kind == "accumulate" || m.kind == "a2a_pack" || m.kind == "a2a_unpack") {
       e.name = m.kind;
       e.flops = m.flops;
+    } else if (const char* name = waited_comm_name(m.kind)) {  // the time blocked in it
+      e.name = name;
+      e.track = TraceTrack::kSend;
+      e.bytes = m.bytes;
     } else {
-      continue;  // wait, alloc, free: no work of their own
+      continue;  // wait, alloc, free: no work of their own; a step's linear and elementwise
+                 // records are its sums, not spans
     }
     e.gpu = m.rank;
     e.start_s = m.start;

@@ -123,8 +123,11 @@ std::string format_summary_table(const std::vector<IterationSummary>& rows, int 
 
 // The measured timeline as the simulator's trace-event JSON (planner/trace_events.h):
 // attention, accumulate and a2a pack / unpack ops on each rank's compute track, transfers
-// (post to retiring wait) on its send and recv tracks; waits show as gaps. `plan_path`
-// goes into the metadata.
+// (post to retiring wait) on its send and recv tracks; waits show as gaps. A training
+// step's collectives (FSDP's, the TP group's) and pipeline exchanges show on the send
+// track as the time blocked in them, named as the simulator names its collectives
+// ("all-gather", "TP reduce-scatter", "pipeline exchange"). `plan_path` goes into the
+// metadata.
 void write_measurements_trace(const std::vector<Measurement>& records, const std::string& path,
                               const std::string& plan_path);
 

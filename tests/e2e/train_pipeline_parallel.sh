@@ -10,7 +10,8 @@
 # interleaved pp 4 x 2 virtual stages matches its 1-rank run the same way; a bf16 pass
 # follows the 1-rank bf16 pass within 2e-3. The first stage stores what one rank without a pipeline stores. Each stage records
 # one exchange per micro-batch and one more a step (pp 2), each
-# message a micro-batch's activation or gradient; FSDP gathers nothing it does not use.
+# message a micro-batch's activation or gradient; FSDP gathers nothing it does not use; the
+# measured trace shows the exchanges and collectives.
 # `run --verify` checks a pipelined step's
 # gradients against the one-rank fp64 reference; a checkpoint written by 4 pipelined ranks
 # resumes on one rank where the 1-rank run would be. A stage that sends another
@@ -102,6 +103,14 @@ per = {rank: n[rank] / steps for rank in sorted(n)}
 print(f"pp2cp2: FSDP all-gathers per step by rank {per} (want 20 each)")
 sys.exit(0 if per == {0: 20, 1: 20, 2: 20, 3: 20} else 1)
 PY
+
+# The measured trace of a pipelined step shows each stage's exchanges and its FSDP
+# collectives as the time blocked in them.
+timeout 120 "$bin" run --plan "$tmp/pp2cp2.yaml" --iters 1 --trace "$tmp/pp.trace.json" --timeout-s 30 \
+  >/dev/null 2>&1 || fail "run --trace of the pp2cp2 step plan"
+for want in '"name":"pipeline exchange"' '"name":"all-gather"' '"name":"reduce-scatter"' '"name":"attention_forward"'; do
+  grep -q "$want" "$tmp/pp.trace.json" || fail "the pipelined step's trace has no $want event"
+done
 
 # run --verify of a pipelined step (4 ranks: 2 stages x a ring of 2).
 out=$(timeout 120 "$bin" run --plan "$tmp/pp2cp2.yaml" --verify --iters 1 --timeout-s 30 2>&1)

@@ -103,6 +103,13 @@ bad |= abs(ratio - 0.5) > 1e-9
 sys.exit(1 if bad else 0)
 PY
 
+# The measured trace of a TP step shows the group's collectives.
+timeout 120 "$bin" run --plan "$tmp/tp2.yaml" --iters 1 --trace "$tmp/tp.trace.json" --timeout-s 30 >/dev/null 2>&1 ||
+  fail "run --trace of the tp2 step plan"
+for want in '"name":"TP all-gather"' '"name":"TP reduce-scatter"' '"name":"TP all-to-all"' '"name":"TP all-reduce"'; do
+  grep -q "$want" "$tmp/tp.trace.json" || fail "the TP step's trace has no $want event"
+done
+
 # run --verify: a TP step plan's gradients, and both TP rings of an attention plan.
 out=$(timeout 120 "$bin" run --plan "$tmp/tp2cp2.yaml" --verify --iters 1 --timeout-s 30 2>&1)
 grep -q "verification of step 1 against a one-rank fp64 reference: OK" <<<"$out" ||
