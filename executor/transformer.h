@@ -32,6 +32,7 @@
 #include <coroutine>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -219,13 +220,17 @@ class PassTask {
   ~PassTask() {
     if (h_) h_.destroy();
   }
-  void forward() { h_.resume(); }
+  void forward() { resume(); }
   double backward() {
-    h_.resume();
+    resume();
     return h_.promise().loss;
   }
 
  private:
+  void resume() {
+    if (!h_ || h_.done()) throw std::logic_error("PassTask: resumed past its end (or after it threw)");
+    h_.resume();
+  }
   std::coroutine_handle<promise_type> h_;
 };
 

@@ -135,6 +135,33 @@ TEST_CASE("transformer: tensor-parallel members' parts tile the whole model, and
                        InputError);
 }
 
+TEST_CASE("transformer: a pass suspends between its forward and its backward, once each") {
+  // The whole model's pass through PassTask gives forward_backward's loss and gradients;
+  // resuming it past its end is refused, not undefined.
+  const Transformer model(small_spec(), "test");
+  const std::vector<float> params = model.init(9);
+  const ModelSpec& spec = model.spec();
+  const int64_t c = 6;
+  const ReferenceAttention ref{{c, spec.head_dim, spec.heads, spec.kv_heads, true}};
+  const AttentionFn fwd = [&](int, LayerAttention<float>& t) { ref.forward(t); };
+  const AttentionFn bwd = [&](int, LayerAttention<float>& t) { ref.backward(t); };
+  const std::vector<int32_t> tokens{72, 101, 108, 108, 111, 256}, targets{101, 108, 108, 111, 256, 33};
+  std::vector<int64_t> pos(c);
+  for (int64_t i = 0; i < c; ++i) pos[i] = i;
+  std::vector<float> g1(params.size()), g2(params.size());
+  const double whole = model.forward_backward<float>(params, g1, tokens.data(), targets.data(), pos.data(), c, 0.5,
+                                                      fwd, bwd);
+  FullParams<float> access(model.units(), params.data(), g2.data());
+  PassTask t = model.pass<float>(cpu_train_kernels<float>(), access, TokenBatch{tokens.data(), targets.data(),
+                                                                                 pos.data(), c, 1},
+                                 0.5, fwd, bwd, Checkpointing::kNone, nullptr, nullptr, nullptr, nullptr);
+  t.forward();
+  CHECK(g2 == std::vector<float>(params.size()));  // no gradient before the backward
+  CHECK(t.backward() == whole);
+  CHECK(g2 == g1);
+  CHECK_THROWS_AS(t.backward(), std::logic_error);
+}
+
 // Two sequences of one micro-batch (stacked, one call) under each checkpointing policy.
 struct BatchRun {
   double loss = 0;
