@@ -2,6 +2,7 @@
 #include "executor/ring_attention.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 #include "planner/schedule.h"
@@ -60,8 +61,11 @@ RingAttention::RingAttention(const LoadedPlanFile& lp, const std::string& plan_p
   ScheduleOptions so;
   so.only_gpus = {rank - base};
   so.where = plan_path;
-  const Fabric stage_fabric(lp.topology, plan.job.gpus);  // the stage's GPUs (all of them without a pipeline)
-  const OpSchedule whole = shifted(generate_schedule(plan, lp.model, stage_fabric, so), base, lp.plan.job.gpus);
+  std::optional<Fabric> stage_fabric;  // a pipeline stage's GPUs; without one, the plan's fabric
+  const Fabric& fabric = lp.plan.choice.pp > 1
+                             ? stage_fabric.emplace(lp.topology, plan.job.gpus)
+                             : *lp.fabric;
+  const OpSchedule whole = shifted(generate_schedule(plan, lp.model, fabric, so), base, lp.plan.job.gpus);
   const RankSchedule& me = whole.ranks.at(static_cast<size_t>(rank));
   ring_ = plan_replica(plan, rank - base);  // a2a+p2p's groups span several of the schedule's rings
   position_ = me.position;
