@@ -134,12 +134,7 @@ void PipelineStage<T>::exchange(const PipelineAction& a, std::map<Key, MicroBatc
   }
 }
 
-double PipelinePeers::sum(double x) {
-  watchdog_->arm("summing over the pipeline's stages");
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce (pipeline)");
-  watchdog_->disarm();
-  return x;
-}
+double PipelinePeers::sum(double x) { return sum_over(comm_, x, watchdog_, "summing over the pipeline's stages"); }
 
 void PipelinePeers::sum(std::vector<float>& x) {
   if (x.size() > static_cast<size_t>(std::numeric_limits<int>::max()))

@@ -31,6 +31,7 @@
 
 #include "executor/measurements.h"
 #include "executor/mpi_transport.h"
+#include "executor/shard_collectives.h"
 #include "executor/transformer.h"
 #include "executor/watchdog.h"
 #include "planner/pipeline_schedule.h"

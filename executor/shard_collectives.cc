@@ -11,6 +11,7 @@
 #include <Eigen/Core>
 
 #include "executor/mpi_transport.h"
+#include "executor/watchdog.h"
 
 #include "executor/cuda_module.h"
 
@@ -56,6 +57,13 @@ void ShardCollectives::note(bool replica_group, char kind, ReduceType type, int 
 void ShardCollectives::check_order() {
   fingerprint_[0].check(shard_, "FSDP", "shard");
   fingerprint_[1].check(replica_, "FSDP", "replica");
+}
+
+double sum_over(MPI_Comm comm, double x, Watchdog* watchdog, const std::string& what) {
+  watchdog->arm(what);
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, comm), ("MPI_Allreduce (" + what + ")").c_str());
+  watchdog->disarm();
+  return x;
 }
 
 MPI_Comm group_comm(const std::vector<int>& group, int rank, const char* what) {

@@ -57,6 +57,10 @@ MpiSum mpi_sum(ReduceType type);
 // = the group's smallest rank, key = the position). `what` names the groups in errors.
 MPI_Comm group_comm(const std::vector<int>& group, int rank, const char* what);
 
+class Watchdog;
+// x summed over the ranks of `comm`, blocking, under `watchdog` armed with `what`.
+double sum_over(MPI_Comm comm, double x, Watchdog* watchdog, const std::string& what);
+
 // The order half of the contract below, for one group: each collective a rank issues is
 // folded into a fingerprint (FNV-1a over kind, unit, count), and check() compares the
 // members' since the last check, throwing std::runtime_error "<owner> collectives out of

@@ -99,12 +99,7 @@ std::vector<float> MpiTensorParallel::members(const std::vector<float>& mine) {
   return all;
 }
 
-double MpiTensorParallel::sum(double x) {
-  watchdog_->arm("the TP group's gradient norm");
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce (TP norm)");
-  watchdog_->disarm();
-  return x;
-}
+double MpiTensorParallel::sum(double x) { return sum_over(comm_, x, watchdog_, "summing over the TP group"); }
 
 std::vector<Measurement> MpiTensorParallel::take_records() {
   std::vector<Measurement> r;
