@@ -30,13 +30,8 @@ data=$src/data/public_domain.txt
 steps=8
 sed -e 's/^name: tiny/name: tiny-4-layers/' -e 's/^layers: 2/layers: 4/' "$src/models/tiny.yaml" >"$tmp/tiny4.yaml"
 
-# plan <name> <options...>: the 4-layer model at 128 tokens, 4 sequences a step, 1F1B.
-plan() {
-  local name=$1
-  shift
-  "$bin" plan --model "$tmp/tiny4.yaml" --topology cpu-local --seq 128 --batch-tokens 512 "$@" -o "$tmp/$name.yaml" \
-    >/dev/null 2>"$tmp/$name.plan.err" || fail "$name: plan $* failed: $(cat "$tmp/$name.plan.err")"
-}
+# Plans of the 4-layer model, 1F1B (plan: lib/train.bash).
+model=$tmp/tiny4.yaml
 one=(--virtual-stages 1)
 plan one --gpus 1 --micro-batch 1 --tp 1 --pp 1
 plan pp2 --gpus 2 --pp 2 "${one[@]}" --tp 1 --cp 1 --micro-batch 1 --sharding fsdp
@@ -49,10 +44,11 @@ plan pp3 --gpus 3 --pp 3 "${one[@]}" --tp 1 --cp 1 --micro-batch 1 --sharding fs
   --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split
 train one one
 sed -e 's/^name: tiny/name: tiny-8-layers/' -e 's/^layers: 2/layers: 8/' "$src/models/tiny.yaml" >"$tmp/tiny8.yaml"
-"$bin" plan --model "$tmp/tiny8.yaml" --topology cpu-local --seq 128 --batch-tokens 512 --gpus 1 --tp 1 --pp 1 \
-  --micro-batch 1 -o "$tmp/one8.yaml" >/dev/null 2>&1 || fail "plan one8"
-"$bin" plan --model "$tmp/tiny8.yaml" --topology cpu-local --seq 128 --batch-tokens 512 --gpus 4 --pp 4 \
-  --virtual-stages 2 --tp 1 --cp 1 --micro-batch 1 -o "$tmp/pp4v2.yaml" >/dev/null 2>&1 || fail "plan pp4v2"
+model=$tmp/tiny8.yaml
+plan one8 --gpus 1 --tp 1 --pp 1 --micro-batch 1
+plan pp4v2 --gpus 4 --pp 4 --virtual-stages 2 --tp 1 --cp 1 --micro-batch 1
+plan interleaved --gpus 2 --pp 2 --virtual-stages 2 --tp 1 --cp 1 --micro-batch 1
+model=$tmp/tiny4.yaml
 train one8 one8
 train pp4v2 pp4v2
 train pp2 pp2 --measurements "$tmp/pp2.m.jsonl"
@@ -131,8 +127,6 @@ grep -q "message contract broken on link 0 -> 1, message 4: the sender posted ta
 [[ $(grep -c '"step"' "$tmp/fault.jsonl") -eq 1 ]] || fail "the faulty run printed $(grep -c '"step"' "$tmp/fault.jsonl") steps, want 1"
 
 # The interleaved schedule with pp 2 is priced, not run.
-"$bin" plan --model "$tmp/tiny8.yaml" --topology cpu-local --seq 128 --batch-tokens 512 --gpus 2 --pp 2 \
-  --virtual-stages 2 --tp 1 --cp 1 --micro-batch 1 -o "$tmp/interleaved.yaml" >/dev/null 2>&1 || fail "plan pp 2 interleaved"
 timeout 60 "$bin" train --plan "$tmp/interleaved.yaml" --data "$data" --steps 1 >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [[ $rc -eq 2 ]] || fail "train of an interleaved pp 2 plan exited $rc, want 2"

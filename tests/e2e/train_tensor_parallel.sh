@@ -26,14 +26,8 @@ need python3 "compares the JSON lines"
 data=$src/data/public_domain.txt
 steps=8
 
-# plan <name> <options...>: $model at 128 tokens, 4 sequences a step.
+# Plans of the tiny model (plan: lib/train.bash).
 model=tiny
-plan() {
-  local name=$1
-  shift
-  "$bin" plan --model "$model" --topology cpu-local --seq 128 --batch-tokens 512 "$@" -o "$tmp/$name.yaml" \
-    >/dev/null 2>"$tmp/$name.plan.err" || fail "$name: plan $* failed: $(cat "$tmp/$name.plan.err")"
-}
 plan one --gpus 1 --micro-batch 2 --tp 1
 plan tp2 --gpus 2 --tp 2 --cp 1 --micro-batch 2 --sharding fsdp --no-tp-comm-overlap
 plan cp2 --gpus 2 --tp 1 --cp 2 --micro-batch 2 --sharding fsdp

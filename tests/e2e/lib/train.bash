@@ -1,6 +1,15 @@
 # Sourced by the parallel-training e2e tests (tests/e2e/train_*_parallel.sh) after common.bash,
 # with $bin, $data, $steps and $tmp set: what they share.
 
+# plan <name> <plan options...>: $model on cpu-local at 128 tokens, 4 sequences a step, to
+# $tmp/<name>.yaml.
+plan() {
+  local name=$1
+  shift
+  "$bin" plan --model "$model" --topology cpu-local --seq 128 --batch-tokens 512 "$@" -o "$tmp/$name.yaml" \
+    >/dev/null 2>"$tmp/$name.plan.err" || fail "$name: plan $* failed: $(cat "$tmp/$name.plan.err")"
+}
+
 # train <name> <plan> [train options...]: $steps steps of $tmp/<plan>.yaml from seed 7, the
 # JSON lines in $tmp/<name>.jsonl, the header and notes in $tmp/<name>.err.
 train() {
