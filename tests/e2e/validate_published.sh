@@ -61,7 +61,7 @@ table=$("$bin" validate --published) || fail "validate --published exited $?"
 
 # --- the accuracy guard on the shipped corpus, in the terms (|predicted / published - 1|,
 # the distance from the published figure): median <= 7 % (the target) and every modelled entry
-# within 15 % (the target), except the seven entries the README's accuracy section names as
+# within 15 % (the target), except the ten entries the README's accuracy section names as
 # still outside, each held to its present distance rounded up: a change that makes any entry
 # worse than that, or moves another one out of the band, fails. Drop a name here once its
 # entry is inside 15 %.
@@ -75,6 +75,9 @@ outside = {  # README "Accuracy against published runs": why each is still outsi
     "torchtitan-h100-llama3-405b-cp2-64k": 0.17,  # the rest of the same table, added to test it
     "fa2-a100-gpt3xl-2k": 0.17,  # PyTorch DDP + ZeRO-1 on the GEMM size curve, which its 8K row meets
     "torchtitan-h100-llama3-405b-pp8-interleaved": 0.32,  # at its default micro-batches (16 of 2), which its memory reading requires
+    "nemo-h100-gpt3-5b-2k": 0.25,  # GPT-3 blocks (dropout 0.1, biases, LayerNorm), which the model does not price
+    "nemo-h100-gpt3-20b-2k-tp2": 0.24,
+    "nemo-h100-gpt3-175b-2k-128gpu": 0.16,
 }
 d = json.load(sys.stdin)
 dev = sorted((abs(e["predicted"] / e["published"] - 1), e["id"]) for e in d["entries"] if e["modelled"])

@@ -66,7 +66,7 @@ TEST_CASE("every shipped spec loads, and its name is its file name") {
     }
   }
   CHECK(topologies == 13);
-  CHECK(models == 15);
+  CHECK(models == 19);
   CHECK(rm::load_topology(rm::kStudyTopology).max_gpus() == 128);
   CHECK_NOTHROW(rm::load_model(rm::kDefaultModel));
 }
@@ -94,6 +94,11 @@ TEST_CASE("model parameter counts match the published sizes") {
   CHECK(rm::load_model("llama3-8b").params() == doctest::Approx(8.03e9).epsilon(0.03).scale(0));
   CHECK(rm::load_model("llama3-70b").params() == doctest::Approx(70.6e9).epsilon(0.03).scale(0));
   CHECK(rm::load_model("openllama-3b").params() == doctest::Approx(3.43e9).epsilon(0.03).scale(0));
+  CHECK(rm::load_model("llama2-70b").params() == doctest::Approx(69.0e9).epsilon(0.03).scale(0));
+  // NeMo's GPT-3 sizes by name (5B, 20B) and Brown et al.'s 175B, tied embeddings.
+  CHECK(rm::load_model("gpt3-5b").params() == doctest::Approx(5.0e9).epsilon(0.03).scale(0));
+  CHECK(rm::load_model("gpt3-20b").params() == doctest::Approx(20.0e9).epsilon(0.03).scale(0));
+  CHECK(rm::load_model("gpt3-175b").params() == doctest::Approx(175.0e9).epsilon(0.03).scale(0));
   CHECK(rm::load_model("llama3-70b").kv_heads == 8);
   const rm::ModelSpec tiny = rm::parse_model(kTinyModel, "m.yaml");
   // 2 x (256*256*2 + 2*256*128 + 3*256*512) + 2*1024*256
