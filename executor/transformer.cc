@@ -180,8 +180,8 @@ std::vector<float> Transformer::init(uint64_t seed) const {
   return p;
 }
 
-std::vector<TpRun> Transformer::part_runs(int member) const {
-  std::vector<TpRun> runs;
+std::vector<PartRun> Transformer::part_runs(int member) const {
+  std::vector<PartRun> runs;
   for (const ParamTensor& t : tensors_) {
     const auto rows = static_cast<size_t>(t.rows), cols = static_cast<size_t>(t.cols);
     const auto j = static_cast<size_t>(member);
@@ -200,7 +200,7 @@ std::vector<TpRun> Transformer::part_runs(int member) const {
 std::vector<float> Transformer::part_slice(const std::vector<float>& full) const {
   if (full.size() != full_params_) throw std::logic_error("part_slice: not the whole model's vector");
   std::vector<float> mine(num_params_);
-  for (const TpRun& r : part_runs(tp_rank_))
+  for (const PartRun& r : part_runs(tp_rank_))
     std::copy_n(full.begin() + static_cast<std::ptrdiff_t>(r.full), r.n, mine.begin() + static_cast<std::ptrdiff_t>(r.local));
   return mine;
 }
@@ -210,7 +210,7 @@ std::vector<float> Transformer::part_join(const std::vector<float>& members) con
   std::vector<float> full(full_params_);
   for (int j = 0; j < tp_; ++j) {
     const auto base = members.begin() + static_cast<std::ptrdiff_t>(num_params_ * static_cast<size_t>(j));
-    for (const TpRun& r : part_runs(j))
+    for (const PartRun& r : part_runs(j))
       std::copy_n(base + static_cast<std::ptrdiff_t>(r.local), r.n, full.begin() + static_cast<std::ptrdiff_t>(r.full));
   }
   return full;

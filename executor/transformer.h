@@ -63,7 +63,7 @@ struct ParamTensor {
 
 // A stretch of n elements of a part's flat vector at `local`, at `full` in the whole
 // model's (Transformer::part_runs).
-struct TpRun {
+struct PartRun {
   size_t local = 0, full = 0, n = 0;
 };
 
@@ -263,7 +263,7 @@ class Transformer {
   // stretch (in local order), and the two ways across: this part of a whole vector, and
   // the whole vector from the chunk's TP members' ([tp][num_params()], member order; zero
   // outside the chunk, so the chunks' add up to the whole).
-  std::vector<TpRun> part_runs(int member) const;
+  std::vector<PartRun> part_runs(int member) const;
   std::vector<float> part_slice(const std::vector<float>& full) const;
   std::vector<float> part_join(const std::vector<float>& members) const;
 

@@ -103,7 +103,7 @@ TEST_CASE("transformer: tensor-parallel members' parts tile the whole model, and
   std::vector<int> covered(whole.num_params(), 0);
   for (int j = 0; j < 2; ++j) {
     std::vector<int> local(first.num_params(), 0);
-    for (const TpRun& r : first.part_runs(j))
+    for (const PartRun& r : first.part_runs(j))
       for (size_t i = 0; i < r.n; ++i) {
         ++local[r.local + i];
         ++covered[r.full + i];
