@@ -60,6 +60,7 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
   a.num_query_groups = model.kv_heads;
   a.kv_channels = model.head_dim;
   a.swiglu = model.gated_ffn;
+  a.untie_embeddings = !model.tied_embeddings;
   a.grad_reduce_in_bf16 = !plan.job.grad_reduce_in_fp32;
   a.fp8 = plan.job.fp8_recipe;
   return a;
@@ -179,6 +180,12 @@ std::string megatron_command_line(const MegatronArgs& a) {
   }
   if (a.kv_channels * a.num_attention_heads != a.hidden_size) add("--kv-channels", std::to_string(a.kv_channels));
   if (a.swiglu) add("--swiglu");
+  // The planner prices bias-free blocks without dropout; Megatron-LM adds biases and drops
+  // out 0.1 by default, which would run (and cost) something else.
+  add("--disable-bias-linear");
+  add("--attention-dropout", "0.0");
+  add("--hidden-dropout", "0.0");
+  if (a.untie_embeddings) add("--untie-embeddings-and-output-weights");
   add("--bf16");
   if (a.fp8 == Fp8Recipe::kDelayed || a.fp8 == Fp8Recipe::kCurrent) {
     add("--fp8-format", "hybrid");

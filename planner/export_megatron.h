@@ -18,6 +18,11 @@
 //                 --global-batch-size (sequences per optimizer step) --seq-length
 //   model         --num-layers --hidden-size --ffn-hidden-size --num-attention-heads
 //                 [--group-query-attention --num-query-groups] [--kv-channels] [--swiglu]
+//                 --disable-bias-linear --attention-dropout 0.0 --hidden-dropout 0.0
+//                 [--untie-embeddings-and-output-weights]: the blocks the planner prices
+//                 (no biases, no dropout, embeddings tied as the model file says), where
+//                 Megatron-LM's defaults differ (arguments.py: add_bias_linear on,
+//                 --attention-dropout and --hidden-dropout 0.1, embeddings tied)
 #pragma once
 
 #include <cstdint>
@@ -56,6 +61,7 @@ struct MegatronArgs {
   int num_layers = 0, hidden_size = 0, ffn_hidden_size = 0, num_attention_heads = 0;
   int num_query_groups = 0, kv_channels = 0;
   bool swiglu = false;
+  bool untie_embeddings = true;  // --untie-embeddings-and-output-weights (Megatron ties by default)
   // --grad-reduce-in-bf16: the plan priced bf16 gradients (Job::grad_reduce_in_fp32 false),
   // where Megatron-LM keeps a --bf16 run's in fp32 by default.
   bool grad_reduce_in_bf16 = false;

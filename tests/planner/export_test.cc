@@ -239,6 +239,21 @@ TEST_CASE("rank placement: the snake order reverses every other node's devices")
   CHECK(toml.find("context_parallel_rotate_method = \"alltoall\"") != std::string::npos);
 }
 
+TEST_CASE("Megatron's defaults that differ from the priced block are overridden: biases, dropout, tied embeddings") {
+  Study s(16);
+  const Plan p = s.planner.best_ring_plan(study_job(16, 131072), SearchPins{});
+  const std::string untied = megatron_command_line(megatron_args(p, s.model));
+  // Megatron-LM's arguments.py: add_bias_linear on, --attention-dropout and --hidden-dropout
+  // 0.1, embeddings tied unless --untie-embeddings-and-output-weights.
+  CHECK(untied.find("--disable-bias-linear --attention-dropout 0.0 --hidden-dropout 0.0") != std::string::npos);
+  CHECK(untied.find("--untie-embeddings-and-output-weights") != std::string::npos);
+  ModelSpec tied = s.model;
+  tied.tied_embeddings = true;
+  const std::string line = megatron_command_line(megatron_args(p, tied));
+  CHECK(line.find("--untie-embeddings-and-output-weights") == std::string::npos);
+  CHECK(line.find("--hidden-dropout 0.0") != std::string::npos);
+}
+
 TEST_CASE("TP comm overlap exports as Megatron's --tp-comm-overlap and torchtitan's async TP") {
   Study s(16);
   SearchPins pins;
