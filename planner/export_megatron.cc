@@ -5,11 +5,6 @@
 
 namespace rm {
 
-namespace {
-
-
-}  // namespace
-
 MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
   const PlanChoice& c = plan.choice;
   MegatronArgs a;
@@ -61,6 +56,11 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
   a.kv_channels = model.head_dim;
   a.swiglu = model.gated_ffn;
   a.untie_embeddings = !model.tied_embeddings;
+  a.attention_kernel = plan.job.attention_kernel;
+  if (a.attention_kernel == "flash_attn_2" || a.attention_kernel == "flash_attn_3")
+    a.attention_backend = "flash";
+  else if (a.attention_kernel == "cudnn")
+    a.attention_backend = "fused";
   a.grad_reduce_in_bf16 = !plan.job.grad_reduce_in_fp32;
   a.fp8 = plan.job.fp8_recipe;
   return a;
@@ -105,6 +105,10 @@ std::vector<std::string> megatron_rule_violations(const MegatronArgs& a) {
     v.push_back("plan.sharding hsdp: Megatron-LM has no sharding inside a node replicated across for all "
                 "states (export to torchtitan, or plan with --sharding fsdp, zero2, zero1 or ddp)");
   if (a.virtual_stages > 1 && a.pp == 1) v.push_back("--num-virtual-stages-per-pipeline-rank needs PP > 1");
+  if (a.attention_backend.empty())
+    v.push_back("job.attention_kernel '" + a.attention_kernel +
+                "': Megatron-LM's --attention-backend runs FlashAttention (flash: flash_attn_2, flash_attn_3) or "
+                "cuDNN's (fused: cudnn), not this kernel (megatron/training/arguments.py, AttnBackend)");
   if (const std::string why = fp8_recipe_refusal(ExportTarget::kMegatron, a.fp8); !why.empty())
     v.push_back("plan.fp8_recipe: " + why);
   const int accounted = (a.account_for_embedding_in_pipeline_split ? 1 : 0) + (a.account_for_loss_in_pipeline_split ? 1 : 0);
@@ -186,6 +190,7 @@ std::string megatron_command_line(const MegatronArgs& a) {
   add("--attention-dropout", "0.0");
   add("--hidden-dropout", "0.0");
   if (a.untie_embeddings) add("--untie-embeddings-and-output-weights");
+  add("--attention-backend", a.attention_backend);  // auto would let TE pick another kernel
   add("--bf16");
   if (a.fp8 == Fp8Recipe::kDelayed || a.fp8 == Fp8Recipe::kCurrent) {
     add("--fp8-format", "hybrid");

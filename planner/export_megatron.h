@@ -23,6 +23,10 @@
 //                 (no biases, no dropout, embeddings tied as the model file says), where
 //                 Megatron-LM's defaults differ (arguments.py: add_bias_linear on,
 //                 --attention-dropout and --hidden-dropout 0.1, embeddings tied)
+//   attention     --attention-backend flash (the job's flash_attn_2 or flash_attn_3:
+//                 Transformer Engine's FlashAttention, the version installed) or fused
+//                 (cudnn: TE's cuDNN attention); Megatron's default, auto, lets TE choose,
+//                 which on Hopper is often cuDNN's, another kernel than the one priced
 #pragma once
 
 #include <cstdint>
@@ -62,6 +66,9 @@ struct MegatronArgs {
   int num_query_groups = 0, kv_channels = 0;
   bool swiglu = false;
   bool untie_embeddings = true;  // --untie-embeddings-and-output-weights (Megatron ties by default)
+  // The job's attention kernel (kernel_efficiency.h) and Megatron's --attention-backend for
+  // it ("" where Megatron has none: a violation).
+  std::string attention_kernel, attention_backend;
   // --grad-reduce-in-bf16: the plan priced bf16 gradients (Job::grad_reduce_in_fp32 false),
   // where Megatron-LM keeps a --bf16 run's in fp32 by default.
   bool grad_reduce_in_bf16 = false;
@@ -86,6 +93,7 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model);
 //  - a2a: heads and query groups divisible by CP (Transformer Engine's all-to-all over heads)
 //  - global batch divisible by micro batch x DP (megatron/core/num_microbatches_calculator.py)
 //  - sequence parallel only with TP > 1; virtual pipeline stages only with PP > 1
+//  - an attention kernel --attention-backend names (flash, fused)
 std::vector<std::string> megatron_rule_violations(const MegatronArgs& a);
 
 // "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 ...": one line.

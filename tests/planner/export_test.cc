@@ -254,6 +254,20 @@ TEST_CASE("Megatron's defaults that differ from the priced block are overridden:
   CHECK(line.find("--hidden-dropout 0.0") != std::string::npos);
 }
 
+TEST_CASE("the attention kernel priced is the one Megatron is told to run") {
+  Study s(16);
+  Plan p = s.planner.best_ring_plan(study_job(16, 131072), SearchPins{});
+  // auto (Megatron's default) lets Transformer Engine choose, cuDNN's on Hopper.
+  CHECK(megatron_command_line(megatron_args(p, s.model)).find("--attention-backend flash") != std::string::npos);
+  p.job.attention_kernel = "cudnn";
+  CHECK(megatron_command_line(megatron_args(p, s.model)).find("--attention-backend fused") != std::string::npos);
+  p.job.attention_kernel = "triton";
+  const std::vector<std::string> v = megatron_rule_violations(megatron_args(p, s.model));
+  REQUIRE(v.size() == 1);
+  CHECK(v.front().find("job.attention_kernel 'triton'") == 0);
+  CHECK(export_refusal(p, s.model, 8, ExportTarget::kMegatron) == v.front());
+}
+
 TEST_CASE("TP comm overlap exports as Megatron's --tp-comm-overlap and torchtitan's async TP") {
   Study s(16);
   SearchPins pins;
