@@ -148,7 +148,8 @@ std::optional<TrainState> read_latest_checkpoint(const std::string& dir, const T
   nlohmann::json mf;
   if (!fs::exists(mpath)) fail_input(mpath, "checkpoint", "missing manifest (corrupted checkpoint)");
   mf = nlohmann::json::parse(read_input_file(mpath, InputKind::kCheckpointManifest), nullptr, false);
-  if (mf.is_discarded() || !mf.is_object() || mf.value("format", std::string()) != kFormat)
+  // Compared as JSON: json::value() throws on a format that is not a string (the fuzzer's 3).
+  if (mf.is_discarded() || !mf.is_object() || !mf.contains("format") || mf["format"] != kFormat)
     fail_input(mpath, "format", std::string("expected a ") + kFormat + " manifest (corrupted checkpoint?)");
   const nlohmann::json want = model_json(model);
   if (!mf.contains("model") || mf["model"] != want)

@@ -78,6 +78,12 @@ TEST_CASE("checkpoint: round trip, latest complete one, refusals naming the file
     m[key] = 10;
     std::ofstream(manifest) << m.dump();
   }
+  // A format that is no string is refused like any other (once it escaped as json's type_error).
+  nlohmann::json m = nlohmann::json::parse(std::ifstream(manifest));
+  m["format"] = 3;
+  std::ofstream(manifest) << m.dump();
+  CHECK_THROWS_WITH_AS(read_latest_checkpoint(dir.string(), model),
+                       doctest::Contains("manifest.json: format: expected a"), InputError);
   fs::remove_all(dir);
 }
 
