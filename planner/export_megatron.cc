@@ -56,6 +56,9 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
   a.kv_channels = model.head_dim;
   a.swiglu = model.gated_ffn;
   a.untie_embeddings = !model.tied_embeddings;
+  a.normalization = model.norm == Norm::kRmsNorm ? "RMSNorm" : "LayerNorm";
+  if (model.position_embedding == PositionEmbedding::kRope) a.position_embedding_type = "rope";
+  if (model.position_embedding == PositionEmbedding::kLearned) a.position_embedding_type = "learned_absolute";
   a.attention_kernel = plan.job.attention_kernel;
   if (a.attention_kernel == "flash_attn_2" || a.attention_kernel == "flash_attn_3")
     a.attention_backend = "flash";
@@ -105,6 +108,9 @@ std::vector<std::string> megatron_rule_violations(const MegatronArgs& a) {
     v.push_back("plan.sharding hsdp: Megatron-LM has no sharding inside a node replicated across for all "
                 "states (export to torchtitan, or plan with --sharding fsdp, zero2, zero1 or ddp)");
   if (a.virtual_stages > 1 && a.pp == 1) v.push_back("--num-virtual-stages-per-pipeline-rank needs PP > 1");
+  if (a.position_embedding_type.empty())
+    v.push_back("model.position_embedding alibi: Megatron-LM's --position-embedding-type is learned_absolute, rope, "
+                "mrope, relative or none (megatron/training/arguments.py), no ALiBi");
   if (a.attention_backend.empty())
     v.push_back("job.attention_kernel '" + a.attention_kernel +
                 "': Megatron-LM's --attention-backend runs FlashAttention (flash: flash_attn_2, flash_attn_3) or "
@@ -190,6 +196,8 @@ std::string megatron_command_line(const MegatronArgs& a) {
   add("--attention-dropout", "0.0");
   add("--hidden-dropout", "0.0");
   if (a.untie_embeddings) add("--untie-embeddings-and-output-weights");
+  add("--normalization", a.normalization);
+  add("--position-embedding-type", a.position_embedding_type);
   add("--attention-backend", a.attention_backend);  // auto would let TE pick another kernel
   add("--bf16");
   if (a.fp8 == Fp8Recipe::kDelayed || a.fp8 == Fp8Recipe::kCurrent) {
@@ -203,8 +211,8 @@ std::string megatron_command_line(const MegatronArgs& a) {
 std::string megatron_export(const Plan& plan, const ModelSpec& model, int gpus_per_node,
                             const std::string& plan_path) {
   std::string out = export_header(plan, ExportTarget::kMegatron, plan_path);
-  out += "# Append to: torchrun --nnodes N --nproc-per-node G ... pretrain_gpt.py (add data, tokenizer,\n"
-         "# optimizer and the model's norm / position embedding; the attention kernel picks its own tiles).\n";
+  out += "# Append to: torchrun --nnodes N --nproc-per-node G ... pretrain_gpt.py (add data, tokenizer and\n"
+         "# optimizer; the attention kernel picks its own tiles).\n";
   if (plan.job.gpus / plan.choice.tp > 1 &&
       (plan.choice.sharding == Sharding::kFsdp || plan.choice.sharding == Sharding::kZero2))
     out += "# Megatron-FSDP: leave CUDA_DEVICE_MAX_CONNECTIONS unset (its checks want more than 1).\n";

@@ -19,7 +19,9 @@
 //   model         --num-layers --hidden-size --ffn-hidden-size --num-attention-heads
 //                 [--group-query-attention --num-query-groups] [--kv-channels] [--swiglu]
 //                 --disable-bias-linear --attention-dropout 0.0 --hidden-dropout 0.0
-//                 [--untie-embeddings-and-output-weights]: the blocks the planner prices
+//                 [--untie-embeddings-and-output-weights] --normalization RMSNorm|LayerNorm
+//                 --position-embedding-type rope|learned_absolute (the model file's `norm`
+//                 and `position_embedding`; ALiBi has no spelling: a violation): the blocks the planner prices
 //                 (no biases, no dropout, embeddings tied as the model file says), where
 //                 Megatron-LM's defaults differ (arguments.py: add_bias_linear on,
 //                 --attention-dropout and --hidden-dropout 0.1, embeddings tied)
@@ -66,6 +68,8 @@ struct MegatronArgs {
   int num_query_groups = 0, kv_channels = 0;
   bool swiglu = false;
   bool untie_embeddings = true;  // --untie-embeddings-and-output-weights (Megatron ties by default)
+  std::string normalization;            // --normalization: "RMSNorm" or "LayerNorm" (Megatron's default)
+  std::string position_embedding_type;  // "rope", "learned_absolute" (Megatron's default); "" for ALiBi
   // The job's attention kernel (kernel_efficiency.h) and Megatron's --attention-backend for
   // it ("" where Megatron has none: a violation).
   std::string attention_kernel, attention_backend;
@@ -93,7 +97,8 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model);
 //  - a2a: heads and query groups divisible by CP (Transformer Engine's all-to-all over heads)
 //  - global batch divisible by micro batch x DP (megatron/core/num_microbatches_calculator.py)
 //  - sequence parallel only with TP > 1; virtual pipeline stages only with PP > 1
-//  - an attention kernel --attention-backend names (flash, fused)
+//  - an attention kernel --attention-backend names (flash, fused), and a position embedding
+//    --position-embedding-type names (not ALiBi)
 std::vector<std::string> megatron_rule_violations(const MegatronArgs& a);
 
 // "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 ...": one line.

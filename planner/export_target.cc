@@ -200,6 +200,12 @@ Framework target_framework(ExportTarget t) {
 
 std::string export_refusal(const Plan& plan, const ModelSpec& model, int gpus_per_node, ExportTarget target) {
   if (target == ExportTarget::kSlurm) return "";
+  // The model first: no plan of it runs there.
+  if (target == ExportTarget::kTorchtitan &&
+      (model.norm != Norm::kRmsNorm || model.position_embedding != PositionEmbedding::kRope))
+    return std::string("model.norm, model.position_embedding: torchtitan's models build RMSNorm blocks with rotary "
+                       "embeddings; ") + model.name + " has " + to_string(model.norm) + " and " +
+           to_string(model.position_embedding) + " positions: export to Megatron-LM (--to megatron)";
   std::string why = framework_refusal(plan, gpus_per_node, target);
   if (!why.empty() || target != ExportTarget::kMegatron) return why;
   const std::vector<std::string> broken = megatron_rule_violations(megatron_args(plan, model));

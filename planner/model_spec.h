@@ -7,6 +7,19 @@
 
 namespace rm {
 
+// The block's norm and position embedding, as a framework is told to build them (Megatron-LM's
+// --normalization and --position-embedding-type). The cost and memory models price every
+// block as Llama's (RMSNorm, rotary: attention_work.h); these change what an export asks
+// for, not a prediction.
+enum class Norm { kRmsNorm, kLayerNorm };
+enum class PositionEmbedding { kRope, kLearned, kAlibi };
+const char* to_string(Norm v);               // "rmsnorm", "layernorm"
+const char* to_string(PositionEmbedding v);  // "rope", "learned", "alibi"
+// Parse; throw InputError naming `where` and `field` and listing the valid spellings
+// (plan_io.cc, with the other enum spellings).
+Norm parse_norm(const std::string& s, const std::string& where, const std::string& field);
+PositionEmbedding parse_position_embedding(const std::string& s, const std::string& where, const std::string& field);
+
 struct ModelSpec {
   std::string name;
   std::string source;  // file path or "builtin:<name>"
@@ -25,6 +38,8 @@ struct ModelSpec {
   // Input embedding and output head share one matrix (Hugging Face's
   // tie_word_embeddings): its parameters are counted once.
   bool tied_embeddings = false;
+  Norm norm = Norm::kRmsNorm;                                 // model file key `norm`
+  PositionEmbedding position_embedding = PositionEmbedding::kRope;  // `position_embedding`
   // The implementation expands K,V to every query head before the attention call
   // (torchtitan's Llama: repeat_kv ahead of SDPA), so the K,V that context parallelism
   // moves, gathers and accumulates have `heads` heads; the projections stay GQA's. Not a

@@ -66,6 +66,15 @@ E parse_enum(const std::string& s, const std::array<std::pair<E, const char*>, N
   fail_input(where, field, "expected one of " + valid + " (got '" + s + "')");
 }
 
+constexpr std::array<std::pair<Norm, const char*>, 2> kNorms{{
+    {Norm::kRmsNorm, "rmsnorm"},
+    {Norm::kLayerNorm, "layernorm"},
+}};
+constexpr std::array<std::pair<PositionEmbedding, const char*>, 3> kPositionEmbeddings{{
+    {PositionEmbedding::kRope, "rope"},
+    {PositionEmbedding::kLearned, "learned"},
+    {PositionEmbedding::kAlibi, "alibi"},
+}};
 constexpr std::array<std::pair<Strategy, const char*>, 5> kStrategies{{
     {Strategy::kRing, "ring"},
     {Strategy::kFlashFsdp, "flash-fsdp"},
@@ -182,6 +191,14 @@ Schedule parse_schedule(const std::string& s, const std::string& where, const st
 }
 LoadBalance parse_load_balance(const std::string& s, const std::string& where, const std::string& field) {
   return parse_enum(s, kLoadBalances, where, field);
+}
+const char* to_string(Norm v) { return spell(v, kNorms); }
+const char* to_string(PositionEmbedding v) { return spell(v, kPositionEmbeddings); }
+Norm parse_norm(const std::string& s, const std::string& where, const std::string& field) {
+  return parse_enum(s, kNorms, where, field);
+}
+PositionEmbedding parse_position_embedding(const std::string& s, const std::string& where, const std::string& field) {
+  return parse_enum(s, kPositionEmbeddings, where, field);
 }
 Checkpointing parse_checkpointing(const std::string& s, const std::string& where, const std::string& field) {
   return parse_enum(s, kCheckpointings, where, field);

@@ -229,6 +229,10 @@ ModelSpec parse_model(const std::string& yaml_text, const std::string& source) {
   m.gated_ffn = root.boolean_or("gated_ffn", true);
   m.sliding_window = root.integer_or("sliding_window", 0, Range{1, false, static_cast<double>(kMaxSeqTokens), false});
   m.tied_embeddings = root.boolean_or("tied_embeddings", false);
+  if (root.has("norm")) m.norm = parse_norm(root.str("norm"), root.location("norm"), root.field("norm"));
+  if (root.has("position_embedding"))
+    m.position_embedding = parse_position_embedding(root.str("position_embedding"), root.location("position_embedding"),
+                                                    root.field("position_embedding"));
   if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
     root.fail("kv_heads", "expected a divisor of heads " + std::to_string(m.heads) + " (got " +
                               std::to_string(m.kv_heads) + ")");

@@ -93,7 +93,7 @@ TEST_CASE("transformer: tensor-parallel members' parts tile the whole model, and
   m.kv_heads = 2;  // tp 2 splits the kv heads too
   m.vocab = 258;
   const Transformer whole(m, "test");
-  const Transformer first(m, "test", {.tp = 2, .tp_rank = 0}), second(m, "test", {.tp = 2, .tp_rank = 1});
+  const Transformer first(m, "test", {.tp = 2, .tp_rank = 0, .chunks = {}}), second(m, "test", {.tp = 2, .tp_rank = 1, .chunks = {}});
   REQUIRE(first.num_params() == second.num_params());
   CHECK(first.full_params() == whole.num_params());
   // Only the norm gains are whole on every member: 2 per layer and the final one.
@@ -130,7 +130,7 @@ TEST_CASE("transformer: tensor-parallel members' parts tile the whole model, and
   CHECK(wq.cols == m.heads / 2 * m.head_dim);
   CHECK(b[wq.offset] == init[wq.full_offset + static_cast<size_t>(wq.cols)]);
   // A tp that does not divide the heads, the FFN or the vocabulary is refused naming plan.tp.
-  CHECK_THROWS_WITH_AS(Transformer(small_spec(), "plan.yaml", {.tp = 2}),
+  CHECK_THROWS_WITH_AS(Transformer(small_spec(), "plan.yaml", {.tp = 2, .tp_rank = 0, .chunks = {}}),
                        doctest::Contains("plan.yaml: plan.tp: tp 2 must divide the 2 query heads, 1 kv heads"),
                        InputError);
 }

@@ -254,6 +254,23 @@ TEST_CASE("Megatron's defaults that differ from the priced block are overridden:
   CHECK(line.find("--hidden-dropout 0.0") != std::string::npos);
 }
 
+TEST_CASE("the norm and position embedding exported are the model file's, and a framework without them refuses") {
+  Study s(16);
+  const Plan p = s.planner.best_ring_plan(study_job(16, 131072), SearchPins{});
+  // Megatron-LM's defaults are LayerNorm and learned_absolute: a Llama needs both flags.
+  CHECK(megatron_command_line(megatron_args(p, s.model)).find("--normalization RMSNorm --position-embedding-type rope") !=
+        std::string::npos);
+  ModelSpec gpt = s.model;
+  gpt.norm = Norm::kLayerNorm;
+  gpt.position_embedding = PositionEmbedding::kLearned;
+  CHECK(megatron_command_line(megatron_args(p, gpt)).find("--normalization LayerNorm --position-embedding-type "
+                                                          "learned_absolute") != std::string::npos);
+  CHECK(export_refusal(p, gpt, 8, ExportTarget::kTorchtitan).find("model.norm, model.position_embedding: torchtitan") ==
+        0);
+  gpt.position_embedding = PositionEmbedding::kAlibi;
+  CHECK(export_refusal(p, gpt, 8, ExportTarget::kMegatron).find("model.position_embedding alibi") == 0);
+}
+
 TEST_CASE("the attention kernel priced is the one Megatron is told to run") {
   Study s(16);
   Plan p = s.planner.best_ring_plan(study_job(16, 131072), SearchPins{});

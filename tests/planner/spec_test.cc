@@ -105,6 +105,18 @@ TEST_CASE("model parameter counts match the published sizes") {
   CHECK(tiny.params() == doctest::Approx(2 * (131072 + 65536 + 393216) + 524288));
 }
 
+TEST_CASE("a model's norm and position embedding: Llama's by default, as its file says otherwise") {
+  const rm::ModelSpec tiny = rm::parse_model(kTinyModel, "m.yaml");
+  CHECK(tiny.norm == rm::Norm::kRmsNorm);
+  CHECK(tiny.position_embedding == rm::PositionEmbedding::kRope);
+  const rm::ModelSpec gpt = rm::parse_model(std::string(kTinyModel) + "norm: layernorm\nposition_embedding: alibi\n", "m.yaml");
+  CHECK(gpt.norm == rm::Norm::kLayerNorm);
+  CHECK(gpt.position_embedding == rm::PositionEmbedding::kAlibi);
+  CHECK(rm::load_model("gpt3-175b").position_embedding == rm::PositionEmbedding::kLearned);
+  CHECK(rm::load_model("mpt-7b").norm == rm::Norm::kLayerNorm);
+  CHECK(rm::load_model("llama3-70b").norm == rm::Norm::kRmsNorm);
+}
+
 TEST_CASE("unknown names and paths") {
   CHECK_THROWS_WITH_AS(rm::load_topology("dgx-z"), doctest::Contains("dgx-a100-ib"), rm::InputError);
   CHECK_THROWS_WITH_AS(rm::load_model("/nonexistent/m.yaml"),
@@ -114,7 +126,11 @@ TEST_CASE("unknown names and paths") {
 TEST_CASE("model validation names file, line and field") {
   CHECK(error_of(std::string(kTinyModel) + "dropout: 0.1\n", false) ==
         "x.yaml:9: dropout: unknown key; expected one of: ffn_hidden, gated_ffn, head_dim, heads, "
-        "hidden, kv_heads, layers, name, note, sliding_window, tied_embeddings, vocab");
+        "hidden, kv_heads, layers, name, norm, note, position_embedding, sliding_window, tied_embeddings, vocab");
+  CHECK(error_of(std::string(kTinyModel) + "norm: batchnorm\n", false) ==
+        "x.yaml:9: norm: expected one of rmsnorm, layernorm (got 'batchnorm')");
+  CHECK(error_of(std::string(kTinyModel) + "position_embedding: sinusoidal\n", false) ==
+        "x.yaml:9: position_embedding: expected one of rope, learned, alibi (got 'sinusoidal')");
   std::string typo = kTinyModel;
   typo.replace(typo.find("vocab"), 5, "vocabb");
   CHECK(error_of(typo, false) == "x.yaml:1: vocab: missing (required); found 'vocabb' (a misspelling?)");
