@@ -157,6 +157,10 @@ std::string megatron_command_line(const MegatronArgs& a) {
     add("--use-distributed-optimizer");
     add("--no-gradient-accumulation-fusion");
     add("--ckpt-format", "fsdp_dtensor");
+    // Megatron-FSDP's overlap is its DDP config's overlap_grad_reduce / overlap_param_gather
+    // (both off by default); the plan priced the gathers prefetched and the reductions hidden.
+    add("--overlap-grad-reduce");
+    add("--overlap-param-gather");
   } else if (a.distributed_optimizer) {
     // zero1 as priced (data_parallel.h): grads reduce-scattered in the last micro-step's
     // backward, params gathered in the next forward.
@@ -213,10 +217,12 @@ std::string megatron_export(const Plan& plan, const ModelSpec& model, int gpus_p
   std::string out = export_header(plan, ExportTarget::kMegatron, plan_path);
   out += "# Append to: torchrun --nnodes N --nproc-per-node G ... pretrain_gpt.py (add data, tokenizer and\n"
          "# optimizer; the attention kernel picks its own tiles).\n";
-  if (plan.job.gpus / plan.choice.tp > 1 &&
-      (plan.choice.sharding == Sharding::kFsdp || plan.choice.sharding == Sharding::kZero2))
-    out += "# Megatron-FSDP: leave CUDA_DEVICE_MAX_CONNECTIONS unset (its checks want more than 1).\n";
   const MegatronArgs args = megatron_args(plan, model);
+  if (!args.fsdp_strategy.empty())
+    out += "# Megatron-FSDP: leave CUDA_DEVICE_MAX_CONNECTIONS unset (its checks want more than 1).\n";
+  else if (args.tp > 1 || args.cp > 1)  // arguments.py asserts it before Blackwell (arch < 10)
+    out += "# Before torchrun: export CUDA_DEVICE_MAX_CONNECTIONS=1 (Megatron-LM requires it with TP or CP > 1\n"
+           "# on GPUs before Blackwell: the TP/CP communication must be scheduled ahead of the GEMMs).\n";
   if (args.grad_reduce_in_bf16)  // a numerics choice the plan made: say how to undo it
     out += "# --grad-reduce-in-bf16: the plan priced bf16 gradients; for Megatron-LM's fp32 default (more memory)\n"
            "# drop it and re-plan with --grad-reduce-in-fp32.\n";

@@ -271,6 +271,24 @@ TEST_CASE("the norm and position embedding exported are the model file's, and a 
   CHECK(export_refusal(p, gpt, 8, ExportTarget::kMegatron).find("model.position_embedding alibi") == 0);
 }
 
+TEST_CASE("Megatron's environment and overlap flags: CUDA_DEVICE_MAX_CONNECTIONS=1 with TP or CP, FSDP overlapped") {
+  Study s(16);
+  SearchPins pins;
+  pins.tp = 4;
+  pins.sharding = Sharding::kZero1;
+  const Plan tp = s.planner.best_ring_plan(study_job(16, 131072), pins);
+  REQUIRE(tp.choice.tp == 4);
+  // arguments.py: "Using tensor model parallelism or context parallelism require setting the
+  // environment variable CUDA_DEVICE_MAX_CONNECTIONS to 1" (before Blackwell).
+  CHECK(megatron_export(tp, s.model, 8, "plan.yaml").find("export CUDA_DEVICE_MAX_CONNECTIONS=1") != std::string::npos);
+  pins.sharding = Sharding::kFsdp;
+  const Plan fsdp = s.planner.best_ring_plan(study_job(16, 131072), pins);
+  const std::string out = megatron_export(fsdp, s.model, 8, "plan.yaml");
+  CHECK(out.find("CUDA_DEVICE_MAX_CONNECTIONS unset") != std::string::npos);
+  CHECK(out.find("CUDA_DEVICE_MAX_CONNECTIONS=1") == std::string::npos);
+  CHECK(out.find("--ckpt-format fsdp_dtensor --overlap-grad-reduce --overlap-param-gather") != std::string::npos);
+}
+
 TEST_CASE("the attention kernel priced is the one Megatron is told to run") {
   Study s(16);
   Plan p = s.planner.best_ring_plan(study_job(16, 131072), SearchPins{});
