@@ -17,7 +17,9 @@ void check_nccl(ncclResult_t r, ncclComm_t comm, const std::string& op, const ch
 
 // The NCCL communicator of the ranks of `mpi`, NCCL rank = MPI rank: its rank 0 draws the
 // ncclUniqueId and broadcasts it, then every rank joins (ncclCommInitRank, on the current
-// device). Collective over `mpi`; `what` names the group in errors.
+// device). Collective over `mpi`; `what` names the group in errors. Throws CudaError on every
+// rank when two ranks of `mpi` share a GPU (NCCL runs one rank per GPU: FSDP's groups of
+// ranks that share a GPU, whose ring takes the local transport, would otherwise hang).
 ncclComm_t nccl_comm_of(MPI_Comm mpi, const std::string& what);
 
 }  // namespace rm::gpu
