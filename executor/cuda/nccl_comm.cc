@@ -35,12 +35,16 @@ void require_one_rank_per_gpu(MPI_Comm mpi, int size, const std::string& what) {
 
 }  // namespace
 
-void check_nccl(ncclResult_t r, ncclComm_t comm, const std::string& op, const char* file, int line) {
-  if (r == ncclSuccess || r == ncclInProgress) return;
+std::string nccl_error_reason(ncclResult_t r, ncclComm_t comm) {
   std::string reason = ncclGetErrorString(r);
   if (const char* last = ncclGetLastError(comm); last != nullptr && *last != '\0')
     reason += std::string(" (") + last + ")";
-  throw_cuda_error(op.c_str(), reason, file, line);
+  return reason;
+}
+
+void check_nccl(ncclResult_t r, ncclComm_t comm, const std::string& op, const char* file, int line) {
+  if (r == ncclSuccess || r == ncclInProgress) return;
+  throw_cuda_error(op.c_str(), nccl_error_reason(r, comm), file, line);
 }
 
 ncclComm_t nccl_comm_of(MPI_Comm mpi, const std::string& what) {

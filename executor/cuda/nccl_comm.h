@@ -13,6 +13,9 @@ namespace rm::gpu {
 // Throws CudaError "<op> failed on <context>: <ncclGetErrorString> (<ncclGetLastError>)"
 // unless r is ncclSuccess or ncclInProgress.
 void check_nccl(ncclResult_t r, ncclComm_t comm, const std::string& op, const char* file, int line);
+// "<ncclGetErrorString> (<ncclGetLastError>)": check_nccl's reason, for a caller that must
+// read it before it aborts `comm`.
+std::string nccl_error_reason(ncclResult_t r, ncclComm_t comm);
 #define RM_NCCL_CHECK(expr, comm, op) ::rm::gpu::check_nccl((expr), (comm), (op), __FILE__, __LINE__)
 
 // The NCCL communicator of the ranks of `mpi`, NCCL rank = MPI rank: its rank 0 draws the

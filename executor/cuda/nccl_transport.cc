@@ -281,6 +281,14 @@ class NcclTransport final : public Transport {
     Ring& ring = live_ring();
     const int g = new_group();
     RM_NCCL_CHECK(ncclGroupStart(), ring.comm, "ncclGroupStart");
+    // A failed call leaves the group's earlier calls in it, and they launch at ncclGroupEnd;
+    // after a failed group NCCL wants its communicators aborted (user guide, "Error
+    // handling"): abort the rings, so nothing waits on a peer or writes a freed buffer.
+    auto fail = [&](ncclResult_t res, const std::string& op) {
+      const std::string reason = nccl_error_reason(res, ring.comm);
+      abort_rings();
+      throw_cuda_error(op.c_str(), reason, __FILE__, __LINE__);
+    };
     for (int id : pending_) {
       const Request& r = requests_[static_cast<size_t>(id)];
       const int peer = nccl_rank_.at(r.peer);
@@ -289,11 +297,11 @@ class NcclTransport final : public Transport {
                  : ncclRecv(r.region.ptr(), r.region.bytes, ncclUint8, peer, ring.comm, ring.stream);
       if (res != ncclSuccess && res != ncclInProgress) {
         ncclGroupEnd();  // close the group before reporting; its own error is the same
-        RM_NCCL_CHECK(res, ring.comm, describe(id));
+        fail(res, describe(id));
       }
     }
-    RM_NCCL_CHECK(ncclGroupEnd(), ring.comm,
-                  "ncclGroupEnd (" + std::to_string(pending_.size()) + " transfers)");
+    if (const ncclResult_t res = ncclGroupEnd(); res != ncclSuccess && res != ncclInProgress)
+      fail(res, "ncclGroupEnd (" + std::to_string(pending_.size()) + " transfers)");
     RM_CUDA_CHECK(cudaEventRecord(groups_[g].event, ring.stream), "cudaEventRecord (transfers)");
     for (int id : pending_) requests_[static_cast<size_t>(id)].group = g;
     groups_[g].open = static_cast<int>(pending_.size());
