@@ -7,6 +7,7 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "executor/cuda/attention_kernels.cuh"
 #include "executor/cuda/nccl_comm.h"
@@ -68,7 +69,7 @@ class NcclShardCollectives final : public exec::ShardCollectives {
   }
   void wait_all_gather() override {
     gathering_ = false;
-    RM_CUDA_CHECK(cudaEventSynchronize(gathered_), "cudaEventSynchronize (FSDP all-gather)");
+    wait(gathered_, shard_comm_, "FSDP all-gather");
   }
   void reduce_scatter(const void* full, void* out, size_t count, exec::ReduceType type, int unit) override {
     const bool bf16 = type == exec::ReduceType::kBfloat16;
@@ -76,7 +77,7 @@ class NcclShardCollectives final : public exec::ShardCollectives {
     after_kernels();
     RM_NCCL_CHECK(ncclReduceScatter(full, out, count, bf16 ? ncclBfloat16 : ncclFloat, ncclSum, shard_comm_, stream_),
                   shard_comm_, "ncclReduceScatter (FSDP gradients)");
-    finish("cudaEventSynchronize (FSDP reduce-scatter)");
+    finish(shard_comm_, "FSDP reduce-scatter");
   }
   void all_reduce_replicas(void* x, size_t count, exec::ReduceType type, int unit) override {
     const bool bf16 = type == exec::ReduceType::kBfloat16;
@@ -84,7 +85,7 @@ class NcclShardCollectives final : public exec::ShardCollectives {
     after_kernels();
     RM_NCCL_CHECK(ncclAllReduce(x, x, count, bf16 ? ncclBfloat16 : ncclFloat, ncclSum, replica_comm_, stream_),
                   replica_comm_, "ncclAllReduce (gradient replicas)");
-    finish("cudaEventSynchronize (gradient all-reduce)");
+    finish(replica_comm_, "gradient all-reduce");
   }
 
  private:
@@ -93,9 +94,24 @@ class NcclShardCollectives final : public exec::ShardCollectives {
     RM_CUDA_CHECK(cudaEventRecord(produced_, 0), "cudaEventRecord");
     RM_CUDA_CHECK(cudaStreamWaitEvent(stream_, produced_, 0), "cudaStreamWaitEvent");
   }
-  void finish(const char* op) {
+  void finish(ncclComm_t comm, const char* what) {
     RM_CUDA_CHECK(cudaEventRecord(done_, stream_), "cudaEventRecord");
-    RM_CUDA_CHECK(cudaEventSynchronize(done_), op);
+    wait(done_, comm, what);
+  }
+  // Until `event` has passed, polling the communicator's asynchronous error as NCCL's user
+  // guide waits ("Error handling": ncclCommGetAsyncError while the stream is busy), so a
+  // failed collective throws here (and the destructor aborts the communicators) instead of
+  // blocking until the watchdog ends the process.
+  static void wait(cudaEvent_t event, ncclComm_t comm, const char* what) {
+    for (;;) {
+      const cudaError_t e = cudaEventQuery(event);
+      if (e == cudaSuccess) return;
+      if (e != cudaErrorNotReady) check_cuda(e, what, __FILE__, __LINE__);
+      ncclResult_t async = ncclSuccess;
+      RM_NCCL_CHECK(ncclCommGetAsyncError(comm, &async), comm, "ncclCommGetAsyncError");
+      RM_NCCL_CHECK(async, comm, what);
+      std::this_thread::yield();
+    }
   }
   int shard_rank_ = 0;
   cudaStream_t stream_ = nullptr;
