@@ -47,7 +47,9 @@ std::string slurm_export(const Plan& plan, const Topology& topology, const std::
   out += "#SBATCH --nodes=" + str(pl.nodes) + "\n";
   out += "#SBATCH --ntasks=" + str(G) + "\n";
   out += "#SBATCH --ntasks-per-node=" + str(pl.ranks_per_node) + "\n";
-  if (backend == "cuda") out += "#SBATCH --gpus-per-node=" + str(pl.ranks_per_node) + "\n";
+  // Every GPU of a node, even for fewer ranks: an exclusive job's step otherwise gets GPUs
+  // Slurm picks (srun --exclusive, --gres), not 0..ranks-1, whose links the plan priced.
+  if (backend == "cuda") out += "#SBATCH --gpus-per-node=" + str(topology.gpus_per_node) + "\n";
   out += "#SBATCH --exclusive\n";
   std::string header = export_header(plan, ExportTarget::kSlurm, plan_path);
   if (launch.train) {  // the export command line in the header, with the options that shaped the script
@@ -87,6 +89,8 @@ std::string slurm_export(const Plan& plan, const Topology& topology, const std::
     out += variable("CHECKPOINT_EVERY", str(launch.checkpoint_every));
   }
   out += "export OMP_NUM_THREADS=1\n";
+  if (backend == "cuda")  // CUDA's default is FASTEST_FIRST (CUDA_DEVICE_ORDER): not the plan's GPU numbers
+    out += "export CUDA_DEVICE_ORDER=PCI_BUS_ID  # local rank k on the node's k-th GPU by PCI bus id\n";
   out += "srun --mpi=pmix --distribution=block:block --cpu-bind=none \\\n";
   if (launch.train)
     out += "  \"$RINGMASTER\" train --plan \"$PLAN\" --data \"$DATA\" --steps \"$STEPS\" \\\n"

@@ -14,6 +14,7 @@
 
 #include "planner/cost_model.h"
 #include "planner/export_megatron.h"
+#include "planner/export_slurm.h"
 #include "planner/export_target.h"
 #include "planner/export_torchtitan.h"
 #include "planner/input_error.h"
@@ -287,6 +288,22 @@ TEST_CASE("Megatron's environment and overlap flags: CUDA_DEVICE_MAX_CONNECTIONS
   CHECK(out.find("CUDA_DEVICE_MAX_CONNECTIONS unset") != std::string::npos);
   CHECK(out.find("CUDA_DEVICE_MAX_CONNECTIONS=1") == std::string::npos);
   CHECK(out.find("--ckpt-format fsdp_dtensor --overlap-grad-reduce --overlap-param-gather") != std::string::npos);
+}
+
+TEST_CASE("slurm: a job of part of a node asks for every GPU of it, numbered by PCI bus id") {
+  Study s(4);
+  const Plan p = s.planner.best_ring_plan(study_job(4, 131072), SearchPins{});
+  SlurmLaunch launch;
+  launch.backend = "cuda";
+  const std::string script = slurm_export(p, s.topo, "plan.yaml", launch);
+  // Four ranks on one node; the step sees GPUs 0..7, rank k uses GPU k (srun --exclusive and
+  // --gres: an exclusive job's step otherwise gets GPUs Slurm picks).
+  CHECK(script.find("#SBATCH --ntasks-per-node=4\n#SBATCH --gpus-per-node=8\n") != std::string::npos);
+  CHECK(script.find("export CUDA_DEVICE_ORDER=PCI_BUS_ID") < script.find("\nsrun "));
+  launch.backend = "cpu";
+  const std::string cpu = slurm_export(p, s.topo, "plan.yaml", launch);
+  CHECK(cpu.find("gpus-per-node") == std::string::npos);
+  CHECK(cpu.find("CUDA_DEVICE_ORDER") == std::string::npos);
 }
 
 TEST_CASE("the attention kernel priced is the one Megatron is told to run") {
