@@ -47,6 +47,12 @@ void check_nccl(ncclResult_t r, ncclComm_t comm, const std::string& op, const ch
   throw_cuda_error(op.c_str(), nccl_error_reason(r, comm), file, line);
 }
 
+void check_nccl_async(ncclComm_t comm, const std::string& what) {
+  ncclResult_t async = ncclSuccess;
+  RM_NCCL_CHECK(ncclCommGetAsyncError(comm, &async), comm, "ncclCommGetAsyncError");
+  RM_NCCL_CHECK(async, comm, what);
+}
+
 ncclComm_t nccl_comm_of(MPI_Comm mpi, const std::string& what) {
   int size = 1, rank = 0;
   check_mpi(MPI_Comm_size(mpi, &size), "MPI_Comm_size (" + what + ")");

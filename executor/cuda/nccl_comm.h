@@ -18,6 +18,10 @@ void check_nccl(ncclResult_t r, ncclComm_t comm, const std::string& op, const ch
 std::string nccl_error_reason(ncclResult_t r, ncclComm_t comm);
 #define RM_NCCL_CHECK(expr, comm, op) ::rm::gpu::check_nccl((expr), (comm), (op), __FILE__, __LINE__)
 
+// Throws CudaError naming `what` when `comm` reports an asynchronous error: how NCCL's user
+// guide waits ("Error handling": ncclCommGetAsyncError while the stream is busy).
+void check_nccl_async(ncclComm_t comm, const std::string& what);
+
 // The NCCL communicator of the ranks of `mpi`, NCCL rank = MPI rank: its rank 0 draws the
 // ncclUniqueId and broadcasts it, then every rank joins (ncclCommInitRank, on the current
 // device). Collective over `mpi`; `what` names the group in errors. Throws CudaError on every

@@ -98,18 +98,15 @@ class NcclShardCollectives final : public exec::ShardCollectives {
     RM_CUDA_CHECK(cudaEventRecord(done_, stream_), "cudaEventRecord");
     wait(done_, comm, what);
   }
-  // Until `event` has passed, polling the communicator's asynchronous error as NCCL's user
-  // guide waits ("Error handling": ncclCommGetAsyncError while the stream is busy), so a
-  // failed collective throws here (and the destructor aborts the communicators) instead of
-  // blocking until the watchdog ends the process.
+  // Until `event` has passed, polling NCCL's asynchronous error as the ring's transport does
+  // (check_nccl_async), so a failed collective throws here (and the destructor aborts the
+  // communicators) instead of blocking until the watchdog ends the process.
   static void wait(cudaEvent_t event, ncclComm_t comm, const char* what) {
     for (;;) {
       const cudaError_t e = cudaEventQuery(event);
       if (e == cudaSuccess) return;
       if (e != cudaErrorNotReady) check_cuda(e, what, __FILE__, __LINE__);
-      ncclResult_t async = ncclSuccess;
-      RM_NCCL_CHECK(ncclCommGetAsyncError(comm, &async), comm, "ncclCommGetAsyncError");
-      RM_NCCL_CHECK(async, comm, what);
+      check_nccl_async(comm, what);
       std::this_thread::yield();
     }
   }

@@ -189,10 +189,7 @@ class NcclTransport final : public Transport {
       return true;
     }
     if (e != cudaErrorNotReady) check_cuda(e, describe(request).c_str(), __FILE__, __LINE__);
-    ncclComm_t comm = live_ring().comm;
-    ncclResult_t async = ncclSuccess;
-    RM_NCCL_CHECK(ncclCommGetAsyncError(comm, &async), comm, "ncclCommGetAsyncError");
-    RM_NCCL_CHECK(async, comm, describe(request));
+    check_nccl_async(live_ring().comm, describe(request));
     return false;
   }
 
