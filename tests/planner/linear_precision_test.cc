@@ -60,15 +60,29 @@ TEST_CASE("fp8 linear layers run at the GPU's fp8 rate, where it has one") {
   rm::Topology h100 = rm::load_topology("dgx-h100-ib");
   CHECK(h100.gpu.fp8_peak_flops == doctest::Approx(1979e12));  // datasheet, dense
   const double fp8 = rm::linear_flops_per_s(h100.gpu, rm::LinearPrecision::kFp8);
-  // torchao's roofline: fp8 GEMMs reach the same fraction of their peak as bf16 ones.
-  CHECK(fp8 == doctest::Approx(h100.gpu.fp8_peak_flops * h100.gpu.gemm_efficiency));
-  CHECK(fp8 > rm::linear_flops_per_s(h100.gpu, rm::LinearPrecision::kBf16));
+  // Hopper's fp8 GEMMs reach 0.882 of the bf16 GEMMs' fraction of peak (the best matmuls
+  // measured on an H100 SXM: 70.9 % of the fp8 peak, 80.3 % of the bf16 one).
+  CHECK(h100.gpu.fp8_gemm_efficiency == doctest::Approx(h100.gpu.gemm_efficiency * 0.882).epsilon(1e-3));
+  CHECK(fp8 == doctest::Approx(h100.gpu.fp8_peak_flops * h100.gpu.fp8_gemm_efficiency));
+  CHECK(fp8 > 1.7 * rm::linear_flops_per_s(h100.gpu, rm::LinearPrecision::kBf16));
+  CHECK(fp8 < 1.8 * rm::linear_flops_per_s(h100.gpu, rm::LinearPrecision::kBf16));
   rm::apply_linear_precision(h100, rm::LinearPrecision::kFp8, "here", "precision");
   CHECK(rm::CostParams::from_topology(h100).gemm_flops_per_s(1e30, true) == doctest::Approx(fp8));  // large GEMMs
-  for (const char* name : {"dgx-h200-ib", "h200-single", "dgx-h100-superpod", "llama3-h100-roce"}) {
+  for (const char* name : {"dgx-h100-superpod", "llama3-h100-roce"}) {
     CAPTURE(name);
     CHECK(rm::linear_flops_per_s(rm::load_topology(name).gpu, rm::LinearPrecision::kFp8) == doctest::Approx(fp8));
   }
+  // The H200's own measurement: 0.914 (73.4 % over 80.3 %).
+  for (const char* name : {"dgx-h200-ib", "h200-single"}) {
+    CAPTURE(name);
+    const rm::GpuSpec h200 = rm::load_topology(name).gpu;
+    CHECK(h200.fp8_gemm_efficiency == doctest::Approx(h200.gemm_efficiency * 0.914).epsilon(1e-3));
+  }
+  // Without the key, torchao's roofline: the same fraction of the fp8 peak as bf16's.
+  rm::GpuSpec roofline = rm::load_topology("dgx-h100-ib").gpu;
+  roofline.fp8_gemm_efficiency = 0;
+  CHECK(rm::linear_flops_per_s(roofline, rm::LinearPrecision::kFp8) ==
+        doctest::Approx(roofline.fp8_peak_flops * roofline.gemm_efficiency));
 
   // bf16 leaves the topology as it is; a GPU without fp8 tensor cores is refused by name.
   rm::Topology a100 = rm::load_topology("dgx-a100-ib");

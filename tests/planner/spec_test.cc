@@ -191,12 +191,13 @@ TEST_CASE("a GPU's fp8 block and slice merge bytes: optional, read strictly") {
   CHECK(a100.gpu.attention.slice_merge_bytes == doctest::Approx(46));
   const rm::Topology h200 = rm::load_topology("dgx-h200-ib");
   CHECK(h200.gpu.fp8_peak_flops == doctest::Approx(1979e12));
-  CHECK(h200.gpu.fp8_gemm_efficiency == 0);  // not stated: the bf16 GEMMs' fraction (linear_precision.h)
-  // A stated fp8 efficiency overrides it, read strictly.
-  const std::string fp8 = "    peak_tflops: 1979";
-  CHECK(error_of(shipped_topology_with("dgx-h200-ib", fp8, fp8 + "\n    gemm_efficiency: 1.354"), true)
+  CHECK(h200.gpu.fp8_gemm_efficiency == doctest::Approx(0.571));  // measured (the topology's note)
+  // Not stated: 0, the bf16 GEMMs' fraction (linear_precision.h); stated, read strictly.
+  const std::string eff = "    gemm_efficiency: 0.571";
+  CHECK(rm::parse_topology(shipped_topology_with("dgx-h200-ib", eff, ""), "x.yaml").gpu.fp8_gemm_efficiency == 0);
+  CHECK(error_of(shipped_topology_with("dgx-h200-ib", eff, "    gemm_efficiency: 1.354"), true)
             .find("gpu.fp8.gemm_efficiency: expected a number in (0, 1]") != std::string::npos);
-  CHECK(error_of(shipped_topology_with("dgx-h200-ib", fp8, fp8 + "\n    gemm_efficency: 0.354"), true).find("gpu.fp8.") !=
+  CHECK(error_of(shipped_topology_with("dgx-h200-ib", eff, "    gemm_efficency: 0.354"), true).find("gpu.fp8.") !=
         std::string::npos);
 }
 
