@@ -88,10 +88,12 @@ std::string slurm_export(const Plan& plan, const Topology& topology, const std::
     out += variable("CHECKPOINT_DIR", launch.checkpoint_dir);
     out += variable("CHECKPOINT_EVERY", str(launch.checkpoint_every));
   }
+  // A site whose Slurm lacks PMIx submits with SRUN_MPI=pmi2, the script unedited.
+  out += "SRUN_MPI=${SRUN_MPI:-pmix}  # srun --mpi=list shows the site's plugins (pmi2 where Slurm lacks PMIx)\n";
   out += "export OMP_NUM_THREADS=1\n";
   if (backend == "cuda")  // CUDA's default is FASTEST_FIRST (CUDA_DEVICE_ORDER): not the plan's GPU numbers
     out += "export CUDA_DEVICE_ORDER=PCI_BUS_ID  # local rank k on the node's k-th GPU by PCI bus id\n";
-  out += "srun --mpi=pmix --distribution=block:block --cpu-bind=none \\\n";
+  out += "srun --mpi=\"$SRUN_MPI\" --distribution=block:block --cpu-bind=none \\\n";
   if (launch.train)
     out += "  \"$RINGMASTER\" train --plan \"$PLAN\" --data \"$DATA\" --steps \"$STEPS\" \\\n"
            "  --checkpoint-dir \"$CHECKPOINT_DIR\" --checkpoint-every \"$CHECKPOINT_EVERY\" --resume \\\n"

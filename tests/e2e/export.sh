@@ -242,13 +242,13 @@ for path in sys.argv[2:]:
     assert d["predicted"]["fits"] and 0 < d["seq_len"] <= best and d["seq_len"] % (2 * d["plan"]["cp"]) == 0, (path, d["seq_len"], best)
 PY
 
-# ---- the train script runs: srun stood in for by a script that drops its options -------------
+# ---- the train script runs: srun stood in for by a script that logs and drops its options ----
 # (`ringmaster train` outside an MPI job starts the plan's ranks with mpirun), 2 steps with a
 # checkpoint after each, then STEPS=3 at submission resumes after step 2; without DATA the
-# script stops before srun (exit 2, DATA named).
+# script stops before srun (exit 2, DATA named). srun gets --mpi=pmix, or SRUN_MPI's plugin.
 if command -v mpirun >/dev/null 2>&1; then
   mkdir -p "$tmp/bin" "$tmp/job"
-  printf '#!/usr/bin/env bash\nwhile [[ $1 == --* ]]; do shift; done\ntouch "$(dirname "$0")/srun-called"\nexec "$@"\n' >"$tmp/bin/srun"
+  printf '#!/usr/bin/env bash\nwhile [[ $1 == --* ]]; do echo "$1"; shift; done >"$(dirname "$0")/srun-called"\nexec "$@"\n' >"$tmp/bin/srun"
   chmod +x "$tmp/bin/srun"
   cp plan-step-cpu.yaml "$tmp/job/"
   data=$(realpath "$src/data/public_domain.txt")
@@ -260,11 +260,13 @@ if command -v mpirun >/dev/null 2>&1; then
     [[ $(grep -cE '^ +[12] +[0-9.]+ ' "$tmp/job/1.out") -eq 2 ]] || fail "the train script did not print steps 1 and 2: $(cat "$tmp/job/1.out")"
     [[ -d $tmp/job/checkpoints ]] || fail "the train script wrote no checkpoints/ folder"
     [[ -s $tmp/job/measurements-7.jsonl ]] || fail "the train script wrote no measurements-7.jsonl"
+    grep -qx -- "--mpi=pmix" "$tmp/bin/srun-called" || fail "srun's options lack --mpi=pmix: $(cat "$tmp/bin/srun-called")"
   else
     fail "the exported train script exited non-zero: $(tail -3 "$tmp/job/1.err")"
   fi
   checked=$((checked + 1))
-  if submit env STEPS=3 >"$tmp/job/2.out" 2>"$tmp/job/2.err"; then
+  if submit env STEPS=3 SRUN_MPI=pmi2 >"$tmp/job/2.out" 2>"$tmp/job/2.err"; then
+    grep -qx -- "--mpi=pmi2" "$tmp/bin/srun-called" || fail "SRUN_MPI=pmi2 did not reach srun: $(cat "$tmp/bin/srun-called")"
     grep -q "resumed after step 2" "$tmp/job/2.out" || fail "resubmitted with STEPS=3, train did not resume: $(head -3 "$tmp/job/2.out")"
     [[ $(grep -cE '^ +[0-9]+ +[0-9.]+ ' "$tmp/job/2.out") -eq 1 ]] || fail "resubmitted with STEPS=3: want step 3 only: $(cat "$tmp/job/2.out")"
   else
