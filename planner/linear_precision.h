@@ -105,8 +105,7 @@ int tp_gather_element_bytes(Fp8Recipe recipe, int element_bytes);
 // linear_precision_test.cc holds it to 2 %). Outside validation/published.yaml, so no corpus
 // entry is fitted by it. Priced on Meta's 500 W H100 type (grand-teton-h100-96gb) as
 // torchtitan's run: the README names no machine, and its bf16 6150 prices at +5 % there,
-// -13 % on the H100 SXM type (dgx-h100-ib). 0.20 until the fp8 GEMMs took their measured
-// efficiency (the topologies' fp8 gemm_efficiency), then 0.25 on the SXM type; 0.30 here.
+// -13 % on the H100 SXM type (dgx-h100-ib); validation/README.md has its history.
 inline constexpr double kTensorwiseCastEfficiency = 0.30;
 // Transformer Engine's casts (delayed and current scaling): roofline_utils.py's
 // pct_achievable_mem_bw.
