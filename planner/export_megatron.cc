@@ -1,5 +1,7 @@
 #include "planner/export_megatron.h"
 
+#include <cstdio>
+
 #include "planner/cost_model.h"
 #include "planner/export_target.h"
 
@@ -56,6 +58,9 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
   a.kv_channels = model.head_dim;
   a.swiglu = model.gated_ffn;
   a.untie_embeddings = !model.tied_embeddings;
+  a.bias = model.bias;
+  a.attention_dropout = model.attention_dropout;
+  a.hidden_dropout = model.hidden_dropout;
   a.normalization = model.norm == Norm::kRmsNorm ? "RMSNorm" : "LayerNorm";
   if (model.position_embedding == PositionEmbedding::kRope) a.position_embedding_type = "rope";
   if (model.position_embedding == PositionEmbedding::kLearned) a.position_embedding_type = "learned_absolute";
@@ -134,6 +139,18 @@ std::vector<std::string> megatron_rule_violations(const MegatronArgs& a) {
   return v;
 }
 
+namespace {
+
+// A dropout probability as Megatron-LM's float arguments take it: "0.0", "0.1".
+std::string dropout_arg(double p) {
+  if (p == 0) return "0.0";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", p);
+  return buf;
+}
+
+}  // namespace
+
 std::string megatron_command_line(const MegatronArgs& a) {
   std::string s;
   auto add = [&](const std::string& flag, const std::string& value = "") {
@@ -194,11 +211,12 @@ std::string megatron_command_line(const MegatronArgs& a) {
   }
   if (a.kv_channels * a.num_attention_heads != a.hidden_size) add("--kv-channels", std::to_string(a.kv_channels));
   if (a.swiglu) add("--swiglu");
-  // The planner prices bias-free blocks without dropout; Megatron-LM adds biases and drops
-  // out 0.1 by default, which would run (and cost) something else.
-  add("--disable-bias-linear");
-  add("--attention-dropout", "0.0");
-  add("--hidden-dropout", "0.0");
+  // The model's biases and dropout, stated: Megatron-LM's defaults are GPT's (biases on,
+  // dropout 0.1), which would run something other than the model file.
+  if (a.bias != LinearBias::kAll) add("--disable-bias-linear");
+  if (a.bias == LinearBias::kQkv) add("--add-qkv-bias");
+  add("--attention-dropout", dropout_arg(a.attention_dropout));
+  add("--hidden-dropout", dropout_arg(a.hidden_dropout));
   if (a.untie_embeddings) add("--untie-embeddings-and-output-weights");
   add("--normalization", a.normalization);
   add("--position-embedding-type", a.position_embedding_type);

@@ -18,13 +18,14 @@
 //                 --global-batch-size (sequences per optimizer step) --seq-length
 //   model         --num-layers --hidden-size --ffn-hidden-size --num-attention-heads
 //                 [--group-query-attention --num-query-groups] [--kv-channels] [--swiglu]
-//                 --disable-bias-linear --attention-dropout 0.0 --hidden-dropout 0.0
-//                 [--untie-embeddings-and-output-weights] --normalization RMSNorm|LayerNorm
-//                 --position-embedding-type rope|learned_absolute (the model file's `norm`
-//                 and `position_embedding`; ALiBi has no spelling: a violation): the blocks the planner prices
-//                 (no biases, no dropout, embeddings tied as the model file says), where
-//                 Megatron-LM's defaults differ (arguments.py: add_bias_linear on,
-//                 --attention-dropout and --hidden-dropout 0.1, embeddings tied)
+//                 [--disable-bias-linear [--add-qkv-bias]] --attention-dropout P
+//                 --hidden-dropout P [--untie-embeddings-and-output-weights]
+//                 --normalization RMSNorm|LayerNorm --position-embedding-type
+//                 rope|learned_absolute: the blocks the model file describes (`bias`: none,
+//                 qkv or all; `attention_dropout`, `hidden_dropout`; embeddings tied or not;
+//                 `norm`, `position_embedding`; ALiBi has no spelling: a violation), always
+//                 stated, since Megatron-LM's defaults are GPT's (arguments.py:
+//                 add_bias_linear on, both dropouts 0.1, embeddings tied)
 //   attention     --attention-backend flash (the job's flash_attn_2 or flash_attn_3:
 //                 Transformer Engine's FlashAttention, the version installed) or fused
 //                 (cudnn: TE's cuDNN attention); Megatron's default, auto, lets TE choose,
@@ -68,6 +69,8 @@ struct MegatronArgs {
   int num_query_groups = 0, kv_channels = 0;
   bool swiglu = false;
   bool untie_embeddings = true;  // --untie-embeddings-and-output-weights (Megatron ties by default)
+  LinearBias bias = LinearBias::kNone;  // none: --disable-bias-linear; qkv: and --add-qkv-bias
+  double attention_dropout = 0, hidden_dropout = 0;
   std::string normalization;            // --normalization: "RMSNorm" or "LayerNorm" (Megatron's default)
   std::string position_embedding_type;  // "rope", "learned_absolute" (Megatron's default); "" for ALiBi
   // The job's attention kernel (kernel_efficiency.h) and Megatron's --attention-backend for

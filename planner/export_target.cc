@@ -206,6 +206,12 @@ std::string export_refusal(const Plan& plan, const ModelSpec& model, int gpus_pe
     return std::string("model.norm, model.position_embedding: torchtitan's models build RMSNorm blocks with rotary "
                        "embeddings; ") + model.name + " has " + to_string(model.norm) + " and " +
            to_string(model.position_embedding) + " positions: export to Megatron-LM (--to megatron)";
+  if (target == ExportTarget::kTorchtitan && model.bias != LinearBias::kNone)
+    return std::string("model.bias: torchtitan's models build linear layers without biases; ") + model.name +
+           " has them (" + to_string(model.bias) + "): export to Megatron-LM (--to megatron)";
+  if (target == ExportTarget::kTorchtitan && (model.hidden_dropout > 0 || model.attention_dropout > 0))
+    return std::string("model.hidden_dropout, model.attention_dropout: torchtitan's models have no dropout; ") +
+           model.name + " drops out in training: export to Megatron-LM (--to megatron)";
   std::string why = framework_refusal(plan, gpus_per_node, target);
   if (!why.empty() || target != ExportTarget::kMegatron) return why;
   const std::vector<std::string> broken = megatron_rule_violations(megatron_args(plan, model));

@@ -81,6 +81,20 @@ ModelSpec parse_hf_config(const std::string& json_text, const std::string& sourc
   // Qwen2 writes its window size but applies it only with use_sliding_window: true.
   if (r.boolean_or("use_sliding_window", type != "qwen2")) m.sliding_window = r.integer_or("sliding_window", 0, kMaxSeqTokens);
   m.tied_embeddings = r.boolean_or("tie_word_embeddings", arch->tied_by_default);
+  // Biases: Qwen2's attention has them on Q, K and V only (transformers' Qwen2Attention);
+  // the others' `attention_bias` puts them on Q, K, V and the output projection, which
+  // neither ringmaster's `bias` nor Megatron-LM's flags (--add-qkv-bias, all or none) build.
+  if (type == "qwen2") m.bias = LinearBias::kQkv;
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    if (r.boolean_or(key, false))
+      r.fail(key, "expected false (ringmaster builds biases on Q, K, V only, as Qwen2 has them, or on every linear layer, as "
+                  "Megatron-LM's --add-qkv-bias and its default do: a model YAML's `bias: qkv` or `bias: all` is the "
+                  "nearest)");
+  }
+  if (r.has("attention_dropout")) {
+    m.attention_dropout = r.number("attention_dropout", 0, 1);
+    if (m.attention_dropout >= 1) r.fail("attention_dropout", "expected a probability in [0, 1) (got 1)");
+  }
   return m;
 }
 

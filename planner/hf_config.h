@@ -9,6 +9,9 @@
 //   tie_word_embeddings   default: the architecture's (true for gemma, else false)
 //   hidden_act            silu / swish (SwiGLU), gelu, gelu_pytorch_tanh, gelu_new (GeGLU):
 //                         all four architectures use a gated FFN
+//   attention_dropout     default 0 (the model's `attention_dropout`, for exports)
+//   attention_bias, mlp_bias  must be false where present: Qwen2's biases (Q, K, V) are the
+//                         architecture's (`bias: qkv`); others' have no export spelling
 // Anything else in the file (rope, norms, token ids, dtype) does not change the cost or
 // memory model and is ignored; an unknown model_type is refused naming the key.
 #pragma once

@@ -7,18 +7,24 @@
 
 namespace rm {
 
-// The block's norm and position embedding, as a framework is told to build them (Megatron-LM's
-// --normalization and --position-embedding-type). The cost and memory models price every
-// block as Llama's (RMSNorm, rotary: attention_work.h); these change what an export asks
-// for, not a prediction.
+// The block's norm, position embedding and linear-layer biases, as a framework is told to
+// build them (Megatron-LM's --normalization, --position-embedding-type, --disable-bias-linear
+// and --add-qkv-bias). The cost and memory models price every block as Llama's (RMSNorm,
+// rotary, no biases: attention_work.h); these change what an export asks for, not a
+// prediction.
 enum class Norm { kRmsNorm, kLayerNorm };
 enum class PositionEmbedding { kRope, kLearned, kAlibi };
+// kQkv: biases on the Q, K, V projections only (Qwen2); kAll: on every linear layer of the
+// block (GPT-2/GPT-3, MPT without no_bias; Megatron-LM's default, add_bias_linear).
+enum class LinearBias { kNone, kQkv, kAll };
 const char* to_string(Norm v);               // "rmsnorm", "layernorm"
 const char* to_string(PositionEmbedding v);  // "rope", "learned", "alibi"
+const char* to_string(LinearBias v);         // "none", "qkv", "all"
 // Parse; throw InputError naming `where` and `field` and listing the valid spellings
 // (plan_io.cc, with the other enum spellings).
 Norm parse_norm(const std::string& s, const std::string& where, const std::string& field);
 PositionEmbedding parse_position_embedding(const std::string& s, const std::string& where, const std::string& field);
+LinearBias parse_linear_bias(const std::string& s, const std::string& where, const std::string& field);
 
 struct ModelSpec {
   std::string name;
@@ -40,6 +46,13 @@ struct ModelSpec {
   bool tied_embeddings = false;
   Norm norm = Norm::kRmsNorm;                                 // model file key `norm`
   PositionEmbedding position_embedding = PositionEmbedding::kRope;  // `position_embedding`
+  LinearBias bias = LinearBias::kNone;                        // `bias`
+  // Dropout probabilities in training (Megatron-LM's --hidden-dropout, after the attention
+  // and FFN outputs, and --attention-dropout, on the attention probabilities). Exported, not
+  // priced: a fused bias-dropout-add writes and reads a one-byte mask per element, about 1 %
+  // of a GPT-3 5B step at HBM bandwidth, and the attention kernel draws its mask in registers.
+  double hidden_dropout = 0;     // `hidden_dropout`
+  double attention_dropout = 0;  // `attention_dropout`
   // The implementation expands K,V to every query head before the attention call
   // (torchtitan's Llama: repeat_kv ahead of SDPA), so the K,V that context parallelism
   // moves, gathers and accumulates have `heads` heads; the projections stay GQA's. Not a

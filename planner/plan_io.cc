@@ -75,6 +75,11 @@ constexpr std::array<std::pair<PositionEmbedding, const char*>, 3> kPositionEmbe
     {PositionEmbedding::kLearned, "learned"},
     {PositionEmbedding::kAlibi, "alibi"},
 }};
+constexpr std::array<std::pair<LinearBias, const char*>, 3> kLinearBiases{{
+    {LinearBias::kNone, "none"},
+    {LinearBias::kQkv, "qkv"},
+    {LinearBias::kAll, "all"},
+}};
 constexpr std::array<std::pair<Strategy, const char*>, 5> kStrategies{{
     {Strategy::kRing, "ring"},
     {Strategy::kFlashFsdp, "flash-fsdp"},
@@ -199,6 +204,10 @@ Norm parse_norm(const std::string& s, const std::string& where, const std::strin
 }
 PositionEmbedding parse_position_embedding(const std::string& s, const std::string& where, const std::string& field) {
   return parse_enum(s, kPositionEmbeddings, where, field);
+}
+const char* to_string(LinearBias v) { return spell(v, kLinearBiases); }
+LinearBias parse_linear_bias(const std::string& s, const std::string& where, const std::string& field) {
+  return parse_enum(s, kLinearBiases, where, field);
 }
 Checkpointing parse_checkpointing(const std::string& s, const std::string& where, const std::string& field) {
   return parse_enum(s, kCheckpointings, where, field);

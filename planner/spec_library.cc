@@ -233,6 +233,10 @@ ModelSpec parse_model(const std::string& yaml_text, const std::string& source) {
   if (root.has("position_embedding"))
     m.position_embedding = parse_position_embedding(root.str("position_embedding"), root.location("position_embedding"),
                                                     root.field("position_embedding"));
+  if (root.has("bias")) m.bias = parse_linear_bias(root.str("bias"), root.location("bias"), root.field("bias"));
+  const Range probability{0, false, 1, true};  // [0, 1)
+  m.hidden_dropout = root.number_or("hidden_dropout", 0, probability);
+  m.attention_dropout = root.number_or("attention_dropout", 0, probability);
   if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
     root.fail("kv_heads", "expected a divisor of heads " + std::to_string(m.heads) + " (got " +
                               std::to_string(m.kv_heads) + ")");

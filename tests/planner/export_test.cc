@@ -255,6 +255,32 @@ TEST_CASE("Megatron's defaults that differ from the priced block are overridden:
   CHECK(line.find("--hidden-dropout 0.0") != std::string::npos);
 }
 
+TEST_CASE("the biases and dropout exported are the model file's, and torchtitan refuses either") {
+  Study s(16);
+  const Plan p = s.planner.best_ring_plan(study_job(16, 131072), SearchPins{});
+  // GPT-3 as NeMo builds it: Megatron-LM's defaults (biases on every layer), dropout stated.
+  ModelSpec gpt = s.model;
+  gpt.bias = LinearBias::kAll;
+  gpt.hidden_dropout = 0.1;
+  gpt.attention_dropout = 0.1;
+  const std::string all = megatron_command_line(megatron_args(p, gpt));
+  CHECK(all.find("--disable-bias-linear") == std::string::npos);
+  CHECK(all.find("--add-qkv-bias") == std::string::npos);
+  CHECK(all.find("--attention-dropout 0.1 --hidden-dropout 0.1") != std::string::npos);
+  // Qwen2's Q, K, V biases: no biases elsewhere, then the QKV ones back.
+  ModelSpec qwen = s.model;
+  qwen.bias = LinearBias::kQkv;
+  CHECK(megatron_command_line(megatron_args(p, qwen)).find("--disable-bias-linear --add-qkv-bias --attention-dropout 0.0") !=
+        std::string::npos);
+  CHECK(export_refusal(p, qwen, 8, ExportTarget::kTorchtitan).find("model.bias: torchtitan") == 0);
+  ModelSpec dropped = s.model;
+  dropped.attention_dropout = 0.05;
+  CHECK(megatron_command_line(megatron_args(p, dropped)).find("--attention-dropout 0.05 --hidden-dropout 0.0") !=
+        std::string::npos);
+  CHECK(export_refusal(p, dropped, 8, ExportTarget::kTorchtitan).find("model.hidden_dropout, model.attention_dropout") == 0);
+  CHECK(export_refusal(p, s.model, 8, ExportTarget::kTorchtitan).rfind("model.", 0) != 0);  // Llama: the plan's own
+}
+
 TEST_CASE("the norm and position embedding exported are the model file's, and a framework without them refuses") {
   Study s(16);
   const Plan p = s.planner.best_ring_plan(study_job(16, 131072), SearchPins{});

@@ -52,6 +52,25 @@ TEST_CASE("Qwen2 7B: the written window is off (use_sliding_window false)") {
   CHECK_FALSE(m.tied_embeddings);
   // 7.6 B (Qwen2 technical report; norms and QKV biases are the rest).
   CHECK(m.params() == doctest::Approx(7.6e9).epsilon(0.01).scale(0));
+  // Qwen2's attention has biases on Q, K and V only: Megatron-LM's --add-qkv-bias.
+  CHECK(m.bias == LinearBias::kQkv);
+  CHECK(m.attention_dropout == 0);
+}
+
+TEST_CASE("config.json biases and attention dropout") {
+  const std::string base =
+      R"("model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, )"
+      R"("intermediate_size": 128, "vocab_size": 100)";
+  const ModelSpec m = parse_hf_config("{" + base + R"(, "attention_dropout": 0.1, "attention_bias": false})", "c.json");
+  CHECK(m.bias == LinearBias::kNone);
+  CHECK(m.attention_dropout == doctest::Approx(0.1));
+  CHECK(m.hidden_dropout == 0);
+  // Llama's attention_bias puts biases on Q, K, V and O, which no export spells: refused.
+  CHECK(hf_error_of("{" + base + R"(, "attention_bias": true})").rfind("c.json: attention_bias: expected false", 0) == 0);
+  CHECK(hf_error_of("{" + base + R"(, "mlp_bias": true})").rfind("c.json: mlp_bias: expected false", 0) == 0);
+  CHECK(hf_error_of("{" + base + R"(, "attention_dropout": 1.0})") ==
+        "c.json: attention_dropout: expected a probability in [0, 1) (got 1)");
+  CHECK(hf_error_of("{" + base + R"(, "attention_dropout": -0.1})").rfind("c.json: attention_dropout: expected", 0) == 0);
 }
 
 TEST_CASE("Gemma 7B: head_dim of its own, tied embeddings counted once") {
@@ -97,6 +116,37 @@ TEST_CASE("config.json errors name the file and the key") {
   const ModelSpec m = parse_hf_config("{" + base + R"(, "sliding_window": null})", "c.json");
   CHECK(m.sliding_window == 0);
   CHECK(m.kv_heads == 4);  // num_key_value_heads defaults to MHA
+}
+
+TEST_CASE("model YAML: bias and dropout, read strictly") {
+  const std::string yaml =
+      "name: g\nlayers: 2\nhidden: 64\nheads: 4\nkv_heads: 4\nhead_dim: 16\nffn_hidden: 256\nvocab: 100\n";
+  const ModelSpec plain = parse_model(yaml, "g.yaml");
+  CHECK(plain.bias == LinearBias::kNone);
+  CHECK(plain.hidden_dropout == 0);
+  CHECK(plain.attention_dropout == 0);
+  const ModelSpec gpt = parse_model(yaml + "bias: all\nhidden_dropout: 0.1\nattention_dropout: 0.05\n", "g.yaml");
+  CHECK(gpt.bias == LinearBias::kAll);
+  CHECK(gpt.hidden_dropout == doctest::Approx(0.1));
+  CHECK(gpt.attention_dropout == doctest::Approx(0.05));
+  CHECK(gpt.params() == doctest::Approx(plain.params()));  // biases are not counted, as norms
+  CHECK(parse_model(yaml + "bias: qkv\n", "g.yaml").bias == LinearBias::kQkv);
+  auto error_of = [&](const std::string& extra) -> std::string {
+    try {
+      parse_model(yaml + extra, "g.yaml");
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK(error_of("bias: yes\n").find("bias: expected one of none, qkv, all (got 'yes')") != std::string::npos);
+  CHECK(error_of("hidden_dropout: 1\n").find("hidden_dropout: expected a number in [0, 1)") != std::string::npos);
+  // The shipped GPT-3 files say what NeMo's recipes build.
+  const ModelSpec g5 = load_model("gpt3-5b");
+  CHECK(g5.bias == LinearBias::kAll);
+  CHECK(g5.hidden_dropout == doctest::Approx(0.1));
+  CHECK(g5.attention_dropout == doctest::Approx(0.1));
+  CHECK(load_model("llama3-8b").bias == LinearBias::kNone);
 }
 
 TEST_CASE("model YAML: sliding_window and tied_embeddings") {

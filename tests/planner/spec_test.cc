@@ -125,8 +125,9 @@ TEST_CASE("unknown names and paths") {
 
 TEST_CASE("model validation names file, line and field") {
   CHECK(error_of(std::string(kTinyModel) + "dropout: 0.1\n", false) ==
-        "x.yaml:9: dropout: unknown key; expected one of: ffn_hidden, gated_ffn, head_dim, heads, "
-        "hidden, kv_heads, layers, name, norm, note, position_embedding, sliding_window, tied_embeddings, vocab");
+        "x.yaml:9: dropout: unknown key; expected one of: attention_dropout, bias, ffn_hidden, gated_ffn, head_dim, "
+        "heads, hidden, hidden_dropout, kv_heads, layers, name, norm, note, position_embedding, sliding_window, "
+        "tied_embeddings, vocab");
   CHECK(error_of(std::string(kTinyModel) + "norm: batchnorm\n", false) ==
         "x.yaml:9: norm: expected one of rmsnorm, layernorm (got 'batchnorm')");
   CHECK(error_of(std::string(kTinyModel) + "position_embedding: sinusoidal\n", false) ==
