@@ -200,18 +200,24 @@ Framework target_framework(ExportTarget t) {
 
 std::string export_refusal(const Plan& plan, const ModelSpec& model, int gpus_per_node, ExportTarget target) {
   if (target == ExportTarget::kSlurm) return "";
-  // The model first: no plan of it runs there.
-  if (target == ExportTarget::kTorchtitan &&
-      (model.norm != Norm::kRmsNorm || model.position_embedding != PositionEmbedding::kRope))
-    return std::string("model.norm, model.position_embedding: torchtitan's models build RMSNorm blocks with rotary "
-                       "embeddings; ") + model.name + " has " + to_string(model.norm) + " and " +
-           to_string(model.position_embedding) + " positions: export to Megatron-LM (--to megatron)";
-  if (target == ExportTarget::kTorchtitan && model.bias != LinearBias::kNone)
-    return std::string("model.bias: torchtitan's models build linear layers without biases; ") + model.name +
-           " has them (" + to_string(model.bias) + "): export to Megatron-LM (--to megatron)";
-  if (target == ExportTarget::kTorchtitan && (model.hidden_dropout > 0 || model.attention_dropout > 0))
-    return std::string("model.hidden_dropout, model.attention_dropout: torchtitan's models have no dropout; ") +
-           model.name + " drops out in training: export to Megatron-LM (--to megatron)";
+  // The model first: no plan of it runs there. torchtitan's models are Llama blocks.
+  if (target == ExportTarget::kTorchtitan) {
+    std::string fields, has;
+    auto differs = [&](bool d, const char* field, const std::string& what) {
+      if (!d) return;
+      fields += std::string(fields.empty() ? "" : ", ") + "model." + field;
+      has += (has.empty() ? "" : ", ") + what;
+    };
+    differs(model.norm != Norm::kRmsNorm, "norm", to_string(model.norm));
+    differs(model.position_embedding != PositionEmbedding::kRope, "position_embedding",
+            std::string(to_string(model.position_embedding)) + " positions");
+    differs(model.bias != LinearBias::kNone, "bias", std::string("biases (") + to_string(model.bias) + ")");
+    differs(model.hidden_dropout > 0, "hidden_dropout", "hidden dropout");
+    differs(model.attention_dropout > 0, "attention_dropout", "attention dropout");
+    if (!fields.empty())
+      return fields + ": torchtitan's models build RMSNorm blocks with rotary embeddings, no biases and no dropout; " +
+             model.name + " has " + has + ": export to Megatron-LM (--to megatron)";
+  }
   std::string why = framework_refusal(plan, gpus_per_node, target);
   if (!why.empty() || target != ExportTarget::kMegatron) return why;
   const std::vector<std::string> broken = megatron_rule_violations(megatron_args(plan, model));

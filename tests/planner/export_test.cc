@@ -277,7 +277,13 @@ TEST_CASE("the biases and dropout exported are the model file's, and torchtitan 
   dropped.attention_dropout = 0.05;
   CHECK(megatron_command_line(megatron_args(p, dropped)).find("--attention-dropout 0.05 --hidden-dropout 0.0") !=
         std::string::npos);
-  CHECK(export_refusal(p, dropped, 8, ExportTarget::kTorchtitan).find("model.hidden_dropout, model.attention_dropout") == 0);
+  CHECK(export_refusal(p, dropped, 8, ExportTarget::kTorchtitan).find("model.attention_dropout: torchtitan") == 0);
+  // Every field that differs is named.
+  gpt.norm = Norm::kLayerNorm;
+  CHECK(export_refusal(p, gpt, 8, ExportTarget::kTorchtitan) ==
+        "model.norm, model.bias, model.hidden_dropout, model.attention_dropout: torchtitan's models build RMSNorm "
+        "blocks with rotary embeddings, no biases and no dropout; " + gpt.name +
+        " has layernorm, biases (all), hidden dropout, attention dropout: export to Megatron-LM (--to megatron)");
   CHECK(export_refusal(p, s.model, 8, ExportTarget::kTorchtitan).rfind("model.", 0) != 0);  // Llama: the plan's own
 }
 
