@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "planner/attention_work.h"
 #include "planner/cost_model.h"
 #include "planner/export_target.h"
 
@@ -58,6 +59,7 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
   a.kv_channels = model.head_dim;
   a.swiglu = model.gated_ffn;
   a.untie_embeddings = !model.tied_embeddings;
+  a.sliding_window = effective_window(model, plan.job);
   a.bias = model.bias;
   a.attention_dropout = model.attention_dropout;
   a.hidden_dropout = model.hidden_dropout;
@@ -211,6 +213,7 @@ std::string megatron_command_line(const MegatronArgs& a) {
   }
   if (a.kv_channels * a.num_attention_heads != a.hidden_size) add("--kv-channels", std::to_string(a.kv_channels));
   if (a.swiglu) add("--swiglu");
+  if (a.sliding_window > 0) add("--window-size", std::to_string(a.sliding_window - 1) + ",0");
   // The model's biases and dropout, stated: Megatron-LM's defaults are GPT's (biases on,
   // dropout 0.1), which would run something other than the model file.
   if (a.bias != LinearBias::kAll) add("--disable-bias-linear");

@@ -18,10 +18,10 @@
 //                 --global-batch-size (sequences per optimizer step) --seq-length
 //   model         --num-layers --hidden-size --ffn-hidden-size --num-attention-heads
 //                 [--group-query-attention --num-query-groups] [--kv-channels] [--swiglu]
-//                 [--disable-bias-linear [--add-qkv-bias]] --attention-dropout P
+//                 [--window-size W-1,0] [--disable-bias-linear [--add-qkv-bias]] --attention-dropout P
 //                 --hidden-dropout P [--untie-embeddings-and-output-weights]
 //                 --normalization RMSNorm|LayerNorm --position-embedding-type
-//                 rope|learned_absolute: the blocks the model file describes (`bias`: none,
+//                 rope|learned_absolute: the blocks the model file describes (`sliding_window`, `bias`: none,
 //                 qkv or all; `attention_dropout`, `hidden_dropout`; embeddings tied or not;
 //                 `norm`, `position_embedding`; ALiBi has no spelling: a violation), always
 //                 stated, since Megatron-LM's defaults are GPT's (arguments.py:
@@ -70,6 +70,9 @@ struct MegatronArgs {
   bool swiglu = false;
   bool untie_embeddings = true;  // --untie-embeddings-and-output-weights (Megatron ties by default)
   LinearBias bias = LinearBias::kNone;  // none: --disable-bias-linear; qkv: and --add-qkv-bias
+  // The causal sliding window in tokens (effective_window; 0 = none): --window-size W-1,0,
+  // Transformer Engine's (left, right) window, query i attending keys i-W+1..i.
+  int64_t sliding_window = 0;
   double attention_dropout = 0, hidden_dropout = 0;
   std::string normalization;            // --normalization: "RMSNorm" or "LayerNorm" (Megatron's default)
   std::string position_embedding_type;  // "rope", "learned_absolute" (Megatron's default); "" for ALiBi

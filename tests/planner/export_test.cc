@@ -282,9 +282,27 @@ TEST_CASE("the biases and dropout exported are the model file's, and torchtitan 
   gpt.norm = Norm::kLayerNorm;
   CHECK(export_refusal(p, gpt, 8, ExportTarget::kTorchtitan) ==
         "model.norm, model.bias, model.hidden_dropout, model.attention_dropout: torchtitan's models build RMSNorm "
-        "blocks with rotary embeddings, no biases and no dropout; " + gpt.name +
+        "blocks with rotary embeddings, no biases, no sliding window and no dropout; " + gpt.name +
         " has layernorm, biases (all), hidden dropout, attention dropout: export to Megatron-LM (--to megatron)");
   CHECK(export_refusal(p, s.model, 8, ExportTarget::kTorchtitan).rfind("model.", 0) != 0);  // Llama: the plan's own
+}
+
+TEST_CASE("a sliding window exports as Megatron's --window-size, and torchtitan refuses it") {
+  Study s(16);
+  const Plan p = s.planner.best_ring_plan(study_job(16, 131072), SearchPins{});
+  CHECK(megatron_command_line(megatron_args(p, s.model)).find("--window-size") == std::string::npos);
+  // Mistral's 4096: query i attends keys i-4095..i, Transformer Engine's (left, right) = (4095, 0).
+  ModelSpec mistral = s.model;
+  mistral.sliding_window = 4096;
+  CHECK(megatron_command_line(megatron_args(p, mistral)).find("--swiglu --window-size 4095,0 --disable-bias-linear") !=
+        std::string::npos);
+  CHECK(export_refusal(p, mistral, 8, ExportTarget::kTorchtitan).find("model.sliding_window: torchtitan") == 0);
+  CHECK(export_refusal(p, mistral, 8, ExportTarget::kTorchtitan).find("has a sliding window of 4096") !=
+        std::string::npos);
+  // Without the causal mask the window does not apply (effective_window), and none is asked for.
+  Plan bidirectional = p;
+  bidirectional.job.causal = false;
+  CHECK(megatron_command_line(megatron_args(bidirectional, mistral)).find("--window-size") == std::string::npos);
 }
 
 TEST_CASE("the norm and position embedding exported are the model file's, and a framework without them refuses") {
