@@ -211,14 +211,15 @@ std::string export_refusal(const Plan& plan, const ModelSpec& model, int gpus_pe
     differs(model.norm != Norm::kRmsNorm, "norm", to_string(model.norm));
     differs(model.position_embedding != PositionEmbedding::kRope, "position_embedding",
             std::string(to_string(model.position_embedding)) + " positions");
+    differs(!model.gated_ffn, "gated_ffn", "a plain FFN");
     differs(model.bias != LinearBias::kNone, "bias", std::string("biases (") + to_string(model.bias) + ")");
     const int64_t window = effective_window(model, plan.job);
     differs(window > 0, "sliding_window", "a sliding window of " + std::to_string(window));
     differs(model.hidden_dropout > 0, "hidden_dropout", "hidden dropout");
     differs(model.attention_dropout > 0, "attention_dropout", "attention dropout");
     if (!fields.empty())
-      return fields + ": torchtitan's models build RMSNorm blocks with rotary embeddings, no biases, no sliding window "
-                      "and no dropout; " +
+      return fields + ": torchtitan's models build RMSNorm blocks with rotary embeddings, SwiGLU FFNs, no biases, no "
+                      "sliding window and no dropout; " +
              model.name + " has " + has + ": export to Megatron-LM (--to megatron)";
   }
   std::string why = framework_refusal(plan, gpus_per_node, target);

@@ -282,8 +282,12 @@ TEST_CASE("the biases and dropout exported are the model file's, and torchtitan 
   gpt.norm = Norm::kLayerNorm;
   CHECK(export_refusal(p, gpt, 8, ExportTarget::kTorchtitan) ==
         "model.norm, model.bias, model.hidden_dropout, model.attention_dropout: torchtitan's models build RMSNorm "
-        "blocks with rotary embeddings, no biases, no sliding window and no dropout; " + gpt.name +
+        "blocks with rotary embeddings, SwiGLU FFNs, no biases, no sliding window and no dropout; " + gpt.name +
         " has layernorm, biases (all), hidden dropout, attention dropout: export to Megatron-LM (--to megatron)");
+  // GPT's plain FFN too: torchtitan's Llama FFN is SwiGLU only.
+  ModelSpec plain = s.model;
+  plain.gated_ffn = false;
+  CHECK(export_refusal(p, plain, 8, ExportTarget::kTorchtitan).find("model.gated_ffn: torchtitan") == 0);
   CHECK(export_refusal(p, s.model, 8, ExportTarget::kTorchtitan).rfind("model.", 0) != 0);  // Llama: the plan's own
 }
 
