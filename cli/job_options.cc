@@ -8,6 +8,7 @@
 #include "planner/input_error.h"
 #include "planner/input_limits.h"
 #include "planner/linear_precision.h"
+#include "planner/memory_model.h"
 #include "planner/plan_loader.h"
 #include "planner/spec_library.h"
 #include "planner/units.h"
@@ -53,6 +54,17 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
                 "or in bf16, the GPU's element type (Megatron-LM's --grad-reduce-in-bf16; NVIDIA's performance "
                 "recipes; the default without --target)")
       ->excludes(fp32_grads);
+  cmd->add_option("--main-params-dtype", o.main_params_dtype,
+                  "Adam's master params: fp32 (default) or fp16 (Megatron-LM's --main-params-dtype, with "
+                  "--use-precision-aware-optimizer)");
+  cmd->add_flag("--store-param-remainders", o.store_param_remainders,
+                "the fp32 master kept as the 16 bits its bf16 param lacks, 2 bytes a parameter (Transformer "
+                "Engine's FusedAdam under Megatron-LM's --use-precision-aware-optimizer, its default there; apex's "
+                "DistributedFusedAdam under NeMo's bf16 O2)");
+  cmd->add_option("--exp-avg-dtype", o.exp_avg_dtype,
+                  "Adam's first moment: fp32 (default), fp16, bf16 or fp8 (Megatron-LM's --exp-avg-dtype)");
+  cmd->add_option("--exp-avg-sq-dtype", o.exp_avg_sq_dtype,
+                  "Adam's second moment: fp32 (default), fp16, bf16 or fp8 (Megatron-LM's --exp-avg-sq-dtype)");
   cmd->add_option("--workload", o.workload,
                   "what is predicted: attention (ring attention fwd+bwd), layer, or step (default)");
   cmd->add_option("--profile", o.profile, "calibrated profile YAML from `ringmaster calibrate`");
@@ -180,6 +192,16 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   r.job.workload = parse_workload(o.workload, kCommandLine, "--workload");
   if (!o.fp8.empty()) r.job.fp8_recipe = parse_fp8_recipe(o.fp8, kCommandLine, "--fp8");
   apply_plan_precision(r.topology, r.job.fp8_recipe, o.profile, kCommandLine, "--fp8");
+  OptimizerStates& opt = r.job.optimizer;
+  auto dtype = [&](const std::string& v, const char* option, bool main_params) {
+    return v.empty() ? StateDtype::kFp32 : parse_state_dtype(v, kCommandLine, option, main_params);
+  };
+  opt.main_params_dtype = dtype(o.main_params_dtype, "--main-params-dtype", true);
+  opt.store_param_remainders = o.store_param_remainders;
+  opt.exp_avg_dtype = dtype(o.exp_avg_dtype, "--exp-avg-dtype", false);
+  opt.exp_avg_sq_dtype = dtype(o.exp_avg_sq_dtype, "--exp-avg-sq-dtype", false);
+  if (const std::string why = optimizer_states_why_invalid(opt, r.topology.gpu.element_bytes); !why.empty())
+    fail_input(kCommandLine, "--store-param-remainders", why);
   r.topology.gpu.memory_bytes *= 1 - o.headroom;  // the fabric copies the topology: before it
   build_fabric_and_costs(r.topology, gpus, o.profile, r.fabric, r.cost);
 

@@ -34,6 +34,9 @@ struct JobOptions {
   std::string profile;       // calibrated profile YAML (ringmaster calibrate)
   std::string attention_kernel = kDefaultAttentionKernel;
   std::string fp8;  // --fp8 RECIPE; empty: bf16 linear layers
+  // Adam's states (Job::optimizer, Megatron-LM's names); empty: fp32.
+  std::string main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype;
+  bool store_param_remainders = false;
   double headroom = 0;       // share of GPU memory kept free (`plan --headroom`): fits means
                              // memory <= (1 - headroom) x the GPU's
   // Pins (unset = searched; a given 0 is refused, not taken as unset).
@@ -63,7 +66,8 @@ struct ResolvedJob {
 inline constexpr const char* kSeqOptionNames = "--seq,--seq-length,--seq-len";
 
 // Adds --model --topology --batch-tokens --causal/--no-causal --chunked-loss/--no-chunked-loss
-// --grad-reduce-in-fp32/--grad-reduce-in-bf16 --workload --profile and the
+// --grad-reduce-in-fp32/--grad-reduce-in-bf16 --main-params-dtype --store-param-remainders
+// --exp-avg-dtype --exp-avg-sq-dtype --workload --profile and the
 // pins (--cp-comm-type --tp --tp-comm-overlap/--no-tp-comm-overlap --pp --virtual-stages
 // --account-for-{embedding,loss}-in-pipeline-split (and --no-) --cp --dp --schedule --order --load-balance --block-q --block-kv
 // --kv-subblocks --checkpointing --micro-batch --sharding; Megatron's names where they differ).

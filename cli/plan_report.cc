@@ -112,6 +112,18 @@ const char* whole_loss_text(WholeLoss loss) {
   return "whole: the micro-step's fp32 logits and their gradient at once, ";
 }
 
+// Adam's states as the plan keeps them, and their bytes a parameter (memory_model.h).
+std::string optimizer_states_cell(const OptimizerStates& o) {
+  const std::string master = o.store_param_remainders ? "master as the 16 bits its bf16 param lacks"
+                                                      : std::string(to_string(o.main_params_dtype)) + " master";
+  const std::string moments =
+      o.exp_avg_dtype == o.exp_avg_sq_dtype
+          ? std::string(to_string(o.exp_avg_dtype)) + " exp_avg and exp_avg_sq"
+          : std::string(to_string(o.exp_avg_dtype)) + " exp_avg, " + to_string(o.exp_avg_sq_dtype) + " exp_avg_sq";
+  return master + ", " + moments + ": " + sig(optimizer_state_bytes(o), 3) + " bytes a parameter" +
+         (precision_aware_optimizer(o) ? " (precision-aware optimizer)" : "");
+}
+
 }  // namespace
 
 std::string idle_replicas_text(const Job& job, int dp) {
@@ -216,6 +228,8 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   if (j.workload == Workload::kStep)
     choice.add_row({"gradients", std::string("accumulated and reduced in ") + grad_type +
                                      (j.grad_reduce_in_fp32 ? " (grad_reduce_in_fp32)" : " (the GPU's element type)")});
+  if (j.workload == Workload::kStep && j.passes == Passes::kForwardBackward)
+    choice.add_row({"optimizer states", optimizer_states_cell(j.optimizer)});
   if (j.framework != Framework::kAny) {  // named by --target: the GEMMs' rate, how it shards
     choice.add_row({"priced for", j.framework == Framework::kMegatron
                                       ? "megatron (Megatron-Core: GEMMs at the size curve's limit)"

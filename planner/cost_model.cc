@@ -1439,7 +1439,7 @@ Prediction CostModel::price(const Job& job, const PlanChoice& asked, const RingP
       }
       const double dp_total = L * dp_layer + dp_ends;
       // Adam on the GPU's optimizer shard (memory_model.h's state_shards).
-      const double opt = fwd_only ? 0 : cost_.optimizer_s(m.params() / (ch.tp * state_shards(ch).optimizer));
+      const double opt = fwd_only ? 0 : cost_.optimizer_s(m.params() / (ch.tp * state_shards(ch).optimizer), optimizer_state_bytes(job.optimizer));
       time = accum * (L * real.total() + logits) + dp_total + opt;
       free_time = accum * (L * free.total() + logits) + opt;
       tokens = static_cast<double>(seqs * job.seq_len);

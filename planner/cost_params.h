@@ -15,9 +15,12 @@
 namespace rm {
 
 inline constexpr int kLinkClassCount = 7;  // LinkClass enumerators
-// Adam's update moves per parameter: read and write the fp32 master, m and v (24 B), the
-// bf16 param, read the bf16 grad (6 B).
-inline constexpr double kOptimizerBytesPerParam = 30;
+// Adam's update moves per parameter: reads and writes its states (`state_bytes`,
+// memory_model.h optimizer_state_bytes: the master and the moments), the bf16 param, reads
+// the bf16 grad (6 B).
+constexpr double optimizer_update_bytes(double state_bytes) { return 2 * state_bytes + 6; }
+// With fp32 master and moments (12 B): 30 B. The executor's Adam keeps them so.
+inline constexpr double kOptimizerBytesPerParam = optimizer_update_bytes(12);
 
 struct LinkOverride {
   double alpha_s = 0;           // end-to-end latency of one message; 0 = sum of route latencies
@@ -121,17 +124,19 @@ struct CostParams {
     if (attention.merge_bytes <= 0) return 0;  // the kernel merges in place: no slice either
     return attention.merge_bytes + (sliced ? attention.slice_merge_bytes : 0);
   }
-  // The optimizer's rate over kOptimizerBytesPerParam; 0 = memory bound at
-  // hbm_bytes_per_s (a calibrated profile sets it where the update is not, as on a CPU).
+  // The optimizer's rate over the bytes its update moves (optimizer_update_bytes); 0 =
+  // memory bound at hbm_bytes_per_s (a calibrated profile sets it where the update is not,
+  // as on a CPU).
   double optimizer_bytes_per_s = 0;
   // What of a collective of `x` seconds stays exposed when `window` seconds of compute run
   // between its post and its wait: x - o·min(window, x) (x - window at o = 1).
   double collective_exposed_s(double x, double window) const {
     return x - collective_overlap * std::min(std::max(0.0, window), x);
   }
-  // Adam update of `params` parameters.
-  double optimizer_s(double params) const {
-    return kOptimizerBytesPerParam * params /
+  // Adam update of `params` parameters whose states take `state_bytes` each
+  // (optimizer_state_bytes).
+  double optimizer_s(double params, double state_bytes) const {
+    return optimizer_update_bytes(state_bytes) * params /
            (optimizer_bytes_per_s > 0 ? optimizer_bytes_per_s : hbm_bytes_per_s);
   }
 };

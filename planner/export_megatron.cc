@@ -5,6 +5,7 @@
 #include "planner/attention_work.h"
 #include "planner/cost_model.h"
 #include "planner/export_target.h"
+#include "planner/memory_model.h"
 
 namespace rm {
 
@@ -73,6 +74,7 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model) {
     a.attention_backend = "fused";
   a.grad_reduce_in_bf16 = !plan.job.grad_reduce_in_fp32;
   a.fp8 = plan.job.fp8_recipe;
+  a.optimizer = plan.job.optimizer;
   return a;
 }
 
@@ -124,6 +126,10 @@ std::vector<std::string> megatron_rule_violations(const MegatronArgs& a) {
                 "cuDNN's (fused: cudnn), not this kernel (megatron/training/arguments.py, AttnBackend)");
   if (const std::string why = fp8_recipe_refusal(ExportTarget::kMegatron, a.fp8); !why.empty())
     v.push_back("plan.fp8_recipe: " + why);
+  if (precision_aware_optimizer(a.optimizer) && !a.distributed_optimizer && a.fsdp_strategy.empty())
+    v.push_back("optimizer states: Megatron-LM's --use-precision-aware-optimizer runs only with the distributed "
+                "optimizer (OptimizerConfig: \"only supported with distributed optimizer\"; plan with --sharding zero1, "
+                "zero2 or fsdp)");
   const int accounted = (a.account_for_embedding_in_pipeline_split ? 1 : 0) + (a.account_for_loss_in_pipeline_split ? 1 : 0);
   const std::string units = "--num-layers " + std::to_string(a.num_layers) +
                             (accounted ? " + " + std::to_string(accounted) + " accounted" : "");
@@ -230,6 +236,14 @@ std::string megatron_command_line(const MegatronArgs& a) {
     add("--fp8-recipe", a.fp8 == Fp8Recipe::kDelayed ? "delayed" : "tensorwise");  // Megatron's name for TE's current scaling
   }
   if (a.grad_reduce_in_bf16) add("--grad-reduce-in-bf16");
+  const OptimizerStates& o = a.optimizer;
+  if (precision_aware_optimizer(o)) {
+    add("--use-precision-aware-optimizer");
+    if (o.main_params_dtype != StateDtype::kFp32) add("--main-params-dtype", to_string(o.main_params_dtype));
+    if (o.exp_avg_dtype != StateDtype::kFp32) add("--exp-avg-dtype", to_string(o.exp_avg_dtype));
+    if (o.exp_avg_sq_dtype != StateDtype::kFp32) add("--exp-avg-sq-dtype", to_string(o.exp_avg_sq_dtype));
+    if (o.main_params_dtype == StateDtype::kFp32 && !o.store_param_remainders) add("--no-store-param-remainders");
+  }
   return s;
 }
 

@@ -86,6 +86,11 @@ struct MegatronArgs {
   // (delayed; tensorwise = TE's current scaling), with --fp8-format hybrid (E4M3 forward,
   // E5M2 gradients, TE's default recipe format). kNone: --bf16 alone.
   Fp8Recipe fp8 = Fp8Recipe::kNone;
+  // Adam's states (Job::optimizer): other than fp32 all, --use-precision-aware-optimizer with
+  // --main-params-dtype, --exp-avg-dtype, --exp-avg-sq-dtype where not fp32 and
+  // --no-store-param-remainders where an fp32 master is kept whole (the remainders are
+  // Megatron-Core's default under it, OptimizerConfig store_param_remainders).
+  OptimizerStates optimizer;
 };
 
 // The arguments for `plan` (one export_refusal(kMegatron) accepts; strategy, degrees,
@@ -105,6 +110,9 @@ MegatronArgs megatron_args(const Plan& plan, const ModelSpec& model);
 //  - sequence parallel only with TP > 1; virtual pipeline stages only with PP > 1
 //  - an attention kernel --attention-backend names (flash, fused), and a position embedding
 //    --position-embedding-type names (not ALiBi)
+//  - the precision-aware optimizer only with the distributed optimizer (OptimizerConfig
+//    __post_init__: "--use-precision-aware-optimizer only supported with distributed
+//    optimizer"; Megatron-FSDP sets it too)
 std::vector<std::string> megatron_rule_violations(const MegatronArgs& a);
 
 // "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 ...": one line.

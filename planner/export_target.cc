@@ -189,6 +189,13 @@ std::string fp8_recipe_refusal(ExportTarget t, Fp8Recipe recipe) {
   return "";
 }
 
+std::string optimizer_states_refusal(ExportTarget t, const OptimizerStates& o) {
+  if (t != ExportTarget::kTorchtitan || !precision_aware_optimizer(o)) return "";
+  return "torchtitan's AdamW keeps fp32 master params and moments (12 bytes a parameter; the plan keeps " +
+         std::to_string(static_cast<int>(optimizer_state_bytes(o))) + "): drop --main-params-dtype, --store-param-remainders, --exp-avg-dtype "
+         "and --exp-avg-sq-dtype, or --target megatron (its --use-precision-aware-optimizer)";
+}
+
 Framework target_framework(ExportTarget t) {
   switch (t) {
     case ExportTarget::kMegatron: return Framework::kMegatron;
@@ -222,6 +229,9 @@ std::string export_refusal(const Plan& plan, const ModelSpec& model, int gpus_pe
                       "sliding window and no dropout; " +
              model.name + " has " + has + ": export to Megatron-LM (--to megatron)";
   }
+  // Then the job's optimizer: no plan of it runs there either.
+  if (const std::string why = optimizer_states_refusal(target, plan.job.optimizer); !why.empty())
+    return "optimizer states: " + why;
   std::string why = framework_refusal(plan, gpus_per_node, target);
   if (!why.empty() || target != ExportTarget::kMegatron) return why;
   const std::vector<std::string> broken = megatron_rule_violations(megatron_args(plan, model));
@@ -275,6 +285,8 @@ Plan plan_for_target(Planner& planner, const Job& asked, const SearchPins& pins,
   if (p.order && *p.order == "searched")
     fail_input(where, "--order", "a searched order may move ranks across nodes, which torchrun cannot place");
   if (const std::string why = fp8_recipe_refusal(target, job.fp8_recipe); !why.empty()) fail_input(where, "--fp8", why);
+  if (const std::string why = optimizer_states_refusal(target, job.optimizer); !why.empty())
+    fail_input(where, "--target", why);
   const bool ring_pinned = pins.schedule || pins.order || pins.load_balance || pins.kv_subblocks;
   if (!p.cp_comm_type || *p.cp_comm_type == Strategy::kRing) {  // the ring the target has
     p.schedule = Schedule::kFlat;
@@ -364,6 +376,12 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
     return std::string("fp8_recipe: the executor's linear layers run in fp32 or bf16, not float8 (got ") +
            to_string(plan.job.fp8_recipe) +
            "): such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: re-plan without --fp8";
+  if (plan.job.workload == Workload::kStep && precision_aware_optimizer(plan.job.optimizer))
+    return "store_param_remainders, main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype: the executor's AdamW keeps "
+           "fp32 master params and moments (12 bytes a parameter; the plan keeps " +
+           std::to_string(static_cast<int>(optimizer_state_bytes(plan.job.optimizer))) +
+           "): such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: re-plan with fp32 "
+           "states";
   if (plan.choice.tp > 1 && backend != "cpu")
     return "plan.tp: the " + backend + " backend runs plans without tensor parallelism (got tp " +
            std::to_string(plan.choice.tp) +

@@ -36,6 +36,10 @@ Framework target_framework(ExportTarget t);
 // for bf16): torchtitan's float8 is torchao's tensorwise scaling, Megatron-LM's Transformer
 // Engine's delayed or current scaling. plan --target refuses by it, export says it.
 std::string fp8_recipe_refusal(ExportTarget t, Fp8Recipe recipe);
+// Why a target's framework cannot keep Adam's states as `o` says ("" when it can): torchtitan's
+// AdamW (torch.optim over FSDP2's fp32 shards) keeps fp32 master and moments; Megatron-LM's
+// precision-aware optimizer keeps any (with its distributed optimizer: megatron_rule_violations).
+std::string optimizer_states_refusal(ExportTarget t, const OptimizerStates& o);
 
 struct RankPlacement {
   int nodes = 0;

@@ -190,22 +190,57 @@ StateShards state_shards(const PlanChoice& ch) {
 namespace {
 
 // stage_model_state_bytes for one TP member's weights, `shard` (tp_shard's), gradients at `g` bytes.
-double shard_state_bytes(const ModelSpec& shard, const PlanChoice& choice, int e, int g, int stage) {
+double shard_state_bytes(const ModelSpec& shard, const PlanChoice& choice, int e, int g, double optimizer, int stage) {
   const StateShards n = state_shards(choice);
   const double psi = pp_stage_params(shard, pp_layout(shard.layers, choice), stage);
-  return e * psi / n.params + g * psi / n.grads + kOptimizerStateBytesPerParam * psi / n.optimizer;
+  return e * psi / n.params + g * psi / n.grads + optimizer * psi / n.optimizer;
+}
+
+double state_dtype_bytes(StateDtype d) {
+  switch (d) {
+    case StateDtype::kFp32: return 4;
+    case StateDtype::kFp16:
+    case StateDtype::kBf16: return 2;
+    case StateDtype::kFp8: return 1;
+  }
+  return 4;
 }
 
 }  // namespace
 
-double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int e, int stage, int grad_bytes) {
-  return shard_state_bytes(tp_shard(m, std::max(1, choice.tp)), choice, e, grad_bytes > 0 ? grad_bytes : e, stage);
+double optimizer_state_bytes(const OptimizerStates& j) {
+  const double master = j.store_param_remainders ? 2 : state_dtype_bytes(j.main_params_dtype);
+  return master + state_dtype_bytes(j.exp_avg_dtype) + state_dtype_bytes(j.exp_avg_sq_dtype);
+}
+
+std::string optimizer_states_why_invalid(const OptimizerStates& j, int element_bytes) {
+  if (!j.store_param_remainders) return "";
+  if (j.main_params_dtype != StateDtype::kFp32)
+    return std::string("needs main_params_dtype fp32: the remainders complete a bf16 param to its fp32 master (got ") +
+           to_string(j.main_params_dtype) + ")";
+  if (element_bytes != 2)
+    return "needs 16-bit (bf16) params: the GPU's element type has " + std::to_string(element_bytes) + " bytes";
+  return "";
+}
+
+bool precision_aware_optimizer(const OptimizerStates& j) {
+  return j.store_param_remainders || j.main_params_dtype != StateDtype::kFp32 ||
+         j.exp_avg_dtype != StateDtype::kFp32 || j.exp_avg_sq_dtype != StateDtype::kFp32;
+}
+
+StateBytes job_state_bytes(const Job& job, const PlanChoice& choice, int element_bytes) {
+  return {grad_element_bytes(job, choice, element_bytes), optimizer_state_bytes(job.optimizer)};
+}
+
+double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int e, int stage, StateBytes state) {
+  return shard_state_bytes(tp_shard(m, std::max(1, choice.tp)), choice, e, state.grads > 0 ? state.grads : e,
+                           state.optimizer, stage);
 }
 
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
-                                 const GpuSpec& gpu, const LayerHolding& holding, int grad_bytes) {
+                                 const GpuSpec& gpu, const LayerHolding& holding, StateBytes state) {
   const int e = gpu.element_bytes;
-  const int g = grad_bytes > 0 ? grad_bytes : e;
+  const int g = state.grads > 0 ? state.grads : e;
   const int P = std::max(1, choice.cp);
   const int tp = std::max(1, choice.tp);
   const double c = static_cast<double>(seq_len / P);
@@ -240,7 +275,7 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
   const RingBuffers rb = shard_ring_buffers(m, shard, choice, seq_len, gpu, holding);
   double peak = -1;
   for (int s : pp_peak_stage_candidates(pp)) {
-    const double states = shard_state_bytes(shard, choice, e, g, s);
+    const double states = shard_state_bytes(shard, choice, e, g, state.optimizer, s);
     const PipelineStageBuffers buffers =
         pipeline_stage_buffers(layout, s, holding.framework, holding.backward, micro_batches, boundary, final_hidden);
     std::vector<double> chunk_bytes(static_cast<size_t>(layout.virtual_stages));
@@ -288,7 +323,7 @@ RingBuffers plan_ring_buffers(const ModelSpec& m, const Job& job, const PlanChoi
 MemoryBreakdown plan_memory(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu) {
   return memory_breakdown(m, as_run(job, choice), job.seq_len, gpu,
                           layer_holding(m, job, choice.tp, gpu.element_bytes),
-                          grad_element_bytes(job, choice, gpu.element_bytes));
+                          job_state_bytes(job, choice, gpu.element_bytes));
 }
 
 }  // namespace rm

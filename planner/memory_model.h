@@ -70,10 +70,29 @@ WholeLoss whole_loss(Framework framework, bool compiled, int tp);
 //    subtraction made a second fp32 copy.)
 //  - kFp32Pair, no framework named (Framework::kAny), 8: the fp32 logits and their gradient.
 double whole_loss_bytes_per_logit(WholeLoss loss, int element_bytes);
-// Mixed-precision Adam: the fp32 master copy and Adam's fp32 m and v, K = 12 bytes per
-// parameter (ZeRO paper, Rajbhandari et al. 2020, Sec. 3.1); params and grads are held at
-// the GPU's element bytes e (bf16: 2 + 2 + 12 = 16 bytes per parameter in all).
-inline constexpr double kOptimizerStateBytesPerParam = 12;
+// Mixed-precision Adam's states per parameter, K: the master copy and the moments m and v
+// as OptimizerStates (plan.h) says. By default fp32 all, K = 12 (ZeRO paper, Rajbhandari et al. 2020, Sec.
+// 3.1; params and grads at the GPU's element bytes e: bf16 2 + 2 + 12 = 16 bytes in all).
+// The master as remainders takes 2 bytes (the 16 bits of the fp32 value that the bf16 param
+// lacks: Transformer Engine's FusedAdam store_param_remainders, apex DistributedFusedAdam's),
+// as fp16 2; a moment 4 (fp32), 2 (fp16, bf16) or 1 (fp8, its per-tensor scale aside).
+double optimizer_state_bytes(const OptimizerStates& o);
+// What a parameter's states beside its weight take, in bytes: its gradient (`grads`,
+// data_parallel.h grad_element_bytes; 0: the GPU's element bytes) and Adam's states
+// (`optimizer`, optimizer_state_bytes; 12 by default).
+struct StateBytes {
+  int grads = 0;
+  double optimizer = 12;
+};
+// The job's: grad_element_bytes (data_parallel.h) and optimizer_state_bytes.
+StateBytes job_state_bytes(const Job& job, const PlanChoice& choice, int element_bytes);
+// Why optimizer states cannot be kept so, or "": store_param_remainders needs
+// fp32 master params (the remainder completes a bf16 param to fp32) and a GPU whose element
+// type is bf16 (`element_bytes` 2).
+std::string optimizer_states_why_invalid(const OptimizerStates& o, int element_bytes);
+// Whether Adam's states are other than all fp32: Megatron-Core's
+// precision-aware optimizer (--use-precision-aware-optimizer).
+bool precision_aware_optimizer(const OptimizerStates& o);
 // PyTorch's caching allocator holds more than the live tensors at their peak: blocks split
 // for smaller requests, freed blocks of sizes the next requests cannot reuse. Its peak
 // reserve over its peak allocation (torch.cuda.max_memory_reserved / max_memory_allocated)
@@ -228,10 +247,9 @@ RingBuffers ring_buffers(const ModelSpec& m, const PlanChoice& choice, int64_t s
 //   runtime_reserve  gpu.runtime_reserve_bytes
 // and beside them, not in total(): allocator_cache, kAllocatorCacheFraction x the four
 // above (MemoryBreakdown::live), at most what the device has left after total().
-// `grad_bytes`: bytes per gradient element (data_parallel.h's grad_element_bytes; 0: the
-// GPU's element bytes e), in the model states and the layer buffers' gradients.
+// `state`: the bytes of a gradient and of a parameter's optimizer states (StateBytes).
 MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, int64_t seq_len,
-                                 const GpuSpec& gpu, const LayerHolding& holding = {}, int grad_bytes = 0);
+                                 const GpuSpec& gpu, const LayerHolding& holding = {}, StateBytes state = {});
 
 // A layer's buffers as the job's framework holds them: ring_buffers with the job's
 // layer_holding. The plan table asks this one; the schedule generator keeps the
@@ -239,14 +257,14 @@ MemoryBreakdown memory_breakdown(const ModelSpec& m, const PlanChoice& choice, i
 RingBuffers plan_ring_buffers(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu);
 
 // A plan's memory as its framework runs it: memory_breakdown of as_run(job, choice) with the
-// job's layer_holding and grad_element_bytes (data_parallel.h). The cost model, the search and
+// job's layer_holding and job_state_bytes. The cost model, the search and
 // the schedule generator all ask this one.
 MemoryBreakdown plan_memory(const ModelSpec& m, const Job& job, const PlanChoice& choice, const GpuSpec& gpu);
 
 // model_states of pipeline stage `stage` (0 without a pipeline): its TP member's
-// parameters (pp_stage_params) as the sharding level holds them, gradients at `grad_bytes`
-// (0: element_bytes). The schedule generator allocates each stage's own.
+// parameters (pp_stage_params) as the sharding level holds them, with `state`'s gradient and
+// optimizer bytes. The schedule generator allocates each stage's own.
 double stage_model_state_bytes(const ModelSpec& m, const PlanChoice& choice, int element_bytes, int stage,
-                               int grad_bytes = 0);
+                               StateBytes state = {});
 
 }  // namespace rm

@@ -492,7 +492,7 @@ CostModel::PipelineStep CostModel::pipeline_step(const Job& job, const PlanChoic
   const ModelSpec& ms = shard(ch.tp);
   double largest = 0;
   for (int s : pp_peak_stage_candidates(p)) largest = std::max(largest, pp_stage_params(ms, layout, s));
-  const double opt = fwd_only ? 0 : cost_.optimizer_s(largest / state_shards(ch).optimizer);
+  const double opt = fwd_only ? 0 : cost_.optimizer_s(largest / state_shards(ch).optimizer, optimizer_state_bytes(job.optimizer));
 
   out.time = rt.step_s + fsdp_ends.tail + opt;
   out.free_time = ft.step_s + opt;

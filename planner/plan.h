@@ -24,6 +24,8 @@ class Node;
 
 namespace rm {
 
+class YamlMap;
+
 // kUsp: Megatron's a2a+p2p (unified sequence parallelism): all-to-all over heads inside a
 // node (PlanChoice::cp_a2a GPUs, Ulysses), then a p2p ring of cp / cp_a2a GPUs across nodes
 // carrying K,V of the h / cp_a2a heads each GPU then holds (usp_plan.h).
@@ -42,6 +44,10 @@ enum class Passes { kForward, kForwardBackward };
 // scaling (Megatron-LM / NeMo fp8) or its current scaling (Float8CurrentScaling, NeMo's and
 // Megatron-Bridge's "FP8-CS").
 enum class Fp8Recipe { kNone, kTensorwise, kDelayed, kCurrent };
+// A dtype Adam keeps a state in (Megatron-Core's precision-aware optimizer, OptimizerConfig
+// main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype; Megatron-LM's --main-params-dtype,
+// --exp-avg-dtype, --exp-avg-sq-dtype): fp32, fp16, bf16, or fp8 (scaled per tensor).
+enum class StateDtype { kFp32, kFp16, kBf16, kFp8 };
 // The training framework a plan is priced for (`plan --target`, the corpus's `framework`):
 // where its GEMMs pay the GEMM size curve (data_parallel.h pays_gemm_size_curve). kAny: no
 // framework named; kMegatron: Megatron-Core with Transformer Engine (Megatron-LM, NeMo,
@@ -84,6 +90,7 @@ const char* to_string(Passes v);
 const char* to_string(Sharding v);  // "ddp", "zero1", "zero2", "fsdp", "hsdp" ("none")
 const char* to_string(Framework v);  // "any", "megatron", "pytorch"
 const char* to_string(Fp8Recipe v);  // "tensorwise", "delayed", "current" ("none")
+const char* to_string(StateDtype v);  // "fp32", "fp16", "bf16", "fp8"
 // Parse; throw InputError naming `where` and `field` and listing the valid spellings.
 Strategy parse_strategy(const std::string& s, const std::string& where, const std::string& field);
 Schedule parse_schedule(const std::string& s, const std::string& where, const std::string& field);
@@ -98,6 +105,29 @@ Sharding parse_sharding(const std::string& s, const std::string& where, const st
 Framework parse_framework(const std::string& s, const std::string& where, const std::string& field);
 // An fp8 recipe: tensorwise, delayed or current ("none" is refused).
 Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& where, const std::string& field);
+// An optimizer state's dtype: fp32, fp16, bf16 or fp8; `main_params` (the master copy):
+// fp32 or fp16 only, Megatron-LM's choices.
+StateDtype parse_state_dtype(const std::string& s, const std::string& where, const std::string& field,
+                             bool main_params = false);
+
+// Adam's states as the optimizer keeps them (memory_model.h optimizer_state_bytes), in
+// Megatron-Core's OptimizerConfig terms (--use-precision-aware-optimizer): the master params
+// in main_params_dtype (fp32 or fp16), or as the 16 bits of the fp32 master that the bf16
+// param lacks (store_param_remainders: Transformer Engine's FusedAdam under the
+// precision-aware optimizer, apex's DistributedFusedAdam under NeMo's bf16 O2), and the two
+// moments in exp_avg_dtype and exp_avg_sq_dtype. Default: fp32 all, ZeRO's 12 bytes a
+// parameter (Megatron-LM's without the precision-aware optimizer, torchtitan's, FSDP's).
+// Plan files, the corpus and the command line use these names.
+struct OptimizerStates {
+  StateDtype main_params_dtype = StateDtype::kFp32;
+  bool store_param_remainders = false;
+  StateDtype exp_avg_dtype = StateDtype::kFp32;
+  StateDtype exp_avg_sq_dtype = StateDtype::kFp32;
+};
+// A plan file's or a corpus entry's optimizer-state keys (main_params_dtype,
+// store_param_remainders, exp_avg_dtype, exp_avg_sq_dtype; each optional, fp32 / false).
+// Throws InputError naming the key: a bad dtype, or remainders of a master not in fp32.
+OptimizerStates read_optimizer_states(const YamlMap& m);
 
 // What the user asked for.
 struct Job {
@@ -146,6 +176,8 @@ struct Job {
   // grad_element_bytes). `plan --target` defaults it to the framework's default; otherwise
   // false, gradients in the GPU's element type (ZeRO's 2 + 2 + 12 bytes a parameter).
   bool grad_reduce_in_fp32 = false;
+  // Adam's states as the optimizer keeps them (OptimizerStates).
+  OptimizerStates optimizer;
 };
 
 // Ring order names: "node-major", "snake" (rail-aware), "searched", "custom".

@@ -16,6 +16,9 @@
 //   framework: megatron         # optional, any (Job::framework; megatron | pytorch)
 //   grad_reduce_in_fp32: true   # optional, false (Job::grad_reduce_in_fp32)
 //   fp8_recipe: tensorwise      # optional, none (Job::fp8_recipe; tensorwise | delayed | current)
+//   main_params_dtype: fp32     # optional, fp32 (Job's optimizer states: fp32 | fp16)
+//   store_param_remainders: true  # optional, false
+//   exp_avg_dtype: bf16         # optional, fp32 (fp32 | fp16 | bf16 | fp8); exp_avg_sq_dtype likewise
 //   plan: {strategy, cp_comm_type, tp, tp_comm_overlap (optional, false), pp, sharding, [data_parallel_shard_degree: hsdp only], virtual_stages,
 //          account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split (optional, false; pp > 1), cp, dp, schedule, order_name, order: [GPU ids in ring order],
 //          load_balance, block_q, block_kv, kv_subblocks, checkpointing, grad_accum,
@@ -36,6 +39,7 @@
 #include "planner/input_error.h"
 #include "planner/input_file.h"
 #include "planner/input_limits.h"
+#include "planner/memory_model.h"
 #include "planner/plan.h"
 #include "planner/schedule.h"
 #include "planner/units.h"
@@ -131,6 +135,16 @@ constexpr std::array<std::pair<Fp8Recipe, const char*>, 3> kFp8Recipes{{
     {Fp8Recipe::kDelayed, "delayed"},
     {Fp8Recipe::kCurrent, "current"},
 }};
+constexpr std::array<std::pair<StateDtype, const char*>, 4> kStateDtypes{{
+    {StateDtype::kFp32, "fp32"},
+    {StateDtype::kFp16, "fp16"},
+    {StateDtype::kBf16, "bf16"},
+    {StateDtype::kFp8, "fp8"},
+}};
+constexpr std::array<std::pair<StateDtype, const char*>, 2> kMainParamsDtypes{{
+    {StateDtype::kFp32, "fp32"},
+    {StateDtype::kFp16, "fp16"},
+}};
 
 }  // namespace
 
@@ -143,6 +157,7 @@ const char* to_string(Passes v) { return spell(v, kPasses); }
 const char* to_string(Sharding v) { return v == Sharding::kNone ? "none" : spell(v, kShardingSpellings); }
 const char* to_string(Framework v) { return spell(v, kFrameworks); }
 const char* to_string(Fp8Recipe v) { return v == Fp8Recipe::kNone ? "none" : spell(v, kFp8Recipes); }
+const char* to_string(StateDtype v) { return spell(v, kStateDtypes); }
 
 constexpr std::array<std::pair<Strategy, const char*>, 5> kCpCommTypes{{
     {Strategy::kRing, "p2p"},
@@ -227,6 +242,24 @@ Framework parse_framework(const std::string& s, const std::string& where, const 
 Fp8Recipe parse_fp8_recipe(const std::string& s, const std::string& where, const std::string& field) {
   return parse_enum(s, kFp8Recipes, where, field);
 }
+StateDtype parse_state_dtype(const std::string& s, const std::string& where, const std::string& field,
+                             bool main_params) {
+  return main_params ? parse_enum(s, kMainParamsDtypes, where, field) : parse_enum(s, kStateDtypes, where, field);
+}
+
+OptimizerStates read_optimizer_states(const YamlMap& m) {
+  OptimizerStates o;
+  auto dtype = [&](const char* key, bool main_params) {
+    return m.has(key) ? parse_state_dtype(m.str(key), m.location(key), m.field(key), main_params) : StateDtype::kFp32;
+  };
+  o.main_params_dtype = dtype("main_params_dtype", true);
+  o.store_param_remainders = m.boolean_or("store_param_remainders", false);
+  o.exp_avg_dtype = dtype("exp_avg_dtype", false);
+  o.exp_avg_sq_dtype = dtype("exp_avg_sq_dtype", false);
+  // The GPU's element type is checked where the topology is known (plan_loader.h).
+  if (const std::string why = optimizer_states_why_invalid(o, 2); !why.empty()) m.fail("store_param_remainders", why);
+  return o;
+}
 
 // ---- JSON -------------------------------------------------------------------------------
 
@@ -261,6 +294,10 @@ nlohmann::json plan_to_json(const Plan& plan) {
   out["framework"] = to_string(j.framework);
   out["grad_reduce_in_fp32"] = j.grad_reduce_in_fp32;
   out["fp8_recipe"] = to_string(j.fp8_recipe);
+  out["main_params_dtype"] = to_string(j.optimizer.main_params_dtype);
+  out["store_param_remainders"] = j.optimizer.store_param_remainders;
+  out["exp_avg_dtype"] = to_string(j.optimizer.exp_avg_dtype);
+  out["exp_avg_sq_dtype"] = to_string(j.optimizer.exp_avg_sq_dtype);
   out["plan"] = {{"strategy", to_string(c.strategy)},
                  {"cp_comm_type", cp_comm_type(c.strategy)},
                  {"tp", c.tp},
@@ -375,6 +412,13 @@ std::string plan_to_yaml_string(const Plan& plan) {
   if (j.framework != Framework::kAny) e << YAML::Key << "framework" << YAML::Value << to_string(j.framework);
   if (j.grad_reduce_in_fp32) e << YAML::Key << "grad_reduce_in_fp32" << YAML::Value << true;
   if (j.fp8_recipe != Fp8Recipe::kNone) e << YAML::Key << "fp8_recipe" << YAML::Value << to_string(j.fp8_recipe);
+  const OptimizerStates& o = j.optimizer;
+  if (o.main_params_dtype != StateDtype::kFp32)
+    e << YAML::Key << "main_params_dtype" << YAML::Value << to_string(o.main_params_dtype);
+  if (o.store_param_remainders) e << YAML::Key << "store_param_remainders" << YAML::Value << true;
+  if (o.exp_avg_dtype != StateDtype::kFp32) e << YAML::Key << "exp_avg_dtype" << YAML::Value << to_string(o.exp_avg_dtype);
+  if (o.exp_avg_sq_dtype != StateDtype::kFp32)
+    e << YAML::Key << "exp_avg_sq_dtype" << YAML::Value << to_string(o.exp_avg_sq_dtype);
 
   e << YAML::Key << "plan" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "strategy" << YAML::Value << to_string(c.strategy);
@@ -638,6 +682,7 @@ Plan parse_plan_yaml(const std::string& yaml_text, const std::string& path) {
   j.grad_reduce_in_fp32 = root.boolean_or("grad_reduce_in_fp32", false);  // plans before it priced bf16 gradients
   if (root.has("fp8_recipe"))
     j.fp8_recipe = parse_fp8_recipe(root.str("fp8_recipe"), root.location("fp8_recipe"), root.field("fp8_recipe"));
+  j.optimizer = read_optimizer_states(root);
   plan.choice = read_choice(root.map("plan"), j.gpus);
   TokenLayout::check_divisible(plan.choice.load_balance, j.seq_len, plan.choice.cp, root.location("seq_len"));
   if (root.has("predicted")) plan.predicted = read_predicted(root.map("predicted"));

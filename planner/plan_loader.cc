@@ -2,6 +2,7 @@
 
 #include "planner/input_error.h"
 #include "planner/linear_precision.h"
+#include "planner/memory_model.h"
 #include "planner/profile.h"
 #include "planner/spec_library.h"
 
@@ -34,6 +35,9 @@ LoadedPlanFile load_plan_file(const std::string& path, const std::string& profil
   l.topology = from_plan("topology", [&] { return load_topology(l.plan.job.topology); });
   apply_attention_kernel(l.topology, l.plan.job.attention_kernel, path, "attention_kernel");
   apply_plan_precision(l.topology, l.plan.job.fp8_recipe, profile, path, "fp8_recipe");
+  if (const std::string why = optimizer_states_why_invalid(l.plan.job.optimizer, l.topology.gpu.element_bytes);
+      !why.empty())
+    fail_input(path, "store_param_remainders", why);
   // The plan is what is wrong when its GPU count does not fit its topology: name it.
   const int max = l.topology.max_gpus();
   if (l.plan.job.gpus < 1 || l.plan.job.gpus > max) {

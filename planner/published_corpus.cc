@@ -50,7 +50,8 @@ const std::vector<std::string> kEntryKeys = {
     "published",    "definitions", "split",  "note",          "attention_kernel", "topology", "compile",
     "pp_schedule",  "fp8_recipe", "tp_comm_overlap", "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split", "virtual_stages", "repeat_kv", "framework",
-    "grad_reduce_in_fp32", "compiled_loss"};
+    "grad_reduce_in_fp32", "compiled_loss", "main_params_dtype", "store_param_remainders", "exp_avg_dtype",
+    "exp_avg_sq_dtype"};
 
 template <typename E>
 const char* name_of(const Names<E>& names, E v) {
@@ -198,6 +199,7 @@ PublishedEntry parse_entry(const YAML::Node& node, const std::string& source, si
   }
   e.grad_reduce_in_fp32 = m.has("grad_reduce_in_fp32") ? m.boolean("grad_reduce_in_fp32")
                                                          : framework_grad_reduce_in_fp32(e.framework);
+  e.optimizer = read_optimizer_states(m);
   if (m.has("fp8_recipe")) {
     e.fp8_recipe = parse_fp8_recipe(m.str("fp8_recipe"), m.location("fp8_recipe"), m.field("fp8_recipe"));
     if (e.precision != Precision::kFp8) m.fail("fp8_recipe", "expected only with precision fp8");

@@ -103,6 +103,9 @@ struct PublishedEntry {
   // Gradients accumulated and reduced in fp32 (optional, `grad_reduce_in_fp32`; absent: the
   // framework's default, data_parallel.h framework_grad_reduce_in_fp32): Job::grad_reduce_in_fp32.
   bool grad_reduce_in_fp32 = false;
+  // Adam's states as the run kept them (optional keys main_params_dtype,
+  // store_param_remainders, exp_avg_dtype, exp_avg_sq_dtype; absent: fp32): Job::optimizer.
+  OptimizerStates optimizer;
   bool causal = true;
   Metric metric = Metric::kTokensPerSPerGpu;
   double published = 0;   // the figure as printed, in `metric`'s unit

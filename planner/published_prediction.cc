@@ -259,6 +259,7 @@ PublishedCheck check_published(const PublishedEntry& e) {
   job.fp8_recipe = e.fp8_recipe;
   job.framework = e.framework;
   job.grad_reduce_in_fp32 = e.grad_reduce_in_fp32;
+  job.optimizer = e.optimizer;
   // Every framework of the corpus takes the loss over whole fp32 logits (torchtitan,
   // Megatron-LM / NeMo, llm-foundry's Composer, the papers' PyTorch runs): memory only.
   job.chunked_loss = false;

@@ -565,7 +565,7 @@ class Generator {
     // Each stage holds its own layers' states (memory_model.h).
     const double state_bytes =
         pp_ > 1 ? stage_model_state_bytes(m_, plan_choice_, fabric_.topology().gpu.element_bytes, r.stage,
-                                          grad_element_bytes(job_, plan_choice_, fabric_.topology().gpu.element_bytes))
+                                          job_state_bytes(job_, plan_choice_, fabric_.topology().gpu.element_bytes))
                 : mem_.model_states;
     const int states = buf(pp_ > 1 ? "model_states.S" + std::to_string(r.stage) : "model_states", state_bytes);
     const int layer_bufs = buf("layer_buffers", mem_.layer_buffers);
@@ -596,7 +596,7 @@ class Generator {
                                                 state_shards(plan_choice_).optimizer
                                           : m_.params() / (T_ * state_shards(choice_).optimizer);
       em.compute(ComputeKind::kOptimizer, shard_params, 0,
-                 1 / (costs_.optimizer_s(1) * costs_.peak_flops), states, -1);
+                 1 / (costs_.optimizer_s(1, optimizer_state_bytes(job_.optimizer)) * costs_.peak_flops), states, -1);
     }
     em.free(layer_bufs);
     em.free(states);

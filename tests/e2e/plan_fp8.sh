@@ -64,13 +64,8 @@ expect_bad "prices no fp8 linear layers" "--fp8" -- plan --model llama3-8b --top
 expect_bad "expected one of tensorwise, delayed, current (got 'e4m3')" "--fp8" -- plan "${job[@]}" --fp8 e4m3
 echo "format: 1" >"$tmp/profile.yaml"
 expect_bad "not with a calibrated profile" "fp8_recipe" -- simulate --plan "$tmp/delayed.yaml" --profile "$tmp/profile.yaml"
-if command -v mpirun >/dev/null; then
-  out=$(mpirun --allow-run-as-root --oversubscribe -np 1 "$bin" run --plan "$tmp/delayed.yaml" 2>&1)
-  [[ $out == *"fp8_recipe: the executor's linear layers run in fp32 or bf16, not float8"* ]] ||
-    fail "run of an fp8 plan does not refuse it: $out"
-else
-  echo "mpirun not found: run's refusal not checked (skipped)"
-fi
+expect_run_refusal "$tmp/delayed.yaml" "fp8_recipe: the executor's linear layers run in fp32 or bf16, not float8" \
+  "an fp8 plan"
 
 echo "plan_fp8: $checked checks, $failures failed"
 [[ $failures -eq 0 ]]

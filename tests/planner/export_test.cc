@@ -291,6 +291,38 @@ TEST_CASE("the biases and dropout exported are the model file's, and torchtitan 
   CHECK(export_refusal(p, s.model, 8, ExportTarget::kTorchtitan).rfind("model.", 0) != 0);  // Llama: the plan's own
 }
 
+TEST_CASE("optimizer states export as Megatron's precision-aware optimizer, torchtitan and the executor refuse them") {
+  Study s(16);
+  Plan p = s.planner.best_ring_plan(study_job(16, 131072), SearchPins{});
+  p.choice.sharding = Sharding::kZero1;  // the distributed optimizer
+  CHECK(megatron_command_line(megatron_args(p, s.model)).find("precision-aware") == std::string::npos);
+  // NeMo's bf16 O2 under apex: the remainders, Megatron-Core's default under the flag.
+  p.job.optimizer.store_param_remainders = true;
+  std::string line = megatron_command_line(megatron_args(p, s.model));
+  CHECK(line.find("--use-precision-aware-optimizer") != std::string::npos);
+  CHECK(line.find("store-param-remainders") == std::string::npos);
+  CHECK(line.find("--main-params-dtype") == std::string::npos);
+  // bf16 moments with a whole fp32 master: the remainders turned off.
+  p.job.optimizer = {StateDtype::kFp32, false, StateDtype::kBf16, StateDtype::kBf16};
+  line = megatron_command_line(megatron_args(p, s.model));
+  CHECK(line.find("--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 "
+                  "--no-store-param-remainders") != std::string::npos);
+  CHECK(megatron_rule_violations(megatron_args(p, s.model)).empty());
+  p.job.optimizer.main_params_dtype = StateDtype::kFp16;
+  line = megatron_command_line(megatron_args(p, s.model));
+  CHECK(line.find("--main-params-dtype fp16") != std::string::npos);
+  CHECK(line.find("--no-store-param-remainders") == std::string::npos);  // no fp32 master to split
+  // Megatron-Core asserts the distributed optimizer under it.
+  p.choice.sharding = Sharding::kDdp;
+  const std::vector<std::string> broken = megatron_rule_violations(megatron_args(p, s.model));
+  REQUIRE(broken.size() == 1);
+  CHECK(broken[0].find("only supported with distributed optimizer") != std::string::npos);
+  CHECK(export_refusal(p, s.model, 8, ExportTarget::kTorchtitan).find("optimizer states: torchtitan's AdamW") == 0);
+  CHECK(run_refusal(p, s.model, s.topo, "cuda").find("the executor's AdamW keeps fp32") != std::string::npos);
+  p.job.optimizer = {};
+  CHECK(run_refusal(p, s.model, s.topo, "cuda").find("AdamW") == std::string::npos);
+}
+
 TEST_CASE("a sliding window exports as Megatron's --window-size, and torchtitan refuses it") {
   Study s(16);
   const Plan p = s.planner.best_ring_plan(study_job(16, 131072), SearchPins{});

@@ -192,11 +192,11 @@ TEST_CASE("a PyTorch pipeline's fsdp holds zero1's states with fp32 gradients (p
   z1.sharding = Sharding::kZero1;
   CHECK(pytorch.model_states > 2 * fsdp_states);  // (2 + 4 + 3) Ψ_s against 16 Ψ_s / 4
   CHECK(pytorch.layer_buffers == 0);  // whole params and grads are model states
-  CHECK(pytorch.model_states == doctest::Approx(std::max(stage_model_state_bytes(m, z1, 2, 0, 4),
-                                                         stage_model_state_bytes(m, z1, 2, 1, 4))));
+  CHECK(pytorch.model_states == doctest::Approx(std::max(stage_model_state_bytes(m, z1, 2, 0, {.grads = 4}),
+                                                         stage_model_state_bytes(m, z1, 2, 1, {.grads = 4}))));
   // by hand for stage 0's parameters: (2 + 4) Ψ_s + 12 Ψ_s / (cp·dp).
-  const double psi0 = stage_model_state_bytes(m, z1, 2, 0, 2) / (2 + 2 + 12.0 / 4);
-  CHECK(stage_model_state_bytes(m, z1, 2, 0, 4) == doctest::Approx((2 + 4 + 12.0 / 4) * psi0));
+  const double psi0 = stage_model_state_bytes(m, z1, 2, 0, {.grads = 2}) / (2 + 2 + 12.0 / 4);
+  CHECK(stage_model_state_bytes(m, z1, 2, 0, {.grads = 4}) == doctest::Approx((2 + 4 + 12.0 / 4) * psi0));
   // Megatron with bf16 gradients (--grad-reduce-in-bf16) keeps the element bytes.
   job.framework = Framework::kMegatron;
   job.grad_reduce_in_fp32 = false;
@@ -244,6 +244,38 @@ TEST_CASE("fp32 gradients add 2 bytes per gradient the level holds (Megatron-LM'
   CHECK(states(true) - states(false) == doctest::Approx(2 * m.params() / 64));
   job.framework = Framework::kPytorch;  // FSDP's fp32 shards are in the 16 bytes already
   CHECK(states(true) == doctest::Approx(states(false)));
+}
+
+TEST_CASE("a precision-aware optimizer's states: remainders 2 bytes, bf16 moments 2, fp8 1 (sharded as Adam's)") {
+  OptimizerStates job;
+  CHECK(optimizer_state_bytes(job) == 12);  // ZeRO's K
+  CHECK_FALSE(precision_aware_optimizer(job));
+  job.store_param_remainders = true;  // apex DistributedFusedAdam under NeMo's bf16 O2
+  CHECK(optimizer_state_bytes(job) == 10);
+  CHECK(precision_aware_optimizer(job));
+  CHECK(optimizer_states_why_invalid(job, 2).empty());
+  CHECK(optimizer_states_why_invalid(job, 4).find("bf16") != std::string::npos);
+  job.exp_avg_dtype = StateDtype::kBf16;
+  job.exp_avg_sq_dtype = StateDtype::kFp8;
+  CHECK(optimizer_state_bytes(job) == 2 + 2 + 1);
+  job.store_param_remainders = false;
+  job.main_params_dtype = StateDtype::kFp16;
+  CHECK(optimizer_state_bytes(job) == 2 + 2 + 1);
+  job.store_param_remainders = true;  // an fp16 master has no remainder to keep
+  CHECK(optimizer_states_why_invalid(job, 2).find("main_params_dtype fp32") != std::string::npos);
+  // The model states shrink by the bytes saved over the optimizer's shard only.
+  const ModelSpec m = llama2_7b();
+  PlanChoice c = ring(4, 16);
+  c.sharding = Sharding::kZero1;
+  Job plain;
+  plain.seq_len = 8192;
+  Job remainders = plain;
+  remainders.optimizer.store_param_remainders = true;
+  CHECK(plan_memory(m, plain, c, a100()).model_states - plan_memory(m, remainders, c, a100()).model_states ==
+        doctest::Approx(2 * m.params() / 64));
+  c.sharding = Sharding::kDdp;
+  CHECK(plan_memory(m, plain, c, a100()).model_states - plan_memory(m, remainders, c, a100()).model_states ==
+        doctest::Approx(2 * m.params()));
 }
 
 TEST_CASE("state shards per level") {

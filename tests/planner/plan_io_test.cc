@@ -261,6 +261,39 @@ TEST_CASE("fp8_recipe: written when set, read back strictly, none in plans from 
   std::filesystem::remove(path);
 }
 
+TEST_CASE("optimizer states: written when not fp32, read back strictly, fp32 in plans from before it") {
+  rm::Plan p = sample_plan();
+  const std::string path = rm::test::temp_path("optimizer.yaml");
+  rm::write_plan_yaml(p, path);
+  const rm::OptimizerStates plain = rm::read_plan_yaml(path).job.optimizer;  // fp32 is not written
+  CHECK(plain.main_params_dtype == rm::StateDtype::kFp32);
+  CHECK_FALSE(plain.store_param_remainders);
+  CHECK(plain.exp_avg_dtype == rm::StateDtype::kFp32);
+  CHECK(plain.exp_avg_sq_dtype == rm::StateDtype::kFp32);
+  CHECK(rm::plan_to_json(p)["exp_avg_dtype"] == "fp32");
+  CHECK(rm::plan_to_json(p)["store_param_remainders"] == false);
+  p.job.optimizer = {rm::StateDtype::kFp32, true, rm::StateDtype::kBf16, rm::StateDtype::kFp8};
+  rm::write_plan_yaml(p, path);
+  const rm::OptimizerStates back = rm::read_plan_yaml(path).job.optimizer;
+  CHECK(back.store_param_remainders);
+  CHECK(back.exp_avg_dtype == rm::StateDtype::kBf16);
+  CHECK(back.exp_avg_sq_dtype == rm::StateDtype::kFp8);
+  const nlohmann::json j = rm::plan_to_json(p);
+  CHECK(j["main_params_dtype"] == "fp32");
+  CHECK(j["store_param_remainders"] == true);
+  CHECK(j["exp_avg_dtype"] == "bf16");
+  CHECK(j["exp_avg_sq_dtype"] == "fp8");
+  std::string why = read_minimal_plan(path, "exp_avg_dtype: fp4\n");
+  CHECK(why.find("exp_avg_dtype") != std::string::npos);
+  CHECK(why.find("expected one of fp32, fp16, bf16, fp8 (got 'fp4')") != std::string::npos);
+  why = read_minimal_plan(path, "main_params_dtype: bf16\n");  // Megatron-LM's choices: fp32, fp16
+  CHECK(why.find("expected one of fp32, fp16 (got 'bf16')") != std::string::npos);
+  why = read_minimal_plan(path, "main_params_dtype: fp16\nstore_param_remainders: true\n");
+  CHECK(why.find("store_param_remainders") != std::string::npos);
+  CHECK(why.find("needs main_params_dtype fp32") != std::string::npos);
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("chunked_loss: written when false, read back strictly, true in plans from before it") {
   rm::Plan p = sample_plan();
   const std::string path = rm::test::temp_path("loss.yaml");

@@ -104,7 +104,7 @@ TEST_CASE("fit_profile: a training step's linear, elementwise and optimizer reco
   CHECK(p.fits.at("optimizer").points == 3);
   CostParams params = CostParams::from_topology(topo);
   apply_profile(p, params);
-  CHECK(params.optimizer_s(1e6) == doctest::Approx(30e6 / 5e8).epsilon(1e-6).scale(0));
+  CHECK(params.optimizer_s(1e6, 12) == doctest::Approx(30e6 / 5e8).epsilon(1e-6).scale(0));
   // A profile written and read back keeps both rates.
   const Profile back = parse_profile(profile_to_yaml_string(p), "p.yaml");
   CHECK(back.hbm_bytes_per_s == doctest::Approx(3e9).epsilon(1e-6).scale(0));

@@ -7,6 +7,7 @@
 
 #include "planner/attention_work.h"
 #include "planner/input_error.h"
+#include "planner/memory_model.h"
 #include "planner/published_corpus.h"
 #include "planner/published_prediction.h"
 #include "planner/spec_library.h"
@@ -88,6 +89,22 @@ TEST_CASE("a corpus entry reads every field") {
   CHECK(e.assumed == std::vector<std::string>{"gpu"});
 }
 
+TEST_CASE("a corpus entry's optimizer states: fp32 unless it says, priced as it says, checked") {
+  CHECK_FALSE(rm::precision_aware_optimizer(rm::parse_published_corpus(kOneEntry, "c.yaml").entries[0].optimizer));
+  const rm::PublishedCorpus c = rm::parse_published_corpus(
+      replaced(kOneEntry, "note: \"\"", "note: \"\"\n    store_param_remainders: true\n    exp_avg_sq_dtype: bf16"), "c.yaml");
+  const rm::OptimizerStates& o = c.entries[0].optimizer;
+  CHECK(o.store_param_remainders);
+  CHECK(o.exp_avg_sq_dtype == rm::StateDtype::kBf16);
+  CHECK(rm::optimizer_state_bytes(o) == 2 + 4 + 2);
+  const std::string why = corpus_error_of(
+      replaced(kOneEntry, "note: \"\"", "note: \"\"\n    main_params_dtype: fp16\n    store_param_remainders: true"));
+  CHECK(why.find("rfa-a100-fwd-zigzag.store_param_remainders: needs main_params_dtype fp32") != std::string::npos);
+  // NeMo 24.07's apex optimizer under bf16 O2 (validation/README.md): the shipped rows say so.
+  CHECK(shipped("nemo-h100-gpt3-175b-2k-512gpu").optimizer.store_param_remainders);
+  CHECK_FALSE(shipped("nemo-h100-llama3-70b-8k-tp4-pp4-cp2").optimizer.store_param_remainders);
+}
+
 TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
   CHECK(corpus_error_of(replaced(kOneEntry, "gpus: 8", "gpus: eight")) ==
         "c.yaml:8: rfa-a100-fwd-zigzag.gpus: expected a whole number in [1, 131072] (got 'eight')");
@@ -98,10 +115,10 @@ TEST_CASE("a bad corpus is refused naming file, line, entry and field") {
   CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    comment: x")) ==
         "c.yaml:28: rfa-a100-fwd-zigzag.comment: unknown key; expected one of: account_for_embedding_in_pipeline_split, "
         "account_for_loss_in_pipeline_split, assumed, attention_kernel, causal, "
-        "checkpointing, cluster, compile, compiled_loss, cp, cp_kind, definitions, dp, fp8_recipe, framework, global_batch, gpu, gpus, "
-        "grad_reduce_in_fp32, id, "
+        "checkpointing, cluster, compile, compiled_loss, cp, cp_kind, definitions, dp, exp_avg_dtype, exp_avg_sq_dtype, "
+        "fp8_recipe, framework, global_batch, gpu, gpus, grad_reduce_in_fp32, id, main_params_dtype, "
         "metric, micro_batch, model, note, passes, pp, pp_schedule, precision, published, repeat_kv, seq_len, sharding, source, "
-        "split, topology, tp, tp_comm_overlap, virtual_stages, workload");
+        "split, store_param_remainders, topology, tp, tp_comm_overlap, virtual_stages, workload");
   // A split's accounting and virtual stages: only where the source pipelines (interleaved).
   CHECK(corpus_error_of(replaced(kOneEntry, "note: \"\"", "note: \"\"\n    account_for_loss_in_pipeline_split: true")) ==
         "c.yaml:28: rfa-a100-fwd-zigzag.account_for_loss_in_pipeline_split: expected only with pp > 1");

@@ -17,3 +17,15 @@ expect_bad() {
     failures=$((failures + 1))
   fi
 }
+# expect_run_refusal <plan> <expected text> <what>: `run` of the plan on one rank must print
+# the expected text (plans the executor prices but cannot run); skipped without mpirun.
+expect_run_refusal() {
+  local plan=$1 expected=$2 what=$3 out
+  if ! command -v mpirun >/dev/null; then
+    echo "mpirun not found: run's refusal of $what not checked (skipped)"
+    return
+  fi
+  out=$(mpirun --allow-run-as-root --oversubscribe -np 1 "$bin" run --plan "$plan" 2>&1)
+  checked=$((checked + 1))
+  [[ $out == *"$expected"* ]] || fail "run of $what does not refuse it: $out"
+}

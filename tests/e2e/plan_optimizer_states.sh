@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Adam's states as Megatron-Core's precision-aware optimizer keeps them (plan.h
+# OptimizerStates): `plan --store-param-remainders` (2 bytes of master a parameter, NeMo's
+# apex optimizer under bf16 O2) and --exp-avg-dtype / --exp-avg-sq-dtype shrink the model
+# states by the bytes saved over the optimizer's shard; the plan file keeps them, simulate
+# replays them, Megatron's export spells them (--use-precision-aware-optimizer ...), and
+# torchtitan, `run`, bad dtypes and an fp16 master with remainders are refused (exit 2).
+# Usage: plan_optimizer_states.sh <ringmaster> <source-dir>.
+set -u
+bin=$1
+src=$2
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.bash"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/expect_bad.bash"
+need python3 "reads the JSON"
+checked=0
+# Pinned, so both plans are the same plan: zero1 over the 16 GPUs of each TP rank.
+pinned=(--model llama3-8b --topology dgx-h100-superpod --gpus 16 --tp 1 --cp 1 --pp 1 --sharding zero1)
+job=("${pinned[@]}" --seq 32k)
+
+plain=$("$bin" plan "${job[@]}" --format json) || fail "plan (fp32 states) exited $?"
+small=$("$bin" plan "${job[@]}" --store-param-remainders --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --format json) ||
+  fail "plan --store-param-remainders --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 exited $?"
+saved=$(python3 -c '
+import json, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+keys = ("main_params_dtype", "store_param_remainders", "exp_avg_dtype", "exp_avg_sq_dtype")
+assert [a[k] for k in keys] == ["fp32", False, "fp32", "fp32"], [a[k] for k in keys]
+assert [b[k] for k in keys] == ["fp32", True, "bf16", "bf16"], [b[k] for k in keys]
+# 12 -> 6 bytes a parameter over the 16 GPUs holding the optimizer shards: 6 / 16 bytes a parameter.
+psi = 8.03e9
+got = a["predicted"]["memory_gib"]["model_states"] - b["predicted"]["memory_gib"]["model_states"]
+print(abs(got / (6 * psi / 16 / 2**30) - 1) < 0.01, got)' "$plain" "$small" 2>&1)
+checked=$((checked + 1))
+[[ $saved == True* ]] || fail "the model states did not shrink by 6 bytes a parameter over 16 GPUs: $saved"
+out=$("$bin" plan "${job[@]}" --store-param-remainders) || fail "plan --store-param-remainders (table) exited $?"
+checked=$((checked + 1))
+[[ $out == *"optimizer states"*"master as the 16 bits its bf16 param lacks, fp32 exp_avg and exp_avg_sq: 10 bytes a parameter (precision-aware optimizer)"* ]] ||
+  fail "the plan table does not state the optimizer states: $out"
+
+# The plan file keeps them; simulate replays them; Megatron's export spells them.
+"$bin" plan "${pinned[@]}" --seq 8k --target megatron --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 -o "$tmp/bf16.yaml" >/dev/null 2>&1 ||
+  fail "plan --target megatron --exp-avg-dtype bf16 -o exited $?"
+grep -qx "exp_avg_dtype: bf16" "$tmp/bf16.yaml" || fail "the plan file has no exp_avg_dtype: bf16"
+sim=$("$bin" simulate --plan "$tmp/bf16.yaml" --format json 2>/dev/null) || fail "simulate of the plan exited $?"
+agree=$(python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+p, s = d["predicted"]["step_time_s"], d["simulated"]["step_time_s"]
+print(abs(s / p - 1) < 0.02)' "$sim" 2>&1)
+checked=$((checked + 1))
+[[ $agree == True ]] || fail "simulate is not within 2 % of the plan: $agree"
+mega=$("$bin" export --plan "$tmp/bf16.yaml" --to megatron) || fail "export --to megatron exited $?"
+checked=$((checked + 1))
+[[ $mega == *"--use-distributed-optimizer"*"--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --no-store-param-remainders"* ]] ||
+  fail "Megatron's line lacks the precision-aware optimizer's flags: $mega"
+
+# Refusals.
+expect_bad "torchtitan's AdamW keeps fp32 master params and moments" "--target" -- plan "${job[@]}" --store-param-remainders --target torchtitan
+expect_bad "torchtitan's AdamW keeps fp32" "optimizer states" -- export --plan "$tmp/bf16.yaml" --to torchtitan
+expect_bad "expected one of fp32, fp16, bf16, fp8 (got 'fp4')" "--exp-avg-dtype" -- plan "${job[@]}" --exp-avg-dtype fp4
+expect_bad "expected one of fp32, fp16 (got 'bf16')" "--main-params-dtype" -- plan "${job[@]}" --main-params-dtype bf16
+expect_bad "needs main_params_dtype fp32" "--store-param-remainders" -- plan "${job[@]}" --main-params-dtype fp16 --store-param-remainders
+sed 's/^exp_avg_dtype: bf16$/exp_avg_dtype: int8/' "$tmp/bf16.yaml" >"$tmp/bad.yaml"
+expect_bad "expected one of fp32, fp16, bf16, fp8 (got 'int8')" "exp_avg_dtype" -- simulate --plan "$tmp/bad.yaml"
+expect_run_refusal "$tmp/bf16.yaml" "the executor's AdamW keeps fp32 master params and moments" \
+  "a plan with bf16 moments"
+
+echo "plan_optimizer_states: $checked checks, $failures failed"
+[[ $failures -eq 0 ]]
