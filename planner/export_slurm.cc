@@ -51,6 +51,11 @@ std::string slurm_export(const Plan& plan, const Topology& topology, const std::
   // Slurm picks (srun --exclusive, --gres), not 0..ranks-1, whose links the plan priced.
   if (backend == "cuda") out += "#SBATCH --gpus-per-node=" + str(topology.gpus_per_node) + "\n";
   out += "#SBATCH --exclusive\n";
+  // The cpu backend's ranks are a node's cores as devices, and a CPU topology may run more
+  // ranks than a node has cores (cpu-local oversubscribes up to 64): without --overcommit
+  // Slurm refuses more tasks than CPUs, in the allocation and in the step (sbatch(1), srun(1)).
+  const bool overcommit = backend == "cpu";
+  if (overcommit) out += "#SBATCH --overcommit\n";
   std::string header = export_header(plan, ExportTarget::kSlurm, plan_path);
   if (launch.train) {  // the export command line in the header, with the options that shaped the script
     std::string opts = " --launch train";
@@ -93,7 +98,8 @@ std::string slurm_export(const Plan& plan, const Topology& topology, const std::
   out += "export OMP_NUM_THREADS=1\n";
   if (backend == "cuda")  // CUDA's default is FASTEST_FIRST (CUDA_DEVICE_ORDER): not the plan's GPU numbers
     out += "export CUDA_DEVICE_ORDER=PCI_BUS_ID  # local rank k on the node's k-th GPU by PCI bus id\n";
-  out += "srun --mpi=\"$SRUN_MPI\" --distribution=block:block --cpu-bind=none \\\n";
+  out += std::string("srun --mpi=\"$SRUN_MPI\" --distribution=block:block --cpu-bind=none") +
+         (overcommit ? " --overcommit" : "") + " \\\n";
   if (launch.train)
     out += "  \"$RINGMASTER\" train --plan \"$PLAN\" --data \"$DATA\" --steps \"$STEPS\" \\\n"
            "  --checkpoint-dir \"$CHECKPOINT_DIR\" --checkpoint-every \"$CHECKPOINT_EVERY\" --resume \\\n"

@@ -261,6 +261,7 @@ if command -v mpirun >/dev/null 2>&1; then
     [[ -d $tmp/job/checkpoints ]] || fail "the train script wrote no checkpoints/ folder"
     [[ -s $tmp/job/measurements-7.jsonl ]] || fail "the train script wrote no measurements-7.jsonl"
     grep -qx -- "--mpi=pmix" "$tmp/bin/srun-called" || fail "srun's options lack --mpi=pmix: $(cat "$tmp/bin/srun-called")"
+    grep -qx -- "--overcommit" "$tmp/bin/srun-called" || fail "srun's options lack --overcommit: $(cat "$tmp/bin/srun-called")"
   else
     fail "the exported train script exited non-zero: $(tail -3 "$tmp/job/1.err")"
   fi

@@ -376,7 +376,7 @@ TEST_CASE("Megatron's environment and overlap flags: CUDA_DEVICE_MAX_CONNECTIONS
   CHECK(out.find("--ckpt-format fsdp_dtensor --overlap-grad-reduce --overlap-param-gather") != std::string::npos);
 }
 
-TEST_CASE("slurm: a job of part of a node asks for every GPU of it, numbered by PCI bus id") {
+TEST_CASE("slurm: a job of part of a node asks for every GPU of it, numbered by PCI bus id, a CPU job overcommits") {
   Study s(4);
   const Plan p = s.planner.best_ring_plan(study_job(4, 131072), SearchPins{});
   SlurmLaunch launch;
@@ -390,6 +390,10 @@ TEST_CASE("slurm: a job of part of a node asks for every GPU of it, numbered by 
   const std::string cpu = slurm_export(p, s.topo, "plan.yaml", launch);
   CHECK(cpu.find("gpus-per-node") == std::string::npos);
   CHECK(cpu.find("CUDA_DEVICE_ORDER") == std::string::npos);
+  // More ranks than a node's cores, as cpu-local runs them: allowed in the allocation and the step.
+  CHECK(cpu.find("#SBATCH --exclusive\n#SBATCH --overcommit\n") != std::string::npos);
+  CHECK(cpu.find("--cpu-bind=none --overcommit \\\n") != std::string::npos);
+  CHECK(script.find("overcommit") == std::string::npos);
 }
 
 TEST_CASE("the attention kernel priced is the one Megatron is told to run") {
