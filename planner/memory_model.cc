@@ -196,29 +196,14 @@ double shard_state_bytes(const ModelSpec& shard, const PlanChoice& choice, int e
   return e * psi / n.params + g * psi / n.grads + optimizer * psi / n.optimizer;
 }
 
-double state_dtype_bytes(StateDtype d) {
-  switch (d) {
-    case StateDtype::kFp32: return 4;
-    case StateDtype::kFp16:
-    case StateDtype::kBf16: return 2;
-    case StateDtype::kFp8: return 1;
-  }
-  return 4;
-}
-
 }  // namespace
-
-double optimizer_state_bytes(const OptimizerStates& j) {
-  const double master = j.store_param_remainders ? 2 : state_dtype_bytes(j.main_params_dtype);
-  return master + state_dtype_bytes(j.exp_avg_dtype) + state_dtype_bytes(j.exp_avg_sq_dtype);
-}
 
 std::string optimizer_states_why_invalid(const OptimizerStates& j, int element_bytes) {
   if (!j.store_param_remainders) return "";
   if (j.main_params_dtype != StateDtype::kFp32)
     return std::string("needs main_params_dtype fp32: the remainders complete a bf16 param to its fp32 master (got ") +
            to_string(j.main_params_dtype) + ")";
-  if (element_bytes != 2)
+  if (element_bytes != 0 && element_bytes != 2)
     return "needs 16-bit (bf16) params: the GPU's element type has " + std::to_string(element_bytes) + " bytes";
   return "";
 }

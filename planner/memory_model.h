@@ -76,19 +76,25 @@ double whole_loss_bytes_per_logit(WholeLoss loss, int element_bytes);
 // The master as remainders takes 2 bytes (the 16 bits of the fp32 value that the bf16 param
 // lacks: Transformer Engine's FusedAdam store_param_remainders, apex DistributedFusedAdam's),
 // as fp16 2; a moment 4 (fp32), 2 (fp16, bf16) or 1 (fp8, its per-tensor scale aside).
-double optimizer_state_bytes(const OptimizerStates& o);
+constexpr double state_dtype_bytes(StateDtype d) {
+  return d == StateDtype::kFp32 ? 4 : d == StateDtype::kFp8 ? 1 : 2;
+}
+constexpr double optimizer_state_bytes(const OptimizerStates& o) {
+  return (o.store_param_remainders ? 2 : state_dtype_bytes(o.main_params_dtype)) + state_dtype_bytes(o.exp_avg_dtype) +
+         state_dtype_bytes(o.exp_avg_sq_dtype);
+}
 // What a parameter's states beside its weight take, in bytes: its gradient (`grads`,
 // data_parallel.h grad_element_bytes; 0: the GPU's element bytes) and Adam's states
-// (`optimizer`, optimizer_state_bytes; 12 by default).
+// (`optimizer`, optimizer_state_bytes; fp32 states by default).
 struct StateBytes {
   int grads = 0;
-  double optimizer = 12;
+  double optimizer = optimizer_state_bytes(OptimizerStates{});
 };
 // The job's: grad_element_bytes (data_parallel.h) and optimizer_state_bytes.
 StateBytes job_state_bytes(const Job& job, const PlanChoice& choice, int element_bytes);
 // Why optimizer states cannot be kept so, or "": store_param_remainders needs
 // fp32 master params (the remainder completes a bf16 param to fp32) and a GPU whose element
-// type is bf16 (`element_bytes` 2).
+// type is bf16 (`element_bytes` 2; 0: not known yet, as when a plan file is read).
 std::string optimizer_states_why_invalid(const OptimizerStates& o, int element_bytes);
 // Whether Adam's states are other than all fp32: Megatron-Core's
 // precision-aware optimizer (--use-precision-aware-optimizer).

@@ -257,7 +257,7 @@ OptimizerStates read_optimizer_states(const YamlMap& m) {
   o.exp_avg_dtype = dtype("exp_avg_dtype", false);
   o.exp_avg_sq_dtype = dtype("exp_avg_sq_dtype", false);
   // The GPU's element type is checked where the topology is known (plan_loader.h).
-  if (const std::string why = optimizer_states_why_invalid(o, 2); !why.empty()) m.fail("store_param_remainders", why);
+  if (const std::string why = optimizer_states_why_invalid(o, 0); !why.empty()) m.fail("store_param_remainders", why);
   return o;
 }
 

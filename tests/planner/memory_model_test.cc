@@ -255,6 +255,7 @@ TEST_CASE("a precision-aware optimizer's states: remainders 2 bytes, bf16 moment
   CHECK(precision_aware_optimizer(job));
   CHECK(optimizer_states_why_invalid(job, 2).empty());
   CHECK(optimizer_states_why_invalid(job, 4).find("bf16") != std::string::npos);
+  CHECK(optimizer_states_why_invalid(job, 0).empty());  // the GPU not known yet (a plan file read)
   job.exp_avg_dtype = StateDtype::kBf16;
   job.exp_avg_sq_dtype = StateDtype::kFp8;
   CHECK(optimizer_state_bytes(job) == 2 + 2 + 1);
