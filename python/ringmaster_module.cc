@@ -38,9 +38,16 @@ std::string size_text(const py::object& v) {
   return v.cast<std::string>();
 }
 
+// Adam's states as the CLI's --main-params-dtype, --store-param-remainders, --exp-avg-dtype,
+// --exp-avg-sq-dtype take them ("" = fp32).
+struct OptimizerArgs {
+  std::string main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype;
+  bool store_param_remainders = false;
+};
+
 rm::cli::JobOptions job_options(const std::string& model, const std::string& topology, const py::object& seq,
                                 const py::object& batch_tokens, const std::string& workload,
-                                const std::string& profile, const std::string& fp8) {
+                                const std::string& profile, const std::string& fp8, const OptimizerArgs& opt) {
   rm::cli::JobOptions o;
   o.model = model;
   o.topology = topology;
@@ -49,6 +56,10 @@ rm::cli::JobOptions job_options(const std::string& model, const std::string& top
   o.workload = workload;
   o.profile = profile;
   o.fp8 = fp8;
+  o.main_params_dtype = opt.main_params_dtype;
+  o.store_param_remainders = opt.store_param_remainders;
+  o.exp_avg_dtype = opt.exp_avg_dtype;
+  o.exp_avg_sq_dtype = opt.exp_avg_sq_dtype;
   return o;
 }
 
@@ -61,8 +72,12 @@ rm::Plan plan_one(const rm::cli::JobOptions& o, int gpus, const std::string& tar
 
 py::object plan(const std::string& model, const std::string& topology, int gpus, const py::object& seq,
                 const py::object& batch_tokens, const std::string& workload, const std::string& target,
-                const std::string& profile, const std::string& output, const std::string& fp8) {
-  const rm::Plan p = plan_one(job_options(model, topology, seq, batch_tokens, workload, profile, fp8), gpus, target);
+                const std::string& profile, const std::string& output, const std::string& fp8,
+                const std::string& main_params_dtype, bool store_param_remainders, const std::string& exp_avg_dtype,
+                const std::string& exp_avg_sq_dtype) {
+  const OptimizerArgs opt{main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype, store_param_remainders};
+  const rm::Plan p =
+      plan_one(job_options(model, topology, seq, batch_tokens, workload, profile, fp8, opt), gpus, target);
   if (!output.empty()) rm::write_plan_yaml(p, output);
   nlohmann::json j = rm::plan_to_json(p);
   rm::add_accuracy_json(j, p, !profile.empty());
@@ -71,12 +86,14 @@ py::object plan(const std::string& model, const std::string& topology, int gpus,
 
 py::object sweep(const std::string& model, const std::string& topology, const std::vector<int>& gpus,
                  const std::vector<py::object>& seqs, const py::object& batch_tokens, const std::string& workload,
-                 const std::string& profile, const std::string& fp8) {
+                 const std::string& profile, const std::string& fp8, const std::string& main_params_dtype,
+                 bool store_param_remainders, const std::string& exp_avg_dtype, const std::string& exp_avg_sq_dtype) {
+  const OptimizerArgs opt{main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype, store_param_remainders};
   nlohmann::json plans = nlohmann::json::array();
   nlohmann::json record;  // one GPU type and workload for the whole grid, as `ringmaster sweep`
   for (int g : gpus)
     for (const py::object& n : seqs) {
-      const rm::Plan p = plan_one(job_options(model, topology, n, batch_tokens, workload, profile, fp8), g, "");
+      const rm::Plan p = plan_one(job_options(model, topology, n, batch_tokens, workload, profile, fp8, opt), g, "");
       if (plans.empty()) record = rm::track_record_json(rm::plan_track_record(p.job, !profile.empty()));
       plans.push_back(rm::plan_to_json(p));
       rm::add_accuracy_json(plans.back(), p, !profile.empty(), record);
@@ -119,10 +136,12 @@ PYBIND11_MODULE(ringmaster, m) {
   using namespace pybind11::literals;
   m.def("plan", &plan, "The fastest plan (the dict `ringmaster plan --format json` prints); output= writes plan.yaml",
         "model"_a = "", "topology"_a = "", "gpus"_a, "seq"_a, "batch_tokens"_a = py::none(), "workload"_a = "step",
-        "target"_a = "", "profile"_a = "", "output"_a = "", "fp8"_a = "");
+        "target"_a = "", "profile"_a = "", "output"_a = "", "fp8"_a = "", "main_params_dtype"_a = "",
+        "store_param_remainders"_a = false, "exp_avg_dtype"_a = "", "exp_avg_sq_dtype"_a = "");
   m.def("sweep", &sweep, "Plans for every GPU count x sequence length: {'plans': [...]}", "model"_a = "",
         "topology"_a = "", "gpus"_a, "seqs"_a, "batch_tokens"_a = py::none(), "workload"_a = "step", "profile"_a = "",
-        "fp8"_a = "");
+        "fp8"_a = "", "main_params_dtype"_a = "", "store_param_remainders"_a = false, "exp_avg_dtype"_a = "",
+        "exp_avg_sq_dtype"_a = "");
   m.def("simulate", &simulate, "Replay a plan file on SimGrid: the plan dict with 'simulated'", "plan"_a,
         "layers"_a = 16, "profile"_a = "");
   m.def("export", &export_plan, "A plan file as megatron arguments, a torchtitan TOML or a Slurm script (text)",

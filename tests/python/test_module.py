@@ -30,6 +30,22 @@ def main():
     assert fp8["fp8_recipe"] == "delayed"
     checked += 1
 
+    # Adam's states under Megatron-Core's names, as the CLI's options take them.
+    small = ringmaster.plan(topology="dgx-h100-superpod", gpus=16, seq="32k", store_param_remainders=True,
+                            exp_avg_dtype="bf16", exp_avg_sq_dtype="fp8")
+    assert small == json.loads(cli("plan", "--topology", "dgx-h100-superpod", "--gpus", "16", "--seq", "32k",
+                                   "--store-param-remainders", "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "fp8",
+                                   "--format", "json").stdout), "optimizer-state plan differs"
+    assert [small[k] for k in ("main_params_dtype", "store_param_remainders", "exp_avg_dtype", "exp_avg_sq_dtype")] == [
+        "fp32", True, "bf16", "fp8"]
+    checked += 1
+    try:
+        ringmaster.plan(gpus=16, seq="1M", main_params_dtype="bf16")
+        raise AssertionError("a bf16 master accepted")
+    except ringmaster.InputError as e:
+        assert "--main-params-dtype: expected one of fp32, fp16 (got 'bf16')" in str(e), str(e)
+    checked += 1
+
     sweep = ringmaster.sweep(gpus=[16, 32], seqs=["128k", "1M"])
     assert len(sweep["plans"]) == 4 and sweep["plans"][1] == plan, "sweep rows (GPU counts outer)"
     checked += 1
