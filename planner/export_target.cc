@@ -190,10 +190,15 @@ std::string fp8_recipe_refusal(ExportTarget t, Fp8Recipe recipe) {
 }
 
 std::string optimizer_states_refusal(ExportTarget t, const OptimizerStates& o) {
-  if (t != ExportTarget::kTorchtitan || !precision_aware_optimizer(o)) return "";
-  return "torchtitan's AdamW keeps fp32 master params and moments (12 bytes a parameter; the plan keeps " +
-         std::to_string(static_cast<int>(optimizer_state_bytes(o))) + "): drop --main-params-dtype, --store-param-remainders, --exp-avg-dtype "
-         "and --exp-avg-sq-dtype, or --target megatron (its --use-precision-aware-optimizer)";
+  if (t == ExportTarget::kMegatron || !precision_aware_optimizer(o)) return "";
+  const bool titan = t == ExportTarget::kTorchtitan;
+  return std::string(titan ? "torchtitan's" : "the executor's") +
+         " AdamW keeps fp32 master params and moments (12 bytes a parameter; the plan keeps " +
+         std::to_string(static_cast<int>(optimizer_state_bytes(o))) + ")" +
+         (titan ? ": drop --main-params-dtype, --store-param-remainders, --exp-avg-dtype and --exp-avg-sq-dtype, or "
+                  "--target megatron (its --use-precision-aware-optimizer)"
+                : ": such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: re-plan with "
+                  "fp32 states");
 }
 
 Framework target_framework(ExportTarget t) {
@@ -255,6 +260,9 @@ std::function<std::string(const Job&, const PlanChoice&)> target_refusal(const M
 
 Plan plan_for_target(Planner& planner, const Job& asked, const SearchPins& pins, ExportTarget target,
                      const ModelSpec& model, int gpus_per_node, const std::string& where) {
+  if (asked.workload == Workload::kStep)
+    if (const std::string why = optimizer_states_refusal(target, asked.optimizer); !why.empty())
+      fail_input(where, "--target", why);
   if (target == ExportTarget::kSlurm) {
     try {
       return planner.plan(asked, runnable_pins(pins, model, planner.fabric().topology()));
@@ -285,8 +293,6 @@ Plan plan_for_target(Planner& planner, const Job& asked, const SearchPins& pins,
   if (p.order && *p.order == "searched")
     fail_input(where, "--order", "a searched order may move ranks across nodes, which torchrun cannot place");
   if (const std::string why = fp8_recipe_refusal(target, job.fp8_recipe); !why.empty()) fail_input(where, "--fp8", why);
-  if (const std::string why = optimizer_states_refusal(target, job.optimizer); !why.empty())
-    fail_input(where, "--target", why);
   const bool ring_pinned = pins.schedule || pins.order || pins.load_balance || pins.kv_subblocks;
   if (!p.cp_comm_type || *p.cp_comm_type == Strategy::kRing) {  // the ring the target has
     p.schedule = Schedule::kFlat;
@@ -376,12 +382,9 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
     return std::string("fp8_recipe: the executor's linear layers run in fp32 or bf16, not float8 (got ") +
            to_string(plan.job.fp8_recipe) +
            "): such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: re-plan without --fp8";
-  if (plan.job.workload == Workload::kStep && precision_aware_optimizer(plan.job.optimizer))
-    return "store_param_remainders, main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype: the executor's AdamW keeps "
-           "fp32 master params and moments (12 bytes a parameter; the plan keeps " +
-           std::to_string(static_cast<int>(optimizer_state_bytes(plan.job.optimizer))) +
-           "): such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: re-plan with fp32 "
-           "states";
+  if (plan.job.workload == Workload::kStep)
+    if (const std::string why = optimizer_states_refusal(ExportTarget::kSlurm, plan.job.optimizer); !why.empty())
+      return "store_param_remainders, main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype: " + why;
   if (plan.choice.tp > 1 && backend != "cpu")
     return "plan.tp: the " + backend + " backend runs plans without tensor parallelism (got tp " +
            std::to_string(plan.choice.tp) +

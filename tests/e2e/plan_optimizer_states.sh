@@ -57,6 +57,7 @@ checked=$((checked + 1))
 # Refusals.
 expect_bad "torchtitan's AdamW keeps fp32 master params and moments" "--target" -- plan "${job[@]}" --store-param-remainders --target torchtitan
 expect_bad "torchtitan's AdamW keeps fp32" "optimizer states" -- export --plan "$tmp/bf16.yaml" --to torchtitan
+expect_bad "the executor's AdamW keeps fp32 master params and moments" "--target" -- plan "${job[@]}" --exp-avg-dtype bf16 --target slurm
 expect_bad "expected one of fp32, fp16, bf16, fp8 (got 'fp4')" "--exp-avg-dtype" -- plan "${job[@]}" --exp-avg-dtype fp4
 expect_bad "expected one of fp32, fp16 (got 'bf16')" "--main-params-dtype" -- plan "${job[@]}" --main-params-dtype bf16
 expect_bad "needs main_params_dtype fp32" "--store-param-remainders" -- plan "${job[@]}" --main-params-dtype fp16 --store-param-remainders
