@@ -16,7 +16,9 @@
 // the only pairing rule that holds on every transport. Transfers of one phase are posted
 // back to back (one ncclGroupStart/End on one stream), phases never decrease along a
 // rank's list, and no op waits on a phase's transfer before the phase is fully posted;
-// so a transport that runs each phase as one group cannot deadlock.
+// so a transport that runs each phase as one group cannot deadlock. Across communicators
+// (the ring's, FSDP's, TP's groups), every rank's posts fit one global order (no two ranks
+// post two communicators' operations the other way round).
 #pragma once
 
 #include <cstdint>

@@ -773,6 +773,66 @@ TEST_CASE("schedule: a group's members post its collectives in one order, or the
   CHECK(message_contract_violation(dropped).find("rank 5 posts ") != std::string::npos);
 }
 
+TEST_CASE("schedule: posts across communicators have one order every rank keeps, or the contract names the cycle") {
+  // Two ranks, two communicators over both (say FSDP's and TP's), and a link between them.
+  auto collective = [](int group, int request) {
+    Op op;
+    op.kind = OpKind::kCollective;
+    op.group = group;
+    op.bytes = 1024;
+    op.request = request;
+    return op;
+  };
+  auto transfer = [](OpKind kind, int peer, int request) {
+    Op op;
+    op.kind = kind;
+    op.peer = peer;
+    op.tag = 7;
+    op.phase = 0;
+    op.bytes = 4096;
+    op.request = request;
+    return op;
+  };
+  auto wait = [](int request) {
+    Op op;
+    op.kind = OpKind::kWait;
+    op.request = request;
+    return op;
+  };
+  auto schedule = [&](std::vector<Op> zero, std::vector<Op> one) {
+    OpSchedule s;
+    s.groups = {{0, 1}, {0, 1}};
+    s.ranks.resize(2);
+    s.ranks[0].gpu = 0;
+    s.ranks[1].gpu = 1;
+    for (int r : {0, 1}) {
+      std::vector<Op>& ops = r == 0 ? zero : one;
+      const size_t posts = ops.size();
+      for (size_t i = 0; i < posts; ++i) ops.push_back(wait(ops[i].request));
+      s.ranks[static_cast<size_t>(r)].ops = ops;
+    }
+    return s;
+  };
+  // Both post group 0's, then group 1's: one order serves both.
+  CHECK(message_contract_violation(schedule({collective(0, 0), collective(1, 1)}, {collective(0, 0), collective(1, 1)}))
+            .empty());
+  // Each group's own order holds, but rank 1 takes the groups the other way round.
+  const std::string crossed =
+      message_contract_violation(schedule({collective(0, 0), collective(1, 1)}, {collective(1, 0), collective(0, 1)}));
+  CHECK(crossed.find("no one order of posts across communicators serves every rank (NCCL may hang): ") == 0);
+  CHECK(crossed.find("collective 0 on group 0 before collective 0 on group 1") != std::string::npos);
+  CHECK(crossed.find("collective 0 on group 1 before collective 0 on group 0") != std::string::npos);
+  // A point-to-point phase against a collective: rank 0 sends first, rank 1 joins the
+  // collective before it receives.
+  const std::string p2p = message_contract_violation(
+      schedule({transfer(OpKind::kSend, 1, 0), collective(0, 1)}, {collective(0, 0), transfer(OpKind::kRecv, 0, 1)}));
+  CHECK(p2p.find("rank 0 posts phase 0 between ranks 0 and 1 before collective 0 on group 0") != std::string::npos);
+  CHECK(p2p.find("rank 1 posts collective 0 on group 0 before phase 0 between ranks 0 and 1") != std::string::npos);
+  CHECK(message_contract_violation(
+            schedule({transfer(OpKind::kSend, 1, 0), collective(0, 1)}, {transfer(OpKind::kRecv, 0, 0), collective(0, 1)}))
+            .empty());
+}
+
 TEST_CASE("schedule: step workload tracks the memory model's peak and balances alloc/free") {
   const Topology topo = load_topology("dgx-a100-ib");
   for (Checkpointing ck : {Checkpointing::kNone, Checkpointing::kSelective, Checkpointing::kFull}) {
