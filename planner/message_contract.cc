@@ -148,20 +148,21 @@ std::string check_cross_communicator_order(const OpSchedule& schedule) {
   // Nodes: a group's n-th collective, or one phase of a pair of ranks' transfers. Each is
   // found without hashing per op: a group's by its index, a pair's by walking its phases in
   // order (both ends post them in increasing phase, the lower rank's list read first).
-  struct Node {
-    int group = -1, n = 0;  // a collective's
-    int phase = 0, lo = 0, hi = 0;  // a transfer's
-  };
-  std::vector<Node> nodes;
+  // A node's key, its words only on a violation: a collective's group << 32 | n; a
+  // transfer's top bit set over its pair << 31 | phase (groups, pairs, phases and counts
+  // stay below 2^31).
+  std::vector<int64_t> nodes;
   std::vector<std::vector<int>> collectives(schedule.groups.size());  // group -> node of its n-th
   std::vector<std::vector<std::pair<int, int>>> pairs;                // pair -> (phase, node), in order
+  std::vector<std::pair<int, int>> pair_ranks;                        // pair -> (lower, higher rank)
   std::unordered_map<int64_t, int> pair_of;                           // lo x ranks + hi -> pair
   const int64_t ranks = static_cast<int64_t>(schedule.ranks.size());
   auto words = [&](int v) {
-    const Node& x = nodes[static_cast<size_t>(v)];
-    if (x.group >= 0) return "collective " + std::to_string(x.n) + " on group " + std::to_string(x.group);
-    return "phase " + std::to_string(x.phase) + " between ranks " + std::to_string(x.lo) + " and " +
-           std::to_string(x.hi);
+    const int64_t key = nodes[static_cast<size_t>(v)];
+    if (key >= 0) return "collective " + std::to_string(key & 0xffffffff) + " on group " + std::to_string(key >> 32);
+    const auto [lo, hi] = pair_ranks[static_cast<size_t>((key & INT64_MAX) >> 31)];
+    return "phase " + std::to_string(key & 0x7fffffff) + " between ranks " + std::to_string(lo) + " and " +
+           std::to_string(hi);
   };
   struct Edge {
     int from, to, gpu;
@@ -195,7 +196,7 @@ std::string check_cross_communicator_order(const OpSchedule& schedule) {
         const int n = posted[static_cast<size_t>(op.group)]++;
         if (static_cast<size_t>(n) == of_group.size()) {
           of_group.push_back(static_cast<int>(nodes.size()));
-          nodes.push_back({op.group, n});
+          nodes.push_back(static_cast<int64_t>(op.group) << 32 | n);
         }
         step.push_back(of_group[static_cast<size_t>(n)]);
         close_step();
@@ -206,7 +207,10 @@ std::string check_cross_communicator_order(const OpSchedule& schedule) {
         if (p == peers.end()) {
           const int lo = std::min(rs.gpu, op.peer), hi = std::max(rs.gpu, op.peer);
           const auto [it, added] = pair_of.emplace(lo * ranks + hi, static_cast<int>(pairs.size()));
-          if (added) pairs.emplace_back();
+          if (added) {
+            pairs.emplace_back();
+            pair_ranks.push_back({lo, hi});
+          }
           peers.push_back({op.peer, it->second, 0});
           p = std::prev(peers.end());
         }
@@ -217,7 +221,7 @@ std::string check_cross_communicator_order(const OpSchedule& schedule) {
           // link check reports first): a new node, in this end's phase order.
           phases.insert(phases.begin() + static_cast<std::ptrdiff_t>(p->next),
                         {op.phase, static_cast<int>(nodes.size())});
-          nodes.push_back({-1, 0, op.phase, std::min(rs.gpu, op.peer), std::max(rs.gpu, op.peer)});
+          nodes.push_back(INT64_MIN | static_cast<int64_t>(p->pair) << 31 | op.phase);
         }
         const int v = phases[p->next].second;
         if (std::find(step.begin(), step.end(), v) == step.end()) step.push_back(v);  // a send and its receive
