@@ -38,13 +38,7 @@ out=$("$bin" plan "${job[@]}" --fp8 delayed) || fail "plan --fp8 delayed (table)
 # The plan file keeps it; simulate replays the fp8 step; export spells it per framework.
 "$bin" plan "${job[@]}" --fp8 delayed -o "$tmp/delayed.yaml" >/dev/null 2>&1 || fail "plan --fp8 delayed -o exited $?"
 grep -qx "fp8_recipe: delayed" "$tmp/delayed.yaml" || fail "the plan file has no fp8_recipe: delayed"
-sim=$("$bin" simulate --plan "$tmp/delayed.yaml" --format json 2>/dev/null) || fail "simulate of an fp8 plan exited $?"
-agree=$(python3 -c '
-import json, sys
-d = json.loads(sys.argv[1])
-p, s = d["predicted"]["step_time_s"], d["simulated"]["step_time_s"]
-print(abs(s / p - 1) < 0.02)' "$sim" 2>&1)
-[[ $agree == True ]] || fail "simulate of an fp8 plan is not within 2 % of the plan: $agree"
+expect_simulate_agrees "$tmp/delayed.yaml" "an fp8 plan"
 mega=$("$bin" export --plan "$tmp/delayed.yaml" --to megatron) || fail "export --to megatron exited $?"
 [[ $mega == *"--bf16 --fp8-format hybrid --fp8-recipe delayed"* ]] || fail "Megatron's line lacks the fp8 flags: $mega"
 "$bin" plan "${job[@]}" --fp8 current --target megatron -o "$tmp/current.yaml" >/dev/null 2>&1 ||

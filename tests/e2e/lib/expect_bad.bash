@@ -1,4 +1,4 @@
-# Sourced by tests/e2e/*.sh (not a test itself: ctest runs tests/e2e/*.sh only).
+# Sourced by tests/e2e/*.sh (not a test itself: ctest runs tests/e2e/*.sh only): shared checks.
 # expect_bad <expected text> <named text> -- <ringmaster args...>: the command must exit 2
 # with a message holding both texts (e.g. the rule broken and the file or option named).
 # Uses $bin; counts into $checked and $failures.
@@ -28,4 +28,17 @@ expect_run_refusal() {
   out=$(mpirun --allow-run-as-root --oversubscribe -np 1 "$bin" run --plan "$plan" 2>&1)
   checked=$((checked + 1))
   [[ $out == *"$expected"* ]] || fail "run of $what does not refuse it: $out"
+}
+# expect_simulate_agrees <plan> <what>: `simulate` of the plan replays it within 2 % of the
+# planner's step time (needs python3).
+expect_simulate_agrees() {
+  local plan=$1 what=$2 sim agree
+  checked=$((checked + 1))
+  sim=$("$bin" simulate --plan "$plan" --format json 2>/dev/null) || { fail "simulate of $what exited $?"; return; }
+  agree=$(python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+p, s = d["predicted"]["step_time_s"], d["simulated"]["step_time_s"]
+print(abs(s / p - 1) < 0.02)' "$sim" 2>&1)
+  [[ $agree == True ]] || fail "simulate of $what is not within 2 % of the plan: $agree"
 }
