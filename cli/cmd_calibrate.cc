@@ -105,6 +105,7 @@ void print_fits(const Profile& p, const std::vector<std::string>& notes) {
   params.add_row({"gemm_efficiency", sig(p.gemm_efficiency, 4), "of peak"});
   params.add_row({"overlap_interference", sig(p.overlap_interference, 4), "x compute time"});
   params.add_row({"transfer_overlap", sig(p.transfer_overlap, 4), "of transfer hidden"});
+  params.add_row({"lockstep_jitter", sig(p.lockstep_jitter, 4), "ring step kernel's spread (sigma)"});
   for (const auto& [cls, l] : p.links) {
     params.add_row({std::string("link ") + to_string(cls) + " alpha", sig(l.alpha_s * 1e6, 4), "us"});
     params.add_row({std::string("link ") + to_string(cls) + " beta", sig(l.beta_bytes_per_s * 1e-9, 4), "GB/s"});
@@ -122,7 +123,7 @@ void print_fits(const Profile& p, const std::vector<std::string>& notes) {
 // The executor's records as the profile fit reads them; the records of one run (one file).
 // A collective spans the group its record names (files from before the field: all the
 // run's ranks, as FSDP sharded then).
-std::vector<CalibrationRecord> calibration_records(const std::vector<exec::Measurement>& records) {
+std::vector<CalibrationRecord> calibration_records(const std::vector<exec::Measurement>& records, int run) {
   std::vector<CalibrationRecord> out;
   out.reserve(records.size());
   int ranks = 0;
@@ -139,7 +140,11 @@ std::vector<CalibrationRecord> calibration_records(const std::vector<exec::Measu
                    .peer = m.peer,
                    .group = m.group > 0 ? m.group : ranks,
                    .start = m.start,
-                   .seconds = m.seconds});
+                   .seconds = m.seconds,
+                   .run = run,
+                   .ring = m.ring,
+                   .layer = m.layer,
+                   .step = m.step});
   return out;
 }
 
@@ -172,7 +177,7 @@ void refit(const CalibrateOptions& o) {
       }
       ranks = std::max(ranks, m.rank + 1);
     }
-    const std::vector<CalibrationRecord> c = calibration_records(r);
+    const std::vector<CalibrationRecord> c = calibration_records(r, static_cast<int>(sources.size()));
     fitted.insert(fitted.end(), c.begin(), c.end());
     records.insert(records.end(), r.begin(), r.end());
     sources.push_back("measurements: " + f);
@@ -218,7 +223,7 @@ int benchmark_rank(const CalibrateOptions& o) {
       const std::string source = "micro-benchmarks: ringmaster calibrate --backend " + o.backend +
                                  " --np " + std::to_string(size) + " --model " + model.name +
                                  " (" + (small_grid(o) ? "small" : "full") + " grid)";
-      fit_and_write(calibration_records(all), topo, hw, {source}, o.output);
+      fit_and_write(calibration_records(all, 0), topo, hw, {source}, o.output);
     }
   } catch (const InputError& e) {
     if (rank == 0) std::fprintf(stderr, "ringmaster: %s\n", e.what());

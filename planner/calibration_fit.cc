@@ -9,6 +9,7 @@
 
 #include "planner/input_error.h"
 #include "planner/stats.h"
+#include "planner/straggler.h"
 
 namespace rm {
 namespace {
@@ -261,6 +262,35 @@ InterferenceFit fit_interference(const std::vector<InterferenceSample>& samples)
   fit.factor = std::max(
       1.0, positive_scale(alone, over, "interference alone seconds", "interference overlapped seconds"));
   fit.quality = scale_quality(alone, fit.factor, over);
+  return fit;
+}
+
+JitterFit fit_lockstep_jitter(const std::vector<LockstepSample>& steps) {
+  double squares = 0;
+  int dof = 0;
+  std::vector<const LockstepSample*> used;
+  for (const LockstepSample& s : steps) {
+    if (s.size() < 2) continue;
+    double mean = 0;
+    for (double r : s) {
+      if (!(r > 0)) fail_input("calibration", "lockstep jitter", "needs seconds per FLOP > 0");
+      mean += r / s.size();
+    }
+    for (double r : s) squares += (r / mean - 1) * (r / mean - 1);
+    dof += static_cast<int>(s.size()) - 1;
+    used.push_back(&s);
+  }
+  if (dof == 0) fail_input("calibration", "lockstep jitter", "needs a ring step timed on 2 positions or more");
+  JitterFit fit;
+  fit.jitter = std::sqrt(squares / dof);
+  std::vector<double> predicted, measured;
+  for (const LockstepSample* s : used) {
+    double mean = 0;
+    for (double r : *s) mean += r / s->size();
+    predicted.push_back(mean * lockstep_slowdown(fit.jitter, static_cast<int>(s->size())));
+    measured.push_back(*std::max_element(s->begin(), s->end()));
+  }
+  fit.quality = fit_quality(predicted, measured);
   return fit;
 }
 

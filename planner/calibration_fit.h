@@ -16,6 +16,7 @@
 //   GEMM              t = flops / (peak * gemm_efficiency)
 //   link (per class)  t = alpha + bytes / beta
 //   interference      t_compute_while_transferring = factor * t_compute_alone
+//   lockstep jitter   slowest of P = mean x (1 + jitter x E[max of P normals]) (straggler.h)
 #pragma once
 
 #include <string>
@@ -108,5 +109,18 @@ struct InterferenceFit {
   FitQuality quality;
 };
 InterferenceFit fit_interference(const std::vector<InterferenceSample>& samples);
+
+// One lockstep ring step as the ring's positions timed it: each position's kernel seconds
+// over the FLOPs it executed (seconds per FLOP, so positions of unequal work compare).
+using LockstepSample = std::vector<double>;
+struct JitterFit {
+  double jitter = 0;  // CostParams::lockstep_jitter
+  FitQuality quality;  // the slowest position's time, predicted as mean x lockstep_slowdown
+};
+// The pooled relative standard deviation across positions, sqrt(sum of squared relative
+// deviations from each step's mean / sum of (positions - 1)): unbiased for the variance
+// of kernel times t = mean x (1 + jitter x z), z standard normal. Steps of one position
+// are skipped; needs at least one of two or more.
+JitterFit fit_lockstep_jitter(const std::vector<LockstepSample>& steps);
 
 }  // namespace rm

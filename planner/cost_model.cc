@@ -827,7 +827,9 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   const double units = 2.0 * static_cast<double>(c) * m.head_dim * m.attention_kv_heads();  // K,V elements
   const double F = cost_.attention_flops_per_s(ch.block_q, ch.block_kv, m.head_dim);
   const double bf = cost_.attention.backward_factor;
-  const double I = free_comm ? 1.0 : cost_.overlap_interference;
+  // A later ring step's kernel: slowed beside its transfers, and waiting for the ring's
+  // slowest position (straggler.h; all_gather and a2a do not use it).
+  const double I = free_comm ? 1.0 : cost_.overlap_interference * cost_.lockstep_slowdown(P);
   const double sync = free_comm ? 0.0 : cost_.step_sync_s;
   auto X = [&](const PatternCost& p, double u) { return free_comm ? 0.0 : p.time(u); };
   const double acc = cost_.accumulate_s(units * 4);

@@ -1,5 +1,7 @@
 #include "planner/cost_params.h"
 
+#include "planner/straggler.h"
+
 namespace rm {
 
 CostParams CostParams::from_topology(const Topology& topo) {
@@ -11,6 +13,8 @@ CostParams CostParams::from_topology(const Topology& topo) {
   p.hbm_bytes_per_s = topo.gpu.hbm_bytes_per_s;
   return p;
 }
+
+double CostParams::lockstep_slowdown(int ranks) const { return rm::lockstep_slowdown(lockstep_jitter, ranks); }
 
 double CostParams::link_bytes_per_s(const Link& link) const {
   const double b = links[static_cast<int>(link.cls)].beta_bytes_per_s;

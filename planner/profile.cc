@@ -99,6 +99,7 @@ Profile parse_profile(const std::string& yaml_text, const std::string& source) {
     links.finish();
     p.overlap_interference = par.number("overlap_interference", Range::between(1, 1e3));
     p.transfer_overlap = par.number("transfer_overlap", Range{0, false, 1, false});
+    p.lockstep_jitter = par.number_or("lockstep_jitter", 0, Range{0, false, 1, true});  // [0, 1)
     if (par.has("hbm_bytes_per_s"))
       p.hbm_bytes_per_s = par.number("hbm_bytes_per_s", Range::above_up_to(0, kMaxGbPerS * kGB));
     if (par.has("optimizer_bytes_per_s"))
@@ -176,6 +177,9 @@ std::string profile_to_yaml_string(const Profile& p) {
       << YAML::Comment("compute time while transfers run over compute time alone");
   out << YAML::Key << "transfer_overlap" << YAML::Value << p.transfer_overlap
       << YAML::Comment("share of a transfer that proceeds while computing (0..1)");
+  if (p.lockstep_jitter > 0)
+    out << YAML::Key << "lockstep_jitter" << YAML::Value << p.lockstep_jitter
+        << YAML::Comment("ring step kernel's relative spread across ranks");
   if (p.hbm_bytes_per_s > 0)
     out << YAML::Key << "hbm_bytes_per_s" << YAML::Value << p.hbm_bytes_per_s
         << YAML::Comment("memory-bound (elementwise) ops");
@@ -275,6 +279,7 @@ void apply_profile(const Profile& p, CostParams& params) {
   params.gemm_half_flops = 0;  // the profile's rate was measured on the executor's GEMMs: flat
   params.overlap_interference = p.overlap_interference;
   params.transfer_overlap = p.transfer_overlap;
+  params.lockstep_jitter = p.lockstep_jitter;
   if (p.hbm_bytes_per_s > 0) params.hbm_bytes_per_s = p.hbm_bytes_per_s;
   if (p.optimizer_bytes_per_s > 0) params.optimizer_bytes_per_s = p.optimizer_bytes_per_s;
   if (p.collectives.beta_bytes_per_s > 0) {

@@ -19,6 +19,9 @@
 //     overlap_interference: 1.05   # compute slowdown while transfers run (>= 1)
 //     transfer_overlap: 0.0        # share of a transfer that proceeds during compute
 //                                  # (1: DMA engines / NCCL; ~0: MPI without progress)
+//     lockstep_jitter: 0.03        # optional: a ring step kernel's relative standard
+//                                  # deviation across the ring's ranks (straggler.h);
+//                                  # absent = 0
 //     hbm_bytes_per_s: 3.0e9       # optional: memory-bound (elementwise) ops' rate
 //     optimizer_bytes_per_s: 1.0e9 # optional: the optimizer's rate over
 //                                  # kOptimizerBytesPerParam (both fitted from the
@@ -71,6 +74,7 @@ struct Profile {
   std::map<LinkClass, LinkParams> links;
   double overlap_interference = 1;
   double transfer_overlap = 1;
+  double lockstep_jitter = 0;        // 0 = none measured (or no ring ran on two ranks)
   double hbm_bytes_per_s = 0;        // 0 = not calibrated (the topology's is used)
   double optimizer_bytes_per_s = 0;  // 0 = not calibrated (memory bound at hbm_bytes_per_s)
   LinkParams collectives;            // beta 0 = not calibrated (rings over the links)

@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 
 #include "planner/calibration_fit.h"
 #include "planner/input_error.h"
@@ -87,6 +88,18 @@ Profile fit_profile(const std::vector<CalibrationRecord>& records, const Topolog
     if (!fabric) fabric = std::make_unique<Fabric>(topo, max_rank + 1);
     return route_class(*fabric, src, dst);
   };
+
+  // Lockstep ring steps: the k-th kernel of each (layer, step, pass) on every position of
+  // one ring, iteration and run (records keep each rank's op order).
+  using StepKey = std::tuple<int, int, int, int, int, bool, int>;  // run, iteration, ring, layer, step, bwd, k
+  std::map<StepKey, LockstepSample> lockstep;
+  std::map<std::tuple<int, int, int, int, int, bool>, int> seen;  // run, rank, iteration, layer, step, bwd
+  for (const CalibrationRecord& m : records) {
+    if (!is_kernel(m) || m.ring < 0 || m.step <= 0 || m.flops <= 0 || m.seconds <= 0) continue;
+    const bool bwd = m.kind == "attention_backward";
+    const int k = seen[{m.run, m.rank, m.iteration, m.layer, m.step, bwd}]++;
+    lockstep[{m.run, m.iteration, m.ring, m.layer, m.step, bwd, k}].push_back(m.seconds / m.flops);
+  }
 
   for (const auto& [key, g] : groups) {
     for (const CalibrationRecord* m : g) {
@@ -198,6 +211,17 @@ Profile fit_profile(const std::vector<CalibrationRecord>& records, const Topolog
   } else if (!bwd_alone) {
     note("no attention_backward records to fit: backward_factor kept at " +
          std::to_string(p.attention.backward_factor));
+  }
+
+  std::vector<LockstepSample> steps;
+  for (auto& [key, rates] : lockstep)
+    if (rates.size() > 1) steps.push_back(std::move(rates));
+  if (!steps.empty()) {
+    const JitterFit j = fit_lockstep_jitter(steps);
+    p.lockstep_jitter = j.jitter;
+    p.fits["lockstep"] = j.quality;
+  } else {
+    note("no ring step was timed on two positions or more: lockstep_jitter = 0");
   }
 
   if (!gemms.empty()) {

@@ -406,6 +406,7 @@ class Generator {
     ring_.dkv_bytes = rb_.dkv_block;
     ring_.attention_efficiency =
         costs_.attention.efficiency(choice_.block_q, choice_.block_kv, ms_.head_dim);
+    ring_.step_slowdown = costs_.lockstep_slowdown(P_);
     ring_.accumulate_efficiency = costs_.accumulate_efficiency();
     ring_.elementwise_efficiency = costs_.elementwise_efficiency();
     ring_.merge_elements = static_cast<double>(c_) * ms_.heads * ms_.head_dim;

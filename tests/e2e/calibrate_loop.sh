@@ -2,7 +2,8 @@
 # The calibration loop through the real binary and real mpirun, on 2 CPU ranks:
 #   tune (no profile: calibrates this machine first, small grid) -> run -> validate --format json|csv
 #   calibrate --backend cpu --measurements (fit quality and machine load reported) ->
-#   calibrate --from (refit) -> plan/sweep --profile; an a2a run's records in a refit (HBM rate)
+#   calibrate --from (refit) -> plan/sweep --profile; an a2a run's records in a refit (HBM rate),
+#   a ring run's (lockstep jitter)
 # and the refusals: a measurements file with garbage lines or missing fields (exit 2, file and
 # line named), a profile from other hardware (a warning), a profile to an unwritable folder
 # (exit 2, nothing left behind).
@@ -119,6 +120,21 @@ if expect_exit 0 cal.log "$bin" calibrate --backend cpu --np 2 --grid small -o b
     { grep -q '"kind":"a2a_pack"' a2a-runs/0.jsonl || fail "an a2a run recorded no a2a_pack"
       (($(points a2a-refit.yaml) > $(points bench.yaml))) ||
         fail "the a2a records did not join the refit's elementwise fit ($(points bench.yaml) -> $(points a2a-refit.yaml) points)"; }
+  # A ring run's later steps (each waits for the slower of the 2 positions) give the refit a
+  # lockstep jitter; the benchmarks run no ring, so theirs has none.
+  grep -q "lockstep_jitter" refit.yaml && fail "a refit from benchmark records wrote a lockstep_jitter"
+  grep -q "no ring step was timed on two positions or more" refit.log ||
+    fail "the benchmark refit did not say why it has no lockstep jitter: $(grep -i lockstep refit.log)"
+  mkdir ring-runs
+  expect_exit 0 ring-plan.log "$bin" plan "${job[@]}" --seq 1k --workload attention --cp 2 --load-balance zigzag \
+    --profile bench.yaml -o ring.yaml &&
+    expect_exit 0 ring-run.log "$bin" validate --profile bench.yaml --iters 3 --keep-measurements ring-runs ring.yaml &&
+    expect_exit 0 ring-refit.log "$bin" calibrate --from ring-runs/0.jsonl -o ring-refit.yaml &&
+    { grep -Eq "^  lockstep_jitter: [0-9.e-]+ +# ring step" ring-refit.yaml ||
+        fail "a ring run's refit wrote no lockstep_jitter: $(grep -A12 '^parameters' ring-refit.yaml)"
+      grep -Eq "^  lockstep: \{points: [1-9]" ring-refit.yaml || fail "a ring run's refit has no lockstep fit"
+      grep -Eq "^lockstep_jitter +[0-9.e-]+ +ring step" ring-refit.log || fail "calibrate printed no lockstep_jitter row"
+      expect_exit 0 ring-replan.log "$bin" plan "${job[@]}" --seq 1k --workload attention --cp 2 --profile ring-refit.yaml; }
   grep -q "warning" plan.log && fail "plan warned about a profile made on this machine: $(grep warning plan.log)"
   expect_exit 0 sweep.log "$bin" sweep --model tiny --topology cpu-local --gpus 2 --seqs 1k,2k \
     --workload attention --profile refit.yaml

@@ -167,7 +167,18 @@ TEST_CASE("profile round trip through a file") {
   CHECK(q.links.at(LinkClass::kSharedMemory).alpha_s == doctest::Approx(2e-6).scale(0));
   CHECK(q.overlap_interference == doctest::Approx(1.05));
   CHECK(q.transfer_overlap == doctest::Approx(0.25));
+  CHECK(q.lockstep_jitter == 0);  // absent: none measured
   CHECK(q.sources == std::vector<std::string>{"unit test"});
+  // A fitted jitter is written, read back and applied.
+  q.lockstep_jitter = 0.03;
+  write_profile(q, path);
+  const Profile r = read_profile(path);
+  std::remove(path.c_str());
+  CHECK(r.lockstep_jitter == doctest::Approx(0.03));
+  CostParams params;
+  params.peak_flops = 5e10;
+  apply_profile(r, params);
+  CHECK(params.lockstep_jitter == doctest::Approx(0.03));
   CHECK(q.date == p.date);
 }
 
@@ -194,6 +205,8 @@ TEST_CASE("bad profiles name file, line and field") {
   CHECK(with("r2: 0.99", "r2: .nan").find("p.yaml:14: fits.gemm.r2: expected a number") == 0);
   CHECK(with("gemm_efficiency: 0.8", "gemm_efficiency: 0.8\n  gemm_efficiency: 0.9").find("p.yaml:9: parameters.gemm_efficiency: key given twice (first at line 8)") == 0);
   CHECK(with("{points: 4,", "{points: 4294967297,").find("fits.gemm.points: expected a whole number") != std::string::npos);
+  CHECK(with("transfer_overlap: 0.25", "transfer_overlap: 0.25\n  lockstep_jitter: 0.02").empty());
+  CHECK(with("transfer_overlap: 0.25", "transfer_overlap: 0.25\n  lockstep_jitter: 1").find("p.yaml:13: parameters.lockstep_jitter: expected a number in [0, 1)") == 0);
   // The optional collectives: each of its three keys, in range.
   const std::string coll = "gemm_efficiency: 0.8\n  collectives: {alpha_s: 1e-5, beta_bytes_per_s: 1e9, overlap: ";
   CHECK(with("gemm_efficiency: 0.8", coll + "0.2}").empty());

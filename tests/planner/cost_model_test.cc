@@ -137,6 +137,21 @@ TEST_CASE("flat ring attention time, by hand") {
   sub.kv_subblocks = 4;
   CHECK(cm.predict(job, sub).step_time_s == doctest::Approx(p.step_time_s).epsilon(1e-12));
   CHECK(cs0.predict(job, sub).step_time_s == doctest::Approx(q.step_time_s).epsilon(1e-12));
+  // A lockstep jitter of 0.1 (straggler.h): each later step waits for the slowest of the 4
+  // kernels, 1 + 0.1 x E[max of 4 normals]; step 0 does not, nor the kernels' own time, nor
+  // all_gather's one kernel a layer.
+  CostParams jittered = cost;
+  jittered.lockstep_jitter = 0.1;
+  CostModel cj(m, f, jittered);
+  const double s = 1 + 0.1 * 1.0293754;
+  const Prediction j = cj.predict(job, ch);
+  CHECK(j.step_time_s == doctest::Approx(comp + 3 * comp * s + 2.5 * comp + 3 * 2.5 * comp * s + 3 * acc + x_acc)
+                             .epsilon(1e-6));
+  CHECK(j.attention_compute_s == doctest::Approx(p.attention_compute_s));
+  PlanChoice ag = ch;
+  ag.strategy = Strategy::kAllGatherCp;
+  REQUIRE(cm.why_invalid(job, ag) == "");
+  CHECK(cj.predict(job, ag).step_time_s == doctest::Approx(cm.predict(job, ag).step_time_s));
 }
 
 TEST_CASE("a2a (Ulysses) attention time, by hand: the whole sequence on h / P heads, each all-to-all's copies") {

@@ -1,6 +1,7 @@
 // fit_profile on synthetic records laid out like a ring run's: which record feeds which fit.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "planner/profile_fit.h"
@@ -182,6 +183,57 @@ TEST_CASE("fit_profile: the collectives' alpha, bus bandwidth and overlap from a
   // Records without a group (not from a run of the executor) are not fitted.
   for (auto& r : records) r.group = 0;
   CHECK(fit_profile(records, topo, {"host", "test cpu", 4, "cpu"}, {"test"}, &notes).collectives.beta_bytes_per_s == 0);
+}
+
+}  // namespace rm
+
+namespace rm {
+
+TEST_CASE("fit_profile: the lockstep jitter from ring steps after the own block, per run, ring and step") {
+  const Topology topo = load_topology("cpu-local");
+  std::vector<CalibrationRecord> records;
+  const double a = 0.05 / std::sqrt(2.0);  // two positions at mean x (1 +- a): sigma 0.05
+  for (int run : {0, 1}) {
+    for (int it = 0; it < 3; ++it) {
+      for (int rank : {0, 1}) {
+        const double sign = rank == 0 ? 1 : -1;
+        // Step 0 (the own block) spreads widely and is not a lockstep wait.
+        CalibrationRecord own = kernel(it, false, 64, 0.0, 1e8, false);
+        own.rank = rank;
+        own.run = run;
+        own.ring = 0;
+        own.seconds *= 1 + 0.5 * sign;
+        // Step 1, forward then backward: the second run's kernels twice as long, which would
+        // read as spread were runs or passes pooled into one step.
+        CalibrationRecord f = kernel(it, false, 64, 1.0, 1e8, false);
+        f.rank = rank;
+        f.run = run;
+        f.ring = 0;
+        f.step = 1;
+        f.seconds *= (1 + run) * (1 + a * sign);
+        CalibrationRecord b = kernel(it, true, 64, 2.0, 1e8, false);
+        b.rank = rank;
+        b.run = run;
+        b.ring = 0;
+        b.step = 1;
+        b.seconds *= (1 + run) * (1 - a * sign);
+        records.insert(records.end(), {own, f, b});
+      }
+    }
+  }
+  std::vector<std::string> notes;
+  Profile p = fit_profile(records, topo, local_cpu_hardware(2), {"test"}, &notes);
+  CHECK(p.lockstep_jitter == doctest::Approx(0.05).epsilon(1e-9));
+  REQUIRE(p.fits.count("lockstep") == 1);
+  CHECK(p.fits.at("lockstep").points == 12);
+  // Benchmark records (no ring) leave it at 0, with a note.
+  for (CalibrationRecord& m : records) m.ring = -1;
+  notes.clear();
+  p = fit_profile(records, topo, local_cpu_hardware(2), {"test"}, &notes);
+  CHECK(p.lockstep_jitter == 0);
+  CHECK(p.fits.count("lockstep") == 0);
+  CHECK(std::find(notes.begin(), notes.end(), "no ring step was timed on two positions or more: lockstep_jitter = 0") !=
+        notes.end());
 }
 
 }  // namespace rm

@@ -19,6 +19,7 @@
 #include "planner/schedule.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
+#include "planner/straggler.h"
 #include "planner/units.h"
 #include "simulator/simulate.h"
 #include "tests/simulator/test_jobs.h"
@@ -175,6 +176,56 @@ TEST_CASE("a calibrated profile's transfer overlap and link latency: step time w
         CHECK(c.time_error() < (sched == Schedule::kBidirectional ? 0.04 : 0.02));
         worst.add(c, false);
       }
+    }
+  }
+}
+
+TEST_CASE("a lockstep ring's straggler term: the replay's later steps wait as the planner's, within 2 %") {
+  // CostParams::lockstep_jitter (a calibrated profile's): every p2p ring's later steps pay
+  // 1 + jitter x E[max of P normals] in both; all_gather's one kernel does not.
+  struct Case {
+    const char* topology;
+    int gpus;
+    Schedule schedule;
+    LoadBalance lb;
+    Strategy comm;
+  };
+  Worst worst{"lockstep jitter 0.05"};
+  for (const Case& k : {Case{"a100-nvlink-box", 8, Schedule::kFlat, LoadBalance::kZigzag, Strategy::kRing},
+                        Case{"a100-nvlink-box", 8, Schedule::kFlat, LoadBalance::kContiguous, Strategy::kRing},
+                        Case{"a100-nvlink-box", 8, Schedule::kBidirectional, LoadBalance::kStriped, Strategy::kRing},
+                        Case{kStudyTopology, 16, Schedule::kTwoLevel, LoadBalance::kZigzag, Strategy::kRing},
+                        Case{kStudyTopology, 16, Schedule::kFlat, LoadBalance::kZigzag, Strategy::kUsp},
+                        Case{"a100-nvlink-box", 8, Schedule::kFlat, LoadBalance::kContiguous, Strategy::kAllGatherCp}}) {
+    CAPTURE(std::string(k.topology));
+    CAPTURE(std::string(to_string(k.schedule)));
+    CAPTURE(std::string(to_string(k.lb)));
+    CAPTURE(std::string(to_string(k.comm)));
+    const Topology topo = load_topology(k.topology);
+    const ModelSpec model = load_model(kDefaultModel);
+    CostParams jittered = CostParams::from_topology(topo);
+    jittered.lockstep_jitter = 0.05;
+    SearchPins pins;
+    pins.cp = k.gpus;
+    pins.cp_comm_type = k.comm;
+    if (k.comm == Strategy::kUsp) pins.cp_a2a = 8;
+    if (k.comm == Strategy::kRing) pins.schedule = k.schedule;
+    if (k.comm == Strategy::kRing) pins.load_balance = k.lb;
+    if (k.schedule == Schedule::kTwoLevel) pins.order = "node-major";
+    const Job job = make_job(topo, k.gpus, 131072, Workload::kAttention);
+    const Compared c = plan_and_simulate(topo, model, job, pins, {.calibrated = &jittered});
+    const Compared still = plan_and_simulate(topo, model, job, pins);
+    CHECK(c.time_error() < 0.02);
+    worst.add(c, false);
+    // Compute-bound at 8K-16K tokens a GPU: the ring is slower by most of the term on its
+    // P - 1 later steps (step 0 does not pay it), all_gather not at all.
+    const int ring = k.comm == Strategy::kUsp ? k.gpus / 8 : k.gpus;
+    const double slower = c.simulated.step_time_s / still.simulated.step_time_s;
+    if (k.comm == Strategy::kAllGatherCp) {
+      CHECK(slower == doctest::Approx(1).epsilon(1e-9));
+    } else {
+      CHECK(slower > 1 + 0.8 * (ring - 1.0) / ring * 0.05 * expected_max_standard_normal(ring));
+      CHECK(slower < lockstep_slowdown(0.05, ring) + 1e-9);
     }
   }
 }
