@@ -34,7 +34,8 @@
 //   lockstep jitter attention records of ring steps after a position's own block
 //                   (step > 0), the k-th of each (layer, step, pass) on every position of
 //                   a ring in one iteration of one run forming one lockstep step:
-//                   seconds per FLOP across the positions (fit_lockstep_jitter)
+//                   seconds per FLOP across the positions (fit_lockstep_jitter); GPU
+//                   runs only (hardware.backend cuda: the cpu backend's ranks share cores)
 //   transfer overlap recv records with compute inside their span: how much of the
 //                   transfer (predicted by the link fit) went on during the compute:
 //                   overlap = (transfer - exposed) / min(compute, transfer), where exposed

@@ -189,7 +189,7 @@ TEST_CASE("fit_profile: the collectives' alpha, bus bandwidth and overlap from a
 
 namespace rm {
 
-TEST_CASE("fit_profile: the lockstep jitter from ring steps after the own block, per run, ring and step") {
+TEST_CASE("fit_profile: the lockstep jitter from a GPU run's ring steps after the own block, per run, ring and step") {
   const Topology topo = load_topology("cpu-local");
   std::vector<CalibrationRecord> records;
   const double a = 0.05 / std::sqrt(2.0);  // two positions at mean x (1 +- a): sigma 0.05
@@ -221,15 +221,23 @@ TEST_CASE("fit_profile: the lockstep jitter from ring steps after the own block,
       }
     }
   }
+  ProfileHardware gpus = local_cpu_hardware(2);
+  gpus.backend = "cuda";
   std::vector<std::string> notes;
-  Profile p = fit_profile(records, topo, local_cpu_hardware(2), {"test"}, &notes);
+  Profile p = fit_profile(records, topo, gpus, {"test"}, &notes);
   CHECK(p.lockstep_jitter == doctest::Approx(0.05).epsilon(1e-9));
   REQUIRE(p.fits.count("lockstep") == 1);
   CHECK(p.fits.at("lockstep").points == 12);
+  // The cpu backend's ranks share cores: no fit, and a note saying why.
+  notes.clear();
+  p = fit_profile(records, topo, local_cpu_hardware(2), {"test"}, &notes);
+  CHECK(p.lockstep_jitter == 0);
+  CHECK(p.fits.count("lockstep") == 0);
+  CHECK(std::any_of(notes.begin(), notes.end(), [](const std::string& n) { return n.find("cpu backend") == 0; }));
   // Benchmark records (no ring) leave it at 0, with a note.
   for (CalibrationRecord& m : records) m.ring = -1;
   notes.clear();
-  p = fit_profile(records, topo, local_cpu_hardware(2), {"test"}, &notes);
+  p = fit_profile(records, topo, gpus, {"test"}, &notes);
   CHECK(p.lockstep_jitter == 0);
   CHECK(p.fits.count("lockstep") == 0);
   CHECK(std::find(notes.begin(), notes.end(), "no ring step was timed on two positions or more: lockstep_jitter = 0") !=
