@@ -219,7 +219,7 @@ Profile fit_profile(const std::vector<CalibrationRecord>& records, const Topolog
   if (!steps.empty() && hardware.backend != "cuda") {
     // The cpu backend's ranks time-share cores: one rank's slow kernel is another's fast
     // one, and nobody waits. Fitted there (4 ranks on 2 cores: 0.178), the term priced a
-    // held-out plan 10 % slow where it was within 1 % without it (validation/README.md).
+    // held-out plan 11 % slow where it read -1.1 % without it (validation/README.md).
     note("cpu backend: its ranks' kernels share cores, so their spread is no lockstep wait: lockstep_jitter = 0");
   } else if (!steps.empty()) {
     const JitterFit j = fit_lockstep_jitter(steps);
