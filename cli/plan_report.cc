@@ -253,6 +253,8 @@ std::string plan_report(const Plan& plan, const Topology& topo, const CostParams
   pred.add_row({"exposed comm", sig(p.exposed_comm_s, 4), "s"});
   pred.add_row({std::string("  of which ") + to_string(sharding_as_run(j, c)) + " collectives", sig(p.fsdp_exposed_s, 4), "s"});
   if (c.tp > 1) pred.add_row({"  of which TP collectives", sig(p.tp_comm_s, 4), "s"});
+  if (p.lockstep_wait_s > 0)
+    pred.add_row({"  of which lockstep waits", sig(p.lockstep_wait_s, 4), "s (ring steps waiting for the slowest GPU)"});
   if (c.pp > 1) {
     pred.add_row({"  of which pipeline transfers", sig(p.pp_p2p_s, 4), "s"});
     pred.add_row({"pipeline bubble", sig(p.pp_bubble_s, 4),

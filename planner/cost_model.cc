@@ -1496,6 +1496,12 @@ void CostModel::explain(const Job& job, const PlanChoice& choice, const RingPatt
     const double compute = steps * w.step_executed_max / F;
     if (compute > 0) p.overlap_threshold_tokens = static_cast<double>(cr) * units * pat.forward().s_per_unit / compute;
   }
+  if (cost_.lockstep_jitter > 0 && (ch.strategy == Strategy::kRing || usp) && P > 1) {
+    // The step's wait for the rings' slowest positions: the step priced without it, subtracted.
+    CostParams still = cost_;
+    still.lockstep_jitter = 0;
+    p.lockstep_wait_s = std::max(0.0, p.step_time_s - CostModel(model_, fabric_, still).price(job, choice, pat).step_time_s);
+  }
   if (!p.fits) {
     char buf[200];
     std::snprintf(buf, sizeof buf, "needs %.1f GiB per GPU, more than the %.1f GiB available",

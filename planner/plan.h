@@ -301,6 +301,9 @@ struct Prediction {
   double tp_comm_s = 0;  // tensor-parallel all-gathers and reduce-scatters (unhidden)
   double pp_bubble_s = 0;  // pipeline fill and drain (pipeline_parallel.h); 0 when pp = 1
   double pp_p2p_s = 0;     // pipeline stage-to-stage transfers (exposed)
+  // Of exposed_comm_s: the p2p ring's later steps waiting for the ring's slowest kernel
+  // (CostParams::lockstep_jitter, straggler.h); 0 without a jitter.
+  double lockstep_wait_s = 0;
   double overlap_threshold_tokens = 0;  // c >= F/B on the ring's bottleneck link
   std::string why_not;  // set when !fits or the plan is infeasible: the reason, for people
 };

@@ -341,6 +341,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
                       {"tp_comm_s", p.tp_comm_s},
                       {"pp_bubble_s", p.pp_bubble_s},
                       {"pp_p2p_s", p.pp_p2p_s},
+                      {"lockstep_wait_s", p.lockstep_wait_s},
                       {"overlap_threshold_tokens", p.overlap_threshold_tokens},
                       {"memory_gib", memory_json(p.memory)},
                       {"why_not", p.why_not}};
@@ -469,6 +470,7 @@ std::string plan_to_yaml_string(const Plan& plan) {
     e << YAML::Key << "pp_bubble_s" << YAML::Value << num(p.pp_bubble_s);
     e << YAML::Key << "pp_p2p_s" << YAML::Value << num(p.pp_p2p_s);
   }
+  if (p.lockstep_wait_s > 0) e << YAML::Key << "lockstep_wait_s" << YAML::Value << num(p.lockstep_wait_s);
   e << YAML::Key << "overlap_threshold_tokens" << YAML::Value << num(p.overlap_threshold_tokens);
   e << YAML::Key << "memory_gib" << YAML::Value << YAML::BeginMap;
   const MemoryBreakdown& m = p.memory;
@@ -615,6 +617,7 @@ Prediction read_predicted(const YamlMap& m) {
   p.tp_comm_s = m.number_or("tp_comm_s", 0, any);
   p.pp_bubble_s = m.number_or("pp_bubble_s", 0, any);
   p.pp_p2p_s = m.number_or("pp_p2p_s", 0, any);
+  p.lockstep_wait_s = m.number_or("lockstep_wait_s", 0, any);
   p.overlap_threshold_tokens = m.number_or("overlap_threshold_tokens", 0, any);
   if (m.has("memory_gib")) {
     const YamlMap mem = m.map("memory_gib");

@@ -120,9 +120,8 @@ class RingPass {
     // kBackwardFlopsFactor / backward_factor. Model FLOPs count the backward as 2x the
     // forward, as the cost model's MFU does.
     const double factor = bwd_ ? kBackwardFlopsFactor : 1.0;
-    const double efficiency = ctx_.attention_efficiency *
-                              (bwd_ ? kBackwardFlopsFactor / ctx_.backward_factor : 1.0) /
-                              (mod(owner, ctx_.P) != pos_ ? ctx_.step_slowdown : 1.0);
+    const double efficiency =
+        ctx_.attention_efficiency * (bwd_ ? kBackwardFlopsFactor / ctx_.backward_factor : 1.0);
     const double useful = f.useful * (bwd_ ? kLinearBackwardFactor : 1.0) * useful_scale_;
     em_.compute(bwd_ ? ComputeKind::kAttentionBackward : ComputeKind::kAttentionForward,
                 f.executed * factor * repeat_, useful * repeat_, efficiency, kv, aux, mod(owner, ctx_.P));

@@ -56,10 +56,6 @@ struct RingContext {
   double kv_bytes = 0;
   double dkv_bytes = 0;
   double attention_efficiency = 0;
-  // A p2p ring's later step waits for the ring's slowest position: its kernel's efficiency
-  // is divided by this (CostParams::lockstep_slowdown(P); all_gather's and a2a's one
-  // kernel a layer does not pay it).
-  double step_slowdown = 1;
   double accumulate_efficiency = 0;  // memory-bound add, expressed as a fraction of peak
   double elementwise_efficiency = 0;  // an all-to-all's layout copies (flops = HBM bytes)
   double merge_elements = 0;         // c·h·d: output elements a step's merge moves

@@ -395,6 +395,7 @@ class Generator {
     }
 
     ring_.kind = choice_.strategy;
+    if (ring_.kind == Strategy::kRing || ring_.kind == Strategy::kUsp) out_.lockstep_slowdown = costs_.lockstep_slowdown(P_);
     ring_.P = P_;
     ring_.steps = ring_attention_work(layout_, job_.causal, ms_.heads, ms_.head_dim,
                                       {choice_.block_q, choice_.block_kv}, holding_.window)
@@ -406,7 +407,6 @@ class Generator {
     ring_.dkv_bytes = rb_.dkv_block;
     ring_.attention_efficiency =
         costs_.attention.efficiency(choice_.block_q, choice_.block_kv, ms_.head_dim);
-    ring_.step_slowdown = costs_.lockstep_slowdown(P_);
     ring_.accumulate_efficiency = costs_.accumulate_efficiency();
     ring_.elementwise_efficiency = costs_.elementwise_efficiency();
     ring_.merge_elements = static_cast<double>(c_) * ms_.heads * ms_.head_dim;

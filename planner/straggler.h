@@ -7,9 +7,12 @@
 // 2.07 sigma at 32. An upper bound: a ring's double buffering lets a slow step borrow from
 // the next one's slack, which the expected maximum of independent steps ignores.
 //
-// Only the p2p rings' steps after a position's own block pay it (the cost model and the
-// schedule's ring passes alike, so the replay agrees); all_gather and a2a compute each
-// layer's attention as one kernel per GPU, with one wait for the collective after it.
+// Only the p2p rings' steps after a position's own block pay it: the cost model charges it
+// with the overlap interference, and the SimGrid replay charges it on the same kernels
+// (OpSchedule::lockstep_slowdown), so they agree. It is waiting, not compute: the
+// free-communication step leaves it out, and a plan reports it as exposed
+// (Prediction::lockstep_wait_s). all_gather and a2a compute each layer's attention as one
+// kernel per GPU, with one wait for the collective after it.
 #pragma once
 
 namespace rm {

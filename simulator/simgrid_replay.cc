@@ -407,6 +407,7 @@ class SimGridReplay {
   void gpu(int g) {
     GpuState& st = gpus_[g];
     const auto& ops = s_.ranks[g].ops;
+    const int position = s_.ranks[g].position;
     // Requests posted and not yet waited for, by id: ids are unique within the rank, so a
     // table of every id would grow with the op list (a long pipeline's 10^4 per GPU).
     std::unordered_map<int, Request> reqs;
@@ -451,6 +452,8 @@ class SimGridReplay {
           const bool attention = op.compute == ComputeKind::kAttentionForward ||
                                  op.compute == ComputeKind::kAttentionBackward;
           if (attention && op.step > 0 && in_flight > 0) flops *= costs_.overlap_interference;
+          // A later ring step waits for the ring's slowest position (straggler.h).
+          if (attention && op.kv_owner >= 0 && op.kv_owner != position) flops *= s_.lockstep_slowdown;
           const double start = now();
           // Each host runs one actor and its ops in sequence, so a compute op never shares
           // the CPU: sleeping flops / peak takes exactly as long as the exec would, at a

@@ -148,6 +148,10 @@ TEST_CASE("flat ring attention time, by hand") {
   CHECK(j.step_time_s == doctest::Approx(comp + 3 * comp * s + 2.5 * comp + 3 * 2.5 * comp * s + 3 * acc + x_acc)
                              .epsilon(1e-6));
   CHECK(j.attention_compute_s == doctest::Approx(p.attention_compute_s));
+  // Reported as waiting (exposed), not as compute or free-communication time.
+  CHECK(j.lockstep_wait_s == doctest::Approx(j.step_time_s - p.step_time_s));
+  CHECK(j.exposed_comm_s == doctest::Approx(p.exposed_comm_s + j.lockstep_wait_s));
+  CHECK(p.lockstep_wait_s == 0);
   PlanChoice ag = ch;
   ag.strategy = Strategy::kAllGatherCp;
   REQUIRE(cm.why_invalid(job, ag) == "");

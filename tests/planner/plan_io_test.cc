@@ -328,6 +328,20 @@ TEST_CASE("pipeline_buffers: written when a stage holds receive buffers, 0 in pl
   std::filesystem::remove(path);
 }
 
+TEST_CASE("lockstep_wait_s: written when a jitter priced one, 0 in plans from before it, in the JSON always") {
+  rm::Plan p = sample_plan();
+  const std::string path = rm::test::temp_path("lockstep.yaml");
+  rm::write_plan_yaml(p, path);
+  CHECK(rm::plan_to_yaml_string(p).find("lockstep_wait_s") == std::string::npos);
+  CHECK(rm::read_plan_yaml(path).predicted.lockstep_wait_s == 0);
+  CHECK(rm::plan_to_json(p)["predicted"]["lockstep_wait_s"] == 0.0);
+  p.predicted.lockstep_wait_s = 0.75;
+  rm::write_plan_yaml(p, path);
+  CHECK(rm::read_plan_yaml(path).predicted.lockstep_wait_s == doctest::Approx(0.75));
+  CHECK(rm::plan_to_json(p)["predicted"]["lockstep_wait_s"] == doctest::Approx(0.75));
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("framework: written when one is named, any in plans from before it, in the JSON always") {
   rm::Plan p = sample_plan();
   const std::string path = rm::test::temp_path("framework.yaml");

@@ -217,6 +217,8 @@ TEST_CASE("a lockstep ring's straggler term: the replay's later steps wait as th
     const Compared still = plan_and_simulate(topo, model, job, pins);
     CHECK(c.time_error() < 0.02);
     worst.add(c, false);
+    // Waiting is no compute: the free-communication step is the one without the term.
+    CHECK(c.simulated.free_comm_time_s == doctest::Approx(still.simulated.free_comm_time_s).epsilon(1e-9));
     // Compute-bound at 8K-16K tokens a GPU: the ring is slower by most of the term on its
     // P - 1 later steps (step 0 does not pay it), all_gather not at all.
     const int ring = k.comm == Strategy::kUsp ? k.gpus / 8 : k.gpus;
