@@ -268,7 +268,7 @@ InterferenceFit fit_interference(const std::vector<InterferenceSample>& samples)
 JitterFit fit_lockstep_jitter(const std::vector<LockstepSample>& steps) {
   double squares = 0;
   int dof = 0;
-  std::vector<const LockstepSample*> used;
+  std::vector<double> predicted, measured;  // each step's mean, then the slowest position
   for (const LockstepSample& s : steps) {
     if (s.size() < 2) continue;
     double mean = 0;
@@ -278,18 +278,15 @@ JitterFit fit_lockstep_jitter(const std::vector<LockstepSample>& steps) {
     }
     for (double r : s) squares += (r / mean - 1) * (r / mean - 1);
     dof += static_cast<int>(s.size()) - 1;
-    used.push_back(&s);
+    predicted.push_back(mean);
+    measured.push_back(*std::max_element(s.begin(), s.end()));
   }
   if (dof == 0) fail_input("calibration", "lockstep jitter", "needs a ring step timed on 2 positions or more");
   JitterFit fit;
   fit.jitter = std::sqrt(squares / dof);
-  std::vector<double> predicted, measured;
-  for (const LockstepSample* s : used) {
-    double mean = 0;
-    for (double r : *s) mean += r / s->size();
-    predicted.push_back(mean * lockstep_slowdown(fit.jitter, static_cast<int>(s->size())));
-    measured.push_back(*std::max_element(s->begin(), s->end()));
-  }
+  size_t i = 0;
+  for (const LockstepSample& s : steps)
+    if (s.size() >= 2) predicted[i++] *= lockstep_slowdown(fit.jitter, static_cast<int>(s.size()));
   fit.quality = fit_quality(predicted, measured);
   return fit;
 }
