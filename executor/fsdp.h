@@ -92,7 +92,6 @@ class FsdpState {
   FsdpState(const FsdpState&) = delete;
   FsdpState& operator=(const FsdpState&) = delete;
 
-  int shard_ranks() const { return shard_size_; }
   std::string collectives() const { return coll_->name(); }  // "mpi" or "nccl"
 
   void zero_grads();

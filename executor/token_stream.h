@@ -43,7 +43,6 @@ class TokenStream {
   // Continue from a position another stream over the same file reported; throws
   // InputError naming the file when the offset lies beyond its end.
   void seek(const StreamPosition& p);
-  int64_t file_bytes() const { return size_; }
 
  private:
   int next_token();

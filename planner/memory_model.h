@@ -125,9 +125,6 @@ struct StateShards {
 StateShards state_shards(const PlanChoice& choice);
 // hsdp's shard group (cp·dp_shard GPUs of one TP rank), or all cp·dp for the other levels.
 int shard_group_gpus(const PlanChoice& choice);
-// Whether the level all-gathers params per unit in every micro-step (fsdp, hsdp: the params
-// are sharded while no unit runs).
-inline bool params_sharded(Sharding s) { return s == Sharding::kFsdp || s == Sharding::kHsdp; }
 
 // Sizes in bytes, per GPU, of the buffers one layer's ring attention and its neighbours
 // use. Counts say how many of each the schedule allocates.
