@@ -22,6 +22,7 @@
 #include "planner/data_parallel.h"
 #include "planner/export_target.h"
 #include "planner/input_error.h"
+#include "planner/memory_model.h"
 #include "planner/published_accuracy.h"
 #include "planner/search.h"
 #include "planner/spec_library.h"
@@ -170,6 +171,30 @@ ReportHeader header_for(const PlanOptions& o, const Plan& plan, const Topology& 
   return h;
 }
 
+// For a plan that does not fit with fp32 Adam states: whether Megatron-Core's
+// precision-aware optimizer, its master params kept as remainders and its moments in bf16 (6
+// bytes of state a parameter, not 12), would make it fit, and how ("" when it would not, or
+// cannot run there: torchtitan's AdamW, the executor's, a GPU without bf16 params).
+std::string precision_aware_fit(const PlanOptions& o, const Answer& a) {
+  const Plan& plan = a.plan;
+  if (plan.predicted.fits || precision_aware_optimizer(plan.job.optimizer)) return "";
+  if (!o.target.empty() && parse_export_target(o.target, kCommandLine, "--target") != ExportTarget::kMegatron)
+    return "";
+  OptimizerStates states;
+  states.store_param_remainders = true;
+  states.exp_avg_dtype = states.exp_avg_sq_dtype = StateDtype::kBf16;
+  if (!optimizer_states_why_invalid(states, a.r->topology.gpu.element_bytes).empty()) return "";
+  PlanOptions pa = o;
+  pa.job.store_param_remainders = true;
+  pa.job.exp_avg_dtype = pa.job.exp_avg_sq_dtype = "bf16";
+  const Plan p = plan_on(pa, plan.job.gpus).plan;
+  if (!p.predicted.fits) return "";
+  return "; with Megatron-Core's precision-aware optimizer (--store-param-remainders --exp-avg-dtype bf16 "
+         "--exp-avg-sq-dtype bf16: 6 bytes of Adam state a parameter, not 12) it fits in " +
+         fixed(p.predicted.memory_bytes_per_gpu / kGiB, 1) + " GiB at " + fixed(p.predicted.tokens_per_s, 0) +
+         " tokens/s";
+}
+
 void run_plan(const PlanOptions& o) {
   if (!o.max_seq && o.job.seq.empty()) {
     fail_input(kCommandLine, "--seq", "required (or --max-seq for the longest sequence that fits)");
@@ -225,7 +250,7 @@ void run_plan(const PlanOptions& o) {
   const std::string short_of = plan_shortfall(plan);
   // What the user can ask next: the two questions whose answers fit.
   if (!short_of.empty() && !plan.predicted.fits && !o.min_gpus && !o.max_seq)
-    throw std::runtime_error(short_of + "; --max-seq finds the longest sequence that fits on " +
+    throw std::runtime_error(short_of + precision_aware_fit(opt, a) + "; --max-seq finds the longest sequence that fits on " +
                              std::to_string(plan.job.gpus) +
                              " GPUs, --min-gpus with a larger --gpus the fewest GPUs on which it fits");
   if (!short_of.empty()) throw std::runtime_error(short_of);

@@ -4,7 +4,8 @@
 # apex optimizer under bf16 O2) and --exp-avg-dtype / --exp-avg-sq-dtype shrink the model
 # states by the bytes saved over the optimizer's shard; the plan file keeps them, simulate
 # replays them, Megatron's export spells them (--use-precision-aware-optimizer ...), and
-# torchtitan, `run`, bad dtypes and an fp16 master with remainders are refused (exit 2).
+# torchtitan, `run`, bad dtypes and an fp16 master with remainders are refused (exit 2); a
+# plan that fits only with them says so.
 # Usage: plan_optimizer_states.sh <ringmaster> <source-dir>.
 set -u
 bin=$1
@@ -46,6 +47,28 @@ mega=$("$bin" export --plan "$tmp/bf16.yaml" --to megatron) || fail "export --to
 checked=$((checked + 1))
 [[ $mega == *"--use-distributed-optimizer"*"--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --no-store-param-remainders"* ]] ||
   fail "Megatron's line lacks the precision-aware optimizer's flags: $mega"
+
+# A plan that does not fit with fp32 states says whether the precision-aware optimizer would
+# make it fit, and that plan does; not where the states cannot go (torchtitan's AdamW), nor
+# when they are already reduced.
+long=(--model llama3-70b --topology dgx-h100-ib --gpus 64 --seq 2600k)
+pa=(--store-param-remainders --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16)
+"$bin" plan "${long[@]}" >/dev/null 2>"$tmp/nofit.err"
+rc=$?
+checked=$((checked + 1))
+[[ $rc -eq 1 ]] && grep -q "does not fit in GPU memory" "$tmp/nofit.err" &&
+  grep -Eq "with Megatron-Core's precision-aware optimizer \(${pa[*]}: 6 bytes of Adam state a parameter, not 12\) it fits in [0-9.]+ GiB at [0-9]+ tokens/s" "$tmp/nofit.err" ||
+  fail "a plan that fits only with reduced Adam states (rc $rc) did not say so: $(cat "$tmp/nofit.err")"
+checked=$((checked + 1))
+"$bin" plan "${long[@]}" "${pa[@]}" >"$tmp/fits.out" 2>&1 && grep -Eq "^fits +yes" "$tmp/fits.out" ||
+  fail "the suggested plan does not fit: $(grep -E '^(fits|memory per GPU)' "$tmp/fits.out")"
+checked=$((checked + 1))
+"$bin" plan "${long[@]}" --target torchtitan >/dev/null 2>"$tmp/titan.err"
+grep -q "precision-aware" "$tmp/titan.err" && fail "a torchtitan plan was offered Megatron's optimizer: $(cat "$tmp/titan.err")"
+checked=$((checked + 1))
+"$bin" plan "${long[@]/2600k/4m}" "${pa[@]}" >/dev/null 2>"$tmp/still.err"
+grep -q "does not fit" "$tmp/still.err" && ! grep -q "with Megatron-Core's precision-aware" "$tmp/still.err" ||
+  fail "a plan with reduced states that does not fit: $(cat "$tmp/still.err")"
 
 # Refusals.
 expect_bad "torchtitan's AdamW keeps fp32 master params and moments" "--target" -- plan "${job[@]}" --store-param-remainders --target torchtitan
