@@ -20,6 +20,7 @@
 #include "cli/self_launch.h"
 #include "planner/cost_model.h"
 #include "planner/data_parallel.h"
+#include "planner/export_megatron.h"
 #include "planner/export_target.h"
 #include "planner/input_error.h"
 #include "planner/memory_model.h"
@@ -174,7 +175,8 @@ ReportHeader header_for(const PlanOptions& o, const Plan& plan, const Topology& 
 // For a plan that does not fit with fp32 Adam states: whether Megatron-Core's
 // precision-aware optimizer, its master params kept as remainders and its moments in bf16 (6
 // bytes of state a parameter, not 12), would make it fit, and how ("" when it would not, or
-// cannot run there: torchtitan's AdamW, the executor's, a GPU without bf16 params).
+// cannot run there: torchtitan's AdamW, the executor's, a GPU without bf16 params, a ddp
+// plan).
 std::string precision_aware_fit(const PlanOptions& o, const Answer& a) {
   const Plan& plan = a.plan;
   if (plan.predicted.fits || precision_aware_optimizer(plan.job.optimizer)) return "";
@@ -187,12 +189,14 @@ std::string precision_aware_fit(const PlanOptions& o, const Answer& a) {
   PlanOptions pa = o;
   pa.job.store_param_remainders = true;
   pa.job.exp_avg_dtype = pa.job.exp_avg_sq_dtype = "bf16";
-  const Plan p = plan_on(pa, plan.job.gpus).plan;
-  if (!p.predicted.fits) return "";
+  const Answer b = plan_on(pa, plan.job.gpus);
+  const Plan& p = b.plan;
+  // Megatron-LM runs it only with its distributed optimizer (OptimizerConfig), not ddp's.
+  if (!p.predicted.fits || !megatron_args(p, b.r->model).distributed_optimizer) return "";
   return "; with Megatron-Core's precision-aware optimizer (--store-param-remainders --exp-avg-dtype bf16 "
          "--exp-avg-sq-dtype bf16: 6 bytes of Adam state a parameter, not 12) it fits in " +
-         fixed(p.predicted.memory_bytes_per_gpu / kGiB, 1) + " GiB at " + fixed(p.predicted.tokens_per_s, 0) +
-         " tokens/s";
+         fixed(p.predicted.memory_bytes_per_gpu / kGiB, 1) + " GiB at " +
+         fixed(p.predicted.tokens_per_s, 0) + " tokens/s";
 }
 
 void run_plan(const PlanOptions& o) {

@@ -126,7 +126,7 @@ std::vector<std::string> megatron_rule_violations(const MegatronArgs& a) {
                 "cuDNN's (fused: cudnn), not this kernel (megatron/training/arguments.py, AttnBackend)");
   if (const std::string why = fp8_recipe_refusal(ExportTarget::kMegatron, a.fp8); !why.empty())
     v.push_back("plan.fp8_recipe: " + why);
-  if (precision_aware_optimizer(a.optimizer) && !a.distributed_optimizer && a.fsdp_strategy.empty())
+  if (precision_aware_optimizer(a.optimizer) && !a.distributed_optimizer)
     v.push_back("optimizer states: Megatron-LM's --use-precision-aware-optimizer runs only with the distributed "
                 "optimizer (OptimizerConfig: \"only supported with distributed optimizer\"; plan with --sharding zero1, "
                 "zero2 or fsdp)");

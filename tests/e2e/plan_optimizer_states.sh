@@ -49,8 +49,8 @@ checked=$((checked + 1))
   fail "Megatron's line lacks the precision-aware optimizer's flags: $mega"
 
 # A plan that does not fit with fp32 states says whether the precision-aware optimizer would
-# make it fit, and that plan does; not where the states cannot go (torchtitan's AdamW), nor
-# when they are already reduced.
+# make it fit, and that plan does; not where the states cannot go (torchtitan's AdamW, a ddp
+# plan), nor when they are already reduced.
 long=(--model llama3-70b --topology dgx-h100-ib --gpus 64 --seq 2600k)
 pa=(--store-param-remainders --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16)
 "$bin" plan "${long[@]}" >/dev/null 2>"$tmp/nofit.err"
@@ -65,6 +65,12 @@ checked=$((checked + 1))
 checked=$((checked + 1))
 "$bin" plan "${long[@]}" --target torchtitan >/dev/null 2>"$tmp/titan.err"
 grep -q "precision-aware" "$tmp/titan.err" && fail "a torchtitan plan was offered Megatron's optimizer: $(cat "$tmp/titan.err")"
+checked=$((checked + 1))
+# ddp keeps the optimizer whole, which Megatron's precision-aware optimizer does not run with
+# (the same plan with reduced states would fit: 69.0 GiB).
+"$bin" plan --gpus 64 --seq 8K --tp 1 --cp 1 --pp 1 --sharding ddp >/dev/null 2>"$tmp/ddp.err"
+grep -q "does not fit" "$tmp/ddp.err" && ! grep -q "precision-aware" "$tmp/ddp.err" ||
+  fail "a ddp plan that does not fit: $(cat "$tmp/ddp.err")"
 checked=$((checked + 1))
 "$bin" plan "${long[@]/2600k/4m}" "${pa[@]}" >/dev/null 2>"$tmp/still.err"
 grep -q "does not fit" "$tmp/still.err" && ! grep -q "with Megatron-Core's precision-aware" "$tmp/still.err" ||
