@@ -105,7 +105,7 @@ void print_fits(const Profile& p, const std::vector<std::string>& notes) {
   params.add_row({"gemm_efficiency", sig(p.gemm_efficiency, 4), "of peak"});
   params.add_row({"overlap_interference", sig(p.overlap_interference, 4), "x compute time"});
   params.add_row({"transfer_overlap", sig(p.transfer_overlap, 4), "of transfer hidden"});
-  params.add_row({"lockstep_jitter", sig(p.lockstep_jitter, 4), "ring step kernel's spread (sigma)"});
+  params.add_row({"lockstep_jitter", sig(p.lockstep_jitter, 4), "spread of the GPUs' speeds (sigma)"});
   for (const auto& [cls, l] : p.links) {
     params.add_row({std::string("link ") + to_string(cls) + " alpha", sig(l.alpha_s * 1e6, 4), "us"});
     params.add_row({std::string("link ") + to_string(cls) + " beta", sig(l.beta_bytes_per_s * 1e-9, 4), "GB/s"});
@@ -143,6 +143,7 @@ std::vector<CalibrationRecord> calibration_records(const std::vector<exec::Measu
                    .seconds = m.seconds,
                    .run = run,
                    .ring = m.ring,
+                   .position = m.position,
                    .layer = m.layer,
                    .step = m.step});
   return out;

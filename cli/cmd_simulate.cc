@@ -49,6 +49,8 @@ struct SimulateCliOptions {
   std::string trace_ranks;  // "0-7,12": the GPUs the trace keeps ("" = all)
   int layers = 16;
   bool full = false;  // replay every ring step of every ring (no folding)
+  double gpu_spread = 0;  // ReplayOptions::gpu_spread
+  unsigned seed = 1;
 };
 
 // The plan to simulate with the specs, fabric and costs it runs on.
@@ -221,6 +223,10 @@ void run_simulate(const SimulateCliOptions& o) {
     so.replay.trace_gpus = parse_ranks(o.trace_ranks, s.plan.job.gpus);
   }
   so.replay.progress = true;
+  if (o.gpu_spread > 0 && !o.full)
+    fail_input(kCommandLine, "--gpu-spread", "draws every GPU's speed, which a replayed ring cannot stand for: add --full");
+  so.replay.gpu_spread = o.gpu_spread;
+  so.replay.spread_seed = o.seed;
   const sim::Simulation result = sim::simulate_plan(s.plan, s.model, *s.fabric, s.cost, so, s.where);
   // The prediction with the same costs (a plan file's own figures may come from others).
   const Prediction p = CostModel(s.model, *s.fabric, s.cost).predict(s.plan.job, s.plan.choice);
@@ -232,6 +238,13 @@ void run_simulate(const SimulateCliOptions& o) {
     j["simulated"] = sim::simulation_to_json(result, true);
     std::printf("%s\n", j.dump(2).c_str());
   } else {
+    if (o.gpu_spread > 0) {
+      const std::vector<double> f = sim::gpu_slowdowns(o.gpu_spread, o.seed, s.plan.job.gpus);
+      std::printf("(GPU speeds spread %g, seed %u: each GPU's ring attention kernels take %.4f-%.4f x their mean, the "
+                  "rings' waits replayed; the prediction charges the expected slowest, lockstep_jitter %g)\n",
+                  o.gpu_spread, o.seed, *std::min_element(f.begin(), f.end()), *std::max_element(f.begin(), f.end()),
+                  s.cost.lockstep_jitter);
+    }
     std::fputs(report(s, p, result).c_str(), stdout);
   }
   if (!o.trace.empty()) {
@@ -269,6 +282,12 @@ void add_simulate_command(CLI::App& app) {
                 "the middle steps of each ring pass (alike on every GPU) are replayed once and stand for the rest, so "
                 "do the middle micro-steps of a step and sequences of a micro-step (more than 5), and only the rings "
                 "on ring 0's nodes are replayed, standing for their copies with their link load kept (memory exact)");
+  cmd->add_option("--gpu-spread", o->gpu_spread,
+                  "with --full: draw each GPU's speed, its ring attention kernels taking (1 + SIGMA z) x their mean, z "
+                  "standard normal, and replay what the rings wait for, in place of the lockstep term "
+                  "(planner/straggler.h)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--seed", o->seed, "with --gpu-spread: the draws' seed (default 1)");
   cmd->add_option("--trace", o->trace, "write a Chrome trace-event JSON timeline (opens in Perfetto)");
   cmd->add_option("--trace-ranks", o->trace_ranks,
                   "with --trace: keep these GPUs' events only, e.g. 0-7,12 (large rings make huge traces)");

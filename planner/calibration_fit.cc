@@ -265,28 +265,46 @@ InterferenceFit fit_interference(const std::vector<InterferenceSample>& samples)
   return fit;
 }
 
-JitterFit fit_lockstep_jitter(const std::vector<LockstepSample>& steps) {
-  double squares = 0;
-  int dof = 0;
-  std::vector<double> predicted, measured;  // each step's mean, then the slowest position
-  for (const LockstepSample& s : steps) {
-    if (s.size() < 2) continue;
-    double mean = 0;
-    for (double r : s) {
-      if (!(r > 0)) fail_input("calibration", "lockstep jitter", "needs seconds per FLOP > 0");
-      mean += r / s.size();
+JitterFit fit_lockstep_jitter(const std::vector<RingTimings>& rings) {
+  double between = 0, within = 0, between_dof = 0, within_dof = 0, noise_share = 0;
+  std::vector<const RingTimings*> used;
+  for (const RingTimings& ring : rings) {
+    const size_t n = ring.size(), P = n > 0 ? ring.front().size() : 0;
+    if (n < 2 || P < 2) continue;
+    std::vector<std::vector<double>> e(n, std::vector<double>(P));  // relative deviations
+    std::vector<double> d(P, 0.0);
+    for (size_t s = 0; s < n; ++s) {
+      if (ring[s].size() != P) fail_input("calibration", "lockstep jitter", "every step needs all the ring's positions");
+      double mean = 0;
+      for (double r : ring[s]) {
+        if (!(r > 0)) fail_input("calibration", "lockstep jitter", "needs seconds per FLOP > 0");
+        mean += r / P;
+      }
+      for (size_t i = 0; i < P; ++i) d[i] += (e[s][i] = ring[s][i] / mean - 1) / n;
     }
-    for (double r : s) squares += (r / mean - 1) * (r / mean - 1);
-    dof += static_cast<int>(s.size()) - 1;
-    predicted.push_back(mean);
-    measured.push_back(*std::max_element(s.begin(), s.end()));
+    for (size_t i = 0; i < P; ++i) {
+      between += d[i] * d[i];
+      for (size_t s = 0; s < n; ++s) within += (e[s][i] - d[i]) * (e[s][i] - d[i]);
+    }
+    between_dof += P - 1.0;
+    within_dof += (P - 1.0) * (n - 1.0);
+    noise_share += (P - 1.0) / n;  // what noise^2 adds to the positions' spread
+    used.push_back(&ring);
   }
-  if (dof == 0) fail_input("calibration", "lockstep jitter", "needs a ring step timed on 2 positions or more");
+  if (used.empty()) fail_input("calibration", "lockstep jitter", "needs a ring of 2 positions or more timed over 2 steps or more");
   JitterFit fit;
-  fit.jitter = std::sqrt(squares / dof);
-  size_t i = 0;
-  for (const LockstepSample& s : steps)
-    if (s.size() >= 2) predicted[i++] *= lockstep_slowdown(fit.jitter, static_cast<int>(s.size()));
+  fit.noise = std::sqrt(within / within_dof);
+  fit.jitter = std::sqrt(std::max(0.0, (between - noise_share * fit.noise * fit.noise) / between_dof));
+  std::vector<double> predicted, measured;
+  for (const RingTimings* ring : used) {
+    std::vector<double> total(ring->front().size(), 0.0);
+    for (const auto& step : *ring)
+      for (size_t i = 0; i < step.size(); ++i) total[i] += step[i];
+    double mean = 0;
+    for (double t : total) mean += t / total.size();
+    predicted.push_back(lockstep_slowdown(fit.jitter, static_cast<int>(total.size())));
+    measured.push_back(*std::max_element(total.begin(), total.end()) / mean);
+  }
   fit.quality = fit_quality(predicted, measured);
   return fit;
 }

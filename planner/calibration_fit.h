@@ -110,17 +110,20 @@ struct InterferenceFit {
 };
 InterferenceFit fit_interference(const std::vector<InterferenceSample>& samples);
 
-// One lockstep ring step as the ring's positions timed it: each position's kernel seconds
-// over the FLOPs it executed (seconds per FLOP, so positions of unequal work compare).
-using LockstepSample = std::vector<double>;
+// One ring's kernels as its positions timed them: steps[s][i] is position i's seconds per
+// FLOP in lockstep step s (so steps of unequal work compare), every step timed on all of
+// the ring's positions.
+using RingTimings = std::vector<std::vector<double>>;
 struct JitterFit {
-  double jitter = 0;  // CostParams::lockstep_jitter
-  FitQuality quality;  // the slowest position's time, predicted as mean x lockstep_slowdown
+  double jitter = 0;   // CostParams::lockstep_jitter: the spread of the GPUs' speeds
+  double noise = 0;    // the steps' own spread around each GPU's speed (which costs a ring little)
+  FitQuality quality;  // each ring's slowest position's total over the mean, as lockstep_slowdown
 };
-// The pooled relative standard deviation across positions, sqrt(sum of squared relative
-// deviations from each step's mean / sum of (positions - 1)): unbiased for the variance
-// of kernel times t = mean x (1 + jitter x z), z standard normal. Steps of one position
-// are skipped; needs at least one of two or more.
-JitterFit fit_lockstep_jitter(const std::vector<LockstepSample>& steps);
+// A position's speed is its mean relative deviation from its steps' means, d_i; with steps
+// t = speed_i x (1 + noise z), the positions' d_i spread by jitter^2 + noise^2 / n over n
+// steps, and noise^2 is the pooled spread of each position's steps around its d_i: so
+// jitter^2 = sum d_i^2 / sum (P - 1) - noise^2 / n (clamped at 0), pooled over rings. Rings
+// of one position or one step are skipped; needs one of 2 or more of each.
+JitterFit fit_lockstep_jitter(const std::vector<RingTimings>& rings);
 
 }  // namespace rm

@@ -827,9 +827,10 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
   const double units = 2.0 * static_cast<double>(c) * m.head_dim * m.attention_kv_heads();  // K,V elements
   const double F = cost_.attention_flops_per_s(ch.block_q, ch.block_kv, m.head_dim);
   const double bf = cost_.attention.backward_factor;
-  // A later ring step's kernel: slowed beside its transfers, and waiting for the ring's
-  // slowest position (straggler.h; all_gather and a2a do not use it).
-  const double I = free_comm ? 1.0 : cost_.overlap_interference * cost_.lockstep_slowdown(P);
+  // A p2p ring's kernels run at its slowest GPU's pace (straggler.h; all_gather's and a2a's
+  // one kernel a layer do not use it), a later step's slowed beside its transfers too.
+  const double slowest = free_comm ? 1.0 : cost_.lockstep_slowdown(P);
+  const double I = free_comm ? 1.0 : cost_.overlap_interference * slowest;
   const double sync = free_comm ? 0.0 : cost_.step_sync_s;
   auto X = [&](const PatternCost& p, double u) { return free_comm ? 0.0 : p.time(u); };
   const double acc = cost_.accumulate_s(units * 4);
@@ -890,8 +891,8 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
     const double mf =
         std::max(cost_.merge_s(elements, false), cost_.merge_s(elements * later_merge.share, false, later_merge.sliced));
     const double mb = cost_.merge_s(elements, true);
-    const double f0 = w.own_executed_max / F, f1 = w.step_executed_max / F * I + mf;
-    const double b0 = bf * w.own_executed_max / F, b1 = bf * w.step_executed_max / F * I + mb + acc;
+    const double f0 = w.own_executed_max / F * slowest, f1 = w.step_executed_max / F * I + mf;
+    const double b0 = bf * w.own_executed_max / F * slowest, b1 = bf * w.step_executed_max / F * I + mb + acc;
     double tf = 0, tb = 0, busy_f = 0, busy_b = 0;
     // What follows the transfers each pass hides: the forward's last step computes with no
     // transfer beside it, the backward ends on the accumulators' way home with no compute
@@ -916,7 +917,7 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
       // either: its K,V (and accumulator) only pass on.
       auto work = [&](int i, int s) { return w.position_step_executed[static_cast<size_t>(i) * S + s]; };
       auto fwd_step = [&](int i, int s) {
-        if (s == 0) return work(i, 0) / F;  // zigzag's last position: its two chunks touch
+        if (s == 0) return work(i, 0) / F * slowest;  // zigzag's last position: its two chunks touch
         if (work(i, s) <= 0) return 0.0;
         const ForwardMerge m = forward_merge(layout, job.causal, i, (i - s + P) % P);
         return work(i, s) / F * I + cost_.merge_s(elements * m.share, false, m.sliced);
@@ -958,7 +959,7 @@ LayerTimes CostModel::layer_times(const Job& job, const PlanChoice& ch, const Ri
         lockstep(
             [&](int i, int s) {
               const double x = s == 0 ? xkv : s < S - 1 ? xkd : xd;
-              if (s == 0) return Step{x, bf * work(i, 0) / F, 0.0};
+              if (s == 0) return Step{x, bf * work(i, 0) / F * slowest, 0.0};
               if (work(i, s) <= 0) return Step{x, 0.0, 0.0};
               return Step{x, bf * work(i, s) / F * I + mb, acc};
             },

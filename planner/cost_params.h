@@ -54,13 +54,13 @@ struct CostParams {
   double step_sync_s = 5e-6;
   // Compute slowdown while transfers run (memory-bandwidth and SM interference); >= 1.
   double overlap_interference = 1;
-  // Relative standard deviation of one ring step's attention kernel from rank to rank: a
-  // p2p ring's later steps each wait for the slowest of its P positions (straggler.h).
-  // 0 by default on every GPU type: no published run isolates it, and NeMo's ring of 32 at
-  // 1M tokens on H100 bounds it under 0.027 (validation/README.md, "NeMo's other four
-  // long-sequence rows"); `ringmaster calibrate --from` fits it from a run's ring steps.
+  // Relative standard deviation of the GPUs' speeds (their attention kernels' mean times): a
+  // p2p ring runs at the pace of the slowest of its P GPUs (straggler.h). 0 by default on
+  // every GPU type: no published run isolates it, and NeMo's ring of 32 at 1M tokens on
+  // H100 bounds it under 0.027 (validation/README.md, "NeMo's other four long-sequence
+  // rows"); `ringmaster calibrate --from` fits it from a GPU run's ring kernels.
   double lockstep_jitter = 0;
-  // What a later step of a p2p ring of `ranks` positions costs over its mean kernel.
+  // What a p2p ring of `ranks` positions takes over its mean GPU's kernels.
   double lockstep_slowdown(int ranks) const;
   // Share of a ring transfer that proceeds while the rank computes (0..1): 1 where DMA
   // engines move the data (NVLink/NCCL: the step is max(compute, transfer)); about 0 for

@@ -177,10 +177,10 @@ struct OpSchedule {
   // By Op::step: the ring steps an emitted step stands for when steps are folded
   // (ScheduleOptions::fold_ring_steps); empty = every step stands for itself.
   std::vector<double> step_weights;
-  // A p2p ring's kernel on another position's block (an attention op whose kv_owner is not
-  // its rank's position) waits for the ring's slowest position: the replay charges its time
-  // this many times over (CostParams::lockstep_slowdown(P); planner/straggler.h). Not
-  // compute, so the free-communication walk does not; 1 for every other kind.
+  // A p2p ring's kernels (attention ops with a kv_owner) keep the pace of its slowest GPU:
+  // the replay charges their time this many times over (CostParams::lockstep_slowdown(P);
+  // planner/straggler.h). Waiting, not compute, so the free-communication walk does not; 1
+  // for every other kind.
   double lockstep_slowdown = 1;
   // Replica folding (ScheduleOptions::fold_replicas): the GPUs whose op lists are emitted
   // (sorted; empty = all), and the (src, dst) GPU pairs of every rank's ring transfers,

@@ -179,7 +179,7 @@ std::string profile_to_yaml_string(const Profile& p) {
       << YAML::Comment("share of a transfer that proceeds while computing (0..1)");
   if (p.lockstep_jitter > 0)
     out << YAML::Key << "lockstep_jitter" << YAML::Value << p.lockstep_jitter
-        << YAML::Comment("ring step kernel's relative spread across ranks");
+        << YAML::Comment("spread of the GPUs' speeds across a ring");
   if (p.hbm_bytes_per_s > 0)
     out << YAML::Key << "hbm_bytes_per_s" << YAML::Value << p.hbm_bytes_per_s
         << YAML::Comment("memory-bound (elementwise) ops");

@@ -19,9 +19,8 @@
 //     overlap_interference: 1.05   # compute slowdown while transfers run (>= 1)
 //     transfer_overlap: 0.0        # share of a transfer that proceeds during compute
 //                                  # (1: DMA engines / NCCL; ~0: MPI without progress)
-//     lockstep_jitter: 0.03        # optional: a ring step kernel's relative standard
-//                                  # deviation across the ring's ranks (straggler.h);
-//                                  # absent = 0
+//     lockstep_jitter: 0.03        # optional: the relative standard deviation of the
+//                                  # GPUs' speeds across a ring (straggler.h); absent = 0
 //     hbm_bytes_per_s: 3.0e9       # optional: memory-bound (elementwise) ops' rate
 //     optimizer_bytes_per_s: 1.0e9 # optional: the optimizer's rate over
 //                                  # kOptimizerBytesPerParam (both fitted from the

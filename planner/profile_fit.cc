@@ -89,16 +89,16 @@ Profile fit_profile(const std::vector<CalibrationRecord>& records, const Topolog
     return route_class(*fabric, src, dst);
   };
 
-  // Lockstep ring steps: the k-th kernel of each (layer, step, pass) on every position of
-  // one ring, iteration and run (records keep each rank's op order).
-  using StepKey = std::tuple<int, int, int, int, int, bool, int>;  // run, iteration, ring, layer, step, bwd, k
-  std::map<StepKey, LockstepSample> lockstep;
+  // Ring kernels by run and ring: the k-th of each (iteration, layer, step, pass) on every
+  // position is one lockstep step (records keep each rank's op order).
+  using StepKey = std::tuple<int, int, int, bool, int>;  // iteration, layer, step, bwd, k
+  std::map<std::pair<int, int>, std::map<StepKey, std::map<int, double>>> ring_steps;  // -> position -> s/FLOP
   std::map<std::tuple<int, int, int, int, int, bool>, int> seen;  // run, rank, iteration, layer, step, bwd
   for (const CalibrationRecord& m : records) {
-    if (!is_kernel(m) || m.ring < 0 || m.step <= 0 || m.flops <= 0 || m.seconds <= 0) continue;
+    if (!is_kernel(m) || m.ring < 0 || m.flops <= 0 || m.seconds <= 0) continue;
     const bool bwd = m.kind == "attention_backward";
     const int k = seen[{m.run, m.rank, m.iteration, m.layer, m.step, bwd}]++;
-    lockstep[{m.run, m.iteration, m.ring, m.layer, m.step, bwd, k}].push_back(m.seconds / m.flops);
+    ring_steps[{m.run, m.ring}][{m.iteration, m.layer, m.step, bwd, k}][m.position] = m.seconds / m.flops;
   }
 
   for (const auto& [key, g] : groups) {
@@ -213,20 +213,33 @@ Profile fit_profile(const std::vector<CalibrationRecord>& records, const Topolog
          std::to_string(p.attention.backward_factor));
   }
 
-  std::vector<LockstepSample> steps;
-  for (auto& [key, rates] : lockstep)
-    if (rates.size() > 1) steps.push_back(std::move(rates));
-  if (!steps.empty() && hardware.backend != "cuda") {
+  // Each ring's steps timed on all of its positions (a causal ring's skipped blocks leave
+  // some steps short).
+  std::vector<RingTimings> rings;
+  for (const auto& [ring, steps] : ring_steps) {
+    size_t positions = 0;
+    for (const auto& [key, by_position] : steps) positions = std::max(positions, by_position.size());
+    RingTimings t;
+    for (const auto& [key, by_position] : steps) {
+      if (by_position.size() != positions) continue;
+      t.emplace_back();
+      for (const auto& [position, rate] : by_position) t.back().push_back(rate);
+    }
+    if (positions > 1 && t.size() > 1) rings.push_back(std::move(t));
+  }
+  if (!rings.empty() && hardware.backend != "cuda") {
     // The cpu backend's ranks time-share cores: one rank's slow kernel is another's fast
     // one, and nobody waits. Fitted there (4 ranks on 2 cores: 0.178), the term priced a
     // held-out plan 11 % slow where it read -1.1 % without it (validation/README.md).
     note("cpu backend: its ranks' kernels share cores, so their spread is no lockstep wait: lockstep_jitter = 0");
-  } else if (!steps.empty()) {
-    const JitterFit j = fit_lockstep_jitter(steps);
+  } else if (!rings.empty()) {
+    const JitterFit j = fit_lockstep_jitter(rings);
     p.lockstep_jitter = j.jitter;
     p.fits["lockstep"] = j.quality;
+    note("lockstep: the GPUs' speeds spread " + std::to_string(j.jitter) + " (lockstep_jitter), each kernel " +
+         std::to_string(j.noise) + " around its GPU's (which a ring's one step of slack absorbs)");
   } else {
-    note("no ring step was timed on two positions or more: lockstep_jitter = 0");
+    note("no ring was timed on two positions or more over two steps or more: lockstep_jitter = 0");
   }
 
   if (!gemms.empty()) {

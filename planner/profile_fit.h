@@ -31,11 +31,11 @@
 //                   their fitted times (the share the machine hid behind compute)
 //   links           recv records with no compute inside their span (pure transfers), per
 //                   link class of the route peer -> rank on the topology's fabric
-//   lockstep jitter attention records of ring steps after a position's own block
-//                   (step > 0), the k-th of each (layer, step, pass) on every position of
-//                   a ring in one iteration of one run forming one lockstep step:
-//                   seconds per FLOP across the positions (fit_lockstep_jitter); GPU
-//                   runs only (hardware.backend cuda: the cpu backend's ranks share cores)
+//   lockstep jitter attention records of a ring, per run: the k-th of each (iteration,
+//                   layer, step, pass) on every position of the ring forming one lockstep
+//                   step, its seconds per FLOP by position (fit_lockstep_jitter: the spread
+//                   of the positions' speeds); GPU runs only (hardware.backend cuda: the
+//                   cpu backend's ranks share cores)
 //   transfer overlap recv records with compute inside their span: how much of the
 //                   transfer (predicted by the link fit) went on during the compute:
 //                   overlap = (transfer - exposed) / min(compute, transfer), where exposed
@@ -70,9 +70,10 @@ struct CalibrationRecord {
   double start = 0;  // seconds on the rank's clock
   double seconds = 0;
   // Ring attention records of `ringmaster run`: which file (records of one run compare),
-  // ring and step; ring -1 for calibration benchmarks, which run no ring.
+  // ring, position and step; ring -1 for calibration benchmarks, which run no ring.
   int run = 0;
   int ring = -1;
+  int position = 0;
   int layer = 0;
   int step = 0;
 };

@@ -1,18 +1,19 @@
-// The straggler term of a lockstep ring. A p2p ring step ends when its transfers do, and the
-// block a position receives was forwarded by its neighbour after that neighbour's previous
-// step: so each step waits, in effect, for the slowest of the ring's P kernels. When a
-// kernel's time varies from rank to rank with relative standard deviation sigma
-// (CostParams::lockstep_jitter), the step takes the mean kernel's time x (1 + sigma x
-// E[max of P standard normals]): nothing at P = 1, 0.56 sigma at P = 2, 1.42 sigma at 8,
-// 2.07 sigma at 32. An upper bound: a ring's double buffering lets a slow step borrow from
-// the next one's slack, which the expected maximum of independent steps ignores.
+// The straggler term of a lockstep ring. A p2p ring step ends when its transfers do, and a
+// position forwards a block only after receiving it: so over a pass every position keeps
+// the pace of the ring's slowest GPU. When GPUs' speeds (their attention kernels' mean
+// times) spread with relative standard deviation sigma (CostParams::lockstep_jitter), the
+// ring's kernels take the mean GPU's time x (1 + sigma x E[max of P standard normals]):
+// nothing at P = 1, 0.56 sigma at P = 2, 1.42 sigma at 8, 2.07 sigma at 32. A kernel's own
+// noise around its GPU's speed costs little: the ring's one step of slack absorbs it (a
+// ring of 8 with every kernel drawn at 5 % noise replayed 0.9-1.1 % slower, where a spread
+// of speeds of 5 % costs 7 %; validation/README.md).
 //
-// Only the p2p rings' steps after a position's own block pay it: the cost model charges it
-// with the overlap interference, and the SimGrid replay charges it on the same kernels
-// (OpSchedule::lockstep_slowdown), so they agree. It is waiting, not compute: the
-// free-communication step leaves it out, and a plan reports it as exposed
-// (Prediction::lockstep_wait_s). all_gather and a2a compute each layer's attention as one
-// kernel per GPU, with one wait for the collective after it.
+// The cost model charges it on a p2p ring's kernels (a later step's beside the overlap
+// interference), and the SimGrid replay on the same kernels (OpSchedule::lockstep_slowdown,
+// or each GPU's drawn speed under `simulate --gpu-spread`), so they agree. It is waiting,
+// not compute: the free-communication step leaves it out, and a plan reports it as exposed
+// (Prediction::lockstep_wait_s). all_gather's and a2a's one kernel a layer do not pay it
+// (nor, yet, the other synchronous work a slow GPU holds up: collectives, TP).
 #pragma once
 
 namespace rm {

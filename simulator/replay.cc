@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -55,6 +56,14 @@ double peak_memory(const RankSchedule& rank, const OpSchedule& s) {
 }
 
 }  // namespace
+
+std::vector<double> gpu_slowdowns(double sigma, unsigned seed, int gpus) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> z;
+  std::vector<double> out(static_cast<size_t>(std::max(0, gpus)));
+  for (double& f : out) f = std::max(0.1, 1 + sigma * z(rng));
+  return out;
+}
 
 ReplayResult replay(const OpSchedule& schedule, const Fabric& fabric, const CostParams& costs,
                     const ReplayOptions& options) {

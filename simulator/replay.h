@@ -61,7 +61,18 @@ struct ReplayOptions {
   std::string trace_title = "simulated";
   std::vector<int> trace_gpus;  // GPUs whose events the trace keeps (empty: all)
   bool progress = false;    // a progress line on stderr every second or so
+  // GPU speeds (`simulate --gpu-spread`): each GPU's ring attention kernels take its drawn
+  // gpu_slowdowns() factor of their mean time, in place of the lockstep term's expected
+  // slowest of the ring (OpSchedule::lockstep_slowdown): the rings' own waits decide what
+  // the slow GPUs cost. 0 = the lockstep term.
+  double gpu_spread = 0;
+  unsigned spread_seed = 1;
 };
+
+// What each of `gpus` GPUs' kernels take over the mean when GPU speeds spread with relative
+// standard deviation `sigma`: max(0.1, 1 + sigma z), z standard normal, drawn in GPU order
+// from `seed` (ReplayOptions::gpu_spread).
+std::vector<double> gpu_slowdowns(double sigma, unsigned seed, int gpus);
 
 // Throws std::runtime_error if the schedule breaks the message contract ("schedule breaks
 // the message contract: link 0 -> 1, message 3: ...") or its op lists cannot complete

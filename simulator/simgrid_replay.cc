@@ -105,6 +105,9 @@ class SimGridReplay {
       : s_(s), fabric_(f), costs_(c), opt_(o), G_(f.gpus()), weights_(s), roles_(s, f, GroupRoles::Members::kReplayed),
         full_roles_(s.emitted_gpus.empty() ? nullptr : std::make_unique<GroupRoles>(s, f, GroupRoles::Members::kFull)),
         gpus_(G_), trace_(o.trace_path, o.trace_title, o.trace_gpus), messages_(G_), queues_(G_) {
+    // What a ring attention kernel of each GPU takes over its mean (ReplayOptions::gpu_spread).
+    speeds_ = o.gpu_spread > 0 ? gpu_slowdowns(o.gpu_spread, o.spread_seed, G_)
+                               : std::vector<double>(static_cast<size_t>(G_), s.lockstep_slowdown);
     const GroupRoles& full = full_roles_ ? *full_roles_ : roles_;
     for (size_t group = 0; group < s.groups.size(); ++group) {
       step_latency_.push_back(ring_step_latency(f, c, s.groups[group], full.of_group(static_cast<int>(group))));
@@ -169,6 +172,7 @@ class SimGridReplay {
   const Fabric& fabric_;
   const CostParams& costs_;
   const ReplayOptions& opt_;
+  std::vector<double> speeds_;  // by GPU: a ring attention kernel's time over its mean
   int G_;
   LayerWeights weights_;
   GroupRoles roles_;
@@ -407,7 +411,7 @@ class SimGridReplay {
   void gpu(int g) {
     GpuState& st = gpus_[g];
     const auto& ops = s_.ranks[g].ops;
-    const int position = s_.ranks[g].position;
+    const double speed = speeds_[static_cast<size_t>(g)];
     // Requests posted and not yet waited for, by id: ids are unique within the rank, so a
     // table of every id would grow with the op list (a long pipeline's 10^4 per GPU).
     std::unordered_map<int, Request> reqs;
@@ -452,8 +456,9 @@ class SimGridReplay {
           const bool attention = op.compute == ComputeKind::kAttentionForward ||
                                  op.compute == ComputeKind::kAttentionBackward;
           if (attention && op.step > 0 && in_flight > 0) flops *= costs_.overlap_interference;
-          // A later ring step waits for the ring's slowest position (straggler.h).
-          if (attention && op.kv_owner >= 0 && op.kv_owner != position) flops *= s_.lockstep_slowdown;
+          // A ring's kernels run at its slowest GPU's pace (straggler.h): the expected
+          // pace, or this GPU's drawn speed, whose waits the replay plays out.
+          if (attention && op.kv_owner >= 0) flops *= speed;
           const double start = now();
           // Each host runs one actor and its ops in sequence, so a compute op never shares
           // the CPU: sleeping flops / peak takes exactly as long as the exec would, at a

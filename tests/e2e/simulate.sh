@@ -3,7 +3,7 @@
 # JSON), --trace parsed as JSON, the job options path, bad plans (GPU count, an order that
 # is not a permutation, a sequence that does not divide) -> exit 2 naming the field, and
 # `sweep --simulate --format json` rows carrying `simulated` (a subset here; the full 24
-# rows are the benchmark's, BENCHMARKS.md).
+# rows are the benchmark's, BENCHMARKS.md), and --gpu-spread's drawn GPU speeds.
 # Usage: simulate.sh <ringmaster> <source-dir>.
 set -u
 bin=$1
@@ -89,6 +89,24 @@ for r in rows:
     for k in ("step_time_s", "comm_overhead", "memory_gib_per_gpu"):
         assert k in r["simulated"], k
 ' <<<"$sweep" || fail "sweep --simulate --format json rows lack simulated figures"
+
+# --gpu-spread: drawn GPU speeds, replayed with their waits; a ring of 8 at a length where
+# its kernels dominate runs at its slowest GPU's pace, slower than the mean GPU's; needs --full.
+"$bin" plan --model llama2-7b --topology a100-nvlink-box --gpus 8 --seq 128k --cp 8 --cp-comm-type p2p \
+  --workload attention -o "$tmp/ring8.yaml" >/dev/null 2>&1 || fail "plan a ring of 8 exited $?"
+mean=$("$bin" simulate --plan "$tmp/ring8.yaml" --full --format json 2>/dev/null)
+spread=$("$bin" simulate --plan "$tmp/ring8.yaml" --full --gpu-spread 0.05 --seed 6 2>/dev/null)
+grep -Eq "^\(GPU speeds spread 0.05, seed 6: each GPU's ring attention kernels take 0\.[0-9]+-1\.[0-9]+ x their mean" <<<"$spread" ||
+  fail "simulate --gpu-spread printed no note of the draws: $(head -3 <<<"$spread")"
+python3 -c '
+import json, sys
+mean = json.loads(sys.argv[1])["simulated"]["step_time_s"]
+row = [l for l in sys.argv[2].splitlines() if l.startswith("step time")][0].split()
+assert float(row[3]) > 1.02 * mean, (row, mean)' "$mean" "$spread" || fail "drawn GPU speeds did not slow the ring of 8"
+"$bin" simulate --plan "$tmp/ring8.yaml" --gpu-spread 0.05 >/dev/null 2>"$tmp/nofull.err"
+rc=$?
+[[ $rc -eq 2 ]] && grep -q "\-\-gpu-spread: draws every GPU's speed" "$tmp/nofull.err" ||
+  fail "simulate --gpu-spread without --full: exit $rc, $(cat "$tmp/nofull.err")"
 
 echo "simulate: $failures failed"
 [[ $failures -eq 0 ]]

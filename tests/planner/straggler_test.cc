@@ -31,25 +31,38 @@ TEST_CASE("the expected slowest of n standard normals, against closed forms and 
   CHECK(lockstep_slowdown(0.1, 2) == doctest::Approx(1 + 0.1 / std::sqrt(M_PI)));
 }
 
-TEST_CASE("the jitter fit: the pooled spread of seconds per FLOP across a step's positions") {
-  // Steps of 8 positions, kernel times mean x (1 + 0.05 z): the pooled estimate comes back.
+TEST_CASE("the jitter fit: the spread of the positions' speeds, their steps' own noise apart") {
+  // 400 rings of 8 positions, 50 steps each: position i's kernels take speed_i x (1 + 0.05 z)
+  // of the step's, speed_i = 1 + 0.03 z'. The noise would read as a spread of 0.05 / sqrt(50)
+  // = 0.007 in the positions' means; the fit takes it out.
   std::mt19937 rng(7);
   std::normal_distribution<double> z;
-  std::vector<LockstepSample> steps;
-  for (int s = 0; s < 2000; ++s) {
-    LockstepSample step;
-    const double mean = 1e-12 * (1 + s % 5);  // steps of unequal length compare as rates
-    for (int i = 0; i < 8; ++i) step.push_back(mean * (1 + 0.05 * z(rng)));
-    steps.push_back(step);
-  }
-  steps.push_back({3e-12});  // one position: no spread to see, skipped
-  const JitterFit fit = fit_lockstep_jitter(steps);
-  CHECK(fit.jitter == doctest::Approx(0.05).epsilon(0.03));
-  CHECK(fit.quality.points == 2000);
-  // The slowest of 8 predicted as mean x lockstep_slowdown: unbiased within a percent.
-  CHECK(std::abs(fit.quality.mean_residual) < 0.01);
-  // Two equal positions: no jitter.
-  CHECK(fit_lockstep_jitter({{2e-12, 2e-12}}).jitter == 0);
-  CHECK_THROWS_AS(fit_lockstep_jitter({{1e-12}}), InputError);
-  CHECK_THROWS_AS(fit_lockstep_jitter({{1e-12, 0.0}}), InputError);
+  auto rings_of = [&](double spread, double noise) {
+    std::vector<RingTimings> rings;
+    for (int r = 0; r < 400; ++r) {
+      std::vector<double> speed(8);
+      for (double& v : speed) v = 1 + spread * z(rng);
+      RingTimings t;
+      for (int s = 0; s < 50; ++s) {
+        const double mean = 1e-12 * (1 + s % 5);  // steps of unequal work compare as rates
+        t.emplace_back();
+        for (double v : speed) t.back().push_back(mean * v * (1 + noise * z(rng)));
+      }
+      rings.push_back(t);
+    }
+    return rings;
+  };
+  const JitterFit fit = fit_lockstep_jitter(rings_of(0.03, 0.05));
+  CHECK(fit.jitter == doctest::Approx(0.03).epsilon(0.05));
+  CHECK(fit.noise == doctest::Approx(0.05).epsilon(0.05));
+  CHECK(fit.quality.points == 400);
+  // The slowest position's total over the mean, as lockstep_slowdown charges it: unbiased.
+  CHECK(std::abs(fit.quality.mean_residual) < 0.005);
+  // Noise alone is no spread of speeds.
+  CHECK(fit_lockstep_jitter(rings_of(0, 0.05)).jitter < 0.003);
+  CHECK(fit_lockstep_jitter({{{2e-12, 2e-12}, {3e-12, 3e-12}}}).jitter == 0);
+  // A ring of one position, or of one step, shows no spread: nothing to fit.
+  CHECK_THROWS_AS(fit_lockstep_jitter({{{1e-12}, {1e-12}}}), InputError);
+  CHECK_THROWS_AS(fit_lockstep_jitter({{{1e-12, 2e-12}}}), InputError);
+  CHECK_THROWS_AS(fit_lockstep_jitter({{{1e-12, 0.0}, {1e-12, 1e-12}}}), InputError);
 }
