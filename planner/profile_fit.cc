@@ -228,10 +228,9 @@ Profile fit_profile(const std::vector<CalibrationRecord>& records, const Topolog
     if (positions > 1 && t.size() > 1) rings.push_back(std::move(t));
   }
   if (!rings.empty() && hardware.backend != "cuda") {
-    // The cpu backend's ranks time-share cores: one rank's slow kernel is another's fast
-    // one, and nobody waits. Fitted there (4 ranks on 2 cores: 0.178), the term priced a
-    // held-out plan 11 % slow where it read -1.1 % without it (validation/README.md).
-    note("cpu backend: its ranks' kernels share cores, so their spread is no lockstep wait: lockstep_jitter = 0");
+    // The cpu backend's ranks time-share cores: their speeds are the scheduler's shares, not
+    // devices' (validation/README.md, "A lockstep ring's straggler term").
+    note("cpu backend: its ranks' kernels share cores, so their spread is the scheduler's, no GPU's: lockstep_jitter = 0");
   } else if (!rings.empty()) {
     const JitterFit j = fit_lockstep_jitter(rings);
     p.lockstep_jitter = j.jitter;

@@ -5,8 +5,8 @@
 // ring's kernels take the mean GPU's time x (1 + sigma x E[max of P standard normals]):
 // nothing at P = 1, 0.56 sigma at P = 2, 1.42 sigma at 8, 2.07 sigma at 32. A kernel's own
 // noise around its GPU's speed costs little: the ring's one step of slack absorbs it (a
-// ring of 8 with every kernel drawn at 5 % noise replayed 0.9-1.1 % slower, where a spread
-// of speeds of 5 % costs 7 %; validation/README.md).
+// ring of 8 with every kernel drawn at 5 % noise replayed 0.9-1.1 % slower, where speeds
+// spread by 5 % cost 6.5 % over 20 draws; validation/README.md).
 //
 // The cost model charges it on a p2p ring's kernels (a later step's beside the overlap
 // interference), and the SimGrid replay on the same kernels (OpSchedule::lockstep_slowdown,
