@@ -282,12 +282,12 @@ void add_simulate_command(CLI::App& app) {
                 "the middle steps of each ring pass (alike on every GPU) are replayed once and stand for the rest, so "
                 "do the middle micro-steps of a step and sequences of a micro-step (more than 5), and only the rings "
                 "on ring 0's nodes are replayed, standing for their copies with their link load kept (memory exact)");
-  cmd->add_option("--gpu-spread", o->gpu_spread,
+  auto* spread = cmd->add_option("--gpu-spread", o->gpu_spread,
                   "with --full: draw each GPU's speed, its ring attention kernels taking (1 + SIGMA z) x their mean, z "
                   "standard normal, and replay what the rings wait for, in place of the lockstep term "
                   "(planner/straggler.h)")
       ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--seed", o->seed, "with --gpu-spread: the draws' seed (default 1)");
+  cmd->add_option("--seed", o->seed, "with --gpu-spread: the draws' seed (default 1)")->needs(spread);
   cmd->add_option("--trace", o->trace, "write a Chrome trace-event JSON timeline (opens in Perfetto)");
   cmd->add_option("--trace-ranks", o->trace_ranks,
                   "with --trace: keep these GPUs' events only, e.g. 0-7,12 (large rings make huge traces)");

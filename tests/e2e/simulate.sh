@@ -108,5 +108,10 @@ rc=$?
 [[ $rc -eq 2 ]] && grep -q "\-\-gpu-spread: draws every GPU's speed" "$tmp/nofull.err" ||
   fail "simulate --gpu-spread without --full: exit $rc, $(cat "$tmp/nofull.err")"
 
+"$bin" simulate --plan "$tmp/ring8.yaml" --full --seed 3 >/dev/null 2>"$tmp/seed.err"
+rc=$?
+[[ $rc -eq 2 ]] && grep -q "\-\-seed requires --gpu-spread" "$tmp/seed.err" ||
+  fail "simulate --seed without --gpu-spread: exit $rc, $(cat "$tmp/seed.err")"
+
 echo "simulate: $failures failed"
 [[ $failures -eq 0 ]]
