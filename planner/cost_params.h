@@ -58,7 +58,7 @@ struct CostParams {
   // p2p ring runs at the pace of the slowest of its P GPUs (straggler.h). 0 by default on
   // every GPU type: no published run isolates it, and NeMo's ring of 32 at 1M tokens on
   // H100 bounds it under 0.027 (validation/README.md, "NeMo's other four long-sequence
-  // rows"); `ringmaster calibrate --from` fits it from a GPU run's ring kernels.
+  // rows"); `ringmaster calibrate` fits it on GPUs (a run's ring kernels, or benchmarks).
   double lockstep_jitter = 0;
   // What a p2p ring of `ranks` positions takes over its mean GPU's kernels.
   double lockstep_slowdown(int ranks) const;
