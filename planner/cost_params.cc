@@ -11,6 +11,7 @@ CostParams CostParams::from_topology(const Topology& topo) {
   p.gemm_efficiency = topo.gpu.gemm_efficiency;
   p.gemm_half_flops = topo.gpu.gemm_half_flops;
   p.hbm_bytes_per_s = topo.gpu.hbm_bytes_per_s;
+  p.lockstep_jitter = topo.gpu.lockstep_jitter;
   return p;
 }
 

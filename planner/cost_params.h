@@ -55,10 +55,11 @@ struct CostParams {
   // Compute slowdown while transfers run (memory-bandwidth and SM interference); >= 1.
   double overlap_interference = 1;
   // Relative standard deviation of the GPUs' speeds (their attention kernels' mean times): a
-  // p2p ring runs at the pace of the slowest of its P GPUs (straggler.h). 0 by default on
-  // every GPU type: no published run isolates it, and NeMo's ring of 32 at 1M tokens on
-  // H100 bounds it under 0.027 (validation/README.md, "NeMo's other four long-sequence
-  // rows"); `ringmaster calibrate` fits it on GPUs (a run's ring kernels, or benchmarks).
+  // p2p ring runs at the pace of the slowest of its P GPUs (straggler.h). The topology's
+  // gpu.lockstep_jitter, absent (0) on every shipped GPU type: no published run isolates it,
+  // and NeMo's ring of 32 at 1M tokens on H100 bounds it under 0.027 (validation/README.md,
+  // "NeMo's other four long-sequence rows"); a cluster's own YAML can state it, and
+  // `ringmaster calibrate` fits it on GPUs (a run's ring kernels, or benchmarks).
   double lockstep_jitter = 0;
   // What a p2p ring of `ranks` positions takes over its mean GPU's kernels.
   double lockstep_slowdown(int ranks) const;

@@ -91,6 +91,7 @@ GpuSpec parse_gpu(const YamlMap& m) {
   }
   g.gemm_efficiency = m.number("gemm_efficiency", Range::fraction());
   g.gemm_half_flops = m.number_or("gemm_half_flops", 0, Range::between(0, 1e18));
+  g.lockstep_jitter = m.number_or("lockstep_jitter", 0, Range{0, false, 1, true});  // [0, 1)
   g.element_bytes = m.count("element_bytes", 2, 4);
   if (g.element_bytes != 2 && g.element_bytes != 4) {
     m.fail("element_bytes", "expected 2 (bf16) or 4 (fp32) (got " + std::to_string(g.element_bytes) + ")");

@@ -298,9 +298,11 @@ bool same_gpu_spec(const GpuSpec& a, const GpuSpec& b) {
   const KernelCurve& x = a.attention;
   const KernelCurve& y = b.attention;
   return std::tie(a.name, a.memory_bytes, a.peak_flops, a.hbm_bytes_per_s, a.runtime_reserve_bytes, a.gemm_efficiency,
-                  a.gemm_half_flops, a.element_bytes, a.attention_kernels, a.fp8_peak_flops, a.fp8_gemm_efficiency) ==
+                  a.gemm_half_flops, a.lockstep_jitter, a.element_bytes, a.attention_kernels, a.fp8_peak_flops,
+                  a.fp8_gemm_efficiency) ==
              std::tie(b.name, b.memory_bytes, b.peak_flops, b.hbm_bytes_per_s, b.runtime_reserve_bytes, b.gemm_efficiency,
-                      b.gemm_half_flops, b.element_bytes, b.attention_kernels, b.fp8_peak_flops, b.fp8_gemm_efficiency) &&
+                      b.gemm_half_flops, b.lockstep_jitter, b.element_bytes, b.attention_kernels, b.fp8_peak_flops,
+                      b.fp8_gemm_efficiency) &&
          std::tie(x.max_efficiency, x.half_flops, x.tile_bytes_limit, x.backward_factor, x.merge_bytes, x.dq_merge_bytes,
                   x.slice_merge_bytes) == std::tie(y.max_efficiency, y.half_flops, y.tile_bytes_limit, y.backward_factor,
                                                    y.merge_bytes, y.dq_merge_bytes, y.slice_merge_bytes);

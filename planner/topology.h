@@ -31,6 +31,7 @@ struct GpuSpec {
   // limit of the size curve (cost_params.h gemm_flops_per_s), else at every size.
   double gemm_efficiency = 0;
   double gemm_half_flops = 0;  // a layer's GEMM FLOPs per micro-step at half the limit; 0 = flat
+  double lockstep_jitter = 0;  // spread of these GPUs' speeds (CostParams::lockstep_jitter); 0 = none
   int element_bytes = 2;             // activations and K,V: 2 (bf16) on GPUs, 4 (fp32) on cpu-local
   KernelCurve attention;             // fraction of peak of the blockwise attention kernel vs tile
   // Other attention implementations than the one `attention` describes (FlashAttention-2):

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "planner/cost_params.h"
 #include "planner/input_error.h"
 #include "planner/kernel_efficiency.h"
 #include "planner/shipped_specs.h"
@@ -208,4 +209,18 @@ TEST_CASE("a GPU's GEMM size curve: optional, read strictly") {
   const std::string half = "  gemm_half_flops: 1.0e12";
   CHECK(error_of(shipped_topology_with("dgx-a100-ib", half, "  gemm_half_flops: -1"), true)
             .find("gpu.gemm_half_flops: expected a number in [0, 1e+18]") != std::string::npos);
+}
+
+TEST_CASE("a GPU's lockstep jitter: optional, read strictly, a constant the corpus's record holds for") {
+  const rm::Topology shipped = rm::load_topology("dgx-h100-ib");
+  CHECK(shipped.gpu.lockstep_jitter == 0);  // absent on every shipped GPU type
+  const std::string half = "  gemm_half_flops: 1.0e12";
+  const rm::Topology own =
+      rm::parse_topology(shipped_topology_with("dgx-h100-ib", half, half + "\n  lockstep_jitter: 0.02"), "x.yaml");
+  CHECK(own.gpu.lockstep_jitter == doctest::Approx(0.02));
+  CHECK(rm::CostParams::from_topology(own).lockstep_jitter == doctest::Approx(0.02));
+  // Another spread is another GPU type than the corpus priced.
+  CHECK_FALSE(rm::same_gpu_spec(own.gpu, shipped.gpu));
+  CHECK(error_of(shipped_topology_with("dgx-h100-ib", half, half + "\n  lockstep_jitter: 1"), true)
+            .find("gpu.lockstep_jitter: expected a number in [0, 1)") != std::string::npos);
 }
