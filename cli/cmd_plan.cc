@@ -172,32 +172,30 @@ ReportHeader header_for(const PlanOptions& o, const Plan& plan, const Topology& 
   return h;
 }
 
-// For a plan that does not fit with fp32 Adam states: whether Megatron-Core's
-// precision-aware optimizer, its master params kept as remainders and its moments in bf16 (6
-// bytes of state a parameter, not 12), would make it fit, and how ("" when it would not, or
-// cannot run there: torchtitan's AdamW, the executor's, a GPU without bf16 params, a ddp
-// plan).
-std::string precision_aware_fit(const PlanOptions& o, const Answer& a) {
+// For a plan that does not fit with fp32 Adam states: the plan with Megatron-Core's
+// precision-aware optimizer, its master params kept as remainders and its moments in bf16
+// (6 bytes of state a parameter, not 12), where that one fits (nullopt where it does not,
+// or cannot run there: torchtitan's AdamW, the executor's, a GPU without bf16 params, a
+// ddp plan).
+std::optional<Plan> precision_aware_fit(const PlanOptions& o, const Answer& a) {
   const Plan& plan = a.plan;
-  if (plan.predicted.fits || precision_aware_optimizer(plan.job.optimizer)) return "";
+  if (plan.predicted.fits || precision_aware_optimizer(plan.job.optimizer)) return std::nullopt;
   if (!o.target.empty() && parse_export_target(o.target, kCommandLine, "--target") != ExportTarget::kMegatron)
-    return "";
+    return std::nullopt;
   OptimizerStates states;
   states.store_param_remainders = true;
   states.exp_avg_dtype = states.exp_avg_sq_dtype = StateDtype::kBf16;
-  if (!optimizer_states_why_invalid(states, a.r->topology.gpu.element_bytes).empty()) return "";
+  if (!optimizer_states_why_invalid(states, a.r->topology.gpu.element_bytes).empty()) return std::nullopt;
   PlanOptions pa = o;
   pa.job.store_param_remainders = true;
   pa.job.exp_avg_dtype = pa.job.exp_avg_sq_dtype = "bf16";
   const Answer b = plan_on(pa, plan.job.gpus);
-  const Plan& p = b.plan;
   // Megatron-LM runs it only with its distributed optimizer (OptimizerConfig), not ddp's.
-  if (!p.predicted.fits || !megatron_args(p, b.r->model).distributed_optimizer) return "";
-  return "; with Megatron-Core's precision-aware optimizer (--store-param-remainders --exp-avg-dtype bf16 "
-         "--exp-avg-sq-dtype bf16: 6 bytes of Adam state a parameter, not 12) it fits in " +
-         fixed(p.predicted.memory_bytes_per_gpu / kGiB, 1) + " GiB at " +
-         fixed(p.predicted.tokens_per_s, 0) + " tokens/s";
+  if (!b.plan.predicted.fits || !megatron_args(b.plan, b.r->model).distributed_optimizer) return std::nullopt;
+  return b.plan;
 }
+
+constexpr const char* kPrecisionAwareOptions = "--store-param-remainders --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16";
 
 void run_plan(const PlanOptions& o) {
   if (!o.max_seq && o.job.seq.empty()) {
@@ -221,6 +219,9 @@ void run_plan(const PlanOptions& o) {
 
   const Answer a = o.min_gpus ? fewest_gpus(opt, min_tokens_per_s) : plan_on(opt, o.job.gpus);
   const Plan& plan = a.plan;
+  // What the user can ask next when it does not fit (the error below; JSON for tools).
+  const std::optional<Plan> reduced_states =
+      !plan.predicted.fits && !o.min_gpus && !o.max_seq ? precision_aware_fit(opt, a) : std::nullopt;
   const ResolvedJob& r = *a.r;
   const std::optional<TrainingRun> run =
       train_tokens > 0 ? std::optional<TrainingRun>(training_run(plan, train_tokens, o.gpu_hour_cost.value_or(-1)))
@@ -230,6 +231,11 @@ void run_plan(const PlanOptions& o) {
     nlohmann::json j = plan_to_json(plan);
     if (run) j["training_run"] = training_run_json(*run);
     add_accuracy_json(j, plan, !o.job.profile.empty());
+    if (reduced_states)
+      j["fits_with_precision_aware_optimizer"] = {
+          {"options", kPrecisionAwareOptions},
+          {"memory_gib_per_gpu", reduced_states->predicted.memory_bytes_per_gpu / kGiB},
+          {"tokens_per_s", reduced_states->predicted.tokens_per_s}};
     std::printf("%s\n", j.dump(2).c_str());
   } else if (o.format == "yaml") {
     std::fputs(plan_to_yaml_string(plan).c_str(), stdout);
@@ -254,7 +260,15 @@ void run_plan(const PlanOptions& o) {
   const std::string short_of = plan_shortfall(plan);
   // What the user can ask next: the two questions whose answers fit.
   if (!short_of.empty() && !plan.predicted.fits && !o.min_gpus && !o.max_seq)
-    throw std::runtime_error(short_of + precision_aware_fit(opt, a) + "; --max-seq finds the longest sequence that fits on " +
+    throw std::runtime_error(short_of +
+                             (reduced_states ? std::string("; with Megatron-Core's precision-aware optimizer (") +
+                                                   kPrecisionAwareOptions +
+                                                   ": 6 bytes of Adam state a parameter, not 12) it fits in " +
+                                                   fixed(reduced_states->predicted.memory_bytes_per_gpu / kGiB, 1) +
+                                                   " GiB at " + fixed(reduced_states->predicted.tokens_per_s, 0) +
+                                                   " tokens/s"
+                                             : std::string()) +
+                             "; --max-seq finds the longest sequence that fits on " +
                              std::to_string(plan.job.gpus) +
                              " GPUs, --min-gpus with a larger --gpus the fewest GPUs on which it fits");
   if (!short_of.empty()) throw std::runtime_error(short_of);

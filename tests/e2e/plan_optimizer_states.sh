@@ -60,6 +60,14 @@ checked=$((checked + 1))
   grep -Eq "with Megatron-Core's precision-aware optimizer \(${pa[*]}: 6 bytes of Adam state a parameter, not 12\) it fits in [0-9.]+ GiB at [0-9]+ tokens/s" "$tmp/nofit.err" ||
   fail "a plan that fits only with reduced Adam states (rc $rc) did not say so: $(cat "$tmp/nofit.err")"
 checked=$((checked + 1))
+"$bin" plan "${long[@]}" --format json 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+w = d["fits_with_precision_aware_optimizer"]
+assert not d["predicted"]["fits"] and w["options"] == "--store-param-remainders --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16", w
+assert 0 < w["memory_gib_per_gpu"] <= 79.6, w  # an 80 GB H100 holds 79.6 GiB (topologies/dgx-h100-ib.yaml)
+assert w["tokens_per_s"] > 0, w' || fail "plan --format json of a plan that fits only with reduced states lacks fits_with_precision_aware_optimizer"
+checked=$((checked + 1))
 "$bin" plan "${long[@]}" "${pa[@]}" >"$tmp/fits.out" 2>&1 && grep -Eq "^fits +yes" "$tmp/fits.out" ||
   fail "the suggested plan does not fit: $(grep -E '^(fits|memory per GPU)' "$tmp/fits.out")"
 checked=$((checked + 1))
