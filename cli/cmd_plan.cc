@@ -172,30 +172,36 @@ ReportHeader header_for(const PlanOptions& o, const Plan& plan, const Topology& 
   return h;
 }
 
-// For a plan that does not fit with fp32 Adam states: the plan with Megatron-Core's
-// precision-aware optimizer, its master params kept as remainders and its moments in bf16
-// (6 bytes of state a parameter, not 12), where that one fits (nullopt where it does not,
-// or cannot run there: torchtitan's AdamW, the executor's, a GPU without bf16 params, a
-// ddp plan).
+// Megatron-Core's precision-aware optimizer as `plan` suggests it: the master params kept as
+// remainders and the moments in bf16 (6 bytes of state a parameter, not 12).
+OptimizerStates precision_aware_states() {
+  OptimizerStates states;
+  states.store_param_remainders = true;
+  states.exp_avg_dtype = states.exp_avg_sq_dtype = StateDtype::kBf16;
+  return states;
+}
+// The `plan` options that keep them so.
+constexpr const char* kPrecisionAwareOptions = "--store-param-remainders --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16";
+
+// For a plan that does not fit with fp32 Adam states: the plan with those states, where that
+// one fits (nullopt where it does not, or cannot run there: torchtitan's AdamW, the
+// executor's, a GPU without bf16 params, a ddp plan).
 std::optional<Plan> precision_aware_fit(const PlanOptions& o, const Answer& a) {
   const Plan& plan = a.plan;
   if (plan.predicted.fits || precision_aware_optimizer(plan.job.optimizer)) return std::nullopt;
   if (!o.target.empty() && parse_export_target(o.target, kCommandLine, "--target") != ExportTarget::kMegatron)
     return std::nullopt;
-  OptimizerStates states;
-  states.store_param_remainders = true;
-  states.exp_avg_dtype = states.exp_avg_sq_dtype = StateDtype::kBf16;
+  const OptimizerStates states = precision_aware_states();
   if (!optimizer_states_why_invalid(states, a.r->topology.gpu.element_bytes).empty()) return std::nullopt;
   PlanOptions pa = o;
-  pa.job.store_param_remainders = true;
-  pa.job.exp_avg_dtype = pa.job.exp_avg_sq_dtype = "bf16";
+  pa.job.store_param_remainders = states.store_param_remainders;
+  pa.job.exp_avg_dtype = to_string(states.exp_avg_dtype);
+  pa.job.exp_avg_sq_dtype = to_string(states.exp_avg_sq_dtype);
   const Answer b = plan_on(pa, plan.job.gpus);
   // Megatron-LM runs it only with its distributed optimizer (OptimizerConfig), not ddp's.
   if (!b.plan.predicted.fits || !megatron_args(b.plan, b.r->model).distributed_optimizer) return std::nullopt;
   return b.plan;
 }
-
-constexpr const char* kPrecisionAwareOptions = "--store-param-remainders --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16";
 
 void run_plan(const PlanOptions& o) {
   if (!o.max_seq && o.job.seq.empty()) {
@@ -262,8 +268,10 @@ void run_plan(const PlanOptions& o) {
   if (!short_of.empty() && !plan.predicted.fits && !o.min_gpus && !o.max_seq)
     throw std::runtime_error(short_of +
                              (reduced_states ? std::string("; with Megatron-Core's precision-aware optimizer (") +
-                                                   kPrecisionAwareOptions +
-                                                   ": 6 bytes of Adam state a parameter, not 12) it fits in " +
+                                                   kPrecisionAwareOptions + ": " +
+                                                   sig(optimizer_state_bytes(precision_aware_states()), 3) +
+                                                   " bytes of Adam state a parameter, not " +
+                                                   sig(optimizer_state_bytes(OptimizerStates{}), 3) + ") it fits in " +
                                                    fixed(reduced_states->predicted.memory_bytes_per_gpu / kGiB, 1) +
                                                    " GiB at " + fixed(reduced_states->predicted.tokens_per_s, 0) +
                                                    " tokens/s"
