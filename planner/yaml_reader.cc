@@ -53,14 +53,24 @@ std::string with_line(const std::string& source, int line0) {
 
 namespace {
 
-// Refuses duplicate keys below `n` and counts nodes (an alias counts each time it is used).
-void check_tree(const YAML::Node& n, const std::string& source, const std::string& path, int& nodes) {
+// Refuses duplicate keys below `n`, counts nodes (an alias counts each time it is used) and
+// bounds the nesting: an alias inside the node its anchor names makes the tree endless, and
+// a chain of anchors each holding the last one's alias nests as deep as the file is long,
+// either of which would overflow the stack of this walk and of every reader after it.
+void check_tree(const YAML::Node& n, const std::string& source, const std::string& path, int& nodes, int depth = 0) {
   if (++nodes > kMaxYamlNodes) {
     throw InputError(source + ": more than " + std::to_string(kMaxYamlNodes) +
                      " YAML nodes (aliases included); expected a ringmaster input file");
   }
+  if (depth > kMaxYamlDepth) {
+    throw InputError(with_line(source, n.Mark().line) + ": " + path + ": nested more than " +
+                     std::to_string(kMaxYamlDepth) +
+                     " levels deep (an alias inside the node its anchor names repeats forever); expected a ringmaster "
+                     "input file");
+  }
   if (n.IsSequence()) {
-    for (size_t i = 0; i < n.size(); ++i) check_tree(n[i], source, path + "[" + std::to_string(i) + "]", nodes);
+    for (size_t i = 0; i < n.size(); ++i)
+      check_tree(n[i], source, path + "[" + std::to_string(i) + "]", nodes, depth + 1);
   } else if (n.IsMap()) {
     std::map<std::string, int> first_line;
     for (auto it = n.begin(); it != n.end(); ++it) {
@@ -72,7 +82,7 @@ void check_tree(const YAML::Node& n, const std::string& source, const std::strin
         throw InputError(with_line(source, line) + ": " + field + ": key given twice (first at line " +
                          std::to_string(seen->second + 1) + ")");
       }
-      check_tree(it->second, source, field, nodes);
+      check_tree(it->second, source, field, nodes, depth + 1);
     }
   }
 }

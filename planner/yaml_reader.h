@@ -20,10 +20,12 @@ namespace rm {
 
 // Parses exactly one YAML document (read it with read_input_file of planner/input_file.h).
 // Throws InputError "<source>:<line>: ..." on a syntax error, an empty document, a second
-// document, a key given twice in one mapping, or more than kMaxYamlNodes nodes (aliases
-// count each time they are used, so a few lines cannot expand into millions of nodes).
+// document, a key given twice in one mapping, more than kMaxYamlNodes nodes (aliases
+// count each time they are used, so a few lines cannot expand into millions of nodes), or
+// nesting deeper than kMaxYamlDepth (an alias inside the node it names: an endless tree).
 YAML::Node load_yaml(const std::string& text, const std::string& source);
 inline constexpr int kMaxYamlNodes = 1 << 20;  // a 131,072-GPU plan's order list is 131,072
+inline constexpr int kMaxYamlDepth = 64;       // ringmaster's files nest 4 levels at most
 
 // Allowed range of a number: lo and hi, each open or closed.
 struct Range {

@@ -77,7 +77,7 @@ TEST_CASE("each kind of file has a size limit") {
   CHECK(rm::read_input_file(big, rm::InputKind::kProfile) == "a: 1\n");
 }
 
-TEST_CASE("one YAML document, no key twice, a bounded number of nodes") {
+TEST_CASE("one YAML document, no key twice, a bounded number of nodes and depth") {
   CHECK(yaml_error("a: 1\nb: {c: 2, c: 3}\n") == "t.yaml:2: b.c: key given twice (first at line 2)");
   CHECK(yaml_error("a: 1\nb: 2\na: 3\n") == "t.yaml:3: a: key given twice (first at line 1)");
   CHECK(yaml_error("a: 1\n---\nb: 2\n") == "t.yaml:2: a second YAML document (after '---'); expected one document");
@@ -98,6 +98,16 @@ TEST_CASE("one YAML document, no key twice, a bounded number of nodes") {
     bomb += "]\n";
   }
   CHECK(yaml_error(bomb).find("t.yaml: more than 1048576 YAML nodes") == 0);
+  // An alias inside the node its anchor names: an endless tree, whose walk overflowed the
+  // stack (found by the topology fuzzer). And a chain of anchors, each holding the last.
+  CHECK(yaml_error("a: &x\n  b: *x\n").find("t.yaml:1: a.b.b.b.b") == 0);
+  CHECK(yaml_error("a: &x\n  b: *x\n").find(": nested more than 64 levels deep (an alias inside the node its anchor "
+                                            "names repeats forever)") != std::string::npos);
+  std::string chain = "c0: &c0 [x]\n";
+  for (int i = 1; i < 100; ++i)
+    chain += "c" + std::to_string(i) + ": &c" + std::to_string(i) + " [*c" + std::to_string(i - 1) + "]\n";
+  CHECK(yaml_error(chain).find("nested more than 64 levels deep") != std::string::npos);
+  CHECK(yaml_error(chain.substr(0, chain.find("c40:"))).empty());  // 40 levels: read
 }
 
 TEST_CASE("whole numbers are range-checked before they are narrowed") {
