@@ -290,6 +290,13 @@ void FsdpParams<C>::post_gather(int unit) {
 }
 
 template <class C>
+void FsdpParams<C>::post_late_gather() {
+  if (late_gather_ < 0) return;
+  post_gather(late_gather_);
+  late_gather_ = -1;
+}
+
+template <class C>
 void FsdpParams<C>::wait_prefetch(bool keep) {
   const int unit = prefetched_;
   wait_gather(unit, sizeof(C));
@@ -303,6 +310,7 @@ const C* FsdpParams<C>::gather(int unit) {
   if constexpr (std::is_same_v<C, float>) {
     if (direct()) return params_.data() + u.local;  // the shard is the whole unit
   }
+  post_late_gather();
   if (prefetched_ >= 0) wait_prefetch(prefetched_ == unit);
   Tensor<C>& buf = gathered_[static_cast<size_t>(unit)];
   if (buf.data() == nullptr || (holds_params() && !current_[static_cast<size_t>(unit)])) {
@@ -312,7 +320,10 @@ const C* FsdpParams<C>::gather(int unit) {
   }
   const int next = next_unit(unit);
   last_gathered_ = unit;
-  if (next >= 0 && shard_size_ > 1) post_gather(next);
+  if (next >= 0 && shard_size_ > 1) {
+    if (step_ == late_gather_step_) late_gather_ = next;  // the fault (fsdp.h): posted by the next call
+    else post_gather(next);
+  }
   return buf.data();
 }
 
@@ -339,6 +350,7 @@ C* FsdpParams<C>::grads(int unit) {
 template <class C>
 void FsdpParams<C>::reduce(int unit) {
   if (direct()) return;
+  post_late_gather();
   if (held_ == Held::kParamsAndGrads && micro_step_ < micro_steps_ - 1) return;  // zero1: the last only
   const Unit& u = units_[static_cast<size_t>(unit)];
   Tensor<C>& buf = unsharded_grads_[static_cast<size_t>(unit)];

@@ -132,6 +132,14 @@ class FsdpState {
   // `step` (0-based) this rank's first forward prefetch gathers block 2's chunk where
   // block 1's belongs, a same-size collective NCCL and MPI would both run silently.
   void inject_wrong_unit(int step) { wrong_unit_step_ = step; }
+  // Fault injection for tests (RINGMASTER_FAULT=comm-order): at training step `step` this
+  // rank posts each prefetch at its next gather or reduce instead of at once, so after the
+  // ring transfers of the unit being computed, where the others post it before them: the
+  // same collectives in the same order on the shard group, which MPI completes, and an order
+  // across communicators NCCL can hang on (post_log.h).
+  void inject_late_gathers(int step) { late_gather_step_ = step; }
+  // Logs every collective on `log` from now on (post_log.h).
+  void log_posts(PostLog* log) { coll_->log_posts(log); }
   std::vector<Measurement> take_records();
 
  protected:
@@ -172,7 +180,7 @@ class FsdpState {
   Tensor<float> params_, grads_, m_, v_;  // [1][local_]
   int prefetched_ = -1, last_gathered_ = -1;  // units
   int step_ = 0;
-  int wrong_unit_step_ = -1;
+  int wrong_unit_step_ = -1, late_gather_step_ = -1;
   Watchdog* watchdog_;
 
  private:
@@ -214,6 +222,10 @@ class FsdpParams final : public FsdpState, public ParamAccess<C> {
   void post_gather(int unit);
   // Completes a pending prefetch; `keep` false drops its buffer (a wrong guess).
   void wait_prefetch(bool keep);
+  // The fault's prefetch, held back since the last gather(), posted now (before this call's
+  // collectives, so the shard group's order stays the same).
+  void post_late_gather();
+  int late_gather_ = -1;
   Tensor<C> hold(size_t n);
   void drop(Tensor<C>& buffer);
   TrainKernels<C>& pass_;

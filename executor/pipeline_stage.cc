@@ -113,7 +113,9 @@ void PipelineStage<T>::exchange(const PipelineAction& a, std::map<Key, MicroBatc
       t = k_.alloc(rows_, hidden_);
       requests.push_back(transport_.irecv(t.data(), bytes, peer, msg.tag));
     }
+    if (log_) log_->message("pipeline", msg.send, peer);
   }
+  if (log_) log_->end_step();  // posted together, as Megatron's batched isend/irecv
   const double t0 = MPI_Wtime();
   watchdog_->arm("a pipeline exchange of training step " + std::to_string(step_ + 1) + " (stage " +
                  std::to_string(stage_) + ")");

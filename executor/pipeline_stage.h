@@ -31,6 +31,7 @@
 
 #include "executor/measurements.h"
 #include "executor/mpi_transport.h"
+#include "executor/post_log.h"
 #include "executor/shard_collectives.h"
 #include "executor/transformer.h"
 #include "executor/watchdog.h"
@@ -60,6 +61,8 @@ class PipelinePeers {
   // sending micro-batch 1's activation where micro-batch 0's belongs would: a same-size
   // message NCCL would deliver without complaint.
   void inject_wrong_tag(int step) { wrong_tag_step_ = step; }
+  // Logs every exchange on `log` from now on (post_log.h).
+  void log_posts(PostLog* log) { log_ = log; }
   // Seconds blocked in exchanges since the last take_records(), and their records.
   double comm_s() const { return comm_s_; }
   std::vector<Measurement> take_records();
@@ -71,6 +74,7 @@ class PipelinePeers {
   double epoch_;
   int step_ = 0;
   int wrong_tag_step_ = -1;
+  PostLog* log_ = nullptr;
   double comm_s_ = 0;
   std::vector<Measurement> records_;
 };

@@ -61,6 +61,11 @@ class RingAttention {
   double epoch() const { return epoch_; }
   double exposed_comm_s() const { return exposed_s_; }
   void reset_exposed() { exposed_s_ = 0; }
+  // Logs the ring's transfers on `log` from now on (post_log.h).
+  void log_posts(PostLog* log) {
+    forward_loop_->log_posts(log);
+    backward_loop_->log_posts(log);
+  }
 
  private:
   void run_part(RingLoop& loop, int layer);

@@ -262,7 +262,11 @@ void RingLoop::run(int iteration, double epoch, std::vector<Measurement>* record
         if (!same_phase(idx - 1, op.phase)) be_.begin_phase();
         backend_request[op.request] = recv ? be_.irecv(id, offset, size, op.peer, op.tag)
                                            : be_.isend(id, offset, size, op.peer, op.tag);
-        if (!same_phase(idx + 1, op.phase)) be_.end_phase();
+        if (log_) log_->message("ring", !recv, op.peer);
+        if (!same_phase(idx + 1, op.phase)) {
+          be_.end_phase();
+          if (log_) log_->end_step();
+        }
         break;
       }
       case OpKind::kWait: {

@@ -30,6 +30,7 @@
 
 #include "executor/backend.h"
 #include "executor/measurements.h"
+#include "executor/post_log.h"
 #include "executor/watchdog.h"
 #include "planner/schedule.h"
 
@@ -50,6 +51,8 @@ class RingLoop {
 
   // Whether the op list contains a backward pass (dQ, dK, dV are results).
   bool has_backward() const { return has_backward_; }
+  // Logs each phase's transfers on `log` from now on, as one step (post_log.h).
+  void log_posts(PostLog* log) { log_ = log; }
 
  private:
   enum class Content { kNone, kKv, kDkv, kA2a };
@@ -97,6 +100,7 @@ class RingLoop {
   AttentionShape shape_;
   Watchdog* watchdog_;
   FaultSpec fault_;
+  PostLog* log_ = nullptr;
   bool has_backward_ = false;
   int a2a_members_ = 0;  // members of the all-to-all's group (0: none)
   int iteration_ = 0;

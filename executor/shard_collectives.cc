@@ -26,6 +26,7 @@ void CollectiveFingerprint::note(char kind, int unit, size_t count) {
   fold(static_cast<unsigned char>(kind));
   fold(static_cast<uint64_t>(static_cast<int64_t>(unit)));
   fold(count);
+  if (log_) log_->collective(comm_);
 }
 
 void CollectiveFingerprint::check(MPI_Comm comm, const std::string& owner, const std::string& group) {
@@ -52,6 +53,11 @@ void ShardCollectives::note(bool replica_group, char kind, int unit, size_t coun
 
 void ShardCollectives::note(bool replica_group, char kind, ReduceType type, int unit, size_t count) {
   note(replica_group, type == ReduceType::kBfloat16 ? static_cast<char>(kind - 'a' + 'A') : kind, unit, count);
+}
+
+void ShardCollectives::log_posts(PostLog* log) {
+  fingerprint_[0].log_to(log, comm_name(shard_, "FSDP", "shard"));
+  fingerprint_[1].log_to(log, comm_name(replica_, "FSDP", "replica"));
 }
 
 void ShardCollectives::check_order() {

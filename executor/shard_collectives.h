@@ -26,7 +26,8 @@
 //     wait_all_gather() before its buffer is read or another is started.
 // The cuda backend's ring-attention transfers use other communicators (one per ring,
 // nccl_transport.h); both are issued in the program order of the pass, which is the same
-// on every rank, so kernels of the two never wait on each other in opposite orders.
+// on every rank, so kernels of the two never wait on each other in opposite orders; train
+// checks that once a step on what every rank posted (post_log.h).
 #pragma once
 
 #include <mpi.h>
@@ -35,7 +36,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "executor/post_log.h"
 
 namespace rm::exec {
 
@@ -66,14 +70,22 @@ double sum_over(MPI_Comm comm, double x, Watchdog* watchdog, const std::string& 
 // members' since the last check, throwing std::runtime_error "<owner> collectives out of
 // order: rank R of the <group> group ..." naming the first member of `comm` whose
 // collectives differ from its member 0's.
+// With a PostLog attached, each collective is also logged on it under the communicator's
+// name (comm_name), for the order across communicators (post_log.h).
 class CollectiveFingerprint {
  public:
   void note(char kind, int unit, size_t count);
   void check(MPI_Comm comm, const std::string& owner, const std::string& group);
+  void log_to(PostLog* log, std::string comm) {
+    log_ = log;
+    comm_ = std::move(comm);
+  }
 
  private:
   static constexpr uint64_t kFnvBasis = 1469598103934665603ull;
   uint64_t hash_ = kFnvBasis;
+  PostLog* log_ = nullptr;
+  std::string comm_;
 };
 
 class ShardCollectives {
@@ -94,6 +106,8 @@ class ShardCollectives {
   // Throws std::runtime_error naming the first rank of the shard or replica group whose
   // collectives since the last call differ from rank 0's (kinds, types, units, counts, order).
   void check_order();
+  // Logs every collective on `log` from now on, for the order across communicators.
+  void log_posts(PostLog* log);
 
  protected:
   ShardCollectives(MPI_Comm shard, MPI_Comm replica) : shard_(shard), replica_(replica) {}

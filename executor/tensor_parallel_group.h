@@ -56,6 +56,8 @@ class MpiTensorParallel final : public TensorParallel<float>, public TensorParal
   // Throws std::runtime_error naming the first member whose collectives since the last
   // call differ from member 0's.
   void check_order() { fingerprint_.check(comm_, "TP", "tensor-parallel"); }
+  // Logs every collective on `log` from now on, for the order across communicators.
+  void log_posts(PostLog* log) { fingerprint_.log_to(log, comm_name(comm_, "TP", "tensor-parallel")); }
   void set_step(int step) { step_ = step; }
   // Seconds blocked in the group's collectives since the last take_records(), and their records.
   double comm_s() const { return comm_s_; }

@@ -20,6 +20,7 @@
 #include "executor/fsdp.h"
 #include "executor/measurements.h"
 #include "executor/pipeline_stage.h"
+#include "executor/post_log.h"
 #include "executor/ring_attention.h"
 #include "executor/run.h"
 #include "executor/token_stream.h"
@@ -328,6 +329,13 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   if (fault.kind == FaultSpec::Kind::kFsdpUnit && fault.rank == rank) model_state.inject_wrong_unit(fault.step - 1);
   if (fault.kind == FaultSpec::Kind::kPpOrder && fault.rank == rank)
     peers->inject_wrong_tag(fault.step - 1);
+  if (fault.kind == FaultSpec::Kind::kCommOrder && fault.rank == rank) model_state.inject_late_gathers(fault.step - 1);
+  // Everything this rank posts to a communicator, for the order across them (post_log.h).
+  PostLog posts;
+  attention.log_posts(&posts);
+  model_state.log_posts(&posts);
+  peers->log_posts(&posts);
+  if (tp_comm) tp_comm->log_posts(&posts);
   if (resumed) {
     model_state.load(StateArray::kMoment1, mine(st.optimizer.m));
     model_state.load(StateArray::kMoment2, mine(st.optimizer.v));
@@ -431,6 +439,9 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     const double ta = MPI_Wtime();
     model_state.finish_gradients();
     if (tp_comm) tp_comm->check_order();
+    watchdog.arm("comparing the ranks' posts across communicators");
+    posts.check(MPI_COMM_WORLD);
+    watchdog.disarm();
     watchdog.arm("the loss all-reduce of training step " + std::to_string(step + 1));
     MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     watchdog.disarm();

@@ -132,7 +132,7 @@ FaultSpec fault_from_env() {
   if (env == nullptr || *env == '\0') return f;
   // At most 9 digits: the numbers fit an int (a longer one made std::stoi throw, exit 1).
   static const std::regex re(
-      R"((kill|stall|swap|checkpoint-kill|fsdp-unit|pp-order):rank=(\d{1,9}),step=(\d{1,9}))");
+      R"((kill|stall|swap|checkpoint-kill|fsdp-unit|pp-order|comm-order):rank=(\d{1,9}),step=(\d{1,9}))");
   static const std::regex setup_re(R"(setup-stall:rank=(\d{1,9}))");
   std::cmatch m;
   if (std::regex_match(env, m, setup_re)) {
@@ -142,13 +142,15 @@ FaultSpec fault_from_env() {
   }
   if (!std::regex_match(env, m, re))
     fail_input("RINGMASTER_FAULT", env,
-               "expected kill|stall|swap|checkpoint-kill|fsdp-unit|pp-order:rank=R,step=S or setup-stall:rank=R");
+               "expected kill|stall|swap|checkpoint-kill|fsdp-unit|pp-order|comm-order:rank=R,step=S or "
+               "setup-stall:rank=R");
   f.kind = m[1] == "kill"              ? FaultSpec::Kind::kKill
            : m[1] == "stall"           ? FaultSpec::Kind::kStall
            : m[1] == "swap"            ? FaultSpec::Kind::kSwap
            : m[1] == "checkpoint-kill" ? FaultSpec::Kind::kCheckpointKill
            : m[1] == "fsdp-unit"       ? FaultSpec::Kind::kFsdpUnit
-                                       : FaultSpec::Kind::kPpOrder;
+           : m[1] == "pp-order"        ? FaultSpec::Kind::kPpOrder
+                                       : FaultSpec::Kind::kCommOrder;
   f.rank = std::stoi(m[2]);
   f.step = std::stoi(m[3]);
   return f;

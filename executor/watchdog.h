@@ -24,7 +24,10 @@
 // unit once in training step S (1-based, as train prints it; fsdp.h), which the step's
 // order check must name; "pp-order:rank=R,step=S" makes rank R's pipeline stage send the
 // next micro-batch's tag with its first message of training step S (pipeline_stage.h),
-// which the receiving stage's transport must name.
+// which the receiving stage's transport must name; "comm-order:rank=R,step=S" makes rank R
+// of `ringmaster train` prefetch no FSDP unit in training step S (fsdp.h), so its
+// all-gathers come after ring transfers that the other ranks post after them, which the
+// step's check of the order across communicators must name (post_log.h).
 #pragma once
 
 #include <atomic>
@@ -77,7 +80,7 @@ class Watchdog {
 };
 
 struct FaultSpec {
-  enum class Kind { kNone, kKill, kStall, kSwap, kCheckpointKill, kFsdpUnit, kPpOrder, kSetupStall } kind = Kind::kNone;
+  enum class Kind { kNone, kKill, kStall, kSwap, kCheckpointKill, kFsdpUnit, kPpOrder, kCommOrder, kSetupStall } kind = Kind::kNone;
   int rank = -1;
   int step = -1;
 };

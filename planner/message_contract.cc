@@ -1,6 +1,8 @@
 // Checking the message contract on op lists (see message_contract.h).
 #include "planner/message_contract.h"
 
+#include "planner/post_order.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -137,13 +139,9 @@ std::string check_collective_order(const OpSchedule& schedule) {
   return "";
 }
 
-// One global order of every rank's posts across communicators. Each collective instance
-// (a group's n-th) and each phase's exchange between two ranks is a node every participant
-// must reach; a rank's posting order puts an edge from each post to its next (a phase's
-// transfers, posted as one group, are one step). A cycle means no order serves every rank:
-// two ranks post two communicators' operations in opposite orders, and NCCL, whose kernels
-// on separate streams need not run side by side (CUDA_DEVICE_MAX_CONNECTIONS=1 queues them
-// on one connection), can hang there; NCCL's documentation asks for one consistent order.
+// One global order of every rank's posts across communicators (post_order.h): each
+// collective instance (a group's n-th) and each phase's exchange between two ranks is a node;
+// a phase's transfers, posted as one group, are one step.
 std::string check_cross_communicator_order(const OpSchedule& schedule) {
   // Nodes: a group's n-th collective, or one phase of a pair of ranks' transfers. Each is
   // found without hashing per op: a group's by its index, a pair's by walking its phases in
@@ -151,7 +149,8 @@ std::string check_cross_communicator_order(const OpSchedule& schedule) {
   // A node's key, its words only on a violation: a collective's group << 32 | n; a
   // transfer's top bit set over its pair << 31 | phase (groups, pairs, phases and counts
   // stay below 2^31).
-  std::vector<int64_t> nodes;
+  PostOrder order;
+  std::vector<int64_t> nodes;  // by node id
   std::vector<std::vector<int>> collectives(schedule.groups.size());  // group -> node of its n-th
   std::vector<std::vector<std::pair<int, int>>> pairs;                // pair -> (phase, node), in order
   std::vector<std::pair<int, int>> pair_ranks;                        // pair -> (lower, higher rank)
@@ -164,28 +163,22 @@ std::string check_cross_communicator_order(const OpSchedule& schedule) {
     return "phase " + std::to_string(key & 0x7fffffff) + " between ranks " + std::to_string(lo) + " and " +
            std::to_string(hi);
   };
-  struct Edge {
-    int from, to, gpu;
-  };
-  std::vector<Edge> edges;
   struct Peer {
     int peer, pair;
     size_t next;  // the pair's next phase this rank has not reached
   };
   std::vector<Peer> peers;
   std::vector<int> posted(schedule.groups.size());  // group -> collectives the rank posted on it
-  std::vector<int> prev, step;
+  std::vector<int> step;
   for (const RankSchedule& rs : schedule.ranks) {
     if (rs.ops.empty()) continue;
     std::fill(posted.begin(), posted.end(), 0);
     peers.clear();
-    prev.clear();
+    order.start_rank(rs.gpu);
     step.clear();
     int step_phase = -1;
     auto close_step = [&] {
-      for (int a : prev)
-        for (int b : step) edges.push_back({a, b, rs.gpu});
-      prev.swap(step);
+      order.post(step);
       step.clear();
       step_phase = -1;
     };
@@ -195,7 +188,7 @@ std::string check_cross_communicator_order(const OpSchedule& schedule) {
         std::vector<int>& of_group = collectives[static_cast<size_t>(op.group)];
         const int n = posted[static_cast<size_t>(op.group)]++;
         if (static_cast<size_t>(n) == of_group.size()) {
-          of_group.push_back(static_cast<int>(nodes.size()));
+          of_group.push_back(order.add_node());
           nodes.push_back(static_cast<int64_t>(op.group) << 32 | n);
         }
         step.push_back(of_group[static_cast<size_t>(n)]);
@@ -220,7 +213,7 @@ std::string check_cross_communicator_order(const OpSchedule& schedule) {
           // Not reached from the other end yet (or the contract is broken there, which the
           // link check reports first): a new node, in this end's phase order.
           phases.insert(phases.begin() + static_cast<std::ptrdiff_t>(p->next),
-                        {op.phase, static_cast<int>(nodes.size())});
+                        {op.phase, order.add_node()});
           nodes.push_back(INT64_MIN | static_cast<int64_t>(p->pair) << 31 | op.phase);
         }
         const int v = phases[p->next].second;
@@ -229,52 +222,7 @@ std::string check_cross_communicator_order(const OpSchedule& schedule) {
     }
     if (!step.empty()) close_step();
   }
-  // Kahn's algorithm: what it cannot order lies on a cycle or after one.
-  const size_t n = nodes.size();
-  std::vector<int> indegree(n, 0);
-  std::vector<size_t> first(n + 1, 0);  // node v's out-edges: by_source[first[v] .. first[v + 1])
-  for (const Edge& e : edges) {
-    ++indegree[static_cast<size_t>(e.to)];
-    ++first[static_cast<size_t>(e.from) + 1];
-  }
-  for (size_t v = 0; v < n; ++v) first[v + 1] += first[v];
-  std::vector<int> by_source(edges.size());
-  {
-    std::vector<size_t> fill(first.begin(), first.end() - 1);
-    for (size_t e = 0; e < edges.size(); ++e) by_source[fill[static_cast<size_t>(edges[e].from)]++] = edges[e].to;
-  }
-  std::vector<int> ready;
-  for (size_t v = 0; v < n; ++v)
-    if (indegree[v] == 0) ready.push_back(static_cast<int>(v));
-  size_t ordered = 0;
-  while (!ready.empty()) {
-    const size_t v = static_cast<size_t>(ready.back());
-    ready.pop_back();
-    ++ordered;
-    for (size_t i = first[v]; i < first[v + 1]; ++i)
-      if (--indegree[static_cast<size_t>(by_source[i])] == 0) ready.push_back(by_source[i]);
-  }
-  if (ordered == n) return "";
-  // Walk back along unordered predecessors until a node repeats: that loop is a cycle.
-  std::vector<std::vector<int>> in(n);
-  for (size_t e = 0; e < edges.size(); ++e)
-    if (indegree[static_cast<size_t>(edges[e].from)] > 0) in[static_cast<size_t>(edges[e].to)].push_back(static_cast<int>(e));
-  int v = 0;
-  while (indegree[static_cast<size_t>(v)] == 0 || in[static_cast<size_t>(v)].empty()) ++v;
-  std::vector<int> seen_at(n, -1), path;  // path: edges walked backwards
-  while (seen_at[static_cast<size_t>(v)] < 0) {
-    seen_at[static_cast<size_t>(v)] = static_cast<int>(path.size());
-    const int e = in[static_cast<size_t>(v)].front();
-    path.push_back(e);
-    v = edges[static_cast<size_t>(e)].from;
-  }
-  std::string cycle;
-  for (size_t i = path.size(); i-- > static_cast<size_t>(seen_at[static_cast<size_t>(v)]);) {
-    const Edge& e = edges[static_cast<size_t>(path[i])];
-    cycle += (cycle.empty() ? "" : "; ") + std::string("rank ") + std::to_string(e.gpu) + " posts " + words(e.from) +
-             " before " + words(e.to);
-  }
-  return "no one order of posts across communicators serves every rank (NCCL may hang): " + cycle;
+  return order.violation(words);
 }
 
 }  // namespace

@@ -9,7 +9,8 @@
 // no cycle), since NCCL can hang where two ranks post two communicators' operations the other
 // way round. The schedule tests run it on every schedule; the simulator runs it before a
 // replay; transports enforce the same rules at run time (each message carries its tag and
-// size, and a mismatch is an error; shard_collectives.h fingerprints the collectives).
+// size, and a mismatch is an error; shard_collectives.h fingerprints the collectives; train
+// checks the order across communicators on what every rank posted, executor/post_log.h).
 #pragma once
 
 #include <string>

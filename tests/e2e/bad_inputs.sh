@@ -100,7 +100,7 @@ sed 's/^seq_len: 0/seq_len: 1G/' "$bad/plan-zero-seq.yaml" > "$tmp/plan-1G.yaml"
 expect_bad "GiB of host memory for its tensors" "plan-1G.yaml: seq_len" -- run --plan "$tmp/plan-1G.yaml"
 # A fault number that does not fit an int: exit 2 naming the variable (std::stoi used to throw, exit 1).
 sed 's/^seq_len: 0/seq_len: 1k/' "$bad/plan-zero-seq.yaml" > "$tmp/plan-1k.yaml"
-RINGMASTER_FAULT="kill:rank=99999999999,step=1" expect_bad "expected kill|stall|swap|checkpoint-kill|fsdp-unit|pp-order:rank=R,step=S" "RINGMASTER_FAULT" -- \
+RINGMASTER_FAULT="kill:rank=99999999999,step=1" expect_bad "expected kill|stall|swap|checkpoint-kill|fsdp-unit|pp-order|comm-order:rank=R,step=S" "RINGMASTER_FAULT" -- \
   run --plan "$tmp/plan-1k.yaml" --timeout-s 20
 
 # Measurements records: every field range-checked before narrowing (exit 2, file:line named).
