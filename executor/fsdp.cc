@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <type_traits>
+#include <utility>
 
 #include "executor/mpi_transport.h"
 #include "planner/data_parallel.h"
@@ -190,6 +191,12 @@ double FsdpState::grad_squared_norm(bool tp_whole_tensors) {
 void FsdpState::optimizer_step(const AdamWConfig& cfg, double grad_norm) {
   adamw_update(cfg, segments_, grad_norm, optimizer_steps_, k_, params_, grads_, m_, v_);
   ++optimizer_steps_;
+  for (auto [kept, moment] : {std::pair{m_bf16_, &m_}, std::pair{v_bf16_, &v_}}) {
+    if (!kept) continue;
+    Tensor<Bf16> stored = half_.alloc(1, static_cast<int64_t>(local_));
+    half_.narrow(stored, *moment);
+    k_.from_bf16(moment->data(), stored.data(), static_cast<int64_t>(local_));
+  }
   std::fill(current_.begin(), current_.end(), 0);  // held parameters are stale now
 }
 

@@ -110,6 +110,15 @@ class FsdpState {
   double grad_squared_norm(bool tp_whole_tensors = true);
   // One AdamW update of this rank's shards (adamw.h), from the global gradient norm.
   void optimizer_step(const AdamWConfig& cfg, double grad_norm);
+  // AdamW's moments as a plan with Megatron-Core's precision-aware optimizer keeps them
+  // (--exp-avg-dtype / --exp-avg-sq-dtype bf16): rounded to bf16 (nearest even) after each
+  // update, as Transformer Engine's FusedAdam reads its stored moments in fp32, updates them
+  // and writes them back; the arrays stay fp32 here, so the numerics are the plan's and the
+  // memory is not. Master params kept as remainders are the fp32 master exactly: nothing to do.
+  void keep_moments_in_bf16(bool exp_avg, bool exp_avg_sq) {
+    m_bf16_ = exp_avg;
+    v_bf16_ = exp_avg_sq;
+  }
   int64_t optimizer_steps() const { return optimizer_steps_; }
   // The whole array on every rank, gathered in host memory (collective over the shard
   // group), and the reverse: this rank's shards of a whole array (a checkpoint's).
@@ -188,6 +197,7 @@ class FsdpState {
   std::vector<AdamWSegment> tp_split_;  // the segments of tensors TP splits
   size_t unsharded_ = 0, peak_unsharded_ = 0;  // bytes
   int64_t optimizer_steps_ = 0;
+  bool m_bf16_ = false, v_bf16_ = false;
   double epoch_;
   double comm_s_ = 0;
   std::vector<Measurement> records_;

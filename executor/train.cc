@@ -121,6 +121,15 @@ std::string model_state_text(const Loaded& in) {
   return "replicated on every rank (DDP: one gradient all-reduce";
 }
 
+// The header's words for AdamW's moments when the plan keeps them in bf16 (fsdp.h
+// keep_moments_in_bf16), else "".
+std::string moments_text(const OptimizerStates& o) {
+  const bool m = o.exp_avg_dtype == StateDtype::kBf16, v = o.exp_avg_sq_dtype == StateDtype::kBf16;
+  if (!m && !v) return "";
+  return std::string(", AdamW's ") + (m && v ? "exp_avg and exp_avg_sq" : m ? "exp_avg" : "exp_avg_sq") +
+         " rounded to bf16 after each update (the plan's precision-aware optimizer; held in fp32 arrays)";
+}
+
 std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences, int64_t start,
                    const std::string& collectives) {
   const Plan& p = in.lp.plan;
@@ -131,7 +140,7 @@ std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences,
       "# ringmaster train: %s: %s (%.2fM params) on %s, %d ranks = %scp %d x dp %d, %s%s\n"
       "#   N = %lld tokens, %lld sequences per step (micro-batch %d x grad-accum %d x dp %d), "
       "AdamW lr %.3g (warm-up %d), data %s\n"
-      "#   model state %s; '%s' activation checkpointing%s, gradients reduced in %s%s\n",
+      "#   model state %s; '%s' activation checkpointing%s%s, gradients reduced in %s%s\n",
       opt.plan_path.c_str(), in.lp.model.name.c_str(), in.model.num_params() / 1e6,
       in.lp.topology.name.c_str(), p.job.gpus,
       ((p.choice.tp > 1 ? "tp " + std::to_string(p.choice.tp) + " (sequence parallel) x " : std::string()) +
@@ -152,6 +161,7 @@ std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences,
       mixed_precision_bf16(opt, in.lp)
           ? "; bf16 mixed precision (bf16 activations and gathered units, fp32 shards and AdamW)"
           : "; fp32",
+      moments_text(p.job.optimizer).c_str(),
       reduce_type(opt, in.lp) == ReduceType::kBfloat16 ? "bf16" : "fp32",
       start > 0 ? (", resumed after step " + std::to_string(start)).c_str() : "");
   return line;
@@ -325,6 +335,8 @@ int train_body(const TrainOptions& opt, int rank, int size) {
   }
   FsdpState& model_state = *state;
   model_state.set_optimizer_steps(st.optimizer.step);
+  model_state.keep_moments_in_bf16(plan.job.optimizer.exp_avg_dtype == StateDtype::kBf16,
+                                   plan.job.optimizer.exp_avg_sq_dtype == StateDtype::kBf16);
   const FaultSpec fault = fault_from_env();
   if (fault.kind == FaultSpec::Kind::kFsdpUnit && fault.rank == rank) model_state.inject_wrong_unit(fault.step - 1);
   if (fault.kind == FaultSpec::Kind::kPpOrder && fault.rank == rank)

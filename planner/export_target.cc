@@ -191,14 +191,22 @@ std::string fp8_recipe_refusal(ExportTarget t, Fp8Recipe recipe) {
 
 std::string optimizer_states_refusal(ExportTarget t, const OptimizerStates& o) {
   if (t == ExportTarget::kMegatron || !precision_aware_optimizer(o)) return "";
-  const bool titan = t == ExportTarget::kTorchtitan;
-  return std::string(titan ? "torchtitan's" : "the executor's") +
-         " AdamW keeps fp32 master params and moments (12 bytes a parameter; the plan keeps " +
-         std::to_string(static_cast<int>(optimizer_state_bytes(o))) + ")" +
-         (titan ? ": drop --main-params-dtype, --store-param-remainders, --exp-avg-dtype and --exp-avg-sq-dtype, or "
-                  "--target megatron (its --use-precision-aware-optimizer)"
-                : ": such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: re-plan with "
-                  "fp32 states");
+  if (t == ExportTarget::kTorchtitan)
+    return "torchtitan's AdamW keeps fp32 master params and moments (12 bytes a parameter; the plan keeps " +
+           std::to_string(static_cast<int>(optimizer_state_bytes(o))) +
+           "): drop --main-params-dtype, --store-param-remainders, --exp-avg-dtype and --exp-avg-sq-dtype, or "
+           "--target megatron (its --use-precision-aware-optimizer)";
+  // The executor: remainders are the fp32 master exactly, bf16 moments are rounded as
+  // Transformer Engine's FusedAdam stores them (fsdp.h keep_moments_in_bf16). fp16 and fp8
+  // states TE keeps scaled per tensor, which the executor does not run.
+  auto moment = [](StateDtype d) { return d == StateDtype::kFp32 || d == StateDtype::kBf16; };
+  if (o.main_params_dtype == StateDtype::kFp32 && moment(o.exp_avg_dtype) && moment(o.exp_avg_sq_dtype)) return "";
+  return std::string("the executor's AdamW keeps fp32 master params (or their remainders) and fp32 or bf16 moments "
+                     "(the plan keeps master ") +
+         to_string(o.main_params_dtype) + ", exp_avg " + to_string(o.exp_avg_dtype) + ", exp_avg_sq " +
+         to_string(o.exp_avg_sq_dtype) +
+         "; Transformer Engine scales fp16 and fp8 states per tensor): such a plan is priced, simulated "
+         "(`ringmaster simulate`) and exported, not run: re-plan with bf16 or fp32 states";
 }
 
 Framework target_framework(ExportTarget t) {
@@ -384,7 +392,7 @@ std::string run_refusal(const Plan& plan, const ModelSpec& model, const Topology
            "): such a plan is priced, simulated (`ringmaster simulate`) and exported, not run: re-plan without --fp8";
   if (plan.job.workload == Workload::kStep)
     if (const std::string why = optimizer_states_refusal(ExportTarget::kSlurm, plan.job.optimizer); !why.empty())
-      return "store_param_remainders, main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype: " + why;
+      return "main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype: " + why;
   if (plan.choice.tp > 1 && backend != "cpu")
     return "plan.tp: the " + backend + " backend runs plans without tensor parallelism (got tp " +
            std::to_string(plan.choice.tp) +

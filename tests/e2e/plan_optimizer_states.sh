@@ -4,8 +4,9 @@
 # apex optimizer under bf16 O2) and --exp-avg-dtype / --exp-avg-sq-dtype shrink the model
 # states by the bytes saved over the optimizer's shard; the plan file keeps them, simulate
 # replays them, Megatron's export spells them (--use-precision-aware-optimizer ...), and
-# torchtitan, `run`, bad dtypes and an fp16 master with remainders are refused (exit 2); a
-# plan that fits only with them says so.
+# torchtitan, `run` of fp16 or fp8 states (the executor runs fp32 and bf16 ones:
+# train_optimizer_states.sh), bad dtypes and an fp16 master with remainders are refused
+# (exit 2); a plan that fits only with them says so.
 # Usage: plan_optimizer_states.sh <ringmaster> <source-dir>.
 set -u
 bin=$1
@@ -87,14 +88,18 @@ grep -q "does not fit" "$tmp/still.err" && ! grep -q "with Megatron-Core's preci
 # Refusals.
 expect_bad "torchtitan's AdamW keeps fp32 master params and moments" "--target" -- plan "${job[@]}" --store-param-remainders --target torchtitan
 expect_bad "torchtitan's AdamW keeps fp32" "optimizer states" -- export --plan "$tmp/bf16.yaml" --to torchtitan
-expect_bad "the executor's AdamW keeps fp32 master params and moments" "--target" -- plan "${job[@]}" --exp-avg-dtype bf16 --target slurm
+expect_bad "the executor's AdamW keeps fp32 master params (or their remainders) and fp32 or bf16 moments (the plan keeps master fp32, exp_avg fp8, exp_avg_sq fp32" "--target" -- plan "${job[@]}" --exp-avg-dtype fp8 --target slurm
+checked=$((checked + 1))
+"$bin" plan "${job[@]}" --store-param-remainders --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --target slurm >/dev/null 2>"$tmp/slurm.err" ||
+  fail "plan --target slurm with remainders and bf16 moments (which the executor runs) exited $?: $(tail -2 "$tmp/slurm.err")"
 expect_bad "expected one of fp32, fp16, bf16, fp8 (got 'fp4')" "--exp-avg-dtype" -- plan "${job[@]}" --exp-avg-dtype fp4
 expect_bad "expected one of fp32, fp16 (got 'bf16')" "--main-params-dtype" -- plan "${job[@]}" --main-params-dtype bf16
 expect_bad "needs main_params_dtype fp32" "--store-param-remainders" -- plan "${job[@]}" --main-params-dtype fp16 --store-param-remainders
 sed 's/^exp_avg_dtype: bf16$/exp_avg_dtype: int8/' "$tmp/bf16.yaml" >"$tmp/bad.yaml"
 expect_bad "expected one of fp32, fp16, bf16, fp8 (got 'int8')" "exp_avg_dtype" -- simulate --plan "$tmp/bad.yaml"
-expect_run_refusal "$tmp/bf16.yaml" "the executor's AdamW keeps fp32 master params and moments" \
-  "a plan with bf16 moments"
+sed 's/^exp_avg_sq_dtype: bf16$/exp_avg_sq_dtype: fp16/' "$tmp/bf16.yaml" >"$tmp/fp16.yaml"
+expect_run_refusal "$tmp/fp16.yaml" "exp_avg_sq fp16; Transformer Engine scales fp16 and fp8 states per tensor" \
+  "a plan with fp16 moments"
 
 echo "plan_optimizer_states: $checked checks, $failures failed"
 [[ $failures -eq 0 ]]
