@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 namespace rm::exec {
 
@@ -18,9 +19,12 @@ std::vector<AdamWSegment> whole_model_segments(const std::vector<ParamTensor>& t
   return s;
 }
 
-void adamw_update(const AdamWConfig& cfg, const std::vector<AdamWSegment>& segments,
-                  double norm, int64_t step, TrainKernels<float>& kernels, View<float> params,
-                  ConstView<float> grads, View<float> m, View<float> v) {
+namespace {
+
+// Both overloads: the moments' element type M picks the kernel.
+template <class M>
+void update(const AdamWConfig& cfg, const std::vector<AdamWSegment>& segments, double norm, int64_t step,
+            TrainKernels<float>& kernels, View<float> params, ConstView<float> grads, View<M> m, View<M> v) {
   AdamWScalars s;
   // torch.nn.utils.clip_grad_norm_'s rule: scale by clip / (norm + 1e-6) when above.
   s.clip = norm > cfg.clip_norm ? cfg.clip_norm / (norm + 1e-6) : 1.0;
@@ -38,8 +42,23 @@ void adamw_update(const AdamWConfig& cfg, const std::vector<AdamWSegment>& segme
       view.cols = static_cast<int64_t>(t.end - t.begin);
       return view;
     };
-    kernels.adamw(at(params), at(grads), at(m), at(v), s);
+    if constexpr (std::is_same_v<M, Bf16>) kernels.adamw_bf16_moments(at(params), at(grads), at(m), at(v), s);
+    else kernels.adamw(at(params), at(grads), at(m), at(v), s);
   }
+}
+
+}  // namespace
+
+void adamw_update(const AdamWConfig& cfg, const std::vector<AdamWSegment>& segments, double norm, int64_t step,
+                  TrainKernels<float>& kernels, View<float> params, ConstView<float> grads, View<float> m,
+                  View<float> v) {
+  update(cfg, segments, norm, step, kernels, params, grads, m, v);
+}
+
+void adamw_update(const AdamWConfig& cfg, const std::vector<AdamWSegment>& segments, double norm, int64_t step,
+                  TrainKernels<float>& kernels, View<float> params, ConstView<float> grads, View<Bf16> m,
+                  View<Bf16> v) {
+  update(cfg, segments, norm, step, kernels, params, grads, m, v);
 }
 
 }  // namespace rm::exec

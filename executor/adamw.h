@@ -51,5 +51,9 @@ double adamw_lr(const AdamWConfig& cfg, int64_t step);
 void adamw_update(const AdamWConfig& cfg, const std::vector<AdamWSegment>& segments,
                   double grad_norm, int64_t step, TrainKernels<float>& kernels,
                   View<float> params, ConstView<float> grads, View<float> m, View<float> v);
+// The same with both moments stored in bf16 (TrainKernels::adamw_bf16_moments).
+void adamw_update(const AdamWConfig& cfg, const std::vector<AdamWSegment>& segments,
+                  double grad_norm, int64_t step, TrainKernels<float>& kernels,
+                  View<float> params, ConstView<float> grads, View<Bf16> m, View<Bf16> v);
 
 }  // namespace rm::exec

@@ -144,6 +144,10 @@ void Bf16Kernels::adamw(View<Bf16>, ConstView<Bf16>, View<Bf16>, View<Bf16>, con
   throw std::logic_error("AdamW runs on the fp32 shards, not on bf16 tensors");
 }
 
+void Bf16Kernels::adamw_bf16_moments(View<Bf16>, ConstView<Bf16>, View<Bf16>, View<Bf16>, const AdamWScalars&) {
+  throw std::logic_error("AdamW runs on the fp32 shards, not on bf16 tensors");
+}
+
 void Bf16Kernels::to_bf16(Bf16* dst, const Bf16* src, int64_t n) { copy({dst, 1, n}, {src, 1, n}); }
 void Bf16Kernels::from_bf16(Bf16* dst, const Bf16* src, int64_t n) { copy({dst, 1, n}, {src, 1, n}); }
 

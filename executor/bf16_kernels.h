@@ -60,6 +60,8 @@ class Bf16Kernels final : public TrainKernels<Bf16> {
   double squared_norm(ConstView<Bf16> x) override;
   // The optimizer runs on the fp32 shards: throws std::logic_error.
   void adamw(View<Bf16> p, ConstView<Bf16> grad, View<Bf16> m, View<Bf16> v, const AdamWScalars& s) override;
+  void adamw_bf16_moments(View<Bf16> p, ConstView<Bf16> grad, View<Bf16> m, View<Bf16> v,
+                          const AdamWScalars& s) override;
   void to_bf16(Bf16* dst, const Bf16* src, int64_t n) override;
   void from_bf16(Bf16* dst, const Bf16* src, int64_t n) override;
 

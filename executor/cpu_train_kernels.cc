@@ -202,6 +202,21 @@ class CpuTrainKernels final : public TrainKernels<T> {
     }
   }
 
+  void adamw_bf16_moments(View<T> p, ConstView<T> grad, View<Bf16> m, View<Bf16> v, const AdamWScalars& s) override {
+    const float b1 = s.b1, b2 = s.b2;
+    auto widen = [](Bf16 x) { return static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(x.bits)); };
+    auto narrow = [](float x) { return Bf16{Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(x))}; };
+    for (int64_t i = 0; i < p.size(); ++i) {
+      const float g = static_cast<float>(grad.data[i] * s.clip);
+      const float mi = b1 * widen(m.data[i]) + (1 - b1) * g;
+      const float vi = b2 * widen(v.data[i]) + (1 - b2) * g * g;
+      m.data[i] = narrow(mi);
+      v.data[i] = narrow(vi);
+      const double mhat = mi / s.bc1, vhat = vi / s.bc2;
+      p.data[i] = static_cast<T>(p.data[i] * static_cast<T>(s.decay) - s.lr * mhat / (std::sqrt(vhat) + s.eps));
+    }
+  }
+
   void to_bf16(Bf16* dst, const T* src, int64_t n) override {
     for (int64_t i = 0; i < n; ++i)
       dst[i].bits = Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(static_cast<float>(src[i])));

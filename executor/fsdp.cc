@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <stdexcept>
 #include <type_traits>
-#include <utility>
 
 #include "executor/mpi_transport.h"
 #include "planner/data_parallel.h"
@@ -48,8 +47,13 @@ ShardGroups shard_groups(Sharding sharding, const std::vector<int>& order, int t
 
 FsdpState::FsdpState(const Transformer& model, const ShardGroups& groups, ReduceType reduce_type,
                      const std::vector<float>& full, TrainKernels<float>& kernels, const std::string& backend,
-                     Watchdog* watchdog, double epoch)
-    : k_(kernels), half_(kernels), reduce_type_(reduce_type), watchdog_(watchdog), epoch_(epoch) {
+                     Watchdog* watchdog, double epoch, bool bf16_moments)
+    : k_(kernels),
+      half_(kernels),
+      reduce_type_(reduce_type),
+      watchdog_(watchdog),
+      bf16_moments_(bf16_moments),
+      epoch_(epoch) {
   held_ = groups.held;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   shard_comm_ = group_comm(groups.shard, world_rank_, "FSDP shard");
@@ -80,9 +84,15 @@ FsdpState::FsdpState(const Transformer& model, const ShardGroups& groups, Reduce
   }
   current_.assign(units_.size(), 0);
   for (Tensor<float>* t : {&params_, &grads_, &m_, &v_}) {
+    if (bf16_moments_ && (t == &m_ || t == &v_)) continue;
     *t = k_.alloc(1, static_cast<int64_t>(local_));
     k_.zero(*t);
   }
+  if (bf16_moments_)
+    for (Tensor<Bf16>* t : {&m16_, &v16_}) {
+      *t = half_.alloc(1, static_cast<int64_t>(local_));
+      half_.zero(*t);
+    }
   load(StateArray::kParams, full);
 }
 
@@ -92,14 +102,34 @@ FsdpState::~FsdpState() {
   MPI_Comm_free(&replica_comm_);
 }
 
-Tensor<float>& FsdpState::array(StateArray a) {
-  switch (a) {
-    case StateArray::kParams: return params_;
-    case StateArray::kGrads: return grads_;
-    case StateArray::kMoment1: return m_;
-    case StateArray::kMoment2: return v_;
+std::vector<float> FsdpState::download(StateArray a) {
+  std::vector<float> local(local_);
+  const auto n = static_cast<int64_t>(local_);
+  const bool moment = a == StateArray::kMoment1 || a == StateArray::kMoment2;
+  if (moment && bf16_moments_) {
+    std::vector<Bf16> stored(local_);
+    half_.download(stored.data(), (a == StateArray::kMoment1 ? m16_ : v16_).data(), n);
+    cpu_train_kernels<float>().from_bf16(local.data(), stored.data(), n);  // host memory
+    return local;
   }
-  return params_;
+  const Tensor<float>& t = a == StateArray::kParams ? params_ : a == StateArray::kGrads ? grads_
+                           : a == StateArray::kMoment1 ? m_ : v_;
+  k_.download(local.data(), t.data(), n);
+  return local;
+}
+
+void FsdpState::upload(StateArray a, const std::vector<float>& local) {
+  const auto n = static_cast<int64_t>(local_);
+  const bool moment = a == StateArray::kMoment1 || a == StateArray::kMoment2;
+  if (moment && bf16_moments_) {  // a checkpoint's fp32 moments, rounded as the update stores them
+    std::vector<Bf16> stored(local_);
+    cpu_train_kernels<float>().to_bf16(stored.data(), local.data(), n);
+    half_.upload((a == StateArray::kMoment1 ? m16_ : v16_).data(), stored.data(), n);
+    return;
+  }
+  Tensor<float>& t = a == StateArray::kParams ? params_ : a == StateArray::kGrads ? grads_
+                     : a == StateArray::kMoment1 ? m_ : v_;
+  k_.upload(t.data(), local.data(), n);
 }
 
 void FsdpState::count_unsharded(double bytes) {
@@ -189,20 +219,14 @@ double FsdpState::grad_squared_norm(bool tp_whole_tensors) {
 }
 
 void FsdpState::optimizer_step(const AdamWConfig& cfg, double grad_norm) {
-  adamw_update(cfg, segments_, grad_norm, optimizer_steps_, k_, params_, grads_, m_, v_);
+  if (bf16_moments_) adamw_update(cfg, segments_, grad_norm, optimizer_steps_, k_, params_, grads_, m16_, v16_);
+  else adamw_update(cfg, segments_, grad_norm, optimizer_steps_, k_, params_, grads_, m_, v_);
   ++optimizer_steps_;
-  for (auto [kept, moment] : {std::pair{m_bf16_, &m_}, std::pair{v_bf16_, &v_}}) {
-    if (!kept) continue;
-    Tensor<Bf16> stored = half_.alloc(1, static_cast<int64_t>(local_));
-    half_.narrow(stored, *moment);
-    k_.from_bf16(moment->data(), stored.data(), static_cast<int64_t>(local_));
-  }
   std::fill(current_.begin(), current_.end(), 0);  // held parameters are stale now
 }
 
 std::vector<float> FsdpState::unshard(StateArray which) {
-  std::vector<float> local(local_);
-  k_.download(local.data(), array(which).data(), static_cast<int64_t>(local_));
+  const std::vector<float> local = download(which);
   size_t n = 0;
   for (const Unit& u : units_) n = std::max(n, u.begin + u.size);
   std::vector<float> full(n);
@@ -227,7 +251,7 @@ void FsdpState::load(StateArray which, const std::vector<float>& full) {
               full.begin() + static_cast<std::ptrdiff_t>(u.begin + hi),
               local.begin() + static_cast<std::ptrdiff_t>(u.local));
   }
-  k_.upload(array(which).data(), local.data(), static_cast<int64_t>(local_));
+  upload(which, local);
   if (which == StateArray::kParams) std::fill(current_.begin(), current_.end(), 0);
 }
 
@@ -243,8 +267,8 @@ std::vector<Measurement> FsdpState::take_records() {
 template <class C>
 FsdpParams<C>::FsdpParams(const Transformer& model, const ShardGroups& groups, ReduceType reduce_type,
                           const std::vector<float>& full, TrainKernels<float>& kernels, TrainKernels<C>& pass,
-                          const std::string& backend, Watchdog* watchdog, double epoch)
-    : FsdpState(model, groups, reduce_type, full, kernels, backend, watchdog, epoch), pass_(pass) {
+                          const std::string& backend, Watchdog* watchdog, double epoch, bool bf16_moments)
+    : FsdpState(model, groups, reduce_type, full, kernels, backend, watchdog, epoch, bf16_moments), pass_(pass) {
   gathered_.resize(units_.size());
   unsharded_grads_.resize(units_.size());
 }

@@ -84,10 +84,14 @@ class FsdpState {
   // `full` is the whole model's parameters (the same on every rank); this rank keeps its
   // shard of them, zero gradients and zero AdamW moments, in `kernels`' memory, and moves
   // them with `backend`'s collectives (make_shard_collectives), summing gradients in
-  // `reduce_type`. Records' start times count from MPI_Wtime() = `epoch`.
+  // `reduce_type`. Records' start times count from MPI_Wtime() = `epoch`. With
+  // `bf16_moments` both moments are kept in bf16, as Megatron-Core's precision-aware
+  // optimizer keeps them (--exp-avg-dtype / --exp-avg-sq-dtype bf16), and updated by
+  // TrainKernels::adamw_bf16_moments; the master params stay fp32 (remainders of a bf16
+  // param are the same values).
   FsdpState(const Transformer& model, const ShardGroups& groups, ReduceType reduce_type,
             const std::vector<float>& full, TrainKernels<float>& kernels, const std::string& backend,
-            Watchdog* watchdog, double epoch);
+            Watchdog* watchdog, double epoch, bool bf16_moments);
   virtual ~FsdpState();
   FsdpState(const FsdpState&) = delete;
   FsdpState& operator=(const FsdpState&) = delete;
@@ -110,15 +114,6 @@ class FsdpState {
   double grad_squared_norm(bool tp_whole_tensors = true);
   // One AdamW update of this rank's shards (adamw.h), from the global gradient norm.
   void optimizer_step(const AdamWConfig& cfg, double grad_norm);
-  // AdamW's moments as a plan with Megatron-Core's precision-aware optimizer keeps them
-  // (--exp-avg-dtype / --exp-avg-sq-dtype bf16): rounded to bf16 (nearest even) after each
-  // update, as Transformer Engine's FusedAdam reads its stored moments in fp32, updates them
-  // and writes them back; the arrays stay fp32 here, so the numerics are the plan's and the
-  // memory is not. Master params kept as remainders are the fp32 master exactly: nothing to do.
-  void keep_moments_in_bf16(bool exp_avg, bool exp_avg_sq) {
-    m_bf16_ = exp_avg;
-    v_bf16_ = exp_avg_sq;
-  }
   int64_t optimizer_steps() const { return optimizer_steps_; }
   // The whole array on every rank, gathered in host memory (collective over the shard
   // group), and the reverse: this rank's shards of a whole array (a checkpoint's).
@@ -131,7 +126,9 @@ class FsdpState {
   // Bytes of model state this rank holds for good (parameter, gradient and AdamW moment
   // shards), and the most held at once in unsharded unit buffers since the last
   // reset_peak().
-  size_t sharded_bytes() const { return 4 * local_ * sizeof(float); }
+  size_t sharded_bytes() const { return local_ * (2 * sizeof(float) + 2 * moment_bytes()); }
+  // Bytes of one element of each AdamW moment: 4, or 2 with bf16 moments.
+  size_t moment_bytes() const { return bf16_moments_ ? sizeof(Bf16) : sizeof(float); }
   size_t peak_unsharded_bytes() const { return peak_unsharded_; }
   void reset_peak() { peak_unsharded_ = unsharded_; }
   // Seconds spent in collectives since the last take_records(), and their records.
@@ -159,7 +156,9 @@ class FsdpState {
     ParamUnit::Kind kind = ParamUnit::kBlock;
     int chunk = 0;
   };
-  Tensor<float>& array(StateArray a);
+  // The array's elements in host memory (fp32, widened from bf16 moments), and back.
+  std::vector<float> download(StateArray a);
+  void upload(StateArray a, const std::vector<float>& local);
   // Records a collective that began at t0 and ended now (kind: "all_gather", ...), of
   // the unit's (or, unit -1, the shards') elements at `element_bytes` each.
   void record(const char* kind, int unit, double t0, size_t element_bytes = sizeof(float));
@@ -186,7 +185,8 @@ class FsdpState {
   MPI_Comm shard_comm_ = MPI_COMM_NULL, replica_comm_ = MPI_COMM_NULL;
   std::unique_ptr<ShardCollectives> coll_;
   int shard_size_ = 1, shard_rank_ = 0, world_rank_ = 0;
-  Tensor<float> params_, grads_, m_, v_;  // [1][local_]
+  Tensor<float> params_, grads_, m_, v_;  // [1][local_]; m_, v_ empty with bf16 moments
+  Tensor<Bf16> m16_, v16_;                // [1][local_] with bf16 moments
   int prefetched_ = -1, last_gathered_ = -1;  // units
   int step_ = 0;
   int wrong_unit_step_ = -1, late_gather_step_ = -1;
@@ -197,7 +197,7 @@ class FsdpState {
   std::vector<AdamWSegment> tp_split_;  // the segments of tensors TP splits
   size_t unsharded_ = 0, peak_unsharded_ = 0;  // bytes
   int64_t optimizer_steps_ = 0;
-  bool m_bf16_ = false, v_bf16_ = false;
+  bool bf16_moments_;
   double epoch_;
   double comm_s_ = 0;
   std::vector<Measurement> records_;
@@ -216,7 +216,7 @@ class FsdpParams final : public FsdpState, public ParamAccess<C> {
  public:
   FsdpParams(const Transformer& model, const ShardGroups& groups, ReduceType reduce_type,
              const std::vector<float>& full, TrainKernels<float>& kernels, TrainKernels<C>& pass,
-             const std::string& backend, Watchdog* watchdog, double epoch);
+             const std::string& backend, Watchdog* watchdog, double epoch, bool bf16_moments);
   ~FsdpParams() override;
 
   const C* gather(int unit) override;

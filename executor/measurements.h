@@ -23,7 +23,8 @@
 //                       step's GEMM time, flops = what
 //                       the cost model counts), "elementwise" (the rest of the layers'
 //                       compute, bytes = what the cost model counts), "optimizer"
-//                       (bytes = kOptimizerBytesPerParam x parameters updated) and
+//                       (bytes = optimizer_update_bytes of the states kept, 12 B or
+//                       8 B with bf16 moments, x parameters updated) and
 //                       "step" (the rank's whole step: its span covers the others)
 //   block_q, block_kv  int   tile sizes of the blockwise kernel (attention ops)
 //   head_dim    int     d of the attention ops (a tile of one head is 4*block_q*block_kv*d

@@ -121,13 +121,10 @@ std::string model_state_text(const Loaded& in) {
   return "replicated on every rank (DDP: one gradient all-reduce";
 }
 
-// The header's words for AdamW's moments when the plan keeps them in bf16 (fsdp.h
-// keep_moments_in_bf16), else "".
+// The header's words for AdamW's moments when the plan keeps them in bf16 (fsdp.h), else "".
 std::string moments_text(const OptimizerStates& o) {
-  const bool m = o.exp_avg_dtype == StateDtype::kBf16, v = o.exp_avg_sq_dtype == StateDtype::kBf16;
-  if (!m && !v) return "";
-  return std::string(", AdamW's ") + (m && v ? "exp_avg and exp_avg_sq" : m ? "exp_avg" : "exp_avg_sq") +
-         " rounded to bf16 after each update (the plan's precision-aware optimizer; held in fp32 arrays)";
+  if (o.exp_avg_dtype != StateDtype::kBf16) return "";
+  return ", AdamW's exp_avg and exp_avg_sq kept in bf16 (the plan's precision-aware optimizer)";
 }
 
 std::string header(const TrainOptions& opt, const Loaded& in, int64_t sequences, int64_t start,
@@ -319,24 +316,24 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     peers = &float_stage.emplace(kernels, rank, pp, pc.virtual_stages, stage_ranks, pc.grad_accum,
                                  pp_interleaved_warmup(plan.job.framework), mb_rows, in.lp.model.hidden, &watchdog,
                                  attention.epoch());
+  // run_refusal lets both moments be fp32 or both bf16 (planner/export_target.h).
+  const bool bf16_moments = plan.job.optimizer.exp_avg_dtype == StateDtype::kBf16;
   std::unique_ptr<FsdpState> state;
   FsdpParams<float>* full_pass = nullptr;
   FsdpParams<Bf16>* half_pass = nullptr;
   if (bf16) {
     auto p = std::make_unique<FsdpParams<Bf16>>(member, groups, reduce, st.params, kernels, half, opt.backend,
-                                                &watchdog, attention.epoch());
+                                                &watchdog, attention.epoch(), bf16_moments);
     half_pass = p.get();
     state = std::move(p);
   } else {
     auto p = std::make_unique<FsdpParams<float>>(member, groups, reduce, st.params, kernels, kernels, opt.backend,
-                                                 &watchdog, attention.epoch());
+                                                 &watchdog, attention.epoch(), bf16_moments);
     full_pass = p.get();
     state = std::move(p);
   }
   FsdpState& model_state = *state;
   model_state.set_optimizer_steps(st.optimizer.step);
-  model_state.keep_moments_in_bf16(plan.job.optimizer.exp_avg_dtype == StateDtype::kBf16,
-                                   plan.job.optimizer.exp_avg_sq_dtype == StateDtype::kBf16);
   const FaultSpec fault = fault_from_env();
   if (fault.kind == FaultSpec::Kind::kFsdpUnit && fault.rank == rank) model_state.inject_wrong_unit(fault.step - 1);
   if (fault.kind == FaultSpec::Kind::kPpOrder && fault.rank == rank)
@@ -517,7 +514,8 @@ int train_body(const TrainOptions& opt, int rank, int size) {
       };
       add("linear", t0, pass_times.linear_s, rows * step_work.gemm_flops, 0);
       add("elementwise", t0, pass_times.elementwise_s, 0, rows * step_work.elementwise_bytes);
-      add("optimizer", to, optimizer_s, 0, kOptimizerBytesPerParam * model_state.local_elements());
+      add("optimizer", to, optimizer_s, 0,
+          optimizer_update_bytes(sizeof(float) + 2.0 * model_state.moment_bytes()) * model_state.local_elements());
       add("step", t0, my_step_s, 0, 0);
     }
 

@@ -163,6 +163,12 @@ class TrainKernels {
   //   g = grad * clip; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
   //   p = p * decay - lr * (m / bc1) / (sqrt(v / bc2) + eps)   (the last line in double).
   virtual void adamw(View<T> p, ConstView<T> grad, View<T> m, View<T> v, const AdamWScalars& s) = 0;
+  // The same update with both moments stored in bf16, as Megatron-Core's precision-aware
+  // optimizer keeps them (--exp-avg-dtype / --exp-avg-sq-dtype bf16, Transformer Engine's
+  // FusedAdam): each read widened to fp32, updated and used as above, written back rounded to
+  // nearest even.
+  virtual void adamw_bf16_moments(View<T> p, ConstView<T> grad, View<Bf16> m, View<Bf16> v,
+                                  const AdamWScalars& s) = 0;
 
   // --- bf16 storage (bf16_kernels.h) -------------------------------------------------
   // n values to bf16 (rounded to nearest even) and back, both in the kernels' memory.

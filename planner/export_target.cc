@@ -196,13 +196,14 @@ std::string optimizer_states_refusal(ExportTarget t, const OptimizerStates& o) {
            std::to_string(static_cast<int>(optimizer_state_bytes(o))) +
            "): drop --main-params-dtype, --store-param-remainders, --exp-avg-dtype and --exp-avg-sq-dtype, or "
            "--target megatron (its --use-precision-aware-optimizer)";
-  // The executor: remainders are the fp32 master exactly, bf16 moments are rounded as
-  // Transformer Engine's FusedAdam stores them (fsdp.h keep_moments_in_bf16). fp16 and fp8
-  // states TE keeps scaled per tensor, which the executor does not run.
+  // The executor: remainders are the fp32 master exactly; both moments in bf16 are kept and
+  // updated as Transformer Engine's FusedAdam does (fsdp.h, TrainKernels::adamw_bf16_moments).
+  // fp16 and fp8 states TE keeps scaled per tensor, which the executor does not run.
   auto moment = [](StateDtype d) { return d == StateDtype::kFp32 || d == StateDtype::kBf16; };
-  if (o.main_params_dtype == StateDtype::kFp32 && moment(o.exp_avg_dtype) && moment(o.exp_avg_sq_dtype)) return "";
-  return std::string("the executor's AdamW keeps fp32 master params (or their remainders) and fp32 or bf16 moments "
-                     "(the plan keeps master ") +
+  if (o.main_params_dtype == StateDtype::kFp32 && moment(o.exp_avg_dtype) && o.exp_avg_sq_dtype == o.exp_avg_dtype)
+    return "";
+  return std::string("the executor's AdamW keeps fp32 master params (or their remainders) and both moments in fp32 or "
+                     "both in bf16 (the plan keeps master ") +
          to_string(o.main_params_dtype) + ", exp_avg " + to_string(o.exp_avg_dtype) + ", exp_avg_sq " +
          to_string(o.exp_avg_sq_dtype) +
          "; Transformer Engine scales fp16 and fp8 states per tensor): such a plan is priced, simulated "

@@ -38,8 +38,8 @@ Framework target_framework(ExportTarget t);
 std::string fp8_recipe_refusal(ExportTarget t, Fp8Recipe recipe);
 // Why a target's framework cannot keep Adam's states as `o` says ("" when it can): torchtitan's
 // AdamW (torch.optim over FSDP2's fp32 shards) keeps fp32 master and moments; ringmaster's
-// executor (Slurm's `run`, and run_refusal) fp32 master (or its remainders) and fp32 or bf16
-// moments; Megatron-LM's precision-aware optimizer keeps any (with its distributed
+// executor (Slurm's `run`, and run_refusal) fp32 master (or its remainders) and both moments
+// in fp32 or both in bf16; Megatron-LM's precision-aware optimizer keeps any (with its distributed
 // optimizer: megatron_rule_violations). plan --target refuses by it.
 std::string optimizer_states_refusal(ExportTarget t, const OptimizerStates& o);
 

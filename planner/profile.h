@@ -23,7 +23,7 @@
 //                                  # GPUs' speeds across a ring (straggler.h); absent = 0
 //     hbm_bytes_per_s: 3.0e9       # optional: memory-bound (elementwise) ops' rate
 //     optimizer_bytes_per_s: 1.0e9 # optional: the optimizer's rate over
-//                                  # kOptimizerBytesPerParam (both fitted from the
+//                                  # optimizer_update_bytes (both fitted from the
 //                                  # records of `train` / `run` of step plans)
 //     collectives: {alpha_s: 5.0e-5, beta_bytes_per_s: 2.0e9, overlap: 0.1}
 //                                  # optional: data-parallel collectives as the library

@@ -21,8 +21,8 @@
 //   elementwise     elementwise records (a step's memory-bound work, or calibrate's copies
 //                   and accumulates) and a2a_pack / a2a_unpack records, with the bytes the
 //                   cost model counts: hbm_bytes_per_s
-//   optimizer       optimizer records (bytes = kOptimizerBytesPerParam x parameters
-//                   updated): optimizer_bytes_per_s
+//   optimizer       optimizer records (bytes = optimizer_update_bytes of the states the
+//                   executor keeps x parameters updated): optimizer_bytes_per_s
 //   collectives     reduce_scatter and all_reduce records (blocking calls: their seconds
 //                   are the collective's) of two unit sizes or more: alpha and bus
 //                   bandwidth (CostParams::collectives), on peers x shard bytes per pass

@@ -185,6 +185,21 @@ __global__ void adamw_kernel(float* p, const float* grad, float* m, float* v, in
   p[i] = static_cast<float>(p[i] * s.decay - s.lr * mhat / (sqrt(vhat) + s.eps));
 }
 
+// The same with the moments stored in bf16: widened, updated, used unrounded, stored
+// rounded to nearest even (Transformer Engine's FusedAdam with bf16 moments).
+__global__ void adamw_bf16_moments_kernel(float* p, const float* grad, uint16_t* m, uint16_t* v, int64_t n,
+                                          exec::AdamWScalars s) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float g = static_cast<float>(grad[i] * s.clip);
+  const float mi = s.b1 * __bfloat162float(__ushort_as_bfloat16(m[i])) + (1 - s.b1) * g;
+  const float vi = s.b2 * __bfloat162float(__ushort_as_bfloat16(v[i])) + (1 - s.b2) * g * g;
+  m[i] = __bfloat16_as_ushort(__float2bfloat16_rn(mi));
+  v[i] = __bfloat16_as_ushort(__float2bfloat16_rn(vi));
+  const double mhat = mi / s.bc1, vhat = vi / s.bc2;
+  p[i] = static_cast<float>(p[i] * s.decay - s.lr * mhat / (sqrt(vhat) + s.eps));
+}
+
 // bf16 <-> fp32, round to nearest even (__float2bfloat16_rn), one thread per element.
 __global__ void to_bf16_kernel(uint16_t* dst, const float* src, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -378,6 +393,14 @@ class CudaTrainKernels final : public exec::TrainKernels<float> {
     if (p.size() == 0) return;
     adamw_kernel<<<blocks_for(p.size()), kThreads>>>(p.data, grad.data, m.data, v.data, p.size(), s);
     RM_CUDA_CHECK_LAUNCH("adamw");
+  }
+  void adamw_bf16_moments(View<float> p, ConstView<float> grad, View<exec::Bf16> m, View<exec::Bf16> v,
+                          const exec::AdamWScalars& s) override {
+    if (p.size() == 0) return;
+    adamw_bf16_moments_kernel<<<blocks_for(p.size()), kThreads>>>(p.data, grad.data,
+                                                                 reinterpret_cast<uint16_t*>(m.data),
+                                                                 reinterpret_cast<uint16_t*>(v.data), p.size(), s);
+    RM_CUDA_CHECK_LAUNCH("adamw_bf16_moments");
   }
   void to_bf16(exec::Bf16* dst, const float* src, int64_t n) override {
     if (n == 0) return;

@@ -4,8 +4,8 @@
 # apex optimizer under bf16 O2) and --exp-avg-dtype / --exp-avg-sq-dtype shrink the model
 # states by the bytes saved over the optimizer's shard; the plan file keeps them, simulate
 # replays them, Megatron's export spells them (--use-precision-aware-optimizer ...), and
-# torchtitan, `run` of fp16 or fp8 states (the executor runs fp32 and bf16 ones:
-# train_optimizer_states.sh), bad dtypes and an fp16 master with remainders are refused
+# torchtitan, `run` of fp16 or fp8 states or of one bf16 moment (the executor runs both in
+# fp32 or both in bf16: train_optimizer_states.sh), bad dtypes and an fp16 master with remainders are refused
 # (exit 2); a plan that fits only with them says so.
 # Usage: plan_optimizer_states.sh <ringmaster> <source-dir>.
 set -u
@@ -88,7 +88,8 @@ grep -q "does not fit" "$tmp/still.err" && ! grep -q "with Megatron-Core's preci
 # Refusals.
 expect_bad "torchtitan's AdamW keeps fp32 master params and moments" "--target" -- plan "${job[@]}" --store-param-remainders --target torchtitan
 expect_bad "torchtitan's AdamW keeps fp32" "optimizer states" -- export --plan "$tmp/bf16.yaml" --to torchtitan
-expect_bad "the executor's AdamW keeps fp32 master params (or their remainders) and fp32 or bf16 moments (the plan keeps master fp32, exp_avg fp8, exp_avg_sq fp32" "--target" -- plan "${job[@]}" --exp-avg-dtype fp8 --target slurm
+expect_bad "the executor's AdamW keeps fp32 master params (or their remainders) and both moments in fp32 or both in bf16 (the plan keeps master fp32, exp_avg fp8, exp_avg_sq fp32" "--target" -- plan "${job[@]}" --exp-avg-dtype fp8 --target slurm
+expect_bad "both moments in fp32 or both in bf16 (the plan keeps master fp32, exp_avg bf16, exp_avg_sq fp32" "--target" -- plan "${job[@]}" --exp-avg-dtype bf16 --target slurm
 checked=$((checked + 1))
 "$bin" plan "${job[@]}" --store-param-remainders --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --target slurm >/dev/null 2>"$tmp/slurm.err" ||
   fail "plan --target slurm with remainders and bf16 moments (which the executor runs) exited $?: $(tail -2 "$tmp/slurm.err")"

@@ -227,18 +227,55 @@ inline std::vector<KernelError> check_train_kernels(TrainKernels<float>& K) {
     s.b1 = 0.9f;
     s.b2 = 0.95f;
     s.decay = static_cast<float>(1 - 1e-2 * 0.1);
+    // The update in fp64 from moments m_in, v_in: p, m, v.
+    std::vector<double> p(static_cast<size_t>(N)), m(p.size()), v(p.size());
+    auto update = [&](const std::vector<float>& m_in, const std::vector<float>& v_in) {
+      for (int64_t i = 0; i < N; ++i) {
+        const double g = x[i] * s.clip;
+        m[i] = double{s.b1} * m_in[i] + (1 - double{s.b1}) * g;
+        v[i] = double{s.b2} * v_in[i] + (1 - double{s.b2}) * g * g;
+        p[i] = p0[i] * double{s.decay} - s.lr * (m[i] / s.bc1) / (std::sqrt(v[i] / s.bc2) + s.eps);
+      }
+    };
     Tensor<float> tp = dev(p0, 1, N), tm = dev(m0, 1, N), tv = dev(v0, 1, N);
     K.adamw(tp, tx, tm, tv, s);
-    std::vector<double> p(static_cast<size_t>(N)), m(p.size()), v(p.size());
-    for (int64_t i = 0; i < N; ++i) {
-      const double g = x[i] * s.clip;
-      m[i] = double{s.b1} * m0[i] + (1 - double{s.b1}) * g;
-      v[i] = double{s.b2} * v0[i] + (1 - double{s.b2}) * g * g;
-      p[i] = p0[i] * double{s.decay} - s.lr * (m[i] / s.bc1) / (std::sqrt(v[i] / s.bc2) + s.eps);
-    }
+    update(m0, v0);
     compare("adamw p", host(tp), p);
     compare("adamw m", host(tm), m);
     compare("adamw v", host(tv), v);
+
+    // The same update with the moments stored in bf16 (adamw_bf16_moments): p from the
+    // stored moments' exact values, and each new moment stored as the bf16 nearest its fp64
+    // value: the error counted is what exceeds half a bf16 ulp (8 significant bits), 0
+    // unless the kernel rounds wrongly or updates from other values.
+    auto stored = [&](const std::vector<float>& x) {  // bf16 storage of x, in K's memory
+      Tensor<float> words = K.alloc(1, (N + 1) / 2);   // N bf16 values
+      K.to_bf16(reinterpret_cast<Bf16*>(words.data()), dev(x, 1, N).data(), N);
+      return words;
+    };
+    auto widened = [&](const Tensor<float>& words) {
+      Tensor<float> back = K.alloc(1, N);
+      K.from_bf16(back.data(), reinterpret_cast<const Bf16*>(words.data()), N);
+      return host(back);
+    };
+    Tensor<float> mb = stored(m0), vb = stored(v0), tp2 = dev(p0, 1, N);
+    const std::vector<float> m1 = widened(mb), v1 = widened(vb);
+    K.adamw_bf16_moments(tp2, tx, {reinterpret_cast<Bf16*>(mb.data()), 1, N}, {reinterpret_cast<Bf16*>(vb.data()), 1, N},
+                         s);
+    update(m1, v1);
+    compare("adamw_bf16_moments p", host(tp2), p);
+    auto beyond_half_ulp = [&](const std::string& name, const std::vector<float>& got, const std::vector<double>& want) {
+      double excess = 0, scale = 1e-30;
+      for (int64_t i = 0; i < N; ++i) {
+        int e = 0;
+        std::frexp(want[i], &e);
+        excess = std::max(excess, std::abs(got[i] - want[i]) - std::ldexp(1.0, e - 9));
+        scale = std::max(scale, std::abs(want[i]));
+      }
+      out.push_back({name, std::max(0.0, excess) / scale});
+    };
+    beyond_half_ulp("adamw_bf16_moments m", widened(mb), m);
+    beyond_half_ulp("adamw_bf16_moments v", widened(vb), v);
   }
 
   // bf16 storage: to_bf16 rounds to nearest even (the upper 16 bits of the fp32, plus one
