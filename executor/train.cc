@@ -568,7 +568,7 @@ int train_body(const TrainOptions& opt, int rank, int size) {
     double held[5] = {static_cast<double>(model_state.sharded_bytes()),
                       static_cast<double>(model_state.peak_unsharded_bytes()),
                       static_cast<double>(held_activations), ru.ru_maxrss * 1024.0,
-                      4.0 * static_cast<double>(member.num_params() * sizeof(float))};
+                      static_cast<double>(member.num_params() * (2 * sizeof(float) + 2 * model_state.moment_bytes()))};
     MPI_Allreduce(MPI_IN_PLACE, held, 5, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0)
       std::fprintf(json ? stderr : stdout,
