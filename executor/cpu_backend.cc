@@ -238,6 +238,8 @@ class CpuBackend final : public Backend {
   int irecv(int buffer, std::size_t offset, std::size_t bytes, int peer, int tag) override {
     return transport_.irecv(region(buffer, offset, bytes), bytes, peer, tag);
   }
+  void begin_phase() override { transport_.begin_phase(); }
+  void end_phase() override { transport_.end_phase(); }
   void wait(int request) override { transport_.wait(request); }
   // Between kernel tiles: lets the posted transfers move.
   void progress() { transport_.progress(); }

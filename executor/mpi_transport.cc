@@ -55,6 +55,7 @@ int MpiTransport::post(bool recv, void* data, std::size_t bytes, int peer, int t
   r.peer = peer;
   long long& count = (recv ? received_ : sent_)[peer];
   r.mine = {tag, static_cast<long long>(bytes), count++};
+  r.phase = phases_.posted();
   MPI_Request* m = &mpi_[2 * static_cast<size_t>(id)];
   const int n = static_cast<int>(bytes);
   if (recv) {
@@ -84,6 +85,7 @@ void MpiTransport::wait(int request) {
     throw std::logic_error("MPI transport: wait on request " + std::to_string(request) +
                            ", which is not in flight");
   Request& r = requests_[static_cast<size_t>(request)];
+  phases_.check_wait(r.phase);
   MPI_Request* m = &mpi_[2 * static_cast<size_t>(request)];
   check_mpi(MPI_Wait(&m[0], MPI_STATUS_IGNORE), "MPI_Wait", r.peer);
   if (r.recv && (r.theirs.tag != r.mine.tag || r.theirs.bytes != r.mine.bytes)) {

@@ -9,6 +9,9 @@
 //     wait() reads the header first and throws, naming link, message, tags and sizes
 //     (contract_mismatch in planner/message_contract.h), when it is not the message the
 //     receiver expects, before any payload of the wrong size can be taken in.
+//   - Posting phases. begin_phase() / end_phase() keep the nccl transport's rules
+//     (posting_phases.h): no phase inside a phase, no end without a begin, no wait on a
+//     transfer of the phase still open (NCCL would hang there; MPI would not).
 // One transport per rank, driven from one thread (the backend's).
 #pragma once
 
@@ -18,6 +21,8 @@
 #include <deque>
 #include <map>
 #include <vector>
+
+#include "executor/posting_phases.h"
 
 namespace rm::exec {
 
@@ -34,6 +39,10 @@ class MpiTransport {
   // schedule's. Returns a request handle (>= 0) for wait().
   int isend(const void* data, std::size_t bytes, int peer, int tag);
   int irecv(void* data, std::size_t bytes, int peer, int tag);
+  // A posting phase's bounds (backend.h), checked as the nccl transport needs them
+  // (posting_phases.h): MPI itself posts at once.
+  void begin_phase() { phases_.begin(); }
+  void end_phase() { phases_.end(); }
   // Block until the request completes (the handle is then invalid). Throws
   // std::runtime_error when a receive's message breaks the contract.
   void wait(int request);
@@ -52,6 +61,7 @@ class MpiTransport {
     int peer = -1;
     Header mine;     // what this end posted (a send's header, a receive's expectation)
     Header theirs;   // a receive: the header that arrived
+    long long phase = -1;  // PostingPhases::posted() when it was posted
   };
 
   int post(bool recv, void* data, std::size_t bytes, int peer, int tag);
@@ -63,6 +73,7 @@ class MpiTransport {
   std::vector<int> free_;
   std::map<int, long long> sent_, received_;  // messages posted per peer, each direction
   std::vector<int> done_;                     // MPI_Testsome's index output
+  PostingPhases phases_{"MPI"};
 };
 
 }  // namespace rm::exec

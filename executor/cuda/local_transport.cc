@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "executor/cuda/attention_kernels.cuh"
+#include "executor/posting_phases.h"
 #include "planner/message_contract.h"
 
 namespace rm::gpu {
@@ -122,8 +123,9 @@ class LocalTransport final : public Transport {
   std::string name() const override { return "local"; }
   // Nothing to set up per ring: the control messages use duplicates of the world.
   void connect(const std::vector<int>& group) override { position_in_group(group, rank_); }
-  void begin_phase() override {}
-  void end_phase() override {}
+  // Posting is immediate here; the phases are checked as the nccl transport needs them.
+  void begin_phase() override { phases_.begin(); }
+  void end_phase() override { phases_.end(); }
 
   int isend(const DeviceRegion& region, int peer, int tag) override {
     const int id = new_request(true, region, peer, tag);
@@ -152,6 +154,7 @@ class LocalTransport final : public Transport {
   }
 
   bool test(int request) override {
+    phases_.check_wait(requests_.at(static_cast<size_t>(request)).phase);
     progress();
     Request& r = requests_.at(static_cast<size_t>(request));
     if (r.state != State::kDone) return false;
@@ -186,6 +189,7 @@ class LocalTransport final : public Transport {
   }
 
   void abort() override {
+    phases_.reset();
     for (Request& r : requests_)
       if (r.state == State::kAwaitDescriptor || r.state == State::kAwaitDone) {
         if (r.mpi != MPI_REQUEST_NULL) {
@@ -208,6 +212,7 @@ class LocalTransport final : public Transport {
     MPI_Request mpi = MPI_REQUEST_NULL;
     bool desc_sent = false;  // sender: the descriptor's MPI_Isend has completed
     int ticket = -1;         // receiver: the copy's
+    long long phase = -1;    // PostingPhases::posted() when it was posted
   };
   struct DoneSend {
     uint64_t seq;
@@ -223,6 +228,7 @@ class LocalTransport final : public Transport {
     r.peer = peer;
     r.tag = tag;
     r.index = counters_.next(!send, peer);
+    r.phase = phases_.posted();
     return id;
   }
 
@@ -297,6 +303,7 @@ class LocalTransport final : public Transport {
   std::deque<Request> requests_;  // a deque: MPI keeps pointers to each request's desc
   std::vector<int> free_;
   LinkCounters counters_;
+  exec::PostingPhases phases_{"local"};
   uint64_t next_seq_ = 0;
   std::multiset<uint64_t> done_seqs_;
   std::list<DoneSend> done_sends_;  // a list: MPI keeps pointers to each entry's seq

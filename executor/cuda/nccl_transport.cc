@@ -12,6 +12,7 @@
 
 #include "executor/cuda/attention_kernels.cuh"
 #include "executor/cuda/nccl_comm.h"
+#include "executor/posting_phases.h"
 
 namespace rm::gpu {
 
@@ -158,14 +159,12 @@ class NcclTransport final : public Transport {
   }
 
   void begin_phase() override {
-    if (in_phase_) throw std::logic_error("nccl transport: begin_phase() inside a phase");
+    phases_.begin();
     issue();  // posts made outside a phase go first, as their own group
-    in_phase_ = true;
   }
 
   void end_phase() override {
-    if (!in_phase_) throw std::logic_error("nccl transport: end_phase() without begin_phase()");
-    in_phase_ = false;
+    phases_.end();
     issue();
   }
 
@@ -179,8 +178,7 @@ class NcclTransport final : public Transport {
   bool test(int request) override {
     Request& r = active(request);
     if (r.group < 0) {
-      if (in_phase_)
-        throw std::logic_error("nccl transport: wait on a transfer of a phase not yet ended");
+      phases_.check_wait(r.phase);
       issue();
     }
     const cudaError_t e = cudaEventQuery(groups_[r.group].event);
@@ -194,7 +192,7 @@ class NcclTransport final : public Transport {
   }
 
   void progress() override {
-    if (!in_phase_) issue();  // NCCL itself progresses on its own (kernels, proxy thread)
+    if (!phases_.open()) issue();  // NCCL itself progresses on its own (kernels, proxy thread)
   }
 
   std::string describe(int request) const override {
@@ -215,7 +213,7 @@ class NcclTransport final : public Transport {
 
   void abort() override {
     pending_.clear();
-    in_phase_ = false;
+    phases_.reset();
     for (size_t i = 0; i < requests_.size(); ++i)
       if (requests_[i].active) complete(static_cast<int>(i));
     abort_rings();
@@ -230,6 +228,7 @@ class NcclTransport final : public Transport {
     int peer = -1, tag = 0;
     long long index = 0;  // message number on its link
     int group = -1;       // index into groups_ once issued
+    long long phase = -1;  // PostingPhases::posted() when it was posted
   };
   // The requests issued by one ncclGroupStart/End and the event recorded after it.
   struct Group {
@@ -245,7 +244,7 @@ class NcclTransport final : public Transport {
                              ", which is not another member of this rank's ring");
     const int id = take_slot(requests_, free_);
     Request& r = requests_[static_cast<size_t>(id)];
-    r = Request{true, send, region, peer, tag, counters_.next(!send, peer), -1};
+    r = Request{true, send, region, peer, tag, counters_.next(!send, peer), -1, phases_.posted()};
     pending_.push_back(id);
     return id;
   }
@@ -325,7 +324,7 @@ class NcclTransport final : public Transport {
   int rank_ = 0;
   std::map<int, int> nccl_rank_;  // world rank -> NCCL rank (ring position)
   std::shared_ptr<Ring> ring_;
-  bool in_phase_ = false;
+  exec::PostingPhases phases_{"nccl"};
   std::vector<int> pending_;      // posted, not yet issued, in posting order
   std::vector<Request> requests_;
   std::vector<int> free_;

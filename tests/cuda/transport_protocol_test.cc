@@ -1,7 +1,8 @@
 // The transports' host-side logic, without a device (its own binary and ctest entry, run
 // wherever the cuda backend is built): the local transport's protocol on a host copy
-// engine over a one-rank MPI world (every message on the link 0 -> 0), and the nccl
-// transport's checks that come before any NCCL call.
+// engine over a one-rank MPI world (every message on the link 0 -> 0), the nccl
+// transport's checks that come before any NCCL call, and the posting-phase rules the MPI
+// and local transports keep for it.
 //   - pairing by posting order, not by tag (repeated tags, sizes, offsets);
 //   - a receive whose descriptor states another tag or size is an error with the message
 //     contract's words (planner/message_contract.h), before any byte is copied;
@@ -10,6 +11,7 @@
 #include <doctest/doctest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -17,6 +19,7 @@
 
 #include "executor/cuda/local_transport.h"
 #include "executor/cuda/nccl_transport.h"
+#include "executor/mpi_transport.h"
 #include "planner/message_contract.h"
 
 namespace rm::gpu {
@@ -137,6 +140,37 @@ TEST_CASE("local transport: a message that breaks the contract is an error, neve
                          std::runtime_error);
   }
   CHECK(std::string(dst.begin() + 16, dst.end()) == std::string(48, '.'));
+}
+
+TEST_CASE("the MPI and local transports refuse a wait inside the phase that posted it, as NCCL would hang there") {
+  // Both post at once, so both could complete it: the rule is the nccl transport's
+  // (executor/posting_phases.h), checked where CI runs.
+  std::vector<char> src(16, 's'), dst(16, '.');
+  const char* inside = "transport: wait on a transfer of a phase not yet ended";
+  {
+    exec::MpiTransport mpi;
+    mpi.begin_phase();
+    const int s = mpi.isend(src.data(), 16, 0, 3);
+    const int r = mpi.irecv(dst.data(), 16, 0, 3);
+    CHECK_THROWS_WITH_AS(mpi.wait(r), (std::string("MPI ") + inside).c_str(), std::logic_error);
+    CHECK_THROWS_WITH_AS(mpi.begin_phase(), "MPI transport: begin_phase() inside a phase", std::logic_error);
+    mpi.end_phase();
+    mpi.wait(r);
+    mpi.wait(s);
+    CHECK(dst == src);
+    CHECK_THROWS_WITH_AS(mpi.end_phase(), "MPI transport: end_phase() without begin_phase()", std::logic_error);
+  }
+  Fixture f;
+  std::fill(dst.begin(), dst.end(), '.');
+  f.t->begin_phase();
+  const int s = f.t->isend(region(src, 0, 16), 0, 3);
+  const int r = f.t->irecv(region(dst, 0, 16), 0, 3);
+  CHECK_THROWS_WITH_AS(f.t->test(r), (std::string("local ") + inside).c_str(), std::logic_error);
+  CHECK_THROWS_WITH_AS(f.t->begin_phase(), "local transport: begin_phase() inside a phase", std::logic_error);
+  f.t->end_phase();
+  drive(*f.t, {s, r});
+  CHECK(dst == src);
+  CHECK_THROWS_WITH_AS(f.t->end_phase(), "local transport: end_phase() without begin_phase()", std::logic_error);
 }
 
 TEST_CASE("transports refuse a ring without this rank, and the nccl transport a peer outside it") {
