@@ -12,6 +12,12 @@
 //   of_gemm         that over a 512^3 Eigen SGEMM's GFLOP/s (best of 20, same process)
 // Both timed in thread CPU time, so other processes on a shared machine do not skew them.
 //
+// And the AdamW update over the small model's parameters on one thread, the moments in
+// fp32 (arg 0) or kept in bf16 (arg 1, TrainKernels::adamw_bf16_moments, Megatron-Core's
+// precision-aware optimizer): update_GB/s is optimizer_update_bytes of the states kept (12 or
+// 8 bytes a parameter) over the update's time, the rate `calibrate` fits from `train`'s
+// optimizer records.
+//
 //   build/bin/train_step_bench --benchmark_min_time=2
 #include <benchmark/benchmark.h>
 
@@ -19,8 +25,10 @@
 #include <vector>
 
 #include "bench/eigen_reference.h"
+#include "executor/adamw.h"
 #include "executor/reference_attention.h"
 #include "executor/transformer.h"
+#include "planner/cost_params.h"
 #include "planner/spec_library.h"
 
 namespace {
@@ -74,6 +82,33 @@ void BM_SmallModelStep(benchmark::State& state) {
   state.counters["of_gemm"] = linear_rate / gemm_rate;
 }
 BENCHMARK(BM_SmallModelStep)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_AdamWUpdate(benchmark::State& state) {
+  const bool bf16 = state.range(0) != 0;
+  const rm::exec::Transformer model(rm::load_model("small"), "builtin:small");
+  const int64_t n = static_cast<int64_t>(model.num_params());
+  std::vector<float> params = model.init(1), grads(params.size(), 1e-3f), m(params.size(), 0.0f), v(m);
+  std::vector<rm::exec::Bf16> m16(params.size()), v16(params.size());
+  const std::vector<rm::exec::AdamWSegment> segments = rm::exec::whole_model_segments(model.tensors());
+  rm::exec::TrainKernels<float>& kernels = rm::exec::cpu_train_kernels<float>();
+  const rm::exec::AdamWConfig cfg;
+  int64_t step = 0;
+  double total_s = 0;
+  for (auto _ : state) {
+    const double t0 = cpu_now();
+    if (bf16)
+      rm::exec::adamw_update(cfg, segments, 0.5, step++, kernels, {params.data(), 1, n}, {grads.data(), 1, n},
+                             {m16.data(), 1, n}, {v16.data(), 1, n});
+    else
+      rm::exec::adamw_update(cfg, segments, 0.5, step++, kernels, {params.data(), 1, n}, {grads.data(), 1, n},
+                             {m.data(), 1, n}, {v.data(), 1, n});
+    total_s += cpu_now() - t0;
+  }
+  const double per_update_s = total_s / static_cast<double>(state.iterations());
+  state.counters["update_ms"] = per_update_s * 1e3;
+  state.counters["update_GB/s"] = rm::optimizer_update_bytes(bf16 ? 8 : 12) * static_cast<double>(n) / per_update_s * 1e-9;
+}
+BENCHMARK(BM_AdamWUpdate)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 
