@@ -183,14 +183,22 @@ OptimizerStates precision_aware_states() {
 // The `plan` options that keep them so.
 constexpr const char* kPrecisionAwareOptions = "--store-param-remainders --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16";
 
+// The target `plan` prices for (--target), if one is named.
+std::optional<ExportTarget> plan_target(const PlanOptions& o) {
+  if (o.target.empty()) return std::nullopt;
+  return parse_export_target(o.target, kCommandLine, "--target");
+}
+
 // For a plan that does not fit with fp32 Adam states: the plan with those states, where that
-// one fits (nullopt where it does not, or cannot run there: torchtitan's AdamW, the
-// executor's, a GPU without bf16 params, a ddp plan).
+// one fits (nullopt where it does not, or cannot run there: torchtitan's AdamW, a GPU without
+// bf16 params, a ddp plan under Megatron-LM). The executor (--target slurm) runs them with
+// any sharding (fsdp.h).
 std::optional<Plan> precision_aware_fit(const PlanOptions& o, const Answer& a) {
   const Plan& plan = a.plan;
   if (plan.predicted.fits || precision_aware_optimizer(plan.job.optimizer)) return std::nullopt;
-  if (!o.target.empty() && parse_export_target(o.target, kCommandLine, "--target") != ExportTarget::kMegatron)
-    return std::nullopt;
+  const std::optional<ExportTarget> target = plan_target(o);
+  if (target == ExportTarget::kTorchtitan) return std::nullopt;
+  const bool executor = target == ExportTarget::kSlurm;
   const OptimizerStates states = precision_aware_states();
   if (!optimizer_states_why_invalid(states, a.r->topology.gpu.element_bytes).empty()) return std::nullopt;
   PlanOptions pa = o;
@@ -199,7 +207,8 @@ std::optional<Plan> precision_aware_fit(const PlanOptions& o, const Answer& a) {
   pa.job.exp_avg_sq_dtype = to_string(states.exp_avg_sq_dtype);
   const Answer b = plan_on(pa, plan.job.gpus);
   // Megatron-LM runs it only with its distributed optimizer (OptimizerConfig), not ddp's.
-  if (!b.plan.predicted.fits || !megatron_args(b.plan, b.r->model).distributed_optimizer) return std::nullopt;
+  if (!b.plan.predicted.fits || (!executor && !megatron_args(b.plan, b.r->model).distributed_optimizer))
+    return std::nullopt;
   return b.plan;
 }
 
@@ -267,7 +276,10 @@ void run_plan(const PlanOptions& o) {
   // What the user can ask next: the two questions whose answers fit.
   if (!short_of.empty() && !plan.predicted.fits && !o.min_gpus && !o.max_seq)
     throw std::runtime_error(short_of +
-                             (reduced_states ? std::string("; with Megatron-Core's precision-aware optimizer (") +
+                             (reduced_states ? std::string(plan_target(o) == ExportTarget::kSlurm
+                                                               ? "; with the precision-aware optimizer's states, which "
+                                                                 "ringmaster train keeps ("
+                                                               : "; with Megatron-Core's precision-aware optimizer (") +
                                                    kPrecisionAwareOptions + ": " +
                                                    sig(optimizer_state_bytes(precision_aware_states()), 3) +
                                                    " bytes of Adam state a parameter, not " +

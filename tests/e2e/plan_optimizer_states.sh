@@ -75,6 +75,12 @@ checked=$((checked + 1))
 "$bin" plan "${long[@]}" --target torchtitan >/dev/null 2>"$tmp/titan.err"
 grep -q "precision-aware" "$tmp/titan.err" && fail "a torchtitan plan was offered Megatron's optimizer: $(cat "$tmp/titan.err")"
 checked=$((checked + 1))
+# The executor runs them (train_optimizer_states.sh), with any sharding: a plan for it
+# (--target slurm: no TP or PP on the cuda backend) that fits only so says so in its words.
+"$bin" plan --model llama3-70b --topology dgx-h100-ib --gpus 16 --seq 128k --target slurm >/dev/null 2>"$tmp/slurm.err"
+grep -Eq "with the precision-aware optimizer's states, which ringmaster train keeps \(${pa[*]}: 6 bytes of Adam state a parameter, not 12\) it fits in [0-9.]+ GiB" "$tmp/slurm.err" ||
+  fail "a plan for the executor that fits only with reduced states did not say so: $(cat "$tmp/slurm.err")"
+checked=$((checked + 1))
 # ddp keeps the optimizer whole, which Megatron's precision-aware optimizer does not run with
 # (the same plan with reduced states would fit: 69.0 GiB).
 "$bin" plan --gpus 64 --seq 8K --tp 1 --cp 1 --pp 1 --sharding ddp >/dev/null 2>"$tmp/ddp.err"
