@@ -34,8 +34,10 @@
 // the ring loop never calls into the backend.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -240,6 +242,16 @@ class Backend {
   virtual void store_forward(float* out, float* lse) const;
   virtual void store_backward(float* dq, float* dk, float* dv) const;
 };
+
+// Throws std::runtime_error "<backend> backend: a K,V block of N tokens, expected M" unless
+// an attention op's `kv_tokens` has one token per K,V row the backend holds: both backends
+// index their kernels with it, so a ring loop that named another block's layout is an
+// error on the cpu, as on the device, not a read past the list.
+inline void check_kv_tokens(const char* backend, std::size_t tokens, std::size_t expected) {
+  if (tokens != expected)
+    throw std::runtime_error(std::string(backend) + " backend: a K,V block of " + std::to_string(tokens) +
+                             " tokens, expected " + std::to_string(expected));
+}
 
 // Backends by name ("cpu", "cuda"). Throws InputError naming the backend when it is
 // unknown or was not built (cuda without nvcc/NCCL at configure time). Backends that

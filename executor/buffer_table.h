@@ -1,7 +1,8 @@
 // The schedule's buffers as a backend holds them, by id (backend.h: alloc, free and every
 // op that names one). Both backends keep theirs here, so both refuse the same schedule
 // errors: an id allocated twice, one used before its alloc or after its free, one used in a
-// role it was not allocated for (a K,V block read as dK,dV), a transfer past an id's end.
+// role it was not allocated for (a K,V block read as dK,dV), a transfer past an id's end
+// (and, in backend.h, check_kv_tokens: a K,V block named with another block's token list).
 // The CUDA path relies on none of them happening; the cpu backend refusing them too is
 // what lets CI, with no GPU, catch a schedule or ring loop that would break it.
 #pragma once

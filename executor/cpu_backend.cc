@@ -71,6 +71,7 @@ class CpuBackend final : public Backend {
 
   void attention_forward(int kv_buffer, const std::vector<int64_t>& kv_tokens) override {
     Level& r = *ring_;
+    check_kv_tokens("cpu", kv_tokens.size(), r.tokens.size());
     const float* kv = buffers_.get(kv_buffer, BufferRole::kKv).data();
     const int64_t d = shape_.d;
     for_each_block(r, [&](int j, int g, int64_t q0, int64_t k0, int64_t seg) {
@@ -91,6 +92,7 @@ class CpuBackend final : public Backend {
   void attention_backward(int kv_buffer, const std::vector<int64_t>& kv_tokens,
                           int dkv_buffer) override {
     Level& r = *ring_;
+    check_kv_tokens("cpu", kv_tokens.size(), r.tokens.size());
     const float* kv = buffers_.get(kv_buffer, BufferRole::kKv).data();
     float* dkv = buffers_.get(dkv_buffer, BufferRole::kDkv).data();
     std::fill(dkv, dkv + 2 * r.kv_elems(), 0.0f);

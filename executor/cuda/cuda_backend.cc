@@ -410,9 +410,7 @@ class CudaBackend final : public Backend {
   }
 
   void upload_kv_tokens(const std::vector<int64_t>& kv_tokens) {
-    if (kv_tokens.size() != tokens_.size())
-      throw std::runtime_error("cuda backend: a K,V block of " + std::to_string(kv_tokens.size()) +
-                               " tokens, expected " + std::to_string(tokens_.size()));
+    check_kv_tokens("cuda", kv_tokens.size(), tokens_.size());
     // The staging buffer is free: the previous kernel call finished before returning.
     for (size_t i = 0; i < kv_tokens.size(); ++i)
       kv_tok_host_[i] = static_cast<int32_t>(kv_tokens[i]);

@@ -44,6 +44,13 @@ TEST_CASE("verify: a one-rank ring passes: a perturbed dK fails naming it") {
   be->take_own_dkv(1, false);
   HostTensors t = be->download();
 
+  // An attention op whose K,V token list is not the block's is refused, as on the device.
+  const std::vector<int64_t> short_list(tokens.begin(), tokens.end() - 1);
+  CHECK_THROWS_WITH_AS(be->attention_forward(0, short_list),
+                       ("cpu backend: a K,V block of " + std::to_string(shape.c - 1) + " tokens, expected " +
+                        std::to_string(shape.c)).c_str(),
+                       std::runtime_error);
+
   const VerifyResult good = verify_ring({{t}}, shape, seed, true);
   CHECK(good.ok());
   CHECK(check_of(good, "dk").rel_err < 1e-5);
