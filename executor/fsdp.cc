@@ -102,34 +102,43 @@ FsdpState::~FsdpState() {
   MPI_Comm_free(&replica_comm_);
 }
 
+Tensor<float>& FsdpState::array(StateArray a) {
+  switch (a) {
+    case StateArray::kParams: return params_;
+    case StateArray::kGrads: return grads_;
+    case StateArray::kMoment1: return m_;
+    case StateArray::kMoment2: return v_;
+  }
+  return params_;
+}
+
+Tensor<Bf16>* FsdpState::bf16_moment(StateArray a) {
+  if (!bf16_moments_) return nullptr;
+  return a == StateArray::kMoment1 ? &m16_ : a == StateArray::kMoment2 ? &v16_ : nullptr;
+}
+
 std::vector<float> FsdpState::download(StateArray a) {
   std::vector<float> local(local_);
   const auto n = static_cast<int64_t>(local_);
-  const bool moment = a == StateArray::kMoment1 || a == StateArray::kMoment2;
-  if (moment && bf16_moments_) {
-    std::vector<Bf16> stored(local_);
-    half_.download(stored.data(), (a == StateArray::kMoment1 ? m16_ : v16_).data(), n);
-    cpu_train_kernels<float>().from_bf16(local.data(), stored.data(), n);  // host memory
-    return local;
+  if (const Tensor<Bf16>* stored = bf16_moment(a)) {
+    std::vector<Bf16> host(local_);
+    half_.download(host.data(), stored->data(), n);
+    cpu_train_kernels<float>().from_bf16(local.data(), host.data(), n);  // host memory
+  } else {
+    k_.download(local.data(), array(a).data(), n);
   }
-  const Tensor<float>& t = a == StateArray::kParams ? params_ : a == StateArray::kGrads ? grads_
-                           : a == StateArray::kMoment1 ? m_ : v_;
-  k_.download(local.data(), t.data(), n);
   return local;
 }
 
 void FsdpState::upload(StateArray a, const std::vector<float>& local) {
   const auto n = static_cast<int64_t>(local_);
-  const bool moment = a == StateArray::kMoment1 || a == StateArray::kMoment2;
-  if (moment && bf16_moments_) {  // a checkpoint's fp32 moments, rounded as the update stores them
-    std::vector<Bf16> stored(local_);
-    cpu_train_kernels<float>().to_bf16(stored.data(), local.data(), n);
-    half_.upload((a == StateArray::kMoment1 ? m16_ : v16_).data(), stored.data(), n);
-    return;
+  if (Tensor<Bf16>* stored = bf16_moment(a)) {  // a checkpoint's fp32 moments, rounded as the update stores them
+    std::vector<Bf16> host(local_);
+    cpu_train_kernels<float>().to_bf16(host.data(), local.data(), n);
+    half_.upload(stored->data(), host.data(), n);
+  } else {
+    k_.upload(array(a).data(), local.data(), n);
   }
-  Tensor<float>& t = a == StateArray::kParams ? params_ : a == StateArray::kGrads ? grads_
-                     : a == StateArray::kMoment1 ? m_ : v_;
-  k_.upload(t.data(), local.data(), n);
 }
 
 void FsdpState::count_unsharded(double bytes) {

@@ -156,6 +156,10 @@ class FsdpState {
     ParamUnit::Kind kind = ParamUnit::kBlock;
     int chunk = 0;
   };
+  // The fp32 storage of an array (empty for moments kept in bf16), and the bf16 storage of a
+  // moment kept so (null otherwise).
+  Tensor<float>& array(StateArray a);
+  Tensor<Bf16>* bf16_moment(StateArray a);
   // The array's elements in host memory (fp32, widened from bf16 moments), and back.
   std::vector<float> download(StateArray a);
   void upload(StateArray a, const std::vector<float>& local);
