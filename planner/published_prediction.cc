@@ -35,6 +35,7 @@ const GpuTopologies kGpuTopologies[] = {
     {"h200", "dgx-h200-ib", "dgx-h200-ib", ""},
     {"h800", "h800-nvlink-box", "", "no multi-node H800 topology"},
     {"h100-96gb", "grand-teton-h100-96gb", "grand-teton-h100-96gb", ""},
+    {"b200", "dgx-b200-ib", "dgx-b200-ib", ""},
 };
 
 // The kernel papers' backward FLOPs over forward FLOPs (FlashAttention-2/3 benchmarks, as

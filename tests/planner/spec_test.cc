@@ -66,7 +66,7 @@ TEST_CASE("every shipped spec loads, and its name is its file name") {
       ++models;
     }
   }
-  CHECK(topologies == 13);
+  CHECK(topologies == 14);
   CHECK(models == 19);
   CHECK(rm::load_topology(rm::kStudyTopology).max_gpus() == 128);
   CHECK_NOTHROW(rm::load_model(rm::kDefaultModel));
@@ -201,6 +201,20 @@ TEST_CASE("a GPU's fp8 block and slice merge bytes: optional, read strictly") {
             .find("gpu.fp8.gemm_efficiency: expected a number in (0, 1]") != std::string::npos);
   CHECK(error_of(shipped_topology_with("dgx-h200-ib", eff, "    gemm_efficency: 0.354"), true).find("gpu.fp8.") !=
         std::string::npos);
+}
+
+// Each fp8 GEMM limit is its GPU's bf16 limit times the fp8/bf16 ratio of the best matmuls
+// mamf-finder.py measured on that GPU (the topologies' notes): refitting one limit moves the other.
+TEST_CASE("a GPU's fp8 GEMM limit follows its bf16 limit by the measured matmul ratio") {
+  const struct {
+    const char* topology;
+    double ratio;  // FP8 over BF16 matmul efficiency, each of its peak
+  } gpus[] = {{"dgx-h100-ib", 70.9 / 80.3}, {"dgx-h200-ib", 73.4 / 80.3}, {"dgx-b200-ib", 76.3 / 77.6}};
+  for (const auto& g : gpus) {
+    CAPTURE(g.topology);
+    const rm::GpuSpec gpu = rm::load_topology(g.topology).gpu;
+    CHECK(gpu.fp8_gemm_efficiency == doctest::Approx(gpu.gemm_efficiency * g.ratio).epsilon(0.002).scale(0));
+  }
 }
 
 TEST_CASE("a GPU's GEMM size curve: optional, read strictly") {
