@@ -69,8 +69,9 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
                   "what is predicted: attention (ring attention fwd+bwd), layer, or step (default)");
   cmd->add_option("--profile", o.profile, "calibrated profile YAML from `ringmaster calibrate`");
   cmd->add_option("--attention-kernel", o.attention_kernel,
-                  "attention implementation the run uses: flash_attn_2 (default; the shipped curves), or one "
-                  "the topology prices by a factor (gpu.attention.kernels: triton; flash_attn_3 and cudnn on Hopper)");
+                  "attention implementation the run uses: by default the one the topology's curve describes "
+                  "(flash_attn_2; cudnn, Transformer Engine's fused kernels, on B200), or one the topology prices by "
+                  "a factor (gpu.attention.kernels: triton; flash_attn_3 and cudnn on Hopper)");
   cmd->add_option("--fp8", o.fp8,
                   "float8 linear layers with this scaling recipe: tensorwise (torchao's, torchtitan's "
                   "model.converters float8), delayed or current (Transformer Engine's, Megatron-LM's --fp8-recipe "
@@ -165,7 +166,7 @@ ResolvedJob resolve_job(const JobOptions& o, int gpus, int64_t seq_len) {
   r.topology = load_topology(r.job.topology);
   if (gpus == 0) fail_input(kCommandLine, "--gpus", "required: the number of GPUs");
   r.job.attention_kernel = o.attention_kernel;
-  apply_attention_kernel(r.topology, o.attention_kernel, kCommandLine, "--attention-kernel");
+  apply_attention_kernel(r.topology, r.job.attention_kernel, kCommandLine, "--attention-kernel");
   if (gpus < 1 || gpus > kMaxGpus)
     fail_input(kCommandLine, "--gpus", "must be in [1, " + std::to_string(kMaxGpus) + "] (got " + std::to_string(gpus) + ")");
   r.job.gpus = gpus;

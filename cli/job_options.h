@@ -32,7 +32,7 @@ struct JobOptions {
   bool grad_reduce_in_fp32 = false, grad_reduce_in_bf16 = false;
   std::string workload = "step";
   std::string profile;       // calibrated profile YAML (ringmaster calibrate)
-  std::string attention_kernel = kDefaultAttentionKernel;
+  std::string attention_kernel;  // --attention-kernel; empty: the topology's curve's own
   std::string fp8;  // --fp8 RECIPE; empty: bf16 linear layers
   // Adam's states (Job::optimizer, Megatron-LM's names); empty: fp32.
   std::string main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype;

@@ -8,6 +8,8 @@
 // topology YAML); a calibrated profile replaces them.
 #pragma once
 
+#include <string>
+
 namespace rm {
 
 // FLOPs of the attention backward over the forward's, for the same tiles: 2.5. Per
@@ -18,9 +20,15 @@ namespace rm {
 // records carry backward FLOPs = this x forward, and calibration divides them back.
 inline constexpr double kBackwardFlopsFactor = 2.5;
 
-// The attention implementation the shipped curves describe (FlashAttention-2); others are
-// priced by a factor of the GPU's (GpuSpec::attention_kernels).
+// The attention implementation a GPU's curve describes unless its topology names another
+// (gpu.attention.kernel: cudnn on B200, Transformer Engine's fused kernels); others are priced
+// by a factor of the GPU's (GpuSpec::attention_kernels).
 inline constexpr const char* kDefaultAttentionKernel = "flash_attn_2";
+
+// An attention implementation's name, as topologies, plans and the corpus spell one: a-z, 0-9, '_'.
+inline bool valid_attention_kernel_name(const std::string& name) {
+  return !name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
+}
 
 struct KernelCurve {
   double max_efficiency = 0;     // fraction of peak reached by very large tiles

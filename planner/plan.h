@@ -142,8 +142,9 @@ struct Job {
   bool causal = true;
   Workload workload = Workload::kStep;
   Passes passes = Passes::kForwardBackward;
-  // The attention implementation the run will use (kernel_efficiency.h); other than
-  // flash_attn_2 it is priced by the GPU's factor for it (apply_attention_kernel).
+  // The attention implementation the run will use (kernel_efficiency.h); other than the one
+  // the GPU's curve describes (GpuSpec::attention_curve) it is priced by the GPU's factor for
+  // it (apply_attention_kernel, which also names the curve's own for "").
   std::string attention_kernel = kDefaultAttentionKernel;
   // The layers' elementwise ops run as PyTorch's eager kernels, one per op with fp32
   // upcasts (torchtitan without torch.compile; attention_work.h ElementwiseBytes): set by

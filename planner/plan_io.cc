@@ -10,7 +10,7 @@
 //   causal: true
 //   workload: step              # attention | layer | step
 //   passes: forward-backward    # forward | forward-backward
-//   attention_kernel: ...       # optional, flash_attn_2
+//   attention_kernel: cudnn     # optional, flash_attn_2 (a GPU whose curve is another's needs it)
 //   chunked_loss: false         # optional, true (Job::chunked_loss)
 //   compiled_loss: true         # optional, false (Job::compiled_loss)
 //   framework: megatron         # optional, any (Job::framework; megatron | pytorch)

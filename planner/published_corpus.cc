@@ -9,6 +9,7 @@
 #include "planner/input_error.h"
 #include "planner/input_file.h"
 #include "planner/input_limits.h"
+#include "planner/kernel_efficiency.h"
 #include "planner/yaml_reader.h"
 
 namespace rm {
@@ -159,9 +160,8 @@ PublishedEntry parse_entry(const YAML::Node& node, const std::string& source, si
   if (!is_null(node, m, "sharding")) e.sharding = parse_name(m, "sharding", kShardings);
   if (!is_null(node, m, "checkpointing")) e.checkpointing = parse_name(m, "checkpointing", kCorpusCheckpointings);
   e.precision = parse_name(m, "precision", kPrecisions);
-  e.attention_kernel = m.str_or("attention_kernel", kDefaultAttentionKernel);
-  if (e.attention_kernel.empty() ||
-      e.attention_kernel.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+  e.attention_kernel = m.str_or("attention_kernel", "");
+  if (m.has("attention_kernel") && !valid_attention_kernel_name(e.attention_kernel))
     m.fail("attention_kernel", "expected a name of a-z, 0-9 and '_' (got '" + e.attention_kernel + "')");
   e.topology = m.str_or("topology", "");
   if (m.has("topology") && (e.topology.empty() ||

@@ -59,9 +59,10 @@ struct PublishedEntry {
   std::optional<Sharding> sharding;
   std::optional<Checkpointing> checkpointing;
   Precision precision = Precision::kBf16;
-  // The attention implementation the run used (optional; flash_attn_2 when absent): a name
-  // the GPU's spec prices (GpuSpec::attention_kernels), e.g. llm-foundry's `attn_impl: triton`.
-  std::string attention_kernel = kDefaultAttentionKernel;
+  // The attention implementation the run used (optional; "" = the one the GPU's curve
+  // describes, GpuSpec::attention_curve): a name the GPU's spec prices
+  // (GpuSpec::attention_kernels), e.g. llm-foundry's `attn_impl: triton`.
+  std::string attention_kernel;
   // The shipped topology that describes the source's cluster (optional; "" = the GPU's
   // default, published_prediction.h), e.g. llama3-h100-roce for the Llama 3 paper's runs.
   std::string topology;

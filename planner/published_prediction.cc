@@ -228,11 +228,11 @@ PublishedCheck check_published(const PublishedEntry& e) {
   model.kv_repeated = e.repeat_kv;
 
   Topology topo = load_topology(r.topology);
+  std::string kernel = e.attention_kernel;
   try {
-    apply_attention_kernel(topo, e.attention_kernel, e.location, e.id + ".attention_kernel");
+    apply_attention_kernel(topo, kernel, e.location, e.id + ".attention_kernel");
   } catch (const InputError&) {
-    r.not_modelled.push_back("attention kernel " + e.attention_kernel + ": topology " + r.topology +
-                             " has no constant for it");
+    r.not_modelled.push_back("attention kernel " + kernel + ": topology " + r.topology + " has no constant for it");
     return r;
   }
   if (e.precision == Precision::kFp8) {
@@ -256,6 +256,7 @@ PublishedCheck check_published(const PublishedEntry& e) {
   job.causal = e.causal;
   job.workload = e.workload;
   job.passes = e.passes;
+  job.attention_kernel = kernel;
   job.eager_elementwise = e.compile.has_value() && !*e.compile;
   job.fp8_recipe = e.fp8_recipe;
   job.framework = e.framework;

@@ -97,6 +97,9 @@ GpuSpec parse_gpu(const YamlMap& m) {
     m.fail("element_bytes", "expected 2 (bf16) or 4 (fp32) (got " + std::to_string(g.element_bytes) + ")");
   }
   const YamlMap a = m.map("attention");
+  g.attention_curve = a.str_or("kernel", kDefaultAttentionKernel);
+  if (!valid_attention_kernel_name(g.attention_curve))
+    a.fail("kernel", "expected a name of a-z, 0-9 and '_' (got '" + g.attention_curve + "')");
   g.attention.max_efficiency = a.number("max_efficiency", Range::fraction());
   g.attention.half_flops = a.number("half_flops", Range::between(0, kMaxTflops * kTera));
   g.attention.tile_bytes_limit = a.number("tile_kib", Range::above_up_to(0, 1 << 20)) * kKiB;
@@ -108,7 +111,7 @@ GpuSpec parse_gpu(const YamlMap& m) {
     const YamlMap k = a.map("kernels");
     for (const auto& item : a.node("kernels")) {
       const std::string name = item.first.as<std::string>();
-      if (name == kDefaultAttentionKernel)
+      if (name == g.attention_curve)
         k.fail(name, "is the curve above itself (list other implementations only)");
       g.attention_kernels[name] = k.number(name, Range{0, true, 4, false});
     }

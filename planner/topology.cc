@@ -280,13 +280,14 @@ double Fabric::route_bytes_per_s(int src, int dst) const {
   return bw;
 }
 
-void apply_attention_kernel(Topology& topology, const std::string& kernel, const std::string& where,
+void apply_attention_kernel(Topology& topology, std::string& kernel, const std::string& where,
                             const std::string& field) {
-  if (kernel == kDefaultAttentionKernel) return;
+  if (kernel.empty()) kernel = topology.gpu.attention_curve;
+  if (kernel == topology.gpu.attention_curve) return;
   const auto& kernels = topology.gpu.attention_kernels;
   const auto k = kernels.find(kernel);
   if (k == kernels.end()) {
-    std::string known = kDefaultAttentionKernel;
+    std::string known = topology.gpu.attention_curve;
     for (const auto& [name, factor] : kernels) known += ", " + name;
     fail_input(where, field, "topology " + topology.name + " prices no attention kernel '" + kernel +
                                  "' (expected one of: " + known + ")");
@@ -298,11 +299,11 @@ bool same_gpu_spec(const GpuSpec& a, const GpuSpec& b) {
   const KernelCurve& x = a.attention;
   const KernelCurve& y = b.attention;
   return std::tie(a.name, a.memory_bytes, a.peak_flops, a.hbm_bytes_per_s, a.runtime_reserve_bytes, a.gemm_efficiency,
-                  a.gemm_half_flops, a.lockstep_jitter, a.element_bytes, a.attention_kernels, a.fp8_peak_flops,
-                  a.fp8_gemm_efficiency) ==
+                  a.gemm_half_flops, a.lockstep_jitter, a.element_bytes, a.attention_curve, a.attention_kernels,
+                  a.fp8_peak_flops, a.fp8_gemm_efficiency) ==
              std::tie(b.name, b.memory_bytes, b.peak_flops, b.hbm_bytes_per_s, b.runtime_reserve_bytes, b.gemm_efficiency,
-                      b.gemm_half_flops, b.lockstep_jitter, b.element_bytes, b.attention_kernels, b.fp8_peak_flops,
-                      b.fp8_gemm_efficiency) &&
+                      b.gemm_half_flops, b.lockstep_jitter, b.element_bytes, b.attention_curve, b.attention_kernels,
+                      b.fp8_peak_flops, b.fp8_gemm_efficiency) &&
          std::tie(x.max_efficiency, x.half_flops, x.tile_bytes_limit, x.backward_factor, x.merge_bytes, x.dq_merge_bytes,
                   x.slice_merge_bytes) == std::tie(y.max_efficiency, y.half_flops, y.tile_bytes_limit, y.backward_factor,
                                                    y.merge_bytes, y.dq_merge_bytes, y.slice_merge_bytes);

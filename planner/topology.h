@@ -34,8 +34,10 @@ struct GpuSpec {
   double lockstep_jitter = 0;  // spread of these GPUs' speeds (CostParams::lockstep_jitter); 0 = none
   int element_bytes = 2;             // activations and K,V: 2 (bf16) on GPUs, 4 (fp32) on cpu-local
   KernelCurve attention;             // fraction of peak of the blockwise attention kernel vs tile
-  // Other attention implementations than the one `attention` describes (FlashAttention-2):
-  // throughput relative to it, by the name a run states (published corpus `attention_kernel`).
+  // The implementation `attention` describes (gpu.attention.kernel; kDefaultAttentionKernel
+  // unless the topology names another), and others by their throughput relative to it, by the
+  // name a run states (--attention-kernel, a plan's or a corpus entry's `attention_kernel`).
+  std::string attention_curve = kDefaultAttentionKernel;
   std::map<std::string, double> attention_kernels;
   // Float8 linear layers (linear_precision.h), from the optional `fp8` block: the dense fp8
   // tensor-core FLOP/s (0 = no fp8) and, optionally, the fraction of it the GEMMs reach
@@ -179,10 +181,11 @@ class Fabric {
   int add_link(std::string name, LinkClass cls, double bytes_per_s, double latency_s);
 };
 
-// Prices attention as `kernel` runs: scales the curve by the GPU's factor for it (no-op for
-// kDefaultAttentionKernel). Throws InputError "<where>: <field>: ..." naming the known ones
-// when the topology has no factor for it.
-void apply_attention_kernel(Topology& topology, const std::string& kernel, const std::string& where,
+// Prices attention as `kernel` runs: an empty name becomes the GPU's curve's own
+// (GpuSpec::attention_curve), which is priced as it is; another scales the curve by the GPU's
+// factor for it. Throws InputError "<where>: <field>: ..." naming the known ones when the
+// topology has no factor for it.
+void apply_attention_kernel(Topology& topology, std::string& kernel, const std::string& where,
                             const std::string& field);
 
 }  // namespace rm

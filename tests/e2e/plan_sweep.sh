@@ -180,16 +180,35 @@ assert a["attention_kernel"] == "flash_attn_2" and b["attention_kernel"] == "fla
 ta, tb = a["predicted"]["step_time_s"], b["predicted"]["step_time_s"]
 assert tb < ta, (ta, tb)  # FA3 is priced 1.73x faster on Hopper: the attention-only call speeds up
 EOF
-grep -q "^attention_kernel: flash_attn_3" "$tmp/fa3.yaml" || fail "the plan file does not carry attention_kernel"
-"$bin" simulate --plan "$tmp/fa3.yaml" --format json >"$tmp/fa3.sim.json" 2>/dev/null || fail "simulate of the flash_attn_3 plan exited $?"
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s, p = d["simulated"], d["predicted"]
-assert d["attention_kernel"] == "flash_attn_3", d["attention_kernel"]
+# A plan file (NAME.yaml) carries its kernel KERNEL, and simulate prices it as plan did.
+simulates_kernel() {
+  grep -q "^attention_kernel: $2\$" "$tmp/$1.yaml" || fail "the $1 plan file does not carry attention_kernel $2"
+  "$bin" simulate --plan "$tmp/$1.yaml" --format json >"$tmp/$1.sim.json" 2>/dev/null || fail "simulate of the $1 plan exited $?"
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s, p = d["simulated"], d["predicted"]
+assert d["attention_kernel"] == sys.argv[2], d["attention_kernel"]
 assert abs(s["step_time_s"] - p["step_time_s"]) / p["step_time_s"] < 0.02, (s["step_time_s"], p["step_time_s"])' \
-  "$tmp/fa3.sim.json" || fail "simulate of the flash_attn_3 plan disagrees with plan"
-out=$("$bin" plan --model llama3-8b --topology dgx-a100-ib --gpus 8 --seq 32k --attention-kernel flash_attn_3 2>&1)
-rc=$?
-[[ $rc -eq 2 && $out == *"--attention-kernel: topology dgx-a100-ib prices no attention kernel 'flash_attn_3' (expected one of: flash_attn_2, triton)"* ]] \
-  || fail "--attention-kernel flash_attn_3 on A100: exit $rc, $out"
+    "$tmp/$1.sim.json" "$2" || fail "simulate of the $1 plan disagrees with plan"
+}
+# A topology refuses a kernel it has no constant for (flags ARGS, KERNEL, what it prices).
+refuses_kernel() {
+  local out rc
+  out=$("$bin" plan --model llama3-8b --gpus 8 --seq 32k "${@:1:$#-2}" 2>&1)
+  rc=$?
+  [[ $rc -eq 2 && $out == *"prices no attention kernel '${*: -2:1}' (expected one of: ${*: -1})"* ]] \
+    || fail "--attention-kernel ${*: -2:1}: exit $rc, $out"
+}
+simulates_kernel fa3 flash_attn_3
+refuses_kernel --topology dgx-a100-ib --attention-kernel flash_attn_3 flash_attn_3 "flash_attn_2, triton"
+# On the B200 the curve is Transformer Engine's fused attention: a plan names it, its file
+# carries it, simulate prices it the same, and Megatron is told to run it.
+checked=$((checked + 1))
+"$bin" plan --model llama3-8b --topology dgx-b200-ib --gpus 8 --seq 64k --target megatron -o "$tmp/b200.yaml" \
+  >"$tmp/b200.txt" 2>&1 || fail "plan on dgx-b200-ib exited $?"
+grep -q "attention cudnn" "$tmp/b200.txt" || fail "a B200 plan's header does not name cudnn: $(head -2 "$tmp/b200.txt")"
+"$bin" export --to megatron "$tmp/b200.yaml" 2>/dev/null | grep -q -- "--attention-backend fused" \
+  || fail "export --to megatron of a B200 plan does not run fused attention"
+simulates_kernel b200 cudnn
+refuses_kernel --topology dgx-b200-ib --attention-kernel flash_attn_2 flash_attn_2 cudnn
 
 # ---- sweep --headroom: every row fits in the rest, and says so in the header -------------
 checked=$((checked + 1))

@@ -287,9 +287,10 @@ TEST_CASE("what the planner cannot express is not modelled, with every reason") 
 }
 
 TEST_CASE("an entry's attention kernel scales the GPU's attention curve by the topology's factor") {
-  // Absent: FlashAttention-2, the curve itself.
+  // Absent: the one the GPU's curve describes, FlashAttention-2 on this A100.
   const rm::PublishedCorpus plain = rm::parse_published_corpus(kOneEntry, "c.yaml");
-  CHECK(plain.entries[0].attention_kernel == "flash_attn_2");
+  CHECK(plain.entries[0].attention_kernel.empty());
+  CHECK(rm::check_published(plain.entries[0]).plan.job.attention_kernel == "flash_attn_2");
   const std::string triton = replaced(kOneEntry, "    causal: true", "    attention_kernel: triton\n    causal: true");
   const rm::PublishedEntry t = rm::parse_published_corpus(triton, "c.yaml").entries[0];
   CHECK(t.attention_kernel == "triton");
@@ -311,6 +312,17 @@ TEST_CASE("an entry's attention kernel scales the GPU's attention curve by the t
   // A malformed name is refused at reading.
   CHECK(corpus_error_of(replaced(kOneEntry, "    causal: true", "    attention_kernel: Flash-3\n    causal: true")) ==
         "c.yaml:22: rfa-a100-fwd-zigzag.attention_kernel: expected a name of a-z, 0-9 and '_' (got 'Flash-3')");
+  // On the B200 the curve is Transformer Engine's fused attention: an entry that names no
+  // kernel is priced as that, and FlashAttention-2 has no B200 constant.
+  const rm::PublishedCheck b200 = rm::check_published(shipped("nemo-b200-llama3-8b-1m-cp16"));
+  REQUIRE(b200.modelled);
+  CHECK(b200.plan.job.attention_kernel == "cudnn");
+  const std::string fa2_b200 = replaced(replaced(kOneEntry, "gpu: a100-80gb", "gpu: b200"), "    causal: true",
+                                        "    attention_kernel: flash_attn_2\n    causal: true");
+  const rm::PublishedCheck no_fa2 = rm::check_published(rm::parse_published_corpus(fa2_b200, "c.yaml").entries[0]);
+  CHECK(!no_fa2.modelled);
+  REQUIRE(no_fa2.not_modelled.size() == 1);
+  CHECK(no_fa2.not_modelled[0] == "attention kernel flash_attn_2: topology dgx-b200-ib has no constant for it");
 }
 
 TEST_CASE("an entry's topology names the cluster its source ran on") {

@@ -180,6 +180,25 @@ TEST_CASE("a GPU's other attention kernels: relative factors, read strictly") {
   CHECK(a100.gpu.attention_kernels.count("cudnn") == 0);
   for (const char* hopper : {"dgx-h100-ib", "dgx-h200-ib", "h800-nvlink-box"})
     CHECK(rm::load_topology(hopper).gpu.attention_kernels.at("cudnn") == doctest::Approx(1.72));
+  // The curve's own implementation: FlashAttention-2 unless the topology names another.
+  CHECK(a100.gpu.attention_curve == "flash_attn_2");
+  const rm::Topology b200 = rm::load_topology("dgx-b200-ib");
+  CHECK(b200.gpu.attention_curve == "cudnn");
+  CHECK(b200.gpu.attention_kernels.empty());
+  std::string kernel;  // "" names the curve's own, priced as it is
+  rm::Topology t = b200;
+  rm::apply_attention_kernel(t, kernel, "x", "k");
+  CHECK(kernel == "cudnn");
+  CHECK(t.gpu.attention.max_efficiency == b200.gpu.attention.max_efficiency);
+  kernel = "flash_attn_2";
+  CHECK_THROWS_WITH_AS(rm::apply_attention_kernel(t, kernel, "x", "k"),
+                       "x: k: topology dgx-b200-ib prices no attention kernel 'flash_attn_2' (expected one of: cudnn)",
+                       rm::InputError);
+  CHECK(error_of(shipped_topology_with("dgx-b200-ib", "    kernel: cudnn", "    kernel: Cu-DNN"), true)
+            .find("gpu.attention.kernel: expected a name of a-z, 0-9 and '_' (got 'Cu-DNN')") != std::string::npos);
+  CHECK(error_of(shipped_topology_with("dgx-h100-ib", "    max_efficiency: 0.38", "    kernel: triton\n    max_efficiency: 0.38"),
+                 true)
+            .find("gpu.attention.kernels.triton: is the curve above itself") != std::string::npos);
   // Bad factors name the field.
   CHECK(error_of(shipped_topology_with("dgx-a100-ib", "      triton: 0.55", "      triton: 9.00"), true)
             .find("gpu.attention.kernels.triton: expected a number in (0, 4]") != std::string::npos);
