@@ -42,7 +42,7 @@ const Names<Checkpointing> kCorpusCheckpointings = {{Checkpointing::kNone, "none
                                               {Checkpointing::kSelective, "selective"},
                                               {Checkpointing::kFull, "full"}};
 const std::vector<std::string> kGpus = {"a100-80gb", "a100-40gb", "h100-80gb", "h100-96gb",
-                                        "h800",      "h200",      "b200"};
+                                        "h800",      "h200",      "b200",      "gb200"};
 // Every key of an entry, in schema order (`assumed` names some of the others).
 const std::vector<std::string> kEntryKeys = {
     "id",           "source",    "gpu",     "cluster",       "model",     "gpus",   "seq_len",

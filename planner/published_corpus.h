@@ -44,7 +44,7 @@ struct PublishedEntry {
   std::string id;         // unique kebab-case name
   std::string location;   // "<file>:<line>" of the entry, for messages made later
   std::string source;     // repository + path + commit + row, or paper + section + table
-  std::string gpu;        // a100-80gb, a100-40gb, h100-80gb, h100-96gb, h800, h200, b200
+  std::string gpu;        // a100-80gb, a100-40gb, h100-80gb, h100-96gb, h800, h200, b200, gb200
   std::string cluster;    // the machine as the source describes it
   std::string model;      // a shipped model name (or a model YAML path)
   int gpus = 0;           // tp * pp * dp * cp

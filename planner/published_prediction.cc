@@ -36,6 +36,7 @@ const GpuTopologies kGpuTopologies[] = {
     {"h800", "h800-nvlink-box", "", "no multi-node H800 topology"},
     {"h100-96gb", "grand-teton-h100-96gb", "grand-teton-h100-96gb", ""},
     {"b200", "dgx-b200-ib", "dgx-b200-ib", ""},
+    {"gb200", "dgx-gb200-nvl72", "dgx-gb200-nvl72", ""},
 };
 
 // The kernel papers' backward FLOPs over forward FLOPs (FlashAttention-2/3 benchmarks, as

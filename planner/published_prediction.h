@@ -4,7 +4,7 @@
 //
 // Mapping, exactly as the source ran it and never guessed:
 //   topology   the entry's `topology` when it names one (its cluster), else by `gpu`: one box when the run fits in one (a100-80gb -> a100-nvlink-box),
-//              else the multi-node cluster (dgx-a100-ib, dgx-h100-ib, dgx-h200-ib, dgx-b200-ib,
+//              else the multi-node cluster (dgx-a100-ib, dgx-h100-ib, dgx-h200-ib, dgx-b200-ib, dgx-gb200-nvl72,
 //              dgx-a100-40gb-ib, grand-teton-h100-96gb); h800 -> h800-nvlink-box (one node only)
 //   job        gpus, seq_len, causal, workload (step | attention), passes; batch tokens =
 //              global_batch x seq_len (attention: one sequence per DP rank)

@@ -65,6 +65,7 @@ TEST_CASE("corpus_gpu_type: a shipped topology's GPU as shipped, and nothing for
   CHECK(rm::corpus_gpu_type(rm::load_topology("grand-teton-h100-96gb").gpu) == "h100-96gb");
   CHECK(rm::corpus_gpu_type(rm::load_topology("h800-nvlink-box").gpu) == "h800");
   CHECK(rm::corpus_gpu_type(rm::load_topology("dgx-b200-ib").gpu) == "b200");
+  CHECK(rm::corpus_gpu_type(rm::load_topology("dgx-gb200-nvl72").gpu) == "gb200");
   CHECK_FALSE(rm::corpus_gpu_type(rm::load_topology("cpu-local").gpu));
   CHECK_FALSE(rm::corpus_gpu_type(rm::load_topology("tpu-v4-torus").gpu));
 

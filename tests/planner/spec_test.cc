@@ -66,7 +66,7 @@ TEST_CASE("every shipped spec loads, and its name is its file name") {
       ++models;
     }
   }
-  CHECK(topologies == 14);
+  CHECK(topologies == 15);
   CHECK(models == 19);
   CHECK(rm::load_topology(rm::kStudyTopology).max_gpus() == 128);
   CHECK_NOTHROW(rm::load_model(rm::kDefaultModel));
@@ -228,12 +228,29 @@ TEST_CASE("a GPU's fp8 GEMM limit follows its bf16 limit by the measured matmul 
   const struct {
     const char* topology;
     double ratio;  // FP8 over BF16 matmul efficiency, each of its peak
-  } gpus[] = {{"dgx-h100-ib", 70.9 / 80.3}, {"dgx-h200-ib", 73.4 / 80.3}, {"dgx-b200-ib", 76.3 / 77.6}};
+  } gpus[] = {{"dgx-h100-ib", 70.9 / 80.3},
+              {"dgx-h200-ib", 73.4 / 80.3},
+              {"dgx-b200-ib", 76.3 / 77.6},
+              {"dgx-gb200-nvl72", 72.3 / 72.9}};
   for (const auto& g : gpus) {
     CAPTURE(g.topology);
     const rm::GpuSpec gpu = rm::load_topology(g.topology).gpu;
     CHECK(gpu.fp8_gemm_efficiency == doctest::Approx(gpu.gemm_efficiency * g.ratio).epsilon(0.002).scale(0));
   }
+}
+
+// No GB200 constant is fitted: its GEMM limit and attention top are the B200's fitted ones by
+// the ratio of the best bf16 matmul efficiencies measured on the two (the topologies' notes), so
+// refitting the B200 moves the GB200 with it.
+TEST_CASE("the GB200's efficiencies are the B200's by the measured matmul ratio") {
+  const rm::GpuSpec b200 = rm::load_topology("dgx-b200-ib").gpu;
+  const rm::GpuSpec gb200 = rm::load_topology("dgx-gb200-nvl72").gpu;
+  const double ratio = 72.9 / 77.6;  // GB200 1822.0 of 2500, B200 1745.0 of 2250 TFLOP/s
+  CHECK(gb200.gemm_efficiency == doctest::Approx(b200.gemm_efficiency * ratio).epsilon(0.002).scale(0));
+  CHECK(gb200.attention.max_efficiency ==
+        doctest::Approx(b200.attention.max_efficiency * ratio).epsilon(0.002).scale(0));
+  CHECK(gb200.attention_curve == b200.attention_curve);
+  CHECK(gb200.attention.backward_factor == b200.attention.backward_factor);
 }
 
 TEST_CASE("a GPU's GEMM size curve: optional, read strictly") {
