@@ -107,7 +107,7 @@ void run_list(const std::string& format) {
                {"inter-node", "per NIC/link, per direction", Align::kLeft}});
   for (const auto& name : shipped_topologies()) {
     const Topology t = load_topology(name);
-    topos.add_row({t.name, t.gpu.name, fixed(t.gpu.memory_bytes / kGiB, 1), sig(t.gpu.peak_flops / kTera),
+    topos.add_row({t.name, t.gpu.name, fixed(t.gpu.memory_bytes / kGiB, 1), sig(t.gpu.peak_flops / kTera, 4),
                    std::to_string(t.gpus_per_node), std::to_string(t.max_gpus()), intra_text(t), inter_text(t)});
   }
   Table models({{"model", "", Align::kLeft},

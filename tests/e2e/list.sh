@@ -17,6 +17,11 @@ if command -v python3 >/dev/null; then
   python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["topologies"] and d["models"]' <<<"$json" ||
     { echo "FAIL: list --format json is not the expected JSON document"; failures=$((failures + 1)); }
 fi
+# Peaks print as people write them: the B200's 2250 TFLOP/s, not 2.25e+03.
+if ! grep -q "^dgx-b200-ib .* 2250 " <<<"$table" || grep -q "e+0" <<<"$table"; then
+  echo "FAIL: a peak in the topology table is not printed whole: $(grep '^dgx-b200-ib' <<<"$table")"
+  failures=$((failures + 1))
+fi
 "$bin" list --format xml >/dev/null 2>&1
 rc=$?
 if [[ $rc -ne 2 ]]; then echo "FAIL: list --format xml exited $rc (want 2)"; failures=$((failures + 1)); fi
