@@ -75,7 +75,7 @@ void add_job_options(CLI::App* cmd, JobOptions& o, bool with_job_size) {
   cmd->add_option("--fp8", o.fp8,
                   "float8 linear layers with this scaling recipe: tensorwise (torchao's, torchtitan's "
                   "model.converters float8), delayed or current (Transformer Engine's, Megatron-LM's --fp8-recipe "
-                  "delayed / tensorwise); GPUs with fp8 tensor cores (H100, H200). Default: bf16");
+                  "delayed / tensorwise); GPUs with fp8 tensor cores (H100, H200, B200, GB200). Default: bf16");
   auto* pins = cmd->add_option_group("pins", "fix a choice; the search works around it");
   pins->add_option("--cp-comm-type", o.cp_comm_type,
                    "context-parallel kind (Megatron's --cp-comm-type): p2p (ring), all_gather (K,V "
