@@ -38,6 +38,10 @@ MutEigen<T> eigen(View<T> v) {
   return MutEigen<T>(v.data, v.rows, v.cols);
 }
 
+// bf16 storage to fp32 and back, rounded to nearest even.
+float widen(Bf16 x) { return static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(x.bits)); }
+Bf16 narrow(float x) { return Bf16{Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(x))}; }
+
 template <class T>
 class CpuTrainKernels final : public TrainKernels<T> {
  public:
@@ -204,8 +208,6 @@ class CpuTrainKernels final : public TrainKernels<T> {
 
   void adamw_bf16_moments(View<T> p, ConstView<T> grad, View<Bf16> m, View<Bf16> v, const AdamWScalars& s) override {
     const float b1 = s.b1, b2 = s.b2;
-    auto widen = [](Bf16 x) { return static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(x.bits)); };
-    auto narrow = [](float x) { return Bf16{Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(x))}; };
     for (int64_t i = 0; i < p.size(); ++i) {
       const float g = static_cast<float>(grad.data[i] * s.clip);
       const float mi = b1 * widen(m.data[i]) + (1 - b1) * g;
@@ -218,12 +220,10 @@ class CpuTrainKernels final : public TrainKernels<T> {
   }
 
   void to_bf16(Bf16* dst, const T* src, int64_t n) override {
-    for (int64_t i = 0; i < n; ++i)
-      dst[i].bits = Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(static_cast<float>(src[i])));
+    for (int64_t i = 0; i < n; ++i) dst[i] = narrow(static_cast<float>(src[i]));
   }
   void from_bf16(T* dst, const Bf16* src, int64_t n) override {
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = static_cast<T>(static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(src[i].bits)));
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<T>(widen(src[i]));
   }
 };
 
